@@ -1,0 +1,1 @@
+//! sluice-config (see README and DESIGN.md for its role).

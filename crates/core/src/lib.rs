@@ -1,0 +1,28 @@
+//! # sluice-core
+//!
+//! The sans-IO heart of Sluice: exact rate arithmetic, the packet descriptor, the [`Qdisc`]
+//! contract, the queueing disciplines and the classifiers. Nothing here reads a clock, opens a
+//! socket or spawns a thread: every call takes `now`, and a qdisc says when it next wants to run
+//! through [`Qdisc::next_event`]. The simulator and the live shaper drive this same code.
+//!
+//! Layers, bottom up:
+//! - [`time`], [`rate`], [`units`]: integer nanoseconds, bit-exact token buckets, tc's units.
+//! - [`packet`], [`handle`]: what a packet looks like to a scheduler; tc `major:minor` handles.
+//! - [`qdisc`]: the contract, drop reasons and `tc -s` counters.
+//! - the qdiscs themselves, one module each.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod fifo;
+pub mod handle;
+pub mod packet;
+pub mod qdisc;
+pub mod rate;
+pub mod time;
+pub mod units;
+
+pub use handle::Handle;
+pub use packet::{Ecn, Packet};
+pub use qdisc::{ConfigError, DropReason, Dropped, Qdisc, QdiscStats};
+pub use rate::{LinkLayer, Rate, TokenBucket, WireSpec};
+pub use time::{Span, Time};

@@ -1,0 +1,1 @@
+//! sluice-lab (see README and DESIGN.md for its role).

@@ -1,0 +1,1 @@
+//! sluice-live (see README and DESIGN.md for its role).

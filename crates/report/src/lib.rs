@@ -1,0 +1,1 @@
+//! sluice-report (see README and DESIGN.md for its role).

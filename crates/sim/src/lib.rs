@@ -1,0 +1,1 @@
+//! sluice-sim (see README and DESIGN.md for its role).

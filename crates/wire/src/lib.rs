@@ -1,0 +1,1 @@
+//! sluice-wire (see README and DESIGN.md for its role).
