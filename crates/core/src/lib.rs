@@ -14,6 +14,7 @@
 #![warn(missing_docs)]
 
 pub mod fifo;
+pub mod flow_keys;
 pub mod handle;
 pub mod packet;
 pub mod qdisc;
@@ -21,6 +22,7 @@ pub mod rate;
 pub mod time;
 pub mod units;
 
+pub use flow_keys::{FlowKeys, HeaderKeys};
 pub use handle::Handle;
 pub use packet::{Ecn, Packet};
 pub use qdisc::{ConfigError, DropReason, Dropped, Qdisc, QdiscStats};
