@@ -16,6 +16,7 @@
 pub mod fifo;
 pub mod flow_keys;
 pub mod handle;
+pub mod htb;
 pub mod packet;
 pub mod qdisc;
 pub mod rate;
