@@ -39,12 +39,15 @@ impl Link {
 }
 
 /// A round-robin list (a kernel "row" or "feed") with its DRR cursor.
-/// `cursor == NONE` means "past the end", like the kernel's NULL `ptr`.
+/// `cursor == NONE` means "past the end", like the kernel's NULL `ptr`. `resume` is the class
+/// that held the cursor when it left the list (the kernel's `last_ptr_id`): if it comes back
+/// before the cursor is used, it gets its turn back.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct List {
     pub first: u32,
     pub last: u32,
     pub cursor: u32,
+    pub resume: u32,
 }
 
 impl List {
@@ -52,6 +55,7 @@ impl List {
         first: NONE,
         last: NONE,
         cursor: NONE,
+        resume: NONE,
     };
 }
 

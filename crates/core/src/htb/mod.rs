@@ -656,6 +656,12 @@ impl Htb {
         })
     }
 
+    /// A class's mode at `now` computed from its buckets (what it would be if re-evaluated now).
+    pub fn class_mode(&self, classid: Handle, now: Time) -> Option<HtbMode> {
+        let c = self.find(classid)?;
+        Some(self.mode_at(c, now.max(self.now).as_nanos()).0)
+    }
+
     /// Every class, sorted by classid.
     pub fn classes(&self) -> impl Iterator<Item = ClassInfo> + '_ {
         let deepest_inner = self

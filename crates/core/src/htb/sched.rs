@@ -85,24 +85,53 @@ impl Htb {
         }
     }
 
+    /// Appends a class to a list, or, if it is the class whose turn was interrupted when it
+    /// left, puts it back under the cursor.
     fn list_push(&mut self, r: ListRef, prio: usize, c: u32) {
         let mut l = self.list(r, prio);
-        self.set_link(
-            c,
-            prio,
-            Link {
-                prev: l.last,
-                next: NONE,
-            },
-        );
-        if l.last == NONE {
-            l.first = c;
+        let resumes = l.resume == c;
+        let before = if resumes { l.cursor } else { NONE };
+        if before == NONE {
+            self.set_link(
+                c,
+                prio,
+                Link {
+                    prev: l.last,
+                    next: NONE,
+                },
+            );
+            if l.last == NONE {
+                l.first = c;
+            } else {
+                let mut prev = self.link(l.last, prio);
+                prev.next = c;
+                self.set_link(l.last, prio, prev);
+            }
+            l.last = c;
         } else {
-            let mut prev = self.link(l.last, prio);
-            prev.next = c;
-            self.set_link(l.last, prio, prev);
+            let mut next = self.link(before, prio);
+            self.set_link(
+                c,
+                prio,
+                Link {
+                    prev: next.prev,
+                    next: before,
+                },
+            );
+            if next.prev == NONE {
+                l.first = c;
+            } else {
+                let mut prev = self.link(next.prev, prio);
+                prev.next = c;
+                self.set_link(next.prev, prio, prev);
+            }
+            next.prev = c;
+            self.set_link(before, prio, next);
         }
-        l.last = c;
+        if resumes {
+            l.cursor = c;
+            l.resume = NONE;
+        }
         self.set_list(r, prio, l);
     }
 
@@ -111,6 +140,11 @@ impl Htb {
         let mut l = self.list(r, prio);
         if l.cursor == c {
             l.cursor = me.next;
+            if l.resume == NONE {
+                // Only the first interrupted turn is remembered: the kernel's ptr is NULL from
+                // then on, so later removals do not touch last_ptr_id.
+                l.resume = c;
+            }
         }
         if me.prev == NONE {
             l.first = me.next;
@@ -362,9 +396,14 @@ impl Htb {
         let mut cur = ListRef::Row(row);
         let bound = 4 * (self.rows.len() + 4);
         for _ in 0..bound {
-            let l = self.list(cur, prio);
+            let mut l = self.list(cur, prio);
             if l.first == NONE {
                 return NONE;
+            }
+            if l.resume != NONE {
+                // The cursor is being used: the interrupted class lost its claim (kernel: pid = 0).
+                l.resume = NONE;
+                self.set_list(cur, prio, l);
             }
             if l.cursor == NONE {
                 self.set_list(
