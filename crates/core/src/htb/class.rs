@@ -48,6 +48,8 @@ pub(super) struct List {
     pub last: u32,
     pub cursor: u32,
     pub resume: u32,
+    /// Identifies the current round (a fresh value each time the cursor wraps).
+    pub round: u32,
 }
 
 impl List {
@@ -56,6 +58,7 @@ impl List {
         last: NONE,
         cursor: NONE,
         resume: NONE,
+        round: 0,
     };
 }
 
@@ -85,6 +88,8 @@ pub(super) struct Class {
     pub quantum: u32,
     /// A leaf's membership in its row or parent's feed (at `aprio`).
     pub link: Link,
+    /// The round (see [`List::round`]) in which the class last finished a turn.
+    pub round: u32,
     pub wire: WireSpec,
     pub mode: HtbMode,
     pub prio: u8,

@@ -90,7 +90,10 @@ impl Htb {
     fn list_push(&mut self, r: ListRef, prio: usize, c: u32) {
         let mut l = self.list(r, prio);
         let resumes = l.resume == c;
-        let before = if resumes { l.cursor } else { NONE };
+        // A class that already had its turn this round goes behind the cursor (served next
+        // round), like a class re-inserted at its classid position in the kernel's rbtree.
+        let served = l.round != 0 && self.classes[c as usize].round == l.round;
+        let before = if resumes || served { l.cursor } else { NONE };
         if before == NONE {
             self.set_link(
                 c,
@@ -168,9 +171,18 @@ impl Htb {
     fn advance(&mut self, r: ListRef, prio: usize) {
         let mut l = self.list(r, prio);
         if l.cursor != NONE {
+            if l.round == 0 {
+                l.round = self.next_round();
+            }
+            self.classes[l.cursor as usize].round = l.round;
             l.cursor = self.link(l.cursor, prio).next;
             self.set_list(r, prio, l);
         }
+    }
+
+    fn next_round(&mut self) -> u32 {
+        self.round_seq = self.round_seq.wrapping_add(1).max(1);
+        self.round_seq
     }
 
     // ---- activation (htb_activate_prios / htb_deactivate_prios) -------------------------------
@@ -276,7 +288,7 @@ impl Htb {
     /// The class's mode at `now` and, unless it can send, when that changes (always > `now`).
     pub(super) fn mode_at(&self, c: u32, now: u64) -> (HtbMode, Option<u64>) {
         let cl = &self.classes[c as usize];
-        let d = now.saturating_sub(cl.t_c).min(MBUFFER_NS) as i128;
+        let d = now.saturating_sub(cl.t_c) as i128;
         let ct = cl.ctokens + d * cl.ceil as i128;
         if ct < 0 {
             let wait = ceil_div(-ct, cl.ceil as i128);
@@ -344,7 +356,7 @@ impl Htb {
         let mut c = leaf;
         while c != NONE {
             let cl = &mut self.classes[c as usize];
-            let d = now.saturating_sub(cl.t_c).min(MBUFFER_NS) as i128;
+            let d = now.saturating_sub(cl.t_c) as i128;
             let cost = cl.wire.packet_cost(pkt) as i128 * UNITS_PER_BYTE;
             let (lender, at_or_above) = if row == 0 {
                 (cl.leaf, true)
@@ -406,11 +418,13 @@ impl Htb {
                 self.set_list(cur, prio, l);
             }
             if l.cursor == NONE {
+                let round = self.next_round();
                 self.set_list(
                     cur,
                     prio,
                     List {
                         cursor: l.first,
+                        round,
                         ..l
                     },
                 );
@@ -558,13 +572,11 @@ impl Htb {
 }
 
 /// The kernel's htb_accnt_tokens in exact units: earn, cap at the bucket, pay, and never owe
-/// more than `mbuffer` worth.
+/// more than `mbuffer` (60 s) worth *plus the packet just charged*. The kernel's floor is 60 s
+/// flat, which forgives part of a packet that alone takes longer than 60 s (64 KiB at 8 bit/s)
+/// and so breaks the rate; keeping the packet's own cost keeps the long-run rate exact.
 fn account(tokens: i128, earned: i128, bucket: i128, cost: i128, rate: u64) -> i128 {
     let t = (tokens + earned).min(bucket) - cost;
-    let floor = MBUFFER_NS as i128 * rate as i128;
-    if t <= -floor {
-        rate as i128 - floor
-    } else {
-        t
-    }
+    let floor = MBUFFER_NS as i128 * rate as i128 + cost;
+    t.max(-floor)
 }
