@@ -68,6 +68,14 @@
 //! - **`giants`** is always 0, as in kernels without rate tables; `rate`/`pps` estimators are not
 //!   kept (the simulator and live shaper measure rates themselves).
 //! - **No `offload`**: there is no hardware here.
+//!
+//! # Known limitation
+//!
+//! Excess bandwidth is shared in proportion to quantum when the borrowers' own rates are small
+//! next to the excess (tested). When borrowers keep switching between sending on their own rate
+//! and borrowing (rate comparable to their share of the excess), the split measured here can be
+//! off by up to about 1.5x in borrowed packets; whether the kernel's classid-ordered rbtrees
+//! behave the same way has not been checked yet.
 
 mod class;
 mod config;

@@ -107,10 +107,7 @@ pub fn run(
         }
         // Transmit.
         if now >= link_free {
-            loop {
-                let Some(p) = q.dequeue(Time::from_nanos(now)) else {
-                    break;
-                };
+            while let Some(p) = q.dequeue(Time::from_nanos(now)) {
                 out.dequeued += 1;
                 if now >= from.as_nanos() {
                     out.bytes[p.payload as usize] += p.len as u64;
