@@ -1,0 +1,1 @@
+//! Built-in traffic (placeholder, filled in next).
