@@ -21,6 +21,12 @@ enum Command {
     Lab(cmd::lab::Args),
     /// Program the kernel's tc through netlink (or print tc commands with --dry-run).
     Apply(cmd::apply::Args),
+    /// Shape real traffic between two interfaces (AF_PACKET rings, the core engine).
+    Shape(cmd::shape::Args),
+    /// Statistics from a running `sluice shape`.
+    Stats(cmd::stats::Args),
+    /// Swap a running shaper's configuration without losing queued packets.
+    Reload(cmd::reload::Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -29,6 +35,9 @@ fn main() -> std::process::ExitCode {
         Command::Rate(a) => cmd::rate::run(a),
         Command::Lab(a) => cmd::lab::run(a),
         Command::Apply(a) => cmd::apply::run(a),
+        Command::Shape(a) => cmd::shape::run(a),
+        Command::Stats(a) => cmd::stats::run(a),
+        Command::Reload(a) => cmd::reload::run(a),
     };
     match result {
         Ok(code) => code,

@@ -2,3 +2,6 @@
 pub mod apply;
 pub mod lab;
 pub mod rate;
+pub mod reload;
+pub mod shape;
+pub mod stats;
