@@ -13,6 +13,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod codel;
 pub mod fifo;
 pub mod flow_keys;
 pub mod handle;
