@@ -15,6 +15,7 @@
 
 pub mod codel;
 pub mod fifo;
+pub mod fq_codel;
 pub mod flow_keys;
 pub mod handle;
 pub mod packet;
