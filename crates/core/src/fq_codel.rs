@@ -498,7 +498,7 @@ impl FqCodel {
         let f = self.flows.get((minor as usize).checked_sub(1)?)?;
         Some(FqCodelClassStats {
             deficit: (f.deficit >> DEFICIT_SHIFT) as i32,
-            ldelay: f.vars.ldelay,
+            ldelay: f.vars.ldelay(),
             count: f.vars.count,
             lastcount: f.vars.lastcount,
             dropping: f.vars.dropping,

@@ -99,7 +99,7 @@ fn queue_below_target_never_drops() {
         assert!(q.take_dropped().is_none(), "dropped at {t}");
         t += MS;
     }
-    assert!(q.vars().ldelay < Span::from_millis(5));
+    assert!(q.vars().ldelay() < Span::from_millis(5));
 }
 
 #[test]
@@ -139,6 +139,11 @@ fn run_first_above(arrival: u64, service: u64) -> u64 {
     }
 }
 
+/// The absolute drop deadline in ns (a multiple of 1024 ns, the kernel's unit).
+fn deadline(v: &CodelVars, now: Time) -> i64 {
+    ((now.as_nanos() >> 10) << 10) as i64 + v.drop_next_from(now)
+}
+
 #[test]
 fn drop_spacing_follows_interval_over_sqrt_count() {
     // A large standing queue: 1000 packets at t=0, served one per ms, no arrivals.
@@ -146,7 +151,7 @@ fn drop_spacing_follows_interval_over_sqrt_count() {
     for i in 0..1000 {
         q.enqueue(pkt(1500, i), Time::ZERO).unwrap();
     }
-    let mut prev: Option<(u32, Time)> = None;
+    let mut prev: Option<(u32, i64)> = None;
     let mut checked = 0;
     for ms in 1..900u64 {
         let now = Time::from_nanos(ms * MS);
@@ -159,8 +164,9 @@ fn drop_spacing_follows_interval_over_sqrt_count() {
         if let Some((count, next)) = prev {
             if v.count == count + 1 && dropped_now > 0 {
                 // The deadline moved by interval/sqrt(count) (RFC 8289 §5.5).
-                let gap = (v.drop_next - next).as_nanos() as f64;
-                let exact = (((100 * MS) as u128 * ((v.rec_inv_sqrt() as u128) << 16)) >> 32) as f64;
+                let gap = (deadline(&v, now) - next) as f64;
+                // In the kernel's units: 100 ms = 97656 × 1024 ns.
+                let exact = (((97656u64 * ((v.rec_inv_sqrt() as u64) << 16)) >> 32) << 10) as f64;
                 assert_eq!(gap, exact);
                 // The kernel's one Newton step per drop starts crude (count 2 gives 1/2, not
                 // 1/sqrt 2) and is within 1.5% from count 5 on.
@@ -169,11 +175,12 @@ fn drop_spacing_follows_interval_over_sqrt_count() {
                     assert!((gap - want).abs() / want < 0.015, "count {}: gap {gap} want {want}", v.count);
                 }
                 // And the drop happened at the first dequeue at or after the old deadline.
-                assert!(now >= next && now.as_nanos() < next.as_nanos() + MS);
+                let t = now.as_nanos() as i64;
+                assert!(t >= next && t < next + MS as i64 + 1024);
                 checked += 1;
             }
         }
-        prev = Some((v.count, v.drop_next));
+        prev = Some((v.count, deadline(&v, now)));
     }
     assert!(checked >= 10, "only {checked} drop intervals observed");
 }
@@ -214,7 +221,7 @@ fn small_backlog_is_never_dropped() {
         assert!(q.dequeue(Time::from_nanos(t)).is_some());
         assert!(q.take_dropped().is_none());
     }
-    assert!(q.vars().ldelay >= Span::from_secs(1));
+    assert!(q.vars().ldelay() >= Span::from_secs(1));
     assert_eq!(q.xstats(Time::from_nanos(t)).maxpacket, 1500);
 }
 
