@@ -13,7 +13,9 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod classify;
 pub mod fifo;
+pub mod filter;
 pub mod flow_keys;
 pub mod handle;
 pub mod packet;
