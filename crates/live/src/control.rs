@@ -54,20 +54,18 @@ pub fn serve(path: &Path, stop: Arc<AtomicBool>) -> std::io::Result<Receiver<Req
     let (tx, rx) = mpsc::channel();
     let me = nix::unistd::Uid::effective().as_raw();
     let owned = path.to_path_buf();
-    std::thread::Builder::new()
-        .name("sluice-control".into())
-        .spawn(move || {
-            while !stop.load(Ordering::Relaxed) {
-                match listener.accept() {
-                    Ok((s, _)) => handle(s, me, &tx),
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                        std::thread::sleep(Duration::from_millis(20))
-                    }
-                    Err(_) => std::thread::sleep(Duration::from_millis(20)),
+    std::thread::Builder::new().name("sluice-control".into()).spawn(move || {
+        while !stop.load(Ordering::Relaxed) {
+            match listener.accept() {
+                Ok((s, _)) => handle(s, me, &tx),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    std::thread::sleep(Duration::from_millis(20))
                 }
+                Err(_) => std::thread::sleep(Duration::from_millis(20)),
             }
-            let _ = std::fs::remove_file(&owned);
-        })?;
+        }
+        let _ = std::fs::remove_file(&owned);
+    })?;
     Ok(rx)
 }
 
@@ -86,13 +84,7 @@ fn handle(mut s: UnixStream, me: u32, tx: &Sender<Request>) {
         return;
     }
     let (rtx, rrx) = mpsc::channel();
-    if tx
-        .send(Request {
-            line: line.trim().to_string(),
-            reply: rtx,
-        })
-        .is_err()
-    {
+    if tx.send(Request { line: line.trim().to_string(), reply: rtx }).is_err() {
         return;
     }
     let answer = rrx
@@ -104,10 +96,7 @@ fn handle(mut s: UnixStream, me: u32, tx: &Sender<Request>) {
 /// Send one command to a running shaper and return its answer.
 pub fn request(path: &Path, line: &str) -> std::io::Result<String> {
     let mut s = UnixStream::connect(path).map_err(|e| {
-        std::io::Error::new(
-            e.kind(),
-            format!("{}: {e} (is `sluice shape` running?)", path.display()),
-        )
+        std::io::Error::new(e.kind(), format!("{}: {e} (is `sluice shape` running?)", path.display()))
     })?;
     s.set_read_timeout(Some(Duration::from_secs(15)))?;
     s.write_all(line.as_bytes())?;

@@ -33,20 +33,8 @@ pub struct Limited {
 
 impl Limited {
     /// `child` at `rate` with a `burst`-byte bucket.
-    pub fn new(
-        kind: &'static str,
-        rate: Rate,
-        burst: u64,
-        wire: WireSpec,
-        child: Box<dyn Qdisc>,
-    ) -> Limited {
-        Limited {
-            bucket: TokenBucket::new(rate, burst, Time::ZERO),
-            wire,
-            child,
-            overlimits: 0,
-            kind,
-        }
+    pub fn new(kind: &'static str, rate: Rate, burst: u64, wire: WireSpec, child: Box<dyn Qdisc>) -> Limited {
+        Limited { bucket: TokenBucket::new(rate, burst, Time::ZERO), wire, child, overlimits: 0, kind }
     }
 }
 
@@ -103,9 +91,7 @@ fn leaf_qdisc(kind: Option<&QdiscKind>) -> Result<Box<dyn Qdisc>, EngineError> {
     Ok(match kind {
         None | Some(QdiscKind::Pfifo(None)) => Box::new(Fifo::pfifo(1000)),
         Some(QdiscKind::Pfifo(Some(l))) => Box::new(Fifo::pfifo(*l)),
-        Some(QdiscKind::Bfifo(l)) => {
-            Box::new(Fifo::bfifo(l.map(|l| l as u64).unwrap_or(1000 * 1514)))
-        }
+        Some(QdiscKind::Bfifo(l)) => Box::new(Fifo::bfifo(l.map(|l| l as u64).unwrap_or(1000 * 1514))),
         Some(k) => {
             return Err(EngineError(format!(
                 "leaf qdisc `{}` is not available on the live path yet",
@@ -118,14 +104,10 @@ fn leaf_qdisc(kind: Option<&QdiscKind>) -> Result<Box<dyn Qdisc>, EngineError> {
 /// Build the qdisc for `tree`. Buckets are raised to at least `floor` (the wake-up jitter the
 /// loop measured at start-up times the rate), because a smaller bucket cannot be honoured.
 pub fn build(tree: &Tree, floor: Span) -> Result<Built, EngineError> {
-    let root = tree
-        .root()
-        .ok_or_else(|| EngineError("the configuration has no root qdisc".into()))?;
+    let root = tree.root().ok_or_else(|| EngineError("the configuration has no root qdisc".into()))?;
     let with_floor = |rate: Rate, burst: u64| burst.max(rate.bytes_in(floor)).max(1514);
     match &root.kind {
-        QdiscKind::Tbf {
-            rate, burst, limit, ..
-        } => {
+        QdiscKind::Tbf { rate, burst, limit, .. } => {
             let child = Box::new(Fifo::bfifo(*limit));
             let b = with_floor(*rate, *burst);
             Ok(Built {
@@ -138,11 +120,7 @@ pub fn build(tree: &Tree, floor: Span) -> Result<Built, EngineError> {
             summary: format!("{} (unlimited)", root.kind.name()),
         }),
         QdiscKind::Htb { default, .. } => {
-            let leaves: Vec<_> = tree
-                .classes
-                .iter()
-                .filter(|c| !tree.has_children(c.classid))
-                .collect();
+            let leaves: Vec<_> = tree.classes.iter().filter(|c| !tree.has_children(c.classid)).collect();
             if leaves.len() != 1 {
                 return Err(EngineError(format!(
                     "HTB with {} leaf classes needs the core HTB on the live path (not integrated yet); one chain of classes works",
@@ -173,11 +151,7 @@ pub fn build(tree: &Tree, floor: Span) -> Result<Built, EngineError> {
                     sluice_lab::kernel::BurstPolicy::Sluice,
                 )),
             );
-            let wire = WireSpec {
-                overhead: leaf.overhead,
-                mpu: leaf.mpu,
-                linklayer: Default::default(),
-            };
+            let wire = WireSpec { overhead: leaf.overhead, mpu: leaf.mpu, linklayer: Default::default() };
             let _ = Parent::Root;
             Ok(Built {
                 qdisc: Box::new(Limited::new("htb", rate, b, wire, child)),
@@ -189,9 +163,9 @@ pub fn build(tree: &Tree, floor: Span) -> Result<Built, EngineError> {
                 ),
             })
         }
-        QdiscKind::Other { kind, .. } => Err(EngineError(format!(
-            "root qdisc `{kind}` is not available on the live path yet"
-        ))),
+        QdiscKind::Other { kind, .. } => {
+            Err(EngineError(format!("root qdisc `{kind}` is not available on the live path yet")))
+        }
     }
 }
 
@@ -208,11 +182,7 @@ pub struct DirQueue {
 impl DirQueue {
     /// A queue running `q`.
     pub fn new(q: Box<dyn Qdisc>) -> DirQueue {
-        DirQueue {
-            current: q,
-            draining: None,
-            retired: QdiscStats::default(),
-        }
+        DirQueue { current: q, draining: None, retired: QdiscStats::default() }
     }
 
     /// Swap in a new qdisc (see the module docs for what happens to the backlog).
@@ -370,10 +340,7 @@ mod tests {
             while let Some(p) = d.dequeue(now) {
                 out.push(p.payload);
             }
-            now = d
-                .next_event(now)
-                .unwrap_or(now)
-                .max(now + Span::from_micros(10));
+            now = d.next_event(now).unwrap_or(now).max(now + Span::from_micros(10));
         }
         assert_eq!(out, (0..50).collect::<Vec<u64>>());
         let s = d.stats();
@@ -383,11 +350,7 @@ mod tests {
     #[test]
     fn unsupported_shapes_are_refused_by_name() {
         let two = tree("tc qdisc add dev x root handle 1: htb default 1\ntc class add dev x parent 1: classid 1:1 htb rate 1mbit\ntc class add dev x parent 1: classid 1:2 htb rate 1mbit\n");
-        assert!(build(&two, Span::ZERO)
-            .err()
-            .unwrap()
-            .0
-            .contains("2 leaf classes"));
+        assert!(build(&two, Span::ZERO).err().unwrap().0.contains("2 leaf classes"));
         let fq = tree("tc qdisc add dev x root fq_codel");
         assert!(build(&fq, Span::ZERO).err().unwrap().0.contains("fq_codel"));
     }

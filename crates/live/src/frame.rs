@@ -97,11 +97,7 @@ pub struct Pool {
 impl Pool {
     /// A pool that holds at most `max` frames at once.
     pub fn new(max: usize) -> Pool {
-        Pool {
-            slots: Vec::new(),
-            free: Vec::new(),
-            max,
-        }
+        Pool { slots: Vec::new(), free: Vec::new(), max }
     }
 
     /// Copy `frame` in; None when the pool is full.
@@ -122,10 +118,7 @@ impl Pool {
 
     /// The frame in slot `id`.
     pub fn get(&self, id: u64) -> &[u8] {
-        self.slots
-            .get(id as usize)
-            .map(Vec::as_slice)
-            .unwrap_or(&[])
+        self.slots.get(id as usize).map(Vec::as_slice).unwrap_or(&[])
     }
 
     /// Release slot `id`.
@@ -159,12 +152,8 @@ mod tests {
 
     #[test]
     fn reads_dsfield_and_separates_flows() {
-        let Parsed::Ok(a) = describe(&ipv4_udp(0xb8, 1000), 1) else {
-            panic!()
-        };
-        let Parsed::Ok(b) = describe(&ipv4_udp(0, 1001), 2) else {
-            panic!()
-        };
+        let Parsed::Ok(a) = describe(&ipv4_udp(0xb8, 1000), 1) else { panic!() };
+        let Parsed::Ok(b) = describe(&ipv4_udp(0, 1001), 2) else { panic!() };
         assert_eq!(a.dscp(), 46);
         assert_ne!(a.flow_hash, b.flow_hash);
         assert_eq!(a.src_host_hash, b.src_host_hash);

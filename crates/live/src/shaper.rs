@@ -131,26 +131,11 @@ impl Snapshot {
             }
         };
         let per = |f: &dyn Fn(&DirSnapshot) -> f64| {
-            self.directions
-                .iter()
-                .map(|d| (d.path.clone(), f(d)))
-                .collect::<Vec<_>>()
+            self.directions.iter().map(|d| (d.path.clone(), f(d))).collect::<Vec<_>>()
         };
-        metric(
-            "tx_bytes_total",
-            "Bytes forwarded.",
-            per(&|d| d.counters.tx_bytes as f64),
-        );
-        metric(
-            "tx_packets_total",
-            "Frames forwarded.",
-            per(&|d| d.counters.tx_frames as f64),
-        );
-        metric(
-            "rx_packets_total",
-            "Frames received.",
-            per(&|d| d.counters.rx_frames as f64),
-        );
+        metric("tx_bytes_total", "Bytes forwarded.", per(&|d| d.counters.tx_bytes as f64));
+        metric("tx_packets_total", "Frames forwarded.", per(&|d| d.counters.tx_frames as f64));
+        metric("rx_packets_total", "Frames received.", per(&|d| d.counters.rx_frames as f64));
         metric(
             "drops_total",
             "Frames dropped by the qdisc.",
@@ -184,14 +169,8 @@ struct Port {
 
 impl Port {
     fn open(name: &str) -> Result<Port, LiveError> {
-        let mut p = Port {
-            name: name.to_string(),
-            rx: None,
-            tx: None,
-            gone_reported: false,
-        };
-        p.reopen()
-            .map_err(|e| LiveError::Io(format!("{name}: {e}")))?;
+        let mut p = Port { name: name.to_string(), rx: None, tx: None, gone_reported: false };
+        p.reopen().map_err(|e| LiveError::Io(format!("{name}: {e}")))?;
         Ok(p)
     }
 
@@ -242,22 +221,12 @@ pub fn run(opts: Options) -> Result<Snapshot, LiveError> {
     }
     let mut ports = [Port::open(&opts.in_if)?, Port::open(&opts.out_if)?];
     let mut dirs = [
-        Dir {
-            queue: Some(DirQueue::new(fwd.qdisc)),
-            summary: fwd.summary,
-            c: DirCounters::default(),
-        },
+        Dir { queue: Some(DirQueue::new(fwd.qdisc)), summary: fwd.summary, c: DirCounters::default() },
         match rev {
-            Some(b) => Dir {
-                queue: Some(DirQueue::new(b.qdisc)),
-                summary: b.summary,
-                c: DirCounters::default(),
-            },
-            None => Dir {
-                queue: None,
-                summary: "unshaped".into(),
-                c: DirCounters::default(),
-            },
+            Some(b) => {
+                Dir { queue: Some(DirQueue::new(b.qdisc)), summary: b.summary, c: DirCounters::default() }
+            }
+            None => Dir { queue: None, summary: "unshaped".into(), c: DirCounters::default() },
         },
     ];
     let control: Option<Receiver<Request>> = match &opts.control {
@@ -268,24 +237,15 @@ pub fn run(opts: Options) -> Result<Snapshot, LiveError> {
         None => None,
     };
     if opts.verbose {
-        eprintln!(
-            "sluice shape: {} -> {}: {}",
-            opts.in_if, opts.out_if, dirs[0].summary
-        );
-        eprintln!(
-            "sluice shape: {} -> {}: {}",
-            opts.out_if, opts.in_if, dirs[1].summary
-        );
+        eprintln!("sluice shape: {} -> {}: {}", opts.in_if, opts.out_if, dirs[0].summary);
+        eprintln!("sluice shape: {} -> {}: {}", opts.out_if, opts.in_if, dirs[1].summary);
     }
     let mut pool = Pool::new(1 << 17);
     let epoch = Instant::now();
     let clock = || Time::from_nanos(epoch.elapsed().as_nanos() as u64);
     let mut reloads = 0u64;
     let mut last_house = Instant::now();
-    let paths = [
-        format!("{} -> {}", opts.in_if, opts.out_if),
-        format!("{} -> {}", opts.out_if, opts.in_if),
-    ];
+    let paths = [format!("{} -> {}", opts.in_if, opts.out_if), format!("{} -> {}", opts.out_if, opts.in_if)];
     let snapshot = |dirs: &[Dir; 2], reloads: u64| Snapshot {
         uptime_s: epoch.elapsed().as_secs_f64(),
         calibration: cal.to_string(),
@@ -302,9 +262,7 @@ pub fn run(opts: Options) -> Result<Snapshot, LiveError> {
             .collect(),
     };
     loop {
-        if opts.stop.load(Ordering::Relaxed)
-            || opts.max_duration.is_some_and(|m| epoch.elapsed() >= m)
-        {
+        if opts.stop.load(Ordering::Relaxed) || opts.max_duration.is_some_and(|m| epoch.elapsed() >= m) {
             break;
         }
         let now = clock();
@@ -312,11 +270,7 @@ pub fn run(opts: Options) -> Result<Snapshot, LiveError> {
         let mut got = 0;
         for i in 0..2 {
             let (a, b) = ports.split_at_mut(1);
-            let (src, dst) = if i == 0 {
-                (&mut a[0], &b[0])
-            } else {
-                (&mut b[0], &a[0])
-            };
+            let (src, dst) = if i == 0 { (&mut a[0], &b[0]) } else { (&mut b[0], &a[0]) };
             let d = &mut dirs[i];
             if let Some(rx) = src.rx.as_mut() {
                 got += rx.drain(16, |f| ingest(f, now, d, &mut pool, dst));
@@ -358,14 +312,8 @@ pub fn run(opts: Options) -> Result<Snapshot, LiveError> {
             }
             if let Some(rx) = &control {
                 while let Ok(req) = rx.try_recv() {
-                    let answer = handle_request(
-                        &req.line,
-                        &mut dirs,
-                        &opts,
-                        cal.floor,
-                        &mut reloads,
-                        &snapshot,
-                    );
+                    let answer =
+                        handle_request(&req.line, &mut dirs, &opts, cal.floor, &mut reloads, &snapshot);
                     let _ = req.reply.send(answer);
                 }
             }
@@ -380,10 +328,7 @@ pub fn run(opts: Options) -> Result<Snapshot, LiveError> {
         }
         // Sleep until the next deadline (or spin if it is very near), waking for new frames.
         let now = clock();
-        let next = dirs
-            .iter()
-            .filter_map(|d| d.queue.as_ref().and_then(|q| q.next_event(now)))
-            .min();
+        let next = dirs.iter().filter_map(|d| d.queue.as_ref().and_then(|q| q.next_event(now))).min();
         let wait = match next {
             Some(t) if t <= now => Span::ZERO,
             Some(t) => (t - now).min(Span::from_millis(20)),
@@ -514,7 +459,10 @@ fn handle_request(
                     q.reload(b.qdisc);
                     dirs[0].summary = b.summary.clone();
                     *reloads += 1;
-                    format!("reloaded: {}; {backlog} queued packet(s) drain under the old configuration first\n", b.summary)
+                    format!(
+                        "reloaded: {}; {backlog} queued packet(s) drain under the old configuration first\n",
+                        b.summary
+                    )
                 }
                 Err(e) => format!("error: {}; the running configuration is unchanged\n", e.0),
             }

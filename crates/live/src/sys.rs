@@ -127,12 +127,7 @@ impl RxRing {
     pub fn open(ifindex: u32) -> io::Result<RxRing> {
         let fd = packet_socket()?;
         setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_VERSION, &TPACKET_V3)?;
-        setsockopt(
-            &fd,
-            libc::SOL_PACKET,
-            PACKET_IGNORE_OUTGOING,
-            &1 as &libc::c_int,
-        )?;
+        setsockopt(&fd, libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, &1 as &libc::c_int)?;
         let req = TpacketReq3 {
             block_size: BLOCK_SIZE as u32,
             block_nr: BLOCK_NR as u32,
@@ -158,13 +153,8 @@ impl RxRing {
         if map == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
-        let ring = RxRing {
-            fd,
-            map: map as *mut u8,
-            block_size: BLOCK_SIZE,
-            block_nr: BLOCK_NR,
-            next_block: 0,
-        };
+        let ring =
+            RxRing { fd, map: map as *mut u8, block_size: BLOCK_SIZE, block_nr: BLOCK_NR, next_block: 0 };
         bind(&ring.fd, ifindex)?;
         set_promisc(&ring.fd, ifindex)?;
         Ok(ring)
@@ -254,10 +244,7 @@ impl Drop for RxRing {
     fn drop(&mut self) {
         // SAFETY: unmapping exactly the region mapped in `open`; no slice into it outlives `drain`.
         unsafe {
-            libc::munmap(
-                self.map as *mut libc::c_void,
-                self.block_size * self.block_nr,
-            );
+            libc::munmap(self.map as *mut libc::c_void, self.block_size * self.block_nr);
         }
     }
 }
@@ -271,18 +258,8 @@ impl TxSock {
     /// Open on `ifindex`.
     pub fn open(ifindex: u32) -> io::Result<TxSock> {
         let fd = packet_socket()?;
-        setsockopt(
-            &fd,
-            libc::SOL_PACKET,
-            libc::PACKET_QDISC_BYPASS,
-            &1 as &libc::c_int,
-        )?;
-        setsockopt(
-            &fd,
-            libc::SOL_SOCKET,
-            libc::SO_SNDBUF,
-            &(4 << 20) as &libc::c_int,
-        )?;
+        setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_QDISC_BYPASS, &1 as &libc::c_int)?;
+        setsockopt(&fd, libc::SOL_SOCKET, libc::SO_SNDBUF, &(4 << 20) as &libc::c_int)?;
         bind(&fd, ifindex)?;
         Ok(TxSock { fd })
     }

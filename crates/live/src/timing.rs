@@ -33,11 +33,7 @@ impl Calibration {
         let mut over: Vec<u64> = (0..n.max(1))
             .map(|_| {
                 let t = Instant::now();
-                let _ = nix::poll::ppoll(
-                    &mut [],
-                    Some(nix::sys::time::TimeSpec::from_duration(want)),
-                    None,
-                );
+                let _ = nix::poll::ppoll(&mut [], Some(nix::sys::time::TimeSpec::from_duration(want)), None);
                 t.elapsed().saturating_sub(want).as_nanos() as u64
             })
             .collect();
@@ -50,10 +46,7 @@ impl Calibration {
         over.sort_unstable();
         let n = over.len().max(1);
         let mean = over.iter().sum::<u64>() / n as u64;
-        let p99 = over
-            .get((n * 99).div_ceil(100).saturating_sub(1))
-            .copied()
-            .unwrap_or(0);
+        let p99 = over.get((n * 99).div_ceil(100).saturating_sub(1)).copied().unwrap_or(0);
         let max = over.last().copied().unwrap_or(0);
         let floor = p99.max(4 * mean).clamp(250_000, 10_000_000);
         Calibration {
@@ -87,28 +80,17 @@ mod tests {
 
     #[test]
     fn floor_follows_the_tail_within_bounds() {
-        let mut v: Vec<u64> = (0..100)
-            .map(|i| if i == 99 { 3_000_000 } else { 80_000 })
-            .collect();
+        let mut v: Vec<u64> = (0..100).map(|i| if i == 99 { 3_000_000 } else { 80_000 }).collect();
         let c = Calibration::from_overshoots(&mut v);
         assert_eq!(c.p99, Span::from_micros(80));
         assert_eq!(c.max, Span::from_millis(3));
         // One 3 ms outlier lifts the mean to 109.2 us: 4 × mean beats the p99.
         assert_eq!(c.floor, Span::from_nanos(4 * 109_200));
         let mut calm: Vec<u64> = vec![20_000; 100];
-        assert_eq!(
-            Calibration::from_overshoots(&mut calm).floor,
-            Span::from_micros(250)
-        );
+        assert_eq!(Calibration::from_overshoots(&mut calm).floor, Span::from_micros(250));
         let mut slow: Vec<u64> = vec![2_000_000; 10];
-        assert_eq!(
-            Calibration::from_overshoots(&mut slow).floor,
-            Span::from_millis(8)
-        );
+        assert_eq!(Calibration::from_overshoots(&mut slow).floor, Span::from_millis(8));
         let mut awful: Vec<u64> = vec![50_000_000; 10];
-        assert_eq!(
-            Calibration::from_overshoots(&mut awful).floor,
-            Span::from_millis(10)
-        );
+        assert_eq!(Calibration::from_overshoots(&mut awful).floor, Span::from_millis(10));
     }
 }
