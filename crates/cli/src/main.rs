@@ -27,6 +27,10 @@ enum Command {
     Stats(cmd::stats::Args),
     /// Swap a running shaper's configuration without losing queued packets.
     Reload(cmd::reload::Args),
+    /// Run an experiment on the lab (rate-sweep, rrul, home-uplink) and write results JSON.
+    Measure(cmd::measure::Args),
+    /// Side-by-side table and overlay plot of results JSON files.
+    Compare(cmd::compare::Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -38,6 +42,8 @@ fn main() -> std::process::ExitCode {
         Command::Shape(a) => cmd::shape::run(a),
         Command::Stats(a) => cmd::stats::run(a),
         Command::Reload(a) => cmd::reload::run(a),
+        Command::Measure(a) => cmd::measure::run(a),
+        Command::Compare(a) => cmd::compare::run(a),
     };
     match result {
         Ok(code) => code,

@@ -5,3 +5,5 @@ pub mod rate;
 pub mod reload;
 pub mod shape;
 pub mod stats;
+pub mod compare;
+pub mod measure;
