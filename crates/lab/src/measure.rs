@@ -274,7 +274,7 @@ fn rate_sweep(lab: &Lab, backend: &Backend<'_>, s: &Settings, r: &mut Results) -
         .map(|t| parse_rate(t.trim()).map_err(|e| LabError::Config(format!("targets: {e}"))))
         .collect::<Result<_, _>>()?;
     let flows = s.usize("flows", 1)?;
-    let win = Window { warmup: s.secs("warmup", 1.0)?, measure: s.secs("duration", 3.0)? };
+    let win = Window { warmup: s.secs("warmup", 2.0)?, measure: s.secs("duration", 4.0)? };
     let ep = Endpoints::of_lab(lab);
     for (i, &target) in targets.iter().enumerate() {
         let tree = htb_with_leaf(target, "pfifo");
