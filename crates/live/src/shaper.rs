@@ -266,14 +266,15 @@ pub fn run(opts: Options) -> Result<Snapshot, LiveError> {
             break;
         }
         let now = clock();
-        // Receive: frames from port i go in direction i (toward port 1 - i).
+        // Receive: frames from port i go in direction i (toward port 1 - i). Few blocks per turn and
+        // many sends: the ring (16 MiB) is the buffer, the qdisc should not overflow from batching.
         let mut got = 0;
         for i in 0..2 {
             let (a, b) = ports.split_at_mut(1);
             let (src, dst) = if i == 0 { (&mut a[0], &b[0]) } else { (&mut b[0], &a[0]) };
             let d = &mut dirs[i];
             if let Some(rx) = src.rx.as_mut() {
-                got += rx.drain(16, |f| ingest(f, now, d, &mut pool, dst));
+                got += rx.drain(2, |f| ingest(f, now, d, &mut pool, dst));
             }
         }
         // Transmit whatever the qdiscs release now.
@@ -281,7 +282,7 @@ pub fn run(opts: Options) -> Result<Snapshot, LiveError> {
             let dst = &mut ports[1 - i];
             let d = &mut dirs[i];
             if let Some(q) = d.queue.as_mut() {
-                for _ in 0..512 {
+                for _ in 0..8192 {
                     match q.next_event(now) {
                         Some(t) if t <= now => {}
                         _ => break,
