@@ -252,7 +252,7 @@ proptest! {
             pkt.mark = mark;
             pkt.priority = priority;
             pkt.dsfield = dsfield;
-            now = now + Span::from_nanos(dt);
+            now += Span::from_nanos(dt);
             match c.classify(&mut pkt, &keys, &frame, now) {
                 ClassifyOutcome::Drop => {}
                 ClassifyOutcome::Enqueue => {

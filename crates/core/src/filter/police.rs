@@ -122,8 +122,8 @@ impl Police {
             return (self.cfg.exceed, true);
         }
         let cost = self.cfg.wire.packet_cost(pkt);
-        let rate_ok = self.rate.as_ref().map_or(true, |b| b.has(now, cost));
-        let peak_ok = self.peak.as_ref().map_or(true, |b| b.has(now, cost));
+        let rate_ok = self.rate.as_ref().is_none_or(|b| b.has(now, cost));
+        let peak_ok = self.peak.as_ref().is_none_or(|b| b.has(now, cost));
         if rate_ok && peak_ok {
             if let Some(b) = self.rate.as_mut() {
                 b.charge(now, cost);

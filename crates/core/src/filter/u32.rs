@@ -895,7 +895,7 @@ impl U32Block {
         now: Time,
     ) -> Option<(Verdict, Handle)> {
         let n = &mut self.tables[cur.table].buckets[cur.bucket][cur.node];
-        if n.is_terminal() && n.indev.map_or(true, |i| i == input.keys.iif) {
+        if n.is_terminal() && n.indev.is_none_or(|i| i == input.keys.iif) {
             let v = n.actions.run(input, now);
             if v != Verdict::Continue {
                 n.hits += 1;
