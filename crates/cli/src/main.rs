@@ -17,12 +17,18 @@ struct Cli {
 enum Command {
     /// Show the exact token-bucket arithmetic for a rate and packet size.
     Rate(cmd::rate::Args),
+    /// Build, remove or show the netns testbed (client <-> shaper <-> server).
+    Lab(cmd::lab::Args),
+    /// Program the kernel's tc through netlink (or print tc commands with --dry-run).
+    Apply(cmd::apply::Args),
 }
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Rate(a) => cmd::rate::run(a),
+        Command::Lab(a) => cmd::lab::run(a),
+        Command::Apply(a) => cmd::apply::run(a),
     };
     match result {
         Ok(code) => code,

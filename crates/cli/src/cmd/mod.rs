@@ -1,2 +1,4 @@
 //! One module per subcommand.
+pub mod apply;
+pub mod lab;
 pub mod rate;
