@@ -18,27 +18,13 @@ fn h(s: &str) -> Handle {
 
 fn list(cfg: FlowConfig) -> FilterList {
     let mut l = FilterList::new();
-    l.apply(
-        FilterSpec {
-            handle: Some(1),
-            ..FilterSpec::new(1, FilterConfig::Flow(cfg))
-        },
-        Upsert::Add,
-        1,
-    )
-    .unwrap();
+    l.apply(FilterSpec { handle: Some(1), ..FilterSpec::new(1, FilterConfig::Flow(cfg)) }, Upsert::Add, 1)
+        .unwrap();
     l
 }
 
 fn class_at(l: &mut FilterList, b: &Built, now: Time) -> Handle {
-    match l.classify(
-        &ClassifyInput {
-            pkt: &b.pkt,
-            keys: &b.keys,
-            frame: &b.frame,
-        },
-        now,
-    ) {
+    match l.classify(&ClassifyInput { pkt: &b.pkt, keys: &b.keys, frame: &b.frame }, now) {
         TcfOutcome::Classified(FilterResult { classid }) => classid,
         other => panic!("flow always classifies, got {other:?}"),
     }
@@ -56,14 +42,7 @@ fn mapped(key: FlowKey, b: &Built) -> u32 {
 
 #[test]
 fn map_mode_reads_every_key() {
-    let mut b = v4_opts(
-        [198, 18, 3, 4],
-        [198, 19, 5, 6],
-        L4::Tcp(0x1234, 0x0050),
-        0,
-        0,
-        Some(0x2005),
-    );
+    let mut b = v4_opts([198, 18, 3, 4], [198, 19, 5, 6], L4::Tcp(0x1234, 0x0050), 0, 0, Some(0x2005));
     b.pkt.mark = 0x77;
     b.pkt.priority = 0x10003;
     b.pkt.flow_hash = 0xBEEF;
@@ -93,12 +72,7 @@ fn map_mode_reads_every_key() {
     assert_eq!(mapped(FlowKey::TunnelProto, &b), 6);
     assert_eq!(mapped(FlowKey::TunnelProtoDst, &b), 0x50);
     // IPv6: the last 32 bits of the address, as the kernel.
-    let six = v6(
-        "2001:db8::a:b".parse().unwrap(),
-        Ipv6Addr::LOCALHOST,
-        L4::Udp(7, 8),
-        0,
-    );
+    let six = v6("2001:db8::a:b".parse().unwrap(), Ipv6Addr::LOCALHOST, L4::Udp(7, 8), 0);
     assert_eq!(mapped(FlowKey::Src, &six), 0x000b);
     assert_eq!(mapped(FlowKey::Dst, &six), 1);
 }
@@ -106,10 +80,7 @@ fn map_mode_reads_every_key() {
 #[test]
 fn map_mode_ops_and_divisor_and_baseclass() {
     let b = v4([198, 18, 3, 0xF4], [10, 0, 0, 0xAB], L4::Udp(1, 2));
-    let base = |cfg: FlowConfig| FlowConfig {
-        baseclass: Some(h("1:100")),
-        ..cfg
-    };
+    let base = |cfg: FlowConfig| FlowConfig { baseclass: Some(h("1:100")), ..cfg };
     let mut c = FlowConfig::map(FlowKey::Dst);
     c.and = 0xff;
     assert_eq!(class(&mut list(base(c.clone())), &b), h("1:1ab"));
@@ -120,25 +91,15 @@ fn map_mode_ops_and_divisor_and_baseclass() {
     c.addend = 3;
     assert_eq!(class(&mut list(base(c.clone())), &b), h("1:10d"));
     c.divisor = 4;
-    assert_eq!(
-        class(&mut list(base(c.clone())), &b),
-        h("1:101"),
-        "(0xa + 3) % 4 = 1"
-    );
+    assert_eq!(class(&mut list(base(c.clone())), &b), h("1:101"), "(0xa + 3) % 4 = 1");
     let mut o = FlowConfig::map(FlowKey::Src);
     o.set_or(0xff);
     // 0xc61203f4 | 0xff = 0xc61203ff; + minor 1 = 0x0400 in 16 bits.
     assert_eq!(class(&mut list(o), &b), h("1:400"), "or sets the low byte");
     // Default base class: the qdisc's major, minor 1; a base class without major takes it too.
-    let d = FlowConfig {
-        divisor: 16,
-        ..FlowConfig::map(FlowKey::Proto)
-    };
+    let d = FlowConfig { divisor: 16, ..FlowConfig::map(FlowKey::Proto) };
     assert_eq!(class(&mut list(d), &b), h("1:2"), "17 % 16 + 1");
-    let d = FlowConfig {
-        baseclass: Some(h(":10")),
-        ..FlowConfig::map(FlowKey::Proto)
-    };
+    let d = FlowConfig { baseclass: Some(h(":10")), ..FlowConfig::map(FlowKey::Proto) };
     assert_eq!(class(&mut list(d), &b), h("1:21"));
 }
 
@@ -146,41 +107,16 @@ fn map_mode_ops_and_divisor_and_baseclass() {
 fn config_validation() {
     let mut l = FilterList::new();
     let bad = |cfg: FlowConfig, l: &mut FilterList| {
-        l.apply(FilterSpec::new(1, FilterConfig::Flow(cfg)), Upsert::Add, 1)
-            .is_err()
+        l.apply(FilterSpec::new(1, FilterConfig::Flow(cfg)), Upsert::Add, 1).is_err()
     };
     assert!(bad(FlowConfig::default(), &mut l), "no keys");
     assert!(
-        bad(
-            FlowConfig {
-                keys: FlowKey::parse_list("src,dst").unwrap(),
-                ..FlowConfig::default()
-            },
-            &mut l
-        ),
+        bad(FlowConfig { keys: FlowKey::parse_list("src,dst").unwrap(), ..FlowConfig::default() }, &mut l),
         "map takes one key"
     );
-    assert!(bad(
-        FlowConfig {
-            perturb: Some(Span::from_secs(1)),
-            ..FlowConfig::map(FlowKey::Src)
-        },
-        &mut l
-    ));
-    assert!(bad(
-        FlowConfig {
-            rshift: 32,
-            ..FlowConfig::map(FlowKey::Src)
-        },
-        &mut l
-    ));
-    assert!(bad(
-        FlowConfig {
-            baseclass: Some(h("1:0")),
-            ..FlowConfig::map(FlowKey::Src)
-        },
-        &mut l
-    ));
+    assert!(bad(FlowConfig { perturb: Some(Span::from_secs(1)), ..FlowConfig::map(FlowKey::Src) }, &mut l));
+    assert!(bad(FlowConfig { rshift: 32, ..FlowConfig::map(FlowKey::Src) }, &mut l));
+    assert!(bad(FlowConfig { baseclass: Some(h("1:0")), ..FlowConfig::map(FlowKey::Src) }, &mut l));
     assert!(FlowKey::parse_list("src,bogus").is_err());
     assert!(l.is_empty(), "failed adds leave no priority behind");
     for k in FlowKey::all() {
@@ -217,16 +153,7 @@ fn hash_spreads_evenly() {
     // 65536 distinct 5-tuples into 64 buckets: every bucket within 15% of the mean.
     let mut counts = [0u32; 64];
     for i in 0..65536u32 {
-        let b = hash_words(
-            7,
-            &[
-                0xC612_0000 | (i >> 8),
-                0xC613_0001,
-                6,
-                1024 + (i & 0xff),
-                443,
-            ],
-        );
+        let b = hash_words(7, &[0xC612_0000 | (i >> 8), 0xC613_0001, 6, 1024 + (i & 0xff), 443]);
         counts[(b % 64) as usize] += 1;
     }
     let mean = 1024.0;
@@ -242,62 +169,32 @@ fn perturb_rekeys_per_period_only() {
         ..FlowConfig::hash("src,dst,proto-src", 1024, None).unwrap()
     };
     let mut l = list(cfg);
-    let flows: Vec<Built> = (0..32u16)
-        .map(|p| v4([198, 18, 0, 1], [198, 19, 0, 1], L4::Udp(1000 + p, 53)))
-        .collect();
+    let flows: Vec<Built> =
+        (0..32u16).map(|p| v4([198, 18, 0, 1], [198, 19, 0, 1], L4::Udp(1000 + p, 53))).collect();
     let at = |l: &mut FilterList, t: u64| {
-        flows
-            .iter()
-            .map(|f| class_at(l, f, Time::from_secs(t)))
-            .collect::<Vec<_>>()
+        flows.iter().map(|f| class_at(l, f, Time::from_secs(t))).collect::<Vec<_>>()
     };
     let p0 = at(&mut l, 0);
     assert_eq!(at(&mut l, 9), p0, "same period, same mapping");
     let p1 = at(&mut l, 10);
     let moved = p0.iter().zip(&p1).filter(|(a, b)| a != b).count();
-    assert!(
-        moved >= 28,
-        "a new key moves (almost) every flow: {moved} of 32"
-    );
+    assert!(moved >= 28, "a new key moves (almost) every flow: {moved} of 32");
 }
 
 /// Seed 003: inside an IPIP tunnel, ping and a bulk TCP upload between the same tunnel endpoints.
 #[test]
 fn tunnel_keys_separate_icmp_from_bulk_inside_ipip() {
-    let ping = ipip(
-        [198, 18, 0, 1],
-        [198, 18, 9, 9],
-        [198, 19, 1, 10],
-        [198, 19, 2, 20],
-        L4::Icmp(8, 0),
-        0,
-    );
-    let scp = ipip(
-        [198, 18, 0, 1],
-        [198, 18, 9, 9],
-        [198, 19, 1, 11],
-        [198, 19, 2, 22],
-        L4::Tcp(51000, 22),
-        0x08,
-    );
+    let ping = ipip([198, 18, 0, 1], [198, 18, 9, 9], [198, 19, 1, 10], [198, 19, 2, 20], L4::Icmp(8, 0), 0);
+    let scp =
+        ipip([198, 18, 0, 1], [198, 18, 9, 9], [198, 19, 1, 11], [198, 19, 2, 22], L4::Tcp(51000, 22), 0x08);
     let outer = "src,dst,proto,proto-src,proto-dst";
     let both = "src,dst,proto,proto-src,proto-dst,tunnel-src,tunnel-dst,tunnel-proto,tunnel-proto-src,tunnel-proto-dst";
     let mut same = 0;
     let mut apart = 0;
     for seed in 0..64u32 {
-        let mut without = list(FlowConfig {
-            seed,
-            ..FlowConfig::hash(outer, 1024, None).unwrap()
-        });
-        assert_eq!(
-            class(&mut without, &ping),
-            class(&mut without, &scp),
-            "one flow to the outer keys"
-        );
-        let mut with = list(FlowConfig {
-            seed,
-            ..FlowConfig::hash(both, 1024, None).unwrap()
-        });
+        let mut without = list(FlowConfig { seed, ..FlowConfig::hash(outer, 1024, None).unwrap() });
+        assert_eq!(class(&mut without, &ping), class(&mut without, &scp), "one flow to the outer keys");
+        let mut with = list(FlowConfig { seed, ..FlowConfig::hash(both, 1024, None).unwrap() });
         if class(&mut with, &ping) == class(&mut with, &scp) {
             same += 1;
         } else {
@@ -305,10 +202,7 @@ fn tunnel_keys_separate_icmp_from_bulk_inside_ipip() {
         }
     }
     // Two flows in 1024 buckets collide with probability 1/1024 per key.
-    assert!(
-        apart >= 62,
-        "tunnel keys separated the flows for {apart} of 64 hash keys ({same} collisions)"
-    );
+    assert!(apart >= 62, "tunnel keys separated the flows for {apart} of 64 hash keys ({same} collisions)");
     // Traffic the router sends itself (no tunnel) is still told apart by its own ports.
     let mut with = list(FlowConfig::hash(both, 0, None).unwrap());
     let ntp = v4([198, 18, 0, 1], [198, 18, 9, 9], L4::Udp(123, 123));
@@ -318,31 +212,11 @@ fn tunnel_keys_separate_icmp_from_bulk_inside_ipip() {
 
 #[test]
 fn proto_dst_of_icmp_is_zero_and_legacy_shows_the_tos_artifact() {
-    let ping = |tos: u8| {
-        v4_opts(
-            [198, 18, 0, 1],
-            [198, 19, 0, 1],
-            L4::Icmp(8, 0),
-            tos,
-            0,
-            None,
-        )
-    };
+    let ping = |tos: u8| v4_opts([198, 18, 0, 1], [198, 19, 0, 1], L4::Icmp(8, 0), tos, 0, None);
     assert_eq!(mapped(FlowKey::ProtoDst, &ping(0)), 0);
     assert_eq!(mapped(FlowKey::ProtoSrc, &ping(0x10)), 0);
-    let tunnel = ipip(
-        [1, 1, 1, 1],
-        [2, 2, 2, 2],
-        [3, 3, 3, 3],
-        [4, 4, 4, 4],
-        L4::Tcp(5, 6),
-        0,
-    );
-    assert_eq!(
-        mapped(FlowKey::ProtoDst, &tunnel),
-        0,
-        "outer IPIP has no ports"
-    );
+    let tunnel = ipip([1, 1, 1, 1], [2, 2, 2, 2], [3, 3, 3, 3], [4, 4, 4, 4], L4::Tcp(5, 6), 0);
+    assert_eq!(mapped(FlowKey::ProtoDst, &tunnel), 0, "outer IPIP has no ports");
     assert_eq!(mapped(FlowKey::TunnelProtoDst, &tunnel), 6);
 
     // Three pings that differ only in TOS (the seed's ping-exp streams).
@@ -351,23 +225,14 @@ fn proto_dst_of_icmp_is_zero_and_legacy_shows_the_tos_artifact() {
     let mut fixed = list(FlowConfig::hash(keys, 0, None).unwrap());
     let c: HashSet<Handle> = tos.iter().map(|t| class(&mut fixed, &ping(*t))).collect();
     assert_eq!(c.len(), 1, "fixed: one flow");
-    let mut legacy = list(FlowConfig {
-        legacy_proto_ports: true,
-        ..FlowConfig::hash(keys, 0, None).unwrap()
-    });
+    let mut legacy =
+        list(FlowConfig { legacy_proto_ports: true, ..FlowConfig::hash(keys, 0, None).unwrap() });
     let c: HashSet<Handle> = tos.iter().map(|t| class(&mut legacy, &ping(*t))).collect();
-    assert_eq!(
-        c.len(),
-        3,
-        "legacy: the route entry per TOS splits them, as in the seed"
-    );
+    assert_eq!(c.len(), 3, "legacy: the route entry per TOS splits them, as in the seed");
     // Legacy does not change ported traffic.
     let tcp = v4([198, 18, 0, 1], [198, 19, 0, 1], L4::Tcp(1, 2));
     let mut m_fixed = list(FlowConfig::map(FlowKey::ProtoDst));
-    let mut m_legacy = list(FlowConfig {
-        legacy_proto_ports: true,
-        ..FlowConfig::map(FlowKey::ProtoDst)
-    });
+    let mut m_legacy = list(FlowConfig { legacy_proto_ports: true, ..FlowConfig::map(FlowKey::ProtoDst) });
     assert_eq!(class(&mut m_fixed, &tcp), class(&mut m_legacy, &tcp));
 }
 
@@ -381,15 +246,8 @@ fn per_host_hashing_groups_flows_by_source() {
     for host in 0..50u8 {
         let classes: HashSet<Handle> = (0..20u16)
             .map(|f| {
-                let l4 = if f % 3 == 0 {
-                    L4::Udp(3000 + f, 53)
-                } else {
-                    L4::Tcp(40000 + f, 443 + f)
-                };
-                class(
-                    &mut l,
-                    &v4([198, 18, 1, host], [198, 19, (f % 7) as u8, 1], l4),
-                )
+                let l4 = if f % 3 == 0 { L4::Udp(3000 + f, 53) } else { L4::Tcp(40000 + f, 443 + f) };
+                class(&mut l, &v4([198, 18, 1, host], [198, 19, (f % 7) as u8, 1], l4))
             })
             .collect();
         assert_eq!(classes.len(), 1, "host {host}: all flows in one class");
@@ -399,20 +257,10 @@ fn per_host_hashing_groups_flows_by_source() {
         hosts.insert(c);
     }
     // 50 hosts in 1024 buckets: expected collisions ≈ 1.2; allow a few.
-    assert!(
-        hosts.len() >= 46,
-        "{} distinct classes for 50 hosts",
-        hosts.len()
-    );
+    assert!(hosts.len() >= 46, "{} distinct classes for 50 hosts", hosts.len());
     // Two specific hosts (the seed's HostA, HostB) are apart.
-    let a = class(
-        &mut l,
-        &v4([198, 18, 1, 100], [198, 19, 0, 1], L4::Tcp(1, 2)),
-    );
-    let b = class(
-        &mut l,
-        &v4([198, 18, 1, 101], [198, 19, 0, 1], L4::Tcp(1, 2)),
-    );
+    let a = class(&mut l, &v4([198, 18, 1, 100], [198, 19, 0, 1], L4::Tcp(1, 2)));
+    let b = class(&mut l, &v4([198, 18, 1, 101], [198, 19, 0, 1], L4::Tcp(1, 2)));
     assert_ne!(a, b);
 }
 
@@ -425,27 +273,9 @@ fn several_flow_filters_in_a_priority_and_replace() {
         b
     };
     assert_eq!(class(&mut l, &b), h("1:5"));
-    let spec = |cfg| FilterSpec {
-        handle: Some(1),
-        ..FilterSpec::new(1, FilterConfig::Flow(cfg))
-    };
-    assert!(
-        l.apply(spec(FlowConfig::map(FlowKey::Proto)), Upsert::Add, 1)
-            .is_err(),
-        "handle exists"
-    );
-    l.apply(
-        spec(FlowConfig {
-            addend: 0x22,
-            ..FlowConfig::map(FlowKey::Mark)
-        }),
-        Upsert::Change,
-        1,
-    )
-    .unwrap();
+    let spec = |cfg| FilterSpec { handle: Some(1), ..FilterSpec::new(1, FilterConfig::Flow(cfg)) };
+    assert!(l.apply(spec(FlowConfig::map(FlowKey::Proto)), Upsert::Add, 1).is_err(), "handle exists");
+    l.apply(spec(FlowConfig { addend: 0x22, ..FlowConfig::map(FlowKey::Mark) }), Upsert::Change, 1).unwrap();
     assert_eq!(class(&mut l, &b), h("1:27"));
-    assert_eq!(
-        FlowConfig::hash("src", 0, None).unwrap().mode,
-        FlowMode::Hash
-    );
+    assert_eq!(FlowConfig::hash("src", 0, None).unwrap().mode, FlowMode::Hash);
 }

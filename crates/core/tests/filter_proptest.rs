@@ -2,13 +2,11 @@
 //! enqueued packet always has a valid class for the HTB root (a known leaf or the direct queue).
 
 use proptest::prelude::*;
-use sluice_core::classify::{
-    ClassShape, Classifier, ClassifyOutcome, Fallback, QdiscShape, ShapeKind,
-};
+use sluice_core::classify::{ClassShape, Classifier, ClassifyOutcome, Fallback, QdiscShape, ShapeKind};
 use sluice_core::filter::u32::{HashKey, U32Config, U32Offset, U32Selector, VarOffset};
 use sluice_core::filter::{
-    Action, Actions, DsfieldConfig, FilterConfig, FilterSpec, FlowConfig, FwConfig, Police,
-    PoliceConfig, Protocol, Upsert, Verdict,
+    Action, Actions, DsfieldConfig, FilterConfig, FilterSpec, FlowConfig, FwConfig, Police, PoliceConfig,
+    Protocol, Upsert, Verdict,
 };
 use sluice_core::flow_keys::{FlowKeys, HeaderKeys};
 use sluice_core::{Handle, Packet, Rate, Span, Time};
@@ -21,20 +19,12 @@ fn h(s: &str) -> Handle {
 fn classifier() -> Classifier {
     let mut c = Classifier::new();
     c.set_root(Some(h("1:")));
-    let leaf = |s: &str, child: Option<Handle>| ClassShape {
-        classid: h(s),
-        inner: false,
-        child,
-    };
+    let leaf = |s: &str, child: Option<Handle>| ClassShape { classid: h(s), inner: false, child };
     c.set_shape(QdiscShape {
         handle: h("1:"),
         kind: ShapeKind::Htb,
         classes: vec![
-            ClassShape {
-                classid: h("1:1"),
-                inner: true,
-                child: None,
-            },
+            ClassShape { classid: h("1:1"), inner: true, child: None },
             leaf("1:10", Some(h("10:"))),
             leaf("1:20", None),
             leaf("1:30", None),
@@ -50,60 +40,27 @@ fn classifier() -> Classifier {
     })
     .unwrap();
     // u32 with a hash table linked through a variable offset, negative offsets and nexthdr.
-    let t = FilterConfig::U32(U32Config {
-        divisor: Some(16),
-        ..Default::default()
-    });
-    c.add_filter(
-        h("1:"),
-        FilterSpec {
-            handle: Some(0x2 << 20),
-            ..FilterSpec::new(1, t)
-        },
-        Upsert::Add,
-    )
-    .unwrap();
+    let t = FilterConfig::U32(U32Config { divisor: Some(16), ..Default::default() });
+    c.add_filter(h("1:"), FilterSpec { handle: Some(0x2 << 20), ..FilterSpec::new(1, t) }, Upsert::Add)
+        .unwrap();
     for b in 0..16u32 {
         let mut s = U32Selector::new();
         s.l4_dst(b as u16, 0x000f).unwrap();
         s.add_u16(0x0800, 0xffff, -2, false).unwrap();
         let cls = if b % 2 == 0 { "1:1" } else { "1:77" };
-        let cfg = U32Config {
-            ht: Some(0x2 << 20 | b << 12),
-            sel: s,
-            classid: Some(h(cls)),
-            ..Default::default()
-        };
-        c.add_filter(
-            h("1:"),
-            FilterSpec::new(1, FilterConfig::U32(cfg)),
-            Upsert::Add,
-        )
-        .unwrap();
+        let cfg =
+            U32Config { ht: Some(0x2 << 20 | b << 12), sel: s, classid: Some(h(cls)), ..Default::default() };
+        c.add_filter(h("1:"), FilterSpec::new(1, FilterConfig::U32(cfg)), Upsert::Add).unwrap();
     }
     let mut s = U32Selector::new();
-    s.hashkey = Some(HashKey {
-        mask: 0x0000_0f00,
-        at: 8,
-    });
-    s.offset = Some(U32Offset {
-        plus: Some(-4),
-        var: Some(VarOffset {
-            at: 0,
-            mask: 0x0f00,
-            shift: 6,
-        }),
-        eat: true,
-    });
+    s.hashkey = Some(HashKey { mask: 0x0000_0f00, at: 8 });
+    s.offset =
+        Some(U32Offset { plus: Some(-4), var: Some(VarOffset { at: 0, mask: 0x0f00, shift: 6 }), eat: true });
     c.add_filter(
         h("1:"),
         FilterSpec::new(
             1,
-            FilterConfig::U32(U32Config {
-                sel: s,
-                link: Some(0x2 << 20),
-                ..Default::default()
-            }),
+            FilterConfig::U32(U32Config { sel: s, link: Some(0x2 << 20), ..Default::default() }),
         ),
         Upsert::Add,
     )
@@ -123,30 +80,14 @@ fn classifier() -> Classifier {
         actions: Actions::new(vec![Action::Police(police)]),
         indev: None,
     });
-    c.add_filter(
-        h("1:"),
-        FilterSpec {
-            handle: Some(3),
-            ..FilterSpec::new(2, fw)
-        },
-        Upsert::Add,
-    )
-    .unwrap();
+    c.add_filter(h("1:"), FilterSpec { handle: Some(3), ..FilterSpec::new(2, fw) }, Upsert::Add).unwrap();
     let ds = FilterConfig::Dsfield(DsfieldConfig {
         value: 0x20,
         mask: 0xe0,
         classid: Some(h("1:10")),
         actions: Actions::none(),
     });
-    c.add_filter(
-        h("1:"),
-        FilterSpec {
-            chain: 3,
-            ..FilterSpec::new(1, ds)
-        },
-        Upsert::Add,
-    )
-    .unwrap();
+    c.add_filter(h("1:"), FilterSpec { chain: 3, ..FilterSpec::new(1, ds) }, Upsert::Add).unwrap();
     let every = "src,dst,proto,proto-src,proto-dst,iif,priority,mark,nfct,nfct-src,nfct-dst,nfct-proto-src,\
                  nfct-proto-dst,rt-classid,sk-uid,sk-gid,vlan-tag,rxhash,tunnel-src,tunnel-dst,tunnel-proto,\
                  tunnel-proto-src,tunnel-proto-dst";
@@ -157,10 +98,7 @@ fn classifier() -> Classifier {
     };
     c.add_filter(
         h("1:1"),
-        FilterSpec {
-            protocol: Protocol::IP,
-            ..FilterSpec::new(1, FilterConfig::Flow(flow))
-        },
+        FilterSpec { protocol: Protocol::IP, ..FilterSpec::new(1, FilterConfig::Flow(flow)) },
         Upsert::Add,
     )
     .unwrap();
@@ -170,12 +108,7 @@ fn classifier() -> Classifier {
         divisor: 7,
         ..FlowConfig::map(sluice_core::filter::FlowKey::Dst)
     };
-    c.add_filter(
-        h("10:"),
-        FilterSpec::new(1, FilterConfig::Flow(map)),
-        Upsert::Add,
-    )
-    .unwrap();
+    c.add_filter(h("10:"), FilterSpec::new(1, FilterConfig::Flow(map)), Upsert::Add).unwrap();
     c
 }
 
@@ -187,24 +120,16 @@ fn ip() -> impl Strategy<Value = IpAddr> {
 }
 
 fn header() -> impl Strategy<Value = HeaderKeys> {
-    (
-        ip(),
-        ip(),
-        any::<u8>(),
-        any::<u16>(),
-        any::<u16>(),
-        any::<u8>(),
+    (ip(), ip(), any::<u8>(), any::<u16>(), any::<u16>(), any::<u8>()).prop_map(
+        |(src, dst, proto, src_port, dst_port, dsfield)| HeaderKeys {
+            src,
+            dst,
+            proto,
+            src_port,
+            dst_port,
+            dsfield,
+        },
     )
-        .prop_map(
-            |(src, dst, proto, src_port, dst_port, dsfield)| HeaderKeys {
-                src,
-                dst,
-                proto,
-                src_port,
-                dst_port,
-                dsfield,
-            },
-        )
 }
 
 fn keys() -> impl Strategy<Value = FlowKeys> {
@@ -217,8 +142,8 @@ fn keys() -> impl Strategy<Value = FlowKeys> {
         proptest::option::of(any::<u16>()),
         any::<u32>(),
     )
-        .prop_map(
-            |(ethertype, vlan_tci, outer, inner, network_offset, transport_offset, iif)| FlowKeys {
+        .prop_map(|(ethertype, vlan_tci, outer, inner, network_offset, transport_offset, iif)| {
+            FlowKeys {
                 ethertype,
                 vlan_tci,
                 outer,
@@ -226,8 +151,8 @@ fn keys() -> impl Strategy<Value = FlowKeys> {
                 network_offset: network_offset % 80,
                 transport_offset,
                 iif,
-            },
-        )
+            }
+        })
 }
 
 proptest! {
