@@ -23,6 +23,34 @@ use crate::handle::Handle;
 use crate::packet::{Packet, MAX_CLASS_PATH};
 use crate::time::Time;
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// A fast hasher for the small integer keys (handles) of the per-packet lookups; the keys come
+/// from configuration, not from packets, so a keyed hash buys nothing here.
+#[derive(Default)]
+struct HandleHasher(u64);
+
+impl Hasher for HandleHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.write_u64(*b as u64);
+        }
+    }
+    fn write_u16(&mut self, n: u16) {
+        self.write_u64(n as u64);
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.write_u64(n as u64);
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+type Map<K, V> = HashMap<K, V, BuildHasherDefault<HandleHasher>>;
 
 /// How a classful qdisc interprets filter results.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -71,8 +99,8 @@ pub struct QdiscShape {
 #[derive(Clone, Debug)]
 struct ShapeIndex {
     shape: QdiscShape,
-    by_id: HashMap<u32, usize>,
-    by_minor: HashMap<u16, usize>,
+    by_id: Map<u32, usize>,
+    by_minor: Map<u16, usize>,
 }
 
 /// The outcome of classifying a packet.
@@ -95,8 +123,8 @@ enum Step {
 #[derive(Clone, Debug, Default)]
 pub struct Classifier {
     root: Option<Handle>,
-    lists: HashMap<u32, FilterList>,
-    shapes: HashMap<u16, ShapeIndex>,
+    lists: Map<u32, FilterList>,
+    shapes: Map<u16, ShapeIndex>,
 }
 
 /// Deepest qdisc nesting the walk follows.
@@ -127,8 +155,8 @@ impl Classifier {
                 format!("{}: a qdisc handle is X:0", shape.handle),
             ));
         }
-        let mut by_id = HashMap::new();
-        let mut by_minor = HashMap::new();
+        let mut by_id = Map::default();
+        let mut by_minor = Map::default();
         for (i, c) in shape.classes.iter().enumerate() {
             if c.classid.major() != shape.handle.major() || c.classid.minor() == 0 {
                 return Err(FilterError::invalid(
