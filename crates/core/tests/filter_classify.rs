@@ -369,3 +369,45 @@ fn matchall_is_one_per_priority_and_ingress_parent_is_standalone() {
     c.delete_filter(Handle::INGRESS, 0, Some(1), None).unwrap();
     assert!(c.filters(Handle::INGRESS).is_none());
 }
+
+/// Seed 003's composition at the classifier level: HTB classes chosen by
+/// `flow hash keys src divisor N baseclass 1:10` on the root, with a (classless) fq_codel under
+/// each class. HostA's three bulk flows share one class; HostB's flow has another.
+#[test]
+fn per_host_composition_picks_one_htb_class_per_host() {
+    let n = 16u16;
+    let mut c = Classifier::new();
+    c.set_root(Some(h("1:")));
+    let mut classes = vec![ClassShape { classid: h("1:1"), inner: true, child: None }];
+    classes.extend((0..n).map(|i| ClassShape {
+        classid: Handle::new(1, 0x10 + i),
+        inner: false,
+        child: None,
+    }));
+    c.set_shape(QdiscShape {
+        handle: h("1:"),
+        kind: ShapeKind::Htb,
+        classes,
+        fallback: Fallback::Class(h("1:10")),
+    })
+    .unwrap();
+    let flow = sluice_core::filter::FlowConfig::hash("src", n as u32, Some(h("1:10"))).unwrap();
+    c.add_filter(h("1:"), FilterSpec::new(1, FilterConfig::Flow(flow)), Upsert::Add).unwrap();
+    let mut class_of = |src: [u8; 4], l4: L4| {
+        let mut b = v4(src, [198, 19, 0, 1], l4);
+        assert_eq!(outcome(&mut c, &mut b), ClassifyOutcome::Enqueue);
+        b.pkt.class_for(1).unwrap()
+    };
+    let host_a = [198, 18, 0, 10];
+    let host_b = [198, 18, 0, 11];
+    let a: Vec<Handle> = (0..3).map(|i| class_of(host_a, L4::Tcp(40000 + i, 22))).collect();
+    let b = class_of(host_b, L4::Tcp(50000, 22));
+    assert!(a.iter().all(|x| *x == a[0]), "{a:?}");
+    assert!((0x10..0x10 + n).contains(&a[0].minor()) && (0x10..0x10 + n).contains(&b.minor()));
+    // With 16 buckets two hosts can collide (1 in 16); these two do not, and across 16 hosts
+    // the classes are spread.
+    assert_ne!(a[0], b);
+    let spread: std::collections::HashSet<Handle> =
+        (0..16u8).map(|i| class_of([198, 18, 1, i], L4::Udp(1, 2))).collect();
+    assert!(spread.len() >= 8, "16 hosts used only {} of 16 classes", spread.len());
+}
