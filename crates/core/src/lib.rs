@@ -17,8 +17,10 @@ pub mod fifo;
 pub mod flow_keys;
 pub mod handle;
 pub mod packet;
+pub mod prio;
 pub mod qdisc;
 pub mod rate;
+pub mod tbf;
 pub mod time;
 pub mod units;
 
