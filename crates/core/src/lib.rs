@@ -21,8 +21,10 @@ pub mod flow_keys;
 pub mod fq_codel;
 pub mod handle;
 pub mod packet;
+pub mod prio;
 pub mod qdisc;
 pub mod rate;
+pub mod tbf;
 pub mod time;
 pub mod units;
 
