@@ -19,6 +19,8 @@ mod error;
 mod gre;
 mod hash;
 mod parse;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 
 pub use build::{BuildError, FrameSpec, Tunnel, VlanTags, L4};
 pub use ecn::{
@@ -33,5 +35,7 @@ pub use parse::{
     ETH_P_8021AD, ETH_P_8021Q, ETH_P_IP, ETH_P_IPV6, ETH_P_QINQ1, ETH_P_TEB,
 };
 
+#[cfg(test)]
+mod corpus_tests;
 #[cfg(test)]
 mod roundtrip_tests;
