@@ -17,12 +17,18 @@ struct Cli {
 enum Command {
     /// Show the exact token-bucket arithmetic for a rate and packet size.
     Rate(cmd::rate::Args),
+    /// iproute2 tc on emulated devices (state in a JSON file).
+    Tc(cmd::tc::Args),
+    /// `ip link add|del|show` for emulated dummy/veth devices.
+    Ip(cmd::ip::Args),
 }
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Rate(a) => cmd::rate::run(a),
+        Command::Tc(a) => cmd::tc::run(a, cmd::tc::Tool::Tc),
+        Command::Ip(a) => cmd::ip::run(a),
     };
     match result {
         Ok(code) => code,

@@ -1,2 +1,4 @@
 //! One module per subcommand.
+pub mod ip;
 pub mod rate;
+pub mod tc;
