@@ -17,18 +17,30 @@ struct Cli {
 enum Command {
     /// Show the exact token-bucket arithmetic for a rate and packet size.
     Rate(cmd::rate::Args),
+<<<<<<< HEAD
     /// Build, remove or show the netns testbed (client <-> shaper <-> server).
     Lab(cmd::lab::Args),
     /// Program the kernel's tc through netlink (or print tc commands with --dry-run).
     Apply(cmd::apply::Args),
+=======
+    /// iproute2 tc on emulated devices (state in a JSON file).
+    Tc(cmd::tc::Args),
+    /// `ip link add|del|show` for emulated dummy/veth devices.
+    Ip(cmd::ip::Args),
+>>>>>>> config
 }
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Rate(a) => cmd::rate::run(a),
+<<<<<<< HEAD
         Command::Lab(a) => cmd::lab::run(a),
         Command::Apply(a) => cmd::apply::run(a),
+=======
+        Command::Tc(a) => cmd::tc::run(a, cmd::tc::Tool::Tc),
+        Command::Ip(a) => cmd::ip::run(a),
+>>>>>>> config
     };
     match result {
         Ok(code) => code,

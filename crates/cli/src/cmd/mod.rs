@@ -1,4 +1,6 @@
 //! One module per subcommand.
 pub mod apply;
+pub mod ip;
 pub mod lab;
 pub mod rate;
+pub mod tc;
