@@ -3,4 +3,7 @@ pub mod apply;
 pub mod ip;
 pub mod lab;
 pub mod rate;
+pub mod reload;
+pub mod shape;
+pub mod stats;
 pub mod tc;
