@@ -37,7 +37,7 @@ fn bench(c: &mut Criterion) {
         .keys
         .inner
         .is_some());
-    g.bench_function("ipip_tcp_1494B", |b| {
+    g.bench_function("ipip_tcp_1474B", |b| {
         b.iter(|| parse_frame(black_box(&ipip), ParseOptions::default()))
     });
     g.finish();
