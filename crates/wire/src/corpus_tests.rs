@@ -12,10 +12,7 @@ fn corpus() -> Vec<(String, Vec<u8>)> {
         .unwrap_or_else(|e| panic!("seed corpus {} missing: {e}", dir.display()))
         .map(|e| {
             let e = e.unwrap();
-            (
-                e.file_name().to_string_lossy().into_owned(),
-                std::fs::read(e.path()).unwrap(),
-            )
+            (e.file_name().to_string_lossy().into_owned(), std::fs::read(e.path()).unwrap())
         })
         .collect();
     files.sort();
@@ -30,18 +27,13 @@ fn committed_corpus_parses_and_keeps_invariants() {
     for (name, bytes) in &files {
         check_frame(bytes);
         if let Some(kind) = name.strip_prefix("valid-") {
-            let opts = if kind.starts_with("raw-") {
-                ParseOptions::raw_ip()
-            } else {
-                ParseOptions::default()
-            };
+            let opts =
+                if kind.starts_with("raw-") { ParseOptions::raw_ip() } else { ParseOptions::default() };
             let r = parse_frame(bytes, opts);
             stats.record(&r);
             let p = r.unwrap_or_else(|e| panic!("{name}: {e}"));
             assert_eq!(p.keys.outer.is_none(), kind.starts_with("arp"), "{name}");
-            let tunnelled = ["ipip", "sit", "4in6", "6in6", "gre"]
-                .iter()
-                .any(|t| kind.starts_with(t));
+            let tunnelled = ["ipip", "sit", "4in6", "6in6", "gre"].iter().any(|t| kind.starts_with(t));
             assert_eq!(p.tunnel.is_some(), tunnelled, "{name}");
         }
     }

@@ -24,15 +24,14 @@ pub mod testing;
 
 pub use build::{BuildError, FrameSpec, Tunnel, VlanTags, L4};
 pub use ecn::{
-    apply_dsfield, internet_checksum, mark_ce, read_dsfield, write_dsfield, MarkOutcome,
-    RewriteError,
+    apply_dsfield, internet_checksum, mark_ce, read_dsfield, write_dsfield, MarkOutcome, RewriteError,
 };
 pub use error::{ErrorKind, Layer, ParseError, ParseStats};
 pub use gre::GreOptions;
 pub use hash::{flow_hash, host_hash, l2_hash};
 pub use parse::{
-    fill_packet, parse_frame, proto, Fragment, ParseOptions, Parsed, Start, TunnelKind,
-    ETH_P_8021AD, ETH_P_8021Q, ETH_P_IP, ETH_P_IPV6, ETH_P_QINQ1, ETH_P_TEB,
+    fill_packet, parse_frame, proto, Fragment, ParseOptions, Parsed, Start, TunnelKind, ETH_P_8021AD,
+    ETH_P_8021Q, ETH_P_IP, ETH_P_IPV6, ETH_P_QINQ1, ETH_P_TEB,
 };
 
 #[cfg(test)]
