@@ -6,7 +6,12 @@ use crate::{parse_frame, ParseOptions, ParseStats};
 use proptest::prelude::*;
 use std::path::PathBuf;
 
-fn corpus() -> Vec<(String, Vec<u8>)> {
+fn corpus() -> &'static [(String, Vec<u8>)] {
+    static CORPUS: std::sync::OnceLock<Vec<(String, Vec<u8>)>> = std::sync::OnceLock::new();
+    CORPUS.get_or_init(read_corpus)
+}
+
+fn read_corpus() -> Vec<(String, Vec<u8>)> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/parse_frame");
     let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("seed corpus {} missing: {e}", dir.display()))
@@ -24,7 +29,7 @@ fn committed_corpus_parses_and_keeps_invariants() {
     let files = corpus();
     assert!(files.len() >= 200, "only {} corpus files", files.len());
     let mut stats = ParseStats::default();
-    for (name, bytes) in &files {
+    for (name, bytes) in files {
         check_frame(bytes);
         if let Some(kind) = name.strip_prefix("valid-") {
             let opts =
