@@ -1,2 +1,4 @@
 //! One module per subcommand.
 pub mod rate;
+pub mod scenarios;
+pub mod simulate;
