@@ -23,6 +23,7 @@ pub mod handle;
 pub mod packet;
 pub mod qdisc;
 pub mod rate;
+pub mod reference_htb;
 pub mod time;
 pub mod units;
 
