@@ -21,8 +21,11 @@ pub mod flow_keys;
 pub mod fq_codel;
 pub mod handle;
 pub mod packet;
+pub mod prio;
 pub mod qdisc;
 pub mod rate;
+pub mod reference_htb;
+pub mod tbf;
 pub mod time;
 pub mod units;
 
