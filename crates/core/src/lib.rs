@@ -20,6 +20,7 @@ pub mod packet;
 pub mod prio;
 pub mod qdisc;
 pub mod rate;
+pub mod sfq;
 pub mod tbf;
 pub mod time;
 pub mod units;

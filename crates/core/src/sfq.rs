@@ -1,0 +1,666 @@
+//! SFQ, stochastic fairness queueing (tc-sfq(8), kernel `net/sched/sch_sfq.c`).
+//!
+//! Flows are hashed into `divisor` buckets; each busy bucket owns one of `flows` slots (a FIFO
+//! of at most `depth` packets), and busy slots are served round-robin with a deficit of
+//! `quantum` bytes (kept, like the kernel, in units of 8 bytes). A new slot joins at the end of
+//! the round. Above `limit` packets the tail (or with `headdrop` the head) of the longest slot
+//! is dropped.
+//!
+//! # Perturbation, and what goes wrong in Linux (seed 003)
+//!
+//! Every `perturb` seconds the hash key changes so that flows that collide stop colliding.
+//! Linux has done this two ways, both kept here as legacy options:
+//!
+//! - [`PerturbMode::KeyOnly`] — Linux before 3.9, the kernel of the seed: only the key changes.
+//!   A backlogged flow's next packet hashes to a new bucket and gets a *second* slot at the end
+//!   of the round while its old slot still holds its backlog. For as long as that backlog takes
+//!   to drain (one quantum per round) every backlogged flow owns two slots, so a sparse flow
+//!   waits twice as many quanta per round (the latency spike), and the flow's new packets are
+//!   sent interleaved with its older ones (reordering). Worse, the old slot stays in the hash
+//!   table under its old bucket, so another flow whose *new* hash lands there joins it.
+//! - [`PerturbMode::Rehash`] — Linux 3.9 and later (`sfq_rehash`): every queued packet is pulled
+//!   out and re-enqueued under the new key. Flow order is kept, but the round-robin state is
+//!   thrown away: slots are rebuilt in old-slot-index order (not round order), every deficit is
+//!   reset to one quantum, and flows that now collide are merged, with packets beyond `depth`
+//!   (or beyond the free slots) dropped — silently in Linux, counted here. A sparse flow whose
+//!   packet was next in the round can find itself behind a full quantum of every bulk flow.
+//!
+//! [`PerturbMode::Sticky`], the Sluice default, changes the key for *new* flows only: a flow
+//! with packets still queued keeps its slot (and its place in the round and its deficit) until
+//! it has drained, then its next packet is hashed under the new key. Nothing is reordered,
+//! nothing is dropped, no flow gets two slots, and a long-lived collision is broken up as soon
+//! as one of the colliding flows goes idle. The price is one map lookup per packet while a
+//! flow from an earlier key is still backlogged.
+//!
+//! Differences from Linux: the perturbation happens lazily at the first call at or after each
+//! multiple of `perturb` since the epoch (there is no timer); the longest slot for an overflow
+//! drop is found by scanning the round (Linux keeps depth lists, and may pick a different slot
+//! among equally long ones); `redflowlimit` (per-flow RED) is not implemented and is rejected.
+
+use crate::packet::Packet;
+use crate::qdisc::{ConfigError, DropReason, Dropped, Qdisc, QdiscStats};
+use crate::time::{Span, Time};
+use std::collections::{HashMap, VecDeque};
+
+/// Most packets per flow (`SFQ_MAX_DEPTH`), also the default depth and limit.
+pub const MAX_DEPTH: u32 = 127;
+/// Most slots (`SFQ_MAX_FLOWS`).
+pub const MAX_FLOWS: u32 = 65536 - MAX_DEPTH - 1;
+/// Default number of slots (`SFQ_DEFAULT_FLOWS`).
+pub const DEFAULT_FLOWS: u32 = 128;
+/// Default hash table size (`SFQ_DEFAULT_HASH_DIVISOR`).
+pub const DEFAULT_DIVISOR: u32 = 1024;
+/// Default quantum: `psched_mtu` of an Ethernet device.
+pub const DEFAULT_QUANTUM: u32 = 1514;
+
+const NONE: u32 = u32::MAX;
+
+/// What a perturbation does to flows that are queued (see the module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum PerturbMode {
+    /// Sluice: backlogged flows keep their slot until they drain.
+    #[default]
+    Sticky,
+    /// Linux ≥ 3.9 `sfq_rehash` (`legacy_perturb`).
+    Rehash,
+    /// Linux < 3.9: only the key changes (the seed's kernel).
+    KeyOnly,
+}
+
+/// SFQ parameters as tc-sfq(8) names them. A zero in `limit`, `quantum`, `depth`, `divisor` or
+/// `flows` means "the default", as in the kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SfqConfig {
+    /// Packets in the whole qdisc (default 127).
+    pub limit: u32,
+    /// Bytes per slot per round (default 1514).
+    pub quantum: u32,
+    /// Packets per slot (default 127, at most 127).
+    pub depth: u32,
+    /// Hash buckets, a power of two up to 65536 (default 1024).
+    pub divisor: u32,
+    /// Slots (default 128).
+    pub flows: u32,
+    /// Rehash interval; zero disables perturbation (tc gives whole seconds).
+    pub perturb: Span,
+    /// Drop from the head of a full slot instead of the tail.
+    pub headdrop: bool,
+    /// Per-flow RED byte limit (`redflowlimit`): not implemented, must be `None`.
+    pub redflowlimit: Option<u64>,
+    /// What a perturbation does to queued flows.
+    pub perturb_mode: PerturbMode,
+    /// Handle major of this qdisc, for classids in `pkt.priority` and filter results.
+    pub major: u16,
+    /// Seed for the hash keys (Linux draws them at random; fixed here for reproducibility).
+    pub seed: u64,
+}
+
+impl Default for SfqConfig {
+    fn default() -> Self {
+        SfqConfig {
+            limit: MAX_DEPTH,
+            quantum: DEFAULT_QUANTUM,
+            depth: MAX_DEPTH,
+            divisor: DEFAULT_DIVISOR,
+            flows: DEFAULT_FLOWS,
+            perturb: Span::ZERO,
+            headdrop: false,
+            redflowlimit: None,
+            perturb_mode: PerturbMode::Sticky,
+            major: 0,
+            seed: 0x5f5f_5346_515f_5f5f,
+        }
+    }
+}
+
+/// The parameters after the kernel's adjustments (`sfq_change`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SfqParams {
+    /// Effective packet limit: `min(limit, depth × flows)`.
+    pub limit: u32,
+    /// Quantum in bytes.
+    pub quantum: u32,
+    /// Packets per slot.
+    pub depth: u32,
+    /// Hash buckets.
+    pub divisor: u32,
+    /// Slots: `min(flows, divisor, limit)`.
+    pub flows: u32,
+}
+
+impl SfqConfig {
+    /// Validates and applies the kernel's clamping, as `sfq_change` does.
+    pub fn params(&self) -> Result<SfqParams, ConfigError> {
+        let bad = |param, value: String, reason: &str| {
+            Err(ConfigError::invalid("sfq", param, value, reason))
+        };
+        if self.redflowlimit.is_some() {
+            return bad(
+                "redflowlimit",
+                format!("{}", self.redflowlimit.unwrap_or(0)),
+                "per-flow RED is not implemented in Sluice; use fq_codel for AQM per flow",
+            );
+        }
+        let divisor = if self.divisor == 0 {
+            DEFAULT_DIVISOR
+        } else {
+            self.divisor
+        };
+        if !divisor.is_power_of_two() || divisor > 65536 {
+            return bad(
+                "divisor",
+                divisor.to_string(),
+                "must be a power of two no larger than 65536",
+            );
+        }
+        let quantum = if self.quantum == 0 {
+            DEFAULT_QUANTUM
+        } else {
+            self.quantum
+        };
+        if quantum.div_ceil(8) > 0x7FFF {
+            return bad(
+                "quantum",
+                quantum.to_string(),
+                "too large (the deficit is kept in 16 bits of 8 bytes)",
+            );
+        }
+        if self.limit == 1 {
+            return bad(
+                "limit",
+                "1".into(),
+                "a limit of 1 packet is rejected by the kernel; use at least 2",
+            );
+        }
+        let mut flows = if self.flows == 0 {
+            DEFAULT_FLOWS
+        } else {
+            self.flows.min(MAX_FLOWS)
+        };
+        flows = flows.min(divisor);
+        let depth = if self.depth == 0 {
+            MAX_DEPTH
+        } else {
+            self.depth.min(MAX_DEPTH)
+        };
+        let mut limit = MAX_DEPTH;
+        if self.limit != 0 {
+            limit = self.limit.min(depth * flows);
+            flows = flows.min(limit);
+        }
+        Ok(SfqParams {
+            limit,
+            quantum,
+            depth,
+            divisor,
+            flows,
+        })
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+struct Slot {
+    q: VecDeque<Packet>,
+    /// Next slot in the round (valid while the slot is busy).
+    next: u32,
+    /// Deficit in units of 8 bytes.
+    allot: i32,
+    backlog: u64,
+    /// Bucket whose hash-table entry points here, or NONE (a sticky slot from an earlier key).
+    bucket: u32,
+    /// Packets in this slot that belong to sticky flows (only in `Sticky` mode).
+    sticky_pkts: u32,
+}
+
+/// The SFQ qdisc.
+#[derive(Debug)]
+pub struct Sfq {
+    cfg: SfqConfig,
+    p: SfqParams,
+    scaled_quantum: i32,
+    slots: Vec<Slot>,
+    /// bucket -> slot, or NONE.
+    ht: Vec<u32>,
+    /// Free slots; the last one is taken first (the kernel's `dep[0]` list behaves the same).
+    free: Vec<u32>,
+    /// The slot before the one being served, NONE when idle.
+    tail: u32,
+    /// Flow hash -> (slot, packets of that flow in it), for flows that were backlogged when the
+    /// key changed (`Sticky` mode only).
+    sticky: HashMap<u32, (u32, u32)>,
+    perturbation: u32,
+    rng: u64,
+    next_perturb: Time,
+    perturbations: u64,
+    stats: QdiscStats,
+    dropped: VecDeque<Dropped>,
+}
+
+fn splitmix(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+fn fmix32(mut h: u32) -> u32 {
+    h ^= h >> 16;
+    h = h.wrapping_mul(0x85eb_ca6b);
+    h ^= h >> 13;
+    h = h.wrapping_mul(0xc2b2_ae35);
+    h ^ (h >> 16)
+}
+
+impl Sfq {
+    /// Builds an SFQ qdisc.
+    pub fn new(cfg: SfqConfig) -> Result<Sfq, ConfigError> {
+        let p = cfg.params()?;
+        let mut rng = cfg.seed;
+        let perturbation = splitmix(&mut rng) as u32;
+        let period = cfg.perturb.as_nanos();
+        Ok(Sfq {
+            cfg,
+            p,
+            scaled_quantum: p.quantum.div_ceil(8) as i32,
+            slots: vec![
+                Slot {
+                    bucket: NONE,
+                    ..Slot::default()
+                };
+                p.flows as usize
+            ],
+            ht: vec![NONE; p.divisor as usize],
+            free: (0..p.flows).collect(),
+            tail: NONE,
+            sticky: HashMap::new(),
+            perturbation,
+            rng,
+            next_perturb: if period == 0 {
+                Time::MAX
+            } else {
+                Time::from_nanos(period)
+            },
+            perturbations: 0,
+            stats: QdiscStats::default(),
+            dropped: VecDeque::new(),
+        })
+    }
+
+    /// The configuration as given.
+    pub fn config(&self) -> &SfqConfig {
+        &self.cfg
+    }
+    /// The effective parameters (what `tc qdisc show` prints: `limit 127p quantum 1514b depth
+    /// 127 divisor 1024`, plus `flows`).
+    pub fn params(&self) -> SfqParams {
+        self.p
+    }
+    /// How many perturbations have happened.
+    pub fn perturbations(&self) -> u64 {
+        self.perturbations
+    }
+    /// Busy flows as `tc -s class show` lists them: (bucket + 1 as the class minor, packets,
+    /// bytes, deficit in bytes). Sticky slots from an earlier key have no bucket and report 0.
+    pub fn flow_stats(&self) -> Vec<(u32, u64, u64, i64)> {
+        self.round()
+            .into_iter()
+            .map(|i| {
+                let s = &self.slots[i as usize];
+                let minor = if s.bucket == NONE { 0 } else { s.bucket + 1 };
+                (minor, s.q.len() as u64, s.backlog, s.allot as i64 * 8)
+            })
+            .collect()
+    }
+
+    /// Busy slots in service order.
+    fn round(&self) -> Vec<u32> {
+        let mut v = Vec::new();
+        if self.tail == NONE {
+            return v;
+        }
+        let mut i = self.slots[self.tail as usize].next;
+        loop {
+            v.push(i);
+            if i == self.tail {
+                return v;
+            }
+            i = self.slots[i as usize].next;
+        }
+    }
+
+    fn hash_bucket(&self, flow_hash: u32) -> u32 {
+        fmix32(fmix32(flow_hash) ^ self.perturbation) & (self.p.divisor - 1)
+    }
+
+    /// A bucket chosen by classid (`pkt.priority` or a filter result for this qdisc), which no
+    /// perturbation changes.
+    fn class_bucket(&self, pkt: &Packet) -> Option<u32> {
+        let maj = self.cfg.major;
+        if maj == 0 {
+            return None;
+        }
+        let minor = if (pkt.priority >> 16) as u16 == maj {
+            pkt.priority & 0xFFFF
+        } else {
+            pkt.class_for(maj)?.minor() as u32
+        };
+        (1..=self.p.divisor).contains(&minor).then(|| minor - 1)
+    }
+
+    fn maybe_perturb(&mut self, now: Time) {
+        if now < self.next_perturb {
+            return;
+        }
+        let period = self.cfg.perturb.as_nanos().max(1);
+        self.next_perturb = Time::from_nanos((now.as_nanos() / period + 1).saturating_mul(period));
+        self.perturb();
+    }
+
+    /// Changes the hash key now, treating queued flows as `perturb_mode` says.
+    pub fn perturb(&mut self) {
+        self.perturbation = splitmix(&mut self.rng) as u32;
+        self.perturbations += 1;
+        if self.tail == NONE {
+            self.sticky.clear();
+            return;
+        }
+        match self.cfg.perturb_mode {
+            PerturbMode::KeyOnly => {}
+            PerturbMode::Rehash => self.rehash(),
+            PerturbMode::Sticky => self.make_sticky(),
+        }
+    }
+
+    /// Sluice: every flow with packets queued keeps its slot; the hash table starts empty for
+    /// the new key.
+    fn make_sticky(&mut self) {
+        self.sticky.clear();
+        for i in self.round() {
+            let mut n = 0;
+            let slot = &self.slots[i as usize];
+            for p in &slot.q {
+                if self.class_bucket(p).is_some() {
+                    continue; // classid flows do not depend on the key
+                }
+                self.sticky.entry(p.flow_hash).or_insert((i, 0)).1 += 1;
+                n += 1;
+            }
+            let slot = &mut self.slots[i as usize];
+            slot.sticky_pkts = n;
+            if n > 0 && slot.bucket != NONE {
+                self.ht[slot.bucket as usize] = NONE;
+                slot.bucket = NONE;
+            }
+        }
+    }
+
+    /// Linux's `sfq_rehash`: empty every slot in index order and re-enqueue under the new key.
+    fn rehash(&mut self) {
+        let mut list = Vec::with_capacity(self.stats.qlen as usize);
+        for i in 0..self.slots.len() {
+            let s = &mut self.slots[i];
+            if s.q.is_empty() {
+                continue;
+            }
+            list.extend(s.q.drain(..));
+            s.backlog = 0;
+            if s.bucket != NONE {
+                self.ht[s.bucket as usize] = NONE;
+                s.bucket = NONE;
+            }
+            self.free.push(i as u32);
+        }
+        self.tail = NONE;
+        for pkt in list {
+            let b = self
+                .class_bucket(&pkt)
+                .unwrap_or_else(|| self.hash_bucket(pkt.flow_hash));
+            let x = match self.ht[b as usize] {
+                NONE => match self.free.pop() {
+                    Some(x) => {
+                        self.ht[b as usize] = x;
+                        self.slots[x as usize].bucket = b;
+                        x
+                    }
+                    None => {
+                        self.drop_counted(pkt, DropReason::QueueFull);
+                        continue;
+                    }
+                },
+                x => x,
+            };
+            if self.slots[x as usize].q.len() >= self.p.depth as usize {
+                self.drop_counted(pkt, DropReason::QueueFull);
+                continue;
+            }
+            self.push_tail(x, pkt);
+        }
+    }
+
+    fn drop_counted(&mut self, pkt: Packet, reason: DropReason) {
+        self.stats.on_drop_queued(&pkt);
+        self.dropped.push_back(Dropped { pkt, reason });
+    }
+
+    /// Appends to slot `x`; a slot that becomes busy joins the end of the round with a full
+    /// quantum (the kernel's order). Backlog counters are the caller's.
+    fn push_tail(&mut self, x: u32, pkt: Packet) {
+        let s = &mut self.slots[x as usize];
+        s.backlog += pkt.len as u64;
+        s.q.push_back(pkt);
+        if s.q.len() == 1 {
+            if self.tail == NONE {
+                s.next = x;
+            } else {
+                let t = self.tail as usize;
+                self.slots[x as usize].next = self.slots[t].next;
+                self.slots[t].next = x;
+            }
+            self.tail = x;
+            self.slots[x as usize].allot = self.scaled_quantum;
+        }
+    }
+
+    /// Bookkeeping for a packet leaving slot `x` (sent or dropped).
+    fn left_slot(&mut self, x: u32, pkt: &Packet) {
+        let s = &mut self.slots[x as usize];
+        s.backlog -= pkt.len as u64;
+        if s.sticky_pkts > 0 {
+            if let Some(e) = self.sticky.get_mut(&pkt.flow_hash) {
+                if e.0 == x {
+                    e.1 -= 1;
+                    s.sticky_pkts -= 1;
+                    if e.1 == 0 {
+                        self.sticky.remove(&pkt.flow_hash);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Frees an empty slot that has already been unlinked from the round.
+    fn release(&mut self, x: u32) {
+        let s = &mut self.slots[x as usize];
+        if s.bucket != NONE {
+            if self.ht[s.bucket as usize] == x {
+                self.ht[s.bucket as usize] = NONE;
+            }
+            s.bucket = NONE;
+        }
+        s.sticky_pkts = 0;
+        self.free.push(x);
+    }
+
+    /// The kernel's `sfq_drop`: drop from the longest slot (tail, or head with headdrop); when
+    /// every slot holds one packet, drop the slot at the head of the round.
+    fn drop_longest(&mut self) -> Option<(u32, Packet)> {
+        let round = self.round();
+        let &x = round
+            .iter()
+            .max_by_key(|&&i| (self.slots[i as usize].q.len(), std::cmp::Reverse(i)))?;
+        if self.slots[x as usize].q.len() > 1 {
+            let s = &mut self.slots[x as usize];
+            let pkt = if self.cfg.headdrop {
+                s.q.pop_front()
+            } else {
+                s.q.pop_back()
+            }?;
+            self.left_slot(x, &pkt);
+            return Some((x, pkt));
+        }
+        // All slots have length 1: drop the one about to be served and unlink it.
+        let x = self.slots[self.tail as usize].next;
+        let pkt = self.slots[x as usize].q.pop_front()?;
+        self.left_slot(x, &pkt);
+        if x == self.tail {
+            self.tail = NONE;
+        } else {
+            self.slots[self.tail as usize].next = self.slots[x as usize].next;
+        }
+        self.release(x);
+        Some((x, pkt))
+    }
+
+    /// Moves the round to the slot `dequeue` will serve (giving skipped slots their quantum).
+    fn advance(&mut self) -> Option<u32> {
+        if self.tail == NONE {
+            return None;
+        }
+        loop {
+            let a = self.slots[self.tail as usize].next;
+            if self.slots[a as usize].allot > 0 {
+                return Some(a);
+            }
+            self.tail = a;
+            self.slots[a as usize].allot += self.scaled_quantum;
+        }
+    }
+}
+
+impl Qdisc for Sfq {
+    fn kind(&self) -> &'static str {
+        "sfq"
+    }
+
+    fn enqueue(&mut self, mut pkt: Packet, now: Time) -> Result<(), Dropped> {
+        self.maybe_perturb(now);
+        if pkt.enqueue_time == Time::ZERO {
+            pkt.enqueue_time = now;
+        }
+        let class = self.class_bucket(&pkt);
+        let sticky = if class.is_none() && !self.sticky.is_empty() {
+            self.sticky.get(&pkt.flow_hash).map(|e| e.0)
+        } else {
+            None
+        };
+        let x = match sticky {
+            Some(x) => x,
+            None => {
+                let b = class.unwrap_or_else(|| self.hash_bucket(pkt.flow_hash));
+                match self.ht[b as usize] {
+                    NONE => {
+                        let Some(x) = self.free.pop() else {
+                            self.stats.drops += 1;
+                            return Err(Dropped {
+                                pkt,
+                                reason: DropReason::QueueFull,
+                            });
+                        };
+                        self.ht[b as usize] = x;
+                        self.slots[x as usize].bucket = b;
+                        x
+                    }
+                    x => x,
+                }
+            }
+        };
+        if self.slots[x as usize].q.len() >= self.p.depth as usize {
+            if !self.cfg.headdrop {
+                self.stats.drops += 1;
+                return Err(Dropped {
+                    pkt,
+                    reason: DropReason::QueueFull,
+                });
+            }
+            let head = self.slots[x as usize].q.pop_front().expect("depth >= 1");
+            self.left_slot(x, &head);
+            self.drop_counted(head, DropReason::HeadDrop);
+        }
+        if sticky.is_some() {
+            self.sticky.get_mut(&pkt.flow_hash).expect("present").1 += 1;
+            self.slots[x as usize].sticky_pkts += 1;
+        }
+        self.stats.on_enqueue(&pkt);
+        self.push_tail(x, pkt);
+        if self.stats.qlen <= self.p.limit as u64 {
+            return Ok(());
+        }
+        let (from, victim) = self.drop_longest().expect("over limit means busy");
+        self.stats.on_drop_queued(&victim);
+        if from == x && !self.cfg.headdrop && victim == pkt {
+            // Our own packet was the tail of the longest slot: hand it back to the sender.
+            return Err(Dropped {
+                pkt: victim,
+                reason: DropReason::QueueFull,
+            });
+        }
+        self.dropped.push_back(Dropped {
+            pkt: victim,
+            reason: DropReason::FattestFlow,
+        });
+        Ok(())
+    }
+
+    fn dequeue(&mut self, now: Time) -> Option<Packet> {
+        self.maybe_perturb(now);
+        let a = self.advance()?;
+        let pkt = self.slots[a as usize].q.pop_front()?;
+        self.left_slot(a, &pkt);
+        self.stats.on_dequeue(&pkt);
+        if self.slots[a as usize].q.is_empty() {
+            let next = self.slots[a as usize].next;
+            if next == a {
+                self.tail = NONE;
+            } else {
+                self.slots[self.tail as usize].next = next;
+            }
+            self.release(a);
+        } else {
+            self.slots[a as usize].allot -= pkt.len.div_ceil(8) as i32;
+        }
+        Some(pkt)
+    }
+
+    fn peek(&mut self, now: Time) -> Option<&Packet> {
+        self.maybe_perturb(now);
+        let a = self.advance()?;
+        self.slots[a as usize].q.front()
+    }
+
+    fn next_event(&self, now: Time) -> Option<Time> {
+        (self.tail != NONE).then_some(now)
+    }
+
+    fn reset(&mut self) -> Vec<Packet> {
+        let mut out = Vec::with_capacity(self.stats.qlen as usize);
+        for i in self.round() {
+            out.extend(self.slots[i as usize].q.drain(..));
+            self.slots[i as usize].backlog = 0;
+            self.release(i);
+        }
+        self.tail = NONE;
+        self.sticky.clear();
+        self.stats.qlen = 0;
+        self.stats.backlog_bytes = 0;
+        out
+    }
+
+    fn stats(&self) -> QdiscStats {
+        self.stats
+    }
+
+    fn take_dropped(&mut self) -> Option<Dropped> {
+        self.dropped.pop_front()
+    }
+}
