@@ -71,7 +71,7 @@ pub enum PerturbMode {
 /// `flows` means "the default", as in the kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SfqConfig {
-    /// Packets in the whole qdisc (default 127).
+    /// Packets in the whole qdisc (0 = the default 127).
     pub limit: u32,
     /// Bytes per slot per round (default 1514).
     pub quantum: u32,
@@ -98,7 +98,9 @@ pub struct SfqConfig {
 impl Default for SfqConfig {
     fn default() -> Self {
         SfqConfig {
-            limit: MAX_DEPTH,
+            // Zero, not 127: like tc without `limit`, so the kernel's `flows = min(flows, limit)`
+            // clamp does not apply and the defaults stay 127 packets over 128 slots.
+            limit: 0,
             quantum: DEFAULT_QUANTUM,
             depth: MAX_DEPTH,
             divisor: DEFAULT_DIVISOR,
@@ -479,6 +481,14 @@ impl Sfq {
         }
     }
 
+    /// Counts a sticky flow's packet into its slot.
+    fn note_sticky(&mut self, sticky: Option<u32>, x: u32, pkt: &Packet) {
+        if sticky.is_some() {
+            self.sticky.entry(pkt.flow_hash).or_insert((x, 0)).1 += 1;
+            self.slots[x as usize].sticky_pkts += 1;
+        }
+    }
+
     /// Frees an empty slot that has already been unlinked from the round.
     fn release(&mut self, x: u32) {
         let s = &mut self.slots[x as usize];
@@ -583,14 +593,19 @@ impl Qdisc for Sfq {
                     reason: DropReason::QueueFull,
                 });
             }
+            // Replace the head in place, as the kernel does: the slot never looks empty, so it
+            // keeps its place in the round, and the total length does not change.
             let head = self.slots[x as usize].q.pop_front().expect("depth >= 1");
             self.left_slot(x, &head);
             self.drop_counted(head, DropReason::HeadDrop);
+            self.note_sticky(sticky, x, &pkt);
+            self.stats.on_enqueue(&pkt);
+            let s = &mut self.slots[x as usize];
+            s.backlog += pkt.len as u64;
+            s.q.push_back(pkt);
+            return Ok(());
         }
-        if sticky.is_some() {
-            self.sticky.get_mut(&pkt.flow_hash).expect("present").1 += 1;
-            self.slots[x as usize].sticky_pkts += 1;
-        }
+        self.note_sticky(sticky, x, &pkt);
         self.stats.on_enqueue(&pkt);
         self.push_tail(x, pkt);
         if self.stats.qlen <= self.p.limit as u64 {
@@ -662,5 +677,266 @@ impl Qdisc for Sfq {
 
     fn take_dropped(&mut self) -> Option<Dropped> {
         self.dropped.pop_front()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::handle::Handle;
+
+    fn pkt(flow: u32, len: u32, id: u64) -> Packet {
+        let mut p = Packet::new(len, id);
+        p.flow_hash = flow;
+        p
+    }
+
+    #[test]
+    fn defaults_match_the_kernel() {
+        let p = SfqConfig::default().params().unwrap();
+        assert_eq!(
+            p,
+            SfqParams {
+                limit: 127,
+                quantum: 1514,
+                depth: 127,
+                divisor: 1024,
+                flows: 128
+            }
+        );
+        // Zeros mean "default"; the kernel's clamps apply.
+        let z = SfqConfig {
+            limit: 0,
+            quantum: 0,
+            depth: 0,
+            divisor: 0,
+            flows: 0,
+            ..SfqConfig::default()
+        };
+        assert_eq!(z.params().unwrap(), p);
+        let c = SfqConfig {
+            limit: 10000,
+            depth: 200,
+            flows: 4,
+            ..SfqConfig::default()
+        }
+        .params()
+        .unwrap();
+        assert_eq!((c.depth, c.limit, c.flows), (127, 508, 4));
+        let small = SfqConfig {
+            limit: 3,
+            ..SfqConfig::default()
+        }
+        .params()
+        .unwrap();
+        assert_eq!(small.flows, 3);
+        let d = SfqConfig {
+            divisor: 16,
+            ..SfqConfig::default()
+        }
+        .params()
+        .unwrap();
+        assert_eq!(d.flows, 16);
+    }
+
+    #[test]
+    fn bad_parameters_are_rejected() {
+        let e = |c: SfqConfig| c.params().unwrap_err().to_string();
+        assert!(e(SfqConfig {
+            divisor: 1000,
+            ..SfqConfig::default()
+        })
+        .contains("power of two"));
+        assert!(e(SfqConfig {
+            divisor: 131072,
+            ..SfqConfig::default()
+        })
+        .contains("power of two"));
+        assert!(e(SfqConfig {
+            limit: 1,
+            ..SfqConfig::default()
+        })
+        .contains("limit"));
+        assert!(e(SfqConfig {
+            quantum: 300_000,
+            ..SfqConfig::default()
+        })
+        .contains("quantum"));
+        assert!(e(SfqConfig {
+            redflowlimit: Some(100_000),
+            ..SfqConfig::default()
+        })
+        .contains("not implemented"));
+    }
+
+    #[test]
+    fn flows_share_by_quantum() {
+        // Flow 1 sends 1500-byte packets, flow 2 500-byte ones: equal bytes per round.
+        let mut q = Sfq::new(SfqConfig {
+            quantum: 1500,
+            ..SfqConfig::default()
+        })
+        .unwrap();
+        let t = Time::ZERO;
+        for i in 0..30 {
+            q.enqueue(pkt(1, 1500, i), t).unwrap();
+            q.enqueue(pkt(2, 500, 100 + i), t).unwrap();
+        }
+        let mut bytes = [0u64; 3];
+        for _ in 0..20 {
+            let p = q.dequeue(t).unwrap();
+            bytes[p.flow_hash as usize] += p.len as u64;
+        }
+        assert_eq!(bytes[1], 7500, "5 big packets");
+        assert_eq!(bytes[2], 7500, "15 small packets");
+    }
+
+    #[test]
+    fn a_new_flow_joins_at_the_end_of_the_round() {
+        let mut q = Sfq::new(SfqConfig::default()).unwrap();
+        let t = Time::ZERO;
+        for i in 0..3 {
+            q.enqueue(pkt(1, 1514, i), t).unwrap();
+            q.enqueue(pkt(2, 1514, 10 + i), t).unwrap();
+        }
+        assert_eq!(q.dequeue(t).unwrap().flow_hash, 1);
+        q.enqueue(pkt(3, 100, 20), t).unwrap();
+        let order: Vec<u32> = std::iter::from_fn(|| q.dequeue(t))
+            .map(|p| p.flow_hash)
+            .collect();
+        assert_eq!(order, vec![2, 3, 1, 2, 1, 2]);
+    }
+
+    #[test]
+    fn depth_tail_drops_or_head_drops() {
+        let t = Time::ZERO;
+        let mut q = Sfq::new(SfqConfig {
+            depth: 2,
+            ..SfqConfig::default()
+        })
+        .unwrap();
+        q.enqueue(pkt(1, 100, 1), t).unwrap();
+        q.enqueue(pkt(1, 100, 2), t).unwrap();
+        assert_eq!(q.enqueue(pkt(1, 100, 3), t).unwrap_err().pkt.payload, 3);
+        let mut h = Sfq::new(SfqConfig {
+            depth: 2,
+            headdrop: true,
+            ..SfqConfig::default()
+        })
+        .unwrap();
+        for id in 1..=3 {
+            h.enqueue(pkt(1, 100, id), t).unwrap();
+        }
+        let d = h.take_dropped().unwrap();
+        assert_eq!((d.pkt.payload, d.reason), (1, DropReason::HeadDrop));
+        assert_eq!(h.dequeue(t).unwrap().payload, 2);
+        assert_eq!(h.stats().drops, 1);
+    }
+
+    #[test]
+    fn overflow_drops_from_the_longest_flow() {
+        let t = Time::ZERO;
+        let mut q = Sfq::new(SfqConfig {
+            limit: 4,
+            ..SfqConfig::default()
+        })
+        .unwrap();
+        for id in 0..3 {
+            q.enqueue(pkt(1, 100, id), t).unwrap();
+        }
+        q.enqueue(pkt(2, 100, 10), t).unwrap();
+        // Fifth packet: flow 1 (3 packets) loses its tail, the sparse flow's packet is kept.
+        q.enqueue(pkt(3, 100, 20), t).unwrap();
+        let d = q.take_dropped().unwrap();
+        assert_eq!((d.pkt.payload, d.reason), (2, DropReason::FattestFlow));
+        // If the arriving packet's own flow is the longest, the arrival itself is refused.
+        let d = q.enqueue(pkt(1, 100, 3), t).unwrap_err();
+        assert_eq!(d.pkt.payload, 3);
+        assert_eq!(q.stats().qlen, 4);
+        assert_eq!(q.stats().drops, 2);
+    }
+
+    #[test]
+    fn classid_selects_the_bucket() {
+        let mut q = Sfq::new(SfqConfig {
+            major: 1,
+            ..SfqConfig::default()
+        })
+        .unwrap();
+        let mut a = pkt(1, 100, 1);
+        a.priority = Handle::new(1, 5).0;
+        let mut b = pkt(2, 100, 2);
+        b.push_class(Handle::new(1, 5));
+        q.enqueue(a, Time::ZERO).unwrap();
+        q.enqueue(b, Time::ZERO).unwrap();
+        assert_eq!(q.flow_stats(), vec![(5, 2, 200, 1520)]);
+    }
+
+    #[test]
+    fn sticky_flows_keep_their_slot_until_drained() {
+        let t = Time::ZERO;
+        let mut q = Sfq::new(SfqConfig {
+            divisor: 16,
+            ..SfqConfig::default()
+        })
+        .unwrap();
+        for i in 0..4 {
+            q.enqueue(pkt(7, 100, i), t).unwrap();
+        }
+        q.perturb();
+        for i in 4..8 {
+            q.enqueue(pkt(7, 100, i), t).unwrap();
+        }
+        assert_eq!(
+            q.flow_stats().len(),
+            1,
+            "one slot for the flow across the perturbation"
+        );
+        let ids: Vec<u64> = std::iter::from_fn(|| q.dequeue(t))
+            .map(|p| p.payload)
+            .collect();
+        assert_eq!(ids, (0..8).collect::<Vec<_>>());
+        assert!(q.sticky.is_empty());
+        // Once drained, the flow is hashed under the new key.
+        q.enqueue(pkt(7, 100, 8), t).unwrap();
+        assert_eq!(q.flow_stats()[0].0, q.hash_bucket(7) + 1);
+    }
+
+    #[test]
+    fn key_only_splits_a_backlogged_flow() {
+        let t = Time::ZERO;
+        let cfg = SfqConfig {
+            perturb_mode: PerturbMode::KeyOnly,
+            seed: 1,
+            ..SfqConfig::default()
+        };
+        let mut q = Sfq::new(cfg).unwrap();
+        let before = q.hash_bucket(7);
+        q.enqueue(pkt(7, 100, 0), t).unwrap();
+        q.perturb();
+        assert_ne!(
+            q.hash_bucket(7),
+            before,
+            "seed 1 moves flow 7 on the first perturbation"
+        );
+        q.enqueue(pkt(7, 100, 1), t).unwrap();
+        assert_eq!(q.flow_stats().len(), 2);
+    }
+
+    #[test]
+    fn perturbation_runs_on_the_period_grid() {
+        let cfg = SfqConfig {
+            perturb: Span::from_secs(10),
+            ..SfqConfig::default()
+        };
+        let mut q = Sfq::new(cfg).unwrap();
+        q.enqueue(pkt(1, 100, 0), Time::from_secs(9)).unwrap();
+        assert_eq!(q.perturbations(), 0);
+        q.dequeue(Time::from_secs(10));
+        assert_eq!(q.perturbations(), 1);
+        q.dequeue(Time::from_secs(35));
+        assert_eq!(q.perturbations(), 2, "missed instants collapse into one");
+        q.dequeue(Time::from_secs(39));
+        assert_eq!(q.perturbations(), 2);
     }
 }

@@ -224,3 +224,82 @@ proptest! {
         }
     }
 }
+
+#[derive(Clone, Debug)]
+enum SfqOp {
+    Enqueue { flow: u32, len: u32 },
+    Dequeue,
+    Advance(u64),
+}
+
+fn sfq_op() -> impl Strategy<Value = SfqOp> {
+    prop_oneof![
+        5 => (0u32..8, 40u32..2000).prop_map(|(flow, len)| SfqOp::Enqueue { flow, len }),
+        4 => Just(SfqOp::Dequeue),
+        1 => (0u64..700_000_000).prop_map(SfqOp::Advance),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// Conservation, limit, depth; and for the Sticky and Rehash modes, every flow's packets
+    /// leave in the order they arrived, across perturbations.
+    #[test]
+    fn sfq_conserves_respects_limits_and_keeps_flow_order(
+        ops in prop::collection::vec(sfq_op(), 1..400),
+        limit in 2u32..40,
+        depth in 1u32..20,
+        flows in 1u32..10,
+        divisor_log in 0u32..6,
+        headdrop in any::<bool>(),
+        mode in prop_oneof![
+            Just(sluice_core::sfq::PerturbMode::Sticky),
+            Just(sluice_core::sfq::PerturbMode::Rehash),
+            Just(sluice_core::sfq::PerturbMode::KeyOnly),
+        ],
+        seed in any::<u64>(),
+    ) {
+        use sluice_core::sfq::{PerturbMode, Sfq, SfqConfig};
+        let cfg = SfqConfig {
+            limit, depth, flows, divisor: 1 << divisor_log, headdrop, perturb_mode: mode, seed,
+            perturb: Span::from_secs(1),
+            ..SfqConfig::default()
+        };
+        let mut q = Sfq::new(cfg).unwrap();
+        let p = q.params();
+        let mut now = Time::ZERO;
+        let (mut inb, mut outb, mut dropb) = (0u64, 0u64, 0u64);
+        let mut last_sent = [None::<u64>; 8];
+        for (i, o) in ops.iter().enumerate() {
+            match *o {
+                SfqOp::Enqueue { flow, len } => {
+                    let mut pk = Packet::new(len, i as u64);
+                    pk.flow_hash = flow.wrapping_mul(0x9E37_79B9);
+                    inb += len as u64;
+                    if let Err(d) = q.enqueue(pk, now) { dropb += d.pkt.len as u64; }
+                }
+                SfqOp::Dequeue => {
+                    if let Some(pk) = q.dequeue(now) {
+                        outb += pk.len as u64;
+                        let flow = (pk.flow_hash.wrapping_mul(0x144C_BC89)) as usize; // inverse of the multiplier
+                        prop_assert!(flow < 8);
+                        if mode != PerturbMode::KeyOnly {
+                            prop_assert!(last_sent[flow].is_none_or(|l| pk.payload > l), "flow {flow} reordered");
+                        }
+                        last_sent[flow] = Some(pk.payload);
+                    }
+                }
+                SfqOp::Advance(ns) => now += Span::from_nanos(ns),
+            }
+            while let Some(d) = q.take_dropped() { dropb += d.pkt.len as u64; }
+            let s = q.stats();
+            prop_assert_eq!(inb, outb + dropb + s.backlog_bytes);
+            prop_assert!(s.qlen <= p.limit as u64);
+            for (_, n, _, _) in q.flow_stats() {
+                prop_assert!(n <= p.depth as u64);
+            }
+            prop_assert_eq!(q.flow_stats().iter().map(|f| f.1).sum::<u64>(), s.qlen);
+        }
+    }
+}
