@@ -489,6 +489,29 @@ mod tests {
     }
 
     #[test]
+    fn defaults_match_the_kernel() {
+        let c = PrioConfig::default();
+        assert_eq!(
+            (c.bands, c.priomap),
+            (3, [1, 2, 2, 2, 1, 2, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1])
+        );
+        let p = Prio::new(c).unwrap();
+        for b in 0..3 {
+            assert_eq!(p.band_qdisc(b).unwrap().kind(), "pfifo");
+        }
+        let f = PfifoFast::new(PfifoFastConfig::default());
+        assert_eq!(
+            (f.config().txqueuelen, f.config().tos_mapping),
+            (1000, TosMapping::Dscp)
+        );
+        let zero = PfifoFast::new(PfifoFastConfig {
+            txqueuelen: 0,
+            ..Default::default()
+        });
+        assert_eq!(zero.config().txqueuelen, 1);
+    }
+
+    #[test]
     fn legacy_table_matches_the_seed() {
         // Seed 003's table: TOS field (bits 0x1E) -> band.
         let expect = [1, 2, 1, 1, 2, 2, 2, 2, 0, 0, 0, 0, 1, 1, 1, 1];

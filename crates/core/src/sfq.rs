@@ -505,10 +505,22 @@ impl Sfq {
     /// The kernel's `sfq_drop`: drop from the longest slot (tail, or head with headdrop); when
     /// every slot holds one packet, drop the slot at the head of the round.
     fn drop_longest(&mut self) -> Option<(u32, Packet)> {
-        let round = self.round();
-        let &x = round
-            .iter()
-            .max_by_key(|&&i| (self.slots[i as usize].q.len(), std::cmp::Reverse(i)))?;
+        if self.tail == NONE {
+            return None;
+        }
+        // Walk the round without allocating: this runs for every packet under overload.
+        let (mut x, mut best) = (self.tail, 0usize);
+        let mut i = self.tail;
+        loop {
+            i = self.slots[i as usize].next;
+            let len = self.slots[i as usize].q.len();
+            if len > best {
+                (x, best) = (i, len);
+            }
+            if i == self.tail {
+                break;
+            }
+        }
         if self.slots[x as usize].q.len() > 1 {
             let s = &mut self.slots[x as usize];
             let pkt = if self.cfg.headdrop {
