@@ -13,8 +13,12 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod classify;
+pub mod codel;
 pub mod fifo;
+pub mod filter;
 pub mod flow_keys;
+pub mod fq_codel;
 pub mod handle;
 pub mod packet;
 pub mod prio;

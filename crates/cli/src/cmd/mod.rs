@@ -1,2 +1,9 @@
 //! One module per subcommand.
+pub mod apply;
+pub mod ip;
+pub mod lab;
 pub mod rate;
+pub mod reload;
+pub mod shape;
+pub mod stats;
+pub mod tc;
