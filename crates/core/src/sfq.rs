@@ -35,7 +35,17 @@
 //! Differences from Linux: the perturbation happens lazily at the first call at or after each
 //! multiple of `perturb` since the epoch (there is no timer); the longest slot for an overflow
 //! drop is found by scanning the round (Linux keeps depth lists, and may pick a different slot
-//! among equally long ones); `redflowlimit` (per-flow RED) is not implemented and is rejected.
+//! among equally long ones).
+//!
+//! # Per-flow RED (`redflowlimit ... min ... max ... probability ... [ecn] [harddrop]`)
+//!
+//! As in the kernel: each slot keeps an EWMA of its backlog in bytes (weight 2^-`ewma`, updated
+//! on every enqueue to a busy slot, no idle-time decay), and Floyd & Jacobson's count-based
+//! marking between `min` and `max` with peak probability `probability`. A marked packet gets CE
+//! when `ecn` is set and it is ECN-capable (with `headdrop`, the slot's head packet is marked
+//! first); otherwise it is dropped (the head with `headdrop`). Above `max` every packet is
+//! marked with `ecn` and without `harddrop`, else dropped. The byte `limit` is only checked
+//! against `max`, as tc does.
 
 use crate::packet::Packet;
 use crate::qdisc::{ConfigError, DropReason, Dropped, Qdisc, QdiscStats};
@@ -69,7 +79,7 @@ pub enum PerturbMode {
 
 /// SFQ parameters as tc-sfq(8) names them. A zero in `limit`, `quantum`, `depth`, `divisor` or
 /// `flows` means "the default", as in the kernel.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SfqConfig {
     /// Packets in the whole qdisc (0 = the default 127).
     pub limit: u32,
@@ -85,8 +95,8 @@ pub struct SfqConfig {
     pub perturb: Span,
     /// Drop from the head of a full slot instead of the tail.
     pub headdrop: bool,
-    /// Per-flow RED byte limit (`redflowlimit`): not implemented, must be `None`.
-    pub redflowlimit: Option<u64>,
+    /// Per-flow RED (`redflowlimit` and its options).
+    pub red: Option<SfqRed>,
     /// What a perturbation does to queued flows.
     pub perturb_mode: PerturbMode,
     /// Handle major of this qdisc, for classids in `pkt.priority` and filter results.
@@ -107,12 +117,48 @@ impl Default for SfqConfig {
             flows: DEFAULT_FLOWS,
             perturb: Span::ZERO,
             headdrop: false,
-            redflowlimit: None,
+            red: None,
             perturb_mode: PerturbMode::Sticky,
             major: 0,
             seed: 0x5f5f_5346_515f_5f5f,
         }
     }
+}
+
+/// Per-flow RED parameters, as tc-sfq(8) names them (bytes).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SfqRed {
+    /// `redflowlimit`: per-flow byte limit (tc checks `max` against it).
+    pub limit: u64,
+    /// `min`: average backlog where marking starts.
+    pub min: u32,
+    /// `max`: average backlog above which every packet is marked.
+    pub max: u32,
+    /// `probability`: marking probability at `max`.
+    pub probability: f64,
+    /// `ewma`: log2 of the averaging weight's inverse (tc derives it from `burst`/`avpkt`).
+    pub ewma: u8,
+    /// Mark CE instead of dropping ECN-capable packets.
+    pub ecn: bool,
+    /// Drop (never mark) above `max`.
+    pub harddrop: bool,
+}
+
+/// RED counters (`tc -s qdisc show` prints them for sfq with redflowlimit).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SfqRedStats {
+    /// Early drops between min and max.
+    pub prob_drop: u64,
+    /// Drops above max.
+    pub forced_drop: u64,
+    /// CE marks on the arriving packet between min and max.
+    pub prob_mark: u64,
+    /// CE marks on the arriving packet above max.
+    pub forced_mark: u64,
+    /// CE marks on the slot's head between min and max (headdrop).
+    pub prob_mark_head: u64,
+    /// CE marks on the slot's head above max (headdrop).
+    pub forced_mark_head: u64,
 }
 
 /// The parameters after the kernel's adjustments (`sfq_change`).
@@ -133,33 +179,26 @@ pub struct SfqParams {
 impl SfqConfig {
     /// Validates and applies the kernel's clamping, as `sfq_change` does.
     pub fn params(&self) -> Result<SfqParams, ConfigError> {
-        let bad = |param, value: String, reason: &str| {
-            Err(ConfigError::invalid("sfq", param, value, reason))
-        };
-        if self.redflowlimit.is_some() {
-            return bad(
-                "redflowlimit",
-                format!("{}", self.redflowlimit.unwrap_or(0)),
-                "per-flow RED is not implemented in Sluice; use fq_codel for AQM per flow",
-            );
+        let bad = |param, value: String, reason: &str| Err(ConfigError::invalid("sfq", param, value, reason));
+        if let Some(r) = &self.red {
+            if r.min >= r.max {
+                return bad("min", r.min.to_string(), "must be below max");
+            }
+            if r.limit != 0 && r.max as u64 >= r.limit {
+                return bad("max", r.max.to_string(), "must be below redflowlimit");
+            }
+            if r.ewma >= 32 {
+                return bad("ewma", r.ewma.to_string(), "must be below 32");
+            }
+            if !(r.probability > 0.0 && r.probability <= 1.0) {
+                return bad("probability", r.probability.to_string(), "must be in (0, 1]");
+            }
         }
-        let divisor = if self.divisor == 0 {
-            DEFAULT_DIVISOR
-        } else {
-            self.divisor
-        };
+        let divisor = if self.divisor == 0 { DEFAULT_DIVISOR } else { self.divisor };
         if !divisor.is_power_of_two() || divisor > 65536 {
-            return bad(
-                "divisor",
-                divisor.to_string(),
-                "must be a power of two no larger than 65536",
-            );
+            return bad("divisor", divisor.to_string(), "must be a power of two no larger than 65536");
         }
-        let quantum = if self.quantum == 0 {
-            DEFAULT_QUANTUM
-        } else {
-            self.quantum
-        };
+        let quantum = if self.quantum == 0 { DEFAULT_QUANTUM } else { self.quantum };
         if quantum.div_ceil(8) > 0x7FFF {
             return bad(
                 "quantum",
@@ -168,35 +207,17 @@ impl SfqConfig {
             );
         }
         if self.limit == 1 {
-            return bad(
-                "limit",
-                "1".into(),
-                "a limit of 1 packet is rejected by the kernel; use at least 2",
-            );
+            return bad("limit", "1".into(), "a limit of 1 packet is rejected by the kernel; use at least 2");
         }
-        let mut flows = if self.flows == 0 {
-            DEFAULT_FLOWS
-        } else {
-            self.flows.min(MAX_FLOWS)
-        };
+        let mut flows = if self.flows == 0 { DEFAULT_FLOWS } else { self.flows.min(MAX_FLOWS) };
         flows = flows.min(divisor);
-        let depth = if self.depth == 0 {
-            MAX_DEPTH
-        } else {
-            self.depth.min(MAX_DEPTH)
-        };
+        let depth = if self.depth == 0 { MAX_DEPTH } else { self.depth.min(MAX_DEPTH) };
         let mut limit = MAX_DEPTH;
         if self.limit != 0 {
             limit = self.limit.min(depth * flows);
             flows = flows.min(limit);
         }
-        Ok(SfqParams {
-            limit,
-            quantum,
-            depth,
-            divisor,
-            flows,
-        })
+        Ok(SfqParams { limit, quantum, depth, divisor, flows })
     }
 }
 
@@ -212,6 +233,19 @@ struct Slot {
     bucket: u32,
     /// Packets in this slot that belong to sticky flows (only in `Sticky` mode).
     sticky_pkts: u32,
+    /// RED average backlog, scaled by 2^ewma.
+    qavg: u64,
+    /// RED packets since the last mark (-1: below min).
+    qcount: i64,
+    /// RED random threshold.
+    qr: u64,
+}
+
+/// What RED decided for an arriving packet.
+enum RedAction {
+    Pass,
+    Prob,
+    Hard,
 }
 
 /// The SFQ qdisc.
@@ -235,6 +269,7 @@ pub struct Sfq {
     next_perturb: Time,
     perturbations: u64,
     stats: QdiscStats,
+    red_stats: SfqRedStats,
     dropped: VecDeque<Dropped>,
 }
 
@@ -265,26 +300,17 @@ impl Sfq {
             cfg,
             p,
             scaled_quantum: p.quantum.div_ceil(8) as i32,
-            slots: vec![
-                Slot {
-                    bucket: NONE,
-                    ..Slot::default()
-                };
-                p.flows as usize
-            ],
+            slots: vec![Slot { bucket: NONE, ..Slot::default() }; p.flows as usize],
             ht: vec![NONE; p.divisor as usize],
             free: (0..p.flows).collect(),
             tail: NONE,
             sticky: HashMap::new(),
             perturbation,
             rng,
-            next_perturb: if period == 0 {
-                Time::MAX
-            } else {
-                Time::from_nanos(period)
-            },
+            next_perturb: if period == 0 { Time::MAX } else { Time::from_nanos(period) },
             perturbations: 0,
             stats: QdiscStats::default(),
+            red_stats: SfqRedStats::default(),
             dropped: VecDeque::new(),
         })
     }
@@ -298,6 +324,44 @@ impl Sfq {
     pub fn params(&self) -> SfqParams {
         self.p
     }
+    /// RED counters (all zero without `red`).
+    pub fn red_stats(&self) -> SfqRedStats {
+        self.red_stats
+    }
+
+    /// The kernel's `red_calc_qavg_no_idle_time` and `red_action` for slot `x`.
+    fn red_action(&mut self, x: u32) -> RedAction {
+        let Some(r) = self.cfg.red else { return RedAction::Pass };
+        let w = r.ewma as u32;
+        let slot = &mut self.slots[x as usize];
+        // qavg (scaled by 2^w) += backlog - qavg / 2^w
+        slot.qavg = (slot.qavg + slot.backlog).saturating_sub(slot.qavg >> w);
+        let (min, max) = ((r.min as u64) << w, (r.max as u64) << w);
+        if slot.qavg < min {
+            slot.qcount = -1;
+            return RedAction::Pass;
+        }
+        if slot.qavg >= max {
+            slot.qcount = -1;
+            return RedAction::Hard;
+        }
+        // Between the thresholds: mark when (qavg - min) * count reaches a uniform random
+        // threshold in [0, (max - min) / probability).
+        let span = ((r.max - r.min) as f64 / r.probability) as u64;
+        let draw = |rng: &mut u64| ((splitmix(rng) >> 32) * span.max(1)) >> 32;
+        slot.qcount += 1;
+        if slot.qcount > 0 {
+            if ((slot.qavg - min) >> w) * slot.qcount as u64 >= slot.qr {
+                slot.qcount = 0;
+                slot.qr = draw(&mut self.rng);
+                return RedAction::Prob;
+            }
+        } else {
+            slot.qr = draw(&mut self.rng);
+        }
+        RedAction::Pass
+    }
+
     /// How many perturbations have happened.
     pub fn perturbations(&self) -> u64 {
         self.perturbations
@@ -415,9 +479,7 @@ impl Sfq {
         }
         self.tail = NONE;
         for pkt in list {
-            let b = self
-                .class_bucket(&pkt)
-                .unwrap_or_else(|| self.hash_bucket(pkt.flow_hash));
+            let b = self.class_bucket(&pkt).unwrap_or_else(|| self.hash_bucket(pkt.flow_hash));
             let x = match self.ht[b as usize] {
                 NONE => match self.free.pop() {
                     Some(x) => {
@@ -523,11 +585,7 @@ impl Sfq {
         }
         if self.slots[x as usize].q.len() > 1 {
             let s = &mut self.slots[x as usize];
-            let pkt = if self.cfg.headdrop {
-                s.q.pop_front()
-            } else {
-                s.q.pop_back()
-            }?;
+            let pkt = if self.cfg.headdrop { s.q.pop_front() } else { s.q.pop_back() }?;
             self.left_slot(x, &pkt);
             return Some((x, pkt));
         }
@@ -576,6 +634,7 @@ impl Qdisc for Sfq {
         } else {
             None
         };
+        let mut fresh = false;
         let x = match sticky {
             Some(x) => x,
             None => {
@@ -584,26 +643,46 @@ impl Qdisc for Sfq {
                     NONE => {
                         let Some(x) = self.free.pop() else {
                             self.stats.drops += 1;
-                            return Err(Dropped {
-                                pkt,
-                                reason: DropReason::QueueFull,
-                            });
+                            return Err(Dropped { pkt, reason: DropReason::QueueFull });
                         };
                         self.ht[b as usize] = x;
-                        self.slots[x as usize].bucket = b;
+                        let s = &mut self.slots[x as usize];
+                        s.bucket = b;
+                        (s.qavg, s.qcount, s.qr) = (0, -1, 0);
+                        fresh = true;
                         x
                     }
                     x => x,
                 }
             }
         };
-        if self.slots[x as usize].q.len() >= self.p.depth as usize {
+        let mut congested = false;
+        let action = if fresh { RedAction::Pass } else { self.red_action(x) };
+        let hard = match action {
+            RedAction::Pass => None,
+            RedAction::Prob => Some(false),
+            RedAction::Hard => Some(true),
+        };
+        if let (Some(hard), Some(red)) = (hard, self.cfg.red) {
+            self.stats.overlimits += 1;
+            let mark = red.ecn && !(hard && red.harddrop);
+            let head_marked =
+                mark && self.cfg.headdrop && self.slots[x as usize].q.front_mut().is_some_and(|h| h.set_ce());
+            let rs = &mut self.red_stats;
+            if head_marked {
+                *(if hard { &mut rs.forced_mark_head } else { &mut rs.prob_mark_head }) += 1;
+            } else if mark && pkt.set_ce() {
+                *(if hard { &mut rs.forced_mark } else { &mut rs.prob_mark }) += 1;
+            } else {
+                *(if hard { &mut rs.forced_drop } else { &mut rs.prob_drop }) += 1;
+                congested = true;
+            }
+        }
+        if congested || self.slots[x as usize].q.len() >= self.p.depth as usize {
+            let reason = if congested { DropReason::Aqm } else { DropReason::QueueFull };
             if !self.cfg.headdrop {
                 self.stats.drops += 1;
-                return Err(Dropped {
-                    pkt,
-                    reason: DropReason::QueueFull,
-                });
+                return Err(Dropped { pkt, reason });
             }
             // Replace the head in place, as the kernel does: the slot never looks empty, so it
             // keeps its place in the round, and the total length does not change.
@@ -627,15 +706,9 @@ impl Qdisc for Sfq {
         self.stats.on_drop_queued(&victim);
         if from == x && !self.cfg.headdrop && victim == pkt {
             // Our own packet was the tail of the longest slot: hand it back to the sender.
-            return Err(Dropped {
-                pkt: victim,
-                reason: DropReason::QueueFull,
-            });
+            return Err(Dropped { pkt: victim, reason: DropReason::QueueFull });
         }
-        self.dropped.push_back(Dropped {
-            pkt: victim,
-            reason: DropReason::FattestFlow,
-        });
+        self.dropped.push_back(Dropped { pkt: victim, reason: DropReason::FattestFlow });
         Ok(())
     }
 
@@ -706,89 +779,44 @@ mod tests {
     #[test]
     fn defaults_match_the_kernel() {
         let p = SfqConfig::default().params().unwrap();
-        assert_eq!(
-            p,
-            SfqParams {
-                limit: 127,
-                quantum: 1514,
-                depth: 127,
-                divisor: 1024,
-                flows: 128
-            }
-        );
+        assert_eq!(p, SfqParams { limit: 127, quantum: 1514, depth: 127, divisor: 1024, flows: 128 });
         // Zeros mean "default"; the kernel's clamps apply.
-        let z = SfqConfig {
-            limit: 0,
-            quantum: 0,
-            depth: 0,
-            divisor: 0,
-            flows: 0,
-            ..SfqConfig::default()
-        };
+        let z = SfqConfig { limit: 0, quantum: 0, depth: 0, divisor: 0, flows: 0, ..SfqConfig::default() };
         assert_eq!(z.params().unwrap(), p);
-        let c = SfqConfig {
-            limit: 10000,
-            depth: 200,
-            flows: 4,
-            ..SfqConfig::default()
-        }
-        .params()
-        .unwrap();
+        let c = SfqConfig { limit: 10000, depth: 200, flows: 4, ..SfqConfig::default() }.params().unwrap();
         assert_eq!((c.depth, c.limit, c.flows), (127, 508, 4));
-        let small = SfqConfig {
-            limit: 3,
-            ..SfqConfig::default()
-        }
-        .params()
-        .unwrap();
+        let small = SfqConfig { limit: 3, ..SfqConfig::default() }.params().unwrap();
         assert_eq!(small.flows, 3);
-        let d = SfqConfig {
-            divisor: 16,
-            ..SfqConfig::default()
-        }
-        .params()
-        .unwrap();
+        let d = SfqConfig { divisor: 16, ..SfqConfig::default() }.params().unwrap();
         assert_eq!(d.flows, 16);
     }
 
     #[test]
     fn bad_parameters_are_rejected() {
         let e = |c: SfqConfig| c.params().unwrap_err().to_string();
+        assert!(e(SfqConfig { divisor: 1000, ..SfqConfig::default() }).contains("power of two"));
+        assert!(e(SfqConfig { divisor: 131072, ..SfqConfig::default() }).contains("power of two"));
+        assert!(e(SfqConfig { limit: 1, ..SfqConfig::default() }).contains("limit"));
+        assert!(e(SfqConfig { quantum: 300_000, ..SfqConfig::default() }).contains("quantum"));
         assert!(e(SfqConfig {
-            divisor: 1000,
+            red: Some(SfqRed {
+                limit: 100_000,
+                min: 60_000,
+                max: 8_000,
+                probability: 0.2,
+                ewma: 6,
+                ecn: true,
+                harddrop: false,
+            }),
             ..SfqConfig::default()
         })
-        .contains("power of two"));
-        assert!(e(SfqConfig {
-            divisor: 131072,
-            ..SfqConfig::default()
-        })
-        .contains("power of two"));
-        assert!(e(SfqConfig {
-            limit: 1,
-            ..SfqConfig::default()
-        })
-        .contains("limit"));
-        assert!(e(SfqConfig {
-            quantum: 300_000,
-            ..SfqConfig::default()
-        })
-        .contains("quantum"));
-        assert!(e(SfqConfig {
-            redflowlimit: Some(100_000),
-            ..SfqConfig::default()
-        })
-        .contains("not implemented"));
+        .contains("below max"));
     }
 
     #[test]
     fn flows_share_by_quantum() {
         // Flow 1 sends 1500-byte packets, flow 2 500-byte ones: equal bytes per round.
-        let mut q = Sfq::new(SfqConfig {
-            quantum: 1500,
-            ..SfqConfig::default()
-        })
-        .unwrap();
+        let mut q = Sfq::new(SfqConfig { quantum: 1500, ..SfqConfig::default() }).unwrap();
         let t = Time::ZERO;
         for i in 0..30 {
             q.enqueue(pkt(1, 1500, i), t).unwrap();
@@ -813,29 +841,18 @@ mod tests {
         }
         assert_eq!(q.dequeue(t).unwrap().flow_hash, 1);
         q.enqueue(pkt(3, 100, 20), t).unwrap();
-        let order: Vec<u32> = std::iter::from_fn(|| q.dequeue(t))
-            .map(|p| p.flow_hash)
-            .collect();
+        let order: Vec<u32> = std::iter::from_fn(|| q.dequeue(t)).map(|p| p.flow_hash).collect();
         assert_eq!(order, vec![2, 3, 1, 2, 1, 2]);
     }
 
     #[test]
     fn depth_tail_drops_or_head_drops() {
         let t = Time::ZERO;
-        let mut q = Sfq::new(SfqConfig {
-            depth: 2,
-            ..SfqConfig::default()
-        })
-        .unwrap();
+        let mut q = Sfq::new(SfqConfig { depth: 2, ..SfqConfig::default() }).unwrap();
         q.enqueue(pkt(1, 100, 1), t).unwrap();
         q.enqueue(pkt(1, 100, 2), t).unwrap();
         assert_eq!(q.enqueue(pkt(1, 100, 3), t).unwrap_err().pkt.payload, 3);
-        let mut h = Sfq::new(SfqConfig {
-            depth: 2,
-            headdrop: true,
-            ..SfqConfig::default()
-        })
-        .unwrap();
+        let mut h = Sfq::new(SfqConfig { depth: 2, headdrop: true, ..SfqConfig::default() }).unwrap();
         for id in 1..=3 {
             h.enqueue(pkt(1, 100, id), t).unwrap();
         }
@@ -848,11 +865,7 @@ mod tests {
     #[test]
     fn overflow_drops_from_the_longest_flow() {
         let t = Time::ZERO;
-        let mut q = Sfq::new(SfqConfig {
-            limit: 4,
-            ..SfqConfig::default()
-        })
-        .unwrap();
+        let mut q = Sfq::new(SfqConfig { limit: 4, ..SfqConfig::default() }).unwrap();
         for id in 0..3 {
             q.enqueue(pkt(1, 100, id), t).unwrap();
         }
@@ -870,11 +883,7 @@ mod tests {
 
     #[test]
     fn classid_selects_the_bucket() {
-        let mut q = Sfq::new(SfqConfig {
-            major: 1,
-            ..SfqConfig::default()
-        })
-        .unwrap();
+        let mut q = Sfq::new(SfqConfig { major: 1, ..SfqConfig::default() }).unwrap();
         let mut a = pkt(1, 100, 1);
         a.priority = Handle::new(1, 5).0;
         let mut b = pkt(2, 100, 2);
@@ -887,11 +896,7 @@ mod tests {
     #[test]
     fn sticky_flows_keep_their_slot_until_drained() {
         let t = Time::ZERO;
-        let mut q = Sfq::new(SfqConfig {
-            divisor: 16,
-            ..SfqConfig::default()
-        })
-        .unwrap();
+        let mut q = Sfq::new(SfqConfig { divisor: 16, ..SfqConfig::default() }).unwrap();
         for i in 0..4 {
             q.enqueue(pkt(7, 100, i), t).unwrap();
         }
@@ -899,14 +904,8 @@ mod tests {
         for i in 4..8 {
             q.enqueue(pkt(7, 100, i), t).unwrap();
         }
-        assert_eq!(
-            q.flow_stats().len(),
-            1,
-            "one slot for the flow across the perturbation"
-        );
-        let ids: Vec<u64> = std::iter::from_fn(|| q.dequeue(t))
-            .map(|p| p.payload)
-            .collect();
+        assert_eq!(q.flow_stats().len(), 1, "one slot for the flow across the perturbation");
+        let ids: Vec<u64> = std::iter::from_fn(|| q.dequeue(t)).map(|p| p.payload).collect();
         assert_eq!(ids, (0..8).collect::<Vec<_>>());
         assert!(q.sticky.is_empty());
         // Once drained, the flow is hashed under the new key.
@@ -917,30 +916,19 @@ mod tests {
     #[test]
     fn key_only_splits_a_backlogged_flow() {
         let t = Time::ZERO;
-        let cfg = SfqConfig {
-            perturb_mode: PerturbMode::KeyOnly,
-            seed: 1,
-            ..SfqConfig::default()
-        };
+        let cfg = SfqConfig { perturb_mode: PerturbMode::KeyOnly, seed: 1, ..SfqConfig::default() };
         let mut q = Sfq::new(cfg).unwrap();
         let before = q.hash_bucket(7);
         q.enqueue(pkt(7, 100, 0), t).unwrap();
         q.perturb();
-        assert_ne!(
-            q.hash_bucket(7),
-            before,
-            "seed 1 moves flow 7 on the first perturbation"
-        );
+        assert_ne!(q.hash_bucket(7), before, "seed 1 moves flow 7 on the first perturbation");
         q.enqueue(pkt(7, 100, 1), t).unwrap();
         assert_eq!(q.flow_stats().len(), 2);
     }
 
     #[test]
     fn perturbation_runs_on_the_period_grid() {
-        let cfg = SfqConfig {
-            perturb: Span::from_secs(10),
-            ..SfqConfig::default()
-        };
+        let cfg = SfqConfig { perturb: Span::from_secs(10), ..SfqConfig::default() };
         let mut q = Sfq::new(cfg).unwrap();
         q.enqueue(pkt(1, 100, 0), Time::from_secs(9)).unwrap();
         assert_eq!(q.perturbations(), 0);
@@ -950,5 +938,93 @@ mod tests {
         assert_eq!(q.perturbations(), 2, "missed instants collapse into one");
         q.dequeue(Time::from_secs(39));
         assert_eq!(q.perturbations(), 2);
+    }
+
+    /// tdc's "Create SFQ with redflowlimit setting".
+    fn tdc_red() -> SfqRed {
+        SfqRed {
+            limit: 100_000,
+            min: 8000,
+            max: 60_000,
+            probability: 0.2,
+            ewma: 6,
+            ecn: true,
+            harddrop: false,
+        }
+    }
+
+    /// Holds one flow's backlog at `backlog` bytes of 1000-byte packets and offers `n` more,
+    /// one dequeue per enqueue; returns (CE-marked, dropped) among the offered packets.
+    fn red_run(red: SfqRed, headdrop: bool, ect: bool, backlog: u32, n: u64) -> (u64, u64) {
+        let cfg = SfqConfig { red: Some(red), headdrop, ..SfqConfig::default() };
+        let mut q = Sfq::new(cfg).unwrap();
+        let t = Time::ZERO;
+        let mk = |id| {
+            let mut p = pkt(1, 1000, id);
+            p.dsfield = if ect { 0x02 } else { 0 };
+            p
+        };
+        for id in 0..(backlog / 1000) as u64 {
+            let _ = q.enqueue(mk(id), t);
+        }
+        // Let the average settle (weight 1/64) before counting.
+        let (mut marked, mut dropped) = (0, 0);
+        for id in 0..(n + 1000) {
+            let counting = id >= 1000;
+            if q.enqueue(mk(1000 + id), t).is_err() && counting {
+                dropped += 1;
+            }
+            while q.take_dropped().is_some() {
+                if counting {
+                    dropped += 1;
+                }
+            }
+            if q.stats().qlen > (backlog / 1000) as u64 {
+                let p = q.dequeue(t).unwrap();
+                if counting && p.ecn() == crate::packet::Ecn::Ce {
+                    marked += 1;
+                }
+            }
+        }
+        (marked, dropped)
+    }
+
+    #[test]
+    fn red_is_silent_below_min_and_absolute_above_max() {
+        assert_eq!(red_run(tdc_red(), false, true, 5000, 2000), (0, 0));
+        // Above max: every arrival is marked (ecn) or dropped (no ECT, or harddrop).
+        assert_eq!(red_run(tdc_red(), false, true, 70_000, 2000), (2000, 0));
+        assert_eq!(red_run(tdc_red(), false, false, 70_000, 2000), (0, 2000));
+        let hard = SfqRed { harddrop: true, ..tdc_red() };
+        assert_eq!(red_run(hard, false, true, 70_000, 2000), (0, 2000));
+    }
+
+    #[test]
+    fn red_marks_in_proportion_between_the_thresholds() {
+        // At 34000 bytes, halfway: p_b = 0.2 * 26000/52000 = 0.1; with Floyd & Jacobson's
+        // uniform spacing, one mark every ~1/(2 p_b) + 1 = 6 packets.
+        let (marked, dropped) = red_run(tdc_red(), false, true, 34_000, 20_000);
+        assert_eq!(dropped, 0);
+        let frac = marked as f64 / 20_000.0;
+        assert!((0.13..0.2).contains(&frac), "marked fraction {frac}");
+        // Without ECN the same packets are dropped instead.
+        let (m2, d2) = red_run(tdc_red(), false, false, 34_000, 20_000);
+        assert_eq!(m2, 0);
+        assert!((0.13..0.2).contains(&(d2 as f64 / 20_000.0)), "dropped {d2}");
+    }
+
+    #[test]
+    fn red_with_headdrop_marks_the_head() {
+        let cfg = SfqConfig { red: Some(tdc_red()), headdrop: true, ..SfqConfig::default() };
+        let mut q = Sfq::new(cfg).unwrap();
+        for id in 0..80 {
+            let mut p = pkt(1, 1000, id);
+            p.dsfield = 0x02;
+            let _ = q.enqueue(p, Time::ZERO);
+        }
+        let s = q.red_stats();
+        assert!(s.forced_mark_head + s.prob_mark_head > 0, "{s:?}");
+        assert_eq!(s.prob_mark + s.forced_mark, 0);
+        assert_eq!(q.dequeue(Time::ZERO).unwrap().ecn(), crate::packet::Ecn::Ce);
     }
 }

@@ -8,12 +8,7 @@ use sluice_core::{LinkLayer, Packet, Qdisc, Rate, Span, Time, WireSpec};
 
 #[derive(Clone, Debug)]
 enum Op {
-    Enqueue {
-        len: u32,
-        ds: u8,
-        prio: u32,
-        segs: u16,
-    },
+    Enqueue { len: u32, ds: u8, prio: u32, segs: u16 },
     Dequeue,
     Advance(u64),
 }
@@ -55,12 +50,7 @@ fn run(q: &mut dyn Qdisc, ops: &[Op], wire: WireSpec, mut check: impl FnMut(&dyn
     let mut now = Time::ZERO;
     for (i, o) in ops.iter().enumerate() {
         match *o {
-            Op::Enqueue {
-                len,
-                ds,
-                prio,
-                segs,
-            } => {
+            Op::Enqueue { len, ds, prio, segs } => {
                 let p = make_packet(len, ds, prio, segs, i as u64);
                 l.in_bytes += p.len as u64;
                 if let Err(d) = q.enqueue(p, now) {
@@ -94,31 +84,20 @@ fn run(q: &mut dyn Qdisc, ops: &[Op], wire: WireSpec, mut check: impl FnMut(&dyn
             l.dropped_bytes += d.pkt.len as u64;
         }
         let s = q.stats();
-        assert_eq!(
-            l.in_bytes,
-            l.out_bytes + l.dropped_bytes + s.backlog_bytes,
-            "conservation after op {i}"
-        );
+        assert_eq!(l.in_bytes, l.out_bytes + l.dropped_bytes + s.backlog_bytes, "conservation after op {i}");
         check(q);
     }
     l
 }
 
 fn wire_strategy() -> impl Strategy<Value = WireSpec> {
-    (
-        prop_oneof![Just(0i32), -14i32..100],
-        prop_oneof![Just(0u32), 0u32..200],
-        any::<bool>(),
-    )
-        .prop_map(|(overhead, mpu, atm)| WireSpec {
+    (prop_oneof![Just(0i32), -14i32..100], prop_oneof![Just(0u32), 0u32..200], any::<bool>()).prop_map(
+        |(overhead, mpu, atm)| WireSpec {
             overhead,
             mpu,
-            linklayer: if atm {
-                LinkLayer::Atm
-            } else {
-                LinkLayer::Ethernet
-            },
-        })
+            linklayer: if atm { LinkLayer::Atm } else { LinkLayer::Ethernet },
+        },
+    )
 }
 
 proptest! {
@@ -259,11 +238,16 @@ proptest! {
             Just(sluice_core::sfq::PerturbMode::KeyOnly),
         ],
         seed in any::<u64>(),
+        red in prop::option::of((500u32..5000, 1u32..20_000, 0.01f64..1.0, 0u8..8, any::<bool>(), any::<bool>())),
     ) {
-        use sluice_core::sfq::{PerturbMode, Sfq, SfqConfig};
+        use sluice_core::sfq::{PerturbMode, Sfq, SfqConfig, SfqRed};
+        let red = red.map(|(min, span, probability, ewma, ecn, harddrop)| SfqRed {
+            limit: 0, min, max: min + span, probability, ewma, ecn, harddrop,
+        });
         let cfg = SfqConfig {
             limit, depth, flows, divisor: 1 << divisor_log, headdrop, perturb_mode: mode, seed,
             perturb: Span::from_secs(1),
+            red,
             ..SfqConfig::default()
         };
         let mut q = Sfq::new(cfg).unwrap();
@@ -275,6 +259,7 @@ proptest! {
             match *o {
                 SfqOp::Enqueue { flow, len } => {
                     let mut pk = Packet::new(len, i as u64);
+                    pk.dsfield = (flow & 1) as u8 * 2; // odd flows ECT(0)
                     pk.flow_hash = flow.wrapping_mul(0x9E37_79B9);
                     inb += len as u64;
                     if let Err(d) = q.enqueue(pk, now) { dropb += d.pkt.len as u64; }
