@@ -324,6 +324,39 @@ impl Sfq {
     pub fn params(&self) -> SfqParams {
         self.p
     }
+    /// The options as `tc qdisc show` prints them (without `-d`, so no `flows`), e.g.
+    /// `limit 127p quantum 1514b depth 127 divisor 1024 perturb 10sec`.
+    pub fn tc_options(&self) -> String {
+        use crate::units::{format_g, format_size};
+        let p = self.p;
+        let mut out =
+            format!("limit {}p quantum {} depth {}", p.limit, format_size(p.quantum as u64), p.depth);
+        if self.cfg.headdrop {
+            out += " headdrop";
+        }
+        out += &format!(" divisor {}", p.divisor);
+        let secs = self.cfg.perturb.as_nanos() / 1_000_000_000;
+        if secs > 0 {
+            out += &format!(" perturb {secs}sec");
+        }
+        if let Some(r) = self.cfg.red {
+            out += &format!(
+                " ewma {} min {} max {} probability {}",
+                r.ewma,
+                format_size(r.min as u64),
+                format_size(r.max as u64),
+                format_g(r.probability, 6)
+            );
+            if r.ecn {
+                out += " ecn";
+            }
+            if r.harddrop {
+                out += " harddrop";
+            }
+        }
+        out
+    }
+
     /// RED counters (all zero without `red`).
     pub fn red_stats(&self) -> SfqRedStats {
         self.red_stats
@@ -789,6 +822,24 @@ mod tests {
         assert_eq!(small.flows, 3);
         let d = SfqConfig { divisor: 16, ..SfqConfig::default() }.params().unwrap();
         assert_eq!(d.flows, 16);
+    }
+
+    #[test]
+    fn show_matches_tc() {
+        let show = |c: SfqConfig| Sfq::new(c).unwrap().tc_options();
+        let d = SfqConfig::default();
+        assert_eq!(show(d), "limit 127p quantum 1514b depth 127 divisor 1024");
+        assert_eq!(show(SfqConfig { limit: 8, ..d }), "limit 8p quantum 1514b depth 127 divisor 1024");
+        let p = SfqConfig { perturb: Span::from_secs(10), ..d };
+        assert_eq!(show(p), "limit 127p quantum 1514b depth 127 divisor 1024 perturb 10sec");
+        let q = SfqConfig { quantum: 9000, divisor: 512, depth: 64, ..d };
+        assert_eq!(show(q), "limit 127p quantum 9000b depth 64 divisor 512");
+        let r = SfqConfig { red: Some(tdc_red()), headdrop: true, ..d };
+        assert_eq!(
+            show(r),
+            "limit 127p quantum 1514b depth 127 headdrop divisor 1024 \
+             ewma 6 min 8000b max 60000b probability 0.2 ecn"
+        );
     }
 
     #[test]

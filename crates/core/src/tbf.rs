@@ -49,25 +49,14 @@ pub struct TbfConfig {
 impl TbfConfig {
     /// A config with `rate`, `burst` and a byte `limit`, everything else default.
     pub fn new(rate: Rate, burst: u64, limit: u64) -> TbfConfig {
-        TbfConfig {
-            rate,
-            burst,
-            limit: Some(limit),
-            ..TbfConfig::default()
-        }
+        TbfConfig { rate, burst, limit: Some(limit), ..TbfConfig::default() }
     }
 
     /// Checks the configuration as tc and the kernel do and returns the effective byte limit.
     pub fn validate(&self) -> Result<u64, ConfigError> {
-        let bad = |param, value: String, reason: &str| {
-            Err(ConfigError::invalid("tbf", param, value, reason))
-        };
+        let bad = |param, value: String, reason: &str| Err(ConfigError::invalid("tbf", param, value, reason));
         if self.rate.is_zero() {
-            return bad(
-                "rate",
-                self.rate.to_string(),
-                "a rate of zero never sends; give e.g. rate 1mbit",
-            );
+            return bad("rate", self.rate.to_string(), "a rate of zero never sends; give e.g. rate 1mbit");
         }
         if self.burst == 0 {
             return bad(
@@ -77,11 +66,7 @@ impl TbfConfig {
             );
         }
         if self.wire.wire_len(self.burst.min(u32::MAX as u64) as u32) == 0 {
-            return bad(
-                "burst",
-                self.burst.to_string(),
-                "overhead makes the bucket hold nothing",
-            );
+            return bad("burst", self.burst.to_string(), "overhead makes the bucket hold nothing");
         }
         let peak = match (self.peakrate, self.mtu) {
             (Some(p), _) if p.is_zero() => return bad("peakrate", p.to_string(), "must be > 0"),
@@ -90,37 +75,22 @@ impl TbfConfig {
                     return bad(
                         "peakrate",
                         p.to_string(),
-                        &format!(
-                            "must be greater than rate {} (the kernel rejects it)",
-                            self.rate
-                        ),
+                        &format!("must be greater than rate {} (the kernel rejects it)", self.rate),
                     );
                 }
                 Some((p, m))
             }
             (Some(p), _) => {
-                return bad(
-                    "mtu",
-                    "0".into(),
-                    &format!("\"mtu\" (minburst) is required with peakrate {p}"),
-                )
+                return bad("mtu", "0".into(), &format!("\"mtu\" (minburst) is required with peakrate {p}"))
             }
             (None, _) => None,
         };
         let limit = match (self.limit, self.latency) {
             (Some(_), Some(_)) => {
-                return bad(
-                    "latency",
-                    "(with limit)".into(),
-                    "give only one of \"limit\" and \"latency\"",
-                )
+                return bad("latency", "(with limit)".into(), "give only one of \"limit\" and \"latency\"")
             }
             (None, None) => {
-                return bad(
-                    "limit",
-                    "(none)".into(),
-                    "either \"limit\" or \"latency\" is required",
-                )
+                return bad("limit", "(none)".into(), "either \"limit\" or \"latency\" is required")
             }
             (Some(l), None) => l,
             (None, Some(lat)) => {
@@ -159,10 +129,7 @@ pub struct Tbf {
 
 impl std::fmt::Debug for Tbf {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Tbf")
-            .field("cfg", &self.cfg)
-            .field("limit", &self.limit)
-            .finish_non_exhaustive()
+        f.debug_struct("Tbf").field("cfg", &self.cfg).field("limit", &self.limit).finish_non_exhaustive()
     }
 }
 
@@ -245,6 +212,32 @@ impl Tbf {
         }
         (l >= 0).then(|| Span::from_nanos(l.min(u64::MAX as i128) as u64))
     }
+    /// The options as `tc qdisc show` prints them (without `-d`), e.g.
+    /// `rate 20Kbit burst 1800b limit 1000b overhead 300`: `lat` when the limit leaves a
+    /// non-negative latency, `limit` otherwise, as iproute2's `tbf_print_opt` decides.
+    pub fn tc_options(&self) -> String {
+        use crate::units::{format_rate, format_size, format_time};
+        let mut out = format!("rate {} burst {}", format_rate(self.cfg.rate), format_size(self.cap));
+        if let (Some(p), Some(m)) = (self.peakrate(), self.minburst_shown()) {
+            out += &format!(" peakrate {} minburst {}", format_rate(p), format_size(m));
+        }
+        match self.latency_shown() {
+            Some(l) => out += &format!(" lat {}", format_time(l)),
+            None => out += &format!(" limit {}", format_size(self.limit)),
+        }
+        let w = self.cfg.wire;
+        if w.mpu != 0 {
+            out += &format!(" mpu {}", format_size(w.mpu as u64));
+        }
+        if w.overhead != 0 {
+            out += &format!(" overhead {}", w.overhead);
+        }
+        if w.linklayer == crate::rate::LinkLayer::Atm {
+            out += " linklayer atm";
+        }
+        out
+    }
+
     /// Tokens in the rate bucket at `now`, in bytes.
     pub fn tokens(&self, now: Time) -> i128 {
         self.bucket.tokens_at(now)
@@ -280,11 +273,7 @@ impl Tbf {
         let base = *pkt;
         Some((0..segs).map(move |i| {
             let mut s = base;
-            s.len = if i + 1 < segs {
-                size as u32
-            } else {
-                last as u32
-            };
+            s.len = if i + 1 < segs { size as u32 } else { last as u32 };
             s.gso_segs = 1;
             s.gso_size = 0;
             s
@@ -327,10 +316,7 @@ impl Qdisc for Tbf {
                 return self.enqueue_segments(pkt, now);
             }
             self.own_drops += 1;
-            return Err(Dropped {
-                pkt,
-                reason: DropReason::TooBig,
-            });
+            return Err(Dropped { pkt, reason: DropReason::TooBig });
         }
         let r = self.child.enqueue(pkt, now);
         self.refresh_head(now);
@@ -350,14 +336,10 @@ impl Qdisc for Tbf {
                 // Only after a reconfiguration shrank the bucket: it can never be sent.
                 let pkt = self.child.dequeue(now)?;
                 self.own_drops += 1;
-                self.dropped.push_back(Dropped {
-                    pkt,
-                    reason: DropReason::TooBig,
-                });
+                self.dropped.push_back(Dropped { pkt, reason: DropReason::TooBig });
                 continue;
             }
-            let ok =
-                self.bucket.has(now, cost) && self.peak.as_ref().is_none_or(|b| b.has(now, cost));
+            let ok = self.bucket.has(now, cost) && self.peak.as_ref().is_none_or(|b| b.has(now, cost));
             if !ok {
                 self.stats.overlimits += 1;
                 self.head_cost = Some(cost);
@@ -425,9 +407,7 @@ impl Qdisc for Tbf {
     }
 
     fn take_dropped(&mut self) -> Option<Dropped> {
-        self.dropped
-            .pop_front()
-            .or_else(|| self.child.take_dropped())
+        self.dropped.pop_front().or_else(|| self.child.take_dropped())
     }
 
     fn requeue(&mut self, pkt: Packet, now: Time) -> Result<(), Dropped> {
@@ -453,33 +433,13 @@ mod tests {
         let ok = TbfConfig::new(mbit(1), 1500, 10_000);
         assert_eq!(ok.validate(), Ok(10_000));
         let e = |c: TbfConfig| c.validate().unwrap_err().to_string();
-        assert!(e(TbfConfig {
-            rate: Rate::from_bps(0),
-            ..ok
-        })
-        .contains("rate"));
+        assert!(e(TbfConfig { rate: Rate::from_bps(0), ..ok }).contains("rate"));
         assert!(e(TbfConfig { burst: 0, ..ok }).contains("burst"));
         assert!(e(TbfConfig { limit: None, ..ok }).contains("either \"limit\" or \"latency\""));
-        assert!(e(TbfConfig {
-            latency: Some(Span::from_millis(5)),
-            ..ok
-        })
-        .contains("only one"));
-        assert!(e(TbfConfig {
-            limit: Some(0),
-            ..ok
-        })
-        .contains("zero limit"));
-        assert!(e(TbfConfig {
-            peakrate: Some(mbit(2)),
-            ..ok
-        })
-        .contains("mtu"));
-        let eq = TbfConfig {
-            peakrate: Some(mbit(1)),
-            mtu: Some(1500),
-            ..ok
-        };
+        assert!(e(TbfConfig { latency: Some(Span::from_millis(5)), ..ok }).contains("only one"));
+        assert!(e(TbfConfig { limit: Some(0), ..ok }).contains("zero limit"));
+        assert!(e(TbfConfig { peakrate: Some(mbit(2)), ..ok }).contains("mtu"));
+        let eq = TbfConfig { peakrate: Some(mbit(1)), mtu: Some(1500), ..ok };
         assert!(e(eq).contains("greater than rate"));
     }
 
@@ -493,21 +453,31 @@ mod tests {
         };
         assert_eq!(c.validate(), Ok(7750));
         // With peakrate 2mbit mtu 1540: 12500 + 1540 = 14040 > 7750, so 7750 stays.
-        let p = TbfConfig {
-            peakrate: Some(mbit(2)),
-            mtu: Some(1540),
-            ..c
-        };
+        let p = TbfConfig { peakrate: Some(mbit(2)), mtu: Some(1540), ..c };
         assert_eq!(p.validate(), Ok(7750));
         // A peak barely above rate with tiny mtu makes the peak side the smaller one.
-        let p2 = TbfConfig {
-            peakrate: Some(Rate::from_bps(1_000_008)),
-            mtu: Some(100),
-            ..c
-        };
+        let p2 = TbfConfig { peakrate: Some(Rate::from_bps(1_000_008)), mtu: Some(100), ..c };
         assert_eq!(p2.validate(), Ok(6250 + 100));
         let t = Tbf::new(c).unwrap();
         assert_eq!(t.latency_shown(), Some(Span::from_millis(50)));
+    }
+
+    #[test]
+    fn show_matches_tc() {
+        let kbit = |k: u64| Rate::from_bps(k * 1000);
+        let show = |c: TbfConfig| Tbf::new(c).unwrap().tc_options();
+        let base = TbfConfig::new(kbit(20), 1500, 1000);
+        assert_eq!(show(TbfConfig::new(kbit(10), 1500, 1000)), "rate 10Kbit burst 1500b limit 1000b");
+        let lat = TbfConfig { limit: None, latency: Some(Span::from_millis(100)), ..base };
+        assert_eq!(show(lat), "rate 20Kbit burst 1500b lat 100ms");
+        let mut o = base;
+        o.wire.overhead = 300;
+        assert_eq!(show(o), "rate 20Kbit burst 1800b limit 1000b overhead 300");
+        let mut atm = base;
+        atm.wire.linklayer = LinkLayer::Atm;
+        assert_eq!(show(atm), "rate 20Kbit burst 1696b limit 1000b linklayer atm");
+        let pk = TbfConfig { peakrate: Some(kbit(30)), mtu: Some(1510), ..base };
+        assert_eq!(show(pk), "rate 20Kbit burst 1500b peakrate 30Kbit minburst 1510b limit 1000b");
     }
 
     #[test]
@@ -515,11 +485,7 @@ mod tests {
         let mut c = TbfConfig::new(mbit(1), 1500, 10_000);
         c.wire.overhead = 300;
         assert_eq!(Tbf::new(c).unwrap().burst_shown(), 1800);
-        c.wire = WireSpec {
-            overhead: 0,
-            mpu: 0,
-            linklayer: LinkLayer::Atm,
-        };
+        c.wire = WireSpec { overhead: 0, mpu: 0, linklayer: LinkLayer::Atm };
         assert_eq!(Tbf::new(c).unwrap().burst_shown(), 1696);
     }
 
@@ -622,11 +588,7 @@ mod tests {
     fn long_run_throughput_is_exact() {
         // Backlogged for 100 ms: delivered = R*T + burst within one packet, with no rounding
         // that accumulates (the kernel's mult/shift loses 0.08% at 10 Gbit/s).
-        for &(bps, len) in &[
-            (1_000_000_000u64, 1514u32),
-            (3_333_333, 97),
-            (800_000_000_000, 65_000),
-        ] {
+        for &(bps, len) in &[(1_000_000_000u64, 1514u32), (3_333_333, 97), (800_000_000_000, 65_000)] {
             let burst = 2 * len as u64;
             let mut t = Tbf::new(TbfConfig::new(Rate::from_bps(bps), burst, u64::MAX / 2)).unwrap();
             let end = Time::from_millis(100);
@@ -654,10 +616,7 @@ mod tests {
         let mut t = Tbf::new(TbfConfig::new(mbit(1), 1500, 3000)).unwrap();
         t.enqueue(Packet::new(1500, 1), Time::ZERO).unwrap();
         t.enqueue(Packet::new(1500, 2), Time::ZERO).unwrap();
-        assert_eq!(
-            t.enqueue(Packet::new(1, 3), Time::ZERO).unwrap_err().reason,
-            DropReason::QueueFull
-        );
+        assert_eq!(t.enqueue(Packet::new(1, 3), Time::ZERO).unwrap_err().reason, DropReason::QueueFull);
         assert_eq!(t.stats().drops, 1);
         assert_eq!(t.child().kind(), "bfifo");
     }

@@ -25,16 +25,9 @@ fn simulate(cfg: SfqConfig, secs: u64) -> Outcome {
     let end = Time::from_secs(secs);
     let hashes = [0x1111_0001u32, 0x2222_0002, 0x3333_0003];
     // Each flood offers the full link rate; the probe one small packet every 20 ms.
-    let gaps = [
-        link.time_to_send(FLOOD_LEN as u64),
-        link.time_to_send(FLOOD_LEN as u64),
-        Span::from_millis(20),
-    ];
-    let mut next = [
-        Time::ZERO,
-        Time::from_micros(3_000),
-        Time::from_micros(7_000),
-    ];
+    let gaps =
+        [link.time_to_send(FLOOD_LEN as u64), link.time_to_send(FLOOD_LEN as u64), Span::from_millis(20)];
+    let mut next = [Time::ZERO, Time::from_micros(3_000), Time::from_micros(7_000)];
     let mut seq = [0u64; 3];
     let mut last_seen = [None::<u64>; 2];
     let mut q = Sfq::new(cfg).unwrap();
@@ -43,10 +36,7 @@ fn simulate(cfg: SfqConfig, secs: u64) -> Outcome {
     let mut seen_perturb = 0;
     let period = cfg.perturb.as_nanos();
     loop {
-        let (f, t_arr) = (0..3)
-            .map(|f| (f, next[f]))
-            .min_by_key(|&(_, t)| t)
-            .unwrap();
+        let (f, t_arr) = (0..3).map(|f| (f, next[f])).min_by_key(|&(_, t)| t).unwrap();
         let busy = q.next_event(link_free).is_some();
         if t_arr >= end && !busy {
             break;
@@ -67,10 +57,7 @@ fn simulate(cfg: SfqConfig, secs: u64) -> Outcome {
             link_free = now + link.time_to_send(p.len as u64);
         } else {
             now = t_arr;
-            let mut p = Packet::new(
-                if f == 2 { PROBE_LEN } else { FLOOD_LEN },
-                ((f as u64) << 32) | seq[f],
-            );
+            let mut p = Packet::new(if f == 2 { PROBE_LEN } else { FLOOD_LEN }, ((f as u64) << 32) | seq[f]);
             p.flow_hash = hashes[f];
             seq[f] += 1;
             if q.enqueue(p, now).is_err() {
@@ -84,8 +71,7 @@ fn simulate(cfg: SfqConfig, secs: u64) -> Outcome {
         }
         while q.perturbations() > seen_perturb {
             seen_perturb += 1;
-            out.perturbations
-                .push(Time::from_nanos(seen_perturb * period));
+            out.perturbations.push(Time::from_nanos(seen_perturb * period));
         }
     }
     out
@@ -93,22 +79,11 @@ fn simulate(cfg: SfqConfig, secs: u64) -> Outcome {
 
 /// Max probe delay among probes sent in [from, to).
 fn max_delay(o: &Outcome, from: Time, to: Time) -> Span {
-    o.probe
-        .iter()
-        .filter(|(t, _)| *t >= from && *t < to)
-        .map(|&(_, d)| d)
-        .max()
-        .unwrap_or(Span::ZERO)
+    o.probe.iter().filter(|(t, _)| *t >= from && *t < to).map(|&(_, d)| d).max().unwrap_or(Span::ZERO)
 }
 
 fn cfg(mode: PerturbMode, divisor: u32, limit: u32) -> SfqConfig {
-    SfqConfig {
-        perturb: Span::from_secs(2),
-        perturb_mode: mode,
-        divisor,
-        limit,
-        ..SfqConfig::default()
-    }
+    SfqConfig { perturb: Span::from_secs(2), perturb_mode: mode, divisor, limit, ..SfqConfig::default() }
 }
 
 /// Per perturbation: (max probe delay in the 1 s after it, max in the 1 s before it), in ms.
@@ -120,10 +95,7 @@ fn per_perturbation(o: &Outcome) -> Vec<(f64, f64)> {
         .filter(|&&t| t + Span::from_secs(1) <= last_probe)
         .map(|&t| {
             let before = Time::from_nanos(t.as_nanos() - 1_000_000_000);
-            (
-                ms(max_delay(o, t, t + Span::from_secs(1))),
-                ms(max_delay(o, before, t)),
-            )
+            (ms(max_delay(o, t, t + Span::from_secs(1))), ms(max_delay(o, before, t)))
         })
         .collect()
 }
@@ -133,12 +105,7 @@ fn report(name: &str, o: &Outcome) {
     let drops_near: usize = o
         .perturbations
         .iter()
-        .map(|&t| {
-            o.drops
-                .iter()
-                .filter(|&&d| d >= t && d < t + Span::from_millis(1))
-                .count()
-        })
+        .map(|&t| o.drops.iter().filter(|&&d| d >= t && d < t + Span::from_millis(1)).count())
         .sum();
     println!(
         "{name}: {} perturbations, reordered {}, drops {} ({} at a perturbation instant)",
@@ -167,22 +134,13 @@ fn seed_era_key_change_spikes_at_every_perturbation_and_sticky_never_does() {
     // 3 × 1514 bytes at 1 Mbit/s = 36.3 ms.
     let bound_ms = 3.0 * 1514.0 * 8.0 / 1e6 * 1e3 + 1.0;
     for (i, (after, before)) in per_perturbation(&sticky).into_iter().enumerate() {
-        assert!(
-            after <= bound_ms && before <= bound_ms,
-            "sticky perturb {i}: {before} -> {after} ms"
-        );
+        assert!(after <= bound_ms && before <= bound_ms, "sticky perturb {i}: {before} -> {after} ms");
     }
     assert_eq!(sticky.reordered, 0);
     for (i, (after, before)) in per_perturbation(&key_only).into_iter().enumerate() {
-        assert!(
-            after > 1.3 * before.max(1.0),
-            "key-only perturb {i}: no spike ({before} -> {after} ms)"
-        );
+        assert!(after > 1.3 * before.max(1.0), "key-only perturb {i}: no spike ({before} -> {after} ms)");
     }
-    assert!(
-        key_only.reordered > 0,
-        "a flood split over two slots is reordered"
-    );
+    assert!(key_only.reordered > 0, "a flood split over two slots is reordered");
 }
 
 /// Linux >= 3.9 rehashes every queued packet. That keeps each flow in order, but a perturbation
@@ -198,21 +156,8 @@ fn kernel_rehash_merges_the_probe_into_a_flood_and_sticky_does_not() {
     let rehash = simulate(cfg(PerturbMode::Rehash, 16, 127), 41);
     report("sticky, divisor 16", &sticky);
     report("rehash (Linux >= 3.9), divisor 16", &rehash);
-    let worst = |o: &Outcome| {
-        per_perturbation(o)
-            .into_iter()
-            .map(|(a, _)| a)
-            .fold(0.0, f64::max)
-    };
+    let worst = |o: &Outcome| per_perturbation(o).into_iter().map(|(a, _)| a).fold(0.0, f64::max);
     let bound_ms = 3.0 * 1514.0 * 8.0 / 1e6 * 1e3 + 1.0;
-    assert!(
-        worst(&sticky) <= bound_ms,
-        "sticky worst {}",
-        worst(&sticky)
-    );
-    assert!(
-        worst(&rehash) > 2.0 * bound_ms,
-        "rehash worst {}",
-        worst(&rehash)
-    );
+    assert!(worst(&sticky) <= bound_ms, "sticky worst {}", worst(&sticky));
+    assert!(worst(&rehash) > 2.0 * bound_ms, "rehash worst {}", worst(&rehash));
 }
