@@ -206,6 +206,30 @@ impl Prio {
         self.bands.len()
     }
 
+    /// `tc qdisc change`: new bands and priomap. As in the kernel's `prio_tune`, bands that
+    /// remain keep their qdisc and packets, new bands get a pfifo, and the qdiscs of removed
+    /// bands are dropped: their packets are returned (the caller counts them as dropped).
+    pub fn change(&mut self, cfg: PrioConfig) -> Result<Vec<Packet>, ConfigError> {
+        cfg.validate()?;
+        let mut flushed = Vec::new();
+        while self.bands.len() > cfg.bands {
+            let mut old = self.bands.pop().expect("more bands than wanted");
+            let lost = old.reset();
+            let s = old.stats();
+            self.retired.bytes += s.bytes;
+            self.retired.packets += s.packets;
+            self.retired.drops += s.drops + lost.len() as u64;
+            flushed.extend(lost);
+            self.retired.overlimits += s.overlimits;
+            self.retired.requeues += s.requeues;
+        }
+        while self.bands.len() < cfg.bands {
+            self.bands.push(Box::new(Fifo::pfifo(DEFAULT_TXQUEUELEN)));
+        }
+        self.cfg = cfg;
+        Ok(flushed)
+    }
+
     /// Replaces band `band`'s qdisc (class `major:band+1`), returning the old one with whatever
     /// it still holds (the caller drains or drops it).
     pub fn set_band_qdisc(&mut self, band: usize, q: Box<dyn Qdisc>) -> Result<Box<dyn Qdisc>, ConfigError> {
@@ -568,6 +592,23 @@ mod tests {
         p.priority = 0;
         p.push_class(Handle::new(0x10, 1));
         assert_eq!(q.classify(&p), 0);
+    }
+
+    #[test]
+    fn change_keeps_surviving_bands() {
+        let mut q = Prio::new(PrioConfig { major: 1, ..PrioConfig::default() }).unwrap();
+        let t = Time::ZERO;
+        q.enqueue(with_ds(0x10, 1), t).unwrap(); // band 0
+        q.enqueue(with_ds(0x08, 2), t).unwrap(); // band 2
+        q.enqueue(with_ds(0x08, 4), t).unwrap(); // band 2
+        let two = PrioConfig { bands: 2, priomap: [1; 16], ..*q.config() };
+        let flushed = q.change(two).unwrap();
+        assert_eq!(flushed.iter().map(|p| p.payload).collect::<Vec<_>>(), vec![2, 4]);
+        assert_eq!((q.bands(), q.stats().qlen, q.stats().drops), (2, 1, 2));
+        assert!(q.change(PrioConfig { bands: 2, ..PrioConfig::default() }).is_err());
+        q.change(PrioConfig { bands: 5, priomap: [4; 16], major: 1, ..PrioConfig::default() }).unwrap();
+        assert_eq!(q.classify(&with_ds(0, 3)), 4);
+        assert_eq!(q.dequeue(t).unwrap().payload, 1);
     }
 
     #[test]

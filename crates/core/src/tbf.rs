@@ -108,6 +108,27 @@ impl TbfConfig {
     }
 }
 
+/// TBF's single child: the default bfifo (whose limit follows `limit`) or one set by the user.
+enum Child {
+    Default(Fifo),
+    Custom(Box<dyn Qdisc>),
+}
+
+impl Child {
+    fn q(&mut self) -> &mut dyn Qdisc {
+        match self {
+            Child::Default(f) => f,
+            Child::Custom(b) => b.as_mut(),
+        }
+    }
+    fn r(&self) -> &dyn Qdisc {
+        match self {
+            Child::Default(f) => f,
+            Child::Custom(b) => b.as_ref(),
+        }
+    }
+}
+
 /// The token bucket filter.
 pub struct Tbf {
     cfg: TbfConfig,
@@ -118,7 +139,7 @@ pub struct Tbf {
     pcap: u64,
     bucket: TokenBucket,
     peak: Option<TokenBucket>,
-    child: Box<dyn Qdisc>,
+    child: Child,
     /// Cost of the child's head packet, refreshed after every call that can change it.
     head_cost: Option<u64>,
     stats: QdiscStats,
@@ -150,7 +171,7 @@ impl Tbf {
             pcap,
             bucket: TokenBucket::new(cfg.rate, cap, Time::ZERO),
             peak,
-            child: Box::new(Fifo::bfifo(limit)),
+            child: Child::Default(Fifo::bfifo(limit)),
             head_cost: None,
             stats: QdiscStats::default(),
             own_drops: 0,
@@ -161,7 +182,10 @@ impl Tbf {
     /// Replaces the child qdisc (tc `qdisc add ... parent <tbf>:1`), returning the old one with
     /// whatever it still holds; its drop count is kept in this qdisc's counters.
     pub fn set_child(&mut self, child: Box<dyn Qdisc>, now: Time) -> Box<dyn Qdisc> {
-        let old = std::mem::replace(&mut self.child, child);
+        let old = match std::mem::replace(&mut self.child, Child::Custom(child)) {
+            Child::Default(f) => Box::new(f) as Box<dyn Qdisc>,
+            Child::Custom(b) => b,
+        };
         self.own_drops += old.stats().drops;
         self.refresh_head(now);
         old
@@ -169,7 +193,25 @@ impl Tbf {
 
     /// The child qdisc.
     pub fn child(&self) -> &dyn Qdisc {
-        self.child.as_ref()
+        self.child.r()
+    }
+
+    /// `tc qdisc change`: new parameters, queued packets kept. As in the kernel, both buckets
+    /// restart full, and the default bfifo child takes the new limit (packets already queued
+    /// beyond it stay); a child set with [`Tbf::set_child`] is left alone.
+    pub fn change(&mut self, cfg: TbfConfig, now: Time) -> Result<(), ConfigError> {
+        let fresh = Tbf::new(cfg)?;
+        if let Child::Default(f) = &mut self.child {
+            f.set_limit(fresh.limit);
+        }
+        self.cfg = fresh.cfg;
+        self.limit = fresh.limit;
+        self.cap = fresh.cap;
+        self.pcap = fresh.pcap;
+        self.bucket = TokenBucket::new(cfg.rate, self.cap, now);
+        self.peak = fresh.peak.map(|b| TokenBucket::new(b.rate(), self.pcap, now));
+        self.refresh_head(now);
+        Ok(())
     }
 
     /// The configuration.
@@ -253,7 +295,7 @@ impl Tbf {
 
     fn refresh_head(&mut self, now: Time) {
         let wire = self.cfg.wire;
-        self.head_cost = self.child.peek(now).map(|p| wire.packet_cost(p));
+        self.head_cost = self.child.q().peek(now).map(|p| wire.packet_cost(p));
     }
 
     /// The segments of a GSO packet as the device would send them, if each one fits the buckets.
@@ -288,7 +330,7 @@ impl Tbf {
         let mut accepted = 0;
         let mut refused = Vec::new();
         for s in segs {
-            match self.child.enqueue(s, now) {
+            match self.child.q().enqueue(s, now) {
                 Ok(()) => accepted += 1,
                 Err(d) => refused.push(d),
             }
@@ -318,14 +360,14 @@ impl Qdisc for Tbf {
             self.own_drops += 1;
             return Err(Dropped { pkt, reason: DropReason::TooBig });
         }
-        let r = self.child.enqueue(pkt, now);
+        let r = self.child.q().enqueue(pkt, now);
         self.refresh_head(now);
         r
     }
 
     fn dequeue(&mut self, now: Time) -> Option<Packet> {
         loop {
-            let cost = match self.child.peek(now) {
+            let cost = match self.child.q().peek(now) {
                 None => {
                     self.head_cost = None;
                     return None;
@@ -334,7 +376,7 @@ impl Qdisc for Tbf {
             };
             if !self.fits(cost) {
                 // Only after a reconfiguration shrank the bucket: it can never be sent.
-                let pkt = self.child.dequeue(now)?;
+                let pkt = self.child.q().dequeue(now)?;
                 self.own_drops += 1;
                 self.dropped.push_back(Dropped { pkt, reason: DropReason::TooBig });
                 continue;
@@ -345,7 +387,7 @@ impl Qdisc for Tbf {
                 self.head_cost = Some(cost);
                 return None;
             }
-            let pkt = self.child.dequeue(now)?;
+            let pkt = self.child.q().dequeue(now)?;
             self.bucket.charge(now, cost);
             if let Some(b) = self.peak.as_mut() {
                 b.charge(now, cost);
@@ -359,18 +401,18 @@ impl Qdisc for Tbf {
 
     fn peek(&mut self, now: Time) -> Option<&Packet> {
         let wire = self.cfg.wire;
-        let cost = wire.packet_cost(self.child.peek(now)?);
+        let cost = wire.packet_cost(self.child.q().peek(now)?);
         let ok = !self.fits(cost)
             || (self.bucket.has(now, cost) && self.peak.as_ref().is_none_or(|b| b.has(now, cost)));
         if ok {
-            self.child.peek(now)
+            self.child.q().peek(now)
         } else {
             None
         }
     }
 
     fn next_event(&self, now: Time) -> Option<Time> {
-        let c = self.child.next_event(now)?;
+        let c = self.child.r().next_event(now)?;
         if c > now {
             return Some(c);
         }
@@ -393,11 +435,11 @@ impl Qdisc for Tbf {
         if let Some(b) = &mut self.peak {
             *b = TokenBucket::new(b.rate(), self.pcap, Time::ZERO);
         }
-        self.child.reset()
+        self.child.q().reset()
     }
 
     fn stats(&self) -> QdiscStats {
-        let c = self.child.stats();
+        let c = self.child.r().stats();
         QdiscStats {
             drops: self.own_drops + c.drops,
             backlog_bytes: c.backlog_bytes,
@@ -407,13 +449,13 @@ impl Qdisc for Tbf {
     }
 
     fn take_dropped(&mut self) -> Option<Dropped> {
-        self.dropped.pop_front().or_else(|| self.child.take_dropped())
+        self.dropped.pop_front().or_else(|| self.child.q().take_dropped())
     }
 
     fn requeue(&mut self, pkt: Packet, now: Time) -> Result<(), Dropped> {
         // Tokens already charged are not refunded (the kernel's requeue does not either).
         self.stats.requeues += 1;
-        let r = self.child.requeue(pkt, now);
+        let r = self.child.q().requeue(pkt, now);
         self.refresh_head(now);
         r
     }
@@ -609,6 +651,27 @@ mod tests {
             let diff = (sent as i128 - ideal as i128).unsigned_abs();
             assert!(diff <= len as u128, "bps {bps}: sent {sent} ideal {ideal}");
         }
+    }
+
+    #[test]
+    fn change_keeps_packets_and_refills() {
+        let mut t = Tbf::new(TbfConfig::new(Rate::from_bps(8000), 1000, 3000)).unwrap();
+        for i in 0..3 {
+            t.enqueue(Packet::new(1000, i), Time::ZERO).unwrap();
+        }
+        assert!(t.dequeue(Time::ZERO).is_some());
+        assert!(t.dequeue(Time::ZERO).is_none());
+        let faster = TbfConfig {
+            limit: None,
+            latency: Some(Span::from_millis(200)),
+            ..TbfConfig::new(Rate::from_bps(80_000), 1000, 0)
+        };
+        t.change(faster, Time::from_millis(1)).unwrap();
+        assert_eq!(t.tc_options(), "rate 80Kbit burst 1000b lat 200ms");
+        assert_eq!(t.child().stats().qlen, 2, "queued packets survive");
+        assert_eq!(t.dequeue(Time::from_millis(1)).unwrap().payload, 1, "bucket restarts full");
+        assert_eq!(t.next_event(Time::from_millis(1)), Some(Time::from_millis(101)));
+        assert!(t.change(TbfConfig::new(Rate::from_bps(0), 1, 1), Time::ZERO).is_err());
     }
 
     #[test]
