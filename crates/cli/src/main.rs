@@ -31,6 +31,10 @@ enum Command {
     Stats(cmd::stats::Args),
     /// Swap a running shaper's configuration without losing queued packets.
     Reload(cmd::reload::Args),
+    /// Run a scenario on the virtual clock (no root, no network) and report.
+    Simulate(cmd::simulate::Args),
+    /// List the built-in scenarios.
+    Scenarios(cmd::scenarios::Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -44,6 +48,8 @@ fn main() -> std::process::ExitCode {
         Command::Shape(a) => cmd::shape::run(a),
         Command::Stats(a) => cmd::stats::run(a),
         Command::Reload(a) => cmd::reload::run(a),
+        Command::Simulate(a) => cmd::simulate::run_cmd(a),
+        Command::Scenarios(a) => cmd::scenarios::run(a),
     };
     match result {
         Ok(code) => code,

@@ -24,6 +24,7 @@ pub mod packet;
 pub mod prio;
 pub mod qdisc;
 pub mod rate;
+pub mod reference_htb;
 pub mod sfq;
 pub mod tbf;
 pub mod time;

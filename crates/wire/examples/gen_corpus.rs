@@ -15,25 +15,13 @@ fn v6(last: u16) -> IpAddr {
 }
 
 fn tunnel(kind: TunnelKind, src: IpAddr, dst: IpAddr, gre: GreOptions) -> Option<Tunnel> {
-    Some(Tunnel {
-        kind,
-        src,
-        dst,
-        gre,
-    })
+    Some(Tunnel { kind, src, dst, gre })
 }
 
 /// Frame `i` (0..12) of a kind: ports, payload length, TOS and transport vary with `i`.
 fn spec(kind: &str, i: usize) -> FrameSpec {
-    let inner_v6 = matches!(
-        kind,
-        "ipv6" | "ipv6-exts" | "raw-ipv6" | "sit" | "6in6" | "gre6"
-    );
-    let (src, dst) = if inner_v6 {
-        (v6(1), v6(2))
-    } else {
-        (v4(1), v4(2))
-    };
+    let inner_v6 = matches!(kind, "ipv6" | "ipv6-exts" | "raw-ipv6" | "sit" | "6in6" | "gre6");
+    let (src, dst) = if inner_v6 { (v6(1), v6(2)) } else { (v4(1), v4(2)) };
     let mut s = FrameSpec::udp(src, dst, 1024 + i as u16, 80 + i as u16, i * 3);
     s.proto = match (i % 3, inner_v6) {
         (0, _) => L4::Udp,
@@ -50,12 +38,7 @@ fn spec(kind: &str, i: usize) -> FrameSpec {
     };
     match kind {
         "vlan" => s.vlan = Some(VlanTags::Single(0x2000 | i as u16)),
-        "qinq" => {
-            s.vlan = Some(VlanTags::Double {
-                outer: 100,
-                inner: 0xA000 | i as u16,
-            })
-        }
+        "qinq" => s.vlan = Some(VlanTags::Double { outer: 100, inner: 0xA000 | i as u16 }),
         "ipv4-options" | "ipv6-exts" => s.ip_options = true,
         "ipip" => s.tunnel = tunnel(TunnelKind::Ipip, v4(101), v4(102), gre),
         "sit" => s.tunnel = tunnel(TunnelKind::Sit6in4, v4(101), v4(102), gre),
@@ -64,15 +47,7 @@ fn spec(kind: &str, i: usize) -> FrameSpec {
         "gre4" | "gre6" => s.tunnel = tunnel(TunnelKind::Gre, v4(101), v4(102), gre),
         "gre-over-v6" => s.tunnel = tunnel(TunnelKind::Gre, v6(101), v6(102), gre),
         "gre-eth" => {
-            s.tunnel = tunnel(
-                TunnelKind::Gre,
-                v4(101),
-                v4(102),
-                GreOptions {
-                    ethernet: true,
-                    ..gre
-                },
-            )
+            s.tunnel = tunnel(TunnelKind::Gre, v4(101), v4(102), GreOptions { ethernet: true, ..gre })
         }
         _ => {}
     }
@@ -80,9 +55,7 @@ fn spec(kind: &str, i: usize) -> FrameSpec {
 }
 
 fn main() {
-    let dir = std::env::args()
-        .nth(1)
-        .unwrap_or_else(|| "fuzz/corpus/parse_frame".into());
+    let dir = std::env::args().nth(1).unwrap_or_else(|| "fuzz/corpus/parse_frame".into());
     std::fs::create_dir_all(&dir).expect("create corpus directory");
     let kinds = [
         "ipv4",

@@ -6,16 +6,18 @@ use crate::{parse_frame, ParseOptions, ParseStats};
 use proptest::prelude::*;
 use std::path::PathBuf;
 
-fn corpus() -> Vec<(String, Vec<u8>)> {
+fn corpus() -> &'static [(String, Vec<u8>)] {
+    static CORPUS: std::sync::OnceLock<Vec<(String, Vec<u8>)>> = std::sync::OnceLock::new();
+    CORPUS.get_or_init(read_corpus)
+}
+
+fn read_corpus() -> Vec<(String, Vec<u8>)> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/parse_frame");
     let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("seed corpus {} missing: {e}", dir.display()))
         .map(|e| {
             let e = e.unwrap();
-            (
-                e.file_name().to_string_lossy().into_owned(),
-                std::fs::read(e.path()).unwrap(),
-            )
+            (e.file_name().to_string_lossy().into_owned(), std::fs::read(e.path()).unwrap())
         })
         .collect();
     files.sort();
@@ -27,21 +29,16 @@ fn committed_corpus_parses_and_keeps_invariants() {
     let files = corpus();
     assert!(files.len() >= 200, "only {} corpus files", files.len());
     let mut stats = ParseStats::default();
-    for (name, bytes) in &files {
+    for (name, bytes) in files {
         check_frame(bytes);
         if let Some(kind) = name.strip_prefix("valid-") {
-            let opts = if kind.starts_with("raw-") {
-                ParseOptions::raw_ip()
-            } else {
-                ParseOptions::default()
-            };
+            let opts =
+                if kind.starts_with("raw-") { ParseOptions::raw_ip() } else { ParseOptions::default() };
             let r = parse_frame(bytes, opts);
             stats.record(&r);
             let p = r.unwrap_or_else(|e| panic!("{name}: {e}"));
             assert_eq!(p.keys.outer.is_none(), kind.starts_with("arp"), "{name}");
-            let tunnelled = ["ipip", "sit", "4in6", "6in6", "gre"]
-                .iter()
-                .any(|t| kind.starts_with(t));
+            let tunnelled = ["ipip", "sit", "4in6", "6in6", "gre"].iter().any(|t| kind.starts_with(t));
             assert_eq!(p.tunnel.is_some(), tunnelled, "{name}");
         }
     }

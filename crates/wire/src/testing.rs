@@ -45,16 +45,10 @@ pub fn check_frame(data: &[u8]) {
         assert_eq!(q.keys.inner, p.keys.inner);
         assert_eq!(q.flow_hash, p.flow_hash);
         if v4_checksum_ok {
-            assert_eq!(
-                crate::internet_checksum(&copy[net..net + ihl(&copy, net)]),
-                0
-            );
+            assert_eq!(crate::internet_checksum(&copy[net..net + ihl(&copy, net)]), 0);
         }
         let changed: Vec<usize> = (0..data.len()).filter(|&i| copy[i] != data[i]).collect();
-        assert!(
-            changed.iter().all(|&i| i >= net && i < net + 12),
-            "{changed:?}"
-        );
+        assert!(changed.iter().all(|&i| i >= net && i < net + 12), "{changed:?}");
     }
 }
 

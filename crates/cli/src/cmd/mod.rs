@@ -4,6 +4,8 @@ pub mod ip;
 pub mod lab;
 pub mod rate;
 pub mod reload;
+pub mod scenarios;
 pub mod shape;
+pub mod simulate;
 pub mod stats;
 pub mod tc;
