@@ -21,6 +21,8 @@ enum Command {
     Tc(cmd::tc::Args),
     /// `ip link add|del|show` for emulated dummy/veth devices.
     Ip(cmd::ip::Args),
+    /// Run the kernel's tc-testing (tdc) JSON cases against the emulated tc.
+    Conform(cmd::conform::Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -29,6 +31,7 @@ fn main() -> std::process::ExitCode {
         Command::Rate(a) => cmd::rate::run(a),
         Command::Tc(a) => cmd::tc::run(a, cmd::tc::Tool::Tc),
         Command::Ip(a) => cmd::ip::run(a),
+        Command::Conform(a) => cmd::conform::run(a),
     };
     match result {
         Ok(code) => code,

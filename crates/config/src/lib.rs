@@ -8,6 +8,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod conform;
 pub mod model;
 pub mod shell;
 pub mod statefile;

@@ -1,4 +1,5 @@
 //! One module per subcommand.
+pub mod conform;
 pub mod ip;
 pub mod rate;
 pub mod tc;
