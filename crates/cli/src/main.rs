@@ -23,6 +23,8 @@ enum Command {
     Ip(cmd::ip::Args),
     /// Run the kernel's tc-testing (tdc) JSON cases against the emulated tc.
     Conform(cmd::conform::Args),
+    /// Convert a configuration between a tc script and the native TOML form.
+    Export(cmd::export::Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -32,6 +34,7 @@ fn main() -> std::process::ExitCode {
         Command::Tc(a) => cmd::tc::run(a, cmd::tc::Tool::Tc),
         Command::Ip(a) => cmd::ip::run(a),
         Command::Conform(a) => cmd::conform::run(a),
+        Command::Export(a) => cmd::export::run(a),
     };
     match result {
         Ok(code) => code,

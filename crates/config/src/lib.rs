@@ -9,7 +9,10 @@
 #![warn(missing_docs)]
 
 pub mod conform;
+pub mod export;
 pub mod model;
+pub mod script;
+mod serde_units;
 pub mod shell;
 pub mod statefile;
 pub mod tc;

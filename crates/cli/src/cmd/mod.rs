@@ -1,5 +1,7 @@
 //! One module per subcommand.
+pub mod config_load;
 pub mod conform;
+pub mod export;
 pub mod ip;
 pub mod rate;
 pub mod tc;
