@@ -25,6 +25,8 @@ enum Command {
     Conform(cmd::conform::Args),
     /// Convert a configuration between a tc script and the native TOML form.
     Export(cmd::export::Args),
+    /// Check a configuration for what tc accepts but gets wrong (exit 0 clean, 1 warnings, 2 errors).
+    Lint(cmd::lint::Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -35,6 +37,7 @@ fn main() -> std::process::ExitCode {
         Command::Ip(a) => cmd::ip::run(a),
         Command::Conform(a) => cmd::conform::run(a),
         Command::Export(a) => cmd::export::run(a),
+        Command::Lint(a) => cmd::lint::run(a),
     };
     match result {
         Ok(code) => code,

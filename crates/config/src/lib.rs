@@ -10,6 +10,7 @@
 
 pub mod conform;
 pub mod export;
+pub mod lint;
 pub mod model;
 pub mod script;
 mod serde_units;

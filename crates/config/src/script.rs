@@ -192,6 +192,13 @@ pub fn load_tc_script(file: &str, text: &str, vars: &Vars) -> Result<Loaded, Scr
             });
             continue;
         }
+        // `x=$((x+1))`, ``f=`cmd` ``: not evaluated (the rest of the line is shell, not tc).
+        if let Some((n, _)) = trimmed.split_whitespace().next().and_then(is_assignment) {
+            if trimmed.contains('`') || trimmed.contains("$(") {
+                notes.push(Note { line: lineno, text: format!("{n}: command/arithmetic substitution not evaluated; variable keeps its value") });
+                continue;
+            }
+        }
         for (join, cmd) in split_list(trimmed) {
             let (cmd, piped) = strip_redirections(&cmd);
             let words = split_words_spanned(&cmd, &vars).map_err(|e| {

@@ -3,5 +3,6 @@ pub mod config_load;
 pub mod conform;
 pub mod export;
 pub mod ip;
+pub mod lint;
 pub mod rate;
 pub mod tc;
