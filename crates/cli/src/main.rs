@@ -27,6 +27,8 @@ enum Command {
     Export(cmd::export::Args),
     /// Check a configuration for what tc accepts but gets wrong (exit 0 clean, 1 warnings, 2 errors).
     Lint(cmd::lint::Args),
+    /// Draw the qdisc/class/filter tree as Graphviz DOT or SVG.
+    Viz(cmd::viz::Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -38,6 +40,7 @@ fn main() -> std::process::ExitCode {
         Command::Conform(a) => cmd::conform::run(a),
         Command::Export(a) => cmd::export::run(a),
         Command::Lint(a) => cmd::lint::run(a),
+        Command::Viz(a) => cmd::viz::run(a),
     };
     match result {
         Ok(code) => code,

@@ -17,6 +17,7 @@ mod serde_units;
 pub mod shell;
 pub mod statefile;
 pub mod tc;
+pub mod viz;
 
 pub use model::State;
 pub use tc::{run_ip, run_tc, Outcome};

@@ -6,3 +6,4 @@ pub mod ip;
 pub mod lint;
 pub mod rate;
 pub mod tc;
+pub mod viz;
