@@ -114,7 +114,12 @@ where
         .x_label_area_size(40)
         .y_label_area_size(70)
         .build_cartesian_2d(x0..x1, y0..(y1 + pad))?;
-    chart.configure_mesh().x_desc(xl).y_desc(yl).label_style(("sans-serif", 14)).draw()?;
+    chart
+        .configure_mesh()
+        .x_desc(xl)
+        .y_desc(yl)
+        .label_style(("sans-serif", 14))
+        .draw()?;
     for (i, (name, pts)) in lines.iter().enumerate() {
         let c = PALETTE[i % PALETTE.len()];
         chart
@@ -157,7 +162,13 @@ where
 }
 
 /// Target-vs-achieved sweep plot with an error panel beneath.
-pub fn sweep_chart(base: &Path, title: &str, xl: &str, achieved: &[Line], errors: &[Line]) -> Vec<PathBuf> {
+pub fn sweep_chart(
+    base: &Path,
+    title: &str,
+    xl: &str,
+    achieved: &[Line],
+    errors: &[Line],
+) -> Vec<PathBuf> {
     render!(base, 900, 620, draw_sweep, title, xl, achieved, errors)
 }
 
@@ -172,7 +183,12 @@ where
 {
     root.fill(&WHITE)?;
     let n = bars.len().max(1);
-    let ymax = bars.iter().map(|b| b.1.max(b.2)).fold(0.0f64, f64::max).max(1e-9) * 1.15;
+    let ymax = bars
+        .iter()
+        .map(|b| b.1.max(b.2))
+        .fold(0.0f64, f64::max)
+        .max(1e-9)
+        * 1.15;
     let mut chart = ChartBuilder::on(root)
         .caption(title, ("sans-serif", 20))
         .margin(10)
@@ -190,17 +206,29 @@ where
         .draw()?;
     chart
         .draw_series(bars.iter().enumerate().map(|(i, b)| {
-            Rectangle::new([(i as f64 + 0.15, 0.0), (i as f64 + 0.5, b.1)], PALETTE[0].filled())
+            Rectangle::new(
+                [(i as f64 + 0.15, 0.0), (i as f64 + 0.5, b.1)],
+                PALETTE[0].filled(),
+            )
         }))?
         .label("achieved")
         .legend(|(x, y)| Rectangle::new([(x, y - 5), (x + 15, y + 5)], PALETTE[0].filled()));
     chart
         .draw_series(bars.iter().enumerate().map(|(i, b)| {
-            Rectangle::new([(i as f64 + 0.5, 0.0), (i as f64 + 0.85, b.2)], PALETTE[1].mix(0.6).filled())
+            Rectangle::new(
+                [(i as f64 + 0.5, 0.0), (i as f64 + 0.85, b.2)],
+                PALETTE[1].mix(0.6).filled(),
+            )
         }))?
         .label("configured rate")
-        .legend(|(x, y)| Rectangle::new([(x, y - 5), (x + 15, y + 5)], PALETTE[1].mix(0.6).filled()));
-    chart.configure_series_labels().background_style(WHITE.mix(0.8)).border_style(BLACK).draw()?;
+        .legend(|(x, y)| {
+            Rectangle::new([(x, y - 5), (x + 15, y + 5)], PALETTE[1].mix(0.6).filled())
+        });
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()?;
     Ok(())
 }
 
@@ -226,25 +254,49 @@ pub fn param_number(v: &str) -> Option<f64> {
 /// The sweep lines of `r` (first class of each case): achieved and error, grouped by the
 /// `group` hint. Empty if the results have no x hint.
 pub fn sweep_lines(r: &Results) -> (String, Vec<Line>, Vec<Line>) {
-    let Some(x) = r.plot.x.clone() else { return (String::new(), vec![], vec![]) };
+    let Some(x) = r.plot.x.clone() else {
+        return (String::new(), vec![], vec![]);
+    };
     let mut ach: Vec<Line> = Vec::new();
     let mut err: Vec<Line> = Vec::new();
     for c in &r.cases {
-        let Some(xv) = c.params.get(&x).and_then(|v| param_number(v)) else { continue };
-        let g = r.plot.group.as_ref().and_then(|g| c.params.get(g)).cloned().unwrap_or_default();
-        let Some(cl) = c.classes.first() else { continue };
-        let target = if cl.ceil_bps > 0 { cl.ceil_bps } else { cl.rate_bps } as f64;
+        let Some(xv) = c.params.get(&x).and_then(|v| param_number(v)) else {
+            continue;
+        };
+        let g = match &r.plot.group {
+            Some(g) => g
+                .split(',')
+                .filter_map(|k| c.params.get(k.trim()).cloned())
+                .collect::<Vec<_>>()
+                .join(" "),
+            None => String::new(),
+        };
+        // The first class against its ceil; without classes, the first flow against x itself.
+        let (achieved, target) = match c.classes.first() {
+            Some(cl) => (
+                cl.achieved_bps,
+                if cl.ceil_bps > 0 {
+                    cl.ceil_bps
+                } else {
+                    cl.rate_bps
+                } as f64,
+            ),
+            None => match c.flows.first() {
+                Some(f) => (f.achieved_bps, xv * 1e6),
+                None => continue,
+            },
+        };
         if target <= 0.0 {
             continue;
         }
-        let e = (cl.achieved_bps - target) / target * 100.0;
+        let e = (achieved - target) / target * 100.0;
         match ach.iter().position(|l| l.0 == g) {
             Some(i) => {
-                ach[i].1.push((xv, cl.achieved_bps / 1e6));
+                ach[i].1.push((xv, achieved / 1e6));
                 err[i].1.push((xv, e));
             }
             None => {
-                ach.push((g.clone(), vec![(xv, cl.achieved_bps / 1e6)]));
+                ach.push((g.clone(), vec![(xv, achieved / 1e6)]));
                 err.push((g, vec![(xv, e)]));
             }
         }

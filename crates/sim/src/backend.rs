@@ -4,8 +4,8 @@
 use crate::legacy::LegacyHtbClass;
 use crate::model::{ClassSpec, QueueFactory};
 use crate::scenario::file::ShaperFile;
-use crate::scenario::ScenarioError;
 use crate::scenario::Ctx;
+use crate::scenario::ScenarioError;
 use crate::shaper::ExactShaper;
 use sluice_core::fifo::{Fifo, FifoKind};
 use sluice_core::units::parse_size;
@@ -31,20 +31,40 @@ pub(crate) fn queue_factory(spec: &str) -> Result<QueueFactory, String> {
     let (k, limit) = match kind {
         "pfifo" | "pfifo_head_drop" => {
             let n = match arg {
-                Some(a) => Some(a.parse::<u64>().map_err(|_| format!("`{a}` is not a packet count"))?),
+                Some(a) => Some(
+                    a.parse::<u64>()
+                        .map_err(|_| format!("`{a}` is not a packet count"))?,
+                ),
                 None => None,
             };
-            (if kind == "pfifo" { FifoKind::Pfifo } else { FifoKind::PfifoHeadDrop }, n)
+            (
+                if kind == "pfifo" {
+                    FifoKind::Pfifo
+                } else {
+                    FifoKind::PfifoHeadDrop
+                },
+                n,
+            )
         }
-        "bfifo" => (FifoKind::Bfifo, arg.map(|a| parse_size(a).map_err(|e| e.to_string())).transpose()?),
+        "bfifo" => (
+            FifoKind::Bfifo,
+            arg.map(|a| parse_size(a).map_err(|e| e.to_string()))
+                .transpose()?,
+        ),
         _ => return Err(format!("unknown queue `{spec}`")),
     };
     Fifo::new(k, limit).map_err(|e| e.to_string())?;
-    Ok(Box::new(move || Box::new(Fifo::new(k, limit).expect("validated above"))))
+    Ok(Box::new(move || {
+        Box::new(Fifo::new(k, limit).expect("validated above"))
+    }))
 }
 
 /// Builds the shaper of a case.
-pub(crate) fn shaper(ctx: &Ctx, s: &ShaperFile, wire: WireSpec) -> Result<(SharedFactory, Vec<ClassSpec>), ScenarioError> {
+pub(crate) fn shaper(
+    ctx: &Ctx,
+    s: &ShaperFile,
+    wire: WireSpec,
+) -> Result<(SharedFactory, Vec<ClassSpec>), ScenarioError> {
     if s.tc.is_some() || s.file.is_some() {
         let q = s.tc.as_ref().or(s.file.as_ref()).expect("checked");
         return Err(ctx.err(
@@ -53,25 +73,49 @@ pub(crate) fn shaper(ctx: &Ctx, s: &ShaperFile, wire: WireSpec) -> Result<(Share
             Some("use the structured form ([[shaper.class]]) for now"),
         ));
     }
-    let kind = s.kind.as_ref().map(|q| ctx.text(q)).transpose()?.unwrap_or_else(|| "htb".into());
+    let kind = s
+        .kind
+        .as_ref()
+        .map(|q| ctx.text(q))
+        .transpose()?
+        .unwrap_or_else(|| "htb".into());
     let mut classes = Vec::new();
     for c in &s.class {
         let rate = ctx.rate(&c.rate)?;
-        let ceil = c.ceil.as_ref().map(|q| ctx.rate(q)).transpose()?.unwrap_or(rate);
+        let ceil = c
+            .ceil
+            .as_ref()
+            .map(|q| ctx.rate(q))
+            .transpose()?
+            .unwrap_or(rate);
         if ceil < rate {
-            return Err(ctx.err(Some(c.ceil.as_ref().expect("set").span()), "ceil is below rate", Some("ceil >= rate")));
+            return Err(ctx.err(
+                Some(c.ceil.as_ref().expect("set").span()),
+                "ceil is below rate",
+                Some("ceil >= rate"),
+            ));
         }
-        classes.push(ClassSpec { id: ctx.handle(&c.id)?, rate, ceil });
+        classes.push(ClassSpec {
+            id: ctx.handle(&c.id)?,
+            rate,
+            ceil,
+        });
     }
     let Some(first) = s.class.first() else {
-        return Err(ctx.err(s.kind.as_ref().map(|q| q.span()), "the shaper has no [[shaper.class]]", Some("add at least one class")));
+        return Err(ctx.err(
+            s.kind.as_ref().map(|q| q.span()),
+            "the shaper has no [[shaper.class]]",
+            Some("add at least one class"),
+        ));
     };
     let limit = match &first.leaf {
         Some(q) => {
             let t = ctx.text(q)?;
             let mut it = t.split_whitespace();
             match (it.next(), it.next()) {
-                (Some("pfifo"), Some(n)) => n.parse::<u32>().map_err(|_| ctx.err(Some(q.span()), format!("bad limit `{n}`"), None))?,
+                (Some("pfifo"), Some(n)) => n
+                    .parse::<u32>()
+                    .map_err(|_| ctx.err(Some(q.span()), format!("bad limit `{n}`"), None))?,
                 (Some("pfifo"), None) => 1000,
                 _ => {
                     return Err(ctx.err(
@@ -87,14 +131,33 @@ pub(crate) fn shaper(ctx: &Ctx, s: &ShaperFile, wire: WireSpec) -> Result<(Share
     match kind.as_str() {
         "legacy-2.6.30" => {
             if classes.len() != 1 {
-                return Err(ctx.err(s.kind.as_ref().map(|q| q.span()), "the legacy-2.6.30 model has exactly one class", None));
+                return Err(ctx.err(
+                    s.kind.as_ref().map(|q| q.span()),
+                    "the legacy-2.6.30 model has exactly one class",
+                    None,
+                ));
             }
-            let mtu = s.mtu.as_ref().map(|q| ctx.uint(q, 1 << 20)).transpose()?.unwrap_or(1600) as u32;
-            let timer = s.timer.as_ref().map(|q| ctx.time(q)).transpose()?.unwrap_or(Span::ZERO);
+            let mtu = s
+                .mtu
+                .as_ref()
+                .map(|q| ctx.uint(q, 1 << 20))
+                .transpose()?
+                .unwrap_or(1600) as u32;
+            let timer = s
+                .timer
+                .as_ref()
+                .map(|q| ctx.time(q))
+                .transpose()?
+                .unwrap_or(Span::ZERO);
             let rate = classes[0].ceil;
-            Ok((Arc::new(move || Box::new(LegacyHtbClass::new(rate, mtu, timer, limit)) as Box<dyn Qdisc>), classes))
+            Ok((
+                Arc::new(move || {
+                    Box::new(LegacyHtbClass::new(rate, mtu, timer, limit)) as Box<dyn Qdisc>
+                }),
+                classes,
+            ))
         }
-        "htb" | "exact" => {
+        "htb" | "sluice" | "exact" => {
             // Until HTB is merged, a single class is served by the exact token bucket that HTB's
             // leaves are made of; hierarchies are refused rather than approximated.
             if classes.len() != 1 {
@@ -111,9 +174,18 @@ pub(crate) fn shaper(ctx: &Ctx, s: &ShaperFile, wire: WireSpec) -> Result<(Share
                 None => default_burst(rate),
             };
             let _ = Handle::ROOT;
-            Ok((Arc::new(move || Box::new(ExactShaper::new(rate, burst, wire, limit)) as Box<dyn Qdisc>), classes))
+            Ok((
+                Arc::new(move || {
+                    Box::new(ExactShaper::new(rate, burst, wire, limit)) as Box<dyn Qdisc>
+                }),
+                classes,
+            ))
         }
-        other => Err(ctx.err(s.kind.as_ref().map(|q| q.span()), format!("unknown shaper kind `{other}`"), Some("htb or legacy-2.6.30"))),
+        other => Err(ctx.err(
+            s.kind.as_ref().map(|q| q.span()),
+            format!("unknown shaper kind `{other}`"),
+            Some("htb or legacy-2.6.30"),
+        )),
     }
 }
 

@@ -32,13 +32,20 @@ pub struct RunInfo {
 }
 
 /// Runs `sc`. `progress` receives the overall fraction done (0..=1), from any thread.
-pub fn run(sc: &Scenario, opts: &RunOptions, progress: &(dyn Fn(f64) + Sync)) -> Result<(Results, RunInfo), ScenarioError> {
+pub fn run(
+    sc: &Scenario,
+    opts: &RunOptions,
+    progress: &(dyn Fn(f64) + Sync),
+) -> Result<(Results, RunInfo), ScenarioError> {
     let mut overrides = opts.overrides.clone();
     if let Some(s) = opts.seed {
         overrides.push(("seed".into(), s.to_string()));
     }
     let points = sc.points(&overrides)?;
-    let cases = points.iter().map(|p| build_case(sc, p)).collect::<Result<Vec<_>, _>>()?;
+    let cases = points
+        .iter()
+        .map(|p| build_case(sc, p))
+        .collect::<Result<Vec<_>, _>>()?;
     let seed = cases.first().map(|c| c.spec.seed).unwrap_or(1);
     let done: Vec<AtomicU64> = cases.iter().map(|_| AtomicU64::new(0)).collect();
     let n = cases.len().max(1) as f64;
@@ -54,10 +61,18 @@ pub fn run(sc: &Scenario, opts: &RunOptions, progress: &(dyn Fn(f64) + Sync)) ->
                 progress(total as f64 / 1e6 / n);
             });
             let st = sim.engine_stats();
-            (case_results(&sim, &c.spec, &c.name, c.params.clone()), st, c.spec.duration.as_nanos() as f64 / 1e9)
+            (
+                case_results(&sim, &c.spec, &c.name, c.params.clone()),
+                st,
+                c.spec.duration.as_nanos() as f64 / 1e9,
+            )
         })
         .collect();
-    let mut info = RunInfo { wall_s: t0.elapsed().as_secs_f64(), cases: out.len(), ..Default::default() };
+    let mut info = RunInfo {
+        wall_s: t0.elapsed().as_secs_f64(),
+        cases: out.len(),
+        ..Default::default()
+    };
     let mut results = Results {
         scenario: sc.file.name.clone(),
         seed,

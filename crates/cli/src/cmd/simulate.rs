@@ -54,7 +54,10 @@ pub fn report_scenario_error(e: &ScenarioError) {
     let d = Diag {
         message: format!("{}:{}:{}: {}", e.path, e.line, e.col, e.message),
         src: miette::NamedSource::new(&e.path, e.source_text.clone()),
-        span: e.span.clone().map(|r| (r.start, r.end.saturating_sub(r.start)).into()),
+        span: e
+            .span
+            .clone()
+            .map(|r| (r.start, r.end.saturating_sub(r.start)).into()),
         help: e.hint.clone(),
     };
     eprintln!("{:?}", miette::Report::new(d));
@@ -76,7 +79,10 @@ pub fn run_cmd(args: Args) -> Result<ExitCode> {
         };
         overrides.push((k.trim().to_string(), v.trim().to_string()));
     }
-    let opts = RunOptions { overrides, seed: args.seed };
+    let opts = RunOptions {
+        overrides,
+        seed: args.seed,
+    };
     let started = Instant::now();
     let bar: Mutex<Option<ProgressBar>> = Mutex::new(None);
     let quiet = args.quiet;
@@ -92,8 +98,10 @@ pub fn run_cmd(args: Args) -> Result<ExitCode> {
         let pb = b.get_or_insert_with(|| {
             let pb = ProgressBar::new(1000);
             pb.set_style(
-                ProgressStyle::with_template("{spinner} [{elapsed_precise}] {wide_bar} {percent}% (eta {eta})")
-                    .unwrap_or_else(|_| ProgressStyle::default_bar()),
+                ProgressStyle::with_template(
+                    "{spinner} [{elapsed_precise}] {wide_bar} {percent}% (eta {eta})",
+                )
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
             );
             pb
         });
@@ -116,9 +124,15 @@ pub fn run_cmd(args: Args) -> Result<ExitCode> {
         std::fs::write(p, results.to_json()).with_context(|| format!("writing {}", p.display()))?;
     }
     if let Some(dir) = &args.out {
-        let written = sluice_report::write_report(&results, dir).with_context(|| format!("writing report to {}", dir.display()))?;
+        let written = sluice_report::write_report(&results, dir)
+            .with_context(|| format!("writing report to {}", dir.display()))?;
         if !args.quiet {
-            println!("wrote {} files to {} (open {}/report.html)", written, dir.display(), dir.display());
+            println!(
+                "wrote {} files to {} (open {}/report.html)",
+                written,
+                dir.display(),
+                dir.display()
+            );
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -129,13 +143,25 @@ fn mbit(b: f64) -> String {
 }
 
 fn print_summary(r: &Results, info: &RunInfo) {
-    println!("scenario {} (seed {}): {} case(s)", r.scenario, r.seed, r.cases.len());
+    println!(
+        "scenario {} (seed {}): {} case(s)",
+        r.scenario,
+        r.seed,
+        r.cases.len()
+    );
     for c in &r.cases {
         println!("\n== {}", c.name);
         if !c.classes.is_empty() {
-            println!("  {:<10} {:>12} {:>12} {:>14} {:>9} {:>8}", "class", "rate Mbit", "ceil Mbit", "achieved Mbit", "error %", "drops");
+            println!(
+                "  {:<10} {:>12} {:>12} {:>14} {:>9} {:>8}",
+                "class", "rate Mbit", "ceil Mbit", "achieved Mbit", "error %", "drops"
+            );
             for cl in &c.classes {
-                let err = if cl.rate_bps > 0 { (cl.achieved_bps - cl.ceil_bps as f64) / cl.ceil_bps as f64 * 100.0 } else { 0.0 };
+                let err = if cl.rate_bps > 0 {
+                    (cl.achieved_bps - cl.ceil_bps as f64) / cl.ceil_bps as f64 * 100.0
+                } else {
+                    0.0
+                };
                 println!(
                     "  {:<10} {:>12} {:>12} {:>14} {:>9.3} {:>8}",
                     cl.id,
@@ -166,7 +192,11 @@ fn print_summary(r: &Results, info: &RunInfo) {
             );
         }
     }
-    let rate = if info.wall_s > 0.0 { info.events as f64 / info.wall_s / 1e6 } else { 0.0 };
+    let rate = if info.wall_s > 0.0 {
+        info.events as f64 / info.wall_s / 1e6
+    } else {
+        0.0
+    };
     println!(
         "\nsimulated {:.1} s in {:.2} s wall: {} events ({:.1} M events/s), {} packet transmissions",
         info.virtual_s, info.wall_s, info.events, rate, info.transmissions
