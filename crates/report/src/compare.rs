@@ -27,11 +27,7 @@ pub fn table(docs: &[(String, Results)]) -> String {
                     .and_then(|x| x.classes.iter().find(|y| y.id == cl.id));
                 match v {
                     Some(v) => {
-                        let _ = write!(
-                            out,
-                            " {:>22}",
-                            format!("{:.3} Mbit/s", v.achieved_bps / 1e6)
-                        );
+                        let _ = write!(out, " {:>22}", format!("{:.3} Mbit/s", v.achieved_bps / 1e6));
                     }
                     None => {
                         let _ = write!(out, " {:>22}", "-");
@@ -85,11 +81,5 @@ pub fn overlay_sweep(docs: &[(String, Results)], base: &Path) -> Vec<PathBuf> {
     if ach.is_empty() {
         return Vec::new();
     }
-    sweep_chart(
-        base,
-        "comparison: target vs achieved",
-        &format!("{xl} (Mbit/s)"),
-        &ach,
-        &err,
-    )
+    sweep_chart(base, "comparison: target vs achieved", &format!("{xl} (Mbit/s)"), &ach, &err)
 }

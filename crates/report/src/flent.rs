@@ -14,23 +14,15 @@ pub fn flent_json(r: &Results, c: &Case) -> Option<Value> {
     let x: Vec<f64> = (0..n).map(|i| i as f64 * s.step_s).collect();
     let mut results = Map::new();
     for (name, v) in &s.flow_bps {
-        results.insert(
-            format!("{name} throughput"),
-            json!(v.iter().map(|b| b / 1e6).collect::<Vec<_>>()),
-        );
+        results.insert(format!("{name} throughput"), json!(v.iter().map(|b| b / 1e6).collect::<Vec<_>>()));
     }
     for (name, v) in &s.flow_latency_ms {
-        let vals: Vec<Value> = v
-            .iter()
-            .map(|ms| if *ms > 0.0 { json!(ms) } else { Value::Null })
-            .collect();
+        let vals: Vec<Value> = v.iter().map(|ms| if *ms > 0.0 { json!(ms) } else { Value::Null }).collect();
         results.insert(format!("{name} latency"), Value::Array(vals));
     }
     for (name, v) in &s.class_bps {
-        results.insert(
-            format!("class {name} throughput"),
-            json!(v.iter().map(|b| b / 1e6).collect::<Vec<_>>()),
-        );
+        results
+            .insert(format!("class {name} throughput"), json!(v.iter().map(|b| b / 1e6).collect::<Vec<_>>()));
     }
     Some(json!({
         "version": 4,
@@ -68,20 +60,10 @@ mod tests {
 
     #[test]
     fn round_trips_through_gzip() {
-        let mut s = Series {
-            step_s: 0.1,
-            ..Default::default()
-        };
+        let mut s = Series { step_s: 0.1, ..Default::default() };
         s.flow_bps.insert("f".into(), vec![1e6, 2e6]);
-        let c = Case {
-            name: "c".into(),
-            series: Some(s),
-            ..Default::default()
-        };
-        let r = Results {
-            scenario: "x".into(),
-            ..Default::default()
-        };
+        let c = Case { name: "c".into(), series: Some(s), ..Default::default() };
+        let r = Results { scenario: "x".into(), ..Default::default() };
         let gz = flent_gz(&r, &c).unwrap();
         let mut txt = String::new();
         GzDecoder::new(&gz[..]).read_to_string(&mut txt).unwrap();

@@ -5,9 +5,7 @@ use std::fmt::Write;
 use std::path::PathBuf;
 
 fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
 }
 
 /// Builds the page. `plots` are (caption, svg file) pairs, inlined.
@@ -36,11 +34,7 @@ pub fn render(r: &Results, plots: &[(String, PathBuf)]) -> String {
             Some(i) => &svg[i..],
             None => continue,
         };
-        let _ = write!(
-            h,
-            "<figure>{svg}<figcaption>{}</figcaption></figure>",
-            esc(cap)
-        );
+        let _ = write!(h, "<figure>{svg}<figcaption>{}</figcaption></figure>", esc(cap));
     }
     for c in &r.cases {
         let _ = write!(h, "<h2>{}</h2>", esc(&c.name));
@@ -48,11 +42,7 @@ pub fn render(r: &Results, plots: &[(String, PathBuf)]) -> String {
             h.push_str("<table><tr><th>class</th><th>rate Mbit/s</th><th>ceil Mbit/s</th><th>achieved Mbit/s</th><th>error %</th><th>bytes</th><th>packets</th><th>drops</th></tr>");
             for cl in &c.classes {
                 let t = cl.ceil_bps.max(cl.rate_bps) as f64;
-                let e = if t > 0.0 {
-                    (cl.achieved_bps - t) / t * 100.0
-                } else {
-                    0.0
-                };
+                let e = if t > 0.0 { (cl.achieved_bps - t) / t * 100.0 } else { 0.0 };
                 let _ = write!(
                     h,
                     "<tr><td>{}</td><td>{:.3}</td><td>{:.3}</td><td>{:.3}</td><td>{:.3}</td><td>{}</td><td>{}</td><td>{}</td></tr>",

@@ -114,12 +114,7 @@ where
         .x_label_area_size(40)
         .y_label_area_size(70)
         .build_cartesian_2d(x0..x1, y0..(y1 + pad))?;
-    chart
-        .configure_mesh()
-        .x_desc(xl)
-        .y_desc(yl)
-        .label_style(("sans-serif", 14))
-        .draw()?;
+    chart.configure_mesh().x_desc(xl).y_desc(yl).label_style(("sans-serif", 14)).draw()?;
     for (i, (name, pts)) in lines.iter().enumerate() {
         let c = PALETTE[i % PALETTE.len()];
         chart
@@ -162,13 +157,7 @@ where
 }
 
 /// Target-vs-achieved sweep plot with an error panel beneath.
-pub fn sweep_chart(
-    base: &Path,
-    title: &str,
-    xl: &str,
-    achieved: &[Line],
-    errors: &[Line],
-) -> Vec<PathBuf> {
+pub fn sweep_chart(base: &Path, title: &str, xl: &str, achieved: &[Line], errors: &[Line]) -> Vec<PathBuf> {
     render!(base, 900, 620, draw_sweep, title, xl, achieved, errors)
 }
 
@@ -183,12 +172,7 @@ where
 {
     root.fill(&WHITE)?;
     let n = bars.len().max(1);
-    let ymax = bars
-        .iter()
-        .map(|b| b.1.max(b.2))
-        .fold(0.0f64, f64::max)
-        .max(1e-9)
-        * 1.15;
+    let ymax = bars.iter().map(|b| b.1.max(b.2)).fold(0.0f64, f64::max).max(1e-9) * 1.15;
     let mut chart = ChartBuilder::on(root)
         .caption(title, ("sans-serif", 20))
         .margin(10)
@@ -206,29 +190,17 @@ where
         .draw()?;
     chart
         .draw_series(bars.iter().enumerate().map(|(i, b)| {
-            Rectangle::new(
-                [(i as f64 + 0.15, 0.0), (i as f64 + 0.5, b.1)],
-                PALETTE[0].filled(),
-            )
+            Rectangle::new([(i as f64 + 0.15, 0.0), (i as f64 + 0.5, b.1)], PALETTE[0].filled())
         }))?
         .label("achieved")
         .legend(|(x, y)| Rectangle::new([(x, y - 5), (x + 15, y + 5)], PALETTE[0].filled()));
     chart
         .draw_series(bars.iter().enumerate().map(|(i, b)| {
-            Rectangle::new(
-                [(i as f64 + 0.5, 0.0), (i as f64 + 0.85, b.2)],
-                PALETTE[1].mix(0.6).filled(),
-            )
+            Rectangle::new([(i as f64 + 0.5, 0.0), (i as f64 + 0.85, b.2)], PALETTE[1].mix(0.6).filled())
         }))?
         .label("configured rate")
-        .legend(|(x, y)| {
-            Rectangle::new([(x, y - 5), (x + 15, y + 5)], PALETTE[1].mix(0.6).filled())
-        });
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .draw()?;
+        .legend(|(x, y)| Rectangle::new([(x, y - 5), (x + 15, y + 5)], PALETTE[1].mix(0.6).filled()));
+    chart.configure_series_labels().background_style(WHITE.mix(0.8)).border_style(BLACK).draw()?;
     Ok(())
 }
 
@@ -264,23 +236,14 @@ pub fn sweep_lines(r: &Results) -> (String, Vec<Line>, Vec<Line>) {
             continue;
         };
         let g = match &r.plot.group {
-            Some(g) => g
-                .split(',')
-                .filter_map(|k| c.params.get(k.trim()).cloned())
-                .collect::<Vec<_>>()
-                .join(" "),
+            Some(g) => {
+                g.split(',').filter_map(|k| c.params.get(k.trim()).cloned()).collect::<Vec<_>>().join(" ")
+            }
             None => String::new(),
         };
         // The first class against its ceil; without classes, the first flow against x itself.
         let (achieved, target) = match c.classes.first() {
-            Some(cl) => (
-                cl.achieved_bps,
-                if cl.ceil_bps > 0 {
-                    cl.ceil_bps
-                } else {
-                    cl.rate_bps
-                } as f64,
-            ),
+            Some(cl) => (cl.achieved_bps, if cl.ceil_bps > 0 { cl.ceil_bps } else { cl.rate_bps } as f64),
             None => match c.flows.first() {
                 Some(f) => (f.achieved_bps, xv * 1e6),
                 None => continue,

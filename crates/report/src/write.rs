@@ -8,16 +8,8 @@ use std::path::{Path, PathBuf};
 const MAX_CASE_PLOTS: usize = 12;
 
 fn slug(s: &str) -> String {
-    let mut out: String = s
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
+    let mut out: String =
+        s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '.' || c == '-' { c } else { '_' }).collect();
     out.truncate(80);
     out
 }
@@ -31,10 +23,7 @@ pub fn write_report(r: &Results, dir: &Path) -> std::io::Result<usize> {
     let mut plots: Vec<(String, PathBuf)> = Vec::new();
     let mut add = |cap: String, files: Vec<PathBuf>, n: &mut usize| {
         *n += files.len();
-        if let Some(svg) = files
-            .iter()
-            .find(|p| p.extension().is_some_and(|e| e == "svg"))
-        {
+        if let Some(svg) = files.iter().find(|p| p.extension().is_some_and(|e| e == "svg")) {
             plots.push((cap, svg.clone()));
         }
     };
@@ -47,11 +36,7 @@ pub fn write_report(r: &Results, dir: &Path) -> std::io::Result<usize> {
             &ach,
             &err,
         );
-        add(
-            format!("Achieved rate of the first class against {x}, with the error panel."),
-            f,
-            &mut n,
-        );
+        add(format!("Achieved rate of the first class against {x}, with the error panel."), f, &mut n);
     }
     for (i, c) in r.cases.iter().enumerate() {
         if let Some(gz) = crate::flent::flent_gz(r, c) {
@@ -67,13 +52,7 @@ pub fn write_report(r: &Results, dir: &Path) -> std::io::Result<usize> {
                 .flow_bps
                 .iter()
                 .map(|(k, v)| {
-                    (
-                        k.clone(),
-                        v.iter()
-                            .enumerate()
-                            .map(|(j, b)| (j as f64 * s.step_s, b / 1e6))
-                            .collect(),
-                    )
+                    (k.clone(), v.iter().enumerate().map(|(j, b)| (j as f64 * s.step_s, b / 1e6)).collect())
                 })
                 .collect();
             if !tput.is_empty() {
@@ -108,20 +87,9 @@ pub fn write_report(r: &Results, dir: &Path) -> std::io::Result<usize> {
                     "ms",
                     &lat,
                 );
-                add(
-                    format!(
-                        "{}: mean latency per step (probes: RTT; others: one-way)",
-                        c.name
-                    ),
-                    f,
-                    &mut n,
-                );
+                add(format!("{}: mean latency per step (probes: RTT; others: one-way)", c.name), f, &mut n);
             }
-            let cdf: Vec<Line> = s
-                .latency_cdf
-                .iter()
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect();
+            let cdf: Vec<Line> = s.latency_cdf.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
             if !cdf.is_empty() {
                 let f = line_chart(
                     &dir.join(format!("{base}-latency-cdf")),
@@ -138,10 +106,7 @@ pub fn write_report(r: &Results, dir: &Path) -> std::io::Result<usize> {
                 .map(|(k, v)| {
                     (
                         k.clone(),
-                        v.iter()
-                            .enumerate()
-                            .map(|(j, b)| (j as f64 * s.step_s, b / 1024.0))
-                            .collect(),
+                        v.iter().enumerate().map(|(j, b)| (j as f64 * s.step_s, b / 1024.0)).collect(),
                     )
                 })
                 .collect();
@@ -160,13 +125,7 @@ pub fn write_report(r: &Results, dir: &Path) -> std::io::Result<usize> {
             let bars: Vec<_> = c
                 .classes
                 .iter()
-                .map(|cl| {
-                    (
-                        cl.id.clone(),
-                        cl.achieved_bps / 1e6,
-                        cl.rate_bps as f64 / 1e6,
-                    )
-                })
+                .map(|cl| (cl.id.clone(), cl.achieved_bps / 1e6, cl.rate_bps as f64 / 1e6))
                 .collect();
             let f = bar_chart(
                 &dir.join(format!("{base}-classes")),
@@ -174,11 +133,7 @@ pub fn write_report(r: &Results, dir: &Path) -> std::io::Result<usize> {
                 "Mbit/s",
                 &bars,
             );
-            add(
-                format!("{}: per-class achieved vs configured rate", c.name),
-                f,
-                &mut n,
-            );
+            add(format!("{}: per-class achieved vs configured rate", c.name), f, &mut n);
         }
     }
     std::fs::write(dir.join("report.html"), crate::html::render(r, &plots))?;

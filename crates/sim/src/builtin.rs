@@ -2,21 +2,11 @@
 
 /// (name, seed document, TOML source).
 pub const BUILTIN: &[(&str, &str, &str)] = &[
-    (
-        "home-uplink",
-        "003",
-        include_str!("../../../scenarios/home-uplink.toml"),
-    ),
-    (
-        "rate-sweep",
-        "000",
-        include_str!("../../../scenarios/rate-sweep.toml"),
-    ),
-    (
-        "send-credits",
-        "002",
-        include_str!("../../../scenarios/send-credits.toml"),
-    ),
+    ("home-uplink", "003", include_str!("../../../scenarios/home-uplink.toml")),
+    ("rate-sweep", "000", include_str!("../../../scenarios/rate-sweep.toml")),
+    ("send-credits", "002", include_str!("../../../scenarios/send-credits.toml")),
+    ("ecn-priority", "003", include_str!("../../../scenarios/ecn-priority.toml")),
+    ("tunnel-flows", "003", include_str!("../../../scenarios/tunnel-flows.toml")),
     ("speed", "-", include_str!("../../../scenarios/speed.toml")),
 ];
 

@@ -42,10 +42,7 @@ pub fn run(
         overrides.push(("seed".into(), s.to_string()));
     }
     let points = sc.points(&overrides)?;
-    let cases = points
-        .iter()
-        .map(|p| build_case(sc, p))
-        .collect::<Result<Vec<_>, _>>()?;
+    let cases = points.iter().map(|p| build_case(sc, p)).collect::<Result<Vec<_>, _>>()?;
     let seed = cases.first().map(|c| c.spec.seed).unwrap_or(1);
     let done: Vec<AtomicU64> = cases.iter().map(|_| AtomicU64::new(0)).collect();
     let n = cases.len().max(1) as f64;
@@ -68,11 +65,7 @@ pub fn run(
             )
         })
         .collect();
-    let mut info = RunInfo {
-        wall_s: t0.elapsed().as_secs_f64(),
-        cases: out.len(),
-        ..Default::default()
-    };
+    let mut info = RunInfo { wall_s: t0.elapsed().as_secs_f64(), cases: out.len(), ..Default::default() };
     let mut results = Results {
         scenario: sc.file.name.clone(),
         seed,

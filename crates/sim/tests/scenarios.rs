@@ -7,25 +7,16 @@ use sluice_sim::scenario::Scenario;
 fn sim(name: &str, set: &[(&str, &str)]) -> Results {
     let sc = Scenario::find(name).unwrap_or_else(|e| panic!("{e}"));
     let opts = RunOptions {
-        overrides: set
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
+        overrides: set.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
         seed: None,
     };
     run(&sc, &opts, &|_| {}).unwrap_or_else(|e| panic!("{e}")).0
 }
 
 fn case<'a>(r: &'a Results, parts: &[&str]) -> &'a sluice_report::Case {
-    r.cases
-        .iter()
-        .find(|c| parts.iter().all(|p| c.name.split(',').any(|x| x == *p)))
-        .unwrap_or_else(|| {
-            panic!(
-                "no case {parts:?} in {:?}",
-                r.cases.iter().map(|c| &c.name).collect::<Vec<_>>()
-            )
-        })
+    r.cases.iter().find(|c| parts.iter().all(|p| c.name.split(',').any(|x| x == *p))).unwrap_or_else(|| {
+        panic!("no case {parts:?} in {:?}", r.cases.iter().map(|c| &c.name).collect::<Vec<_>>())
+    })
 }
 
 fn err_pct(c: &sluice_report::Case) -> f64 {
@@ -48,11 +39,7 @@ fn every_builtin_parses_and_lists() {
 fn rate_sweep_sluice_is_exact_and_legacy_is_stepped() {
     let r = sim(
         "rate-sweep",
-        &[
-            ("rate", "100mbit,700mbit,3gbit,6.1gbit,9.9gbit"),
-            ("duration", "300ms"),
-            ("warmup", "50ms"),
-        ],
+        &[("rate", "100mbit,700mbit,3gbit,6.1gbit,9.9gbit"), ("duration", "300ms"), ("warmup", "50ms")],
     );
     let mut legacy = Vec::new();
     for c in &r.cases {
@@ -72,20 +59,9 @@ fn rate_sweep_sluice_is_exact_and_legacy_is_stepped() {
 
 #[test]
 fn send_credits_policies_differ_at_high_rates() {
-    let r = sim(
-        "send-credits",
-        &[("rate", "1mbit,100mbit"), ("duration", "1s")],
-    );
+    let r = sim("send-credits", &[("rate", "1mbit,100mbit"), ("duration", "1s")]);
     let get = |rate: &str, timer: &str, credit: &str| {
-        case(
-            &r,
-            &[
-                &format!("rate={rate}"),
-                &format!("timer={timer}"),
-                &format!("credit={credit}"),
-            ],
-        )
-        .flows[0]
+        case(&r, &[&format!("rate={rate}"), &format!("timer={timer}"), &format!("credit={credit}")]).flows[0]
             .achieved_bps
     };
     // Without a credit limit the sender reaches its idealised rate whatever the timer.
@@ -102,37 +78,22 @@ fn send_credits_policies_differ_at_high_rates() {
 
 #[test]
 fn home_uplink_unshaped_rows_show_bufferbloat_and_flood_loss() {
-    let r = sim(
-        "home-uplink",
-        &[("shaper", "off"), ("test", "voip"), ("duration", "6s")],
-    );
+    let r = sim("home-uplink", &[("shaper", "off"), ("test", "voip"), ("duration", "6s")]);
     let idle = case(&r, &["load=none"]);
     let voip = idle.flows.iter().find(|f| f.name == "voip").unwrap();
     assert_eq!(voip.loss_pct, 0.0);
     assert!(voip.latency_ms.p50 < 15.0, "{:?}", voip.latency_ms);
     let flood = case(&r, &["load=flood"]);
     let voip = flood.flows.iter().find(|f| f.name == "voip").unwrap();
-    assert!(
-        voip.loss_pct > 10.0,
-        "unshaped flood should hurt VoIP: {}",
-        voip.loss_pct
-    );
-    let ping = case(&r, &["load=scp"])
-        .flows
-        .iter()
-        .find(|f| f.name == "ping")
-        .unwrap()
-        .clone();
-    assert!(
-        ping.latency_ms.p50 > 100.0,
-        "bufferbloat expected under scp: {:?}",
-        ping.latency_ms
-    );
+    assert!(voip.loss_pct > 10.0, "unshaped flood should hurt VoIP: {}", voip.loss_pct);
+    let ping = case(&r, &["load=scp"]).flows.iter().find(|f| f.name == "ping").unwrap().clone();
+    assert!(ping.latency_ms.p50 > 100.0, "bufferbloat expected under scp: {:?}", ping.latency_ms);
 }
 
 #[test]
 fn errors_point_at_line_and_column_of_the_unknown_key() {
-    let src = "name = \"x\"\ndescription = \"d\"\nduration = \"1s\"\n[[link]]\nname = \"l\"\nrat = \"5mbit\"\n";
+    let src =
+        "name = \"x\"\ndescription = \"d\"\nduration = \"1s\"\n[[link]]\nname = \"l\"\nrat = \"5mbit\"\n";
     let e = Scenario::parse("bad.toml", src).unwrap_err();
     assert_eq!((e.line, e.col), (6, 1), "{e}");
     assert!(e.message.contains("rat"), "{e}");
@@ -155,11 +116,28 @@ fn sweeps_expand_ranges_and_set_lists() {
     let sc = Scenario::find("rate-sweep").unwrap();
     let pts = sc.points(&[]).unwrap();
     assert_eq!(pts.len(), 100 * 2 * 2);
-    let pts = sc
-        .points(&[
-            ("rate".into(), "1gbit,2gbit".into()),
-            ("variant".into(), "sluice".into()),
-        ])
-        .unwrap();
+    let pts =
+        sc.points(&[("rate".into(), "1gbit,2gbit".into()), ("variant".into(), "sluice".into())]).unwrap();
     assert_eq!(pts.len(), 2 * 2);
+}
+
+#[test]
+fn ecn_priority_legacy_deprioritises_ect_and_sluice_does_not() {
+    let r = sim("ecn-priority", &[("duration", "10s")]);
+    let udp = |v: &str| {
+        case(&r, &[&format!("variant={v}")]).flows.iter().find(|f| f.name == "udp-ecn").unwrap().clone()
+    };
+    let (legacy, sluice) = (udp("legacy"), udp("sluice"));
+    assert!(legacy.loss_pct > 10.0, "legacy pfifo_fast should starve ECT(0) traffic: {}", legacy.loss_pct);
+    assert_eq!(sluice.loss_pct, 0.0);
+}
+
+#[test]
+fn tunnel_keys_separate_the_ping_from_the_bulk_upload() {
+    let r = sim("tunnel-flows", &[("duration", "10s")]);
+    let ping =
+        |k: &str| case(&r, &[&format!("keys={k}")]).flows.iter().find(|f| f.name == "ping").unwrap().clone();
+    let (outer, inner) = (ping("outer"), ping("inner"));
+    assert!(inner.latency_ms.p99 < outer.latency_ms.p99, "{:?} vs {:?}", inner.latency_ms, outer.latency_ms);
+    assert!(inner.jitter_ms < outer.jitter_ms);
 }

@@ -14,10 +14,7 @@ pub struct Args {
 /// Lists the built-in scenarios.
 pub fn run(args: Args) -> Result<ExitCode> {
     if let Some(name) = args.show {
-        return match sluice_sim::builtin::BUILTIN
-            .iter()
-            .find(|(n, _, _)| *n == name)
-        {
+        return match sluice_sim::builtin::BUILTIN.iter().find(|(n, _, _)| *n == name) {
             Some((_, _, src)) => {
                 print!("{src}");
                 Ok(ExitCode::SUCCESS)

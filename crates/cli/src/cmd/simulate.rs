@@ -54,10 +54,7 @@ pub fn report_scenario_error(e: &ScenarioError) {
     let d = Diag {
         message: format!("{}:{}:{}: {}", e.path, e.line, e.col, e.message),
         src: miette::NamedSource::new(&e.path, e.source_text.clone()),
-        span: e
-            .span
-            .clone()
-            .map(|r| (r.start, r.end.saturating_sub(r.start)).into()),
+        span: e.span.clone().map(|r| (r.start, r.end.saturating_sub(r.start)).into()),
         help: e.hint.clone(),
     };
     eprintln!("{:?}", miette::Report::new(d));
@@ -79,10 +76,7 @@ pub fn run_cmd(args: Args) -> Result<ExitCode> {
         };
         overrides.push((k.trim().to_string(), v.trim().to_string()));
     }
-    let opts = RunOptions {
-        overrides,
-        seed: args.seed,
-    };
+    let opts = RunOptions { overrides, seed: args.seed };
     let started = Instant::now();
     let bar: Mutex<Option<ProgressBar>> = Mutex::new(None);
     let quiet = args.quiet;
@@ -127,12 +121,7 @@ pub fn run_cmd(args: Args) -> Result<ExitCode> {
         let written = sluice_report::write_report(&results, dir)
             .with_context(|| format!("writing report to {}", dir.display()))?;
         if !args.quiet {
-            println!(
-                "wrote {} files to {} (open {}/report.html)",
-                written,
-                dir.display(),
-                dir.display()
-            );
+            println!("wrote {} files to {} (open {}/report.html)", written, dir.display(), dir.display());
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -143,12 +132,7 @@ fn mbit(b: f64) -> String {
 }
 
 fn print_summary(r: &Results, info: &RunInfo) {
-    println!(
-        "scenario {} (seed {}): {} case(s)",
-        r.scenario,
-        r.seed,
-        r.cases.len()
-    );
+    println!("scenario {} (seed {}): {} case(s)", r.scenario, r.seed, r.cases.len());
     for c in &r.cases {
         println!("\n== {}", c.name);
         if !c.classes.is_empty() {
@@ -192,11 +176,7 @@ fn print_summary(r: &Results, info: &RunInfo) {
             );
         }
     }
-    let rate = if info.wall_s > 0.0 {
-        info.events as f64 / info.wall_s / 1e6
-    } else {
-        0.0
-    };
+    let rate = if info.wall_s > 0.0 { info.events as f64 / info.wall_s / 1e6 } else { 0.0 };
     println!(
         "\nsimulated {:.1} s in {:.2} s wall: {} events ({:.1} M events/s), {} packet transmissions",
         info.virtual_s, info.wall_s, info.events, rate, info.transmissions

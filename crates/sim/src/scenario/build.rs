@@ -34,13 +34,7 @@ impl Ctx<'_> {
         msg: impl Into<String>,
         hint: Option<&str>,
     ) -> ScenarioError {
-        ScenarioError::at(
-            &self.sc.path,
-            &self.sc.src,
-            span,
-            msg,
-            hint.map(String::from),
-        )
+        ScenarioError::at(&self.sc.path, &self.sc.src, span, msg, hint.map(String::from))
     }
 
     /// The value as text with `${name}` replaced.
@@ -62,10 +56,7 @@ impl Ctx<'_> {
                     return Err(self.err(
                         Some(q.span()),
                         format!("unknown parameter `{name}`"),
-                        Some(&format!(
-                            "declare it under [params]; known: {}",
-                            known.join(", ")
-                        )),
+                        Some(&format!("declare it under [params]; known: {}", known.join(", "))),
                     ));
                 }
             }
@@ -78,11 +69,7 @@ impl Ctx<'_> {
     pub(crate) fn rate(&self, q: &Q) -> Result<Rate, ScenarioError> {
         let t = self.text(q)?;
         let r = parse_rate(&t).map_err(|e| {
-            self.err(
-                Some(q.span()),
-                e.to_string(),
-                Some("a tc rate such as 5mbit or 10gbit"),
-            )
+            self.err(Some(q.span()), e.to_string(), Some("a tc rate such as 5mbit or 10gbit"))
         })?;
         if r.is_zero() {
             return Err(self.err(Some(q.span()), "rate must be positive", None));
@@ -95,35 +82,22 @@ impl Ctx<'_> {
         if t == "0" {
             return Ok(Span::ZERO);
         }
-        parse_time(&t).map_err(|e| {
-            self.err(
-                Some(q.span()),
-                e.to_string(),
-                Some("a tc time such as 20ms or 5s"),
-            )
-        })
+        parse_time(&t)
+            .map_err(|e| self.err(Some(q.span()), e.to_string(), Some("a tc time such as 20ms or 5s")))
     }
 
     pub(crate) fn size(&self, q: &Q) -> Result<u64, ScenarioError> {
         let t = self.text(q)?;
-        parse_size(&t).map_err(|e| {
-            self.err(
-                Some(q.span()),
-                e.to_string(),
-                Some("a tc size such as 1514 or 128k"),
-            )
-        })
+        parse_size(&t)
+            .map_err(|e| self.err(Some(q.span()), e.to_string(), Some("a tc size such as 1514 or 128k")))
     }
 
     pub(crate) fn uint(&self, q: &Q, max: u64) -> Result<u64, ScenarioError> {
         let t = self.text(q)?;
-        let v = t.trim().parse::<u64>().map_err(|_| {
-            self.err(
-                Some(q.span()),
-                format!("`{t}` is not a non-negative integer"),
-                None,
-            )
-        })?;
+        let v = t
+            .trim()
+            .parse::<u64>()
+            .map_err(|_| self.err(Some(q.span()), format!("`{t}` is not a non-negative integer"), None))?;
         if v > max {
             return Err(self.err(Some(q.span()), format!("{v} is larger than {max}"), None));
         }
@@ -137,18 +111,13 @@ impl Ctx<'_> {
         match self.text(q)?.as_str() {
             "true" | "on" | "yes" | "1" => Ok(true),
             "false" | "off" | "no" | "0" => Ok(false),
-            t => Err(self.err(
-                Some(q.span()),
-                format!("`{t}` is not a boolean"),
-                Some("true or false"),
-            )),
+            t => Err(self.err(Some(q.span()), format!("`{t}` is not a boolean"), Some("true or false"))),
         }
     }
 
     pub(crate) fn handle(&self, q: &Q) -> Result<Handle, ScenarioError> {
         let t = self.text(q)?;
-        Handle::parse(&t)
-            .map_err(|e| self.err(Some(q.span()), e.0, Some("a class id such as 1:10")))
+        Handle::parse(&t).map_err(|e| self.err(Some(q.span()), e.0, Some("a class id such as 1:10")))
     }
 
     /// `"a=b,c!=d"`: all must hold.
@@ -186,10 +155,7 @@ impl Ctx<'_> {
 
 /// Resolves the scenario at `point`.
 pub fn build_case(sc: &Scenario, point: &Point) -> Result<CaseSpec, ScenarioError> {
-    let ctx = Ctx {
-        sc,
-        params: &point.params,
-    };
+    let ctx = Ctx { sc, params: &point.params };
     let f = &sc.file;
     let top = |key: &str, q: Option<&Q>| -> Option<Q> {
         match point.params.get(key) {
@@ -220,16 +186,12 @@ pub fn build_case(sc: &Scenario, point: &Point) -> Result<CaseSpec, ScenarioErro
         None => Span::from_millis(100),
     };
     if step == Span::ZERO {
-        return Err(ctx.err(
-            f.step.as_ref().map(|q| q.span()),
-            "step must be positive",
-            None,
-        ));
+        return Err(ctx.err(f.step.as_ref().map(|q| q.span()), "step must be positive", None));
     }
     let seed = match point.params.get("seed") {
-        Some(s) if !f.params.contains_key("seed") => s
-            .parse()
-            .map_err(|_| ctx.err(None, format!("seed `{s}` is not an integer"), None))?,
+        Some(s) if !f.params.contains_key("seed") => {
+            s.parse().map_err(|_| ctx.err(None, format!("seed `{s}` is not an integer"), None))?
+        }
         _ => f.seed.unwrap_or(1),
     };
     let series = match &f.series {
@@ -250,18 +212,8 @@ pub fn build_case(sc: &Scenario, point: &Point) -> Result<CaseSpec, ScenarioErro
         let mut out = Vec::new();
         for l in ls {
             let rate = l.rate.as_ref().map(|q| ctx.rate(q)).transpose()?;
-            let delay = l
-                .delay
-                .as_ref()
-                .map(|q| ctx.time(q))
-                .transpose()?
-                .unwrap_or(Span::ZERO);
-            let overhead = l
-                .overhead
-                .as_ref()
-                .map(|q| ctx.uint(q, 1 << 16))
-                .transpose()?
-                .unwrap_or(0) as u32;
+            let delay = l.delay.as_ref().map(|q| ctx.time(q)).transpose()?.unwrap_or(Span::ZERO);
+            let overhead = l.overhead.as_ref().map(|q| ctx.uint(q, 1 << 16)).transpose()?.unwrap_or(0) as u32;
             let qtext = match &l.queue {
                 Some(q) => ctx.text(q)?,
                 None => "pfifo 1000".to_string(),
@@ -278,25 +230,19 @@ pub fn build_case(sc: &Scenario, point: &Point) -> Result<CaseSpec, ScenarioErro
                 match &built {
                     Some(b) => (backend::clone_factory(&b.factory), true),
                     // Shaper disabled by its `when`: the device's default qdisc.
-                    None => (
-                        backend::queue_factory("pfifo 1000").expect("static queue spec"),
-                        false,
-                    ),
+                    None => (backend::queue_factory("pfifo 1000").expect("static queue spec"), false),
                 }
             } else {
                 let fac = backend::queue_factory(&qtext).map_err(|m| {
-                    ctx.err(l.queue.as_ref().map(|q| q.span()), m, Some("\"shaper\", \"pfifo [N]\", \"bfifo [SIZE]\" or \"pfifo_head_drop [N]\""))
+                    ctx.err(
+                        l.queue.as_ref().map(|q| q.span()),
+                        m,
+                        Some("\"shaper\", \"pfifo [N]\", \"bfifo [SIZE]\" or \"pfifo_head_drop [N]\""),
+                    )
                 })?;
                 (fac, false)
             };
-            out.push(LinkSpec {
-                name: l.name.clone(),
-                rate,
-                delay,
-                overhead,
-                queue,
-                is_shaper,
-            });
+            out.push(LinkSpec { name: l.name.clone(), rate, delay, overhead, queue, is_shaper });
         }
         Ok(out)
     };
@@ -310,11 +256,7 @@ pub fn build_case(sc: &Scenario, point: &Point) -> Result<CaseSpec, ScenarioErro
         ));
     }
     if built.is_some() && !shaper_used {
-        return Err(ctx.err(
-            None,
-            "a [shaper] is configured but no link has queue = \"shaper\"",
-            None,
-        ));
+        return Err(ctx.err(None, "a [shaper] is configured but no link has queue = \"shaper\"", None));
     }
 
     let mut flows = Vec::new();
@@ -328,23 +270,9 @@ pub fn build_case(sc: &Scenario, point: &Point) -> Result<CaseSpec, ScenarioErro
         Some(b) => (b.classes.clone(), b.wire),
         None => (Vec::new(), WireSpec::default()),
     };
-    let spec = SimSpec {
-        duration,
-        warmup,
-        step,
-        seed,
-        forward,
-        reverse,
-        classes,
-        shaper_wire,
-        flows,
-        series,
-    };
-    Ok(CaseSpec {
-        name: point.name(),
-        params: point.params.clone(),
-        spec,
-    })
+    let spec =
+        SimSpec { duration, warmup, step, seed, forward, reverse, classes, shaper_wire, flows, series };
+    Ok(CaseSpec { name: point.name(), params: point.params.clone(), spec })
 }
 
 /// The shaper as built for one case.
@@ -373,17 +301,11 @@ fn build_shaper(ctx: &Ctx, s: &ShaperFile) -> Result<BuiltShaper, ScenarioError>
     let overhead = match &s.overhead {
         Some(q) => {
             let t = ctx.text(q)?;
-            t.parse::<i32>()
-                .map_err(|_| ctx.err(Some(q.span()), format!("`{t}` is not an integer"), None))?
+            t.parse::<i32>().map_err(|_| ctx.err(Some(q.span()), format!("`{t}` is not an integer"), None))?
         }
         None => 0,
     };
-    let mpu = s
-        .mpu
-        .as_ref()
-        .map(|q| ctx.uint(q, 1 << 16))
-        .transpose()?
-        .unwrap_or(0) as u32;
+    let mpu = s.mpu.as_ref().map(|q| ctx.uint(q, 1 << 16)).transpose()?.unwrap_or(0) as u32;
     let linklayer = match &s.linklayer {
         Some(q) => match ctx.text(q)?.as_str() {
             "ethernet" => LinkLayer::Ethernet,
@@ -398,11 +320,7 @@ fn build_shaper(ctx: &Ctx, s: &ShaperFile) -> Result<BuiltShaper, ScenarioError>
         },
         None => LinkLayer::Ethernet,
     };
-    let wire = WireSpec {
-        overhead,
-        mpu,
-        linklayer,
-    };
+    let wire = WireSpec { overhead, mpu, linklayer };
     let mut rules = Vec::new();
     for m in &s.matches {
         let mut keys = Vec::new();
@@ -418,10 +336,7 @@ fn build_shaper(ctx: &Ctx, s: &ShaperFile) -> Result<BuiltShaper, ScenarioError>
         if let Some(q) = &m.mark {
             keys.push(RuleKey::Mark(ctx.uint(q, u32::MAX as u64)? as u32));
         }
-        rules.push(Rule {
-            keys,
-            class: ctx.handle(&m.class)?,
-        });
+        rules.push(Rule { keys, class: ctx.handle(&m.class)? });
     }
     let hash = match &s.hash {
         Some(h) => {
@@ -433,11 +348,7 @@ fn build_shaper(ctx: &Ctx, s: &ShaperFile) -> Result<BuiltShaper, ScenarioError>
                     Some("src-host, dst-host or flow"),
                 ));
             }
-            let cl = h
-                .classes
-                .iter()
-                .map(|q| ctx.handle(q))
-                .collect::<Result<Vec<_>, _>>()?;
+            let cl = h.classes.iter().map(|q| ctx.handle(q)).collect::<Result<Vec<_>, _>>()?;
             if cl.is_empty() {
                 return Err(ctx.err(Some(h.key.span()), "hash needs at least one class", None));
             }
@@ -447,24 +358,10 @@ fn build_shaper(ctx: &Ctx, s: &ShaperFile) -> Result<BuiltShaper, ScenarioError>
     };
     let default = s.default.as_ref().map(|q| ctx.handle(q)).transpose()?;
     let (factory, classes) = backend::shaper(ctx, s, wire)?;
-    Ok(BuiltShaper {
-        factory,
-        classes,
-        wire,
-        rules,
-        hash,
-        default,
-    })
+    Ok(BuiltShaper { factory, classes, wire, rules, hash, default })
 }
 
-fn classify(
-    b: &BuiltShaper,
-    name: &str,
-    host: &str,
-    dscp: u8,
-    mark: u32,
-    flow_hash: u32,
-) -> Option<Handle> {
+fn classify(b: &BuiltShaper, name: &str, host: &str, dscp: u8, mark: u32, flow_hash: u32) -> Option<Handle> {
     for r in &b.rules {
         let hit = r.keys.iter().all(|k| match k {
             RuleKey::Flow(f) => f == name || name.starts_with(&format!("{f}.")),
@@ -505,30 +402,10 @@ fn build_flows(
             )
         })
     };
-    let count = fl
-        .count
-        .as_ref()
-        .map(|q| ctx.uint(q, 1_000_000))
-        .transpose()?
-        .unwrap_or(1);
-    let host = fl
-        .host
-        .as_ref()
-        .map(|q| ctx.text(q))
-        .transpose()?
-        .unwrap_or_else(|| "client".into());
-    let dst = fl
-        .dst
-        .as_ref()
-        .map(|q| ctx.text(q))
-        .transpose()?
-        .unwrap_or_else(|| "server".into());
-    let size = fl
-        .size
-        .as_ref()
-        .map(|q| ctx.size(q))
-        .transpose()?
-        .unwrap_or(1514);
+    let count = fl.count.as_ref().map(|q| ctx.uint(q, 1_000_000)).transpose()?.unwrap_or(1);
+    let host = fl.host.as_ref().map(|q| ctx.text(q)).transpose()?.unwrap_or_else(|| "client".into());
+    let dst = fl.dst.as_ref().map(|q| ctx.text(q)).transpose()?.unwrap_or_else(|| "server".into());
+    let size = fl.size.as_ref().map(|q| ctx.size(q)).transpose()?.unwrap_or(1514);
     if !(20..=65535).contains(&size) {
         return Err(ctx.err(
             fl.size.as_ref().map(|q| q.span()),
@@ -536,73 +413,36 @@ fn build_flows(
             Some("20..65535 bytes"),
         ));
     }
-    let gso = fl
-        .gso_segs
-        .as_ref()
-        .map(|q| ctx.uint(q, 64))
-        .transpose()?
-        .unwrap_or(1)
-        .max(1) as u16;
+    let gso = fl.gso_segs.as_ref().map(|q| ctx.uint(q, 64)).transpose()?.unwrap_or(1).max(1) as u16;
     if size * gso as u64 > 65535 * 2 {
-        return Err(ctx.err(
-            fl.gso_segs.as_ref().map(|q| q.span()),
-            "GSO packet larger than 128 KB",
-            None,
-        ));
+        return Err(ctx.err(fl.gso_segs.as_ref().map(|q| q.span()), "GSO packet larger than 128 KB", None));
     }
-    let dscp = fl
-        .dscp
-        .as_ref()
-        .map(|q| ctx.uint(q, 63))
-        .transpose()?
-        .unwrap_or(0) as u8;
-    let tos = fl
-        .tos
-        .as_ref()
-        .map(|q| ctx.uint(q, 255))
-        .transpose()?
-        .map(|t| t as u8);
+    let dscp = fl.dscp.as_ref().map(|q| ctx.uint(q, 63)).transpose()?.unwrap_or(0) as u8;
+    let tos = fl.tos.as_ref().map(|q| ctx.uint(q, 255)).transpose()?.map(|t| t as u8);
     let dsfield = tos.unwrap_or(dscp << 2);
-    let ecn = fl
-        .ecn
-        .as_ref()
-        .map(|q| ctx.boolean(q))
-        .transpose()?
-        .unwrap_or(false);
-    let mark = fl
-        .mark
-        .as_ref()
-        .map(|q| ctx.uint(q, u32::MAX as u64))
-        .transpose()?
-        .unwrap_or(0) as u32;
-    let start = fl
-        .start
-        .as_ref()
-        .map(|q| ctx.time(q))
-        .transpose()?
-        .unwrap_or(Span::ZERO);
+    let ecn = fl.ecn.as_ref().map(|q| ctx.boolean(q)).transpose()?.unwrap_or(false);
+    let mark = fl.mark.as_ref().map(|q| ctx.uint(q, u32::MAX as u64)).transpose()?.unwrap_or(0) as u32;
+    let start = fl.start.as_ref().map(|q| ctx.time(q)).transpose()?.unwrap_or(Span::ZERO);
     let stop = fl.stop.as_ref().map(|q| ctx.time(q)).transpose()?;
     let explicit = fl.class.as_ref().map(|q| ctx.handle(q)).transpose()?;
-    let tunnel = fl.tunnel.as_ref().map(|q| ctx.text(q)).transpose()?;
+    let mut tunnel = fl.tunnel.as_ref().map(|q| ctx.text(q)).transpose()?;
+    if let Some(q) = &fl.tunnel_keys {
+        match ctx.text(q)?.as_str() {
+            "outer" | "false" | "off" => {}
+            "inner" | "true" | "on" => tunnel = None,
+            o => return Err(ctx.err(Some(q.span()), format!("tunnel_keys `{o}`"), Some("outer or inner"))),
+        }
+    }
     let traffic = match kind.as_str() {
-        "cbr" => TrafficSpec::Cbr {
-            rate: ctx.rate(&need(&fl.rate, "rate")?)?,
-        },
-        "poisson" => TrafficSpec::Poisson {
-            rate: ctx.rate(&need(&fl.rate, "rate")?)?,
-        },
+        "cbr" => TrafficSpec::Cbr { rate: ctx.rate(&need(&fl.rate, "rate")?)? },
+        "poisson" => TrafficSpec::Poisson { rate: ctx.rate(&need(&fl.rate, "rate")?)? },
         "onoff" => TrafficSpec::OnOff {
             rate: ctx.rate(&need(&fl.rate, "rate")?)?,
             on: ctx.time(&need(&fl.on, "on")?)?,
             off: ctx.time(&need(&fl.off, "off")?)?,
         },
         "backlog" => TrafficSpec::Backlog {
-            depth: fl
-                .depth
-                .as_ref()
-                .map(|q| ctx.uint(q, 100_000))
-                .transpose()?
-                .unwrap_or(4) as u32,
+            depth: fl.depth.as_ref().map(|q| ctx.uint(q, 100_000)).transpose()?.unwrap_or(4) as u32,
         },
         "tcp" => {
             let cc = match fl.cc.as_ref().map(|q| ctx.text(q)).transpose()?.as_deref() {
@@ -619,12 +459,7 @@ fn build_flows(
             TrafficSpec::Tcp {
                 cc,
                 bytes: fl.bytes.as_ref().map(|q| ctx.size(q)).transpose()?,
-                rwnd: fl
-                    .rwnd
-                    .as_ref()
-                    .map(|q| ctx.uint(q, 1 << 24))
-                    .transpose()?
-                    .unwrap_or(4096) as u32,
+                rwnd: fl.rwnd.as_ref().map(|q| ctx.uint(q, 1 << 24)).transpose()?.unwrap_or(4096) as u32,
             }
         }
         "paced" => {
@@ -632,34 +467,13 @@ fn build_flows(
                 (Some(q), _) => ctx.time(q)?,
                 // Seed 002: idealised throughput = 1/t_ipi · 1492 · 8.
                 (None, Some(q)) => ctx.rate(q)?.time_to_send(1492),
-                _ => {
-                    return Err(ctx.err(
-                        Some(fl.kind.span()),
-                        "paced flow needs t_ipi or rate",
-                        None,
-                    ))
-                }
+                _ => return Err(ctx.err(Some(fl.kind.span()), "paced flow needs t_ipi or rate", None)),
             };
             if t_ipi == Span::ZERO {
-                return Err(ctx.err(
-                    fl.t_ipi.as_ref().map(|q| q.span()),
-                    "t_ipi must be positive",
-                    None,
-                ));
+                return Err(ctx.err(fl.t_ipi.as_ref().map(|q| q.span()), "t_ipi must be positive", None));
             }
-            let timer = fl
-                .timer
-                .as_ref()
-                .map(|q| ctx.time(q))
-                .transpose()?
-                .unwrap_or(Span::ZERO);
-            let credit = match fl
-                .credit
-                .as_ref()
-                .map(|q| ctx.text(q))
-                .transpose()?
-                .as_deref()
-            {
+            let timer = fl.timer.as_ref().map(|q| ctx.time(q)).transpose()?.unwrap_or(Span::ZERO);
+            let credit = match fl.credit.as_ref().map(|q| ctx.text(q)).transpose()?.as_deref() {
                 None | Some("none") => CreditPolicy::None,
                 Some("ipi") => CreditPolicy::Ipi,
                 Some("rtt") => CreditPolicy::Rtt(ctx.time(&need(&fl.rtt, "rtt")?)?),
@@ -671,19 +485,11 @@ fn build_flows(
                     ))
                 }
             };
-            TrafficSpec::Paced {
-                t_ipi,
-                timer,
-                credit,
-            }
+            TrafficSpec::Paced { t_ipi, timer, credit }
         }
         "probe" => {
-            let interval = fl
-                .interval
-                .as_ref()
-                .map(|q| ctx.time(q))
-                .transpose()?
-                .unwrap_or(Span::from_millis(100));
+            let interval =
+                fl.interval.as_ref().map(|q| ctx.time(q)).transpose()?.unwrap_or(Span::from_millis(100));
             if interval == Span::ZERO {
                 return Err(ctx.err(
                     fl.interval.as_ref().map(|q| q.span()),
@@ -693,10 +499,9 @@ fn build_flows(
             }
             TrafficSpec::Probe { interval }
         }
-        "streams" => TrafficSpec::StreamGroup {
-            rate: ctx.rate(&need(&fl.rate, "rate")?)?,
-            streams: Vec::new(),
-        },
+        "streams" => {
+            TrafficSpec::StreamGroup { rate: ctx.rate(&need(&fl.rate, "rate")?)?, streams: Vec::new() }
+        }
         other => {
             return Err(ctx.err(
                 Some(fl.kind.span()),
@@ -705,17 +510,9 @@ fn build_flows(
             ))
         }
     };
-    let size = if kind == "probe" && fl.size.is_none() {
-        98
-    } else {
-        size
-    };
+    let size = if kind == "probe" && fl.size.is_none() { 98 } else { size };
     for i in 0..count {
-        let name = if count > 1 {
-            format!("{}.{}", fl.name, i + 1)
-        } else {
-            fl.name.clone()
-        };
+        let name = if count > 1 { format!("{}.{}", fl.name, i + 1) } else { fl.name.clone() };
         let mut fs = FlowSpec::new(&name, &host, traffic.clone());
         fs.dst = dst.clone();
         fs.size = size as u32;
@@ -729,9 +526,8 @@ fn build_flows(
             Some(t) => name_hash(t),
             None => name_hash(&format!("{host}>{dst}:{name}")),
         };
-        let class = explicit.or_else(|| {
-            b.and_then(|b| classify(b, &name, &host, dsfield >> 2, mark, fs.flow_hash))
-        });
+        let class =
+            explicit.or_else(|| b.and_then(|b| classify(b, &name, &host, dsfield >> 2, mark, fs.flow_hash)));
         fs.class_path = class.into_iter().collect();
         if let TrafficSpec::StreamGroup { rate, .. } = &traffic {
             let group_idx = out.len();
@@ -743,28 +539,16 @@ fn build_flows(
                 let mut m = FlowSpec::new(&st.name, &host, TrafficSpec::Member);
                 m.size = ssize;
                 m.dst = dst.clone();
-                m.dsfield = st
-                    .dscp
-                    .as_ref()
-                    .map(|q| ctx.uint(q, 63))
-                    .transpose()?
-                    .unwrap_or(0) as u8
-                    * 4;
+                m.dsfield = st.dscp.as_ref().map(|q| ctx.uint(q, 63)).transpose()?.unwrap_or(0) as u8 * 4;
                 m.start = start;
                 m.stop = stop;
                 m.flow_hash = name_hash(&format!("{host}>{dst}:{}", st.name));
                 let c = match &st.class {
                     Some(q) => Some(ctx.handle(q)?),
-                    None => {
-                        b.and_then(|b| classify(b, &st.name, &host, m.dsfield >> 2, 0, m.flow_hash))
-                    }
+                    None => b.and_then(|b| classify(b, &st.name, &host, m.dsfield >> 2, 0, m.flow_hash)),
                 };
                 m.class_path = c.into_iter().collect();
-                streams.push(StreamSpec {
-                    flow: out.len(),
-                    size: ssize,
-                    burst,
-                });
+                streams.push(StreamSpec { flow: out.len(), size: ssize, burst });
                 out.push(m);
             }
             if streams.is_empty() {
@@ -774,10 +558,7 @@ fn build_flows(
                     None,
                 ));
             }
-            out[group_idx].traffic = TrafficSpec::StreamGroup {
-                rate: *rate,
-                streams,
-            };
+            out[group_idx].traffic = TrafficSpec::StreamGroup { rate: *rate, streams };
         } else {
             out.push(fs);
         }

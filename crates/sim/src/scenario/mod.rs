@@ -9,9 +9,7 @@ pub use build::{build_case, CaseSpec, Ctx};
 pub use error::{line_col, ScenarioError};
 
 use file::{Scalar, ScenarioFile, SweepFile};
-use sluice_core::units::{
-    format_rate, format_size, format_time, parse_rate, parse_size, parse_time,
-};
+use sluice_core::units::{format_rate, format_size, format_time, parse_rate, parse_size, parse_time};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -43,11 +41,7 @@ impl Point {
         if self.swept.is_empty() {
             "default".to_string()
         } else {
-            self.swept
-                .iter()
-                .map(|(k, v)| format!("{k}={v}"))
-                .collect::<Vec<_>>()
-                .join(",")
+            self.swept.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(",")
         }
     }
 }
@@ -57,12 +51,7 @@ impl Scenario {
     pub fn parse(path: &str, src: &str) -> Result<Scenario, ScenarioError> {
         let file: ScenarioFile = toml::from_str(src).map_err(|e| error::from_toml(path, src, e))?;
         let dir = Path::new(path).parent().map(|p| p.to_path_buf());
-        Ok(Scenario {
-            path: path.to_string(),
-            dir,
-            src: src.to_string(),
-            file,
-        })
+        Ok(Scenario { path: path.to_string(), dir, src: src.to_string(), file })
     }
 
     /// Reads and parses a scenario file.
@@ -75,10 +64,7 @@ impl Scenario {
 
     /// A built-in scenario by name, or a file path.
     pub fn find(name_or_path: &str) -> Result<Scenario, ScenarioError> {
-        if let Some((_, _, src)) = crate::builtin::BUILTIN
-            .iter()
-            .find(|(n, _, _)| *n == name_or_path)
-        {
+        if let Some((_, _, src)) = crate::builtin::BUILTIN.iter().find(|(n, _, _)| *n == name_or_path) {
             return Scenario::parse(&format!("<builtin:{name_or_path}>"), src);
         }
         let p = Path::new(name_or_path);
@@ -108,12 +94,8 @@ impl Scenario {
     /// A `--set` value with commas (`rate=1gbit,5gbit`) sweeps that parameter; a single value
     /// fixes a swept one. Top-level `duration`, `warmup`, `step` and `seed` may be set too.
     pub fn points(&self, overrides: &[(String, String)]) -> Result<Vec<Point>, ScenarioError> {
-        let mut params: BTreeMap<String, String> = self
-            .file
-            .params
-            .iter()
-            .map(|(k, v)| (k.clone(), v.get_ref().text()))
-            .collect();
+        let mut params: BTreeMap<String, String> =
+            self.file.params.iter().map(|(k, v)| (k.clone(), v.get_ref().text())).collect();
         let mut sweep: Vec<(String, Vec<String>)> = Vec::new();
         for (k, v) in &self.file.sweep {
             let vals = self.sweep_values(k, v)?;
@@ -132,11 +114,8 @@ impl Scenario {
                     Some(format!("parameters: {}", known.join(", "))),
                 ));
             }
-            let vals: Vec<String> = v
-                .split(',')
-                .map(|s| s.trim().to_string())
-                .filter(|s| !s.is_empty())
-                .collect();
+            let vals: Vec<String> =
+                v.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect();
             sweep.retain(|(s, _)| s != k);
             if vals.len() > 1 {
                 sweep.push((k.clone(), vals));
@@ -144,10 +123,7 @@ impl Scenario {
                 params.insert(k.clone(), vals.into_iter().next().unwrap_or_default());
             }
         }
-        let mut points = vec![Point {
-            params: params.clone(),
-            swept: Vec::new(),
-        }];
+        let mut points = vec![Point { params: params.clone(), swept: Vec::new() }];
         for (k, vals) in &sweep {
             let mut next = Vec::with_capacity(points.len() * vals.len());
             for p in &points {
@@ -163,11 +139,7 @@ impl Scenario {
         Ok(points)
     }
 
-    fn sweep_values(
-        &self,
-        key: &str,
-        v: &toml::Spanned<SweepFile>,
-    ) -> Result<Vec<String>, ScenarioError> {
+    fn sweep_values(&self, key: &str, v: &toml::Spanned<SweepFile>) -> Result<Vec<String>, ScenarioError> {
         let span = Some(v.span());
         match v.get_ref() {
             SweepFile::List(l) => {
@@ -185,20 +157,16 @@ impl Scenario {
                 type P = fn(&str) -> Option<(f64, Box<dyn Fn(f64) -> String>)>;
                 let kinds: [P; 4] = [
                     |s| {
-                        s.parse::<f64>().ok().map(|x| {
-                            (
-                                x,
-                                Box::new(|v: f64| trim_num(v)) as Box<dyn Fn(f64) -> String>,
-                            )
-                        })
+                        s.parse::<f64>()
+                            .ok()
+                            .map(|x| (x, Box::new(|v: f64| trim_num(v)) as Box<dyn Fn(f64) -> String>))
                     },
                     |s| {
                         parse_rate(s).ok().map(|r| {
                             (
                                 r.bps() as f64,
-                                Box::new(|v: f64| {
-                                    format_rate(sluice_core::Rate::from_bps(v.round() as u64))
-                                }) as _,
+                                Box::new(|v: f64| format_rate(sluice_core::Rate::from_bps(v.round() as u64)))
+                                    as _,
                             )
                         })
                     },
@@ -213,24 +181,15 @@ impl Scenario {
                         })
                     },
                     |s| {
-                        parse_size(s).ok().map(|b| {
-                            (
-                                b as f64,
-                                Box::new(|v: f64| format_size(v.round() as u64)) as _,
-                            )
-                        })
+                        parse_size(s)
+                            .ok()
+                            .map(|b| (b as f64, Box::new(|v: f64| format_size(v.round() as u64)) as _))
                     },
                 ];
                 for k in kinds {
-                    if let (Some((a, fmt)), Some((b, _)), Some((st, _))) =
-                        (k(&from), k(&to), k(&step))
-                    {
+                    if let (Some((a, fmt)), Some((b, _)), Some((st, _))) = (k(&from), k(&to), k(&step)) {
                         if st <= 0.0 || b < a {
-                            return Err(self.err(
-                                span,
-                                "range needs from <= to and step > 0",
-                                None,
-                            ));
+                            return Err(self.err(span, "range needs from <= to and step > 0", None));
                         }
                         let n = ((b - a) / st + 1e-9).floor() as usize + 1;
                         if n > 100_000 {
