@@ -9,10 +9,11 @@ use crate::scenario::ScenarioError;
 use crate::shaper::ExactShaper;
 use sluice_core::fifo::{Fifo, FifoKind};
 use sluice_core::fq_codel::{FqCodel, FqCodelConfig};
+use sluice_core::htb::{Htb, HtbClassConfig, HtbConfig};
 use sluice_core::prio::{PfifoFast, PfifoFastConfig};
-use sluice_core::tbf::{Tbf, TbfConfig};
+
 use sluice_core::units::{parse_size, parse_time};
-use sluice_core::{Qdisc, Rate, Span, Time, WireSpec};
+use sluice_core::{ConfigError, Handle, Qdisc, Rate, Span, Time, WireSpec};
 use std::sync::Arc;
 
 /// A shared queue builder.
@@ -141,7 +142,7 @@ pub(crate) fn shaper(
     let leaf_text =
         first.leaf.as_ref().map(|q| ctx.text(q)).transpose()?.unwrap_or_else(|| "pfifo 1000".into());
     let leaf_span = first.leaf.as_ref().map(|q| q.span());
-    let leaf = shared_queue(&leaf_text).map_err(|m| {
+    let _leaf = shared_queue(&leaf_text).map_err(|m| {
         ctx.err(leaf_span.clone(), m, Some("pfifo N, bfifo SIZE, pfifo_fast, fq_codel [...]"))
     })?;
     let pfifo_limit = match leaf_text.split_whitespace().collect::<Vec<_>>()[..] {
@@ -173,43 +174,33 @@ pub(crate) fn shaper(
                 classes,
             ))
         }
-        "htb" | "sluice" | "exact" => {
-            // Until HTB is merged, a single class is served by the exact token bucket that HTB's
-            // leaves are made of; hierarchies are refused rather than approximated.
+        "exact" => {
+            // One exact token bucket over the leaf: the reference line, no HTB machinery.
             if classes.len() != 1 {
                 return Err(ctx.err(
-                    s.kind.as_ref().map(|q| q.span()).or(Some(first.id.span())),
-                    "HTB hierarchies need the htb qdisc, which is not merged into this build yet",
-                    Some("use a single [[shaper.class]] for now"),
+                    s.kind.as_ref().map(|q| q.span()),
+                    "the exact shaper has exactly one class",
+                    None,
                 ));
             }
-            let c = &classes[0];
-            let rate = c.ceil;
+            let rate = classes[0].ceil;
             let burst = match &first.burst {
                 Some(q) => ctx.size(q)?,
                 None => default_burst(rate),
             };
-            match pfifo_limit {
-                Some(limit) => Ok((
-                    Arc::new(move || Box::new(ExactShaper::new(rate, burst, wire, limit)) as Box<dyn Qdisc>),
-                    classes,
-                )),
-                None => {
-                    // Another leaf: a TBF (the same exact bucket) with that leaf as its child.
-                    let mut cfg = TbfConfig::new(rate, burst.max(65536 * 2), 1 << 30);
-                    cfg.wire = wire;
-                    Tbf::new(cfg).map_err(|e| ctx.err(Some(first.rate.span()), e.to_string(), None))?;
-                    Ok((
-                        Arc::new(move || {
-                            let mut t = Tbf::new(cfg).expect("validated above");
-                            t.set_child(leaf(), Time::ZERO);
-                            Box::new(t) as Box<dyn Qdisc>
-                        }),
-                        classes,
-                    ))
-                }
-            }
+            let Some(limit) = pfifo_limit else {
+                return Err(ctx.err(
+                    leaf_span,
+                    "the exact shaper has a pfifo leaf only",
+                    Some("leaf = \"pfifo N\""),
+                ));
+            };
+            Ok((
+                Arc::new(move || Box::new(ExactShaper::new(rate, burst, wire, limit)) as Box<dyn Qdisc>),
+                classes,
+            ))
         }
+        "htb" | "sluice" => htb(ctx, s, wire, classes),
         other => Err(ctx.err(
             s.kind.as_ref().map(|q| q.span()),
             format!("unknown shaper kind `{other}`"),
@@ -223,4 +214,84 @@ pub(crate) fn shaper(
 /// cannot cost rate. Sluice's own default in the htb component may differ.
 pub(crate) fn default_burst(rate: Rate) -> u64 {
     (rate.bytes_per_sec() / 1000).max(1600) + 1600
+}
+
+/// Sluice's HTB (`sluice_core::htb`) from the structured form.
+fn htb(
+    ctx: &Ctx,
+    s: &ShaperFile,
+    wire: WireSpec,
+    classes: Vec<ClassSpec>,
+) -> Result<(SharedFactory, Vec<ClassSpec>), ScenarioError> {
+    let major = classes[0].id.major();
+    let handle = Handle::new(major, 0);
+    let default_class = match &s.default {
+        Some(q) => {
+            let h = ctx.handle(q)?;
+            if h.major() != major {
+                return Err(ctx.err(
+                    Some(q.span()),
+                    format!("default class {h} is not a class of {handle}"),
+                    None,
+                ));
+            }
+            h.minor()
+        }
+        None => 0,
+    };
+    let cfg = HtbConfig { default_class, ..HtbConfig::default() };
+    let mut list = Vec::new();
+    let mut leaves: Vec<(Handle, SharedFactory)> = Vec::new();
+    let parents: Vec<Handle> =
+        s.class.iter().filter_map(|c| c.parent.as_ref()).map(|q| ctx.handle(q)).collect::<Result<_, _>>()?;
+    for (c, spec) in s.class.iter().zip(&classes) {
+        let parent = match &c.parent {
+            Some(q) => ctx.handle(q)?,
+            None => handle,
+        };
+        let mut cc = HtbClassConfig::new(spec.rate).ceil(spec.ceil);
+        cc.wire = wire;
+        if let Some(q) = &c.burst {
+            cc = cc.burst(ctx.size(q)?);
+        }
+        if let Some(q) = &c.cburst {
+            cc = cc.cburst(ctx.size(q)?);
+        }
+        if let Some(q) = &c.prio {
+            cc = cc.prio(ctx.uint(q, 7)? as u8);
+        }
+        if let Some(q) = &c.quantum {
+            cc = cc.quantum(ctx.size(q)? as u32);
+        }
+        list.push((spec.id, parent, cc));
+        if !parents.contains(&spec.id) {
+            let text =
+                c.leaf.as_ref().map(|q| ctx.text(q)).transpose()?.unwrap_or_else(|| "pfifo 1000".into());
+            let f = shared_queue(&text).map_err(|m| {
+                ctx.err(
+                    c.leaf.as_ref().map(|q| q.span()),
+                    m,
+                    Some("pfifo N, bfifo SIZE, pfifo_fast, fq_codel [...]"),
+                )
+            })?;
+            leaves.push((spec.id, f));
+        } else if let Some(q) = &c.leaf {
+            return Err(ctx.err(
+                Some(q.span()),
+                format!("class {} has children, so it has no leaf qdisc", spec.id),
+                None,
+            ));
+        }
+    }
+    let build = move || -> Result<Htb, ConfigError> {
+        let (mut h, _warnings) = Htb::build(handle, cfg.clone(), &list, Time::ZERO)?;
+        for (id, f) in &leaves {
+            h.set_leaf_qdisc(*id, f())?;
+        }
+        Ok(h)
+    };
+    build().map_err(|e| ctx.err(s.class.first().map(|c| c.id.span()), e.to_string(), None))?;
+    // Report the leaves: the simulator accounts each packet to its leaf class.
+    let reported = classes.into_iter().filter(|c| !parents.contains(&c.id)).collect();
+    Ok((Arc::new(move || Box::new(build().expect("validated above")) as Box<dyn Qdisc>), reported))
 }

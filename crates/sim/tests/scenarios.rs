@@ -141,3 +141,26 @@ fn tunnel_keys_separate_the_ping_from_the_bulk_upload() {
     assert!(inner.latency_ms.p99 < outer.latency_ms.p99, "{:?} vs {:?}", inner.latency_ms, outer.latency_ms);
     assert!(inner.jitter_ms < outer.jitter_ms);
 }
+
+#[test]
+fn home_uplink_shaper_protects_voip_and_splits_hosts_evenly() {
+    let r = sim("home-uplink", &[("load", "flood"), ("duration", "6s")]);
+    let voip = |sh: &str| {
+        case(&r, &[&format!("shaper={sh}"), "test=voip"])
+            .flows
+            .iter()
+            .find(|f| f.name == "voip")
+            .unwrap()
+            .clone()
+    };
+    assert!(voip("off").loss_pct > 30.0, "unshaped flood: {}", voip("off").loss_pct);
+    assert_eq!(voip("on").loss_pct, 0.0, "shaped VoIP must not lose packets");
+    assert!(voip("on").latency_ms.p99 < 30.0, "{:?}", voip("on").latency_ms);
+    // HostB's single upload gets half the shaped rate beside HostA's flood.
+    let b =
+        case(&r, &["shaper=on", "test=scp"]).flows.iter().find(|f| f.name == "scpB").unwrap().achieved_bps;
+    assert!(b > 0.4 * 4.6e6 && b < 0.6 * 4.6e6, "HostB share {b}");
+    let b_off =
+        case(&r, &["shaper=off", "test=scp"]).flows.iter().find(|f| f.name == "scpB").unwrap().achieved_bps;
+    assert!(b_off < 0.1 * 4.6e6, "unshaped flood should drown HostB: {b_off}");
+}
