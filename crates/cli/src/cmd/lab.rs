@@ -58,9 +58,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
                 lab.client_ns(),
                 lab.shaper_ns(),
                 lab.server_ns(),
-                modem
-                    .map(|m| format!(", modem tbf {m}"))
-                    .unwrap_or_default()
+                modem.map(|m| format!(", modem tbf {m}")).unwrap_or_default()
             );
         }
         Action::Down { all } => {
@@ -89,11 +87,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
                 println!(
                     "lab `{}`: {}",
                     lab.tag(),
-                    if s.complete {
-                        "up"
-                    } else {
-                        "INCOMPLETE (run `sluice lab up` to rebuild)"
-                    }
+                    if s.complete { "up" } else { "INCOMPLETE (run `sluice lab up` to rebuild)" }
                 );
                 println!("  namespaces: {}", s.namespaces.join(" "));
                 if let Some(p) = s.path {
