@@ -43,6 +43,10 @@ enum Command {
     Lint(cmd::lint::Args),
     /// Draw the qdisc/class/filter tree as Graphviz DOT or SVG.
     Viz(cmd::viz::Args),
+    /// Run an experiment on the lab (rate-sweep, rrul, home-uplink) and write results JSON.
+    Measure(cmd::measure::Args),
+    /// Side-by-side table and overlay plot of results JSON files.
+    Compare(cmd::compare::Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -62,6 +66,8 @@ fn main() -> std::process::ExitCode {
         Command::Export(a) => cmd::export::run(a),
         Command::Lint(a) => cmd::lint::run(a),
         Command::Viz(a) => cmd::viz::run(a),
+        Command::Measure(a) => cmd::measure::run(a),
+        Command::Compare(a) => cmd::compare::run(a),
     };
     match result {
         Ok(code) => code,
