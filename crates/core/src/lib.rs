@@ -20,6 +20,7 @@ pub mod filter;
 pub mod flow_keys;
 pub mod fq_codel;
 pub mod handle;
+pub mod htb;
 pub mod packet;
 pub mod qdisc;
 pub mod rate;
