@@ -21,6 +21,20 @@ enum Command {
     Lab(cmd::lab::Args),
     /// Program the kernel's tc through netlink (or print tc commands with --dry-run).
     Apply(cmd::apply::Args),
+    /// iproute2 tc on emulated devices (state in a JSON file).
+    Tc(cmd::tc::Args),
+    /// `ip link add|del|show` for emulated dummy/veth devices.
+    Ip(cmd::ip::Args),
+    /// Shape real traffic between two interfaces (AF_PACKET rings, the core engine).
+    Shape(cmd::shape::Args),
+    /// Statistics from a running `sluice shape`.
+    Stats(cmd::stats::Args),
+    /// Swap a running shaper's configuration without losing queued packets.
+    Reload(cmd::reload::Args),
+    /// Run a scenario on the virtual clock (no root, no network) and report.
+    Simulate(cmd::simulate::Args),
+    /// List the built-in scenarios.
+    Scenarios(cmd::scenarios::Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -29,6 +43,13 @@ fn main() -> std::process::ExitCode {
         Command::Rate(a) => cmd::rate::run(a),
         Command::Lab(a) => cmd::lab::run(a),
         Command::Apply(a) => cmd::apply::run(a),
+        Command::Tc(a) => cmd::tc::run(a, cmd::tc::Tool::Tc),
+        Command::Ip(a) => cmd::ip::run(a),
+        Command::Shape(a) => cmd::shape::run(a),
+        Command::Stats(a) => cmd::stats::run(a),
+        Command::Reload(a) => cmd::reload::run(a),
+        Command::Simulate(a) => cmd::simulate::run_cmd(a),
+        Command::Scenarios(a) => cmd::scenarios::run(a),
     };
     match result {
         Ok(code) => code,

@@ -140,14 +140,7 @@ impl Classifier {
             by_id.insert(c.classid.0, i);
             by_minor.insert(c.classid.minor(), i);
         }
-        self.shapes.insert(
-            shape.handle.major(),
-            ShapeIndex {
-                shape,
-                by_id,
-                by_minor,
-            },
-        );
+        self.shapes.insert(shape.handle.major(), ShapeIndex { shape, by_id, by_minor });
         Ok(())
     }
 
@@ -159,8 +152,7 @@ impl Classifier {
     /// Forgets a qdisc: its shape and the filters of it and its classes.
     pub fn remove_qdisc(&mut self, handle: Handle) {
         self.shapes.remove(&handle.major());
-        self.lists
-            .retain(|p, _| Handle(*p).major() != handle.major());
+        self.lists.retain(|p, _| Handle(*p).major() != handle.major());
         if self.root == Some(handle.qdisc()) {
             self.root = None;
         }
@@ -168,14 +160,8 @@ impl Classifier {
 
     fn resolve(&self, parent: Handle) -> Result<Handle, FilterError> {
         match parent {
-            Handle::ROOT => self
-                .root
-                .ok_or_else(|| FilterError::NotFound("no root qdisc".into())),
-            Handle::UNSPEC => Err(FilterError::invalid(
-                "filter",
-                "parent",
-                "a parent is required",
-            )),
+            Handle::ROOT => self.root.ok_or_else(|| FilterError::NotFound("no root qdisc".into())),
+            Handle::UNSPEC => Err(FilterError::invalid("filter", "parent", "a parent is required")),
             p => Ok(p),
         }
     }
@@ -366,11 +352,7 @@ fn fallback(shape: &QdiscShape, prio: u32) -> Handle {
     match shape.fallback {
         Fallback::Class(c) => c,
         Fallback::Priomap(map) => {
-            let i = if prio & 0xFFFF_0000 != 0 {
-                0
-            } else {
-                (prio & 15) as usize
-            };
+            let i = if prio & 0xFFFF_0000 != 0 { 0 } else { (prio & 15) as usize };
             map[i]
         }
     }

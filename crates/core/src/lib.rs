@@ -22,9 +22,11 @@ pub mod fq_codel;
 pub mod handle;
 pub mod htb;
 pub mod packet;
+pub mod prio;
 pub mod qdisc;
 pub mod rate;
 pub mod reference_htb;
+pub mod tbf;
 pub mod time;
 pub mod units;
 

@@ -98,9 +98,7 @@ pub fn resolve_classes(tree: &Tree, policy: BurstPolicy) -> Vec<ResolvedClass> {
         .iter()
         .map(|c| ResolvedClass {
             burst: c.burst.unwrap_or_else(|| auto_burst(c.rate, c.mtu, policy)),
-            cburst: c
-                .cburst
-                .unwrap_or_else(|| auto_burst(c.ceil, c.mtu, policy)),
+            cburst: c.cburst.unwrap_or_else(|| auto_burst(c.ceil, c.mtu, policy)),
             burst_auto: c.burst.is_none(),
             spec: c.clone(),
         })
@@ -129,27 +127,12 @@ mod tbf_attr {
 
 /// The netlink request that creates qdisc `q` on `ifindex`.
 pub fn qdisc_msg(ifindex: i32, q: &QdiscSpec, replace: bool) -> Msg {
-    let fl = flags::REQUEST
-        | flags::ACK
-        | flags::CREATE
-        | if replace { flags::REPLACE } else { flags::EXCL };
-    let mut m = Msg::tc(
-        rtm::NEWQDISC,
-        fl,
-        TcMsg {
-            ifindex,
-            handle: q.handle.0,
-            parent: q.parent.raw(),
-            info: 0,
-        },
-    );
+    let fl = flags::REQUEST | flags::ACK | flags::CREATE | if replace { flags::REPLACE } else { flags::EXCL };
+    let mut m =
+        Msg::tc(rtm::NEWQDISC, fl, TcMsg { ifindex, handle: q.handle.0, parent: q.parent.raw(), info: 0 });
     m.attr_str(tca::KIND, q.kind.name());
     match &q.kind {
-        QdiscKind::Htb {
-            default,
-            r2q,
-            direct_qlen,
-        } => {
+        QdiscKind::Htb { default, r2q, direct_qlen } => {
             let mut glob = Vec::with_capacity(20);
             for v in [3u32, *r2q, *default, 0, 0] {
                 glob.extend_from_slice(&v.to_ne_bytes());
@@ -161,23 +144,14 @@ pub fn qdisc_msg(ifindex: i32, q: &QdiscSpec, replace: bool) -> Msg {
             }
             m.end_nest();
         }
-        QdiscKind::Tbf {
-            rate,
-            burst,
-            limit,
-            peak,
-        } => {
+        QdiscKind::Tbf { rate, burst, limit, peak } => {
             let (r, rtab) = ratespec(*rate, 0, 0, 0);
             let mut opt = Vec::with_capacity(36);
             opt.extend_from_slice(&r);
             let (p, ptab, mtu_ticks) = match peak {
                 Some((prate, mtu)) => {
                     let (p, t) = ratespec(*prate, *mtu, 0, 0);
-                    (
-                        p,
-                        Some(t),
-                        xmittime_ticks(prate.bytes_per_sec(), *mtu as u64),
-                    )
+                    (p, Some(t), xmittime_ticks(prate.bytes_per_sec(), *mtu as u64))
                 }
                 None => ([0u8; 12], None, 0),
             };
@@ -191,10 +165,7 @@ pub fn qdisc_msg(ifindex: i32, q: &QdiscSpec, replace: bool) -> Msg {
                 m.attr(tbf_attr::RATE64, &rate.bytes_per_sec().to_ne_bytes());
             }
             m.attr(tbf_attr::RTAB, &rtab);
-            m.attr(
-                tbf_attr::BURST,
-                &((*burst).min(u32::MAX as u64) as u32).to_ne_bytes(),
-            );
+            m.attr(tbf_attr::BURST, &((*burst).min(u32::MAX as u64) as u32).to_ne_bytes());
             if let (Some((prate, mtu)), Some(ptab)) = (peak, ptab) {
                 if prate.bytes_per_sec() >= 1 << 32 {
                     m.attr(tbf_attr::PRATE64, &prate.bytes_per_sec().to_ne_bytes());
@@ -216,16 +187,8 @@ pub fn qdisc_msg(ifindex: i32, q: &QdiscSpec, replace: bool) -> Msg {
 pub fn class_msg(ifindex: i32, c: &ResolvedClass) -> Msg {
     let s = &c.spec;
     let fl = flags::REQUEST | flags::ACK | flags::CREATE | flags::REPLACE;
-    let mut m = Msg::tc(
-        rtm::NEWTCLASS,
-        fl,
-        TcMsg {
-            ifindex,
-            handle: s.classid.0,
-            parent: s.parent.0,
-            info: 0,
-        },
-    );
+    let mut m =
+        Msg::tc(rtm::NEWTCLASS, fl, TcMsg { ifindex, handle: s.classid.0, parent: s.parent.0, info: 0 });
     m.attr_str(tca::KIND, "htb");
     let (r, rtab) = ratespec(s.rate, s.mtu, s.overhead, s.mpu);
     let (cr, ctab) = ratespec(s.ceil, s.mtu, s.overhead, s.mpu);
@@ -256,15 +219,7 @@ pub fn class_msg(ifindex: i32, c: &ResolvedClass) -> Msg {
 }
 
 fn handle_str(h: Handle) -> String {
-    format!(
-        "{:x}:{}",
-        h.major(),
-        if h.minor() == 0 {
-            String::new()
-        } else {
-            format!("{:x}", h.minor())
-        }
-    )
+    format!("{:x}:{}", h.major(), if h.minor() == 0 { String::new() } else { format!("{:x}", h.minor()) })
 }
 
 fn parent_str(p: Parent) -> String {
@@ -285,23 +240,14 @@ pub fn tc_commands(dev: &str, tree: &Tree, policy: BurstPolicy) -> Vec<String> {
             q.kind.name()
         );
         let opts = match &q.kind {
-            QdiscKind::Htb {
-                default,
-                r2q,
-                direct_qlen,
-            } => {
+            QdiscKind::Htb { default, r2q, direct_qlen } => {
                 let mut s = format!(" default 0x{default:x} r2q {r2q}");
                 if let Some(d) = direct_qlen {
                     s += &format!(" direct_qlen {d}");
                 }
                 s
             }
-            QdiscKind::Tbf {
-                rate,
-                burst,
-                limit,
-                peak,
-            } => {
+            QdiscKind::Tbf { rate, burst, limit, peak } => {
                 let mut s = format!(" rate {} burst {burst}b limit {limit}b", format_rate(*rate));
                 if let Some((p, mtu)) = peak {
                     s += &format!(" peakrate {} mtu {mtu}", format_rate(*p));
@@ -380,32 +326,17 @@ pub struct ApplyReport {
 pub fn apply(dev: &str, tree: &Tree, policy: BurstPolicy) -> Result<ApplyReport, LabError> {
     let mut nl = Netlink::open()?;
     let ifindex = nl.ifindex(dev)?;
-    let mut rep = ApplyReport {
-        applied: vec![],
-        refused: vec![],
-        notes: vec![],
-    };
+    let mut rep = ApplyReport { applied: vec![], refused: vec![], notes: vec![] };
     if tree.root().is_none() {
-        return Err(LabError::Config(
-            "the configuration has no root qdisc".into(),
-        ));
+        return Err(LabError::Config("the configuration has no root qdisc".into()));
     }
     clear_root(&mut nl, ifindex)?;
-    let try_req = |nl: &mut Netlink, what: String, mut m: Msg, rep: &mut ApplyReport| match nl
-        .request(&mut m)
+    let try_req = |nl: &mut Netlink, what: String, mut m: Msg, rep: &mut ApplyReport| match nl.request(&mut m)
     {
         Ok(()) => rep.applied.push(what),
-        Err(LabError::Kernel {
-            errno,
-            message,
-            strerror,
-        }) => rep.refused.push(format!(
+        Err(LabError::Kernel { errno, message, strerror }) => rep.refused.push(format!(
             "{what}: kernel said: {} ({strerror}, errno {errno})",
-            if message.is_empty() {
-                "no message".to_string()
-            } else {
-                message
-            }
+            if message.is_empty() { "no message".to_string() } else { message }
         )),
         Err(e) => rep.refused.push(format!("{what}: {e}")),
     };
@@ -449,21 +380,14 @@ pub fn apply(dev: &str, tree: &Tree, policy: BurstPolicy) -> Result<ApplyReport,
         }
         try_req(
             &mut nl,
-            format!(
-                "qdisc {} {} {}",
-                q.kind.name(),
-                handle_str(q.handle),
-                parent_str(q.parent)
-            ),
+            format!("qdisc {} {} {}", q.kind.name(), handle_str(q.handle), parent_str(q.parent)),
             qdisc_msg(ifindex, q, true),
             &mut rep,
         );
     }
     for f in &tree.filters {
-        rep.refused.push(format!(
-            "filter `{}`: the kernel backend does not program filters yet",
-            f.args.join(" ")
-        ));
+        rep.refused
+            .push(format!("filter `{}`: the kernel backend does not program filters yet", f.args.join(" ")));
     }
     Ok(rep)
 }
@@ -479,12 +403,7 @@ fn clear_root(nl: &mut Netlink, ifindex: i32) -> Result<(), LabError> {
     let mut m = Msg::tc(
         rtm::DELQDISC,
         flags::REQUEST | flags::ACK,
-        TcMsg {
-            ifindex,
-            handle: 0,
-            parent: netlink::TC_H_ROOT,
-            info: 0,
-        },
+        TcMsg { ifindex, handle: 0, parent: netlink::TC_H_ROOT, info: 0 },
     );
     match nl.request(&mut m) {
         Ok(()) => Ok(()),
@@ -610,29 +529,15 @@ pub fn read_back(dev: &str) -> Result<Vec<KObject>, LabError> {
     let qd = nl.dump(&mut Msg::tc(
         rtm::GETQDISC,
         flags::REQUEST | flags::DUMP,
-        TcMsg {
-            ifindex,
-            ..TcMsg::default()
-        },
+        TcMsg { ifindex, ..TcMsg::default() },
     ))?;
-    out.extend(
-        qd.iter()
-            .filter(|o| o.tc.ifindex == ifindex)
-            .map(|o| decode(o, true)),
-    );
+    out.extend(qd.iter().filter(|o| o.tc.ifindex == ifindex).map(|o| decode(o, true)));
     let cl = nl.dump(&mut Msg::tc(
         rtm::GETTCLASS,
         flags::REQUEST | flags::DUMP,
-        TcMsg {
-            ifindex,
-            ..TcMsg::default()
-        },
+        TcMsg { ifindex, ..TcMsg::default() },
     ))?;
-    out.extend(
-        cl.iter()
-            .filter(|o| o.tc.ifindex == ifindex)
-            .map(|o| decode(o, false)),
-    );
+    out.extend(cl.iter().filter(|o| o.tc.ifindex == ifindex).map(|o| decode(o, false)));
     Ok(out)
 }
 
@@ -665,13 +570,11 @@ pub fn compare(tree: &Tree, policy: BurstPolicy, kernel: &[KObject]) -> Vec<Stri
             ));
         }
         match &q.kind {
-            QdiscKind::Htb { default, .. } if k.htb_default != Some(*default) => {
-                diffs.push(format!(
-                    "qdisc {}: default {:?} in the kernel, {default:#x} in the model",
-                    handle_str(q.handle),
-                    k.htb_default
-                ))
-            }
+            QdiscKind::Htb { default, .. } if k.htb_default != Some(*default) => diffs.push(format!(
+                "qdisc {}: default {:?} in the kernel, {default:#x} in the model",
+                handle_str(q.handle),
+                k.htb_default
+            )),
             QdiscKind::Tbf { rate, limit, .. } => {
                 if k.rate != Some(*rate) {
                     diffs.push(format!(
@@ -688,23 +591,21 @@ pub fn compare(tree: &Tree, policy: BurstPolicy, kernel: &[KObject]) -> Vec<Stri
                     ));
                 }
             }
-            QdiscKind::Pfifo(Some(l)) | QdiscKind::Bfifo(Some(l)) if k.limit != Some(*l) => diffs
-                .push(format!(
+            QdiscKind::Pfifo(Some(l)) | QdiscKind::Bfifo(Some(l)) if k.limit != Some(*l) => {
+                diffs.push(format!(
                     "{} {}: limit {:?} in the kernel, {l} in the model",
                     q.kind.name(),
                     handle_str(q.handle),
                     k.limit
-                )),
+                ))
+            }
             _ => {}
         }
     }
     for c in resolve_classes(tree, policy) {
         let s = &c.spec;
         let Some(k) = kernel.iter().find(|k| !k.is_qdisc && k.handle == s.classid) else {
-            diffs.push(format!(
-                "class {} is missing in the kernel",
-                handle_str(s.classid)
-            ));
+            diffs.push(format!("class {} is missing in the kernel", handle_str(s.classid)));
             continue;
         };
         if k.rate != Some(s.rate) || k.ceil != Some(s.ceil) {
@@ -740,8 +641,7 @@ pub fn compare(tree: &Tree, policy: BurstPolicy, kernel: &[KObject]) -> Vec<Stri
             }
         }
         // The kernel reports a top-level class's parent as the root, not the qdisc handle.
-        let parent_ok =
-            k.parent == s.parent.0 || (s.parent.minor() == 0 && k.parent == netlink::TC_H_ROOT);
+        let parent_ok = k.parent == s.parent.0 || (s.parent.minor() == 0 && k.parent == netlink::TC_H_ROOT);
         if !parent_ok {
             diffs.push(format!(
                 "class {}: parent {:#x} in the kernel, {:#x} in the model",
@@ -758,12 +658,8 @@ pub fn compare(tree: &Tree, policy: BurstPolicy, kernel: &[KObject]) -> Vec<Stri
 pub fn format_objects(objs: &[KObject]) -> Vec<String> {
     objs.iter()
         .map(|k| {
-            let mut s = format!(
-                "{} {} {}",
-                if k.is_qdisc { "qdisc" } else { "class" },
-                k.kind,
-                handle_str(k.handle)
-            );
+            let mut s =
+                format!("{} {} {}", if k.is_qdisc { "qdisc" } else { "class" }, k.kind, handle_str(k.handle));
             if let Some(r) = k.rate {
                 s += &format!(" rate {}", format_rate(r));
             }
@@ -803,18 +699,9 @@ mod tests {
 
     #[test]
     fn burst_rule_covers_a_millisecond_and_never_goes_below_mtu() {
-        assert_eq!(
-            auto_burst(Rate::from_bps(10_000_000_000), 1600, BurstPolicy::Sluice),
-            1_250_000
-        );
-        assert_eq!(
-            auto_burst(Rate::from_bps(1_000_000), 1600, BurstPolicy::Sluice),
-            1600
-        );
-        assert_eq!(
-            auto_burst(Rate::from_bps(10_000_000_000), 1600, BurstPolicy::TcDefault),
-            1600
-        );
+        assert_eq!(auto_burst(Rate::from_bps(10_000_000_000), 1600, BurstPolicy::Sluice), 1_250_000);
+        assert_eq!(auto_burst(Rate::from_bps(1_000_000), 1600, BurstPolicy::Sluice), 1600);
+        assert_eq!(auto_burst(Rate::from_bps(10_000_000_000), 1600, BurstPolicy::TcDefault), 1600);
     }
 
     #[test]
@@ -829,9 +716,7 @@ mod tests {
         let opts_of = |rate: u64| {
             let t = Tree::single_htb(Rate::from_bps(rate), 100);
             let m = class_msg(1, &resolve_classes(&t, BurstPolicy::Sluice)[0]);
-            netlink::find(&m.bytes()[36..], tca::OPTIONS)
-                .unwrap()
-                .to_vec()
+            netlink::find(&m.bytes()[36..], tca::OPTIONS).unwrap().to_vec()
         };
         // 40 Gbit = 5e9 B/s does not fit the u32 ratespec.
         let big = opts_of(40_000_000_000);
@@ -839,34 +724,21 @@ mod tests {
             netlink::find(&big, htb_attr::RATE64).and_then(|b| netlink::u64_at(b, 0)),
             Some(5_000_000_000)
         );
-        assert_eq!(
-            netlink::find(&big, htb_attr::RTAB).map(|t| t.len()),
-            Some(1024)
-        );
+        assert_eq!(netlink::find(&big, htb_attr::RTAB).map(|t| t.len()), Some(1024));
         let parms = netlink::find(&big, htb_attr::PARMS).unwrap();
         assert_eq!(parms.len(), 44);
         assert_eq!(netlink::u32_at(parms, 8), Some(u32::MAX));
         let small = opts_of(1_000_000_000);
         assert!(netlink::find(&small, htb_attr::RATE64).is_none());
-        assert_eq!(
-            netlink::u32_at(netlink::find(&small, htb_attr::PARMS).unwrap(), 8),
-            Some(125_000_000)
-        );
+        assert_eq!(netlink::u32_at(netlink::find(&small, htb_attr::PARMS).unwrap(), 8), Some(125_000_000));
     }
 
     #[test]
     fn dry_run_names_burst_source_and_unprogrammed_filters() {
         let mut t = Tree::single_htb(Rate::from_bps(100_000_000), 100);
-        t.filters.push(crate::tree::FilterSpec {
-            args: vec!["parent".into(), "1:".into(), "u32".into()],
-        });
+        t.filters.push(crate::tree::FilterSpec { args: vec!["parent".into(), "1:".into(), "u32".into()] });
         let lines = tc_commands("eth0", &t, BurstPolicy::Sluice);
-        assert!(
-            lines
-                .iter()
-                .any(|l| l.contains("burst 12500b") && l.contains("jitter rule")),
-            "{lines:?}"
-        );
+        assert!(lines.iter().any(|l| l.contains("burst 12500b") && l.contains("jitter rule")), "{lines:?}");
         assert!(lines.iter().any(|l| l.contains("not programmed")));
     }
 }

@@ -96,10 +96,7 @@ impl Msg {
         buf.extend_from_slice(&tc.handle.to_ne_bytes());
         buf.extend_from_slice(&tc.parent.to_ne_bytes());
         buf.extend_from_slice(&tc.info.to_ne_bytes());
-        Msg {
-            buf,
-            nests: Vec::new(),
-        }
+        Msg { buf, nests: Vec::new() }
     }
 
     /// A link request (`ifinfomsg`, 16 bytes) for a name lookup.
@@ -110,10 +107,7 @@ impl Msg {
         buf.extend_from_slice(&flags::REQUEST.to_ne_bytes());
         buf.extend_from_slice(&[0u8; 8]);
         buf.extend_from_slice(&[0u8; 16]);
-        let mut m = Msg {
-            buf,
-            nests: Vec::new(),
-        };
+        let mut m = Msg { buf, nests: Vec::new() };
         let mut n = name.as_bytes().to_vec();
         n.push(0);
         m.attr(3, &n); // IFLA_IFNAME
@@ -194,10 +188,7 @@ pub fn attrs(buf: &[u8]) -> impl Iterator<Item = Attr<'_>> {
         if len < 4 || off + len > buf.len() {
             return None;
         }
-        let a = Attr {
-            ty,
-            data: &buf[off + 4..off + len],
-        };
+        let a = Attr { ty, data: &buf[off + 4..off + len] };
         off += (len + 3) & !3;
         Some(a)
     })
@@ -210,8 +201,7 @@ pub fn find(buf: &[u8], ty: u16) -> Option<&[u8]> {
 
 /// Read a native-endian u32 at `off`, if present.
 pub fn u32_at(b: &[u8], off: usize) -> Option<u32> {
-    b.get(off..off + 4)
-        .map(|s| u32::from_ne_bytes([s[0], s[1], s[2], s[3]]))
+    b.get(off..off + 4).map(|s| u32::from_ne_bytes([s[0], s[1], s[2], s[3]]))
 }
 
 /// Read a native-endian u64 at `off`, if present.
@@ -238,11 +228,7 @@ impl TcObject {
     /// The `TCA_KIND` string.
     pub fn kind_str(&self) -> String {
         find(&self.attrs, tca::KIND)
-            .map(|b| {
-                String::from_utf8_lossy(b)
-                    .trim_end_matches('\0')
-                    .to_string()
-            })
+            .map(|b| String::from_utf8_lossy(b).trim_end_matches('\0').to_string())
             .unwrap_or_default()
     }
     /// The `TCA_OPTIONS` payload.
@@ -370,9 +356,7 @@ fn check_error(body: &[u8]) -> Result<(), LabError> {
         for start in [4 + 16, 4 + echoed] {
             if start < body.len() {
                 if let Some(m) = find(&body[start..], 1) {
-                    msg = String::from_utf8_lossy(m)
-                        .trim_end_matches('\0')
-                        .to_string();
+                    msg = String::from_utf8_lossy(m).trim_end_matches('\0').to_string();
                     break;
                 }
             }
@@ -395,12 +379,7 @@ mod tests {
         let mut m = Msg::tc(
             rtm::NEWQDISC,
             flags::REQUEST,
-            TcMsg {
-                ifindex: 3,
-                handle: 1 << 16,
-                parent: TC_H_ROOT,
-                info: 0,
-            },
+            TcMsg { ifindex: 3, handle: 1 << 16, parent: TC_H_ROOT, info: 0 },
         );
         m.attr_str(tca::KIND, "htb");
         m.begin_nest(tca::OPTIONS);

@@ -31,16 +31,11 @@ where
             f()
         })
         .map_err(LabError::Io)?;
-    handle
-        .join()
-        .map_err(|_| LabError::Netns("a namespace thread panicked".into()))?
+    handle.join().map_err(|_| LabError::Netns("a namespace thread panicked".into()))?
 }
 
 /// Spawn (without joining) a thread inside namespace `ns`.
-pub fn spawn_in_netns<T, F>(
-    ns: &str,
-    f: F,
-) -> Result<std::thread::JoinHandle<Result<T, LabError>>, LabError>
+pub fn spawn_in_netns<T, F>(ns: &str, f: F) -> Result<std::thread::JoinHandle<Result<T, LabError>>, LabError>
 where
     T: Send + 'static,
     F: FnOnce() -> Result<T, LabError> + Send + 'static,
@@ -65,18 +60,13 @@ pub fn enter_netns(ns: &str) -> Result<(), LabError> {
 
 fn open_netns(name: &str) -> Result<File, LabError> {
     let path = format!("{NETNS_DIR}/{name}");
-    File::open(&path)
-        .map_err(|e| LabError::Netns(format!("cannot open {path}: {e} (is the lab up?)")))
+    File::open(&path).map_err(|e| LabError::Netns(format!("cannot open {path}: {e} (is the lab up?)")))
 }
 
 /// Namespaces that exist now, by name.
 pub fn list_netns() -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir(NETNS_DIR)
-        .map(|rd| {
-            rd.filter_map(|e| e.ok())
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect()
-        })
+        .map(|rd| rd.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect())
         .unwrap_or_default();
     v.sort();
     v

@@ -84,12 +84,7 @@ impl Latency {
         let mut v = samples_ms.to_vec();
         v.sort_by(|a, b| a.total_cmp(b));
         let pick = |q: f64| v[((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1];
-        Latency {
-            p50: pick(0.5),
-            p90: pick(0.9),
-            p99: pick(0.99),
-            max: v[v.len() - 1],
-        }
+        Latency { p50: pick(0.5), p90: pick(0.9), p99: pick(0.99), max: v[v.len() - 1] }
     }
 }
 
@@ -110,20 +105,10 @@ mod tests {
         let r = Results {
             scenario: "rate-sweep".into(),
             seed: 0,
-            cases: vec![Case {
-                name: "x".into(),
-                ..Default::default()
-            }],
+            cases: vec![Case { name: "x".into(), ..Default::default() }],
         };
         let j = serde_json::to_string(&r).unwrap();
-        for k in [
-            "\"scenario\"",
-            "\"seed\"",
-            "\"cases\"",
-            "\"params\"",
-            "\"classes\"",
-            "\"flows\"",
-        ] {
+        for k in ["\"scenario\"", "\"seed\"", "\"cases\"", "\"params\"", "\"classes\"", "\"flows\""] {
             assert!(j.contains(k), "{j}");
         }
         let back: Results = serde_json::from_str(&j).unwrap();

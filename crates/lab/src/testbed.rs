@@ -89,13 +89,9 @@ impl Lab {
     pub fn new(tag: &str) -> Result<Lab, LabError> {
         if tag.is_empty()
             || tag.len() > 8
-            || !tag
-                .chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+            || !tag.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
         {
-            return Err(LabError::Lab(format!(
-                "lab tag `{tag}` must be 1-8 lowercase letters or digits"
-            )));
+            return Err(LabError::Lab(format!("lab tag `{tag}` must be 1-8 lowercase letters or digits")));
         }
         Ok(Lab { tag: tag.into() })
     }
@@ -132,10 +128,7 @@ impl Lab {
     /// Namespaces of this lab that exist now.
     pub fn existing(&self) -> Vec<String> {
         let p = self.prefix();
-        netns::list_netns()
-            .into_iter()
-            .filter(|n| n.starts_with(&p))
-            .collect()
+        netns::list_netns().into_iter().filter(|n| n.starts_with(&p)).collect()
     }
 
     /// Build the lab (removing leftovers of an earlier run first). Returns the leftovers removed.
@@ -149,12 +142,7 @@ impl Lab {
     }
 
     fn build(&self, opts: &LabOptions) -> Result<(), LabError> {
-        let (cli, shp, srv, mdm) = (
-            self.client_ns(),
-            self.shaper_ns(),
-            self.server_ns(),
-            self.modem_ns(),
-        );
+        let (cli, shp, srv, mdm) = (self.client_ns(), self.shaper_ns(), self.server_ns(), self.modem_ns());
         let mut all = vec![cli.clone(), shp.clone(), srv.clone()];
         if opts.modem.is_some() {
             all.push(mdm.clone());
@@ -243,24 +231,8 @@ impl Lab {
             &shp
         };
         let _ = server_side;
-        ip(&[
-            "-n",
-            &cli,
-            "addr",
-            "add",
-            &format!("{CLIENT_ADDR}/24"),
-            "dev",
-            IF_CLIENT,
-        ])?;
-        ip(&[
-            "-n",
-            &srv,
-            "addr",
-            "add",
-            &format!("{SERVER_ADDR}/24"),
-            "dev",
-            IF_SERVER,
-        ])?;
+        ip(&["-n", &cli, "addr", "add", &format!("{CLIENT_ADDR}/24"), "dev", IF_CLIENT])?;
+        ip(&["-n", &srv, "addr", "add", &format!("{SERVER_ADDR}/24"), "dev", IF_SERVER])?;
         ip(&[
             "-n",
             &cli,
@@ -294,17 +266,7 @@ impl Lab {
             (srv.clone(), IF_SERVER),
         ];
         if let Some(rate) = opts.modem {
-            ip(&[
-                "-n",
-                &mdm,
-                "link",
-                "add",
-                IF_MODEM_BRIDGE,
-                "type",
-                "bridge",
-                "forward_delay",
-                "0",
-            ])?;
+            ip(&["-n", &mdm, "link", "add", IF_MODEM_BRIDGE, "type", "bridge", "forward_delay", "0"])?;
             for port in [IF_MODEM_SHAPER, IF_MODEM_SERVER] {
                 ip(&["-n", &mdm, "link", "set", port, "master", IF_MODEM_BRIDGE])?;
                 links.push((mdm.clone(), port));
@@ -313,14 +275,10 @@ impl Lab {
             for port in [IF_MODEM_SHAPER, IF_MODEM_SERVER] {
                 let tree = modem_tree(rate);
                 let port = port.to_string();
-                let rep = netns::in_netns(Some(&mdm), move || {
-                    kernel::apply(&port, &tree, BurstPolicy::Sluice)
-                })?;
+                let rep =
+                    netns::in_netns(Some(&mdm), move || kernel::apply(&port, &tree, BurstPolicy::Sluice))?;
                 if !rep.refused.is_empty() {
-                    return Err(LabError::Setup(format!(
-                        "modem tbf refused: {}",
-                        rep.refused.join("; ")
-                    )));
+                    return Err(LabError::Setup(format!("modem tbf refused: {}", rep.refused.join("; "))));
                 }
             }
         }
@@ -331,16 +289,11 @@ impl Lab {
                 netns::run(
                     "ip",
                     &[
-                        "netns", "exec", ns, "ethtool", "-K", dev, "tx", "off", "tso", "off",
-                        "gso", "off", "gro", "off",
+                        "netns", "exec", ns, "ethtool", "-K", dev, "tx", "off", "tso", "off", "gso", "off",
+                        "gro", "off",
                     ],
                 )
-                .or_else(|_| {
-                    netns::run(
-                        "ip",
-                        &["netns", "exec", ns, "ethtool", "-K", dev, "tx", "off"],
-                    )
-                })?;
+                .or_else(|_| netns::run("ip", &["netns", "exec", ns, "ethtool", "-K", dev, "tx", "off"]))?;
             }
         }
         self.set_path(PathMode::Bridge)?;
@@ -358,10 +311,7 @@ impl Lab {
 
     /// Remove every `slc-*` namespace (all labs, and leftovers of tests).
     pub fn down_all() -> Result<Vec<String>, LabError> {
-        let found: Vec<String> = netns::list_netns()
-            .into_iter()
-            .filter(|n| n.starts_with("slc-"))
-            .collect();
+        let found: Vec<String> = netns::list_netns().into_iter().filter(|n| n.starts_with("slc-")).collect();
         for ns in &found {
             ip(&["netns", "del", ns])?;
         }
@@ -374,17 +324,7 @@ impl Lab {
         let has_bridge = ip(&["-n", &shp, "link", "show", IF_BRIDGE]).is_ok();
         match mode {
             PathMode::Bridge if !has_bridge => {
-                ip(&[
-                    "-n",
-                    &shp,
-                    "link",
-                    "add",
-                    IF_BRIDGE,
-                    "type",
-                    "bridge",
-                    "forward_delay",
-                    "0",
-                ])?;
+                ip(&["-n", &shp, "link", "add", IF_BRIDGE, "type", "bridge", "forward_delay", "0"])?;
                 for port in [IF_SHAPER_CLIENT, IF_SHAPER_SERVER] {
                     ip(&["-n", &shp, "link", "set", port, "master", IF_BRIDGE])?;
                 }
@@ -405,9 +345,8 @@ impl Lab {
     /// Current state.
     pub fn status(&self) -> LabStatus {
         let namespaces = self.existing();
-        let complete = [self.client_ns(), self.shaper_ns(), self.server_ns()]
-            .iter()
-            .all(|n| namespaces.contains(n));
+        let complete =
+            [self.client_ns(), self.shaper_ns(), self.server_ns()].iter().all(|n| namespaces.contains(n));
         let shp = self.shaper_ns();
         let path = namespaces.contains(&shp).then(|| {
             if ip(&["-n", &shp, "link", "show", IF_BRIDGE]).is_ok() {
@@ -417,13 +356,11 @@ impl Lab {
             }
         });
         let modem = if namespaces.contains(&self.modem_ns()) {
-            netns::in_netns(Some(&self.modem_ns()), || {
-                kernel::read_back(IF_MODEM_SERVER)
-            })
-            .ok()
-            .and_then(|objs| objs.into_iter().find(|o| o.kind == "tbf"))
-            .and_then(|o| o.rate)
-            .map(|r| r.to_string())
+            netns::in_netns(Some(&self.modem_ns()), || kernel::read_back(IF_MODEM_SERVER))
+                .ok()
+                .and_then(|objs| objs.into_iter().find(|o| o.kind == "tbf"))
+                .and_then(|o| o.rate)
+                .map(|r| r.to_string())
         } else {
             None
         };
@@ -435,18 +372,9 @@ impl Lab {
             vec![]
         };
         let p = self.prefix();
-        let others = netns::list_netns()
-            .into_iter()
-            .filter(|n| n.starts_with("slc-") && !n.starts_with(&p))
-            .collect();
-        LabStatus {
-            namespaces,
-            complete,
-            path,
-            modem,
-            shaper_qdiscs,
-            others,
-        }
+        let others =
+            netns::list_netns().into_iter().filter(|n| n.starts_with("slc-") && !n.starts_with(&p)).collect();
+        LabStatus { namespaces, complete, path, modem, shaper_qdiscs, others }
     }
 
     /// Fail unless the lab is up.
@@ -454,10 +382,7 @@ impl Lab {
         if self.status().complete {
             Ok(())
         } else {
-            Err(LabError::Lab(format!(
-                "lab `{}` is not up (run `sluice lab up`)",
-                self.tag
-            )))
+            Err(LabError::Lab(format!("lab `{}` is not up (run `sluice lab up`)", self.tag)))
         }
     }
 }
@@ -471,12 +396,7 @@ pub fn modem_tree(rate: Rate) -> Tree {
         qdiscs: vec![QdiscSpec {
             handle: Handle::new(0x5ee, 0),
             parent: Parent::Root,
-            kind: QdiscKind::Tbf {
-                rate,
-                burst,
-                limit,
-                peak: None,
-            },
+            kind: QdiscKind::Tbf { rate, burst, limit, peak: None },
         }],
         ..Tree::default()
     }

@@ -32,9 +32,7 @@ impl Endpoints {
         Endpoints {
             client_ns: lab.client_ns(),
             server_ns: lab.server_ns(),
-            server_addr: crate::testbed::SERVER_ADDR
-                .parse()
-                .expect("constant address"),
+            server_addr: crate::testbed::SERVER_ADDR.parse().expect("constant address"),
         }
     }
 }
@@ -194,16 +192,11 @@ pub fn bulk_tcp(
                         }
                     }));
                 }
-                Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                    std::thread::sleep(Duration::from_millis(2))
-                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(2)),
                 Err(e) => return Err(LabError::Io(e)),
             }
         }
-        Ok(workers
-            .into_iter()
-            .map(|w| w.join().unwrap_or(0))
-            .collect::<Vec<u64>>())
+        Ok(workers.into_iter().map(|w| w.join().unwrap_or(0)).collect::<Vec<u64>>())
     })?;
     match ready_rx.recv_timeout(Duration::from_secs(5)) {
         Ok(Ok(())) => {}
@@ -229,17 +222,10 @@ pub fn bulk_tcp(
                 Direction::Down => count_reader(&mut s, from, to, end),
             }));
         }
-        Ok(workers
-            .into_iter()
-            .map(|w| w.join().unwrap_or(0))
-            .collect::<Vec<u64>>())
+        Ok(workers.into_iter().map(|w| w.join().unwrap_or(0)).collect::<Vec<u64>>())
     })?;
-    let c = client
-        .join()
-        .map_err(|_| LabError::Lab("client thread panicked".into()))?;
-    let s = server
-        .join()
-        .map_err(|_| LabError::Lab("server thread panicked".into()))?;
+    let c = client.join().map_err(|_| LabError::Lab("client thread panicked".into()))?;
+    let s = server.join().map_err(|_| LabError::Lab("server thread panicked".into()))?;
     let (c, s) = (c?, s?);
     let counts = if dir == Direction::Up { s } else { c };
     let secs = win.measure.as_secs_f64();
@@ -342,19 +328,9 @@ pub fn udp_stream(
         }
         Ok(sent)
     })?;
-    let sent = client
-        .join()
-        .map_err(|_| LabError::Lab("UDP sender panicked".into()))??;
-    let (bytes, received) = server
-        .join()
-        .map_err(|_| LabError::Lab("UDP sink panicked".into()))??;
-    Ok(FlowCount {
-        name: name.to_string(),
-        bytes,
-        secs: win.measure.as_secs_f64(),
-        sent,
-        received,
-    })
+    let sent = client.join().map_err(|_| LabError::Lab("UDP sender panicked".into()))??;
+    let (bytes, received) = server.join().map_err(|_| LabError::Lab("UDP sink panicked".into()))??;
+    Ok(FlowCount { name: name.to_string(), bytes, secs: win.measure.as_secs_f64(), sent, received })
 }
 
 /// Isochronous UDP probes (irtt-like): one `size`-byte probe every `interval`, echoed by the
@@ -497,21 +473,13 @@ pub fn probes(
         got.dedup_by_key(|g| g.0);
         Ok((seq, got.into_iter().map(|g| g.1).collect::<Vec<f64>>()))
     })?;
-    let (sent, rtts_ms) = client
-        .join()
-        .map_err(|_| LabError::Lab("prober panicked".into()))??;
-    server
-        .join()
-        .map_err(|_| LabError::Lab("echo panicked".into()))??;
+    let (sent, rtts_ms) = client.join().map_err(|_| LabError::Lab("prober panicked".into()))??;
+    server.join().map_err(|_| LabError::Lab("echo panicked".into()))??;
     let name = match dscp {
         Some(d) => format!("probe-dscp{d}"),
         None => "probe".into(),
     };
-    Ok(ProbeResult {
-        name,
-        sent,
-        rtts_ms,
-    })
+    Ok(ProbeResult { name, sent, rtts_ms })
 }
 
 #[cfg(test)]
@@ -520,11 +488,7 @@ mod tests {
 
     #[test]
     fn jitter_and_loss_from_samples() {
-        let p = ProbeResult {
-            name: "p".into(),
-            sent: 4,
-            rtts_ms: vec![1.0, 3.0, 2.0],
-        };
+        let p = ProbeResult { name: "p".into(), sent: 4, rtts_ms: vec![1.0, 3.0, 2.0] };
         assert_eq!(p.loss_pct(), 25.0);
         assert_eq!(p.jitter_ms(), 1.5);
         let f = p.to_result();

@@ -161,11 +161,7 @@ impl Tree {
                 QdiscSpec {
                     handle: Handle::new(1, 0),
                     parent: Parent::Root,
-                    kind: QdiscKind::Htb {
-                        default: 1,
-                        r2q: 10,
-                        direct_qlen: None,
-                    },
+                    kind: QdiscKind::Htb { default: 1, r2q: 10, direct_qlen: None },
                 },
                 QdiscSpec {
                     handle: Handle::new(0x10, 0),
@@ -208,21 +204,16 @@ impl Tree {
             }
             if let Some((k, v)) = line.split_once('=') {
                 if !k.contains(' ') && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-                    vars.entry(k.to_string())
-                        .or_insert_with(|| v.trim_matches('"').to_string());
+                    vars.entry(k.to_string()).or_insert_with(|| v.trim_matches('"').to_string());
                     continue;
                 }
             }
-            let words: Vec<String> = line
-                .split_whitespace()
-                .map(|w| substitute(w, &vars))
-                .collect();
+            let words: Vec<String> = line.split_whitespace().map(|w| substitute(w, &vars)).collect();
             let Some(pos) = words.iter().position(|w| w == "tc" || w.ends_with("/tc")) else {
                 continue;
             };
             let w = &words[pos + 1..];
-            let err =
-                |m: String| LabError::Config(format!("line {}: {m}\n  {}", no + 1, raw.trim()));
+            let err = |m: String| LabError::Config(format!("line {}: {m}\n  {}", no + 1, raw.trim()));
             parse_tc_line(&mut tree, w, dev).map_err(err)?;
         }
         Ok(tree)
@@ -308,17 +299,11 @@ fn parse_tc_line(tree: &mut Tree, w: &[String], dev: Option<&str>) -> Result<(),
         "qdisc" => {
             let parent = parent.ok_or("a qdisc needs `root` or `parent`")?;
             if kind == "ingress" || kind == "clsact" {
-                return Err(format!(
-                    "{kind} qdiscs are not supported by the kernel backend yet"
-                ));
+                return Err(format!("{kind} qdiscs are not supported by the kernel backend yet"));
             }
             let handle = handle.unwrap_or(Handle::new(0x8000 + tree.qdiscs.len() as u16, 0));
             let kind = parse_qdisc(&kind, opts)?;
-            tree.qdiscs.push(QdiscSpec {
-                handle,
-                parent,
-                kind,
-            });
+            tree.qdiscs.push(QdiscSpec { handle, parent, kind });
         }
         "class" => {
             let Some(Parent::Handle(parent)) = parent else {
@@ -326,24 +311,18 @@ fn parse_tc_line(tree: &mut Tree, w: &[String], dev: Option<&str>) -> Result<(),
             };
             let classid = handle.ok_or("a class needs `classid`")?;
             if kind != "htb" {
-                return Err(format!(
-                    "class kind `{kind}` is not supported (only htb classes)"
-                ));
+                return Err(format!("class kind `{kind}` is not supported (only htb classes)"));
             }
             tree.classes.push(parse_htb_class(classid, parent, opts)?);
         }
-        "filter" => tree.filters.push(FilterSpec {
-            args: w[2..].to_vec(),
-        }),
+        "filter" => tree.filters.push(FilterSpec { args: w[2..].to_vec() }),
         _ => {}
     }
     Ok(())
 }
 
 fn value<'a>(opts: &'a [String], i: usize, key: &str) -> Result<&'a str, String> {
-    opts.get(i + 1)
-        .map(String::as_str)
-        .ok_or_else(|| format!("`{key}` needs a value"))
+    opts.get(i + 1).map(String::as_str).ok_or_else(|| format!("`{key}` needs a value"))
 }
 
 fn parse_qdisc(kind: &str, opts: &[String]) -> Result<QdiscKind, String> {
@@ -359,18 +338,12 @@ fn parse_qdisc(kind: &str, opts: &[String]) -> Result<QdiscKind, String> {
                             .map_err(|e| format!("default: {e}"))?
                     }
                     "r2q" => r2q = v?.parse().map_err(|e| format!("r2q: {e}"))?,
-                    "direct_qlen" => {
-                        direct_qlen = Some(v?.parse().map_err(|e| format!("direct_qlen: {e}"))?)
-                    }
+                    "direct_qlen" => direct_qlen = Some(v?.parse().map_err(|e| format!("direct_qlen: {e}"))?),
                     o => return Err(format!("htb qdisc option `{o}` is not supported")),
                 }
                 i += 2;
             }
-            Ok(QdiscKind::Htb {
-                default,
-                r2q,
-                direct_qlen,
-            })
+            Ok(QdiscKind::Htb { default, r2q, direct_qlen })
         }
         "tbf" => {
             let (mut rate, mut burst, mut limit, mut latency, mut peak, mut mtu) =
@@ -380,17 +353,12 @@ fn parse_qdisc(kind: &str, opts: &[String]) -> Result<QdiscKind, String> {
                 match opts[i].as_str() {
                     "rate" => rate = Some(parse_rate(v).map_err(|e| e.to_string())?),
                     "burst" | "buffer" | "maxburst" => {
-                        burst = Some(
-                            parse_size(v.split('/').next().unwrap_or(v))
-                                .map_err(|e| e.to_string())?,
-                        )
+                        burst = Some(parse_size(v.split('/').next().unwrap_or(v)).map_err(|e| e.to_string())?)
                     }
                     "limit" => limit = Some(parse_size(v).map_err(|e| e.to_string())?),
                     "latency" => latency = Some(parse_time(v).map_err(|e| e.to_string())?),
                     "peakrate" => peak = Some(parse_rate(v).map_err(|e| e.to_string())?),
-                    "mtu" | "minburst" => {
-                        mtu = Some(parse_size(v).map_err(|e| e.to_string())? as u32)
-                    }
+                    "mtu" | "minburst" => mtu = Some(parse_size(v).map_err(|e| e.to_string())? as u32),
                     o => return Err(format!("tbf option `{o}` is not supported")),
                 }
                 i += 2;
@@ -402,12 +370,7 @@ fn parse_qdisc(kind: &str, opts: &[String]) -> Result<QdiscKind, String> {
                 (None, Some(lat)) => tbf_limit_from_latency(rate, burst, lat),
                 _ => return Err("tbf needs exactly one of `limit` and `latency`".into()),
             };
-            Ok(QdiscKind::Tbf {
-                rate,
-                burst,
-                limit,
-                peak: peak.map(|p| (p, mtu.unwrap_or(1514))),
-            })
+            Ok(QdiscKind::Tbf { rate, burst, limit, peak: peak.map(|p| (p, mtu.unwrap_or(1514))) })
         }
         "pfifo" | "bfifo" => {
             let mut limit = None;
@@ -425,17 +388,10 @@ fn parse_qdisc(kind: &str, opts: &[String]) -> Result<QdiscKind, String> {
                 }
                 i += 2;
             }
-            Ok(if kind == "pfifo" {
-                QdiscKind::Pfifo(limit)
-            } else {
-                QdiscKind::Bfifo(limit)
-            })
+            Ok(if kind == "pfifo" { QdiscKind::Pfifo(limit) } else { QdiscKind::Bfifo(limit) })
         }
         "" => Err("missing qdisc kind".into()),
-        other => Ok(QdiscKind::Other {
-            kind: other.to_string(),
-            args: opts.to_vec(),
-        }),
+        other => Ok(QdiscKind::Other { kind: other.to_string(), args: opts.to_vec() }),
     }
 }
 
@@ -462,8 +418,7 @@ fn parse_htb_class(classid: Handle, parent: Handle, opts: &[String]) -> Result<C
     let mut i = 0;
     while i < opts.len() {
         let v = value(opts, i, &opts[i])?;
-        let size =
-            |v: &str| parse_size(v.split('/').next().unwrap_or(v)).map_err(|e| e.to_string());
+        let size = |v: &str| parse_size(v.split('/').next().unwrap_or(v)).map_err(|e| e.to_string());
         match opts[i].as_str() {
             "rate" => c.rate = parse_rate(v).map_err(|e| e.to_string())?,
             "ceil" => ceil = Some(parse_rate(v).map_err(|e| e.to_string())?),
@@ -479,9 +434,7 @@ fn parse_htb_class(classid: Handle, parent: Handle, opts: &[String]) -> Result<C
         i += 2;
     }
     if c.rate.is_zero() {
-        return Err(format!(
-            "class {classid:?}: htb classes need a non-zero `rate`"
-        ));
+        return Err(format!("class {classid:?}: htb classes need a non-zero `rate`"));
     }
     c.ceil = ceil.unwrap_or(c.rate);
     Ok(c)
@@ -500,14 +453,7 @@ mod tests {
             tc qdisc add dev $DEV parent 10:1 handle 20: fq_codel quantum 300\n";
         let t = Tree::parse_script(script, &HashMap::new(), None).unwrap();
         assert_eq!(t.qdiscs.len(), 3);
-        assert_eq!(
-            t.qdiscs[0].kind,
-            QdiscKind::Htb {
-                default: 1,
-                r2q: 10,
-                direct_qlen: None
-            }
-        );
+        assert_eq!(t.qdiscs[0].kind, QdiscKind::Htb { default: 1, r2q: 10, direct_qlen: None });
         assert_eq!(t.classes[0].rate, Rate::from_bps(100_000_000));
         assert_eq!(t.classes[0].ceil, t.classes[0].rate);
         assert_eq!(t.classes[0].mtu, 9000);
@@ -517,20 +463,9 @@ mod tests {
 
     #[test]
     fn htb_default_is_hex_and_errors_name_the_line() {
-        let t = Tree::parse_script(
-            "tc qdisc add dev x root handle 1: htb default 10",
-            &HashMap::new(),
-            None,
-        )
-        .unwrap();
-        assert_eq!(
-            t.qdiscs[0].kind,
-            QdiscKind::Htb {
-                default: 0x10,
-                r2q: 10,
-                direct_qlen: None
-            }
-        );
+        let t = Tree::parse_script("tc qdisc add dev x root handle 1: htb default 10", &HashMap::new(), None)
+            .unwrap();
+        assert_eq!(t.qdiscs[0].kind, QdiscKind::Htb { default: 0x10, r2q: 10, direct_qlen: None });
         let e = Tree::parse_script(
             "\ntc class add dev x parent 1: classid 1:1 htb ceil 1mbit",
             &HashMap::new(),
@@ -538,12 +473,8 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().contains("line 2"), "{e}");
-        let e = Tree::parse_script(
-            "tc qdisc add dev x root tbf rate 1mbit burst 10k",
-            &HashMap::new(),
-            None,
-        )
-        .unwrap_err();
+        let e = Tree::parse_script("tc qdisc add dev x root tbf rate 1mbit burst 10k", &HashMap::new(), None)
+            .unwrap_err();
         assert!(e.to_string().contains("limit"), "{e}");
     }
 }

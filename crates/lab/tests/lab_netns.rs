@@ -43,10 +43,7 @@ fn apply_round_trips_through_netlink_on_a_veth() {
         }
     }
     let _g = Ns(ns);
-    ip(&[
-        "-n", ns, "link", "add", "slc-a", "type", "veth", "peer", "name", "slc-b",
-    ])
-    .unwrap();
+    ip(&["-n", ns, "link", "add", "slc-a", "type", "veth", "peer", "name", "slc-b"]).unwrap();
     ip(&["-n", ns, "link", "set", "slc-a", "up"]).unwrap();
     let script = "tc qdisc add dev $DEV root handle 1: htb default 20 r2q 100\n\
         tc class add dev $DEV parent 1: classid 1:1 htb rate 20gbit\n\
@@ -64,15 +61,9 @@ fn apply_round_trips_through_netlink_on_a_veth() {
     .unwrap();
     assert!(rep.refused.is_empty(), "{:?}", rep.refused);
     assert_eq!(rep.applied.len(), 6);
-    assert_eq!(
-        kernel::compare(&tree, BurstPolicy::Sluice, &objs),
-        Vec::<String>::new()
-    );
+    assert_eq!(kernel::compare(&tree, BurstPolicy::Sluice, &objs), Vec::<String>::new());
     // 20 Gbit needs the 64-bit attributes; the kernel must report the same rate back.
-    let c1 = objs
-        .iter()
-        .find(|o| !o.is_qdisc && o.handle.minor() == 1)
-        .unwrap();
+    let c1 = objs.iter().find(|o| !o.is_qdisc && o.handle.minor() == 1).unwrap();
     assert_eq!(c1.rate, Some(Rate::from_bps(20_000_000_000)));
     // The comparison is not vacuous: a different model is reported as different.
     let mut other = tree.clone();
@@ -80,26 +71,18 @@ fn apply_round_trips_through_netlink_on_a_veth() {
     assert_eq!(kernel::compare(&other, BurstPolicy::Sluice, &objs).len(), 1);
 
     // A qdisc this kernel may lack is reported with the kernel's own error, never dropped.
-    let lacking = Tree::parse_script(
-        "tc qdisc add dev x root handle 1: sfq perturb 10",
-        &HashMap::new(),
-        None,
-    )
-    .unwrap();
-    let rep = netns::in_netns(Some(ns), move || {
-        kernel::apply("slc-a", &lacking, BurstPolicy::Sluice)
-    })
-    .unwrap();
+    let lacking =
+        Tree::parse_script("tc qdisc add dev x root handle 1: sfq perturb 10", &HashMap::new(), None)
+            .unwrap();
+    let rep =
+        netns::in_netns(Some(ns), move || kernel::apply("slc-a", &lacking, BurstPolicy::Sluice)).unwrap();
     let have_sfq = std::path::Path::new("/sys/module/sch_sfq").exists();
     if !have_sfq {
         assert_eq!(rep.refused.len(), 1, "{rep:?}");
         assert!(rep.refused[0].contains("kernel said"), "{rep:?}");
     }
     // Clearing is idempotent.
-    netns::in_netns(Some(ns), || {
-        kernel::clear("slc-a").and_then(|_| kernel::clear("slc-a"))
-    })
-    .unwrap();
+    netns::in_netns(Some(ns), || kernel::clear("slc-a").and_then(|_| kernel::clear("slc-a"))).unwrap();
 }
 
 #[test]
@@ -118,20 +101,10 @@ fn kernel_htb_shapes_real_tcp_and_probes_see_it() {
     .unwrap();
     assert!(rep.refused.is_empty(), "{rep:?}");
     let ep = Endpoints::of_lab(&lab);
-    let win = Window {
-        warmup: Duration::from_millis(700),
-        measure: Duration::from_secs(2),
-    };
+    let win = Window { warmup: Duration::from_millis(700), measure: Duration::from_secs(2) };
     let ep2 = ep.clone();
     let prober = std::thread::spawn(move || {
-        traffic::probes(
-            &ep2,
-            Duration::from_millis(20),
-            64,
-            None,
-            7001,
-            Duration::from_millis(2700),
-        )
+        traffic::probes(&ep2, Duration::from_millis(20), 64, None, 7001, Duration::from_millis(2700))
     });
     let flows = traffic::bulk_tcp(&ep, 2, Direction::Up, None, 7000, win).unwrap();
     let probe = prober.join().unwrap().unwrap();
@@ -143,18 +116,12 @@ fn kernel_htb_shapes_real_tcp_and_probes_see_it() {
         ideal / 1e6,
         probe.to_result().latency_ms.p50
     );
-    assert!(
-        total > 0.8 * ideal && total < 1.1 * ideal,
-        "goodput {total} vs ideal {ideal}"
-    );
+    assert!(total > 0.8 * ideal && total < 1.1 * ideal, "goodput {total} vs ideal {ideal}");
     // Probes share the 200-packet FIFO with the bulk flows: they must see queueing delay
     // (200 × 1514 B at 40 Mbit/s is up to 60 ms), and most must get through.
     let r = probe.to_result();
     assert!(r.loss_pct < 50.0, "{r:?}");
-    assert!(
-        r.latency_ms.p50 > 1.0,
-        "probes should queue behind bulk traffic: {r:?}"
-    );
+    assert!(r.latency_ms.p50 > 1.0, "probes should queue behind bulk traffic: {r:?}");
 }
 
 #[test]
@@ -164,52 +131,18 @@ fn udp_cbr_and_flood_cross_the_bridge() {
     }
     let lab = Lab::new("tudp").unwrap();
     let _g = Guard(lab.clone());
-    lab.up(&LabOptions {
-        modem: Some(Rate::from_bps(30_000_000)),
-        offloads: false,
-    })
-    .unwrap();
+    lab.up(&LabOptions { modem: Some(Rate::from_bps(30_000_000)), offloads: false }).unwrap();
     let ep = Endpoints::of_lab(&lab);
-    let win = Window {
-        warmup: Duration::from_millis(300),
-        measure: Duration::from_millis(1500),
-    };
+    let win = Window { warmup: Duration::from_millis(300), measure: Duration::from_millis(1500) };
     // 10 Mbit CBR under a 30 Mbit modem: all of it arrives.
-    let cbr = traffic::udp_stream(
-        &ep,
-        Some(Rate::from_bps(10_000_000)),
-        1000,
-        None,
-        7100,
-        win,
-        "cbr",
-    )
-    .unwrap();
-    eprintln!(
-        "cbr: {:.2} Mbit/s sent {} received {}",
-        cbr.bps() / 1e6,
-        cbr.sent,
-        cbr.received
-    );
-    assert!(
-        (cbr.bps() / 1e6 - 10.0 * 1000.0 / 1028.0).abs() < 1.5,
-        "{cbr:?}"
-    );
+    let cbr =
+        traffic::udp_stream(&ep, Some(Rate::from_bps(10_000_000)), 1000, None, 7100, win, "cbr").unwrap();
+    eprintln!("cbr: {:.2} Mbit/s sent {} received {}", cbr.bps() / 1e6, cbr.sent, cbr.received);
+    assert!((cbr.bps() / 1e6 - 10.0 * 1000.0 / 1028.0).abs() < 1.5, "{cbr:?}");
     assert!(cbr.to_result().loss_pct < 2.0, "{cbr:?}");
     // A flood is held to the modem's 30 Mbit (payload share 1400/1442 of the wire bytes ± slack).
     let flood = traffic::udp_stream(&ep, None, 1400, None, 7101, win, "flood").unwrap();
-    eprintln!(
-        "flood: {:.2} Mbit/s sent {} received {}",
-        flood.bps() / 1e6,
-        flood.sent,
-        flood.received
-    );
-    assert!(
-        flood.bps() > 0.8 * 30e6 * 1400.0 / 1442.0 && flood.bps() < 1.1 * 30e6,
-        "{flood:?}"
-    );
-    assert!(
-        flood.sent > flood.received,
-        "a flood above the modem rate must lose packets"
-    );
+    eprintln!("flood: {:.2} Mbit/s sent {} received {}", flood.bps() / 1e6, flood.sent, flood.received);
+    assert!(flood.bps() > 0.8 * 30e6 * 1400.0 / 1442.0 && flood.bps() < 1.1 * 30e6, "{flood:?}");
+    assert!(flood.sent > flood.received, "a flood above the modem rate must lose packets");
 }

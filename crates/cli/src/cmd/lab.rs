@@ -34,6 +34,12 @@ enum Action {
     },
     /// Show what exists.
     Status,
+    /// Set the shaper namespace's path: `bridge` (kernel forwards; kernel/none backends) or
+    /// `open` (nothing forwards; run `sluice shape --netns slc-<tag>-shp --in slc-sc --out slc-ss`).
+    Path {
+        /// bridge | open
+        mode: String,
+    },
 }
 
 /// Runs `sluice lab`.
@@ -64,6 +70,16 @@ pub fn run(args: Args) -> Result<ExitCode> {
             } else {
                 println!("removed: {}", removed.join(" "));
             }
+        }
+        Action::Path { mode } => {
+            let m = match mode.as_str() {
+                "bridge" => sluice_lab::testbed::PathMode::Bridge,
+                "open" => sluice_lab::testbed::PathMode::Open,
+                other => anyhow::bail!("path mode `{other}`: use bridge or open"),
+            };
+            lab.require_up()?;
+            lab.set_path(m)?;
+            println!("shaper path: {m:?}");
         }
         Action::Status => {
             let s = lab.status();

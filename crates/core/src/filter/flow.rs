@@ -132,9 +132,8 @@ impl FlowKey {
     pub fn parse_list(list: &str) -> Result<u32, FilterError> {
         let mut mask = 0u32;
         for name in list.split(',') {
-            let k = FlowKey::parse(name).ok_or_else(|| {
-                FilterError::invalid("flow", "keys", format!("unknown key \"{name}\""))
-            })?;
+            let k = FlowKey::parse(name)
+                .ok_or_else(|| FilterError::invalid("flow", "keys", format!("unknown key \"{name}\"")))?;
             mask |= 1 << k as u32;
         }
         Ok(mask)
@@ -207,11 +206,7 @@ impl Default for FlowConfig {
 
 impl FlowConfig {
     /// A hash-mode filter over `keys` (e.g. `"src"`), with a divisor and base class.
-    pub fn hash(
-        keys: &str,
-        divisor: u32,
-        baseclass: Option<Handle>,
-    ) -> Result<FlowConfig, FilterError> {
+    pub fn hash(keys: &str, divisor: u32, baseclass: Option<Handle>) -> Result<FlowConfig, FilterError> {
         Ok(FlowConfig {
             mode: FlowMode::Hash,
             keys: FlowKey::parse_list(keys)?,
@@ -223,19 +218,12 @@ impl FlowConfig {
 
     /// A map-mode filter over one key.
     pub fn map(key: FlowKey) -> FlowConfig {
-        FlowConfig {
-            mode: FlowMode::Map,
-            keys: 1 << key as u32,
-            ..FlowConfig::default()
-        }
+        FlowConfig { mode: FlowMode::Map, keys: 1 << key as u32, ..FlowConfig::default() }
     }
 
     /// The selected keys, in key-number order.
     pub fn key_list(&self) -> impl Iterator<Item = FlowKey> + '_ {
-        ALL_KEYS
-            .iter()
-            .copied()
-            .filter(|k| self.keys & (1 << *k as u32) != 0)
+        ALL_KEYS.iter().copied().filter(|k| self.keys & (1 << *k as u32) != 0)
     }
 
     /// `or V` in tc's terms.
@@ -306,12 +294,7 @@ fn addr_words(a: IpAddr, full: bool, out: &mut Words) {
             let o = v6.octets();
             let start = if full { 0 } else { 3 };
             for i in start..4 {
-                out.push(u32::from_be_bytes([
-                    o[4 * i],
-                    o[4 * i + 1],
-                    o[4 * i + 2],
-                    o[4 * i + 3],
-                ]));
+                out.push(u32::from_be_bytes([o[4 * i], o[4 * i + 1], o[4 * i + 2], o[4 * i + 3]]));
             }
         }
     }
@@ -366,19 +349,13 @@ impl FlowFilter {
             }
             FlowKey::ProtoDst | FlowKey::NfctProtoDst | FlowKey::TunnelProtoDst => {
                 match hdr(tunnel) {
-                    Some(h)
-                        if self.cfg.legacy_proto_ports && h.src_port == 0 && h.dst_port == 0 =>
-                    {
+                    Some(h) if self.cfg.legacy_proto_ports && h.src_port == 0 && h.dst_port == 0 => {
                         // The kernel's value: the route cache entry (one per destination and TOS)
                         // folded to 32 bits, xor the EtherType as stored in the skb.
-                        let mut w = Words {
-                            buf: [0; 96],
-                            len: 0,
-                        };
+                        let mut w = Words { buf: [0; 96], len: 0 };
                         addr_words(h.dst, true, &mut w);
                         w.push((h.dsfield & 0x1E) as u32);
-                        hash_words(0x0d57_e417, &w.buf[..w.len])
-                            ^ keys.ethertype.swap_bytes() as u32
+                        hash_words(0x0d57_e417, &w.buf[..w.len]) ^ keys.ethertype.swap_bytes() as u32
                     }
                     Some(h) => h.dst_port as u32,
                     None => 0,
@@ -397,19 +374,13 @@ impl FlowFilter {
     /// The class this filter computes for a packet (before actions).
     pub fn compute(&self, input: &ClassifyInput<'_>, now: Time) -> Handle {
         let c = &self.cfg;
-        let mut words = Words {
-            buf: [0; 96],
-            len: 0,
-        };
+        let mut words = Words { buf: [0; 96], len: 0 };
         let mut v = match c.mode {
             FlowMode::Map => {
                 let key = c.key_list().next().unwrap_or(FlowKey::Src);
                 self.key_words(key, input, false, &mut words);
                 let k = words.buf[0];
-                ((k & c.and) ^ c.xor)
-                    .checked_shr(c.rshift as u32)
-                    .unwrap_or(0)
-                    .wrapping_add(c.addend)
+                ((k & c.and) ^ c.xor).checked_shr(c.rshift as u32).unwrap_or(0).wrapping_add(c.addend)
             }
             FlowMode::Hash => {
                 for key in c.key_list() {
@@ -452,30 +423,16 @@ impl FlowTp {
     ) -> Result<u32, FilterError> {
         cfg.validate()?;
         let base = cfg.baseclass.unwrap_or(Handle::new(0, 1));
-        cfg.baseclass = Some(if base.major() == 0 {
-            Handle::new(qdisc_major, base.minor())
-        } else {
-            base
-        });
+        cfg.baseclass = Some(if base.major() == 0 { Handle::new(qdisc_major, base.minor()) } else { base });
         let h = match handle.filter(|h| *h != 0) {
             Some(h) => h,
             None => self.elems.iter().map(|e| e.handle).max().unwrap_or(0) + 1,
         };
         match self.elems.iter_mut().find(|e| e.handle == h) {
             Some(e) if replace || must_exist => e.cfg = cfg,
-            Some(_) => {
-                return Err(FilterError::Exists(format!(
-                    "flow filter handle {h:#x} already exists"
-                )))
-            }
-            None if must_exist => {
-                return Err(FilterError::NotFound(format!("flow filter handle {h:#x}")))
-            }
-            None => self.elems.push(FlowFilter {
-                handle: h,
-                cfg,
-                hits: 0,
-            }),
+            Some(_) => return Err(FilterError::Exists(format!("flow filter handle {h:#x} already exists"))),
+            None if must_exist => return Err(FilterError::NotFound(format!("flow filter handle {h:#x}"))),
+            None => self.elems.push(FlowFilter { handle: h, cfg, hits: 0 }),
         }
         Ok(h)
     }
