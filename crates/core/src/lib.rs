@@ -20,9 +20,14 @@ pub mod filter;
 pub mod flow_keys;
 pub mod fq_codel;
 pub mod handle;
+pub mod htb;
 pub mod packet;
+pub mod prio;
 pub mod qdisc;
 pub mod rate;
+pub mod reference_htb;
+pub mod sfq;
+pub mod tbf;
 pub mod time;
 pub mod units;
 

@@ -6,6 +6,12 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod compare;
+pub mod flent;
+pub mod html;
+pub mod plot;
 pub mod schema;
+mod write;
 
-pub use schema::{Case, ClassResult, FlowResult, Latency, QdiscResult, Results, Series};
+pub use schema::{Case, ClassResult, FlowResult, Latency, PlotHints, QdiscResult, Results, Series};
+pub use write::write_report;

@@ -25,6 +25,27 @@ pub struct Results {
     pub description: String,
     /// The cases, in sweep order.
     pub cases: Vec<Case>,
+    /// How to plot the cases (which parameter is the x axis, which separates lines).
+    #[serde(default, skip_serializing_if = "PlotHints::is_empty")]
+    pub plot: PlotHints,
+}
+
+/// Plot hints carried with the results so `compare` and `report` can redraw them.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct PlotHints {
+    /// Parameter on the x axis of target-vs-achieved plots (e.g. `rate`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub x: Option<String>,
+    /// Parameter whose values become separate lines (e.g. `variant`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+}
+
+impl PlotHints {
+    /// True if no hint is set.
+    pub fn is_empty(&self) -> bool {
+        self.x.is_none() && self.group.is_none()
+    }
 }
 
 /// One point of a sweep (or the only case).
@@ -170,14 +191,8 @@ mod tests {
             seed: 1,
             cases: vec![Case {
                 name: "c".into(),
-                classes: vec![ClassResult {
-                    id: "1:10".into(),
-                    ..Default::default()
-                }],
-                flows: vec![FlowResult {
-                    name: "f".into(),
-                    ..Default::default()
-                }],
+                classes: vec![ClassResult { id: "1:10".into(), ..Default::default() }],
+                flows: vec![FlowResult { name: "f".into(), ..Default::default() }],
                 ..Default::default()
             }],
             ..Default::default()
@@ -190,24 +205,10 @@ mod tests {
         for k in ["name", "params", "classes", "flows"] {
             assert!(c.get(k).is_some(), "{k}");
         }
-        for k in [
-            "id",
-            "rate_bps",
-            "ceil_bps",
-            "achieved_bps",
-            "bytes",
-            "packets",
-            "drops",
-        ] {
+        for k in ["id", "rate_bps", "ceil_bps", "achieved_bps", "bytes", "packets", "drops"] {
             assert!(c["classes"][0].get(k).is_some(), "{k}");
         }
-        for k in [
-            "name",
-            "achieved_bps",
-            "latency_ms",
-            "jitter_ms",
-            "loss_pct",
-        ] {
+        for k in ["name", "achieved_bps", "latency_ms", "jitter_ms", "loss_pct"] {
             assert!(c["flows"][0].get(k).is_some(), "{k}");
         }
         for k in ["p50", "p90", "p99", "max"] {

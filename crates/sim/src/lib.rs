@@ -24,3 +24,7 @@ mod tcp;
 
 pub use engine::{EngineStats, Sim};
 pub use results::case_results;
+mod backend;
+pub mod builtin;
+pub mod run;
+pub mod scenario;

@@ -8,9 +8,9 @@ use crate::gre::{self, GreOptions};
 use crate::parse::{Start, TunnelKind, ETH_P_IP, ETH_P_IPV6, ETH_P_TEB};
 use crate::proto;
 use etherparse::{
-    DoubleVlanHeader, IpHeaders, IpNumber, Ipv4Dscp, Ipv4Ecn, Ipv4Extensions, Ipv4Header,
-    Ipv4Options, Ipv6Extensions, Ipv6FlowLabel, Ipv6Header, Ipv6RawExtHeader, PacketBuilder,
-    PacketBuilderStep, SingleVlanHeader, VlanHeader, VlanId, VlanPcp,
+    DoubleVlanHeader, IpHeaders, IpNumber, Ipv4Dscp, Ipv4Ecn, Ipv4Extensions, Ipv4Header, Ipv4Options,
+    Ipv6Extensions, Ipv6FlowLabel, Ipv6Header, Ipv6RawExtHeader, PacketBuilder, PacketBuilderStep,
+    SingleVlanHeader, VlanHeader, VlanId, VlanPcp,
 };
 use std::net::IpAddr;
 
@@ -101,13 +101,7 @@ pub enum BuildError {
 
 impl FrameSpec {
     /// A UDP frame with no VLAN, no tunnel, locally administered MACs and TTL 64.
-    pub fn udp(
-        src: IpAddr,
-        dst: IpAddr,
-        src_port: u16,
-        dst_port: u16,
-        payload_len: usize,
-    ) -> FrameSpec {
+    pub fn udp(src: IpAddr, dst: IpAddr, src_port: u16, dst_port: u16, payload_len: usize) -> FrameSpec {
         FrameSpec {
             src_mac: [0x02, 0, 0, 0, 0, 1],
             dst_mac: [0x02, 0, 0, 0, 0, 2],
@@ -168,9 +162,7 @@ impl FrameSpec {
             TunnelKind::Gre => true,
         };
         if !ok {
-            return Err(BuildError::Family(
-                "tunnel kind does not match the addresses",
-            ));
+            return Err(BuildError::Family("tunnel kind does not match the addresses"));
         }
 
         let mut inner = Vec::with_capacity(self.payload_len + 64);
@@ -206,9 +198,9 @@ impl FrameSpec {
         match (start, self.vlan) {
             (Start::Ip, _) => PacketBuilder::ip(ip),
             (Start::Ethernet, None) => PacketBuilder::ethernet2(self.src_mac, self.dst_mac).ip(ip),
-            (Start::Ethernet, Some(v)) => PacketBuilder::ethernet2(self.src_mac, self.dst_mac)
-                .vlan(vlan_header(v))
-                .ip(ip),
+            (Start::Ethernet, Some(v)) => {
+                PacketBuilder::ethernet2(self.src_mac, self.dst_mac).vlan(vlan_header(v)).ip(ip)
+            }
         }
     }
 }
@@ -226,10 +218,9 @@ fn vlan_tag(tci: u16) -> SingleVlanHeader {
 fn vlan_header(v: VlanTags) -> VlanHeader {
     match v {
         VlanTags::Single(tci) => VlanHeader::Single(vlan_tag(tci)),
-        VlanTags::Double { outer, inner } => VlanHeader::Double(DoubleVlanHeader {
-            outer: vlan_tag(outer),
-            inner: vlan_tag(inner),
-        }),
+        VlanTags::Double { outer, inner } => {
+            VlanHeader::Double(DoubleVlanHeader { outer: vlan_tag(outer), inner: vlan_tag(inner) })
+        }
     }
 }
 

@@ -82,10 +82,7 @@ pub fn read_dsfield(frame: &[u8], offset: usize) -> Result<u8, RewriteError> {
 
 /// Validates that a fixed IP header fits at `offset`; returns its version.
 fn check_ip(frame: &[u8], offset: usize) -> Result<u8, RewriteError> {
-    let truncated = RewriteError::Truncated {
-        len: frame.len(),
-        offset,
-    };
+    let truncated = RewriteError::Truncated { len: frame.len(), offset };
     let first = *frame.get(offset).ok_or(truncated)?;
     let version = first >> 4;
     let min = match version {
@@ -152,11 +149,7 @@ pub fn mark_ce(frame: &mut [u8], network_offset: usize) -> Result<MarkOutcome, R
 /// after a qdisc changed `Packet::dsfield`, e.g. marked CE). Only the outer header changes:
 /// the tunnel egress propagates CE to the inner header (RFC 6040). Returns whether the frame
 /// changed; a frame without IP (keys.outer is None) is left alone.
-pub fn apply_dsfield(
-    frame: &mut [u8],
-    keys: &FlowKeys,
-    new_dsfield: u8,
-) -> Result<bool, RewriteError> {
+pub fn apply_dsfield(frame: &mut [u8], keys: &FlowKeys, new_dsfield: u8) -> Result<bool, RewriteError> {
     if keys.outer.is_none() {
         return Ok(false);
     }
@@ -240,14 +233,8 @@ mod tests {
 
     #[test]
     fn agrees_with_etherparse_checksum() {
-        let mut hdr = Ipv4Header::new(
-            100,
-            64,
-            etherparse::IpNumber::UDP,
-            [198, 18, 0, 1],
-            [198, 18, 0, 2],
-        )
-        .unwrap();
+        let mut hdr =
+            Ipv4Header::new(100, 64, etherparse::IpNumber::UDP, [198, 18, 0, 1], [198, 18, 0, 2]).unwrap();
         hdr.ecn = etherparse::Ipv4Ecn::ONE;
         hdr.header_checksum = hdr.calc_header_checksum();
         let mut bytes = hdr.to_bytes().to_vec();
@@ -259,29 +246,11 @@ mod tests {
 
     #[test]
     fn bad_headers_are_errors_not_panics() {
-        assert!(matches!(
-            mark_ce(&mut [], 0),
-            Err(RewriteError::Truncated { .. })
-        ));
-        assert!(matches!(
-            mark_ce(&mut [0x45; 19], 0),
-            Err(RewriteError::Truncated { .. })
-        ));
-        assert!(matches!(
-            mark_ce(&mut [0x44; 40], 0),
-            Err(RewriteError::BadIhl { ihl: 4, .. })
-        ));
-        assert!(matches!(
-            mark_ce(&mut [0x60; 39], 0),
-            Err(RewriteError::Truncated { .. })
-        ));
-        assert!(matches!(
-            mark_ce(&mut [0x50; 60], 0),
-            Err(RewriteError::NotIp { version: 5, .. })
-        ));
-        assert!(matches!(
-            mark_ce(&mut [0x45; 20], usize::MAX),
-            Err(RewriteError::Truncated { .. })
-        ));
+        assert!(matches!(mark_ce(&mut [], 0), Err(RewriteError::Truncated { .. })));
+        assert!(matches!(mark_ce(&mut [0x45; 19], 0), Err(RewriteError::Truncated { .. })));
+        assert!(matches!(mark_ce(&mut [0x44; 40], 0), Err(RewriteError::BadIhl { ihl: 4, .. })));
+        assert!(matches!(mark_ce(&mut [0x60; 39], 0), Err(RewriteError::Truncated { .. })));
+        assert!(matches!(mark_ce(&mut [0x50; 60], 0), Err(RewriteError::NotIp { version: 5, .. })));
+        assert!(matches!(mark_ce(&mut [0x45; 20], usize::MAX), Err(RewriteError::Truncated { .. })));
     }
 }

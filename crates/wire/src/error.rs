@@ -122,12 +122,7 @@ pub struct ParseError {
 
 impl ParseError {
     pub(crate) fn new(kind: ErrorKind, layer: Layer, offset: usize) -> ParseError {
-        ParseError {
-            kind,
-            layer,
-            offset,
-            tunnelled: false,
-        }
+        ParseError { kind, layer, offset, tunnelled: false }
     }
 }
 
@@ -175,9 +170,7 @@ impl ParseStats {
 
     /// `(name, count)` for every error kind, in a fixed order (for `-s` style output).
     pub fn error_counts(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
-        ErrorKind::ALL
-            .iter()
-            .map(move |k| (k.name(), self.errors(*k)))
+        ErrorKind::ALL.iter().map(move |k| (k.name(), self.errors(*k)))
     }
 }
 
@@ -197,9 +190,6 @@ mod tests {
         let mut e = ParseError::new(ErrorKind::Truncated, Layer::Tcp, 34);
         assert_eq!(e.to_string(), "truncated in the TCP header at byte 34");
         e.tunnelled = true;
-        assert_eq!(
-            e.to_string(),
-            "truncated in the inner TCP header at byte 34"
-        );
+        assert_eq!(e.to_string(), "truncated in the inner TCP header at byte 34");
     }
 }

@@ -48,10 +48,7 @@ pub(crate) fn parse(bytes: &[u8], off: usize) -> Result<Option<GreInfo>, ParseEr
     if bytes.len() < header_len {
         return Err(truncated());
     }
-    Ok(Some(GreInfo {
-        protocol: u16::from_be_bytes([p0, p1]),
-        header_len,
-    }))
+    Ok(Some(GreInfo { protocol: u16::from_be_bytes([p0, p1]), header_len }))
 }
 
 /// Options of a GRE header written by the frame builder.
@@ -106,18 +103,10 @@ mod tests {
 
     #[test]
     fn header_length_follows_flags() {
-        for (c, k, s) in [
-            (false, false, false),
-            (true, false, false),
-            (true, true, true),
-            (false, true, false),
-        ] {
-            let opts = GreOptions {
-                checksum: c,
-                key: k.then_some(7),
-                seq: s.then_some(9),
-                ethernet: false,
-            };
+        for (c, k, s) in
+            [(false, false, false), (true, false, false), (true, true, true), (false, true, false)]
+        {
+            let opts = GreOptions { checksum: c, key: k.then_some(7), seq: s.then_some(9), ethernet: false };
             let mut out = Vec::new();
             write(&mut out, &opts, 0x0800, &[0xAA; 3]);
             let g = parse(&out, 0).unwrap().unwrap();
@@ -128,19 +117,13 @@ mod tests {
                 // A correct checksum makes the ones'-complement sum of the whole message zero.
                 assert_eq!(crate::ecn::internet_checksum(&out), 0);
             }
-            assert_eq!(
-                parse(&out[..g.header_len - 1], 0).unwrap_err().kind,
-                ErrorKind::Truncated
-            );
+            assert_eq!(parse(&out[..g.header_len - 1], 0).unwrap_err().kind, ErrorKind::Truncated);
         }
     }
 
     #[test]
     fn pptp_and_source_routed_gre_are_opaque() {
-        assert_eq!(
-            parse(&[0x30, 0x01, 0x88, 0x0B, 0, 0, 0, 0, 0, 0, 0, 0], 0),
-            Ok(None)
-        );
+        assert_eq!(parse(&[0x30, 0x01, 0x88, 0x0B, 0, 0, 0, 0, 0, 0, 0, 0], 0), Ok(None));
         assert_eq!(parse(&[0x40, 0x00, 0x08, 0x00, 0, 0, 0, 0], 0), Ok(None));
     }
 }

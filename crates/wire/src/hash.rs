@@ -40,11 +40,7 @@ struct Hasher {
 impl Hasher {
     #[inline]
     fn new(seed: u64) -> Hasher {
-        Hasher {
-            h: seed ^ P0,
-            k0: seed.rotate_left(32) ^ P1,
-            k1: seed ^ P2,
-        }
+        Hasher { h: seed ^ P0, k0: seed.rotate_left(32) ^ P1, k1: seed ^ P2 }
     }
 
     #[inline]
@@ -79,8 +75,7 @@ pub fn flow_hash(keys: &HeaderKeys, seed: u64) -> u32 {
     let mut h = Hasher::new(seed);
     let (s0, s1) = addr_words(&keys.src);
     let (d0, d1) = addr_words(&keys.dst);
-    let tail =
-        (u64::from(keys.proto) << 32) | (u64::from(keys.src_port) << 16) | u64::from(keys.dst_port);
+    let tail = (u64::from(keys.proto) << 32) | (u64::from(keys.src_port) << 16) | u64::from(keys.dst_port);
     h.pair(s0, s1);
     h.pair(d0, d1);
     h.pair(tail, 0x5F);
@@ -125,10 +120,7 @@ mod tests {
     /// 99.9th percentile is about 1168.
     fn chi_square(counts: &[u32], n: u32) -> f64 {
         let expected = f64::from(n) / counts.len() as f64;
-        counts
-            .iter()
-            .map(|&c| (f64::from(c) - expected).powi(2) / expected)
-            .sum()
+        counts.iter().map(|&c| (f64::from(c) - expected).powi(2) / expected).sum()
     }
 
     #[test]
@@ -137,10 +129,7 @@ mod tests {
             let mut counts = vec![0u32; 1024];
             let n = 102_400u32;
             for i in 0..n {
-                let h = flow_hash(
-                    &k(10_000 + (i % 50_000) as u16, 80 + (i / 50_000) as u16),
-                    seed,
-                );
+                let h = flow_hash(&k(10_000 + (i % 50_000) as u16, 80 + (i / 50_000) as u16), seed);
                 counts[(h % 1024) as usize] += 1;
             }
             let chi = chi_square(&counts, n);
@@ -172,67 +161,18 @@ mod tests {
     fn every_field_matters() {
         let base = k(1000, 80);
         let h = flow_hash(&base, 0);
-        assert_ne!(
-            h,
-            flow_hash(
-                &HeaderKeys {
-                    src_port: 1001,
-                    ..base
-                },
-                0
-            )
-        );
-        assert_ne!(
-            h,
-            flow_hash(
-                &HeaderKeys {
-                    dst_port: 81,
-                    ..base
-                },
-                0
-            )
-        );
+        assert_ne!(h, flow_hash(&HeaderKeys { src_port: 1001, ..base }, 0));
+        assert_ne!(h, flow_hash(&HeaderKeys { dst_port: 81, ..base }, 0));
         assert_ne!(h, flow_hash(&HeaderKeys { proto: 17, ..base }, 0));
-        assert_ne!(
-            h,
-            flow_hash(
-                &HeaderKeys {
-                    src: IpAddr::V4(Ipv4Addr::new(198, 18, 0, 3)),
-                    ..base
-                },
-                0
-            )
-        );
-        assert_ne!(
-            h,
-            flow_hash(
-                &HeaderKeys {
-                    src: base.dst,
-                    dst: base.src,
-                    ..base
-                },
-                0
-            )
-        );
+        assert_ne!(h, flow_hash(&HeaderKeys { src: IpAddr::V4(Ipv4Addr::new(198, 18, 0, 3)), ..base }, 0));
+        assert_ne!(h, flow_hash(&HeaderKeys { src: base.dst, dst: base.src, ..base }, 0));
         // The TOS byte is not part of the flow (seed 003: proto-dst must not depend on TOS).
-        assert_eq!(
-            h,
-            flow_hash(
-                &HeaderKeys {
-                    dsfield: 0xB8,
-                    ..base
-                },
-                0
-            )
-        );
+        assert_eq!(h, flow_hash(&HeaderKeys { dsfield: 0xB8, ..base }, 0));
         let v6 = HeaderKeys {
             src: IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 1)),
             dst: IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 2)),
             ..base
         };
-        assert_ne!(
-            flow_hash(&v6, 0),
-            flow_hash(&HeaderKeys { src_port: 1, ..v6 }, 0)
-        );
+        assert_ne!(flow_hash(&v6, 0), flow_hash(&HeaderKeys { src_port: 1, ..v6 }, 0));
     }
 }

@@ -13,8 +13,8 @@ use crate::gre;
 use crate::hash;
 use etherparse::err::{ipv4 as e4, ipv6 as e6, ipv6_exts as e6x, tcp as etcp, LenError};
 use etherparse::{
-    Ethernet2Slice, Icmpv6Slice, Ipv4Slice, Ipv6ExtensionSlice, Ipv6Slice, SingleVlanSlice,
-    TcpHeaderSlice, UdpHeaderSlice,
+    Ethernet2Slice, Icmpv6Slice, Ipv4Slice, Ipv6ExtensionSlice, Ipv6Slice, SingleVlanSlice, TcpHeaderSlice,
+    UdpHeaderSlice,
 };
 use sluice_core::{FlowKeys, HeaderKeys, Packet};
 use std::net::IpAddr;
@@ -80,10 +80,7 @@ pub struct ParseOptions {
 impl ParseOptions {
     /// Frames that start at the IP header.
     pub fn raw_ip() -> ParseOptions {
-        ParseOptions {
-            start: Start::Ip,
-            ..ParseOptions::default()
-        }
+        ParseOptions { start: Start::Ip, ..ParseOptions::default() }
     }
 }
 
@@ -202,12 +199,11 @@ pub fn parse_frame(frame: &[u8], opts: ParseOptions) -> Result<Parsed, ParseErro
     if outer.fragment == Fragment::None {
         if let Some((kind, inner_ethertype, inner_off)) = find_tunnel(frame, &outer)? {
             // The inner packet ends where the outer IP length says (not at Ethernet padding).
-            let inner = parse_ip(&frame[..outer.payload_end], inner_off, inner_ethertype).map_err(
-                |mut e| {
+            let inner =
+                parse_ip(&frame[..outer.payload_end], inner_off, inner_ethertype).map_err(|mut e| {
                     e.tunnelled = true;
                     e
-                },
-            )?;
+                })?;
             if let Some(inner) = inner {
                 keys.inner = Some(inner.keys);
                 tunnel = Some(kind);
@@ -270,11 +266,7 @@ pub(crate) struct IpInfo {
 }
 
 /// Parses the IP header at `off` if `ethertype` is IPv4 or IPv6; `Ok(None)` for other types.
-pub(crate) fn parse_ip(
-    frame: &[u8],
-    off: usize,
-    ethertype: u16,
-) -> Result<Option<IpInfo>, ParseError> {
+pub(crate) fn parse_ip(frame: &[u8], off: usize, ethertype: u16) -> Result<Option<IpInfo>, ParseError> {
     let bytes = frame.get(off..).unwrap_or(&[]);
     let (src, dst, dsfield, proto, payload, fragment, layer) = match ethertype {
         ETH_P_IP => {
@@ -327,20 +319,12 @@ pub(crate) fn parse_ip(
         _ => return Ok(None),
     };
     // etherparse hands back the payload as a sub-slice of `bytes`; its start is the header length.
-    let header_len = (payload.as_ptr() as usize)
-        .wrapping_sub(bytes.as_ptr() as usize)
-        .min(bytes.len() - payload.len());
+    let header_len =
+        (payload.as_ptr() as usize).wrapping_sub(bytes.as_ptr() as usize).min(bytes.len() - payload.len());
     let payload_offset = off + header_len;
     let (src_port, dst_port) = ports(proto, payload, payload_offset, fragment)?;
     Ok(Some(IpInfo {
-        keys: HeaderKeys {
-            src,
-            dst,
-            proto,
-            src_port,
-            dst_port,
-            dsfield,
-        },
+        keys: HeaderKeys { src, dst, proto, src_port, dst_port, dsfield },
         payload_offset,
         payload_end: payload_offset + payload.len(),
         fragment,
@@ -366,11 +350,7 @@ fn ipv4_error(e: e4::SliceError, off: usize) -> ParseError {
 fn ipv6_error(e: e6::SliceError, off: usize) -> ParseError {
     match e {
         e6::SliceError::Len(l) => {
-            let layer = if l.layer_start_offset > 0 {
-                Layer::Ipv6Ext
-            } else {
-                Layer::Ipv6
-            };
+            let layer = if l.layer_start_offset > 0 { Layer::Ipv6Ext } else { Layer::Ipv6 };
             len_error(&l, layer, off)
         }
         e6::SliceError::Header(_) => ParseError::new(ErrorKind::BadIpVersion, Layer::Ipv6, off),
@@ -383,21 +363,14 @@ fn ipv6_error(e: e6::SliceError, off: usize) -> ParseError {
 
 /// Transport ports of the first fragment or a whole datagram; 0 for protocols without ports and
 /// for later fragments (seed 003: never a value unrelated to the packet).
-fn ports(
-    proto: u8,
-    payload: &[u8],
-    off: usize,
-    fragment: Fragment,
-) -> Result<(u16, u16), ParseError> {
+fn ports(proto: u8, payload: &[u8], off: usize, fragment: Fragment) -> Result<(u16, u16), ParseError> {
     if fragment == Fragment::Later {
         return Ok((0, 0));
     }
     match proto {
         proto::TCP => {
             let t = TcpHeaderSlice::from_slice(payload).map_err(|e| match e {
-                etcp::HeaderSliceError::Len(_) => {
-                    ParseError::new(ErrorKind::Truncated, Layer::Tcp, off)
-                }
+                etcp::HeaderSliceError::Len(_) => ParseError::new(ErrorKind::Truncated, Layer::Tcp, off),
                 etcp::HeaderSliceError::Content(_) => {
                     ParseError::new(ErrorKind::BadTcpHeader, Layer::Tcp, off)
                 }
@@ -432,38 +405,19 @@ fn ports(
 
 /// If the outer header's payload is a tunnel the parser decodes, returns its kind, the inner
 /// EtherType and the offset of the inner network header.
-fn find_tunnel(
-    frame: &[u8],
-    outer: &IpInfo,
-) -> Result<Option<(TunnelKind, u16, usize)>, ParseError> {
+fn find_tunnel(frame: &[u8], outer: &IpInfo) -> Result<Option<(TunnelKind, u16, usize)>, ParseError> {
     let v4 = outer.layer == Layer::Ipv4;
     let off = outer.payload_offset;
     Ok(match outer.keys.proto {
-        proto::IPIP => Some((
-            if v4 {
-                TunnelKind::Ipip
-            } else {
-                TunnelKind::Ip4in6
-            },
-            ETH_P_IP,
-            off,
-        )),
-        proto::IPV6 => Some((
-            if v4 {
-                TunnelKind::Sit6in4
-            } else {
-                TunnelKind::Ip6in6
-            },
-            ETH_P_IPV6,
-            off,
-        )),
+        proto::IPIP => Some((if v4 { TunnelKind::Ipip } else { TunnelKind::Ip4in6 }, ETH_P_IP, off)),
+        proto::IPV6 => Some((if v4 { TunnelKind::Sit6in4 } else { TunnelKind::Ip6in6 }, ETH_P_IPV6, off)),
         proto::GRE => {
             let gre_bytes = &frame[off..outer.payload_end];
             match gre::parse(gre_bytes, off)? {
                 Some(g) if g.protocol == ETH_P_TEB => {
                     let start = off + g.header_len;
-                    let (ethertype, _, net) = parse_l2(&frame[..outer.payload_end], start)
-                        .map_err(|mut e| {
+                    let (ethertype, _, net) =
+                        parse_l2(&frame[..outer.payload_end], start).map_err(|mut e| {
                             e.tunnelled = true;
                             e
                         })?;

@@ -43,14 +43,8 @@ fn expected(spec: &FrameSpec) -> (Option<HeaderKeys>, Option<HeaderKeys>) {
                 TunnelKind::Sit6in4 | TunnelKind::Ip6in6 => 41,
                 TunnelKind::Gre => 47,
             };
-            let outer = HeaderKeys {
-                src: t.src,
-                dst: t.dst,
-                proto,
-                src_port: 0,
-                dst_port: 0,
-                dsfield: spec.dsfield,
-            };
+            let outer =
+                HeaderKeys { src: t.src, dst: t.dst, proto, src_port: 0, dst_port: 0, dsfield: spec.dsfield };
             (Some(outer), Some(inner))
         }
     }
@@ -58,19 +52,14 @@ fn expected(spec: &FrameSpec) -> (Option<HeaderKeys>, Option<HeaderKeys>) {
 
 fn check_roundtrip(spec: &FrameSpec) {
     let frame = spec.build().unwrap();
-    let p =
-        parse_frame(&frame, ParseOptions::default()).unwrap_or_else(|e| panic!("{spec:?}: {e}"));
+    let p = parse_frame(&frame, ParseOptions::default()).unwrap_or_else(|e| panic!("{spec:?}: {e}"));
     let (outer, inner) = expected(spec);
     assert_eq!(p.keys.outer, outer, "{spec:?}");
     assert_eq!(p.keys.inner, inner, "{spec:?}");
     assert_eq!(p.tunnel, spec.tunnel.map(|t| t.kind));
     assert_eq!(p.len as usize, frame.len());
     assert_eq!(p.dsfield, spec.dsfield);
-    let ip_version_first = if outer.unwrap().src.is_ipv4() {
-        ETH_P_IP
-    } else {
-        ETH_P_IPV6
-    };
+    let ip_version_first = if outer.unwrap().src.is_ipv4() { ETH_P_IP } else { ETH_P_IPV6 };
     assert_eq!(p.keys.ethertype, ip_version_first);
     let tags = match spec.vlan {
         None => 0,
@@ -108,12 +97,7 @@ fn tunnel(kind: TunnelKind, gre: GreOptions) -> Tunnel {
         TunnelKind::Ip4in6 | TunnelKind::Ip6in6 => (v6(101), v6(102)),
         TunnelKind::Gre => (v4(201), v4(202)),
     };
-    Tunnel {
-        kind,
-        src,
-        dst,
-        gre,
-    }
+    Tunnel { kind, src, dst, gre }
 }
 
 /// Every tunnel kind × inner family × transport × VLAN layout.
@@ -121,35 +105,17 @@ fn all_specs() -> Vec<FrameSpec> {
     let mut out = Vec::new();
     let gres = [
         GreOptions::default(),
-        GreOptions {
-            checksum: true,
-            key: Some(0xC0FFEE),
-            seq: Some(7),
-            ethernet: false,
-        },
-        GreOptions {
-            key: Some(1),
-            ethernet: true,
-            ..GreOptions::default()
-        },
+        GreOptions { checksum: true, key: Some(0xC0FFEE), seq: Some(7), ethernet: false },
+        GreOptions { key: Some(1), ethernet: true, ..GreOptions::default() },
     ];
     let mut tunnels: Vec<Option<Tunnel>> = vec![None];
-    for kind in [
-        TunnelKind::Ipip,
-        TunnelKind::Sit6in4,
-        TunnelKind::Ip4in6,
-        TunnelKind::Ip6in6,
-    ] {
+    for kind in [TunnelKind::Ipip, TunnelKind::Sit6in4, TunnelKind::Ip4in6, TunnelKind::Ip6in6] {
         tunnels.push(Some(tunnel(kind, GreOptions::default())));
     }
     for g in gres {
         tunnels.push(Some(tunnel(TunnelKind::Gre, g)));
         // GRE over IPv6 too.
-        tunnels.push(Some(Tunnel {
-            src: v6(201),
-            dst: v6(202),
-            ..tunnel(TunnelKind::Gre, g)
-        }));
+        tunnels.push(Some(Tunnel { src: v6(201), dst: v6(202), ..tunnel(TunnelKind::Gre, g) }));
     }
     for t in tunnels {
         for inner_v4 in [true, false] {
@@ -170,17 +136,10 @@ fn all_specs() -> Vec<FrameSpec> {
                 for vlan in [
                     None,
                     Some(VlanTags::Single(0x2005)),
-                    Some(VlanTags::Double {
-                        outer: 0x0064,
-                        inner: 0xE00A,
-                    }),
+                    Some(VlanTags::Double { outer: 0x0064, inner: 0xE00A }),
                 ] {
                     for ip_options in [false, true] {
-                        let (src, dst) = if inner_v4 {
-                            (v4(1), v4(2))
-                        } else {
-                            (v6(1), v6(2))
-                        };
+                        let (src, dst) = if inner_v4 { (v4(1), v4(2)) } else { (v6(1), v6(2)) };
                         let mut s = FrameSpec::udp(src, dst, 40_000, 443, 33);
                         s.proto = l4;
                         s.vlan = vlan;
@@ -242,14 +201,8 @@ fn ipip_tunnel_keys_separate_icmp_from_bulk_flow() {
 fn fill_packet_copies_metadata() {
     let mut s = FrameSpec::udp(v4(1), v4(2), 1, 2, 100);
     s.dsfield = 0x02;
-    let p = parse_frame(
-        &s.build().unwrap(),
-        ParseOptions {
-            hash_seed: 99,
-            ..ParseOptions::default()
-        },
-    )
-    .unwrap();
+    let p =
+        parse_frame(&s.build().unwrap(), ParseOptions { hash_seed: 99, ..ParseOptions::default() }).unwrap();
     let mut pkt = Packet::new(0, 5);
     fill_packet(&p, &mut pkt);
     assert_eq!(pkt.len, 14 + 20 + 8 + 100);
@@ -311,14 +264,10 @@ fn only_the_first_ipv4_fragment_has_ports() {
 
 /// An IPv6 UDP packet with a fragment header (offset in 8-byte units).
 fn v6_fragment(offset_units: u16, more: bool) -> Vec<u8> {
-    let mut udp = etherparse::UdpHeader {
-        source_port: 5000,
-        destination_port: 4789,
-        length: 16,
-        checksum: 0,
-    }
-    .to_bytes()
-    .to_vec();
+    let mut udp =
+        etherparse::UdpHeader { source_port: 5000, destination_port: 4789, length: 16, checksum: 0 }
+            .to_bytes()
+            .to_vec();
     udp.extend_from_slice(&[0; 8]);
     let frag = etherparse::Ipv6FragmentHeader::new(
         etherparse::IpNumber::UDP,
@@ -404,10 +353,7 @@ fn malformed_headers_have_their_own_kinds() {
     let mut f = t.build().unwrap();
     f[14 + 20 + 12] = 0x40; // TCP data offset 4
     let e = parse(&f);
-    assert_eq!(
-        (e.kind, e.layer, e.offset),
-        (ErrorKind::BadTcpHeader, Layer::Tcp, 34)
-    );
+    assert_eq!((e.kind, e.layer, e.offset), (ErrorKind::BadTcpHeader, Layer::Tcp, 34));
 
     // Hop-by-hop after a destination options header.
     let mut v = FrameSpec::udp(v6(1), v6(2), 7, 9, 20);
@@ -427,16 +373,8 @@ fn malformed_headers_have_their_own_kinds() {
     assert!(e.tunnelled);
     assert_eq!(e.kind, ErrorKind::BadIpv4Header);
 
-    assert_eq!(
-        parse_frame(&[], ParseOptions::raw_ip()).unwrap_err().kind,
-        ErrorKind::Truncated
-    );
-    assert_eq!(
-        parse_frame(&[0x50; 40], ParseOptions::raw_ip())
-            .unwrap_err()
-            .kind,
-        ErrorKind::BadIpVersion
-    );
+    assert_eq!(parse_frame(&[], ParseOptions::raw_ip()).unwrap_err().kind, ErrorKind::Truncated);
+    assert_eq!(parse_frame(&[0x50; 40], ParseOptions::raw_ip()).unwrap_err().kind, ErrorKind::BadIpVersion);
 }
 
 #[test]
@@ -470,11 +408,7 @@ fn apply_dsfield_marks_the_outer_header_of_a_real_frame() {
             let off = usize::from(keys.network_offset);
             if f[off] >> 4 == 4 {
                 let ihl = usize::from(f[off] & 0x0F) * 4;
-                assert_eq!(
-                    internet_checksum(&f[off..off + ihl]),
-                    0,
-                    "checksum still valid"
-                );
+                assert_eq!(internet_checksum(&f[off..off + ihl]), 0, "checksum still valid");
             }
             assert_eq!(mark_ce(&mut f, off), Ok(MarkOutcome::AlreadyCe));
         }

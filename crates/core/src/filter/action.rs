@@ -103,10 +103,7 @@ impl Actions {
         Actions {
             slots: actions
                 .into_iter()
-                .map(|action| ActionSlot {
-                    action,
-                    stats: ActionStats::default(),
-                })
+                .map(|action| ActionSlot { action, stats: ActionStats::default() })
                 .collect(),
         }
     }

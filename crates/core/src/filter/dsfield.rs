@@ -54,15 +54,9 @@ impl DsfieldTp {
         match self.elems.iter_mut().find(|e| e.0 == h) {
             Some(e) if replace || must_exist => e.1 = cfg,
             Some(_) => {
-                return Err(FilterError::Exists(format!(
-                    "dsfield filter handle {h:#x} already exists"
-                )))
+                return Err(FilterError::Exists(format!("dsfield filter handle {h:#x} already exists")))
             }
-            None if must_exist => {
-                return Err(FilterError::NotFound(format!(
-                    "dsfield filter handle {h:#x}"
-                )))
-            }
+            None if must_exist => return Err(FilterError::NotFound(format!("dsfield filter handle {h:#x}"))),
             None => {
                 let pos = self.elems.partition_point(|e| e.0 < h);
                 self.elems.insert(pos, (h, cfg, 0));

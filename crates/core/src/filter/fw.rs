@@ -51,11 +51,7 @@ pub struct FwTp {
 impl FwTp {
     /// An empty priority.
     pub fn new(qdisc_major: u16) -> FwTp {
-        FwTp {
-            mask: u32::MAX,
-            elems: Vec::new(),
-            qdisc_major,
-        }
+        FwTp { mask: u32::MAX, elems: Vec::new(), qdisc_major }
     }
 
     /// Adds, replaces or changes the element for `handle`.
@@ -67,11 +63,7 @@ impl FwTp {
         must_exist: bool,
     ) -> Result<u32, FilterError> {
         let Some(mark) = handle.filter(|h| *h != 0) else {
-            if self.elems.is_empty()
-                && cfg.classid.is_none()
-                && cfg.actions.is_empty()
-                && !must_exist
-            {
+            if self.elems.is_empty() && cfg.classid.is_none() && cfg.actions.is_empty() && !must_exist {
                 return Ok(0); // old-method priority: nothing to store
             }
             return Err(FilterError::invalid(
@@ -85,32 +77,17 @@ impl FwTp {
             return Err(FilterError::invalid(
                 "fw",
                 "mask",
-                format!(
-                    "{mask:#x} differs from this priority's mask {:#x}",
-                    self.mask
-                ),
+                format!("{mask:#x} differs from this priority's mask {:#x}", self.mask),
             ));
         }
-        let elem = FwElem {
-            mark,
-            classid: cfg.classid,
-            actions: cfg.actions,
-            indev: cfg.indev,
-            hits: 0,
-        };
+        let elem = FwElem { mark, classid: cfg.classid, actions: cfg.actions, indev: cfg.indev, hits: 0 };
         match self.elems.iter_mut().find(|e| e.mark == mark) {
             Some(e) if replace || must_exist => {
                 let hits = e.hits;
                 *e = FwElem { hits, ..elem };
             }
-            Some(_) => {
-                return Err(FilterError::Exists(format!(
-                    "fw filter handle {mark:#x} already exists"
-                )))
-            }
-            None if must_exist => {
-                return Err(FilterError::NotFound(format!("fw filter handle {mark:#x}")))
-            }
+            Some(_) => return Err(FilterError::Exists(format!("fw filter handle {mark:#x} already exists"))),
+            None if must_exist => return Err(FilterError::NotFound(format!("fw filter handle {mark:#x}"))),
             None => {
                 self.mask = mask;
                 self.elems.push(elem);

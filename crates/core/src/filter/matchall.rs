@@ -37,13 +37,9 @@ impl MatchallTp {
         match &self.elem {
             Some((old, _)) if *old == h && (replace || must_exist) => {}
             Some(_) => {
-                return Err(FilterError::Exists(
-                    "matchall: this priority already has its filter".into(),
-                ))
+                return Err(FilterError::Exists("matchall: this priority already has its filter".into()))
             }
-            None if must_exist => {
-                return Err(FilterError::NotFound(format!("matchall handle {h:#x}")))
-            }
+            None if must_exist => return Err(FilterError::NotFound(format!("matchall handle {h:#x}"))),
             None => {}
         }
         self.elem = Some((h, cfg));

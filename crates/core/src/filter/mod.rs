@@ -10,6 +10,29 @@
 //!   [`MAX_RECLASSIFY`] times (then the packet is dropped, as the kernel does);
 //! - `drop` drops; `ok`/`pass`/`pipe` take the element's class.
 //!
+//! ## tc options: supported and not
+//!
+//! - **u32**: `match u32|u16|u8 VAL MASK at [nexthdr+]OFF`; the `ip` (src, dst, tos/dsfield,
+//!   protocol, sport, dport, icmp_type, icmp_code), `ip6` (src, dst, priority, protocol, flowlabel,
+//!   sport, dport), `tcp`/`udp` (src, dst) and `icmp` (type, code) shorthands as builders on
+//!   [`U32Selector`]; `classid`/`flowid`, `ht`, `handle`, `order`, `divisor`, `link`,
+//!   `hashkey mask M at N`, `offset plus/at/mask/shift/eat`, `sample` (as
+//!   [`u32::sample_bucket`]), `mark`, `indev` (as an ifindex). Not supported: `skip_hw`/`skip_sw`
+//!   and `police` on the node itself other than as an action (same thing), `ip nofrag`/`firstfrag`
+//!   style shorthands (expressible as `u16` matches at offset 6).
+//! - **flow**: `map`/`hash`, every key (see [`flow`] for how kernel-state keys behave), `and`,
+//!   `or`, `xor`, `rshift`, `addend`, `divisor`, `baseclass`, `perturb`; plus the tunnel keys and
+//!   the `legacy_proto_ports` switch. Not supported: ematches (`match 'cmp(...)'`).
+//! - **fw**: `handle MARK[/MASK]`, `classid`, `indev`, actions; the old method without handles.
+//! - **matchall**: `classid`, actions. **dsfield**: Sluice's own (see [`dsfield`]).
+//! - **Actions**: `gact` (`ok`/`pass`, `pipe`, `drop`/`shot`, `reclassify`, `continue`,
+//!   `goto chain N`) and `police` (`rate`, `burst`, `mtu`, `peakrate`, `overhead`, `mpu`,
+//!   `linklayer`, `conform-exceed EXCEED[/CONFORM]`). Not supported: `avrate` (needs a rate
+//!   estimator), `pkts_rate`/`pkts_burst`, `stolen`/`trap`/`jump`, other action kinds (mirred,
+//!   skbedit, ...).
+//! - Chains, `protocol` (all, ip, ipv6, arp, 802.1q, 802.1ad, or a hex EtherType), automatic
+//!   priorities (49152, then one below the lowest) and the reclassify limit follow the kernel.
+//!
 //! Nothing here allocates per packet. Filters read a [`ClassifyInput`]: the packet descriptor,
 //! its parsed [`FlowKeys`] and the frame's bytes (for u32).
 
@@ -96,16 +119,8 @@ pub enum FilterError {
 
 impl FilterError {
     /// Shorthand for [`FilterError::Invalid`].
-    pub fn invalid(
-        kind: &'static str,
-        what: &'static str,
-        reason: impl Into<String>,
-    ) -> FilterError {
-        FilterError::Invalid {
-            kind,
-            what,
-            reason: reason.into(),
-        }
+    pub fn invalid(kind: &'static str, what: &'static str, reason: impl Into<String>) -> FilterError {
+        FilterError::Invalid { kind, what, reason: reason.into() }
     }
 }
 
@@ -209,13 +224,7 @@ pub struct FilterSpec {
 impl FilterSpec {
     /// A spec with chain 0, protocol `all` and no handle.
     pub fn new(pref: u16, config: FilterConfig) -> FilterSpec {
-        FilterSpec {
-            chain: 0,
-            pref: Some(pref),
-            protocol: Protocol::ALL,
-            handle: None,
-            config,
-        }
+        FilterSpec { chain: 0, pref: Some(pref), protocol: Protocol::ALL, handle: None, config }
     }
 }
 
@@ -322,12 +331,7 @@ impl FilterList {
             Some(0) => return Err(FilterError::invalid("filter", "pref", "0 is reserved")),
             Some(p) => p,
             None => {
-                let lowest = self
-                    .tps
-                    .iter()
-                    .filter(|t| t.chain == spec.chain)
-                    .map(|t| t.pref)
-                    .min();
+                let lowest = self.tps.iter().filter(|t| t.chain == spec.chain).map(|t| t.pref).min();
                 match lowest {
                     Some(1) => {
                         return Err(FilterError::invalid(
@@ -343,11 +347,7 @@ impl FilterList {
         };
         let (replace, must_exist) = (mode == Upsert::Replace, mode == Upsert::Change);
         let mut created = false;
-        let idx = match self
-            .tps
-            .iter()
-            .position(|t| t.chain == spec.chain && t.pref == pref)
-        {
+        let idx = match self.tps.iter().position(|t| t.chain == spec.chain && t.pref == pref) {
             Some(i) => {
                 let t = &self.tps[i];
                 if t.kind.kind() != kind {
@@ -374,26 +374,14 @@ impl FilterList {
                     )));
                 }
                 let kind = match &spec.config {
-                    FilterConfig::U32(_) => TpKind::U32 {
-                        root: self.u32.new_root(pref)?,
-                    },
+                    FilterConfig::U32(_) => TpKind::U32 { root: self.u32.new_root(pref)? },
                     FilterConfig::Flow(_) => TpKind::Flow(FlowTp::default()),
                     FilterConfig::Fw(_) => TpKind::Fw(FwTp::new(qdisc_major)),
                     FilterConfig::Matchall(_) => TpKind::Matchall(MatchallTp::default()),
                     FilterConfig::Dsfield(_) => TpKind::Dsfield(DsfieldTp::default()),
                 };
-                let pos = self
-                    .tps
-                    .partition_point(|t| (t.chain, t.pref) < (spec.chain, pref));
-                self.tps.insert(
-                    pos,
-                    Tp {
-                        chain: spec.chain,
-                        pref,
-                        protocol: spec.protocol,
-                        kind,
-                    },
-                );
+                let pos = self.tps.partition_point(|t| (t.chain, t.pref) < (spec.chain, pref));
+                self.tps.insert(pos, Tp { chain: spec.chain, pref, protocol: spec.protocol, kind });
                 created = true;
                 pos
             }
@@ -407,12 +395,8 @@ impl FilterList {
                 t.apply(spec.handle, c, qdisc_major, replace, must_exist)
             }
             (TpKind::Fw(t), FilterConfig::Fw(c)) => t.apply(spec.handle, c, replace, must_exist),
-            (TpKind::Matchall(t), FilterConfig::Matchall(c)) => {
-                t.apply(spec.handle, c, replace, must_exist)
-            }
-            (TpKind::Dsfield(t), FilterConfig::Dsfield(c)) => {
-                t.apply(spec.handle, c, replace, must_exist)
-            }
+            (TpKind::Matchall(t), FilterConfig::Matchall(c)) => t.apply(spec.handle, c, replace, must_exist),
+            (TpKind::Dsfield(t), FilterConfig::Dsfield(c)) => t.apply(spec.handle, c, replace, must_exist),
             _ => unreachable!("kind checked above"),
         };
         match result {
@@ -430,28 +414,16 @@ impl FilterList {
     fn remove_tp(&mut self, idx: usize) {
         let tp = self.tps.remove(idx);
         if let TpKind::U32 { root } = tp.kind {
-            let last = !self
-                .tps
-                .iter()
-                .any(|t| matches!(t.kind, TpKind::U32 { .. }));
+            let last = !self.tps.iter().any(|t| matches!(t.kind, TpKind::U32 { .. }));
             self.u32.remove_root(root, last);
         }
     }
 
     /// Deletes a whole priority (`handle` `None`) or one element of it.
-    pub fn delete(
-        &mut self,
-        chain: u32,
-        pref: u16,
-        handle: Option<u32>,
-    ) -> Result<(), FilterError> {
-        let idx = self
-            .tps
-            .iter()
-            .position(|t| t.chain == chain && t.pref == pref)
-            .ok_or_else(|| {
-                FilterError::NotFound(format!("no filter with priority {pref} in chain {chain}"))
-            })?;
+    pub fn delete(&mut self, chain: u32, pref: u16, handle: Option<u32>) -> Result<(), FilterError> {
+        let idx = self.tps.iter().position(|t| t.chain == chain && t.pref == pref).ok_or_else(|| {
+            FilterError::NotFound(format!("no filter with priority {pref} in chain {chain}"))
+        })?;
         let Some(h) = handle else {
             self.remove_tp(idx);
             return Ok(());
@@ -513,9 +485,7 @@ impl FilterList {
                     continue;
                 };
                 match verdict {
-                    Verdict::Ok | Verdict::Pipe => {
-                        return TcfOutcome::Classified(FilterResult { classid })
-                    }
+                    Verdict::Ok | Verdict::Pipe => return TcfOutcome::Classified(FilterResult { classid }),
                     Verdict::Drop => return TcfOutcome::Drop,
                     Verdict::Continue => continue,
                     Verdict::Reclassify | Verdict::GotoChain(_) => {
@@ -523,11 +493,7 @@ impl FilterList {
                         if restarts > MAX_RECLASSIFY {
                             return TcfOutcome::Drop;
                         }
-                        chain = if let Verdict::GotoChain(n) = verdict {
-                            n
-                        } else {
-                            0
-                        };
+                        chain = if let Verdict::GotoChain(n) = verdict { n } else { 0 };
                         continue 'chain;
                     }
                 }

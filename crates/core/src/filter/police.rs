@@ -52,16 +52,13 @@ impl Default for PoliceConfig {
 impl PoliceConfig {
     /// Checks the combination as tc and the kernel do.
     pub fn validate(&self) -> Result<(), FilterError> {
-        let bad =
-            |what: &'static str, reason: &str| Err(FilterError::invalid("police", what, reason));
+        let bad = |what: &'static str, reason: &str| Err(FilterError::invalid("police", what, reason));
         match self.rate {
             Some(r) if r.is_zero() => return bad("rate", "must be positive"),
             Some(_) if self.burst == 0 => {
                 return bad("burst", "\"burst\" requires \"rate\" and must be positive")
             }
-            None if self.peakrate.is_some() => {
-                return bad("peakrate", "\"peakrate\" requires \"rate\"")
-            }
+            None if self.peakrate.is_some() => return bad("peakrate", "\"peakrate\" requires \"rate\""),
             None if self.burst != 0 => return bad("burst", "\"burst\" requires \"rate\""),
             _ => {}
         }
@@ -78,10 +75,7 @@ impl PoliceConfig {
         }
         if matches!(self.exceed, Verdict::GotoChain(_)) {
             // act_police refuses a jump on the exceed branch.
-            return bad(
-                "conform-exceed",
-                "goto chain is not allowed for exceeding traffic",
-            );
+            return bad("conform-exceed", "goto chain is not allowed for exceeding traffic");
         }
         Ok(())
     }
@@ -100,9 +94,7 @@ impl Police {
     pub fn new(cfg: PoliceConfig) -> Result<Police, FilterError> {
         cfg.validate()?;
         let rate = cfg.rate.map(|r| TokenBucket::new(r, cfg.burst, Time::ZERO));
-        let peak = cfg
-            .peakrate
-            .map(|p| TokenBucket::new(p, cfg.mtu as u64, Time::ZERO));
+        let peak = cfg.peakrate.map(|p| TokenBucket::new(p, cfg.mtu as u64, Time::ZERO));
         Ok(Police { cfg, rate, peak })
     }
 
@@ -113,17 +105,13 @@ impl Police {
 
     /// Decides for one packet at `now`: the verdict, and whether the packet exceeded.
     pub fn police(&mut self, pkt: &Packet, now: Time) -> (Verdict, bool) {
-        let seg = if pkt.gso_segs > 1 && pkt.gso_size > 0 {
-            pkt.gso_size
-        } else {
-            pkt.len
-        };
+        let seg = if pkt.gso_segs > 1 && pkt.gso_size > 0 { pkt.gso_size } else { pkt.len };
         if seg > self.cfg.mtu {
             return (self.cfg.exceed, true);
         }
         let cost = self.cfg.wire.packet_cost(pkt);
-        let rate_ok = self.rate.as_ref().map_or(true, |b| b.has(now, cost));
-        let peak_ok = self.peak.as_ref().map_or(true, |b| b.has(now, cost));
+        let rate_ok = self.rate.as_ref().is_none_or(|b| b.has(now, cost));
+        let peak_ok = self.peak.as_ref().is_none_or(|b| b.has(now, cost));
         if rate_ok && peak_ok {
             if let Some(b) = self.rate.as_mut() {
                 b.charge(now, cost);
@@ -159,15 +147,9 @@ mod tests {
         let pkt = Packet::new(1000, 0);
         let t0 = Time::from_secs(1);
         let verdicts: Vec<_> = (0..4).map(|_| p.police(&pkt, t0).0).collect();
-        assert_eq!(
-            verdicts,
-            [Verdict::Ok, Verdict::Ok, Verdict::Ok, Verdict::Drop]
-        );
+        assert_eq!(verdicts, [Verdict::Ok, Verdict::Ok, Verdict::Ok, Verdict::Drop]);
         // One byte short of a packet's worth of tokens: still exceeds.
-        assert_eq!(
-            p.police(&pkt, t0 + Span::from_nanos(999_999_999)).0,
-            Verdict::Drop
-        );
+        assert_eq!(p.police(&pkt, t0 + Span::from_nanos(999_999_999)).0, Verdict::Drop);
         assert_eq!(p.police(&pkt, t0 + Span::from_secs(1)).0, Verdict::Ok);
         assert_eq!(p.police(&pkt, t0 + Span::from_secs(1)).0, Verdict::Drop);
     }
@@ -186,11 +168,7 @@ mod tests {
 
     #[test]
     fn peakrate_limits_back_to_back_packets() {
-        let c = PoliceConfig {
-            peakrate: Some(Rate::from_bps(80_000)),
-            mtu: 1500,
-            ..cfg(8_000, 100_000)
-        };
+        let c = PoliceConfig { peakrate: Some(Rate::from_bps(80_000)), mtu: 1500, ..cfg(8_000, 100_000) };
         let mut p = Police::new(c).unwrap();
         let pkt = Packet::new(1000, 0);
         assert_eq!(p.police(&pkt, Time::ZERO).0, Verdict::Ok);
@@ -202,21 +180,9 @@ mod tests {
 
     #[test]
     fn validation() {
-        assert!(Police::new(PoliceConfig {
-            burst: 0,
-            ..cfg(1000, 0)
-        })
-        .is_err());
-        assert!(Police::new(PoliceConfig {
-            peakrate: Some(Rate::from_bps(500)),
-            ..cfg(1000, 10)
-        })
-        .is_err());
-        assert!(Police::new(PoliceConfig {
-            exceed: Verdict::GotoChain(1),
-            ..cfg(1000, 10)
-        })
-        .is_err());
+        assert!(Police::new(PoliceConfig { burst: 0, ..cfg(1000, 0) }).is_err());
+        assert!(Police::new(PoliceConfig { peakrate: Some(Rate::from_bps(500)), ..cfg(1000, 10) }).is_err());
+        assert!(Police::new(PoliceConfig { exceed: Verdict::GotoChain(1), ..cfg(1000, 10) }).is_err());
         assert!(Police::new(PoliceConfig::default()).is_ok());
     }
 }

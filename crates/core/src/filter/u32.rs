@@ -117,6 +117,30 @@ pub struct HashKey {
     pub at: i32,
 }
 
+impl fmt::Display for HashKey {
+    /// `hash mask 0000ff00 at 12` (tc's format).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "hash mask {:08x} at {}", self.mask, self.at)
+    }
+}
+
+impl fmt::Display for U32Offset {
+    /// `offset 0f00>>6 at 0 plus 4 eat` (tc's format, parts present only when set).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("offset")?;
+        if let Some(v) = self.var {
+            write!(f, " {:04x}>>{} at {}", v.mask, v.shift, v.at)?;
+        }
+        if let Some(p) = self.plus {
+            write!(f, " plus {p}")?;
+        }
+        if self.eat {
+            f.write_str(" eat")?;
+        }
+        Ok(())
+    }
+}
+
 /// A u32 selector: the keys (all must match) and the link options.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct U32Selector {
@@ -144,19 +168,9 @@ impl U32Selector {
 
     /// Adds a 32-bit key, merging it with an existing key at the same offset as iproute2 does
     /// (`pack_key`). Conflicting bits or an unaligned offset are an error.
-    pub fn add_u32(
-        &mut self,
-        val: u32,
-        mask: u32,
-        off: i32,
-        nexthdr: bool,
-    ) -> Result<(), FilterError> {
+    pub fn add_u32(&mut self, val: u32, mask: u32, off: i32, nexthdr: bool) -> Result<(), FilterError> {
         let val = val & mask;
-        if let Some(k) = self
-            .keys
-            .iter_mut()
-            .find(|k| k.off == off && k.nexthdr == nexthdr)
-        {
+        if let Some(k) = self.keys.iter_mut().find(|k| k.off == off && k.nexthdr == nexthdr) {
             if (val ^ k.val) & mask & k.mask != 0 {
                 return Err(FilterError::invalid(
                     "u32",
@@ -176,29 +190,14 @@ impl U32Selector {
             ));
         }
         if self.keys.len() >= MAX_KEYS {
-            return Err(FilterError::invalid(
-                "u32",
-                "match",
-                format!("more than {MAX_KEYS} keys"),
-            ));
+            return Err(FilterError::invalid("u32", "match", format!("more than {MAX_KEYS} keys")));
         }
-        self.keys.push(U32Key {
-            val,
-            mask,
-            off,
-            nexthdr,
-        });
+        self.keys.push(U32Key { val, mask, off, nexthdr });
         Ok(())
     }
 
     /// `match u16 VAL MASK at OFF` (OFF must be even).
-    pub fn add_u16(
-        &mut self,
-        val: u16,
-        mask: u16,
-        off: i32,
-        nexthdr: bool,
-    ) -> Result<(), FilterError> {
+    pub fn add_u16(&mut self, val: u16, mask: u16, off: i32, nexthdr: bool) -> Result<(), FilterError> {
         if off % 2 != 0 {
             return Err(FilterError::invalid(
                 "u32",
@@ -207,29 +206,13 @@ impl U32Selector {
             ));
         }
         let shift = if off & 3 == 0 { 16 } else { 0 };
-        self.add_u32(
-            (val as u32) << shift,
-            (mask as u32) << shift,
-            off & !3,
-            nexthdr,
-        )
+        self.add_u32((val as u32) << shift, (mask as u32) << shift, off & !3, nexthdr)
     }
 
     /// `match u8 VAL MASK at OFF`.
-    pub fn add_u8(
-        &mut self,
-        val: u8,
-        mask: u8,
-        off: i32,
-        nexthdr: bool,
-    ) -> Result<(), FilterError> {
+    pub fn add_u8(&mut self, val: u8, mask: u8, off: i32, nexthdr: bool) -> Result<(), FilterError> {
         let shift = 8 * (3 - (off & 3)) as u32;
-        self.add_u32(
-            (val as u32) << shift,
-            (mask as u32) << shift,
-            off & !3,
-            nexthdr,
-        )
+        self.add_u32((val as u32) << shift, (mask as u32) << shift, off & !3, nexthdr)
     }
 
     /// `match ip src A.B.C.D/LEN`.
@@ -323,15 +306,8 @@ impl U32Selector {
     /// The usual IPv4 link to a table of transport matches: `offset at 0 mask 0x0f00 shift 6`
     /// (header length × 4), so that `nexthdr+N` lands in the transport header.
     pub fn ipv4_nexthdr_offset(&mut self, eat: bool) {
-        self.offset = Some(U32Offset {
-            plus: None,
-            var: Some(VarOffset {
-                at: 0,
-                mask: 0x0F00,
-                shift: 6,
-            }),
-            eat,
-        });
+        self.offset =
+            Some(U32Offset { plus: None, var: Some(VarOffset { at: 0, mask: 0x0F00, shift: 6 }), eat });
     }
 }
 
@@ -381,6 +357,25 @@ pub struct U32Node {
 }
 
 impl U32Node {
+    /// The head of its `tc filter show` line, after `chain N `:
+    /// `fh 800::800 order 2048 key ht 800 bkt 0 [link 43:] [flowid 1:1]`.
+    pub fn show_head(&self) -> String {
+        let mut s = format!(
+            "fh {} order {} key ht {:x} bkt {:x}",
+            format_handle(self.handle),
+            node_of(self.handle),
+            htid_of(self.handle) >> 20,
+            bucket_of(self.handle)
+        );
+        if let Some(l) = self.link {
+            s.push_str(&format!(" link {}", format_handle(l)));
+        }
+        if let Some(c) = self.classid {
+            s.push_str(&format!(" flowid {c}"));
+        }
+        s
+    }
+
     /// A node ends the walk when it has a class or actions (tc sets `TC_U32_TERMINAL`).
     pub fn is_terminal(&self) -> bool {
         self.classid.is_some() || !self.actions.is_empty()
@@ -451,13 +446,7 @@ impl U32Block {
     /// Creates the root table of a new u32 priority (`800:`, then the next free id).
     pub fn new_root(&mut self, pref: u16) -> Result<u32, FilterError> {
         let htid = self.free_htid()?;
-        self.tables.push(U32Table {
-            htid,
-            divisor: 1,
-            pref,
-            is_root: true,
-            buckets: vec![Vec::new()],
-        });
+        self.tables.push(U32Table { htid, divisor: 1, pref, is_root: true, buckets: vec![Vec::new()] });
         Ok(htid)
     }
 
@@ -490,10 +479,7 @@ impl U32Block {
     /// Finds a node by handle.
     pub fn node(&self, handle: u32) -> Option<&U32Node> {
         let t = self.table(handle)?;
-        t.buckets
-            .get(bucket_of(handle) as usize)?
-            .iter()
-            .find(|n| n.handle == handle)
+        t.buckets.get(bucket_of(handle) as usize)?.iter().find(|n| n.handle == handle)
     }
 
     /// Adds, replaces or changes one element (table or node) for the priority whose root is
@@ -514,17 +500,10 @@ impl U32Block {
         }
         // Choose the table and bucket.
         let target = cfg.ht.unwrap_or(root);
-        let ti = if htid_of(target) == 0 {
-            self.index(root)
-        } else {
-            self.index(target)
-        }
-        .ok_or_else(|| {
-            FilterError::NotFound(format!(
-                "u32: hash table {} not found",
-                format_handle(htid_of(target))
-            ))
-        })?;
+        let ti =
+            if htid_of(target) == 0 { self.index(root) } else { self.index(target) }.ok_or_else(|| {
+                FilterError::NotFound(format!("u32: hash table {} not found", format_handle(htid_of(target))))
+            })?;
         let htid = self.tables[ti].htid;
         let bucket = bucket_of(target);
         if bucket >= self.tables[ti].divisor {
@@ -540,44 +519,24 @@ impl U32Block {
         }
         let mut node_id = cfg.order.unwrap_or(0);
         if node_id > 0xFFF {
-            return Err(FilterError::invalid(
-                "u32",
-                "order",
-                format!("{node_id} exceeds 0xfff"),
-            ));
+            return Err(FilterError::invalid("u32", "order", format!("{node_id} exceeds 0xfff")));
         }
         if let Some(h) = handle {
             if htid_of(h) != 0 && htid_of(h) != htid {
-                return Err(FilterError::invalid(
-                    "u32",
-                    "handle",
-                    "handle's hash table differs from \"ht\"",
-                ));
+                return Err(FilterError::invalid("u32", "handle", "handle's hash table differs from \"ht\""));
             }
             if htid_of(h) != 0 && bucket_of(h) != 0 && bucket_of(h) != bucket && cfg.ht.is_some() {
-                return Err(FilterError::invalid(
-                    "u32",
-                    "handle",
-                    "handle's bucket differs from \"ht\"",
-                ));
+                return Err(FilterError::invalid("u32", "handle", "handle's bucket differs from \"ht\""));
             }
             if node_of(h) != 0 {
                 if node_id != 0 && node_id != node_of(h) {
-                    return Err(FilterError::invalid(
-                        "u32",
-                        "order",
-                        "differs from the handle's node id",
-                    ));
+                    return Err(FilterError::invalid("u32", "order", "differs from the handle's node id"));
                 }
                 node_id = node_of(h);
             }
         }
         // The bucket comes from `ht`, else from the handle.
-        let bucket = if cfg.ht.is_none() {
-            handle.map(bucket_of).unwrap_or(0)
-        } else {
-            bucket
-        };
+        let bucket = if cfg.ht.is_none() { handle.map(bucket_of).unwrap_or(0) } else { bucket };
         if bucket >= self.tables[ti].divisor {
             return Err(FilterError::invalid(
                 "u32",
@@ -587,33 +546,18 @@ impl U32Block {
         }
         if let Some(l) = cfg.link {
             if htid_of(l) != l {
-                return Err(FilterError::invalid(
-                    "u32",
-                    "link",
-                    "link handle must be a hash table (X:)",
-                ));
+                return Err(FilterError::invalid("u32", "link", "link handle must be a hash table (X:)"));
             }
             let li = self.index(l).ok_or_else(|| {
-                FilterError::NotFound(format!(
-                    "u32: link hash table {} not found",
-                    format_handle(l)
-                ))
+                FilterError::NotFound(format!("u32: link hash table {} not found", format_handle(l)))
             })?;
             if self.tables[li].is_root {
-                return Err(FilterError::invalid(
-                    "u32",
-                    "link",
-                    "cannot link to a root table",
-                ));
+                return Err(FilterError::invalid("u32", "link", "cannot link to a root table"));
             }
         }
         if let Some(hk) = cfg.sel.hashkey {
             if hk.at % 4 != 0 {
-                return Err(FilterError::invalid(
-                    "u32",
-                    "hashkey",
-                    "offset must be a multiple of 4",
-                ));
+                return Err(FilterError::invalid("u32", "hashkey", "offset must be a multiple of 4"));
             }
         }
         let existing = if node_id != 0 {
@@ -621,11 +565,10 @@ impl U32Block {
                 if t.htid != htid {
                     return None;
                 }
-                t.buckets.iter().enumerate().find_map(|(b, v)| {
-                    v.iter()
-                        .position(|n| node_of(n.handle) == node_id)
-                        .map(|p| (i, b, p))
-                })
+                t.buckets
+                    .iter()
+                    .enumerate()
+                    .find_map(|(b, v)| v.iter().position(|n| node_of(n.handle) == node_id).map(|p| (i, b, p)))
             })
         } else {
             None
@@ -649,11 +592,7 @@ impl U32Block {
                     )));
                 }
                 if b as u32 != bucket {
-                    return Err(FilterError::invalid(
-                        "u32",
-                        "ht",
-                        "cannot move a filter to another bucket",
-                    ));
+                    return Err(FilterError::invalid("u32", "ht", "cannot move a filter to another bucket"));
                 }
                 let old = &mut self.tables[i].buckets[b][p];
                 let h = old.handle;
@@ -662,19 +601,11 @@ impl U32Block {
             }
             None => {
                 if must_exist {
-                    return Err(FilterError::NotFound(
-                        "u32: no filter with that handle to change".into(),
-                    ));
+                    return Err(FilterError::NotFound("u32: no filter with that handle to change".into()));
                 }
                 if node_id == 0 {
                     node_id = (0x800..=0xFFF)
-                        .find(|id| {
-                            self.tables[ti]
-                                .buckets
-                                .iter()
-                                .flatten()
-                                .all(|n| node_of(n.handle) != *id)
-                        })
+                        .find(|id| self.tables[ti].buckets.iter().flatten().all(|n| node_of(n.handle) != *id))
                         .ok_or_else(|| {
                             FilterError::invalid("u32", "handle", "no free node id in the table")
                         })?;
@@ -696,36 +627,22 @@ impl U32Block {
         replace: bool,
     ) -> Result<u32, FilterError> {
         if divisor == 0 || divisor > 256 {
-            return Err(FilterError::invalid(
-                "u32",
-                "divisor",
-                format!("{divisor}: must be 1..256"),
-            ));
+            return Err(FilterError::invalid("u32", "divisor", format!("{divisor}: must be 1..256")));
         }
         let htid = match handle {
             Some(h) if htid_of(h) != h => {
                 return Err(FilterError::invalid(
                     "u32",
                     "handle",
-                    format!(
-                        "{}: a divisor needs a hash table handle (X:)",
-                        format_handle(h)
-                    ),
+                    format!("{}: a divisor needs a hash table handle (X:)", format_handle(h)),
                 ))
             }
             Some(h) => h,
             None => self.free_htid()?,
         };
         if self.index(htid).is_some() {
-            let what = if replace {
-                "cannot change an existing hash table"
-            } else {
-                "already exists"
-            };
-            return Err(FilterError::Exists(format!(
-                "u32 hash table {}: {what}",
-                format_handle(htid)
-            )));
+            let what = if replace { "cannot change an existing hash table" } else { "already exists" };
+            return Err(FilterError::Exists(format!("u32 hash table {}: {what}", format_handle(htid))));
         }
         self.tables.push(U32Table {
             htid,
@@ -740,62 +657,44 @@ impl U32Block {
     /// Deletes a node, or a (non-root) table that nothing links to.
     pub fn delete(&mut self, handle: u32) -> Result<(), FilterError> {
         if node_of(handle) == 0 && bucket_of(handle) == 0 {
-            let i = self.index(handle).ok_or_else(|| {
-                FilterError::NotFound(format!("u32 table {}", format_handle(handle)))
-            })?;
+            let i = self
+                .index(handle)
+                .ok_or_else(|| FilterError::NotFound(format!("u32 table {}", format_handle(handle))))?;
             if self.tables[i].is_root {
                 return Err(FilterError::Busy(
                     "u32: a root table goes with its priority; delete the priority".into(),
                 ));
             }
             if self.nodes().any(|n| n.link == Some(handle)) {
-                return Err(FilterError::Busy(format!(
-                    "u32 table {} is linked to",
-                    format_handle(handle)
-                )));
+                return Err(FilterError::Busy(format!("u32 table {} is linked to", format_handle(handle))));
             }
             self.tables.remove(i);
             return Ok(());
         }
-        let i = self.index(handle).ok_or_else(|| {
-            FilterError::NotFound(format!("u32 filter {}", format_handle(handle)))
-        })?;
+        let i = self
+            .index(handle)
+            .ok_or_else(|| FilterError::NotFound(format!("u32 filter {}", format_handle(handle))))?;
         let v = self.tables[i]
             .buckets
             .get_mut(bucket_of(handle) as usize)
-            .ok_or_else(|| {
-                FilterError::NotFound(format!("u32 filter {}", format_handle(handle)))
-            })?;
-        let p = v.iter().position(|n| n.handle == handle).ok_or_else(|| {
-            FilterError::NotFound(format!("u32 filter {}", format_handle(handle)))
-        })?;
+            .ok_or_else(|| FilterError::NotFound(format!("u32 filter {}", format_handle(handle))))?;
+        let p = v
+            .iter()
+            .position(|n| n.handle == handle)
+            .ok_or_else(|| FilterError::NotFound(format!("u32 filter {}", format_handle(handle))))?;
         v.remove(p);
         Ok(())
     }
 
     /// Classifies starting at the root table `root`. Returns the verdict and class of the node
     /// that ended the walk, or `None`.
-    pub fn classify(
-        &mut self,
-        root: u32,
-        input: &ClassifyInput<'_>,
-        now: Time,
-    ) -> Option<(Verdict, Handle)> {
+    pub fn classify(&mut self, root: u32, input: &ClassifyInput<'_>, now: Time) -> Option<(Verdict, Handle)> {
         let frame = input.frame;
         let flen = frame.len() as i64;
-        let mut stack = [Frame {
-            table: 0,
-            bucket: 0,
-            node: 0,
-            off: 0,
-        }; MAX_DEPTH];
+        let mut stack = [Frame { table: 0, bucket: 0, node: 0, off: 0 }; MAX_DEPTH];
         let mut depth = 0usize;
-        let mut cur = Frame {
-            table: self.index(root)?,
-            bucket: 0,
-            node: 0,
-            off: input.keys.network_offset as i64,
-        };
+        let mut cur =
+            Frame { table: self.index(root)?, bucket: 0, node: 0, off: input.keys.network_offset as i64 };
         let mut off2: i64 = 0;
         loop {
             let node_count = self.tables[cur.table].buckets[cur.bucket].len();
@@ -847,11 +746,7 @@ impl U32Block {
             if divisor > 1 {
                 let hk = n.sel.hashkey.unwrap_or(HashKey { mask: 0, at: 0 });
                 let word = read_be32(frame, cur.off + hk.at as i64)?;
-                let shift = if hk.mask == 0 {
-                    0
-                } else {
-                    hk.mask.trailing_zeros()
-                };
+                let shift = if hk.mask == 0 { 0 } else { hk.mask.trailing_zeros() };
                 bucket = (((word & hk.mask) >> shift) & (divisor - 1)) as usize;
             }
             let mut off = cur.off;
@@ -877,12 +772,8 @@ impl U32Block {
                     continue;
                 }
             }
-            cur = Frame {
-                table: down,
-                bucket: bucket.min(self.tables[down].buckets.len() - 1),
-                node: 0,
-                off,
-            };
+            cur =
+                Frame { table: down, bucket: bucket.min(self.tables[down].buckets.len() - 1), node: 0, off };
         }
     }
 
@@ -895,7 +786,7 @@ impl U32Block {
         now: Time,
     ) -> Option<(Verdict, Handle)> {
         let n = &mut self.tables[cur.table].buckets[cur.bucket][cur.node];
-        if n.is_terminal() && n.indev.map_or(true, |i| i == input.keys.iif) {
+        if n.is_terminal() && n.indev.is_none_or(|i| i == input.keys.iif) {
             let v = n.actions.run(input, now);
             if v != Verdict::Continue {
                 n.hits += 1;
@@ -918,16 +809,10 @@ mod tests {
         assert_eq!(s.keys[0].to_string(), "match 7f000001/ffffffff at 12");
         let mut s = U32Selector::new();
         s.l4_src(22, 0xFFFF).unwrap();
-        assert_eq!(
-            s.keys[0].to_string(),
-            "match 00160000/ffff0000 at nexthdr+0"
-        );
+        assert_eq!(s.keys[0].to_string(), "match 00160000/ffff0000 at nexthdr+0");
         s.l4_dst(80, 0xFFFF).unwrap();
         assert_eq!(s.keys.len(), 1, "same word: merged");
-        assert_eq!(
-            s.keys[0].to_string(),
-            "match 00160050/ffffffff at nexthdr+0"
-        );
+        assert_eq!(s.keys[0].to_string(), "match 00160050/ffffffff at nexthdr+0");
         let mut s = U32Selector::new();
         s.ip_src(Ipv4Addr::new(192, 168, 0, 0), 16).unwrap();
         assert_eq!(s.keys[0].to_string(), "match c0a80000/ffff0000 at 12");
@@ -935,23 +820,32 @@ mod tests {
         assert_eq!(s.keys[1].to_string(), "match 00100000/00ff0000 at 0");
         s.ip_protocol(6, 0xff).unwrap();
         assert_eq!(s.keys[2].to_string(), "match 00060000/00ff0000 at 8");
-        assert!(
-            s.add_u8(17, 0xff, 9, false).is_err(),
-            "conflicting protocol"
-        );
+        assert!(s.add_u8(17, 0xff, 9, false).is_err(), "conflicting protocol");
         assert!(s.add_u16(1, 0xffff, 3, false).is_err());
     }
 
     #[test]
     fn sample_buckets_as_tdc_expects() {
-        for m in [
-            0xff, 0xffff, 0xffffff, 0xffffffff, 0xff00ff, 0xff0000ff, 0xffff00ff,
-        ] {
+        for m in [0xff, 0xffff, 0xffffff, 0xffffffff, 0xff00ff, 0xff0000ff, 0xffff00ff] {
             assert_eq!(sample_bucket(0x10203040, m, 256), 0x40, "mask {m:x}");
         }
         for m in [0x70, 0xf0, 0xff0, 0xfff0, 0xff00f0] {
             assert_eq!(sample_bucket(0x10203040, m, 256), 4, "mask {m:x}");
         }
+    }
+
+    #[test]
+    fn show_head_matches_tdc_patterns() {
+        let mut b = U32Block::default();
+        let root = b.new_root(1).unwrap();
+        let mut sel = U32Selector::new();
+        sel.ip_src(Ipv4Addr::new(127, 0, 0, 1), 32).unwrap();
+        let cfg = U32Config { sel, classid: Some(Handle::new(1, 1)), ..Default::default() };
+        let h = b.apply(root, 1, None, cfg, false, false).unwrap();
+        let n = b.node(h).unwrap();
+        assert_eq!(n.show_head(), "fh 800::800 order 2048 key ht 800 bkt 0 flowid 1:1");
+        assert_eq!(n.sel.keys[0].to_string(), "match 7f000001/ffffffff at 12");
+        assert_eq!(HashKey { mask: 0xff00, at: 12 }.to_string(), "hash mask 0000ff00 at 12");
     }
 
     #[test]
@@ -967,60 +861,29 @@ mod tests {
         let mut b = U32Block::default();
         let r99 = b.new_root(99).unwrap();
         assert_eq!(r99, 0x800 << 20);
-        let cfg = |div| U32Config {
-            divisor: Some(div),
-            ..Default::default()
-        };
-        assert_eq!(
-            b.apply(r99, 99, Some(0x042 << 20), cfg(256), false, false)
-                .unwrap(),
-            0x042 << 20
-        );
+        let cfg = |div| U32Config { divisor: Some(div), ..Default::default() };
+        assert_eq!(b.apply(r99, 99, Some(0x042 << 20), cfg(256), false, false).unwrap(), 0x042 << 20);
         // handle 42:42 with a divisor is refused.
-        assert!(b
-            .apply(
-                r99,
-                99,
-                Some((0x042 << 20) | (0x42 << 12)),
-                cfg(128),
-                true,
-                false
-            )
-            .is_err());
+        assert!(b.apply(r99, 99, Some((0x042 << 20) | (0x42 << 12)), cfg(128), true, false).is_err());
         let r98 = b.new_root(98).unwrap();
         assert_eq!(r98, 0x801 << 20);
         // Unknown table, and bucket beyond the divisor.
-        let node = |ht| U32Config {
-            ht: Some(ht),
-            classid: Some(Handle::new(1, 1)),
-            ..Default::default()
-        };
+        let node = |ht| U32Config { ht: Some(ht), classid: Some(Handle::new(1, 1)), ..Default::default() };
         assert!(matches!(
             b.apply(r98, 98, None, node(0x047 << 20 | 0x47 << 12), true, false),
             Err(FilterError::NotFound(_))
         ));
-        b.apply(r99, 99, Some(0x043 << 20), cfg(1), false, false)
-            .unwrap();
-        assert!(b
-            .apply(r98, 98, None, node(0x043 << 20 | 1 << 12), true, false)
-            .is_err());
-        let h = b
-            .apply(r98, 98, None, node(0x043 << 20), false, false)
-            .unwrap();
+        b.apply(r99, 99, Some(0x043 << 20), cfg(1), false, false).unwrap();
+        assert!(b.apply(r98, 98, None, node(0x043 << 20 | 1 << 12), true, false).is_err());
+        let h = b.apply(r98, 98, None, node(0x043 << 20), false, false).unwrap();
         assert_eq!(format_handle(h), "43::800");
         assert_eq!(
-            format_handle(
-                b.apply(r98, 98, None, node(0x043 << 20), false, false)
-                    .unwrap()
-            ),
+            format_handle(b.apply(r98, 98, None, node(0x043 << 20), false, false).unwrap()),
             "43::801"
         );
         assert!(b.references_class(Handle::new(1, 1)));
         // A linked table cannot be deleted.
-        let link = U32Config {
-            link: Some(0x042 << 20),
-            ..Default::default()
-        };
+        let link = U32Config { link: Some(0x042 << 20), ..Default::default() };
         b.apply(r98, 98, None, link, false, false).unwrap();
         assert!(matches!(b.delete(0x042 << 20), Err(FilterError::Busy(_))));
         b.delete(h).unwrap();

@@ -112,14 +112,7 @@ fn finish(frame: Vec<u8>, keys: FlowKeys, dsfield: u8) -> Built {
 }
 
 /// Ethernet + IPv4 (with `options` bytes of IP options) + transport.
-pub fn v4_opts(
-    src: [u8; 4],
-    dst: [u8; 4],
-    l4: L4,
-    tos: u8,
-    options: usize,
-    vlan: Option<u16>,
-) -> Built {
+pub fn v4_opts(src: [u8; 4], dst: [u8; 4], l4: L4, tos: u8, options: usize, vlan: Option<u16>) -> Built {
     let (src, dst) = (Ipv4Addr::from(src), Ipv4Addr::from(dst));
     let l4b = l4.bytes();
     let mut frame = ethernet(0x0800, vlan);

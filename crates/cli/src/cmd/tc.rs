@@ -1,0 +1,41 @@
+//! `sluice tc ...`: iproute2's tc grammar on emulated devices kept in a state file.
+
+use anyhow::Result;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Arguments of `sluice tc` (everything after the state options is tc's own argv).
+#[derive(clap::Args)]
+pub struct Args {
+    /// State file (default: $SLUICE_STATE, $XDG_RUNTIME_DIR/sluice/tc-state.json or /tmp/sluice-tc-state.json).
+    #[arg(long)]
+    pub state: Option<PathBuf>,
+    /// tc arguments, e.g. `-s qdisc show dev eth0`.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    pub args: Vec<String>,
+}
+
+/// Which tool to emulate.
+pub enum Tool {
+    /// tc.
+    Tc,
+    /// ip.
+    Ip,
+}
+
+/// Runs one tc or ip command against the state file, printing like the real tool.
+pub fn run(args: Args, tool: Tool) -> Result<ExitCode> {
+    let path = args.state.unwrap_or_else(sluice_config::statefile::default_path);
+    let mut state = sluice_config::statefile::load(&path)?;
+    let out = match tool {
+        Tool::Tc => sluice_config::run_tc(&mut state, &args.args),
+        Tool::Ip => sluice_config::run_ip(&mut state, &args.args),
+    };
+    if out.code == 0 {
+        sluice_config::statefile::save(&path, &state)?;
+    }
+    std::io::stdout().write_all(out.stdout.as_bytes())?;
+    std::io::stderr().write_all(out.stderr.as_bytes())?;
+    Ok(ExitCode::from(out.code))
+}
