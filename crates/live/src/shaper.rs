@@ -22,6 +22,9 @@ use std::sync::mpsc::Receiver;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+/// Reads a configuration file (for `reload PATH`).
+pub type ConfigLoader = Box<dyn Fn(&str) -> Result<Tree, String> + Send>;
+
 /// How to run the shaper.
 pub struct Options {
     /// Interface frames arrive on (shaped toward `out_if`).
@@ -41,7 +44,7 @@ pub struct Options {
     /// Set to stop (signals, tests).
     pub stop: Arc<AtomicBool>,
     /// Reads a configuration file for `reload PATH` (the CLI passes its tc-script reader).
-    pub load_config: Box<dyn Fn(&str) -> Result<Tree, String> + Send>,
+    pub load_config: ConfigLoader,
     /// Print start-up and event lines to stderr.
     pub verbose: bool,
     /// Network namespace to forward in (the calling thread enters it; metrics stay outside).
@@ -269,6 +272,7 @@ pub fn run(opts: Options) -> Result<Snapshot, LiveError> {
         // Receive: frames from port i go in direction i (toward port 1 - i). Few blocks per turn and
         // many sends: the ring (16 MiB) is the buffer, the qdisc should not overflow from batching.
         let mut got = 0;
+        #[allow(clippy::needless_range_loop)] // `i` picks both the source port and the direction
         for i in 0..2 {
             let (a, b) = ports.split_at_mut(1);
             let (src, dst) = if i == 0 { (&mut a[0], &b[0]) } else { (&mut b[0], &a[0]) };
