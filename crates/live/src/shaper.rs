@@ -292,7 +292,7 @@ pub fn run(opts: Options) -> Result<Snapshot, LiveError> {
                         _ => break,
                     }
                     let Some(p) = q.dequeue(now) else { break };
-                    transmit(pool.get(p.payload), dst, &mut d.c, opts.verbose);
+                    transmit(pool.finish(p.payload, p.dsfield), dst, &mut d.c, opts.verbose);
                     pool.free(p.payload);
                 }
                 while let Some(dr) = q.take_dropped() {
