@@ -17,6 +17,10 @@ struct Cli {
 enum Command {
     /// Show the exact token-bucket arithmetic for a rate and packet size.
     Rate(cmd::rate::Args),
+    /// Build, remove or show the netns testbed (client <-> shaper <-> server).
+    Lab(cmd::lab::Args),
+    /// Program the kernel's tc through netlink (or print tc commands with --dry-run).
+    Apply(cmd::apply::Args),
     /// iproute2 tc on emulated devices (state in a JSON file).
     Tc(cmd::tc::Args),
     /// `ip link add|del|show` for emulated dummy/veth devices.
@@ -29,18 +33,35 @@ enum Command {
     Lint(cmd::lint::Args),
     /// Draw the qdisc/class/filter tree as Graphviz DOT or SVG.
     Viz(cmd::viz::Args),
+    /// Shape real traffic between two interfaces (AF_PACKET rings, the core engine).
+    Shape(cmd::shape::Args),
+    /// Statistics from a running `sluice shape`.
+    Stats(cmd::stats::Args),
+    /// Swap a running shaper's configuration without losing queued packets.
+    Reload(cmd::reload::Args),
+    /// Run a scenario on the virtual clock (no root, no network) and report.
+    Simulate(cmd::simulate::Args),
+    /// List the built-in scenarios.
+    Scenarios(cmd::scenarios::Args),
 }
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Rate(a) => cmd::rate::run(a),
+        Command::Lab(a) => cmd::lab::run(a),
+        Command::Apply(a) => cmd::apply::run(a),
         Command::Tc(a) => cmd::tc::run(a, cmd::tc::Tool::Tc),
         Command::Ip(a) => cmd::ip::run(a),
         Command::Conform(a) => cmd::conform::run(a),
         Command::Export(a) => cmd::export::run(a),
         Command::Lint(a) => cmd::lint::run(a),
         Command::Viz(a) => cmd::viz::run(a),
+        Command::Shape(a) => cmd::shape::run(a),
+        Command::Stats(a) => cmd::stats::run(a),
+        Command::Reload(a) => cmd::reload::run(a),
+        Command::Simulate(a) => cmd::simulate::run_cmd(a),
+        Command::Scenarios(a) => cmd::scenarios::run(a),
     };
     match result {
         Ok(code) => code,

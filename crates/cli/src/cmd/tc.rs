@@ -26,9 +26,7 @@ pub enum Tool {
 
 /// Runs one tc or ip command against the state file, printing like the real tool.
 pub fn run(args: Args, tool: Tool) -> Result<ExitCode> {
-    let path = args
-        .state
-        .unwrap_or_else(sluice_config::statefile::default_path);
+    let path = args.state.unwrap_or_else(sluice_config::statefile::default_path);
     let mut state = sluice_config::statefile::load(&path)?;
     let out = match tool {
         Tool::Tc => sluice_config::run_tc(&mut state, &args.args),

@@ -1,0 +1,109 @@
+//! `sluice lab up|down|status`: the netns testbed (client ↔ shaper ↔ server).
+
+use anyhow::Result;
+use sluice_core::units::parse_rate;
+use sluice_lab::testbed::{Lab, LabOptions, CLIENT_ADDR, SERVER_ADDR};
+use std::process::ExitCode;
+
+/// Arguments of `sluice lab`.
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    action: Action,
+    /// Lab tag: namespaces are named slc-<tag>-{cli,shp,srv,mdm}.
+    #[arg(long, default_value = "lab", global = true)]
+    tag: String,
+}
+
+#[derive(clap::Subcommand)]
+enum Action {
+    /// Build the lab (removes leftovers of an earlier run first).
+    Up {
+        /// Emulate a slower access link ("modem") with kernel tbf before the server, e.g. 20mbit.
+        #[arg(long)]
+        modem: Option<String>,
+        /// Keep TSO/GSO/GRO and checksum offloads (kernel-only runs; Sluice needs them off).
+        #[arg(long)]
+        offloads: bool,
+    },
+    /// Remove the lab (idempotent).
+    Down {
+        /// Remove every slc-* namespace, including other labs and crashed test runs.
+        #[arg(long)]
+        all: bool,
+    },
+    /// Show what exists.
+    Status,
+    /// Set the shaper namespace's path: `bridge` (kernel forwards; kernel/none backends) or
+    /// `open` (nothing forwards; run `sluice shape --netns slc-<tag>-shp --in slc-sc --out slc-ss`).
+    Path {
+        /// bridge | open
+        mode: String,
+    },
+}
+
+/// Runs `sluice lab`.
+pub fn run(args: Args) -> Result<ExitCode> {
+    let lab = Lab::new(&args.tag)?;
+    match args.action {
+        Action::Up { modem, offloads } => {
+            let modem = modem.map(|m| parse_rate(&m)).transpose()?;
+            let removed = lab.up(&LabOptions { modem, offloads })?;
+            if !removed.is_empty() {
+                println!("removed leftovers: {}", removed.join(" "));
+            }
+            println!(
+                "lab `{}` up: {} ({CLIENT_ADDR}) <-> {} <-> {} ({SERVER_ADDR}){}",
+                lab.tag(),
+                lab.client_ns(),
+                lab.shaper_ns(),
+                lab.server_ns(),
+                modem.map(|m| format!(", modem tbf {m}")).unwrap_or_default()
+            );
+        }
+        Action::Down { all } => {
+            let removed = if all { Lab::down_all()? } else { lab.down()? };
+            if removed.is_empty() {
+                println!("nothing to remove");
+            } else {
+                println!("removed: {}", removed.join(" "));
+            }
+        }
+        Action::Path { mode } => {
+            let m = match mode.as_str() {
+                "bridge" => sluice_lab::testbed::PathMode::Bridge,
+                "open" => sluice_lab::testbed::PathMode::Open,
+                other => anyhow::bail!("path mode `{other}`: use bridge or open"),
+            };
+            lab.require_up()?;
+            lab.set_path(m)?;
+            println!("shaper path: {m:?}");
+        }
+        Action::Status => {
+            let s = lab.status();
+            if s.namespaces.is_empty() {
+                println!("lab `{}` is down", lab.tag());
+            } else {
+                println!(
+                    "lab `{}`: {}",
+                    lab.tag(),
+                    if s.complete { "up" } else { "INCOMPLETE (run `sluice lab up` to rebuild)" }
+                );
+                println!("  namespaces: {}", s.namespaces.join(" "));
+                if let Some(p) = s.path {
+                    println!("  shaper path: {p:?}");
+                }
+                if let Some(m) = s.modem {
+                    println!("  modem: tbf {m}");
+                }
+                for q in &s.shaper_qdiscs {
+                    println!("  {}", q.replace('\n', "\n  "));
+                }
+            }
+            if !s.others.is_empty() {
+                println!("other slc-* namespaces: {}", s.others.join(" "));
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
