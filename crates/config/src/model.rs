@@ -130,9 +130,7 @@ impl Device {
 
     /// The qdisc with handle `major:0`.
     pub fn qdisc(&self, handle: u32) -> Option<&QdiscNode> {
-        self.qdiscs
-            .iter()
-            .find(|q| q.handle == handle & 0xFFFF_0000)
+        self.qdiscs.iter().find(|q| q.handle == handle & 0xFFFF_0000)
     }
 
     /// The qdisc attached at `parent` (root, ingress, or a class).
@@ -313,10 +311,7 @@ pub const DEFAULT_PRIOMAP: [u8; 16] = [1, 2, 2, 2, 1, 2, 0, 0, 1, 1, 1, 1, 1, 1,
 
 impl Default for PrioOpts {
     fn default() -> Self {
-        PrioOpts {
-            bands: 3,
-            priomap: DEFAULT_PRIOMAP.to_vec(),
-        }
+        PrioOpts { bands: 3, priomap: DEFAULT_PRIOMAP.to_vec() }
     }
 }
 
@@ -337,12 +332,7 @@ pub struct HtbOpts {
 
 impl Default for HtbOpts {
     fn default() -> Self {
-        HtbOpts {
-            r2q: 10,
-            default: 0,
-            direct_qlen: None,
-            offload: false,
-        }
+        HtbOpts { r2q: 10, default: 0, direct_qlen: None, offload: false }
     }
 }
 
@@ -363,11 +353,7 @@ pub struct TbfOpts {
     #[serde(with = "crate::serde_units::size")]
     pub limit: u32,
     /// Peak rate in bit/s.
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        with = "crate::serde_units::opt_rate"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "crate::serde_units::opt_rate")]
     pub peakrate: Option<u64>,
     /// Peak bucket (minburst) in bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -612,11 +598,7 @@ pub struct U32Opts {
     /// Keys, all must match.
     pub keys: Vec<U32Key>,
     /// Result class.
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        with = "crate::serde_units::opt_handle"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "crate::serde_units::opt_handle")]
     pub classid: Option<u32>,
     /// Hash table to continue in.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -652,13 +634,8 @@ pub const FLOW_KEYS: [&str; 18] = [
 ];
 
 /// Sluice's tunnel-aware flow keys (seed 003's kernel patch); bits above the kernel's.
-pub const FLOW_TUNNEL_KEYS: [&str; 5] = [
-    "tunnel-src",
-    "tunnel-dst",
-    "tunnel-proto",
-    "tunnel-proto-src",
-    "tunnel-proto-dst",
-];
+pub const FLOW_TUNNEL_KEYS: [&str; 5] =
+    ["tunnel-src", "tunnel-dst", "tunnel-proto", "tunnel-proto-src", "tunnel-proto-dst"];
 
 /// Name of flow key bit `i`.
 pub fn flow_key_name(i: usize) -> Option<&'static str> {
@@ -692,11 +669,7 @@ pub struct FlowOpts {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub divisor: Option<u32>,
     /// Base class (kernel default `qdisc:1`).
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        with = "crate::serde_units::opt_handle"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "crate::serde_units::opt_handle")]
     pub baseclass: Option<u32>,
     /// Perturbation period, seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -714,11 +687,7 @@ fn all_ones() -> u32 {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct FwOpts {
     /// Result class.
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        with = "crate::serde_units::opt_handle"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "crate::serde_units::opt_handle")]
     pub classid: Option<u32>,
     /// Mark mask.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -729,11 +698,7 @@ pub struct FwOpts {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct SimpleResult {
     /// Result class.
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        with = "crate::serde_units::opt_handle"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "crate::serde_units::opt_handle")]
     pub classid: Option<u32>,
 }
 
@@ -741,11 +706,7 @@ pub struct SimpleResult {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct BasicOpts {
     /// Result class.
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        with = "crate::serde_units::opt_handle"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "crate::serde_units::opt_handle")]
     pub classid: Option<u32>,
     /// ematch tree text.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -14,9 +14,7 @@ fn handle_from_str<E: de::Error>(s: &str) -> Result<u32, E> {
     match s {
         "ingress" => Ok(crate::model::H_INGRESS),
         _ => crate::tc::args::get_tc_classid(s).ok_or_else(|| {
-            E::custom(format!(
-                "invalid handle \"{s}\": expected MAJ:MIN in hex, MAJ:, root or ingress"
-            ))
+            E::custom(format!("invalid handle \"{s}\": expected MAJ:MIN in hex, MAJ:, root or ingress"))
         }),
     }
 }
@@ -69,9 +67,9 @@ pub mod rate {
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
         match NumOrStr::deserialize(d)? {
             NumOrStr::Num(n) => Ok(n),
-            NumOrStr::Str(s) => sluice_core::units::parse_rate(&s)
-                .map(|r| r.bps())
-                .map_err(de::Error::custom),
+            NumOrStr::Str(s) => {
+                sluice_core::units::parse_rate(&s).map(|r| r.bps()).map_err(de::Error::custom)
+            }
         }
     }
 }
