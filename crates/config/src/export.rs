@@ -302,17 +302,24 @@ pub fn filter_args(f: &FilterNode) -> String {
     s
 }
 
+/// Classes of `q` in creation order: a parent always precedes its children there, and the
+/// order is what the model compares.
 fn class_order(dev: &Device, q: &QdiscNode, out: &mut Vec<ClassNode>) {
-    fn walk(dev: &Device, parent: u32, out: &mut Vec<ClassNode>) {
-        let mut kids: Vec<&ClassNode> =
-            dev.classes.iter().filter(|c| c.parent == parent && c.classid != parent).collect();
-        kids.sort_by_key(|c| c.classid);
-        for k in kids {
-            out.push(k.clone());
-            walk(dev, k.classid, out);
+    out.extend(dev.classes.iter().filter(|c| c.classid & 0xFFFF_0000 == q.handle).cloned());
+}
+
+/// The state with allocation counters reset (what a freshly loaded export has): configurations
+/// are equal when their normalised states are.
+pub fn normalized(state: &State) -> State {
+    let mut s = state.clone();
+    for d in &mut s.devices {
+        d.next_auto_handle = 0x8001;
+        for b in &mut d.u32_blocks {
+            b.roots_created = 0;
         }
+        d.u32_blocks.retain(|b| d.filters.iter().any(|f| f.parent == b.block));
     }
-    walk(dev, q.handle, out);
+    s
 }
 
 /// Emits a tc script that rebuilds `state`.
@@ -341,18 +348,10 @@ pub fn to_tc_script(state: &State) -> String {
         if let Some(r) = dev.link_rate {
             let _ = writeln!(s, "# sluice: link-rate {} {}bit", dev.name, r);
         }
-        // Parents before children: walk from the root and the ingress hook.
-        let mut pending: Vec<u32> = dev
-            .qdiscs
-            .iter()
-            .filter(|x| x.parent == H_ROOT || x.parent == H_INGRESS)
-            .map(|x| x.handle)
-            .collect();
-        let mut done: Vec<u32> = Vec::new();
-        while let Some(h) = pending.first().copied() {
-            pending.remove(0);
-            let Some(qd) = dev.qdisc(h) else { continue };
-            done.push(h);
+        // Creation order: a parent qdisc always precedes its children; each qdisc's classes
+        // follow it, before any qdisc is attached to them.
+        for qd in &dev.qdiscs {
+            let h = qd.handle;
             let kind = qd.opts.kind();
             if matches!(qd.opts, QdiscOpts::Ingress | QdiscOpts::Clsact) {
                 let _ = writeln!(s, "$TC qdisc add dev {d} {kind}");
@@ -375,15 +374,6 @@ pub fn to_tc_script(state: &State) -> String {
                     classid_str(c.classid),
                     class_args(&c.opts)
                 );
-            }
-            for child in dev
-                .qdiscs
-                .iter()
-                .filter(|x| x.parent != H_ROOT && x.parent != H_INGRESS && x.parent & 0xFFFF_0000 == h)
-            {
-                if !done.contains(&child.handle) {
-                    pending.push(child.handle);
-                }
             }
         }
         for f in &dev.filters {

@@ -23,7 +23,7 @@ pub const ETH_P_ALL: u16 = 0x0003;
 pub const ETH_P_IP: u16 = 0x0800;
 
 /// Everything Sluice emulates: a set of network devices.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct State {
     /// Devices in creation order.
     #[serde(default)]
@@ -35,6 +35,12 @@ pub struct State {
 
 fn first_ifindex() -> u32 {
     2
+}
+
+impl Default for State {
+    fn default() -> Self {
+        State { devices: Vec::new(), next_ifindex: first_ifindex() }
+    }
 }
 
 /// The kind of an emulated device.
