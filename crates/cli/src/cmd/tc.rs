@@ -32,9 +32,9 @@ pub fn run(args: Args, tool: Tool) -> Result<ExitCode> {
         Tool::Tc => sluice_config::run_tc(&mut state, &args.args),
         Tool::Ip => sluice_config::run_ip(&mut state, &args.args),
     };
-    if out.code == 0 {
-        sluice_config::statefile::save(&path, &state)?;
-    }
+    // A failed command leaves the state as it was, and a batch keeps what succeeded before the
+    // failure (as tc does), so saving is always right.
+    sluice_config::statefile::save(&path, &state)?;
     std::io::stdout().write_all(out.stdout.as_bytes())?;
     std::io::stderr().write_all(out.stderr.as_bytes())?;
     Ok(ExitCode::from(out.code))
