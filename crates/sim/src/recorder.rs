@@ -61,11 +61,7 @@ impl Recorder {
         step: Span,
         series: bool,
     ) -> Recorder {
-        let nbins = if series {
-            (end.as_nanos().div_ceil(step.as_nanos().max(1))) as usize
-        } else {
-            0
-        };
+        let nbins = if series { (end.as_nanos().div_ceil(step.as_nanos().max(1))) as usize } else { 0 };
         let flows = (0..nflows)
             .map(|_| FlowRec {
                 sent: 0,
@@ -73,8 +69,7 @@ impl Recorder {
                 recv: 0,
                 recv_bytes: 0,
                 // 1 ns .. 1000 s, 3 significant digits.
-                hist: Histogram::new_with_bounds(1, 1_000_000_000_000, 3)
-                    .expect("static bounds are valid"),
+                hist: Histogram::new_with_bounds(1, 1_000_000_000_000, 3).expect("static bounds are valid"),
                 jitter_sum_ns: 0,
                 jitter_n: 0,
                 last_transit: None,
@@ -83,12 +78,8 @@ impl Recorder {
                 bins_lat_n: vec![0; nbins],
             })
             .collect();
-        let classes = (0..nclasses)
-            .map(|_| ClassRec {
-                bins_bytes: vec![0; nbins],
-                ..Default::default()
-            })
-            .collect();
+        let classes =
+            (0..nclasses).map(|_| ClassRec { bins_bytes: vec![0; nbins], ..Default::default() }).collect();
         let hops = (0..nhops).map(|_| HopRec::default()).collect();
         Recorder {
             warmup: Time::ZERO + warmup,

@@ -138,7 +138,7 @@ fn print_summary(r: &Results, info: &RunInfo) {
         if !c.classes.is_empty() {
             println!(
                 "  {:<10} {:>12} {:>12} {:>14} {:>9} {:>8}",
-                "class", "rate Mbit", "ceil Mbit", "achieved Mbit", "error %", "drops"
+                "class", "rate Mbit", "ceil Mbit", "achieved Mbit", "vs ceil %", "drops"
             );
             for cl in &c.classes {
                 let err = if cl.rate_bps > 0 {

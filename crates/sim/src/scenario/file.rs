@@ -314,9 +314,13 @@ pub struct FlowFile {
     /// probe: interval.
     #[serde(default)]
     pub interval: Option<Q>,
-    /// Flow hash override (e.g. flows inside a tunnel share the tunnel's outer hash).
+    /// Name of a tunnel carrying this flow: all its flows share the outer header's hash.
     #[serde(default)]
     pub tunnel: Option<Q>,
+    /// `outer` (default): the flow hash is the tunnel's outer header; `inner`: the classifier
+    /// sees the inner header (tunnel keys).
+    #[serde(default)]
+    pub tunnel_keys: Option<Q>,
     /// streams: the member streams.
     #[serde(default)]
     pub stream: Vec<StreamFile>,
