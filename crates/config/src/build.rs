@@ -3,9 +3,8 @@
 //!
 //! Implemented with what sluice-core provides today: pfifo/bfifo/pfifo_head_drop, pfifo_fast,
 //! prio (with band children), tbf (with its child), codel, fq_codel; filters u32, flow, fw,
-//! matchall with gact and police actions. HTB is built on the core's *reference* HTB (pfifo
-//! leaves only) until the fast scheduler lands; SFQ, DRR and basic filters are reported as
-//! unsupported.
+//! matchall with gact and police actions, htb (any leaf qdiscs), sfq. DRR and the `basic` filter
+//! are reported as unsupported.
 
 use crate::model::*;
 use sluice_core::classify::{ClassShape, Classifier, Fallback, QdiscShape, ShapeKind};
@@ -19,9 +18,10 @@ use sluice_core::filter::police::{Police, PoliceConfig};
 use sluice_core::filter::u32::{HashKey, U32Config, U32Key as CoreKey, U32Selector};
 use sluice_core::filter::{FilterConfig, FilterSpec, Protocol, Upsert};
 use sluice_core::fq_codel::{FqCodel, FqCodelConfig};
+use sluice_core::htb::{Htb, HtbClassConfig, HtbConfig};
 use sluice_core::prio::{PfifoFast, PfifoFastConfig, Prio, PrioConfig};
 use sluice_core::rate::LinkLayer as CoreLinkLayer;
-use sluice_core::reference_htb::{RefClassParams, RefHtb};
+use sluice_core::sfq::{Sfq, SfqConfig, SfqRed as CoreSfqRed};
 use sluice_core::tbf::{Tbf, TbfConfig};
 use sluice_core::{Handle, Qdisc, Rate, Span, Time, WireSpec};
 
@@ -291,8 +291,30 @@ fn build_qdisc(dev: &Device, q: &QdiscNode, cls: &mut Classifier) -> Result<Box<
                 ..d
             })?)
         }
-        QdiscOpts::Htb(h) => build_ref_htb(dev, q, h, cls)?,
-        QdiscOpts::Sfq(_) => return Err(BuildError::Unsupported("sfq".into())),
+        QdiscOpts::Htb(h) => build_htb(dev, q, h, cls)?,
+        QdiscOpts::Sfq(x) => {
+            let d = SfqConfig::default();
+            Box::new(Sfq::new(SfqConfig {
+                limit: x.limit.unwrap_or(0),
+                quantum: x.quantum.unwrap_or(dev.psched_mtu()),
+                depth: x.depth.unwrap_or(d.depth),
+                divisor: x.divisor.unwrap_or(d.divisor),
+                flows: x.flows.unwrap_or(d.flows),
+                perturb: Span::from_secs(x.perturb as u64),
+                headdrop: x.headdrop,
+                red: x.red.as_ref().map(|r| CoreSfqRed {
+                    limit: r.flowlimit as u64,
+                    min: r.min,
+                    max: r.max,
+                    probability: r.probability,
+                    ewma: r.ewma,
+                    ecn: r.ecn,
+                    harddrop: r.harddrop,
+                }),
+                major,
+                ..d
+            })?)
+        }
         QdiscOpts::Drr => return Err(BuildError::Unsupported("drr".into())),
         QdiscOpts::Ingress | QdiscOpts::Clsact => {
             return Err(BuildError::Unsupported("an ingress qdisc as the egress root".into()))
@@ -300,54 +322,42 @@ fn build_qdisc(dev: &Device, q: &QdiscNode, cls: &mut Classifier) -> Result<Box<
     })
 }
 
-/// HTB on the core's reference scheduler: every class in tree order, pfifo leaves only.
-fn build_ref_htb(
+/// HTB on the core's scheduler: classes in creation order (parents first), leaf qdiscs grafted.
+fn build_htb(
     dev: &Device,
     q: &QdiscNode,
     h: &HtbOpts,
     cls: &mut Classifier,
 ) -> Result<Box<dyn Qdisc>, BuildError> {
-    let mut htb = RefHtb::new(Handle(q.handle));
-    let mut order: Vec<&ClassNode> = Vec::new();
-    let mut frontier = vec![q.handle];
-    while let Some(p) = frontier.pop() {
-        let mut kids: Vec<&ClassNode> = dev.child_classes(p).filter(|c| c.classid != p).collect();
-        kids.sort_by_key(|c| c.classid);
-        for k in kids {
-            order.push(k);
-            frontier.push(k.classid);
-        }
-    }
+    let cfg = HtbConfig {
+        r2q: h.r2q,
+        default_class: h.default as u16,
+        direct_qlen: h.direct_qlen.unwrap_or(dev.txqueuelen),
+    };
+    let mut htb = Htb::new(Handle(q.handle), cfg)?;
     let mut shapes = Vec::new();
-    for c in &order {
+    let classes: Vec<&ClassNode> =
+        dev.classes.iter().filter(|c| c.classid & 0xFFFF_0000 == q.handle).collect();
+    for c in &classes {
         let ClassOpts::Htb(x) = &c.opts else { continue };
+        let mut cc = HtbClassConfig::new(Rate::from_bps(x.rate))
+            .ceil(Rate::from_bps(x.ceil.max(x.rate)))
+            .burst(x.burst as u64)
+            .cburst(x.cburst as u64)
+            .prio(x.prio.min(7) as u8);
+        cc.quantum = x.quantum;
+        cc.mtu = x.mtu;
+        cc.wire = wire(x.overhead, x.mpu, x.linklayer);
+        htb.add_class(Handle(c.classid), Handle(c.parent), cc, Time::ZERO)?;
+    }
+    for c in &classes {
         let leaf = dev.child_classes(c.classid).next().is_none();
-        let mut limit = dev.txqueuelen;
-        if let Some(l) = dev.qdisc_at(c.classid) {
-            match &l.opts {
-                QdiscOpts::Pfifo(f) => limit = f.limit.unwrap_or(dev.txqueuelen),
-                other => {
-                    return Err(BuildError::Unsupported(format!(
-                        "a {} leaf under HTB class {} (the reference HTB has pfifo leaves only)",
-                        other.kind(),
-                        crate::tc::show::classid_str(c.classid)
-                    )))
-                }
-            }
+        let child = dev.qdisc_at(c.classid);
+        if let (true, Some(l)) = (leaf, child) {
+            htb.set_leaf_qdisc(Handle(c.classid), build_qdisc(dev, l, cls)?)?;
         }
-        let quantum =
-            x.quantum.unwrap_or_else(|| ((x.rate / 8) / h.r2q.max(1) as u64).clamp(1000, 200_000) as u32);
-        let params = RefClassParams {
-            rate: Rate::from_bps(x.rate),
-            ceil: Rate::from_bps(x.ceil.max(x.rate)),
-            burst: x.burst as u64,
-            cburst: x.cburst as u64,
-            prio: x.prio.min(7) as u8,
-            quantum,
-            limit,
-        };
-        htb.add_class(Handle(c.classid), Handle(c.parent), params, Time::ZERO)?;
-        shapes.push(ClassShape { classid: Handle(c.classid), inner: !leaf, child: None });
+        let classful_child = child.filter(|l| l.opts.is_classful()).map(|l| Handle(l.handle));
+        shapes.push(ClassShape { classid: Handle(c.classid), inner: !leaf, child: classful_child });
     }
     let def = q.handle | h.default;
     let fallback = if h.default != 0 && dev.class(def).is_some() && dev.child_classes(def).next().is_none() {
@@ -386,10 +396,37 @@ mod tests {
     }
 
     #[test]
+    fn builds_the_home_example_and_shapes() {
+        let text =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/home-003.tc"))
+                .unwrap();
+        let s = load(&text);
+        let mut b = build_device(&s, "ppp0").unwrap();
+        assert_eq!(b.root.kind(), "htb");
+        // Unclassified packets take the default path 1:20 -> 20:1 (fq_codel); 10 packets queue.
+        for i in 0..10 {
+            let mut p = Packet::new(1000, i);
+            assert_eq!(
+                b.classifier.classify(&mut p, &Default::default(), &[], Time::ZERO),
+                sluice_core::classify::ClassifyOutcome::Enqueue
+            );
+            b.root.enqueue(p, Time::ZERO).unwrap();
+        }
+        assert_eq!(b.root.qlen(), 10);
+        // 900 kbit/s with 1600-byte buckets: the first packets go at once, the rest are throttled.
+        let mut sent = 0;
+        while b.root.dequeue(Time::ZERO).is_some() {
+            sent += 1;
+        }
+        assert!((1..10).contains(&sent), "sent {sent} at t=0");
+        assert!(b.root.next_event(Time::ZERO).is_some_and(|t| t > Time::ZERO));
+    }
+
+    #[test]
     fn reports_what_the_core_lacks() {
-        let s = load("tc qdisc add dev e root handle 1: sfq\n");
+        let s = load("tc qdisc add dev e root handle 1: drr\n");
         assert!(matches!(build_device(&s, "e"), Err(BuildError::Unsupported(_))));
-        let s = load("tc qdisc add dev e root handle 1: htb default 10\ntc class add dev e parent 1: classid 1:10 htb rate 1mbit\n");
-        assert_eq!(build_device(&s, "e").unwrap().root.kind(), "htb-reference");
+        let s = load("tc qdisc add dev e root handle 1: sfq perturb 10 headdrop\n");
+        assert_eq!(build_device(&s, "e").unwrap().root.kind(), "sfq");
     }
 }
