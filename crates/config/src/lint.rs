@@ -39,7 +39,7 @@ impl Default for LintOpts {
 }
 
 /// One finding.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct Finding {
     /// Stable code, e.g. `L001`.
     pub code: &'static str,
