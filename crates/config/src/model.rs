@@ -327,6 +327,7 @@ pub struct HtbOpts {
     /// Rate to quantum divisor (10).
     pub r2q: u32,
     /// Minor id of the default class (0: unclassified traffic goes to the direct queue).
+    #[serde(with = "crate::serde_units::hex_minor")]
     pub default: u32,
     /// Direct queue length (txqueuelen when absent).
     #[serde(default, skip_serializing_if = "Option::is_none")]

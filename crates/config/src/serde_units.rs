@@ -106,3 +106,21 @@ pub mod size {
         u32::try_from(v).map_err(de::Error::custom)
     }
 }
+
+/// HTB's `default` minor, which tc reads in hex: written `"0x10"`; read from a number or hex text.
+pub mod hex_minor {
+    use super::*;
+    /// As `"0x10"`.
+    pub fn serialize<S: Serializer>(v: &u32, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&format!("{v:#x}"))
+    }
+    /// From a number or hex text (`"10"` and `"0x10"` are both 16, as in tc).
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+        match NumOrStr::deserialize(d)? {
+            NumOrStr::Num(n) => u32::try_from(n).map_err(de::Error::custom),
+            NumOrStr::Str(s) => u32::from_str_radix(s.trim_start_matches("0x"), 16).map_err(|_| {
+                de::Error::custom(format!("invalid default class \"{s}\": a hex minor number like \"0x10\""))
+            }),
+        }
+    }
+}

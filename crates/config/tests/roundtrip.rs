@@ -47,7 +47,7 @@ ifindex = 2
 [[devices.qdiscs]]
 handle = "1:"
 parent = "root"
-opts = { kind = "htb", r2q = 10, default = 16 }
+opts = { kind = "htb", r2q = 10, default = "10" }
 
 [[devices.classes]]
 classid = "1:10"
