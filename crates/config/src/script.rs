@@ -350,35 +350,6 @@ fn ensure_devices(state: &mut State, argv: &[String], notes: &mut Vec<Note>, lin
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn variables_continuations_and_teardown() {
-        let s = "#!/bin/sh\nset -e\nDEV=eth1\nRATE=\"100\"\nmodprobe sch_htb\ntc qdisc del dev $DEV root 2>/dev/null || true\n$TC qdisc add dev $DEV root handle 1: \\\n  htb default 10\ntc class add dev $DEV parent 1: classid 1:10 htb rate ${RATE}mbit\n# sluice: link-rate eth1 1gbit\n";
-        let mut v = Vars::new();
-        v.insert("TC".into(), "tc".into());
-        let l = load_tc_script("t.sh", s, &v).unwrap();
-        let d = &l.state.devices[0];
-        assert_eq!(d.name, "eth1");
-        assert_eq!(d.classes.len(), 1);
-        assert_eq!(d.link_rate, Some(1_000_000_000));
-        let td = "tc qdisc add dev e root handle 1: htb\ntc qdisc del dev e root\n";
-        let l = load_tc_script("t", td, &Vars::new()).unwrap();
-        assert_eq!(l.state.devices[0].qdiscs.len(), 1, "teardown ignored");
-    }
-
-    #[test]
-    fn errors_point_at_the_argument() {
-        let e = load_tc_script("x.tc", "tc qdisc add dev e root handle 1: htb\n  tc class add dev e parent 1: classid 1:1 htb rate 10mbits\n", &Vars::new()).unwrap_err();
-        assert_eq!((e.line, e.column), (2, 53), "{e}");
-        assert!(e.message.contains("Illegal \"rate\""), "{e}");
-        let e = load_tc_script("x.tc", "tc qdisc add dev $DEV root htb\n", &Vars::new()).unwrap_err();
-        assert!(e.message.contains("$DEV"), "{e}");
-    }
-}
-
 /// Loads a configuration file: TOML (`.toml`) or a tc script (anything else).
 pub fn load_file(path: &std::path::Path, vars: &Vars) -> Result<Loaded, ScriptError> {
     let name = path.display().to_string();
@@ -414,4 +385,33 @@ pub fn load_file(path: &std::path::Path, vars: &Vars) -> Result<Loaded, ScriptEr
         return Ok(Loaded { state, notes: vec![], commands: vec![] });
     }
     load_tc_script(&name, &text, vars)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn variables_continuations_and_teardown() {
+        let s = "#!/bin/sh\nset -e\nDEV=eth1\nRATE=\"100\"\nmodprobe sch_htb\ntc qdisc del dev $DEV root 2>/dev/null || true\n$TC qdisc add dev $DEV root handle 1: \\\n  htb default 10\ntc class add dev $DEV parent 1: classid 1:10 htb rate ${RATE}mbit\n# sluice: link-rate eth1 1gbit\n";
+        let mut v = Vars::new();
+        v.insert("TC".into(), "tc".into());
+        let l = load_tc_script("t.sh", s, &v).unwrap();
+        let d = &l.state.devices[0];
+        assert_eq!(d.name, "eth1");
+        assert_eq!(d.classes.len(), 1);
+        assert_eq!(d.link_rate, Some(1_000_000_000));
+        let td = "tc qdisc add dev e root handle 1: htb\ntc qdisc del dev e root\n";
+        let l = load_tc_script("t", td, &Vars::new()).unwrap();
+        assert_eq!(l.state.devices[0].qdiscs.len(), 1, "teardown ignored");
+    }
+
+    #[test]
+    fn errors_point_at_the_argument() {
+        let e = load_tc_script("x.tc", "tc qdisc add dev e root handle 1: htb\n  tc class add dev e parent 1: classid 1:1 htb rate 10mbits\n", &Vars::new()).unwrap_err();
+        assert_eq!((e.line, e.column), (2, 53), "{e}");
+        assert!(e.message.contains("Illegal \"rate\""), "{e}");
+        let e = load_tc_script("x.tc", "tc qdisc add dev $DEV root htb\n", &Vars::new()).unwrap_err();
+        assert!(e.message.contains("$DEV"), "{e}");
+    }
 }
