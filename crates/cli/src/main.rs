@@ -5,6 +5,11 @@ use clap::{Parser, Subcommand};
 
 mod cmd;
 
+// Counts heap bytes so that `sluice bench` can report memory per class (a few atomic
+// adds per allocation; nothing on the shaping path allocates).
+#[global_allocator]
+static ALLOC: &stats_alloc::StatsAlloc<std::alloc::System> = &sluice_bench::mem::COUNTING_ALLOCATOR;
+
 /// Sluice: a traffic-control engine. Simulate, shape live, or compile to the kernel's tc.
 #[derive(Parser)]
 #[command(name = "sluice", version, about, long_about = None)]
@@ -35,6 +40,9 @@ enum Command {
     Simulate(cmd::simulate::Args),
     /// List the built-in scenarios.
     Scenarios(cmd::scenarios::Args),
+    /// Benchmark the schedulers in-process: HTB at 1k-1M classes against a naive reference,
+    /// fq_codel and the full frame path.
+    Bench(cmd::bench::Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -50,6 +58,7 @@ fn main() -> std::process::ExitCode {
         Command::Reload(a) => cmd::reload::run(a),
         Command::Simulate(a) => cmd::simulate::run_cmd(a),
         Command::Scenarios(a) => cmd::scenarios::run(a),
+        Command::Bench(a) => cmd::bench::run(a),
     };
     match result {
         Ok(code) => code,

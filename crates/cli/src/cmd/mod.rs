@@ -1,6 +1,7 @@
 //! One module per subcommand.
 pub mod apply;
 pub mod ip;
+pub mod bench;
 pub mod lab;
 pub mod rate;
 pub mod reload;
