@@ -164,3 +164,15 @@ fn home_uplink_shaper_protects_voip_and_splits_hosts_evenly() {
         case(&r, &["shaper=off", "test=scp"]).flows.iter().find(|f| f.name == "scpB").unwrap().achieved_bps;
     assert!(b_off < 0.1 * 4.6e6, "unshaped flood should drown HostB: {b_off}");
 }
+
+#[test]
+fn htb_scaling_shares_the_root_among_backlogged_leaves() {
+    let r = sim("htb-scaling", &[("n", "1200"), ("k", "10"), ("duration", "2s"), ("warmup", "500ms")]);
+    let c = &r.cases[0];
+    assert_eq!(c.flows.len(), 10);
+    for f in &c.flows {
+        // 30 Mbit/s shared by 10 backlogged leaves (1000-byte frames).
+        assert!((f.achieved_bps - 3e6).abs() / 3e6 < 0.02, "{} got {}", f.name, f.achieved_bps);
+    }
+    assert!(c.extra["shaper_ns_per_pkt"] > 0.0);
+}
