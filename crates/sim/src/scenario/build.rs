@@ -17,6 +17,8 @@ pub struct CaseSpec {
     pub params: BTreeMap<String, String>,
     /// The run.
     pub spec: SimSpec,
+    /// Seed-document figures for this case: (key, value) for `extra`.
+    pub references: Vec<(String, f64)>,
 }
 
 /// Resolution context: the scenario and this case's parameter values.
@@ -283,7 +285,13 @@ pub fn build_case(sc: &Scenario, point: &Point) -> Result<CaseSpec, ScenarioErro
         series,
         profile: f.profile.unwrap_or(false),
     };
-    Ok(CaseSpec { name: point.name(), params: point.params.clone(), spec })
+    let mut references = Vec::new();
+    for r in &f.reference {
+        if ctx.when(&r.when)? {
+            references.push((format!("seed_mbit.{}", r.flow), r.mbit));
+        }
+    }
+    Ok(CaseSpec { name: point.name(), params: point.params.clone(), spec, references })
 }
 
 /// The shaper as built for one case.

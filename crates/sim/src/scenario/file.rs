@@ -105,6 +105,22 @@ pub struct ScenarioFile {
     /// Plot hints.
     #[serde(default)]
     pub report: Option<ReportFile>,
+    /// Figures from the seed document, shown beside ours (`extra["seed_mbit.<flow>"]`).
+    #[serde(default)]
+    pub reference: Vec<ReferenceFile>,
+}
+
+/// A published figure for one flow in the cases where `when` holds.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReferenceFile {
+    /// Condition.
+    #[serde(default)]
+    pub when: Option<Q>,
+    /// Flow name.
+    pub flow: String,
+    /// The seed's throughput, Mbit/s.
+    pub mbit: f64,
 }
 
 /// A link (hop).
