@@ -160,8 +160,10 @@ impl Device {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct QdiscNode {
     /// `major:0`.
+    #[serde(with = "crate::serde_units::handle")]
     pub handle: u32,
     /// [`H_ROOT`], [`H_INGRESS`] or a class id.
+    #[serde(with = "crate::serde_units::handle")]
     pub parent: u32,
     /// Kind and options.
     pub opts: QdiscOpts,
@@ -179,8 +181,10 @@ pub fn is_zero_stats(s: &QdiscStats) -> bool {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ClassNode {
     /// `major:minor`.
+    #[serde(with = "crate::serde_units::handle")]
     pub classid: u32,
     /// The parent class id, or the qdisc handle for a top-level class.
+    #[serde(with = "crate::serde_units::handle")]
     pub parent: u32,
     /// Kind and options.
     pub opts: ClassOpts,
@@ -193,6 +197,7 @@ pub struct ClassNode {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct FilterNode {
     /// The block: the qdisc handle, a class id, or [`H_MIN_INGRESS`]/[`H_MIN_EGRESS`].
+    #[serde(with = "crate::serde_units::handle")]
     pub parent: u32,
     /// Filter chain (0).
     #[serde(default)]
@@ -349,13 +354,20 @@ fn is_false(b: &bool) -> bool {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct TbfOpts {
     /// bit/s.
+    #[serde(with = "crate::serde_units::rate")]
     pub rate: u64,
     /// Bucket size in bytes.
+    #[serde(with = "crate::serde_units::size")]
     pub burst: u32,
     /// Queue limit in bytes.
+    #[serde(with = "crate::serde_units::size")]
     pub limit: u32,
     /// Peak rate in bit/s.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "crate::serde_units::opt_rate"
+    )]
     pub peakrate: Option<u64>,
     /// Peak bucket (minburst) in bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -501,12 +513,16 @@ pub enum ClassOpts {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct HtbClassOpts {
     /// Guaranteed rate, bit/s.
+    #[serde(with = "crate::serde_units::rate")]
     pub rate: u64,
     /// Maximum rate, bit/s.
+    #[serde(with = "crate::serde_units::rate")]
     pub ceil: u64,
     /// Rate bucket, bytes.
+    #[serde(with = "crate::serde_units::size")]
     pub burst: u32,
     /// Ceil bucket, bytes.
+    #[serde(with = "crate::serde_units::size")]
     pub cburst: u32,
     /// Priority 0..7 (lower first).
     #[serde(default)]
@@ -596,7 +612,11 @@ pub struct U32Opts {
     /// Keys, all must match.
     pub keys: Vec<U32Key>,
     /// Result class.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "crate::serde_units::opt_handle"
+    )]
     pub classid: Option<u32>,
     /// Hash table to continue in.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -672,7 +692,11 @@ pub struct FlowOpts {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub divisor: Option<u32>,
     /// Base class (kernel default `qdisc:1`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "crate::serde_units::opt_handle"
+    )]
     pub baseclass: Option<u32>,
     /// Perturbation period, seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -690,7 +714,11 @@ fn all_ones() -> u32 {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct FwOpts {
     /// Result class.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "crate::serde_units::opt_handle"
+    )]
     pub classid: Option<u32>,
     /// Mark mask.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -701,7 +729,11 @@ pub struct FwOpts {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct SimpleResult {
     /// Result class.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "crate::serde_units::opt_handle"
+    )]
     pub classid: Option<u32>,
 }
 
@@ -709,7 +741,11 @@ pub struct SimpleResult {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct BasicOpts {
     /// Result class.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "crate::serde_units::opt_handle"
+    )]
     pub classid: Option<u32>,
     /// ematch tree text.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -765,8 +801,10 @@ pub enum Action {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct PoliceOpts {
     /// bit/s.
+    #[serde(with = "crate::serde_units::rate")]
     pub rate: u64,
     /// Bucket bytes.
+    #[serde(with = "crate::serde_units::size")]
     pub burst: u32,
     /// Largest packet (bytes).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -26,7 +26,7 @@ use crate::qdisc::{ConfigError, DropReason, Dropped, Qdisc, QdiscStats};
 use crate::rate::{Rate, TokenBucket, WireSpec};
 use crate::time::Time;
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::{BinaryHeap, HashMap, VecDeque};
 
 /// Resolved parameters of one reference class (no defaults are applied here).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -91,6 +91,7 @@ struct Cursor {
 pub struct RefHtb {
     handle: Handle,
     classes: Vec<RefClass>,
+    index: HashMap<u32, usize>,
     wire: WireSpec,
     cursors: Vec<Cursor>,
     front: Option<Packet>,
@@ -104,6 +105,7 @@ impl RefHtb {
         RefHtb {
             handle,
             classes: Vec::new(),
+            index: HashMap::new(),
             wire: WireSpec::default(),
             cursors: Vec::new(),
             front: None,
@@ -113,7 +115,9 @@ impl RefHtb {
     }
 
     /// Adds a class under `parent` (the qdisc handle for a root class). The parent must exist
-    /// and hold no packets.
+    /// and hold no packets. Any 32-bit classid other than 0 and the qdisc's own handle is
+    /// accepted, so that trees larger than 65535 classes fit in one reference qdisc (packets then
+    /// name their leaf in `priority`).
     pub fn add_class(
         &mut self,
         id: Handle,
@@ -122,7 +126,7 @@ impl RefHtb {
         now: Time,
     ) -> Result<(), ConfigError> {
         let who = format!("reference htb class {id}");
-        if id.major() != self.handle.major() || id.minor() == 0 || self.find(id).is_some() {
+        if id.is_unspec() || id == self.handle || self.find(id).is_some() {
             return Err(ConfigError::Hierarchy(format!("{who}: invalid or duplicate classid")));
         }
         if params.rate.is_zero() || params.ceil < params.rate || params.burst == 0 || params.quantum == 0 {
@@ -145,6 +149,7 @@ impl RefHtb {
             self.classes[p].children += 1;
             (Some(p), self.classes[p].depth + 1)
         };
+        self.index.insert(id.0, self.classes.len());
         self.classes.push(RefClass {
             id,
             parent,
@@ -172,7 +177,7 @@ impl RefHtb {
     }
 
     fn find(&self, id: Handle) -> Option<usize> {
-        self.classes.iter().position(|c| c.id == id)
+        self.index.get(&id.0).copied()
     }
 
     fn is_leaf(&self, c: usize) -> bool {

@@ -92,6 +92,7 @@ fn leaf_qdisc(kind: Option<&QdiscKind>) -> Result<Box<dyn Qdisc>, EngineError> {
         None | Some(QdiscKind::Pfifo(None)) => Box::new(Fifo::pfifo(1000)),
         Some(QdiscKind::Pfifo(Some(l))) => Box::new(Fifo::pfifo(*l)),
         Some(QdiscKind::Bfifo(l)) => Box::new(Fifo::bfifo(l.map(|l| l as u64).unwrap_or(1000 * 1514))),
+        Some(QdiscKind::Other { kind, args }) if kind == "fq_codel" => Box::new(fq_codel(args)?),
         Some(k) => {
             return Err(EngineError(format!(
                 "leaf qdisc `{}` is not available on the live path yet",
@@ -99,6 +100,34 @@ fn leaf_qdisc(kind: Option<&QdiscKind>) -> Result<Box<dyn Qdisc>, EngineError> {
             )))
         }
     })
+}
+
+/// fq_codel from tc options (limit, flows, quantum, target, interval, ecn/noecn, memory_limit).
+fn fq_codel(args: &[String]) -> Result<sluice_core::fq_codel::FqCodel, EngineError> {
+    use sluice_core::units::{parse_size, parse_time};
+    let mut cfg = sluice_core::fq_codel::FqCodelConfig::default();
+    let mut i = 0;
+    let bad = |k: &str, e: String| EngineError(format!("fq_codel {k}: {e}"));
+    while i < args.len() {
+        let v = args.get(i + 1).map(String::as_str).unwrap_or("");
+        let num = |k: &str| v.parse::<u32>().map_err(|e| bad(k, e.to_string()));
+        match args[i].as_str() {
+            "ecn" => cfg.params.ecn = true,
+            "noecn" => cfg.params.ecn = false,
+            "limit" => cfg.limit = num("limit")?,
+            "flows" => cfg.flows = num("flows")?,
+            "quantum" => cfg.quantum = num("quantum")?,
+            "drop_batch" => cfg.drop_batch = num("drop_batch")?,
+            "memory_limit" => {
+                cfg.memory_limit = parse_size(v).map_err(|e| bad("memory_limit", e.to_string()))? as u32
+            }
+            "target" => cfg.params.target = parse_time(v).map_err(|e| bad("target", e.to_string()))?,
+            "interval" => cfg.params.interval = parse_time(v).map_err(|e| bad("interval", e.to_string()))?,
+            o => return Err(EngineError(format!("fq_codel option `{o}` is not supported on the live path"))),
+        }
+        i += if matches!(args[i].as_str(), "ecn" | "noecn") { 1 } else { 2 };
+    }
+    sluice_core::fq_codel::FqCodel::new(cfg).map_err(|e| EngineError(e.to_string()))
 }
 
 /// Build the qdisc for `tree`. Buckets are raised to at least `floor` (the wake-up jitter the
@@ -162,6 +191,9 @@ pub fn build(tree: &Tree, floor: Span) -> Result<Built, EngineError> {
                     leafq.map(|k| k.name()).unwrap_or("pfifo")
                 ),
             })
+        }
+        QdiscKind::Other { kind, args } if kind == "fq_codel" => {
+            Ok(Built { qdisc: Box::new(fq_codel(args)?), summary: "fq_codel (unlimited)".into() })
         }
         QdiscKind::Other { kind, .. } => {
             Err(EngineError(format!("root qdisc `{kind}` is not available on the live path yet")))
@@ -351,7 +383,12 @@ mod tests {
     fn unsupported_shapes_are_refused_by_name() {
         let two = tree("tc qdisc add dev x root handle 1: htb default 1\ntc class add dev x parent 1: classid 1:1 htb rate 1mbit\ntc class add dev x parent 1: classid 1:2 htb rate 1mbit\n");
         assert!(build(&two, Span::ZERO).err().unwrap().0.contains("2 leaf classes"));
-        let fq = tree("tc qdisc add dev x root fq_codel");
-        assert!(build(&fq, Span::ZERO).err().unwrap().0.contains("fq_codel"));
+        let sfq = tree("tc qdisc add dev x root sfq");
+        assert!(build(&sfq, Span::ZERO).err().unwrap().0.contains("sfq"));
+        let leaf = tree("tc qdisc add dev x root handle 1: htb default 1\ntc class add dev x parent 1: classid 1:1 htb rate 1mbit\ntc qdisc add dev x parent 1:1 fq_codel target 2ms bogus 1\n");
+        let e = build(&leaf, Span::ZERO).err().unwrap().0;
+        assert!(e.contains("bogus"), "{e}");
+        let ok = tree("tc qdisc add dev x root handle 1: htb default 1\ntc class add dev x parent 1: classid 1:1 htb rate 1mbit\ntc qdisc add dev x parent 1:1 fq_codel target 2ms noecn\n");
+        assert!(build(&ok, Span::ZERO).unwrap().summary.contains("fq_codel"));
     }
 }

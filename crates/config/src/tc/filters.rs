@@ -120,6 +120,13 @@ fn num(cur: &mut Cur, what: &str) -> Result<u32, TcError> {
     get_u32(v).ok_or_else(|| illegal(what, i, None))
 }
 
+/// Masks in u32 selectors are hexadecimal even without `0x` (tc's `get_u32(.., 16)`).
+fn mask(cur: &mut Cur) -> Result<u32, TcError> {
+    let (i, v) = value(cur)?;
+    u32::from_str_radix(v.trim_start_matches("0x").trim_start_matches("0X"), 16)
+        .map_err(|_| illegal("match", i, None))
+}
+
 fn value<'a>(cur: &mut Cur<'a>) -> Result<(usize, &'a str), TcError> {
     if cur.pos >= cur.argv.len() {
         return Err(TcError::fatal(
@@ -172,7 +179,7 @@ fn parse_selector(cur: &mut Cur, keys: &mut Vec<U32Key>) -> Result<(), TcError> 
     match t {
         "u32" | "u16" | "u8" => {
             let v = num(cur, "match")?;
-            let m = num(cur, "match")?;
+            let m = mask(cur)?;
             let (off, nh) = at_offset(cur)?;
             let r = match t {
                 "u32" => pack_key(keys, v, m, off, nh),
@@ -192,7 +199,7 @@ fn parse_selector(cur: &mut Cur, keys: &mut Vec<U32Key>) -> Result<(), TcError> 
                 }
                 "tos" | "dsfield" | "protocol" | "ihl" | "icmp_type" | "icmp_code" => {
                     let v = num(cur, "match")?;
-                    let m = num(cur, "match")?;
+                    let m = mask(cur)?;
                     let off = match f {
                         "tos" | "dsfield" => 1,
                         "protocol" => 9,
@@ -204,7 +211,7 @@ fn parse_selector(cur: &mut Cur, keys: &mut Vec<U32Key>) -> Result<(), TcError> 
                 }
                 "sport" | "dport" => {
                     let v = num(cur, "match")?;
-                    let m = num(cur, "match")?;
+                    let m = mask(cur)?;
                     pack_key16(keys, v, m, if f == "sport" { 20 } else { 22 }, false)
                         .map_err(|_| key_err(ti))
                 }
@@ -223,7 +230,7 @@ fn parse_selector(cur: &mut Cur, keys: &mut Vec<U32Key>) -> Result<(), TcError> 
         "tcp" | "udp" | "icmp" => {
             let (fi, f) = value(cur)?;
             let v = num(cur, "match")?;
-            let m = num(cur, "match")?;
+            let m = mask(cur)?;
             let r = match (t, f) {
                 ("icmp", "type") => pack_key8(keys, v, m, 0, true),
                 ("icmp", "code") => pack_key8(keys, v, m, 1, true),
