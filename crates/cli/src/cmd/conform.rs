@@ -33,13 +33,6 @@ pub fn run(args: Args) -> Result<ExitCode> {
         }
     }
     let (p, f, s) = report.counts();
-    println!(
-        "{p} passed, {f} failed, {s} skipped ({:.1}% of non-skipped cases pass)",
-        report.pass_rate()
-    );
-    Ok(if report.pass_rate() < args.min_pass {
-        ExitCode::FAILURE
-    } else {
-        ExitCode::SUCCESS
-    })
+    println!("{p} passed, {f} failed, {s} skipped ({:.1}% of non-skipped cases pass)", report.pass_rate());
+    Ok(if report.pass_rate() < args.min_pass { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }

@@ -39,12 +39,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
         Some(r) => Some(sluice_core::units::parse_rate(r)?.bps()),
         None => None,
     };
-    let opts = LintOpts {
-        jitter_us: args.jitter,
-        link_rate,
-        tunnels: args.tunnels.clone(),
-        ..Default::default()
-    };
+    let opts =
+        LintOpts { jitter_us: args.jitter, link_rate, tunnels: args.tunnels.clone(), ..Default::default() };
     let findings = lint(&loaded.state, Some(&loaded), &opts);
     if args.notes {
         for n in &loaded.notes {

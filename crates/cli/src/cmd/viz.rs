@@ -33,17 +33,13 @@ pub fn run(args: Args) -> Result<ExitCode> {
         return Ok(ExitCode::from(2));
     };
     let stats = match &args.stats {
-        Some(p) => {
-            parse_stats(&std::fs::read_to_string(p)?, args.case).map_err(anyhow::Error::msg)?
-        }
+        Some(p) => parse_stats(&std::fs::read_to_string(p)?, args.case).map_err(anyhow::Error::msg)?,
         None => StatsMap::new(),
     };
     let g = build_graph(&loaded.state, &stats);
-    let fmt = args.format.clone().unwrap_or_else(|| {
-        match args.output.as_ref().and_then(|o| o.extension()) {
-            Some(e) if e == "svg" => "svg".into(),
-            _ => "dot".into(),
-        }
+    let fmt = args.format.clone().unwrap_or_else(|| match args.output.as_ref().and_then(|o| o.extension()) {
+        Some(e) if e == "svg" => "svg".into(),
+        _ => "dot".into(),
     });
     let text = if fmt == "svg" { to_svg(&g) } else { to_dot(&g) };
     match args.output {
