@@ -11,6 +11,7 @@ use sluice_core::fifo::{Fifo, FifoKind};
 use sluice_core::fq_codel::{FqCodel, FqCodelConfig};
 use sluice_core::htb::{Htb, HtbClassConfig, HtbConfig};
 use sluice_core::prio::{PfifoFast, PfifoFastConfig};
+use sluice_core::sfq::{PerturbMode, Sfq, SfqConfig};
 
 use sluice_core::units::{parse_size, parse_time};
 use sluice_core::{ConfigError, Handle, Qdisc, Rate, Span, Time, WireSpec};
@@ -99,6 +100,32 @@ pub(crate) fn shared_queue(spec: &str) -> Result<SharedFactory, String> {
             let cfg = cfg.normalized().map_err(|e| e.to_string())?;
             FqCodel::new(cfg).map_err(|e| e.to_string())?;
             Ok(Arc::new(move || Box::new(FqCodel::new(cfg).expect("validated above")) as Box<dyn Qdisc>))
+        }
+        "sfq" => {
+            let mut cfg = SfqConfig::default();
+            let mut i = 0;
+            while i < args.len() {
+                let val = args.get(i + 1).copied().ok_or_else(|| format!("`{}` needs a value", args[i]))?;
+                match args[i] {
+                    "limit" => cfg.limit = val.parse().map_err(|_| format!("bad sfq limit `{val}`"))?,
+                    "quantum" => cfg.quantum = parse_size(val).map_err(|e| e.to_string())? as u32,
+                    "depth" => cfg.depth = val.parse().map_err(|_| format!("bad sfq depth `{val}`"))?,
+                    "divisor" => cfg.divisor = val.parse().map_err(|_| format!("bad sfq divisor `{val}`"))?,
+                    "perturb" => cfg.perturb = parse_time(val).map_err(|e| e.to_string())?,
+                    "mode" => {
+                        cfg.perturb_mode = match val {
+                            "sticky" | "sluice" => PerturbMode::Sticky,
+                            "rehash" => PerturbMode::Rehash,
+                            "keyonly" | "legacy" => PerturbMode::KeyOnly,
+                            o => return Err(format!("unknown sfq mode `{o}` (sticky, rehash or keyonly)")),
+                        }
+                    }
+                    o => return Err(format!("unknown sfq option `{o}`")),
+                }
+                i += 2;
+            }
+            Sfq::new(cfg).map_err(|e| e.to_string())?;
+            Ok(Arc::new(move || Box::new(Sfq::new(cfg).expect("validated above")) as Box<dyn Qdisc>))
         }
         _ => Err(format!("unknown queue `{spec}`")),
     }

@@ -9,6 +9,7 @@ pub const BUILTIN: &[(&str, &str, &str)] = &[
     ("tunnel-flows", "003", include_str!("../../../scenarios/tunnel-flows.toml")),
     ("htb-scaling", "001", include_str!("../../../scenarios/htb-scaling.toml")),
     ("benita", "004", include_str!("../../../scenarios/benita.toml")),
+    ("sfq-perturb", "003", include_str!("../../../scenarios/sfq-perturb.toml")),
     ("speed", "-", include_str!("../../../scenarios/speed.toml")),
 ];
 

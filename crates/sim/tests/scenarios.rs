@@ -200,3 +200,18 @@ fn benita_rows_are_exact_whatever_burst_and_packet_size() {
         (rates.iter().cloned().fold(f64::MAX, f64::min), rates.iter().cloned().fold(0.0, f64::max));
     assert!(hi / lo < 1.1, "{rates:?}");
 }
+
+#[test]
+fn sfq_key_only_perturbation_spikes_ping_latency_and_sticky_does_not() {
+    let r = sim("sfq-perturb", &[("perturb", "5s"), ("duration", "21s")]);
+    let worst = |m: &str| {
+        case(&r, &[&format!("mode={m}")])
+            .flows
+            .iter()
+            .filter(|f| f.name.starts_with("ping"))
+            .map(|f| f.latency_ms.max)
+            .fold(0.0, f64::max)
+    };
+    let (legacy, sluice) = (worst("keyonly"), worst("sticky"));
+    assert!(legacy > 1.3 * sluice, "legacy max {legacy} ms vs sticky {sluice} ms");
+}
