@@ -11,6 +11,7 @@ use sluice_core::fifo::{Fifo, FifoKind};
 use sluice_core::fq_codel::{FqCodel, FqCodelConfig};
 use sluice_core::htb::{Htb, HtbClassConfig, HtbConfig};
 use sluice_core::prio::{PfifoFast, PfifoFastConfig};
+use sluice_core::sfq::{PerturbMode, Sfq, SfqConfig};
 
 use sluice_core::units::{parse_size, parse_time};
 use sluice_core::{ConfigError, Handle, Qdisc, Rate, Span, Time, WireSpec};
@@ -100,6 +101,32 @@ pub(crate) fn shared_queue(spec: &str) -> Result<SharedFactory, String> {
             FqCodel::new(cfg).map_err(|e| e.to_string())?;
             Ok(Arc::new(move || Box::new(FqCodel::new(cfg).expect("validated above")) as Box<dyn Qdisc>))
         }
+        "sfq" => {
+            let mut cfg = SfqConfig::default();
+            let mut i = 0;
+            while i < args.len() {
+                let val = args.get(i + 1).copied().ok_or_else(|| format!("`{}` needs a value", args[i]))?;
+                match args[i] {
+                    "limit" => cfg.limit = val.parse().map_err(|_| format!("bad sfq limit `{val}`"))?,
+                    "quantum" => cfg.quantum = parse_size(val).map_err(|e| e.to_string())? as u32,
+                    "depth" => cfg.depth = val.parse().map_err(|_| format!("bad sfq depth `{val}`"))?,
+                    "divisor" => cfg.divisor = val.parse().map_err(|_| format!("bad sfq divisor `{val}`"))?,
+                    "perturb" => cfg.perturb = parse_time(val).map_err(|e| e.to_string())?,
+                    "mode" => {
+                        cfg.perturb_mode = match val {
+                            "sticky" | "sluice" => PerturbMode::Sticky,
+                            "rehash" => PerturbMode::Rehash,
+                            "keyonly" | "legacy" => PerturbMode::KeyOnly,
+                            o => return Err(format!("unknown sfq mode `{o}` (sticky, rehash or keyonly)")),
+                        }
+                    }
+                    o => return Err(format!("unknown sfq option `{o}`")),
+                }
+                i += 2;
+            }
+            Sfq::new(cfg).map_err(|e| e.to_string())?;
+            Ok(Arc::new(move || Box::new(Sfq::new(cfg).expect("validated above")) as Box<dyn Qdisc>))
+        }
         _ => Err(format!("unknown queue `{spec}`")),
     }
 }
@@ -119,8 +146,14 @@ pub(crate) fn shaper(
         ));
     }
     let kind = s.kind.as_ref().map(|q| ctx.text(q)).transpose()?.unwrap_or_else(|| "htb".into());
-    let mut classes = Vec::new();
+    let mut active = Vec::new();
     for c in &s.class {
+        if ctx.when(&c.when)? {
+            active.push(c);
+        }
+    }
+    let mut classes = Vec::new();
+    for c in &active {
         let rate = ctx.rate(&c.rate)?;
         let ceil = c.ceil.as_ref().map(|q| ctx.rate(q)).transpose()?.unwrap_or(rate);
         if ceil < rate {
@@ -132,7 +165,7 @@ pub(crate) fn shaper(
         }
         classes.push(ClassSpec { id: ctx.handle(&c.id)?, rate, ceil });
     }
-    let Some(first) = s.class.first() else {
+    let Some(first) = active.first().copied() else {
         return Err(ctx.err(
             s.kind.as_ref().map(|q| q.span()),
             "the shaper has no [[shaper.class]]",
@@ -200,7 +233,7 @@ pub(crate) fn shaper(
                 classes,
             ))
         }
-        "htb" | "sluice" => htb(ctx, s, wire, classes),
+        "htb" | "sluice" => htb(ctx, s, &active, wire, classes),
         other => Err(ctx.err(
             s.kind.as_ref().map(|q| q.span()),
             format!("unknown shaper kind `{other}`"),
@@ -220,8 +253,9 @@ pub(crate) fn default_burst(rate: Rate) -> u64 {
 fn htb(
     ctx: &Ctx,
     s: &ShaperFile,
+    active: &[&crate::scenario::file::ClassFile],
     wire: WireSpec,
-    classes: Vec<ClassSpec>,
+    mut classes: Vec<ClassSpec>,
 ) -> Result<(SharedFactory, Vec<ClassSpec>), ScenarioError> {
     let major = classes[0].id.major();
     let handle = Handle::new(major, 0);
@@ -243,8 +277,12 @@ fn htb(
     let mut list = Vec::new();
     let mut leaves: Vec<(Handle, SharedFactory)> = Vec::new();
     let parents: Vec<Handle> =
-        s.class.iter().filter_map(|c| c.parent.as_ref()).map(|q| ctx.handle(q)).collect::<Result<_, _>>()?;
-    for (c, spec) in s.class.iter().zip(&classes) {
+        active.iter().filter_map(|c| c.parent.as_ref()).map(|q| ctx.handle(q)).collect::<Result<_, _>>()?;
+    let mut parents = parents;
+    if let Some(g) = &s.leaves {
+        parents.push(ctx.handle(&g.parent)?);
+    }
+    for (c, spec) in active.iter().zip(&classes) {
         let parent = match &c.parent {
             Some(q) => ctx.handle(q)?,
             None => handle,
@@ -283,6 +321,28 @@ fn htb(
             ));
         }
     }
+    if let Some(g) = &s.leaves {
+        let n = ctx.uint(&g.count, 65000)? as u16;
+        let parent = ctx.handle(&g.parent)?;
+        let first = ctx.handle(&g.first)?;
+        if first.minor() as u32 + n as u32 > 0xFFFF {
+            return Err(ctx.err(Some(g.count.span()), "generated leaves run past minor 0xffff", None));
+        }
+        let rate = ctx.rate(&g.rate)?;
+        let ceil = g.ceil.as_ref().map(|q| ctx.rate(q)).transpose()?.unwrap_or(rate);
+        let text = g.leaf.as_ref().map(|q| ctx.text(q)).transpose()?.unwrap_or_else(|| "pfifo 1000".into());
+        let f = shared_queue(&text).map_err(|m| ctx.err(g.leaf.as_ref().map(|q| q.span()), m, None))?;
+        for i in 0..n {
+            let id = Handle::new(first.major(), first.minor() + i);
+            let mut cc = HtbClassConfig::new(rate).ceil(ceil);
+            cc.wire = wire;
+            list.push((id, parent, cc));
+            leaves.push((id, f.clone()));
+            if g.report.unwrap_or(true) {
+                classes.push(ClassSpec { id, rate, ceil });
+            }
+        }
+    }
     let build = move || -> Result<Htb, ConfigError> {
         let (mut h, _warnings) = Htb::build(handle, cfg.clone(), &list, Time::ZERO)?;
         for (id, f) in &leaves {
@@ -290,7 +350,7 @@ fn htb(
         }
         Ok(h)
     };
-    build().map_err(|e| ctx.err(s.class.first().map(|c| c.id.span()), e.to_string(), None))?;
+    build().map_err(|e| ctx.err(active.first().map(|c| c.id.span()), e.to_string(), None))?;
     // Report the leaves: the simulator accounts each packet to its leaf class.
     let reported = classes.into_iter().filter(|c| !parents.contains(&c.id)).collect();
     Ok((Arc::new(move || Box::new(build().expect("validated above")) as Box<dyn Qdisc>), reported))

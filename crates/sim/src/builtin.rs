@@ -7,6 +7,9 @@ pub const BUILTIN: &[(&str, &str, &str)] = &[
     ("send-credits", "002", include_str!("../../../scenarios/send-credits.toml")),
     ("ecn-priority", "003", include_str!("../../../scenarios/ecn-priority.toml")),
     ("tunnel-flows", "003", include_str!("../../../scenarios/tunnel-flows.toml")),
+    ("htb-scaling", "001", include_str!("../../../scenarios/htb-scaling.toml")),
+    ("benita", "004", include_str!("../../../scenarios/benita.toml")),
+    ("sfq-perturb", "003", include_str!("../../../scenarios/sfq-perturb.toml")),
     ("speed", "-", include_str!("../../../scenarios/speed.toml")),
 ];
 

@@ -100,6 +100,9 @@ pub struct Sim {
     pub(crate) stats: EngineStats,
     pub(crate) spec_names: (Vec<String>, Vec<String>),
     burst_guard: (Time, u32),
+    profile: bool,
+    /// Wall-clock nanoseconds spent inside the shaper's enqueue/dequeue (profile runs only).
+    pub(crate) shaper_ns: u64,
 }
 
 impl Sim {
@@ -151,6 +154,8 @@ impl Sim {
             stats: EngineStats::default(),
             spec_names: (names, spec.flows.iter().map(|f| f.name.clone()).collect()),
             burst_guard: (Time::ZERO, 0),
+            profile: spec.profile,
+            shaper_ns: 0,
         };
         for (i, f) in sim.flows.iter().enumerate() {
             if !matches!(f.src, Src::Member) {
@@ -305,7 +310,9 @@ impl Sim {
             Some(h) => {
                 let mut pkt = s.pkt;
                 pkt.enqueue_time = self.now;
+                let t0 = self.profile_start(h);
                 let res = self.hops[h].q.enqueue(pkt, self.now);
+                self.profile_end(t0);
                 if let Err(d) = res {
                     self.drop_slot(d.pkt.payload as u32);
                 }
@@ -330,6 +337,18 @@ impl Sim {
         self.free.push(slot);
     }
 
+    #[inline]
+    fn profile_start(&self, h: usize) -> Option<std::time::Instant> {
+        (self.profile && self.hops[h].is_shaper).then(std::time::Instant::now)
+    }
+
+    #[inline]
+    fn profile_end(&mut self, t0: Option<std::time::Instant>) {
+        if let Some(t0) = t0 {
+            self.shaper_ns += t0.elapsed().as_nanos() as u64;
+        }
+    }
+
     /// Serves hop `h` if its transmitter is idle. Re-entrant calls (a zero-delay path that
     /// feeds back into the same hop) return at once; the outer call keeps serving.
     fn kick(&mut self, h: usize) {
@@ -347,7 +366,9 @@ impl Sim {
                 return;
             }
             let now = self.now;
+            let t0 = self.profile_start(h);
             let got = self.hops[h].q.dequeue(now);
+            self.profile_end(t0);
             self.drain_drops(h);
             let Some(pkt) = got else {
                 let hop = &mut self.hops[h];
@@ -649,6 +670,11 @@ impl Sim {
             Src::Tcp(t) => Some((t.retransmits, t.timeouts, t.srtt())),
             _ => None,
         }
+    }
+
+    /// Packets the shaper hop(s) dequeued.
+    pub(crate) fn shaper_packets(&self) -> u64 {
+        self.hops.iter().filter(|h| h.is_shaper).map(|h| h.q.stats().packets).sum()
     }
 
     /// Engine counters.

@@ -131,6 +131,9 @@ impl Recorder {
     pub(crate) fn on_recv(&mut self, flow: u32, bytes: u64, sent: Time, at: Time, latency: Span) {
         let binned = self.bin(at);
         let in_win = self.in_window(sent) && self.in_window(at);
+        // Throughput counts what arrives in the window, whenever it was sent (a long queue
+        // must not hide the last part of the window).
+        let arrived_in_win = self.in_window(at);
         let f = &mut self.flows[flow as usize];
         let lat = latency.as_nanos();
         if let Some(b) = binned {
@@ -140,9 +143,11 @@ impl Recorder {
                 f.bins_lat_n[b] += 1;
             }
         }
+        if arrived_in_win {
+            f.recv_bytes += bytes;
+        }
         if in_win {
             f.recv += 1;
-            f.recv_bytes += bytes;
             let _ = f.hist.record(lat.max(1));
             // RFC 3550 §6.4.1: D = difference of transit times of consecutive packets.
             let transit = lat as i64;

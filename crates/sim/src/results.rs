@@ -96,6 +96,12 @@ pub fn case_results(sim: &Sim, spec: &SimSpec, name: &str, params: BTreeMap<Stri
         }
     }
     let st = sim.engine_stats();
+    if spec.profile {
+        let pkts = sim.shaper_packets();
+        if pkts > 0 {
+            extra.insert("shaper_ns_per_pkt".into(), sim.shaper_ns as f64 / pkts as f64);
+        }
+    }
     extra.insert("engine.events".into(), st.events as f64);
     extra.insert("engine.transmissions".into(), st.transmissions as f64);
     let series = spec.series.then(|| {

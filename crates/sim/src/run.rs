@@ -58,11 +58,11 @@ pub fn run(
                 progress(total as f64 / 1e6 / n);
             });
             let st = sim.engine_stats();
-            (
-                case_results(&sim, &c.spec, &c.name, c.params.clone()),
-                st,
-                c.spec.duration.as_nanos() as f64 / 1e9,
-            )
+            let mut res = case_results(&sim, &c.spec, &c.name, c.params.clone());
+            for (k, v) in &c.references {
+                res.extra.insert(k.clone(), *v);
+            }
+            (res, st, c.spec.duration.as_nanos() as f64 / 1e9)
         })
         .collect();
     let mut info = RunInfo { wall_s: t0.elapsed().as_secs_f64(), cases: out.len(), ..Default::default() };

@@ -30,6 +30,7 @@ fn spec(forward: Vec<LinkSpec>, reverse: Vec<LinkSpec>, flows: Vec<FlowSpec>, se
         shaper_wire: WireSpec::default(),
         flows,
         series: true,
+        profile: false,
     }
 }
 

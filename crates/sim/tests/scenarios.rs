@@ -164,3 +164,54 @@ fn home_uplink_shaper_protects_voip_and_splits_hosts_evenly() {
         case(&r, &["shaper=off", "test=scp"]).flows.iter().find(|f| f.name == "scpB").unwrap().achieved_bps;
     assert!(b_off < 0.1 * 4.6e6, "unshaped flood should drown HostB: {b_off}");
 }
+
+#[test]
+fn htb_scaling_shares_the_root_among_backlogged_leaves() {
+    let r = sim("htb-scaling", &[("n", "1200"), ("k", "10"), ("duration", "2s"), ("warmup", "500ms")]);
+    let c = &r.cases[0];
+    assert_eq!(c.flows.len(), 10);
+    for f in &c.flows {
+        // 30 Mbit/s shared by 10 backlogged leaves (1000-byte frames).
+        assert!((f.achieved_bps - 3e6).abs() / 3e6 < 0.02, "{} got {}", f.name, f.achieved_bps);
+    }
+    assert!(c.extra["shaper_ns_per_pkt"] > 0.0);
+}
+
+#[test]
+fn benita_rows_are_exact_whatever_burst_and_packet_size() {
+    let r = sim("benita", &[("row", "t4-15k-512,t5-4.8k-64,t6,t8"), ("duration", "3s")]);
+    for c in &r.cases {
+        assert!(c.extra.keys().any(|k| k.starts_with("seed_mbit.")), "{}: no seed figures", c.name);
+    }
+    // Tables 4/5: the paper saw 25.3 and 8.96 Mbit/s; exact arithmetic gives the configured rate.
+    for (row, rate) in [("row=t4-15k-512", 30e6), ("row=t5-4.8k-64", 8e6)] {
+        let f = &case(&r, &[row]).flows[0];
+        assert!((f.achieved_bps - rate).abs() / rate < 0.005, "{row}: {}", f.achieved_bps);
+    }
+    // Table 6: class 1:2 gets its 2 Mbit/s, the two streams of 1:3 share 28 Mbit/s.
+    let t6 = case(&r, &["row=t6"]);
+    let get = |n: &str| t6.flows.iter().find(|f| f.name == n).unwrap().achieved_bps;
+    assert!((get("s3") - 2e6).abs() < 0.05e6, "{}", get("s3"));
+    assert!((get("s1") + get("s2") - 28e6).abs() < 0.3e6);
+    // Table 8: three equal streams in one class share it evenly.
+    let t8 = case(&r, &["row=t8"]);
+    let rates: Vec<f64> = t8.flows.iter().map(|f| f.achieved_bps).collect();
+    let (lo, hi) =
+        (rates.iter().cloned().fold(f64::MAX, f64::min), rates.iter().cloned().fold(0.0, f64::max));
+    assert!(hi / lo < 1.1, "{rates:?}");
+}
+
+#[test]
+fn sfq_key_only_perturbation_spikes_ping_latency_and_sticky_does_not() {
+    let r = sim("sfq-perturb", &[("perturb", "5s"), ("duration", "21s")]);
+    let worst = |m: &str| {
+        case(&r, &[&format!("mode={m}")])
+            .flows
+            .iter()
+            .filter(|f| f.name.starts_with("ping"))
+            .map(|f| f.latency_ms.max)
+            .fold(0.0, f64::max)
+    };
+    let (legacy, sluice) = (worst("keyonly"), worst("sticky"));
+    assert!(legacy > 1.3 * sluice, "legacy max {legacy} ms vs sticky {sluice} ms");
+}

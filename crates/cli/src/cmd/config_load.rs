@@ -9,9 +9,8 @@ use std::path::Path;
 pub fn vars(pairs: &[String]) -> anyhow::Result<Vars> {
     let mut v = Vars::new();
     for p in pairs {
-        let (n, val) = p
-            .split_once('=')
-            .ok_or_else(|| anyhow::anyhow!("--var expects NAME=VALUE, got {p:?}"))?;
+        let (n, val) =
+            p.split_once('=').ok_or_else(|| anyhow::anyhow!("--var expects NAME=VALUE, got {p:?}"))?;
         v.insert(n.to_string(), val.to_string());
     }
     Ok(v)
@@ -27,10 +26,7 @@ pub fn load(path: &Path, pairs: &[String]) -> anyhow::Result<Option<Loaded>> {
             let offset = if e.line == 0 {
                 0
             } else {
-                text.split_inclusive('\n')
-                    .take(e.line - 1)
-                    .map(str::len)
-                    .sum::<usize>()
+                text.split_inclusive('\n').take(e.line - 1).map(str::len).sum::<usize>()
                     + e.column.saturating_sub(1)
             };
             let first = e.message.lines().next().unwrap_or("").to_string();

@@ -174,6 +174,9 @@ fn print_summary(r: &Results, info: &RunInfo) {
                 f.jitter_ms,
                 f.loss_pct
             );
+            if let Some(v) = c.extra.get(&format!("seed_mbit.{}", f.name)) {
+                println!("  {:<14} {:>6} {:>10.3}   (the seed's figure)", "", "seed", v);
+            }
         }
     }
     let rate = if info.wall_s > 0.0 { info.events as f64 / info.wall_s / 1e6 } else { 0.0 };

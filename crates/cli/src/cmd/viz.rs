@@ -1,5 +1,21 @@
 //! `sluice viz CONFIG [--stats FILE] [--format dot|svg] [-o FILE]`: draw the qdisc/class/filter tree.
 
+/// Writes to stdout, ignoring a closed pipe (`sluice ... | head`).
+#[allow(unused_macros)]
+macro_rules! out {
+    ($($t:tt)*) => {{
+        use std::io::Write;
+        let _ = writeln!(std::io::stdout().lock(), $($t)*);
+    }};
+}
+#[allow(unused_macros)]
+macro_rules! outp {
+    ($($t:tt)*) => {{
+        use std::io::Write;
+        let _ = write!(std::io::stdout().lock(), $($t)*);
+    }};
+}
+
 use anyhow::Result;
 use sluice_config::viz::{build_graph, parse_stats, to_dot, to_svg, StatsMap};
 use std::path::PathBuf;
@@ -33,22 +49,18 @@ pub fn run(args: Args) -> Result<ExitCode> {
         return Ok(ExitCode::from(2));
     };
     let stats = match &args.stats {
-        Some(p) => {
-            parse_stats(&std::fs::read_to_string(p)?, args.case).map_err(anyhow::Error::msg)?
-        }
+        Some(p) => parse_stats(&std::fs::read_to_string(p)?, args.case).map_err(anyhow::Error::msg)?,
         None => StatsMap::new(),
     };
     let g = build_graph(&loaded.state, &stats);
-    let fmt = args.format.clone().unwrap_or_else(|| {
-        match args.output.as_ref().and_then(|o| o.extension()) {
-            Some(e) if e == "svg" => "svg".into(),
-            _ => "dot".into(),
-        }
+    let fmt = args.format.clone().unwrap_or_else(|| match args.output.as_ref().and_then(|o| o.extension()) {
+        Some(e) if e == "svg" => "svg".into(),
+        _ => "dot".into(),
     });
     let text = if fmt == "svg" { to_svg(&g) } else { to_dot(&g) };
     match args.output {
         Some(p) => std::fs::write(p, text)?,
-        None => print!("{text}"),
+        None => outp!("{text}"),
     }
     Ok(ExitCode::SUCCESS)
 }

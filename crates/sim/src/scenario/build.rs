@@ -17,6 +17,8 @@ pub struct CaseSpec {
     pub params: BTreeMap<String, String>,
     /// The run.
     pub spec: SimSpec,
+    /// Seed-document figures for this case: (key, value) for `extra`.
+    pub references: Vec<(String, f64)>,
 }
 
 /// Resolution context: the scenario and this case's parameter values.
@@ -270,9 +272,26 @@ pub fn build_case(sc: &Scenario, point: &Point) -> Result<CaseSpec, ScenarioErro
         Some(b) => (b.classes.clone(), b.wire),
         None => (Vec::new(), WireSpec::default()),
     };
-    let spec =
-        SimSpec { duration, warmup, step, seed, forward, reverse, classes, shaper_wire, flows, series };
-    Ok(CaseSpec { name: point.name(), params: point.params.clone(), spec })
+    let spec = SimSpec {
+        duration,
+        warmup,
+        step,
+        seed,
+        forward,
+        reverse,
+        classes,
+        shaper_wire,
+        flows,
+        series,
+        profile: f.profile.unwrap_or(false),
+    };
+    let mut references = Vec::new();
+    for r in &f.reference {
+        if ctx.when(&r.when)? {
+            references.push((format!("seed_mbit.{}", r.flow), r.mbit));
+        }
+    }
+    Ok(CaseSpec { name: point.name(), params: point.params.clone(), spec, references })
 }
 
 /// The shaper as built for one case.
@@ -425,6 +444,12 @@ fn build_flows(
     let start = fl.start.as_ref().map(|q| ctx.time(q)).transpose()?.unwrap_or(Span::ZERO);
     let stop = fl.stop.as_ref().map(|q| ctx.time(q)).transpose()?;
     let explicit = fl.class.as_ref().map(|q| ctx.handle(q)).transpose()?;
+    let spread = fl.spread.as_ref().map(|q| ctx.uint(q, 65535)).transpose()?;
+    if let (Some(n), Some(c)) = (spread, explicit) {
+        if c.minor() as u64 + n > 65535 {
+            return Err(ctx.err(fl.spread.as_ref().map(|q| q.span()), "spread runs past minor 0xffff", None));
+        }
+    }
     let mut tunnel = fl.tunnel.as_ref().map(|q| ctx.text(q)).transpose()?;
     if let Some(q) = &fl.tunnel_keys {
         match ctx.text(q)?.as_str() {
@@ -526,8 +551,11 @@ fn build_flows(
             Some(t) => name_hash(t),
             None => name_hash(&format!("{host}>{dst}:{name}")),
         };
-        let class =
-            explicit.or_else(|| b.and_then(|b| classify(b, &name, &host, dsfield >> 2, mark, fs.flow_hash)));
+        let class = match (explicit, spread) {
+            (Some(c), Some(n)) => Some(Handle::new(c.major(), (c.minor() as u64 + i * n / count) as u16)),
+            _ => explicit
+                .or_else(|| b.and_then(|b| classify(b, &name, &host, dsfield >> 2, mark, fs.flow_hash))),
+        };
         fs.class_path = class.into_iter().collect();
         if let TrafficSpec::StreamGroup { rate, .. } = &traffic {
             let group_idx = out.len();
