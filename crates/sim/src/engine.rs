@@ -372,15 +372,13 @@ impl Sim {
             self.drain_drops(h);
             let Some(pkt) = got else {
                 let hop = &mut self.hops[h];
-                match hop.q.next_event(now) {
-                    Some(t) => {
-                        let t = if t > now { t } else { now + Span::from_nanos(1) };
-                        if t < hop.wake_at {
-                            hop.wake_at = t;
-                            self.ev.push(t, Ev::Wake(h as u32));
-                        }
+                if let Some(t) = hop.q.next_event(now) {
+                    // A qdisc that says "now" but gave nothing is retried 1 ns later, never spun.
+                    let t = if t > now { t } else { now + Span::from_nanos(1) };
+                    if t < hop.wake_at {
+                        hop.wake_at = t;
+                        self.ev.push(t, Ev::Wake(h as u32));
                     }
-                    None => {}
                 }
                 return;
             };
