@@ -5,6 +5,11 @@ use clap::{Parser, Subcommand};
 
 mod cmd;
 
+// Counts heap bytes so that `sluice bench` can report memory per class (a few atomic
+// adds per allocation; nothing on the shaping path allocates).
+#[global_allocator]
+static ALLOC: &stats_alloc::StatsAlloc<std::alloc::System> = &sluice_bench::mem::COUNTING_ALLOCATOR;
+
 /// Sluice: a traffic-control engine. Simulate, shape live, or compile to the kernel's tc.
 #[derive(Parser)]
 #[command(name = "sluice", version, about, long_about = None)]
@@ -47,6 +52,9 @@ enum Command {
     Measure(cmd::measure::Args),
     /// Side-by-side table and overlay plot of results JSON files.
     Compare(cmd::compare::Args),
+    /// Benchmark the schedulers in-process: HTB at 1k-1M classes against a naive reference,
+    /// fq_codel and the full frame path.
+    Bench(cmd::bench::Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -68,6 +76,7 @@ fn main() -> std::process::ExitCode {
         Command::Viz(a) => cmd::viz::run(a),
         Command::Measure(a) => cmd::measure::run(a),
         Command::Compare(a) => cmd::compare::run(a),
+        Command::Bench(a) => cmd::bench::run(a),
     };
     match result {
         Ok(code) => code,

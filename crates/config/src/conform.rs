@@ -46,16 +46,8 @@ pub struct Report {
 impl Report {
     /// (passed, failed, skipped).
     pub fn counts(&self) -> (usize, usize, usize) {
-        let p = self
-            .cases
-            .iter()
-            .filter(|c| c.status == Status::Pass)
-            .count();
-        let f = self
-            .cases
-            .iter()
-            .filter(|c| matches!(c.status, Status::Fail(_)))
-            .count();
+        let p = self.cases.iter().filter(|c| c.status == Status::Pass).count();
+        let f = self.cases.iter().filter(|c| matches!(c.status, Status::Fail(_))).count();
         (p, f, self.cases.len() - p - f)
     }
     /// Share of non-skipped cases that passed, in percent.
@@ -101,23 +93,10 @@ pub fn tdc_vars() -> Vars {
 
 /// The devices nsPlugin creates for each case.
 pub fn fresh_state() -> State {
-    let mut s = State {
-        devices: vec![],
-        next_ifindex: 2,
-    };
+    let mut s = State { devices: vec![], next_ifindex: 2 };
     for (name, kind) in [
-        (
-            "v0p0",
-            DevKind::Veth {
-                peer: "v0p1".into(),
-            },
-        ),
-        (
-            "v0p1",
-            DevKind::Veth {
-                peer: "v0p0".into(),
-            },
-        ),
+        ("v0p0", DevKind::Veth { peer: "v0p1".into() }),
+        ("v0p1", DevKind::Veth { peer: "v0p0".into() }),
         ("dummy1", DevKind::Dummy),
     ] {
         let idx = s.next_ifindex;
@@ -239,18 +218,11 @@ fn run_simple(state: &mut State, cmd: &str, vars: &mut Vars) -> Result<ShellOut,
         return Ok(ShellOut::default());
     };
     let base = prog.rsplit('/').next().unwrap_or(prog);
-    let from = |o: crate::tc::Outcome| ShellOut {
-        code: o.code as i32,
-        stdout: o.stdout,
-        stderr: o.stderr,
-    };
+    let from = |o: crate::tc::Outcome| ShellOut { code: o.code as i32, stdout: o.stdout, stderr: o.stderr };
     Ok(match base {
         "tc" => from(crate::tc::run_tc(state, &words[1..])),
         "ip" => {
-            if words
-                .get(1)
-                .is_some_and(|w| !"link".starts_with(w.as_str()))
-            {
+            if words.get(1).is_some_and(|w| !"link".starts_with(w.as_str())) {
                 return Err(format!("needs the real system: {cmd}"));
             }
             from(crate::tc::run_ip(state, &words[1..]))
@@ -260,16 +232,9 @@ fn run_simple(state: &mut State, cmd: &str, vars: &mut Vars) -> Result<ShellOut,
             run_shell(state, &inner, vars)?
         }
         "true" | ":" => ShellOut::default(),
-        "false" => ShellOut {
-            code: 1,
-            ..Default::default()
-        },
+        "false" => ShellOut { code: 1, ..Default::default() },
         "sleep" => ShellOut::default(),
-        "echo" => ShellOut {
-            code: 0,
-            stdout: format!("{}\n", words[1..].join(" ")),
-            stderr: String::new(),
-        },
+        "echo" => ShellOut { code: 0, stdout: format!("{}\n", words[1..].join(" ")), stderr: String::new() },
         _ => return Err(format!("needs the real system: {prog}")),
     })
 }
@@ -285,10 +250,8 @@ fn cmd_and_codes(v: &Value) -> Option<(String, Vec<i64>)> {
         Value::String(s) => Some((s.clone(), vec![0])),
         Value::Array(a) => {
             let cmd = a.first()?.as_str()?.to_string();
-            let codes = a[1..]
-                .iter()
-                .filter_map(|c| c.as_i64().or_else(|| c.as_str()?.parse().ok()))
-                .collect();
+            let codes =
+                a[1..].iter().filter_map(|c| c.as_i64().or_else(|| c.as_str()?.parse().ok())).collect();
             Some((cmd, codes))
         }
         _ => None,
@@ -300,10 +263,7 @@ fn as_i64(v: Option<&Value>) -> Option<i64> {
 }
 
 fn needs_scapy(case: &Value) -> bool {
-    let plugins = case
-        .get("plugins")
-        .map(|p| p.to_string())
-        .unwrap_or_default();
+    let plugins = case.get("plugins").map(|p| p.to_string()).unwrap_or_default();
     plugins.contains("scapy") || case.get("scapy").is_some()
 }
 
@@ -315,69 +275,47 @@ pub fn run_case(case: &Value) -> Status {
     let mut vars = tdc_vars();
     let mut state = fresh_state();
     let sub = |s: &str, vars: &Vars| template_substitute(s, vars);
-    let stage = |state: &mut State,
-                 vars: &mut Vars,
-                 list: Option<&Value>,
-                 what: &str|
-     -> Result<(), Status> {
-        for item in list.and_then(|l| l.as_array()).into_iter().flatten() {
-            let Some((cmd, codes)) = cmd_and_codes(item) else {
-                continue;
-            };
-            let line = sub(&cmd, vars);
-            match run_shell(state, &line, vars) {
-                Ok(r) if codes.contains(&(r.code as i64)) => {}
-                Ok(r) => {
-                    return Err(Status::Fail(format!(
-                        "{what} command `{line}` exited {} (expected {codes:?}): {}",
-                        r.code,
-                        r.stderr.trim()
-                    )))
+    let stage =
+        |state: &mut State, vars: &mut Vars, list: Option<&Value>, what: &str| -> Result<(), Status> {
+            for item in list.and_then(|l| l.as_array()).into_iter().flatten() {
+                let Some((cmd, codes)) = cmd_and_codes(item) else {
+                    continue;
+                };
+                let line = sub(&cmd, vars);
+                match run_shell(state, &line, vars) {
+                    Ok(r) if codes.contains(&(r.code as i64)) => {}
+                    Ok(r) => {
+                        return Err(Status::Fail(format!(
+                            "{what} command `{line}` exited {} (expected {codes:?}): {}",
+                            r.code,
+                            r.stderr.trim()
+                        )))
+                    }
+                    Err(e) => return Err(Status::Skip(e)),
                 }
-                Err(e) => return Err(Status::Skip(e)),
             }
-        }
-        Ok(())
-    };
+            Ok(())
+        };
     if let Err(s) = stage(&mut state, &mut vars, case.get("setup"), "setup") {
         return s;
     }
-    let cmd = sub(
-        case.get("cmdUnderTest")
-            .and_then(|c| c.as_str())
-            .unwrap_or(""),
-        &vars,
-    );
+    let cmd = sub(case.get("cmdUnderTest").and_then(|c| c.as_str()).unwrap_or(""), &vars);
     let expected = as_i64(case.get("expExitCode")).unwrap_or(0);
     let r = match run_shell(&mut state, &cmd, &mut vars) {
         Ok(r) => r,
         Err(e) => return Status::Skip(e),
     };
     if r.code as i64 != expected {
-        return Status::Fail(format!(
-            "`{cmd}` exited {} (expected {expected}): {}",
-            r.code,
-            r.stderr.trim()
-        ));
+        return Status::Fail(format!("`{cmd}` exited {} (expected {expected}): {}", r.code, r.stderr.trim()));
     }
-    let verify = sub(
-        case.get("verifyCmd").and_then(|c| c.as_str()).unwrap_or(""),
-        &vars,
-    );
+    let verify = sub(case.get("verifyCmd").and_then(|c| c.as_str()).unwrap_or(""), &vars);
     let v = match run_shell(&mut state, &verify, &mut vars) {
         Ok(v) => v,
         Err(e) => return Status::Skip(e),
     };
-    let output = if v.code != 0 && !v.stderr.is_empty() {
-        v.stderr
-    } else {
-        v.stdout
-    };
+    let output = if v.code != 0 && !v.stderr.is_empty() { v.stderr } else { v.stdout };
     let want = as_i64(case.get("matchCount")).unwrap_or(0);
-    let pattern = case
-        .get("matchPattern")
-        .and_then(|p| p.as_str())
-        .unwrap_or("");
+    let pattern = case.get("matchPattern").and_then(|p| p.as_str()).unwrap_or("");
     let re = match regex::Regex::new(&translate_pattern(pattern)) {
         Ok(re) => re,
         Err(e) => return Status::Fail(format!("cannot translate pattern {pattern:?}: {e}")),
@@ -422,18 +360,14 @@ pub fn run_tdc(paths: &[PathBuf]) -> Result<Report, ConformError> {
     let mut files = Vec::new();
     for p in paths {
         if !p.exists() {
-            return Err(ConformError::Io(
-                p.clone(),
-                std::io::Error::from(std::io::ErrorKind::NotFound),
-            ));
+            return Err(ConformError::Io(p.clone(), std::io::Error::from(std::io::ErrorKind::NotFound)));
         }
         collect_json(p, &mut files)?;
     }
     let mut report = Report::default();
     for f in files {
         let text = std::fs::read_to_string(&f).map_err(|e| ConformError::Io(f.clone(), e))?;
-        let cases: Vec<Value> =
-            serde_json::from_str(&text).map_err(|e| ConformError::Json(f.clone(), e))?;
+        let cases: Vec<Value> = serde_json::from_str(&text).map_err(|e| ConformError::Json(f.clone(), e))?;
         for c in &cases {
             let str_of = |k: &str| c.get(k).and_then(|v| v.as_str()).unwrap_or("").to_string();
             report.cases.push(CaseResult {
@@ -464,14 +398,14 @@ mod tests {
     fn shell_runs_loops_and_or_lists() {
         let mut s = fresh_state();
         let mut v = tdc_vars();
+        let r = run_shell(&mut s, "ip link add dev dummy1 type dummy || /bin/true", &mut v).unwrap();
+        assert_eq!(r.code, 0);
         let r = run_shell(
             &mut s,
-            "ip link add dev dummy1 type dummy || /bin/true",
+            "bash -c \"for h in 1 2; do tc qdisc add dev dummy1 parent root handle \\$h: prio; done\"",
             &mut v,
         )
         .unwrap();
-        assert_eq!(r.code, 0);
-        let r = run_shell(&mut s, "bash -c \"for h in 1 2; do tc qdisc add dev dummy1 parent root handle \\$h: prio; done\"", &mut v).unwrap();
         assert_eq!(r.code, 2, "second root add must fail: {r:?}");
         assert!(run_shell(&mut s, "scapy foo", &mut v).is_err());
     }

@@ -10,9 +10,7 @@ use crate::tc::show::classid_str;
 use std::fmt::Write;
 
 fn q(s: &str) -> String {
-    if s.chars()
-        .all(|c| c.is_ascii_alphanumeric() || "-_.:/,+".contains(c))
-    {
+    if s.chars().all(|c| c.is_ascii_alphanumeric() || "-_.:/,+".contains(c)) {
         s.to_string()
     } else {
         format!("'{}'", s.replace('\'', "'\\''"))
@@ -111,11 +109,7 @@ pub fn qdisc_args(o: &QdiscOpts) -> String {
             if let Some(v) = c.limit {
                 let _ = write!(s, " limit {v}");
             }
-            for (k, v) in [
-                ("target", c.target),
-                ("interval", c.interval),
-                ("ce_threshold", c.ce_threshold),
-            ] {
+            for (k, v) in [("target", c.target), ("interval", c.interval), ("ce_threshold", c.ce_threshold)] {
                 if let Some(v) = v {
                     let _ = write!(s, " {k} {v}us");
                 }
@@ -138,11 +132,7 @@ pub fn qdisc_args(o: &QdiscOpts) -> String {
                     let _ = write!(s, " {k} {v}");
                 }
             }
-            for (k, v) in [
-                ("target", f.target),
-                ("interval", f.interval),
-                ("ce_threshold", f.ce_threshold),
-            ] {
+            for (k, v) in [("target", f.target), ("interval", f.interval), ("ce_threshold", f.ce_threshold)] {
                 if let Some(v) = v {
                     let _ = write!(s, " {k} {v}us");
                 }
@@ -202,13 +192,8 @@ fn action_args(actions: &[Action]) -> String {
                 if let Some(pk) = p.peakrate {
                     let _ = write!(s, " peakrate {pk}bit");
                 }
-                let _ = write!(
-                    s,
-                    " conform-exceed {}/{} index {}",
-                    p.exceed.name(),
-                    p.conform.name(),
-                    p.index
-                );
+                let _ =
+                    write!(s, " conform-exceed {}/{} index {}", p.exceed.name(), p.conform.name(), p.index);
             }
         }
     }
@@ -220,11 +205,7 @@ pub fn filter_args(f: &FilterNode) -> String {
     let mut s = String::new();
     match &f.opts {
         FilterOpts::U32Table { divisor } => {
-            let _ = write!(
-                s,
-                " handle {} u32 divisor {divisor}",
-                u32_handle_str(f.handle)
-            );
+            let _ = write!(s, " handle {} u32 divisor {divisor}", u32_handle_str(f.handle));
         }
         FilterOpts::U32(u) => {
             let ht = f.handle & 0xFFFF_F000;
@@ -259,10 +240,8 @@ pub fn filter_args(f: &FilterNode) -> String {
             }
         }
         FilterOpts::Flow(fl) => {
-            let keys: Vec<&str> = (0..32)
-                .filter(|i| fl.keys & (1 << i) != 0)
-                .filter_map(flow_key_name)
-                .collect();
+            let keys: Vec<&str> =
+                (0..32).filter(|i| fl.keys & (1 << i) != 0).filter_map(flow_key_name).collect();
             let _ = write!(
                 s,
                 " handle {:#x} flow {} keys {}",
@@ -323,20 +302,24 @@ pub fn filter_args(f: &FilterNode) -> String {
     s
 }
 
+/// Classes of `q` in creation order: a parent always precedes its children there, and the
+/// order is what the model compares.
 fn class_order(dev: &Device, q: &QdiscNode, out: &mut Vec<ClassNode>) {
-    fn walk(dev: &Device, parent: u32, out: &mut Vec<ClassNode>) {
-        let mut kids: Vec<&ClassNode> = dev
-            .classes
-            .iter()
-            .filter(|c| c.parent == parent && c.classid != parent)
-            .collect();
-        kids.sort_by_key(|c| c.classid);
-        for k in kids {
-            out.push(k.clone());
-            walk(dev, k.classid, out);
+    out.extend(dev.classes.iter().filter(|c| c.classid & 0xFFFF_0000 == q.handle).cloned());
+}
+
+/// The state with allocation counters reset (what a freshly loaded export has): configurations
+/// are equal when their normalised states are.
+pub fn normalized(state: &State) -> State {
+    let mut s = state.clone();
+    for d in &mut s.devices {
+        d.next_auto_handle = 0x8001;
+        for b in &mut d.u32_blocks {
+            b.roots_created = 0;
         }
+        d.u32_blocks.retain(|b| d.filters.iter().any(|f| f.parent == b.block));
     }
-    walk(dev, q.handle, out);
+    s
 }
 
 /// Emits a tc script that rebuilds `state`.
@@ -353,37 +336,22 @@ pub fn to_tc_script(state: &State) -> String {
                 let _ = writeln!(s, "ip link add dev {d} type dummy 2>/dev/null || true");
             }
             DevKind::Veth { peer } if !made.contains(&peer.as_str()) => {
-                let _ = writeln!(
-                    s,
-                    "ip link add dev {d} type veth peer name {} 2>/dev/null || true",
-                    q(peer)
-                );
+                let _ =
+                    writeln!(s, "ip link add dev {d} type veth peer name {} 2>/dev/null || true", q(peer));
             }
             DevKind::Veth { .. } => {}
         }
         made.push(&dev.name);
         if dev.mtu != 1500 || dev.txqueuelen != 1000 {
-            let _ = writeln!(
-                s,
-                "ip link set dev {d} mtu {} txqueuelen {}",
-                dev.mtu, dev.txqueuelen
-            );
+            let _ = writeln!(s, "ip link set dev {d} mtu {} txqueuelen {}", dev.mtu, dev.txqueuelen);
         }
         if let Some(r) = dev.link_rate {
             let _ = writeln!(s, "# sluice: link-rate {} {}bit", dev.name, r);
         }
-        // Parents before children: walk from the root and the ingress hook.
-        let mut pending: Vec<u32> = dev
-            .qdiscs
-            .iter()
-            .filter(|x| x.parent == H_ROOT || x.parent == H_INGRESS)
-            .map(|x| x.handle)
-            .collect();
-        let mut done: Vec<u32> = Vec::new();
-        while let Some(h) = pending.first().copied() {
-            pending.remove(0);
-            let Some(qd) = dev.qdisc(h) else { continue };
-            done.push(h);
+        // Creation order: a parent qdisc always precedes its children; each qdisc's classes
+        // follow it, before any qdisc is attached to them.
+        for qd in &dev.qdiscs {
+            let h = qd.handle;
             let kind = qd.opts.kind();
             if matches!(qd.opts, QdiscOpts::Ingress | QdiscOpts::Clsact) {
                 let _ = writeln!(s, "$TC qdisc add dev {d} {kind}");
@@ -399,11 +367,7 @@ pub fn to_tc_script(state: &State) -> String {
             let mut cls = Vec::new();
             class_order(dev, qd, &mut cls);
             for c in &cls {
-                let p = if c.parent == qd.handle {
-                    classid_str(qd.handle)
-                } else {
-                    classid_str(c.parent)
-                };
+                let p = if c.parent == qd.handle { classid_str(qd.handle) } else { classid_str(c.parent) };
                 let _ = writeln!(
                     s,
                     "$TC class add dev {d} parent {p} classid {} {kind}{}",
@@ -411,17 +375,9 @@ pub fn to_tc_script(state: &State) -> String {
                     class_args(&c.opts)
                 );
             }
-            for child in dev.qdiscs.iter().filter(|x| {
-                x.parent != H_ROOT && x.parent != H_INGRESS && x.parent & 0xFFFF_0000 == h
-            }) {
-                if !done.contains(&child.handle) {
-                    pending.push(child.handle);
-                }
-            }
         }
         for f in &dev.filters {
-            let is_root_table =
-                matches!(f.opts, FilterOpts::U32Table { .. }) && f.handle >> 20 >= 0x800;
+            let is_root_table = matches!(f.opts, FilterOpts::U32Table { .. }) && f.handle >> 20 >= 0x800;
             if is_root_table {
                 continue;
             }
@@ -435,11 +391,7 @@ pub fn to_tc_script(state: &State) -> String {
                 "$TC filter add dev {d} {parent} protocol {} prio {}{}{}",
                 proto_name(f.protocol),
                 f.prio,
-                if f.chain != 0 {
-                    format!(" chain {}", f.chain)
-                } else {
-                    String::new()
-                },
+                if f.chain != 0 { format!(" chain {}", f.chain) } else { String::new() },
                 filter_args(f)
             );
         }
@@ -459,27 +411,18 @@ pub struct NativeError {
 
 /// The native TOML form of a configuration.
 pub fn to_toml(state: &State) -> Result<String, NativeError> {
-    toml::to_string_pretty(state).map_err(|e| NativeError {
-        message: e.to_string(),
-        span: None,
-    })
+    toml::to_string_pretty(state).map_err(|e| NativeError { message: e.to_string(), span: None })
 }
 
 /// Reads the native TOML form, then re-applies every object through the kernel checks so that a
 /// hand-written file cannot hold what tc would refuse.
 pub fn from_toml(text: &str) -> Result<State, NativeError> {
-    let state: State = toml::from_str(text).map_err(|e| NativeError {
-        message: e.message().to_string(),
-        span: e.span(),
-    })?;
+    let state: State =
+        toml::from_str(text).map_err(|e| NativeError { message: e.message().to_string(), span: e.span() })?;
     let script = to_tc_script(&state);
-    let loaded =
-        crate::script::load_tc_script("<toml>", &script, &Default::default()).map_err(|e| {
-            NativeError {
-                message: format!("the configuration is not valid: {}", e.message),
-                span: None,
-            }
-        })?;
+    let loaded = crate::script::load_tc_script("<toml>", &script, &Default::default()).map_err(|e| {
+        NativeError { message: format!("the configuration is not valid: {}", e.message), span: None }
+    })?;
     drop(loaded);
     Ok(state)
 }

@@ -34,17 +34,12 @@ pub struct LintOpts {
 
 impl Default for LintOpts {
     fn default() -> Self {
-        LintOpts {
-            jitter_us: 80.0,
-            link_rate: None,
-            tunnels: vec![],
-            shortfall_threshold: 0.01,
-        }
+        LintOpts { jitter_us: 80.0, link_rate: None, tunnels: vec![], shortfall_threshold: 0.01 }
     }
 }
 
 /// One finding.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct Finding {
     /// Stable code, e.g. `L001`.
     pub code: &'static str,
@@ -91,8 +86,7 @@ fn line_of(loaded: Option<&Loaded>, dev: &str, key: &str, id: u32) -> Option<usi
         let on_dev = argv.windows(2).any(|w| w[0] == "dev" && w[1] == dev);
         let hit = argv.windows(2).any(|w| {
             w[0] == key
-                && get_tc_classid(&w[1])
-                    .is_some_and(|h| h == id || (key == "handle" && h == id >> 16 << 16))
+                && get_tc_classid(&w[1]).is_some_and(|h| h == id || (key == "handle" && h == id >> 16 << 16))
         });
         (on_dev && hit).then_some(*line)
     })
@@ -102,18 +96,17 @@ fn line_of(loaded: Option<&Loaded>, dev: &str, key: &str, id: u32) -> Option<usi
 pub fn lint(state: &State, loaded: Option<&Loaded>, o: &LintOpts) -> Vec<Finding> {
     let mut f = Vec::new();
     for dev in &state.devices {
-        let mk =
-            |code, name, object: String, line, message: String, why: &str, fix: String| Finding {
-                code,
-                name,
-                dev: dev.name.clone(),
-                object,
-                line,
-                message,
-                why: why.to_string(),
-                fix,
-                shortfall: None,
-            };
+        let mk = |code, name, object: String, line, message: String, why: &str, fix: String| Finding {
+            code,
+            name,
+            dev: dev.name.clone(),
+            object,
+            line,
+            message,
+            why: why.to_string(),
+            fix,
+            shortfall: None,
+        };
         let link = dev.link_rate.or(o.link_rate);
         for q in &dev.qdiscs {
             let qline = line_of(loaded, &dev.name, "handle", q.handle);
@@ -187,11 +180,7 @@ pub fn lint(state: &State, loaded: Option<&Loaded>, o: &LintOpts) -> Vec<Finding
                     .collect();
                 let total: u64 = top.iter().map(|(_, c)| *c).max().unwrap_or(0);
                 if total as f64 >= 0.95 * l as f64 {
-                    let id = top
-                        .iter()
-                        .max_by_key(|t| t.1)
-                        .map(|t| t.0)
-                        .unwrap_or(root.handle);
+                    let id = top.iter().max_by_key(|t| t.1).map(|t| t.0).unwrap_or(root.handle);
                     f.push(mk("L010", "shaper-at-link-rate", format!("class {}", classid_str(id)), line_of(loaded, &dev.name, "classid", id),
                         format!("ceil {} is at or above 95% of the link rate {}", rate(total), rate(l)),
                         "the queue then builds in the modem or the next hop, not here, and the fairness and AQM below never act (seed 003)",
@@ -200,11 +189,9 @@ pub fn lint(state: &State, loaded: Option<&Loaded>, o: &LintOpts) -> Vec<Finding
             }
         }
         let tunnelled = o.tunnels.iter().any(|t| t == "*" || t == &dev.name)
-            || [
-                "tun", "gre", "ipip", "sit", "ip6tnl", "wg", "vti", "vxlan", "geneve",
-            ]
-            .iter()
-            .any(|p| dev.name.starts_with(p));
+            || ["tun", "gre", "ipip", "sit", "ip6tnl", "wg", "vti", "vxlan", "geneve"]
+                .iter()
+                .any(|p| dev.name.starts_with(p));
         for fl in &dev.filters {
             if let FilterOpts::Flow(x) = &fl.opts {
                 let proto_ports = x.keys & ((1 << 3) | (1 << 4)) != 0;
@@ -229,31 +216,22 @@ fn htb_checks(
     loaded: Option<&Loaded>,
     f: &mut Vec<Finding>,
 ) {
-    let classes: Vec<&ClassNode> = dev
-        .classes
-        .iter()
-        .filter(|c| c.classid & 0xFFFF_0000 == q.handle)
-        .collect();
-    let push = |f: &mut Vec<Finding>,
+    let classes: Vec<&ClassNode> =
+        dev.classes.iter().filter(|c| c.classid & 0xFFFF_0000 == q.handle).collect();
+    let push =
+        |f: &mut Vec<Finding>, code, name, id: u32, message: String, why: &str, fix: String, shortfall| {
+            f.push(Finding {
                 code,
                 name,
-                id: u32,
-                message: String,
-                why: &str,
-                fix: String,
-                shortfall| {
-        f.push(Finding {
-            code,
-            name,
-            dev: dev.name.clone(),
-            object: format!("class {}", classid_str(id)),
-            line: line_of(loaded, &dev.name, "classid", id),
-            message,
-            why: why.to_string(),
-            fix,
-            shortfall,
-        })
-    };
+                dev: dev.name.clone(),
+                object: format!("class {}", classid_str(id)),
+                line: line_of(loaded, &dev.name, "classid", id),
+                message,
+                why: why.to_string(),
+                fix,
+                shortfall,
+            })
+        };
     // Default class.
     let qline = line_of(loaded, &dev.name, "handle", q.handle);
     let qname = format!("qdisc htb {}", classid_str(q.handle));
@@ -284,12 +262,7 @@ fn htb_checks(
             }),
             _ => {}
         }
-    } else if !dev
-        .filters
-        .iter()
-        .any(|x| x.parent & 0xFFFF_0000 == q.handle)
-        && !classes.is_empty()
-    {
+    } else if !dev.filters.iter().any(|x| x.parent & 0xFFFF_0000 == q.handle) && !classes.is_empty() {
         f.push(Finding {
             code: "L006",
             name: "no-default-class",
@@ -308,22 +281,15 @@ fn htb_checks(
         let requested = loaded.and_then(|l| {
             l.commands.iter().rev().find_map(|(_, argv)| {
                 let on = argv.windows(2).any(|w| w[0] == "dev" && w[1] == dev.name);
-                let cid = argv
-                    .windows(2)
-                    .find(|w| w[0] == "classid")
-                    .and_then(|w| get_tc_classid(&w[1]));
-                let par = argv
-                    .windows(2)
-                    .find(|w| w[0] == "parent")
-                    .and_then(|w| get_tc_classid(&w[1]));
+                let cid = argv.windows(2).find(|w| w[0] == "classid").and_then(|w| get_tc_classid(&w[1]));
+                let par = argv.windows(2).find(|w| w[0] == "parent").and_then(|w| get_tc_classid(&w[1]));
                 (on && argv.iter().any(|a| a == "class")
                     && cid.map(|x| q.handle | (x & 0xFFFF)) == Some(c.classid))
                 .then_some(par)
                 .flatten()
             })
         });
-        let unknown =
-            requested.is_some_and(|p| p & 0xFFFF != 0 && p != H_ROOT && dev.class(p).is_none());
+        let unknown = requested.is_some_and(|p| p & 0xFFFF != 0 && p != H_ROOT && dev.class(p).is_none());
         if unknown || (c.parent != q.handle && dev.class(c.parent).is_none()) {
             let p = requested.unwrap_or(c.parent);
             push(f, "L011", "unknown-parent", c.classid, format!("parent {} does not exist; the kernel made this a root class", classid_str(p)), "HTB silently attaches classes with an unknown parent at the top of the tree, outside the intended limits", "create the parent class first".into(), None);
@@ -385,12 +351,10 @@ fn htb_checks(
     let advice = if r2q_lo <= r2q_hi {
         format!("set `r2q {}` on qdisc {} (valid for all leaves: {}..={}), or give each class an explicit `quantum`", r2q_lo.max(1), classid_str(q.handle), r2q_lo, r2q_hi)
     } else {
-        "no single r2q fits these rates: give the classes explicit `quantum` values (e.g. 1514 × rate share)".to_string()
+        "no single r2q fits these rates: give the classes explicit `quantum` values (e.g. 1514 × rate share)"
+            .to_string()
     };
-    for x in f
-        .iter_mut()
-        .filter(|x| x.code == "L003" && x.fix.is_empty())
-    {
+    for x in f.iter_mut().filter(|x| x.code == "L003" && x.fix.is_empty()) {
         x.fix = advice.clone();
     }
 }
@@ -399,10 +363,7 @@ fn htb_checks(
 pub fn render(findings: &[Finding], file: &str) -> String {
     let mut s = String::new();
     for x in findings {
-        s.push_str(&format!(
-            "warning[{} {}]: {} {}: {}\n",
-            x.code, x.name, x.dev, x.object, x.message
-        ));
+        s.push_str(&format!("warning[{} {}]: {} {}: {}\n", x.code, x.name, x.dev, x.object, x.message));
         if let Some(l) = x.line {
             s.push_str(&format!("  --> {file}:{l}\n"));
         }
@@ -420,15 +381,9 @@ mod tests {
         // DESIGN.md: default 1600b burst: -2.6% at 1G, -7.2% at 2G, -14.3% at 5G, -19.1% at 10G.
         for (g, measured) in [(1u64, 0.026), (2, 0.072), (5, 0.143), (10, 0.191)] {
             let s = burst_shortfall(g * 1_000_000_000, 1600, 80.0);
-            assert!(
-                (s - measured).abs() < 0.03,
-                "{g}G: model {s:.3} vs measured {measured}"
-            );
+            assert!((s - measured).abs() < 0.03, "{g}G: model {s:.3} vs measured {measured}");
         }
-        assert!(
-            burst_shortfall(100_000_000, 1600, 80.0) < 0.01,
-            "100M measured 0.0%"
-        );
+        assert!(burst_shortfall(100_000_000, 1600, 80.0) < 0.01, "100M measured 0.0%");
         // A 1m burst (measured -0.2..-0.4%) is predicted fine.
         assert!(burst_shortfall(10_000_000_000, 1 << 20, 80.0) < 0.01);
         assert_eq!(suggested_burst(10_000_000_000, 80.0), 98 * 1024);

@@ -31,11 +31,7 @@ pub struct ScriptError {
 
 impl fmt::Display for ScriptError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{}:{}:{}: {}",
-            self.file, self.line, self.column, self.message
-        )?;
+        write!(f, "{}:{}:{}: {}", self.file, self.line, self.column, self.message)?;
         if !self.hint.is_empty() {
             write!(f, "\n  hint: {}", self.hint)?;
         }
@@ -91,10 +87,7 @@ fn logical_lines(text: &str) -> Vec<(usize, String)> {
 fn is_assignment(w: &str) -> Option<(&str, &str)> {
     let (name, value) = w.split_once('=')?;
     let ok = !name.is_empty()
-        && name
-            .chars()
-            .next()
-            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && name.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
     ok.then_some((name, value))
 }
@@ -102,13 +95,7 @@ fn is_assignment(w: &str) -> Option<(&str, &str)> {
 fn strip_redirections(cmd: &str) -> (String, bool) {
     // `2>/dev/null`, `>/dev/null 2>&1`: output does not matter here; a pipe means "not tc".
     let mut s = cmd.to_string();
-    for r in [
-        "2>&1",
-        "2>/dev/null",
-        ">/dev/null",
-        "&>/dev/null",
-        "> /dev/null",
-    ] {
+    for r in ["2>&1", "2>/dev/null", ">/dev/null", "&>/dev/null", "> /dev/null"] {
         s = s.replace(r, " ");
     }
     let piped = s.contains(" | ");
@@ -116,11 +103,7 @@ fn strip_redirections(cmd: &str) -> (String, bool) {
 }
 
 /// Parses a size/rate directive comment: `# sluice: link-rate [DEV] RATE`.
-fn directive(
-    line: &str,
-    state: &mut State,
-    pending: &mut Vec<(Option<String>, u64)>,
-) -> Option<String> {
+fn directive(line: &str, state: &mut State, pending: &mut Vec<(Option<String>, u64)>) -> Option<String> {
     let t = line.trim_start().strip_prefix('#')?.trim();
     let rest = t.strip_prefix("sluice:")?.trim();
     let mut w = rest.split_whitespace();
@@ -148,10 +131,7 @@ fn directive(
 /// Loads a tc script. `vars` pre-defines variables (e.g. from `--var DEV=eth0`).
 pub fn load_tc_script(file: &str, text: &str, vars: &Vars) -> Result<Loaded, ScriptError> {
     let mut vars = vars.clone();
-    let mut state = State {
-        devices: vec![],
-        next_ifindex: 2,
-    };
+    let mut state = State { devices: vec![], next_ifindex: 2 };
     let mut notes = Vec::new();
     let mut commands = Vec::new();
     let mut link_rates: Vec<(Option<String>, u64)> = Vec::new();
@@ -166,13 +146,7 @@ pub fn load_tc_script(file: &str, text: &str, vars: &Vars) -> Result<Loaded, Scr
     };
     for (lineno, line) in logical_lines(text) {
         if let Some(e) = directive(&line, &mut state, &mut link_rates) {
-            return Err(err(
-                lineno,
-                1,
-                e,
-                "write e.g. `# sluice: link-rate eth0 20mbit`",
-                0,
-            ));
+            return Err(err(lineno, 1, e, "write e.g. `# sluice: link-rate eth0 20mbit`", 0));
         }
         let trimmed = line.trim();
         if trimmed.is_empty() || trimmed.starts_with('#') {
@@ -180,8 +154,8 @@ pub fn load_tc_script(file: &str, text: &str, vars: &Vars) -> Result<Loaded, Scr
         }
         let first = trimmed.split_whitespace().next().unwrap_or("");
         if [
-            "while", "do", "done", "if", "then", "else", "elif", "fi", "for", "case", "esac", "{",
-            "}", "function",
+            "while", "do", "done", "if", "then", "else", "elif", "fi", "for", "case", "esac", "{", "}",
+            "function",
         ]
         .contains(&first)
             || trimmed.ends_with("() {")
@@ -195,7 +169,12 @@ pub fn load_tc_script(file: &str, text: &str, vars: &Vars) -> Result<Loaded, Scr
         // `x=$((x+1))`, ``f=`cmd` ``: not evaluated (the rest of the line is shell, not tc).
         if let Some((n, _)) = trimmed.split_whitespace().next().and_then(is_assignment) {
             if trimmed.contains('`') || trimmed.contains("$(") {
-                notes.push(Note { line: lineno, text: format!("{n}: command/arithmetic substitution not evaluated; variable keeps its value") });
+                notes.push(Note {
+                    line: lineno,
+                    text: format!(
+                        "{n}: command/arithmetic substitution not evaluated; variable keeps its value"
+                    ),
+                });
                 continue;
             }
         }
@@ -218,9 +197,7 @@ pub fn load_tc_script(file: &str, text: &str, vars: &Vars) -> Result<Loaded, Scr
                     if cmd.contains('`') || cmd.contains("$(") {
                         notes.push(Note {
                             line: lineno,
-                            text: format!(
-                                "{n}: command substitution not evaluated; variable left unset"
-                            ),
+                            text: format!("{n}: command substitution not evaluated; variable left unset"),
                         });
                         vars.remove(n);
                     } else {
@@ -235,8 +212,7 @@ pub fn load_tc_script(file: &str, text: &str, vars: &Vars) -> Result<Loaded, Scr
                 }
             }
             let mut idx = 0;
-            while idx < words.len()
-                && ["sudo", "exec", "command", "nice"].contains(&words[idx].text.as_str())
+            while idx < words.len() && ["sudo", "exec", "command", "nice"].contains(&words[idx].text.as_str())
             {
                 idx += 1;
             }
@@ -249,12 +225,7 @@ pub fn load_tc_script(file: &str, text: &str, vars: &Vars) -> Result<Loaded, Scr
                 continue;
             }
             let Some(prog) = words.get(idx) else { continue };
-            let base_name = prog
-                .text
-                .rsplit('/')
-                .next()
-                .unwrap_or(&prog.text)
-                .to_string();
+            let base_name = prog.text.rsplit('/').next().unwrap_or(&prog.text).to_string();
             let argv: Vec<String> = words[idx + 1..].iter().map(|w| w.text.clone()).collect();
             let tolerant = join == Join::Or || cmd.contains("|| true") || piped;
             match base_name.as_str() {
@@ -296,23 +267,13 @@ pub fn load_tc_script(file: &str, text: &str, vars: &Vars) -> Result<Loaded, Scr
                             .map(|w| base + w.column)
                             .unwrap_or(base + prog.column);
                         let hint = hint_for(&out.stderr);
-                        return Err(err(
-                            lineno,
-                            col,
-                            out.stderr.trim().to_string(),
-                            &hint,
-                            out.code,
-                        ));
+                        return Err(err(lineno, col, out.stderr.trim().to_string(), &hint, out.code));
                     }
                     for l in out.stderr.lines() {
-                        notes.push(Note {
-                            line: lineno,
-                            text: l.to_string(),
-                        });
+                        notes.push(Note { line: lineno, text: l.to_string() });
                     }
                     let parsed = tc::parse_command(&strip_globals(&argv)).ok();
-                    let deletes_root =
-                        matches!(&parsed, Some(TcCmd::Qdisc(q)) if q.verb == Verb::Delete);
+                    let deletes_root = matches!(&parsed, Some(TcCmd::Qdisc(q)) if q.verb == Verb::Delete);
                     if deletes_root {
                         teardown = Some((lineno, before));
                     } else if !matches!(&parsed, Some(TcCmd::Qdisc(q)) if q.verb == Verb::Show)
@@ -323,22 +284,13 @@ pub fn load_tc_script(file: &str, text: &str, vars: &Vars) -> Result<Loaded, Scr
                     }
                     commands.push((lineno, argv));
                 }
-                "ip" if argv
-                    .first()
-                    .is_some_and(|a| "link".starts_with(a.as_str()) && !a.is_empty()) =>
-                {
+                "ip" if argv.first().is_some_and(|a| "link".starts_with(a.as_str()) && !a.is_empty()) => {
                     let out = tc::run_ip(&mut state, &argv);
                     if out.code != 0 {
-                        notes.push(Note {
-                            line: lineno,
-                            text: format!("ip: {}", out.stderr.trim()),
-                        });
+                        notes.push(Note { line: lineno, text: format!("ip: {}", out.stderr.trim()) });
                     }
                 }
-                _ => notes.push(Note {
-                    line: lineno,
-                    text: format!("`{}` is not tc; skipped", prog.text),
-                }),
+                _ => notes.push(Note { line: lineno, text: format!("`{}` is not tc; skipped", prog.text) }),
             }
         }
     }
@@ -356,11 +308,7 @@ pub fn load_tc_script(file: &str, text: &str, vars: &Vars) -> Result<Loaded, Scr
             }
         }
     }
-    Ok(Loaded {
-        state,
-        notes,
-        commands,
-    })
+    Ok(Loaded { state, notes, commands })
 }
 
 fn strip_globals(argv: &[String]) -> Vec<String> {
@@ -397,41 +345,8 @@ fn ensure_devices(state: &mut State, argv: &[String], notes: &mut Vec<Note>, lin
             let idx = state.next_ifindex;
             state.next_ifindex += 1;
             state.devices.push(Device::new(&w[1], DevKind::Dummy, idx));
-            notes.push(Note {
-                line,
-                text: format!("device {} emulated as a dummy", w[1]),
-            });
+            notes.push(Note { line, text: format!("device {} emulated as a dummy", w[1]) });
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn variables_continuations_and_teardown() {
-        let s = "#!/bin/sh\nset -e\nDEV=eth1\nRATE=\"100\"\nmodprobe sch_htb\ntc qdisc del dev $DEV root 2>/dev/null || true\n$TC qdisc add dev $DEV root handle 1: \\\n  htb default 10\ntc class add dev $DEV parent 1: classid 1:10 htb rate ${RATE}mbit\n# sluice: link-rate eth1 1gbit\n";
-        let mut v = Vars::new();
-        v.insert("TC".into(), "tc".into());
-        let l = load_tc_script("t.sh", s, &v).unwrap();
-        let d = &l.state.devices[0];
-        assert_eq!(d.name, "eth1");
-        assert_eq!(d.classes.len(), 1);
-        assert_eq!(d.link_rate, Some(1_000_000_000));
-        let td = "tc qdisc add dev e root handle 1: htb\ntc qdisc del dev e root\n";
-        let l = load_tc_script("t", td, &Vars::new()).unwrap();
-        assert_eq!(l.state.devices[0].qdiscs.len(), 1, "teardown ignored");
-    }
-
-    #[test]
-    fn errors_point_at_the_argument() {
-        let e = load_tc_script("x.tc", "tc qdisc add dev e root handle 1: htb\n  tc class add dev e parent 1: classid 1:1 htb rate 10mbits\n", &Vars::new()).unwrap_err();
-        assert_eq!((e.line, e.column), (2, 53), "{e}");
-        assert!(e.message.contains("Illegal \"rate\""), "{e}");
-        let e =
-            load_tc_script("x.tc", "tc qdisc add dev $DEV root htb\n", &Vars::new()).unwrap_err();
-        assert!(e.message.contains("$DEV"), "{e}");
     }
 }
 
@@ -467,11 +382,36 @@ pub fn load_file(path: &std::path::Path, vars: &Vars) -> Result<Loaded, ScriptEr
                 code: 0,
             }
         })?;
-        return Ok(Loaded {
-            state,
-            notes: vec![],
-            commands: vec![],
-        });
+        return Ok(Loaded { state, notes: vec![], commands: vec![] });
     }
     load_tc_script(&name, &text, vars)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn variables_continuations_and_teardown() {
+        let s = "#!/bin/sh\nset -e\nDEV=eth1\nRATE=\"100\"\nmodprobe sch_htb\ntc qdisc del dev $DEV root 2>/dev/null || true\n$TC qdisc add dev $DEV root handle 1: \\\n  htb default 10\ntc class add dev $DEV parent 1: classid 1:10 htb rate ${RATE}mbit\n# sluice: link-rate eth1 1gbit\n";
+        let mut v = Vars::new();
+        v.insert("TC".into(), "tc".into());
+        let l = load_tc_script("t.sh", s, &v).unwrap();
+        let d = &l.state.devices[0];
+        assert_eq!(d.name, "eth1");
+        assert_eq!(d.classes.len(), 1);
+        assert_eq!(d.link_rate, Some(1_000_000_000));
+        let td = "tc qdisc add dev e root handle 1: htb\ntc qdisc del dev e root\n";
+        let l = load_tc_script("t", td, &Vars::new()).unwrap();
+        assert_eq!(l.state.devices[0].qdiscs.len(), 1, "teardown ignored");
+    }
+
+    #[test]
+    fn errors_point_at_the_argument() {
+        let e = load_tc_script("x.tc", "tc qdisc add dev e root handle 1: htb\n  tc class add dev e parent 1: classid 1:1 htb rate 10mbits\n", &Vars::new()).unwrap_err();
+        assert_eq!((e.line, e.column), (2, 53), "{e}");
+        assert!(e.message.contains("Illegal \"rate\""), "{e}");
+        let e = load_tc_script("x.tc", "tc qdisc add dev $DEV root htb\n", &Vars::new()).unwrap_err();
+        assert!(e.message.contains("$DEV"), "{e}");
+    }
 }

@@ -14,9 +14,7 @@ fn handle_from_str<E: de::Error>(s: &str) -> Result<u32, E> {
     match s {
         "ingress" => Ok(crate::model::H_INGRESS),
         _ => crate::tc::args::get_tc_classid(s).ok_or_else(|| {
-            E::custom(format!(
-                "invalid handle \"{s}\": expected MAJ:MIN in hex, MAJ:, root or ingress"
-            ))
+            E::custom(format!("invalid handle \"{s}\": expected MAJ:MIN in hex, MAJ:, root or ingress"))
         }),
     }
 }
@@ -69,9 +67,9 @@ pub mod rate {
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
         match NumOrStr::deserialize(d)? {
             NumOrStr::Num(n) => Ok(n),
-            NumOrStr::Str(s) => sluice_core::units::parse_rate(&s)
-                .map(|r| r.bps())
-                .map_err(de::Error::custom),
+            NumOrStr::Str(s) => {
+                sluice_core::units::parse_rate(&s).map(|r| r.bps()).map_err(de::Error::custom)
+            }
         }
     }
 }
@@ -106,5 +104,23 @@ pub mod size {
             NumOrStr::Str(s) => sluice_core::units::parse_size(&s).map_err(de::Error::custom)?,
         };
         u32::try_from(v).map_err(de::Error::custom)
+    }
+}
+
+/// HTB's `default` minor, which tc reads in hex: written `"0x10"`; read from a number or hex text.
+pub mod hex_minor {
+    use super::*;
+    /// As `"0x10"`.
+    pub fn serialize<S: Serializer>(v: &u32, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&format!("{v:#x}"))
+    }
+    /// From a number or hex text (`"10"` and `"0x10"` are both 16, as in tc).
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+        match NumOrStr::deserialize(d)? {
+            NumOrStr::Num(n) => u32::try_from(n).map_err(de::Error::custom),
+            NumOrStr::Str(s) => u32::from_str_radix(s.trim_start_matches("0x"), 16).map_err(|_| {
+                de::Error::custom(format!("invalid default class \"{s}\": a hex minor number like \"0x10\""))
+            }),
+        }
     }
 }

@@ -32,22 +32,11 @@ pub type StatsMap = BTreeMap<String, ClassStats>;
 pub fn parse_stats(text: &str, case: usize) -> Result<StatsMap, String> {
     let mut m = StatsMap::new();
     if let Ok(v) = serde_json::from_str::<serde_json::Value>(text) {
-        let cases = v
-            .get("cases")
-            .and_then(|c| c.as_array())
-            .ok_or("results JSON has no \"cases\" array")?;
-        let c = cases.get(case).ok_or_else(|| {
-            format!(
-                "results JSON has {} case(s), asked for #{case}",
-                cases.len()
-            )
-        })?;
-        for cl in c
-            .get("classes")
-            .and_then(|x| x.as_array())
-            .into_iter()
-            .flatten()
-        {
+        let cases = v.get("cases").and_then(|c| c.as_array()).ok_or("results JSON has no \"cases\" array")?;
+        let c = cases
+            .get(case)
+            .ok_or_else(|| format!("results JSON has {} case(s), asked for #{case}", cases.len()))?;
+        for cl in c.get("classes").and_then(|x| x.as_array()).into_iter().flatten() {
             let Some(id) = cl.get("id").and_then(|x| x.as_str()) else {
                 continue;
             };
@@ -72,28 +61,16 @@ pub fn parse_stats(text: &str, case: usize) -> Result<StatsMap, String> {
             cur = Some(w[2].to_string());
         } else if w.first() == Some(&"Sent") && w.len() >= 7 {
             if let Some(id) = cur.take() {
-                let num = |s: &str| {
-                    s.trim_matches(|c: char| !c.is_ascii_digit())
-                        .parse::<u64>()
-                        .ok()
-                };
+                let num = |s: &str| s.trim_matches(|c: char| !c.is_ascii_digit()).parse::<u64>().ok();
                 m.insert(
                     id,
-                    ClassStats {
-                        achieved_bps: None,
-                        bytes: num(w[1]),
-                        packets: num(w[3]),
-                        drops: num(w[6]),
-                    },
+                    ClassStats { achieved_bps: None, bytes: num(w[1]), packets: num(w[3]), drops: num(w[6]) },
                 );
             }
         }
     }
     if m.is_empty() {
-        return Err(
-            "no class statistics found (expected a results JSON or `tc -s class show` output)"
-                .into(),
-        );
+        return Err("no class statistics found (expected a results JSON or `tc -s class show` output)".into());
     }
     Ok(m)
 }
@@ -159,16 +136,12 @@ pub fn filter_label(f: &FilterNode) -> String {
                 .keys
                 .iter()
                 .map(|k| match (k.off, k.nexthdr, k.mask) {
-                    (12, false, _) => format!(
-                        "src {}/{}",
-                        std::net::Ipv4Addr::from(k.val),
-                        k.mask.count_ones()
-                    ),
-                    (16, false, _) => format!(
-                        "dst {}/{}",
-                        std::net::Ipv4Addr::from(k.val),
-                        k.mask.count_ones()
-                    ),
+                    (12, false, _) => {
+                        format!("src {}/{}", std::net::Ipv4Addr::from(k.val), k.mask.count_ones())
+                    }
+                    (16, false, _) => {
+                        format!("dst {}/{}", std::net::Ipv4Addr::from(k.val), k.mask.count_ones())
+                    }
                     (20, false, 0xFFFF_0000) => format!("sport {}", k.val >> 16),
                     (20, false, 0x0000_FFFF) => format!("dport {}", k.val & 0xFFFF),
                     (0, true, 0xFFFF_0000) => format!("sport {}", k.val >> 16),
@@ -187,10 +160,8 @@ pub fn filter_label(f: &FilterNode) -> String {
             format!("u32 {}", keys.join(" "))
         }
         FilterOpts::Flow(fl) => {
-            let keys: Vec<&str> = (0..32)
-                .filter(|i| fl.keys & (1 << i) != 0)
-                .filter_map(flow_key_name)
-                .collect();
+            let keys: Vec<&str> =
+                (0..32).filter(|i| fl.keys & (1 << i) != 0).filter_map(flow_key_name).collect();
             format!(
                 "flow {} {}{}",
                 if fl.hash { "hash" } else { "map" },
@@ -223,22 +194,16 @@ pub fn build_graph(state: &State, stats: &StatsMap) -> Graph {
         }
         let d = push(&mut g, format!("dev:{}", dev.name), lines, "dev");
         g.roots.push(d);
-        let tops: Vec<&QdiscNode> = dev
-            .qdiscs
-            .iter()
-            .filter(|q| q.parent == H_ROOT || q.parent == H_INGRESS)
-            .collect();
+        let tops: Vec<&QdiscNode> =
+            dev.qdiscs.iter().filter(|q| q.parent == H_ROOT || q.parent == H_INGRESS).collect();
         for q in tops {
             let qi = add_qdisc(&mut g, dev, q, stats);
             g.nodes[d].children.push(qi);
         }
         // Filter edges: block owner → selected class.
         for f in &dev.filters {
-            let block_q = if f.parent == H_MIN_INGRESS || f.parent == H_MIN_EGRESS {
-                0xFFFF_0000
-            } else {
-                f.parent
-            };
+            let block_q =
+                if f.parent == H_MIN_INGRESS || f.parent == H_MIN_EGRESS { 0xFFFF_0000 } else { f.parent };
             let from_id = if block_q & 0xFFFF == 0 {
                 format!("q:{}:{}", dev.name, classid_str(block_q))
             } else {
@@ -251,11 +216,8 @@ pub fn build_graph(state: &State, stats: &StatsMap) -> Graph {
             let Some(from) = g.nodes.iter().position(|n| n.id == from_id) else {
                 continue;
             };
-            let find = |t: u32| {
-                g.nodes
-                    .iter()
-                    .position(|n| n.id == format!("c:{}:{}", dev.name, classid_str(t)))
-            };
+            let find =
+                |t: u32| g.nodes.iter().position(|n| n.id == format!("c:{}:{}", dev.name, classid_str(t)));
             let to = target.and_then(find);
             if matches!(f.opts, FilterOpts::U32Table { .. }) {
                 continue;
@@ -265,11 +227,7 @@ pub fn build_graph(state: &State, stats: &StatsMap) -> Graph {
             if let (FilterOpts::Flow(fl), Some(b)) = (&f.opts, target) {
                 for k in 1..fl.divisor.unwrap_or(1).min(64) {
                     if let Some(t) = find(b + k) {
-                        g.filters.push(FilterEdge {
-                            from,
-                            to: t,
-                            label: String::new(),
-                        });
+                        g.filters.push(FilterEdge { from, to: t, label: String::new() });
                     }
                 }
             }
@@ -282,11 +240,7 @@ pub fn build_graph(state: &State, stats: &StatsMap) -> Graph {
                     e.label.push('\n');
                     e.label.push_str(&label);
                 }
-                None => g.filters.push(FilterEdge {
-                    from,
-                    to: to.unwrap_or(from),
-                    label,
-                }),
+                None => g.filters.push(FilterEdge { from, to: to.unwrap_or(from), label }),
             }
         }
     }
@@ -294,12 +248,7 @@ pub fn build_graph(state: &State, stats: &StatsMap) -> Graph {
 }
 
 fn push(g: &mut Graph, id: String, lines: Vec<String>, kind: &'static str) -> usize {
-    g.nodes.push(Node {
-        id,
-        lines,
-        kind,
-        children: vec![],
-    });
+    g.nodes.push(Node { id, lines, kind, children: vec![] });
     g.nodes.len() - 1
 }
 
@@ -308,12 +257,7 @@ fn add_qdisc(g: &mut Graph, dev: &Device, q: &QdiscNode, stats: &StatsMap) -> us
     if let Some(s) = qdisc_summary(&q.opts) {
         lines.push(s);
     }
-    let qi = push(
-        g,
-        format!("q:{}:{}", dev.name, classid_str(q.handle)),
-        lines,
-        "qdisc",
-    );
+    let qi = push(g, format!("q:{}:{}", dev.name, classid_str(q.handle)), lines, "qdisc");
     let implicit: Vec<u32> = match &q.opts {
         QdiscOpts::Prio(p) => (1..=p.bands).map(|b| q.handle | b).collect(),
         _ => vec![],
@@ -356,10 +300,9 @@ fn add_class(g: &mut Graph, dev: &Device, c: &ClassNode, stats: &StatsMap) -> us
             lines.push(format!("rate {} ceil {}", rate(h.rate), rate(h.ceil)));
             lines.push(format!("burst {}b prio {}", h.burst, h.prio));
         }
-        ClassOpts::Drr { quantum } => lines.push(format!(
-            "quantum {}",
-            quantum.map(|q| q.to_string()).unwrap_or("mtu".into())
-        )),
+        ClassOpts::Drr { quantum } => {
+            lines.push(format!("quantum {}", quantum.map(|q| q.to_string()).unwrap_or("mtu".into())))
+        }
     }
     if let Some(s) = stats.get(&id) {
         let mut t = Vec::new();
@@ -377,10 +320,7 @@ fn add_class(g: &mut Graph, dev: &Device, c: &ClassNode, stats: &StatsMap) -> us
         }
     }
     let ci = push(g, format!("c:{}:{}", dev.name, id), lines, "class");
-    let mut kids: Vec<&ClassNode> = dev
-        .child_classes(c.classid)
-        .filter(|k| k.classid != c.classid)
-        .collect();
+    let mut kids: Vec<&ClassNode> = dev.child_classes(c.classid).filter(|k| k.classid != c.classid).collect();
     kids.sort_by_key(|k| k.classid);
     for k in kids {
         let ki = add_class(g, dev, k, stats);
@@ -394,10 +334,7 @@ fn add_class(g: &mut Graph, dev: &Device, c: &ClassNode, stats: &StatsMap) -> us
 }
 
 fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
 /// Graphviz DOT.
@@ -452,11 +389,7 @@ pub fn layout(g: &Graph) -> (Vec<(f64, f64)>, f64, f64) {
     let mut width = vec![0.0; g.nodes.len()];
     fn measure(g: &Graph, i: usize, width: &mut Vec<f64>) -> f64 {
         let own = size(&g.nodes[i]).0;
-        let kids: f64 = g.nodes[i]
-            .children
-            .iter()
-            .map(|&c| measure(g, c, width))
-            .sum::<f64>()
+        let kids: f64 = g.nodes[i].children.iter().map(|&c| measure(g, c, width)).sum::<f64>()
             + GAP_X * g.nodes[i].children.len().saturating_sub(1) as f64;
         width[i] = own.max(kids);
         width[i]
@@ -564,11 +497,8 @@ pub fn to_svg(g: &Graph) -> String {
         let _ = writeln!(s, "<rect x=\"{:.1}\" y=\"{y:.1}\" width=\"{nw:.1}\" height=\"{nh:.1}\" rx=\"{rx}\" fill=\"{fill}\" stroke=\"#333\"/>", x - nw / 2.0);
         for (j, l) in n.lines.iter().enumerate() {
             let weight = if j == 0 { " font-weight=\"bold\"" } else { "" };
-            let color = if l.starts_with("got ") || l.starts_with("drops") {
-                " fill=\"#146c43\""
-            } else {
-                ""
-            };
+            let color =
+                if l.starts_with("got ") || l.starts_with("drops") { " fill=\"#146c43\"" } else { "" };
             let _ = writeln!(
                 s,
                 "<text x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"middle\"{weight}{color}>{}</text>",
@@ -600,16 +530,9 @@ mod tests {
         let b = g.nodes.iter().position(|n| n.id.ends_with("1:20")).unwrap();
         assert_eq!(pos[a].1, pos[b].1);
         assert!((pos[a].0 - pos[b].0).abs() >= size(&g.nodes[a]).0.max(size(&g.nodes[b]).0));
-        assert!(g.nodes[a]
-            .lines
-            .iter()
-            .any(|l| l.contains("got 4900Kbit") && l.contains("drops 3")));
+        assert!(g.nodes[a].lines.iter().any(|l| l.contains("got 4900Kbit") && l.contains("drops 3")));
         assert_eq!(g.filters.len(), 1);
-        assert!(
-            g.filters[0].label.contains("dport 22"),
-            "{}",
-            g.filters[0].label
-        );
+        assert!(g.filters[0].label.contains("dport 22"), "{}", g.filters[0].label);
         assert!(to_dot(&g).contains("style=dashed"));
         assert!(to_svg(&g).starts_with("<svg"));
         let t = parse_stats("class htb 1:10 parent 1:1 prio 0 rate 5Mbit\n Sent 1500 bytes 1 pkt (dropped 2, overlimits 0 requeues 0)\n", 0).unwrap();

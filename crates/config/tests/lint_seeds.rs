@@ -6,74 +6,44 @@ use sluice_config::shell::Vars;
 
 fn codes(text: &str, o: &LintOpts) -> Vec<&'static str> {
     let l = load_tc_script("t", text, &Vars::new()).unwrap_or_else(|e| panic!("{e}"));
-    lint(&l.state, Some(&l), o)
-        .into_iter()
-        .map(|f| f.code)
-        .collect()
+    lint(&l.state, Some(&l), o).into_iter().map(|f| f.code).collect()
 }
 
 #[test]
 fn seed_000_script_loads_and_gets_useful_findings() {
-    let path = std::fs::read_dir(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../../shared/seeds"
-    ))
-    .ok()
-    .and_then(|d| {
-        d.filter_map(|e| e.ok()).map(|e| e.path()).find(|p| {
-            p.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with("000_"))
-        })
-    });
+    let path =
+        std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/seeds")).ok().and_then(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.path())
+                .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("000_")))
+        });
     let Some(path) = path else {
         eprintln!("SKIPPED: ../shared/seeds/000_* not found");
         return;
     };
     let text = std::fs::read_to_string(path).unwrap();
     // The script is the fenced block after `$ cat iperf.bench.sh`.
-    let start = text
-        .find("$ cat iperf.bench.sh")
-        .expect("seed 000 script marker");
+    let start = text.find("$ cat iperf.bench.sh").expect("seed 000 script marker");
     let body = &text[start..];
     let body = &body[body.find('\n').unwrap() + 1..];
     let script = &body[..body.find("```").unwrap()];
     let l = load_tc_script("seed000", script, &Vars::new()).unwrap_or_else(|e| panic!("{e}"));
-    let dev = l
-        .state
-        .devices
-        .iter()
-        .find(|d| d.name == "eth1")
-        .expect("eth1 configured");
+    let dev = l.state.devices.iter().find(|d| d.name == "eth1").expect("eth1 configured");
     assert_eq!(dev.classes.len(), 1);
-    assert_eq!(
-        dev.qdiscs.len(),
-        2,
-        "htb root + pfifo leaf survive the trailing teardown"
-    );
+    assert_eq!(dev.qdiscs.len(), 2, "htb root + pfifo leaf survive the trailing teardown");
     let f = lint(&l.state, Some(&l), &LintOpts::default());
     let c: Vec<_> = f.iter().map(|x| x.code).collect();
-    assert!(
-        c.contains(&"L002"),
-        "TSO vs class mtu (the seed's subject): {f:#?}"
-    );
-    assert!(
-        c.contains(&"L003"),
-        "quantum 1.25MB clamped, r2q advice: {f:#?}"
-    );
+    assert!(c.contains(&"L002"), "TSO vs class mtu (the seed's subject): {f:#?}");
+    assert!(c.contains(&"L003"), "quantum 1.25MB clamped, r2q advice: {f:#?}");
     assert!(f.iter().any(|x| x.fix.contains("r2q 63")));
 }
 
 #[test]
 fn home_example_is_clean_until_the_shaper_reaches_the_link_rate() {
-    let home = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../examples/home-003.tc"
-    ))
-    .unwrap();
+    let home =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/home-003.tc")).unwrap();
     assert_eq!(codes(&home, &LintOpts::default()), Vec::<&str>::new());
-    let at_link = home
-        .replace("RATE=900kbit", "RATE=1mbit")
-        .replace("rate 300kbit", "rate 400kbit");
+    let at_link = home.replace("RATE=900kbit", "RATE=1mbit").replace("rate 300kbit", "rate 400kbit");
     assert_eq!(codes(&at_link, &LintOpts::default()), vec!["L010"]);
 }
 
@@ -82,9 +52,7 @@ fn each_check_fires() {
     let o = LintOpts::default();
     let base = "tc qdisc add dev eth0 root handle 1: htb default 10\n";
     // 10 Gbit with tc's default burst: the DESIGN.md case.
-    let t = format!(
-        "{base}tc class add dev eth0 parent 1: classid 1:10 htb rate 10gbit quantum 60000\n"
-    );
+    let t = format!("{base}tc class add dev eth0 parent 1: classid 1:10 htb rate 10gbit quantum 60000\n");
     let l = load_tc_script("t", &t, &Vars::new()).unwrap();
     let f = lint(&l.state, Some(&l), &o);
     let b = f.iter().find(|x| x.code == "L001").expect("burst finding");
@@ -95,11 +63,8 @@ fn each_check_fires() {
         &o
     )
     .contains(&"L005"));
-    assert!(codes(
-        &format!("{base}tc class add dev eth0 parent 1: classid 1:20 htb rate 2mbit\n"),
-        &o
-    )
-    .contains(&"L006"));
+    assert!(codes(&format!("{base}tc class add dev eth0 parent 1: classid 1:20 htb rate 2mbit\n"), &o)
+        .contains(&"L006"));
     let kids = format!("{base}tc class add dev eth0 parent 1: classid 1:1 htb rate 2mbit\ntc class add dev eth0 parent 1:1 classid 1:10 htb rate 2mbit\ntc class add dev eth0 parent 1:1 classid 1:11 htb rate 1mbit\n");
     assert!(codes(&kids, &o).contains(&"L004"));
     assert!(codes("tc qdisc add dev eth0 root sfq perturb 10\n", &o).contains(&"L007"));
@@ -111,10 +76,11 @@ fn each_check_fires() {
         "proto-dst,tunnel-src,tunnel-dst,tunnel-proto,tunnel-proto-src,tunnel-proto-dst divisor",
     );
     assert!(!codes(&fixed, &o).contains(&"L009"));
-    assert!(codes("# sluice: link-rate 10mbit\ntc qdisc add dev eth0 root tbf rate 10mbit burst 10k latency 20ms\n", &o).contains(&"L010"));
     assert!(codes(
-        &format!("{base}tc class add dev eth0 parent 1:5 classid 1:10 htb rate 1mbit\n"),
+        "# sluice: link-rate 10mbit\ntc qdisc add dev eth0 root tbf rate 10mbit burst 10k latency 20ms\n",
         &o
     )
-    .contains(&"L011"));
+    .contains(&"L010"));
+    assert!(codes(&format!("{base}tc class add dev eth0 parent 1:5 classid 1:10 htb rate 1mbit\n"), &o)
+        .contains(&"L011"));
 }

@@ -5,11 +5,7 @@ use sluice_config::script::load_tc_script;
 use sluice_config::shell::Vars;
 
 fn example(name: &str) -> String {
-    std::fs::read_to_string(format!(
-        "{}/../../examples/{name}",
-        env!("CARGO_MANIFEST_DIR")
-    ))
-    .unwrap()
+    std::fs::read_to_string(format!("{}/../../examples/{name}", env!("CARGO_MANIFEST_DIR"))).unwrap()
 }
 
 const MIXED: &str = "ip link add dev v0 type veth peer name v1
@@ -29,14 +25,10 @@ tc filter add dev v0 parent 1: protocol all prio 5 matchall classid 1:2
 
 #[test]
 fn tc_and_toml_round_trip() {
-    for (name, text) in [
-        ("home-003.tc", example("home-003.tc")),
-        ("mixed", MIXED.to_string()),
-    ] {
+    for (name, text) in [("home-003.tc", example("home-003.tc")), ("mixed", MIXED.to_string())] {
         let a = load_tc_script(name, &text, &Vars::new()).unwrap_or_else(|e| panic!("{e}"));
         let script = to_tc_script(&a.state);
-        let b = load_tc_script("exported", &script, &Vars::new())
-            .unwrap_or_else(|e| panic!("{e}\n{script}"));
+        let b = load_tc_script("exported", &script, &Vars::new()).unwrap_or_else(|e| panic!("{e}\n{script}"));
         assert_eq!(a.state, b.state, "tc round trip of {name}:\n{script}");
         let t = to_toml(&a.state).unwrap();
         let c = from_toml(&t).unwrap_or_else(|e| panic!("{e}\n{t}"));
@@ -55,7 +47,7 @@ ifindex = 2
 [[devices.qdiscs]]
 handle = "1:"
 parent = "root"
-opts = { kind = "htb", r2q = 10, default = 16 }
+opts = { kind = "htb", r2q = 10, default = "10" }
 
 [[devices.classes]]
 classid = "1:10"
@@ -63,16 +55,8 @@ parent = "1:"
 opts = { kind = "htb", rate = "100mbit", ceil = "1gbit", burst = "15k", cburst = 1600 }
 "#;
     let s = from_toml(t).unwrap();
-    let sluice_config::model::ClassOpts::Htb(h) = &s.devices[0].classes[0].opts else {
-        panic!()
-    };
-    assert_eq!(
-        (h.rate, h.ceil, h.burst),
-        (100_000_000, 1_000_000_000, 15 * 1024)
-    );
-    let bad = t.replace(
-        "kind = \"htb\", r2q",
-        "kind = \"prio\", bands = 1, priomap = [0], r2q",
-    );
+    let sluice_config::model::ClassOpts::Htb(h) = &s.devices[0].classes[0].opts else { panic!() };
+    assert_eq!((h.rate, h.ceil, h.burst), (100_000_000, 1_000_000_000, 15 * 1024));
+    let bad = t.replace("kind = \"htb\", r2q", "kind = \"prio\", bands = 1, priomap = [0], r2q");
     assert!(from_toml(&bad).is_err());
 }

@@ -29,9 +29,5 @@ fn tdc_corpus_passes_at_least_95_percent() {
     let (p, f, s) = report.counts();
     eprintln!("{p} passed, {f} failed, {s} skipped");
     assert!(p + f >= 100, "corpus unexpectedly small: {p} + {f}");
-    assert!(
-        report.pass_rate() >= 95.0,
-        "pass rate {:.1}% < 95%",
-        report.pass_rate()
-    );
+    assert!(report.pass_rate() >= 95.0, "pass rate {:.1}% < 95%", report.pass_rate());
 }

@@ -208,8 +208,13 @@ impl RefHtb {
     }
 
     fn key(&self, leaf: usize, lender: usize) -> Key {
-        let l = &self.classes[lender];
-        (lender != leaf, Reverse(l.depth), self.classes[leaf].params.prio)
+        let prio = self.classes[leaf].params.prio;
+        if lender == leaf {
+            // Every leaf sending on its own rate is in the one leaf row, whatever its depth.
+            (false, Reverse(0), prio)
+        } else {
+            (true, Reverse(self.classes[lender].depth), prio)
+        }
     }
 
     /// Picks the leaf to serve at `now` and the lender, or `None` if no backlogged leaf may send.

@@ -281,25 +281,36 @@ fn rate_sweep(lab: &Lab, backend: &Backend<'_>, s: &Settings, r: &mut Results) -
         let act = shape(lab, backend, Some(&tree), s)?;
         let port = 9000 + (i as u16) * 4;
         let ep2 = ep.clone();
+        let udp = s.get("load") == Some("udp");
         let (fl, delta) = with_window(lab, &act, win, move || {
-            traffic::bulk_tcp(&ep2, flows, Direction::Up, None, port, win)
+            if udp {
+                // 20 % more than the target in 1472-byte datagrams (1514-byte frames).
+                let offered = Rate::from_bps(target.bps() / 5 * 6);
+                Ok(vec![traffic::udp_stream(&ep2, Some(offered), 1472, None, port, win, "udp-up")?])
+            } else {
+                traffic::bulk_tcp(&ep2, flows, Direction::Up, None, port, win)
+            }
         })?;
         let goodput: f64 = fl.iter().map(|f| f.bps()).sum();
-        let ideal = target.bps() as f64 * 1448.0 / 1514.0;
+        let ideal = target.bps() as f64 * if udp { 1472.0 } else { 1448.0 } / 1514.0;
         let err = (goodput / ideal - 1.0) * 100.0;
+        let wire = delta.bytes as f64 * 8.0 / win.measure.as_secs_f64();
         s.note(&format!(
-            "  {} {:>10}: goodput {:>9.2} Mbit/s, ideal {:>9.2}, error {:+.2}%",
+            "  {} {:>10}: goodput {:>9.2} Mbit/s, ideal {:>9.2}, error {:+.2}%; shaper sent {:>9.2} Mbit/s ({:+.2}% of target)",
             backend.name(),
             format_rate(target),
             goodput / 1e6,
             ideal / 1e6,
-            err
+            err,
+            wire / 1e6,
+            (wire / target.bps() as f64 - 1.0) * 100.0
         ));
         let mut params = BTreeMap::new();
         params.insert("backend".into(), backend.name().into());
         params.insert("target".into(), format_rate(target));
         params.insert("target_bps".into(), target.bps().to_string());
         params.insert("flows".into(), flows.to_string());
+        params.insert("load".into(), if udp { "udp-1.2x".into() } else { "tcp".into() });
         params.insert("duration_s".into(), format!("{}", win.measure.as_secs_f64()));
         if !act.kernel_note.is_empty() {
             params.insert("kernel".into(), act.kernel_note.clone());
@@ -308,6 +319,8 @@ fn rate_sweep(lab: &Lab, backend: &Backend<'_>, s: &Settings, r: &mut Results) -
         extra.insert("goodput_bps".into(), goodput);
         extra.insert("ideal_goodput_bps".into(), ideal);
         extra.insert("error_pct".into(), err);
+        // What the shaper itself sent (frames incl. Ethernet header) against the target.
+        extra.insert("wire_error_pct".into(), (wire / target.bps() as f64 - 1.0) * 100.0);
         r.cases.push(Case {
             name: format_rate(target),
             params,

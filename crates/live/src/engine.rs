@@ -148,49 +148,65 @@ pub fn build(tree: &Tree, floor: Span) -> Result<Built, EngineError> {
             qdisc: leaf_qdisc(Some(&root.kind))?,
             summary: format!("{} (unlimited)", root.kind.name()),
         }),
-        QdiscKind::Htb { default, .. } => {
-            let leaves: Vec<_> = tree.classes.iter().filter(|c| !tree.has_children(c.classid)).collect();
-            if leaves.len() != 1 {
-                return Err(EngineError(format!(
-                    "HTB with {} leaf classes needs the core HTB on the live path (not integrated yet); one chain of classes works",
-                    leaves.len()
-                )));
-            }
-            let leaf = leaves[0];
-            if leaf.classid.minor() as u32 != *default {
-                return Err(EngineError(format!("the only leaf class is not the default class 0x{default:x}: traffic would go to the direct queue")));
-            }
-            // Effective limit: the smallest ceil on the path to the root.
-            let (mut rate, mut burst) = (leaf.ceil, leaf.cburst.or(leaf.burst).unwrap_or(0));
-            let mut p = leaf.parent;
-            while let Some(c) = tree.classes.iter().find(|c| c.classid == p) {
-                if c.ceil < rate {
-                    rate = c.ceil;
-                    burst = c.cburst.or(c.burst).unwrap_or(0);
-                }
-                p = c.parent;
-            }
-            let leafq = tree.leaf_qdisc(leaf.classid).map(|q| &q.kind);
-            let child = leaf_qdisc(leafq)?;
-            let b = with_floor(
-                rate,
-                burst.max(sluice_lab::kernel::auto_burst(
-                    rate,
-                    leaf.mtu,
-                    sluice_lab::kernel::BurstPolicy::Sluice,
-                )),
-            );
-            let wire = WireSpec { overhead: leaf.overhead, mpu: leaf.mpu, linklayer: Default::default() };
-            let _ = Parent::Root;
-            Ok(Built {
-                qdisc: Box::new(Limited::new("htb", rate, b, wire, child)),
-                summary: format!(
-                    "htb class {:x}:{:x} rate {rate} burst {b}b, leaf {}",
-                    leaf.classid.major(),
-                    leaf.classid.minor(),
+        QdiscKind::Htb { default, r2q, direct_qlen } => {
+            use sluice_core::htb::{Htb, HtbClassConfig, HtbConfig};
+            let cfg = HtbConfig {
+                r2q: *r2q,
+                default_class: (*default).min(u16::MAX as u32) as u16,
+                direct_qlen: direct_qlen.unwrap_or(1000),
+            };
+            let policy = sluice_lab::kernel::BurstPolicy::Sluice;
+            let classes: Vec<_> = tree
+                .classes
+                .iter()
+                .map(|c| {
+                    let burst =
+                        c.burst.unwrap_or_else(|| sluice_lab::kernel::auto_burst(c.rate, c.mtu, policy));
+                    let cburst =
+                        c.cburst.unwrap_or_else(|| sluice_lab::kernel::auto_burst(c.ceil, c.mtu, policy));
+                    let mut k = HtbClassConfig::new(c.rate);
+                    k.ceil = Some(c.ceil);
+                    k.burst = Some(with_floor(c.rate, burst));
+                    k.cburst = Some(with_floor(c.ceil, cburst));
+                    k.prio = c.prio.min(7) as u8;
+                    k.quantum = c.quantum;
+                    k.mtu = c.mtu;
+                    k.wire = WireSpec { overhead: c.overhead, mpu: c.mpu, linklayer: Default::default() };
+                    (c.classid, c.parent, k)
+                })
+                .collect();
+            let (mut htb, warnings) =
+                Htb::build(root.handle, cfg, &classes, Time::ZERO).map_err(|e| EngineError(e.to_string()))?;
+            let mut leaves = Vec::new();
+            for c in tree.classes.iter().filter(|c| !tree.has_children(c.classid)) {
+                let leafq = tree.leaf_qdisc(c.classid).map(|q| &q.kind);
+                htb.set_leaf_qdisc(c.classid, leaf_qdisc(leafq)?).map_err(|e| EngineError(e.to_string()))?;
+                leaves.push(format!(
+                    "{:x}:{:x} rate {} ceil {} {}",
+                    c.classid.major(),
+                    c.classid.minor(),
+                    c.rate,
+                    c.ceil,
                     leafq.map(|k| k.name()).unwrap_or("pfifo")
-                ),
-            })
+                ));
+            }
+            let mut summary = format!(
+                "htb default 0x{default:x}, {} classes (leaves {}); bursts >= rate x {} us",
+                tree.classes.len(),
+                leaves.join(", "),
+                floor.as_micros()
+            );
+            if !tree.filters.is_empty() {
+                summary += &format!(
+                    "; {} filter(s) NOT applied on the live path yet: all traffic goes to the default class",
+                    tree.filters.len()
+                );
+            }
+            for w in warnings {
+                summary += &format!("; warning: {w}");
+            }
+            let _ = Parent::Root;
+            Ok(Built { qdisc: Box::new(htb), summary })
         }
         QdiscKind::Other { kind, args } if kind == "fq_codel" => {
             Ok(Built { qdisc: Box::new(fq_codel(args)?), summary: "fq_codel (unlimited)".into() })
@@ -381,8 +397,8 @@ mod tests {
 
     #[test]
     fn unsupported_shapes_are_refused_by_name() {
-        let two = tree("tc qdisc add dev x root handle 1: htb default 1\ntc class add dev x parent 1: classid 1:1 htb rate 1mbit\ntc class add dev x parent 1: classid 1:2 htb rate 1mbit\n");
-        assert!(build(&two, Span::ZERO).err().unwrap().0.contains("2 leaf classes"));
+        let cyc = tree("tc qdisc add dev x root handle 1: htb default 1\ntc class add dev x parent 1:5 classid 1:1 htb rate 1mbit\n");
+        assert!(build(&cyc, Span::ZERO).is_err());
         let sfq = tree("tc qdisc add dev x root sfq");
         assert!(build(&sfq, Span::ZERO).err().unwrap().0.contains("sfq"));
         let leaf = tree("tc qdisc add dev x root handle 1: htb default 1\ntc class add dev x parent 1: classid 1:1 htb rate 1mbit\ntc qdisc add dev x parent 1:1 fq_codel target 2ms bogus 1\n");

@@ -1,5 +1,20 @@
 //! `sluice conform tdc DIR...`: the kernel's tc-testing cases against the emulated tc.
 
+/// Writes to stdout, ignoring a closed pipe (`sluice ... | head`).
+macro_rules! out {
+    ($($t:tt)*) => {{
+        use std::io::Write;
+        let _ = writeln!(std::io::stdout().lock(), $($t)*);
+    }};
+}
+#[allow(unused_macros)]
+macro_rules! outp {
+    ($($t:tt)*) => {{
+        use std::io::Write;
+        let _ = write!(std::io::stdout().lock(), $($t)*);
+    }};
+}
+
 use anyhow::Result;
 use sluice_config::conform::{run_tdc, Status};
 use std::path::PathBuf;
@@ -27,12 +42,12 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let report = run_tdc(&args.paths)?;
     for c in &report.cases {
         match &c.status {
-            Status::Fail(r) => println!("FAIL {} {} ({}): {}", c.id, c.name, c.file.display(), r),
-            Status::Skip(r) if args.verbose => println!("SKIP {} {}: {}", c.id, c.name, r),
+            Status::Fail(r) => out!("FAIL {} {} ({}): {}", c.id, c.name, c.file.display(), r),
+            Status::Skip(r) if args.verbose => out!("SKIP {} {}: {}", c.id, c.name, r),
             _ => {}
         }
     }
     let (p, f, s) = report.counts();
-    println!("{p} passed, {f} failed, {s} skipped ({:.1}% of non-skipped cases pass)", report.pass_rate());
+    out!("{p} passed, {f} failed, {s} skipped ({:.1}% of non-skipped cases pass)", report.pass_rate());
     Ok(if report.pass_rate() < args.min_pass { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }

@@ -1,5 +1,20 @@
 //! `sluice lint CONFIG`: warnings with explanations and fixes; exit 0 clean, 1 warnings, 2 errors.
 
+/// Writes to stdout, ignoring a closed pipe (`sluice ... | head`).
+macro_rules! out {
+    ($($t:tt)*) => {{
+        use std::io::Write;
+        let _ = writeln!(std::io::stdout().lock(), $($t)*);
+    }};
+}
+#[allow(unused_macros)]
+macro_rules! outp {
+    ($($t:tt)*) => {{
+        use std::io::Write;
+        let _ = write!(std::io::stdout().lock(), $($t)*);
+    }};
+}
+
 use anyhow::Result;
 use sluice_config::lint::{lint, render, LintOpts};
 use std::path::PathBuf;
@@ -28,6 +43,9 @@ pub struct Args {
     /// Also print the lines the loader skipped.
     #[arg(long)]
     pub notes: bool,
+    /// Output format.
+    #[arg(long, value_parser = ["text", "json"], default_value = "text")]
+    pub format: String,
 }
 
 /// Lints and prints.
@@ -44,11 +62,15 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let findings = lint(&loaded.state, Some(&loaded), &opts);
     if args.notes {
         for n in &loaded.notes {
-            println!("note: {}:{}: {}", args.config.display(), n.line, n.text);
+            out!("note: {}:{}: {}", args.config.display(), n.line, n.text);
         }
     }
-    print!("{}", render(&findings, &args.config.display().to_string()));
-    println!("{} warning(s)", findings.len());
+    if args.format == "json" {
+        out!("{}", serde_json::to_string_pretty(&findings)?);
+    } else {
+        outp!("{}", render(&findings, &args.config.display().to_string()));
+        out!("{} warning(s)", findings.len());
+    }
     Ok(match (findings.is_empty(), args.deny_warnings) {
         (true, _) => ExitCode::SUCCESS,
         (false, false) => ExitCode::from(1),

@@ -5,6 +5,7 @@ pub mod config_load;
 pub mod conform;
 pub mod export;
 pub mod ip;
+pub mod bench;
 pub mod lab;
 pub mod lint;
 pub mod measure;

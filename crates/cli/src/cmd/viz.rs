@@ -1,5 +1,21 @@
 //! `sluice viz CONFIG [--stats FILE] [--format dot|svg] [-o FILE]`: draw the qdisc/class/filter tree.
 
+/// Writes to stdout, ignoring a closed pipe (`sluice ... | head`).
+#[allow(unused_macros)]
+macro_rules! out {
+    ($($t:tt)*) => {{
+        use std::io::Write;
+        let _ = writeln!(std::io::stdout().lock(), $($t)*);
+    }};
+}
+#[allow(unused_macros)]
+macro_rules! outp {
+    ($($t:tt)*) => {{
+        use std::io::Write;
+        let _ = write!(std::io::stdout().lock(), $($t)*);
+    }};
+}
+
 use anyhow::Result;
 use sluice_config::viz::{build_graph, parse_stats, to_dot, to_svg, StatsMap};
 use std::path::PathBuf;
@@ -44,7 +60,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let text = if fmt == "svg" { to_svg(&g) } else { to_dot(&g) };
     match args.output {
         Some(p) => std::fs::write(p, text)?,
-        None => print!("{text}"),
+        None => outp!("{text}"),
     }
     Ok(ExitCode::SUCCESS)
 }
