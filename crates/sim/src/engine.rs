@@ -181,6 +181,10 @@ impl Sim {
         tmpl.mark = f.mark;
         tmpl.src_host_hash = crate::model::name_hash(&f.host);
         tmpl.dst_host_hash = crate::model::name_hash(&f.dst);
+        if let Some((src, dst)) = f.host_hashes {
+            tmpl.src_host_hash = src;
+            tmpl.dst_host_hash = dst;
+        }
         tmpl.flow_hash = if f.flow_hash != 0 { f.flow_hash } else { crate::model::name_hash(&f.name) };
         for h in &f.class_path {
             tmpl.push_class(*h);

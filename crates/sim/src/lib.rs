@@ -24,6 +24,7 @@ mod recorder;
 mod results;
 pub mod shaper;
 mod tcp;
+mod tcscript;
 
 pub use engine::{EngineStats, Sim};
 pub use results::case_results;
