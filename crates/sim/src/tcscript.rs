@@ -77,9 +77,11 @@ pub(crate) struct FlowWire<'a> {
     pub tunnel: Option<&'a str>,
 }
 
-/// Classifies a flow: (class path, flow hash, src host hash, dst host hash), or None if a filter
-/// drops it.
-pub(crate) fn classify(sh: &TcShaper, w: &FlowWire) -> Result<Option<(Vec<Handle>, u32, u32, u32)>, String> {
+/// A flow's classification: (class path, flow hash, src host hash, dst host hash).
+pub(crate) type FlowClass = (Vec<Handle>, u32, u32, u32);
+
+/// Classifies a flow, or None if a filter drops it.
+pub(crate) fn classify(sh: &TcShaper, w: &FlowWire) -> Result<Option<FlowClass>, String> {
     let mut spec = FrameSpec::udp(addr(w.host, 18), addr(w.dst, 19), w.sport, w.dport, 64);
     spec.proto = w.proto;
     spec.dsfield = w.dsfield;
