@@ -40,6 +40,18 @@ enum Command {
     Simulate(cmd::simulate::Args),
     /// List the built-in scenarios.
     Scenarios(cmd::scenarios::Args),
+    /// Run the kernel's tc-testing (tdc) JSON cases against the emulated tc.
+    Conform(cmd::conform::Args),
+    /// Convert a configuration between a tc script and the native TOML form.
+    Export(cmd::export::Args),
+    /// Check a configuration for what tc accepts but gets wrong (exit 0 clean, 1 warnings, 2 errors).
+    Lint(cmd::lint::Args),
+    /// Draw the qdisc/class/filter tree as Graphviz DOT or SVG.
+    Viz(cmd::viz::Args),
+    /// Run an experiment on the lab (rate-sweep, rrul, home-uplink) and write results JSON.
+    Measure(cmd::measure::Args),
+    /// Side-by-side table and overlay plot of results JSON files.
+    Compare(cmd::compare::Args),
     /// Benchmark the schedulers in-process: HTB at 1k-1M classes against a naive reference,
     /// fq_codel and the full frame path.
     Bench(cmd::bench::Args),
@@ -58,6 +70,12 @@ fn main() -> std::process::ExitCode {
         Command::Reload(a) => cmd::reload::run(a),
         Command::Simulate(a) => cmd::simulate::run_cmd(a),
         Command::Scenarios(a) => cmd::scenarios::run(a),
+        Command::Conform(a) => cmd::conform::run(a),
+        Command::Export(a) => cmd::export::run(a),
+        Command::Lint(a) => cmd::lint::run(a),
+        Command::Viz(a) => cmd::viz::run(a),
+        Command::Measure(a) => cmd::measure::run(a),
+        Command::Compare(a) => cmd::compare::run(a),
         Command::Bench(a) => cmd::bench::run(a),
     };
     match result {

@@ -8,10 +8,17 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod build;
+pub mod conform;
+pub mod export;
+pub mod lint;
 pub mod model;
+pub mod script;
+mod serde_units;
 pub mod shell;
 pub mod statefile;
 pub mod tc;
+pub mod viz;
 
 pub use model::State;
 pub use tc::{run_ip, run_tc, Outcome};

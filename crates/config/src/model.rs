@@ -23,7 +23,7 @@ pub const ETH_P_ALL: u16 = 0x0003;
 pub const ETH_P_IP: u16 = 0x0800;
 
 /// Everything Sluice emulates: a set of network devices.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct State {
     /// Devices in creation order.
     #[serde(default)]
@@ -35,6 +35,12 @@ pub struct State {
 
 fn first_ifindex() -> u32 {
     2
+}
+
+impl Default for State {
+    fn default() -> Self {
+        State { devices: Vec::new(), next_ifindex: first_ifindex() }
+    }
 }
 
 /// The kind of an emulated device.
@@ -130,9 +136,7 @@ impl Device {
 
     /// The qdisc with handle `major:0`.
     pub fn qdisc(&self, handle: u32) -> Option<&QdiscNode> {
-        self.qdiscs
-            .iter()
-            .find(|q| q.handle == handle & 0xFFFF_0000)
+        self.qdiscs.iter().find(|q| q.handle == handle & 0xFFFF_0000)
     }
 
     /// The qdisc attached at `parent` (root, ingress, or a class).
@@ -160,8 +164,10 @@ impl Device {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct QdiscNode {
     /// `major:0`.
+    #[serde(with = "crate::serde_units::handle")]
     pub handle: u32,
     /// [`H_ROOT`], [`H_INGRESS`] or a class id.
+    #[serde(with = "crate::serde_units::handle")]
     pub parent: u32,
     /// Kind and options.
     pub opts: QdiscOpts,
@@ -179,8 +185,10 @@ pub fn is_zero_stats(s: &QdiscStats) -> bool {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ClassNode {
     /// `major:minor`.
+    #[serde(with = "crate::serde_units::handle")]
     pub classid: u32,
     /// The parent class id, or the qdisc handle for a top-level class.
+    #[serde(with = "crate::serde_units::handle")]
     pub parent: u32,
     /// Kind and options.
     pub opts: ClassOpts,
@@ -193,6 +201,7 @@ pub struct ClassNode {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct FilterNode {
     /// The block: the qdisc handle, a class id, or [`H_MIN_INGRESS`]/[`H_MIN_EGRESS`].
+    #[serde(with = "crate::serde_units::handle")]
     pub parent: u32,
     /// Filter chain (0).
     #[serde(default)]
@@ -308,10 +317,7 @@ pub const DEFAULT_PRIOMAP: [u8; 16] = [1, 2, 2, 2, 1, 2, 0, 0, 1, 1, 1, 1, 1, 1,
 
 impl Default for PrioOpts {
     fn default() -> Self {
-        PrioOpts {
-            bands: 3,
-            priomap: DEFAULT_PRIOMAP.to_vec(),
-        }
+        PrioOpts { bands: 3, priomap: DEFAULT_PRIOMAP.to_vec() }
     }
 }
 
@@ -321,6 +327,7 @@ pub struct HtbOpts {
     /// Rate to quantum divisor (10).
     pub r2q: u32,
     /// Minor id of the default class (0: unclassified traffic goes to the direct queue).
+    #[serde(with = "crate::serde_units::hex_minor")]
     pub default: u32,
     /// Direct queue length (txqueuelen when absent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -332,12 +339,7 @@ pub struct HtbOpts {
 
 impl Default for HtbOpts {
     fn default() -> Self {
-        HtbOpts {
-            r2q: 10,
-            default: 0,
-            direct_qlen: None,
-            offload: false,
-        }
+        HtbOpts { r2q: 10, default: 0, direct_qlen: None, offload: false }
     }
 }
 
@@ -349,13 +351,16 @@ fn is_false(b: &bool) -> bool {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct TbfOpts {
     /// bit/s.
+    #[serde(with = "crate::serde_units::rate")]
     pub rate: u64,
     /// Bucket size in bytes.
+    #[serde(with = "crate::serde_units::size")]
     pub burst: u32,
     /// Queue limit in bytes.
+    #[serde(with = "crate::serde_units::size")]
     pub limit: u32,
     /// Peak rate in bit/s.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "crate::serde_units::opt_rate")]
     pub peakrate: Option<u64>,
     /// Peak bucket (minburst) in bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -501,12 +506,16 @@ pub enum ClassOpts {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct HtbClassOpts {
     /// Guaranteed rate, bit/s.
+    #[serde(with = "crate::serde_units::rate")]
     pub rate: u64,
     /// Maximum rate, bit/s.
+    #[serde(with = "crate::serde_units::rate")]
     pub ceil: u64,
     /// Rate bucket, bytes.
+    #[serde(with = "crate::serde_units::size")]
     pub burst: u32,
     /// Ceil bucket, bytes.
+    #[serde(with = "crate::serde_units::size")]
     pub cburst: u32,
     /// Priority 0..7 (lower first).
     #[serde(default)]
@@ -596,7 +605,7 @@ pub struct U32Opts {
     /// Keys, all must match.
     pub keys: Vec<U32Key>,
     /// Result class.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "crate::serde_units::opt_handle")]
     pub classid: Option<u32>,
     /// Hash table to continue in.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -632,13 +641,8 @@ pub const FLOW_KEYS: [&str; 18] = [
 ];
 
 /// Sluice's tunnel-aware flow keys (seed 003's kernel patch); bits above the kernel's.
-pub const FLOW_TUNNEL_KEYS: [&str; 5] = [
-    "tunnel-src",
-    "tunnel-dst",
-    "tunnel-proto",
-    "tunnel-proto-src",
-    "tunnel-proto-dst",
-];
+pub const FLOW_TUNNEL_KEYS: [&str; 5] =
+    ["tunnel-src", "tunnel-dst", "tunnel-proto", "tunnel-proto-src", "tunnel-proto-dst"];
 
 /// Name of flow key bit `i`.
 pub fn flow_key_name(i: usize) -> Option<&'static str> {
@@ -672,7 +676,7 @@ pub struct FlowOpts {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub divisor: Option<u32>,
     /// Base class (kernel default `qdisc:1`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "crate::serde_units::opt_handle")]
     pub baseclass: Option<u32>,
     /// Perturbation period, seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -690,7 +694,7 @@ fn all_ones() -> u32 {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct FwOpts {
     /// Result class.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "crate::serde_units::opt_handle")]
     pub classid: Option<u32>,
     /// Mark mask.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -701,7 +705,7 @@ pub struct FwOpts {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct SimpleResult {
     /// Result class.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "crate::serde_units::opt_handle")]
     pub classid: Option<u32>,
 }
 
@@ -709,7 +713,7 @@ pub struct SimpleResult {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct BasicOpts {
     /// Result class.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "crate::serde_units::opt_handle")]
     pub classid: Option<u32>,
     /// ematch tree text.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -765,8 +769,10 @@ pub enum Action {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct PoliceOpts {
     /// bit/s.
+    #[serde(with = "crate::serde_units::rate")]
     pub rate: u64,
     /// Bucket bytes.
+    #[serde(with = "crate::serde_units::size")]
     pub burst: u32,
     /// Largest packet (bytes).
     #[serde(default, skip_serializing_if = "Option::is_none")]

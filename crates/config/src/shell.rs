@@ -62,10 +62,7 @@ pub fn split_words_spanned(line: &str, vars: &Vars) -> Result<Vec<Word>, ShellEr
                 '"' => {
                     i += 1;
                     while i < chars.len() && chars[i] != '"' {
-                        if chars[i] == '\\'
-                            && i + 1 < chars.len()
-                            && "$`\"\\".contains(chars[i + 1])
-                        {
+                        if chars[i] == '\\' && i + 1 < chars.len() && "$`\"\\".contains(chars[i + 1]) {
                             text.push(chars[i + 1]);
                             i += 2;
                         } else if chars[i] == '$' {
@@ -96,11 +93,7 @@ pub fn split_words_spanned(line: &str, vars: &Vars) -> Result<Vec<Word>, ShellEr
                 }
             }
         }
-        words.push(Word {
-            text,
-            column: start + 1,
-            undefined,
-        });
+        words.push(Word { text, column: start + 1, undefined });
     }
     Ok(words)
 }
@@ -118,10 +111,7 @@ fn expand(
         let close = chars[i..]
             .iter()
             .position(|&c| c == '}')
-            .ok_or(ShellError {
-                message: "missing '}'".into(),
-                column: col,
-            })?;
+            .ok_or(ShellError { message: "missing '}'".into(), column: col })?;
         let n: String = chars[i + 1..i + close].iter().collect();
         i += close + 1;
         n
@@ -162,10 +152,7 @@ fn expand(
 
 /// Words of a line, without positions.
 pub fn split_words(line: &str, vars: &Vars) -> Result<Vec<String>, ShellError> {
-    Ok(split_words_spanned(line, vars)?
-        .into_iter()
-        .map(|w| w.text)
-        .collect())
+    Ok(split_words_spanned(line, vars)?.into_iter().map(|w| w.text).collect())
 }
 
 /// How a command in a list is joined to the previous one.
@@ -231,9 +218,7 @@ pub fn split_list(line: &str) -> Vec<(Join, String)> {
         i += 1;
     }
     out.push((join, cur));
-    out.into_iter()
-        .filter(|(_, c)| !c.trim().is_empty())
-        .collect()
+    out.into_iter().filter(|(_, c)| !c.trim().is_empty()).collect()
 }
 
 #[cfg(test)]
@@ -245,15 +230,8 @@ mod tests {
         let mut v = Vars::new();
         v.insert("DEV".into(), "eth0".into());
         v.insert("rate".into(), "100".into());
-        let w = split_words(
-            r#"tc class add dev $DEV rate ${rate}mbit 'a b' "x $DEV" \$y # c"#,
-            &v,
-        )
-        .unwrap();
-        assert_eq!(
-            w,
-            vec!["tc", "class", "add", "dev", "eth0", "rate", "100mbit", "a b", "x eth0", "$y"]
-        );
+        let w = split_words(r#"tc class add dev $DEV rate ${rate}mbit 'a b' "x $DEV" \$y # c"#, &v).unwrap();
+        assert_eq!(w, vec!["tc", "class", "add", "dev", "eth0", "rate", "100mbit", "a b", "x eth0", "$y"]);
         let sp = split_words_spanned("  tc $NOPE x", &v).unwrap();
         assert_eq!(sp[0].column, 3);
         assert_eq!(sp[1].undefined.as_deref(), Some("NOPE"));

@@ -42,37 +42,25 @@ pub fn default_path() -> PathBuf {
 /// Loads the state; a missing file is an empty state.
 pub fn load(path: &Path) -> Result<State, StateFileError> {
     match std::fs::read_to_string(path) {
-        Ok(t) => serde_json::from_str(&t).map_err(|source| StateFileError::Parse {
-            path: path.into(),
-            source,
-        }),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(State {
-            devices: vec![],
-            next_ifindex: 2,
-        }),
-        Err(source) => Err(StateFileError::Io {
-            path: path.into(),
-            source,
-        }),
+        Ok(t) => {
+            serde_json::from_str(&t).map_err(|source| StateFileError::Parse { path: path.into(), source })
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(State { devices: vec![], next_ifindex: 2 }),
+        Err(source) => Err(StateFileError::Io { path: path.into(), source }),
     }
 }
 
 /// Saves atomically (write to a sibling file, then rename).
 pub fn save(path: &Path, state: &State) -> Result<(), StateFileError> {
-    let io = |source| StateFileError::Io {
-        path: path.into(),
-        source,
-    };
+    let io = |source| StateFileError::Io { path: path.into(), source };
     if let Some(dir) = path.parent() {
         if !dir.as_os_str().is_empty() {
             std::fs::create_dir_all(dir).map_err(io)?;
         }
     }
     let tmp = path.with_extension("json.tmp");
-    let text = serde_json::to_string_pretty(state).map_err(|source| StateFileError::Parse {
-        path: path.into(),
-        source,
-    })?;
+    let text = serde_json::to_string_pretty(state)
+        .map_err(|source| StateFileError::Parse { path: path.into(), source })?;
     std::fs::write(&tmp, text).map_err(io)?;
     std::fs::rename(&tmp, path).map_err(io)
 }

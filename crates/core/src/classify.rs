@@ -9,8 +9,10 @@
 //!    with that class's filters; a leaf ends the search; `X:0` (the qdisc itself) means HTB's
 //!    direct queue; an unknown class or no match falls back (HTB's `default`). `skb->priority`
 //!    naming the qdisc or one of its classes selects it first, as in HTB.
-//! 2. The chosen class is recorded with [`Packet::push_class`], so each qdisc finds its own result
-//!    with [`Packet::class_for`] on enqueue.
+//! 2. A class chosen by a filter (or by `skb->priority`) is recorded with [`Packet::push_class`],
+//!    so each qdisc finds its own result with [`Packet::class_for`] on enqueue. A fallback is not
+//!    recorded: the qdisc applies its own (HTB's `default`, prio's priomap with its TOS-derived
+//!    priority), and the walk only follows the declared [`Fallback`] to reach child qdiscs.
 //! 3. If the chosen leaf has a classful child qdisc (say `prio 10:` under HTB class `1:10`), the
 //!    walk continues there.
 //!
@@ -23,6 +25,34 @@ use crate::handle::Handle;
 use crate::packet::{Packet, MAX_CLASS_PATH};
 use crate::time::Time;
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// A fast hasher for the small integer keys (handles) of the per-packet lookups; the keys come
+/// from configuration, not from packets, so a keyed hash buys nothing here.
+#[derive(Default)]
+struct HandleHasher(u64);
+
+impl Hasher for HandleHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.write_u64(*b as u64);
+        }
+    }
+    fn write_u16(&mut self, n: u16) {
+        self.write_u64(n as u64);
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.write_u64(n as u64);
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+type Map<K, V> = HashMap<K, V, BuildHasherDefault<HandleHasher>>;
 
 /// How a classful qdisc interprets filter results.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -71,8 +101,8 @@ pub struct QdiscShape {
 #[derive(Clone, Debug)]
 struct ShapeIndex {
     shape: QdiscShape,
-    by_id: HashMap<u32, usize>,
-    by_minor: HashMap<u16, usize>,
+    by_id: Map<u32, usize>,
+    by_minor: Map<u16, usize>,
 }
 
 /// The outcome of classifying a packet.
@@ -86,7 +116,13 @@ pub enum ClassifyOutcome {
 }
 
 enum Step {
+    /// A decision of the filters (or of `skb->priority`): recorded in the packet.
     Class(Handle),
+    /// The qdisc's own fallback: not recorded (the qdisc applies it itself, with any extra
+    /// knowledge it has, such as prio's TOS-derived priority), only followed down the tree.
+    Fallback(Handle),
+    /// Record the first, follow the second (a prio result naming no band).
+    Recorded(Handle, Handle),
     NoResult,
     Drop,
 }
@@ -95,8 +131,8 @@ enum Step {
 #[derive(Clone, Debug, Default)]
 pub struct Classifier {
     root: Option<Handle>,
-    lists: HashMap<u32, FilterList>,
-    shapes: HashMap<u16, ShapeIndex>,
+    lists: Map<u32, FilterList>,
+    shapes: Map<u16, ShapeIndex>,
 }
 
 /// Deepest qdisc nesting the walk follows.
@@ -127,8 +163,8 @@ impl Classifier {
                 format!("{}: a qdisc handle is X:0", shape.handle),
             ));
         }
-        let mut by_id = HashMap::new();
-        let mut by_minor = HashMap::new();
+        let mut by_id = Map::default();
+        let mut by_minor = Map::default();
         for (i, c) in shape.classes.iter().enumerate() {
             if c.classid.major() != shape.handle.major() || c.classid.minor() == 0 {
                 return Err(FilterError::invalid(
@@ -263,9 +299,16 @@ impl Classifier {
             let class = match step {
                 Step::Drop => return ClassifyOutcome::Drop,
                 Step::NoResult => return ClassifyOutcome::Enqueue,
-                Step::Class(c) => c,
+                Step::Class(c) => {
+                    pkt.push_class(c);
+                    c
+                }
+                Step::Fallback(c) => c,
+                Step::Recorded(r, c) => {
+                    pkt.push_class(r);
+                    c
+                }
             };
-            pkt.push_class(class);
             let child = self
                 .shapes
                 .get(&q.major())
@@ -327,7 +370,7 @@ impl Classifier {
                         }
                     }
                 }
-                Step::Class(fallback(&si.shape, prio))
+                Step::Fallback(fallback(&si.shape, prio))
             }
             ShapeKind::Bands => {
                 let minor = if prio & 0xFFFF_0000 == q.0 {
@@ -336,12 +379,15 @@ impl Classifier {
                     match self.lists.get_mut(&q.0).map(|l| l.classify(input, now)) {
                         Some(TcfOutcome::Drop) => return Step::Drop,
                         Some(TcfOutcome::Classified(r)) => r.classid.minor(),
-                        _ => return Step::Class(fallback(&si.shape, prio)),
+                        _ => return Step::Fallback(fallback(&si.shape, prio)),
                     }
                 };
+                // The band is the minor only (the major of a filter's result does not matter to
+                // prio); record it under this qdisc's major so that prio finds it.
                 match si.by_minor.get(&minor) {
                     Some(&i) => Step::Class(si.shape.classes[i].classid),
-                    None => Step::Class(fallback(&si.shape, 0)),
+                    // Out of range: prio itself maps it to priomap[0]; follow that band.
+                    None => Step::Recorded(Handle::new(q.major(), minor), fallback(&si.shape, 0)),
                 }
             }
         }

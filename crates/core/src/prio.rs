@@ -99,6 +99,12 @@ pub fn effective_priority(pkt: &Packet, mapping: TosMapping) -> u32 {
     }
 }
 
+/// `bands N priomap P0 ... P15` as `tc qdisc show` prints it for prio and pfifo_fast.
+pub fn tc_priomap_options(bands: usize, priomap: &[u8; 16]) -> String {
+    let map: Vec<String> = priomap.iter().map(|b| b.to_string()).collect();
+    format!("bands {bands} priomap {}", map.join(" "))
+}
+
 /// prio parameters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PrioConfig {
@@ -114,12 +120,7 @@ pub struct PrioConfig {
 
 impl Default for PrioConfig {
     fn default() -> Self {
-        PrioConfig {
-            bands: 3,
-            priomap: DEFAULT_PRIOMAP,
-            major: 0,
-            tos_mapping: TosMapping::Dscp,
-        }
+        PrioConfig { bands: 3, priomap: DEFAULT_PRIOMAP, major: 0, tos_mapping: TosMapping::Dscp }
     }
 }
 
@@ -127,11 +128,7 @@ impl PrioConfig {
     /// Builds a config the way tc parses `bands N priomap P1 P2 ...`: entries not given keep the
     /// default map (so `bands 2` alone is rejected, as the kernel rejects it, because the default
     /// map names band 2).
-    pub fn from_tc(
-        bands: Option<usize>,
-        priomap: &[u8],
-        major: u16,
-    ) -> Result<PrioConfig, ConfigError> {
+    pub fn from_tc(bands: Option<usize>, priomap: &[u8], major: u16) -> Result<PrioConfig, ConfigError> {
         if priomap.len() > 16 {
             return Err(ConfigError::invalid(
                 "prio",
@@ -140,11 +137,7 @@ impl PrioConfig {
                 "at most 16 entries (priorities 0-15)",
             ));
         }
-        let mut cfg = PrioConfig {
-            bands: bands.unwrap_or(3),
-            major,
-            ..PrioConfig::default()
-        };
+        let mut cfg = PrioConfig { bands: bands.unwrap_or(3), major, ..PrioConfig::default() };
         cfg.priomap[..priomap.len()].copy_from_slice(priomap);
         cfg.validate()?;
         Ok(cfg)
@@ -189,9 +182,7 @@ pub struct Prio {
 
 impl std::fmt::Debug for Prio {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Prio")
-            .field("cfg", &self.cfg)
-            .finish_non_exhaustive()
+        f.debug_struct("Prio").field("cfg", &self.cfg).finish_non_exhaustive()
     }
 }
 
@@ -200,15 +191,9 @@ impl Prio {
     /// creates them.
     pub fn new(cfg: PrioConfig) -> Result<Prio, ConfigError> {
         cfg.validate()?;
-        let bands = (0..cfg.bands)
-            .map(|_| Box::new(Fifo::pfifo(DEFAULT_TXQUEUELEN)) as Box<dyn Qdisc>)
-            .collect();
-        Ok(Prio {
-            cfg,
-            bands,
-            retired: QdiscStats::default(),
-            requeues: 0,
-        })
+        let bands =
+            (0..cfg.bands).map(|_| Box::new(Fifo::pfifo(DEFAULT_TXQUEUELEN)) as Box<dyn Qdisc>).collect();
+        Ok(Prio { cfg, bands, retired: QdiscStats::default(), requeues: 0 })
     }
 
     /// The configuration.
@@ -221,13 +206,33 @@ impl Prio {
         self.bands.len()
     }
 
+    /// `tc qdisc change`: new bands and priomap. As in the kernel's `prio_tune`, bands that
+    /// remain keep their qdisc and packets, new bands get a pfifo, and the qdiscs of removed
+    /// bands are dropped: their packets are returned (the caller counts them as dropped).
+    pub fn change(&mut self, cfg: PrioConfig) -> Result<Vec<Packet>, ConfigError> {
+        cfg.validate()?;
+        let mut flushed = Vec::new();
+        while self.bands.len() > cfg.bands {
+            let mut old = self.bands.pop().expect("more bands than wanted");
+            let lost = old.reset();
+            let s = old.stats();
+            self.retired.bytes += s.bytes;
+            self.retired.packets += s.packets;
+            self.retired.drops += s.drops + lost.len() as u64;
+            flushed.extend(lost);
+            self.retired.overlimits += s.overlimits;
+            self.retired.requeues += s.requeues;
+        }
+        while self.bands.len() < cfg.bands {
+            self.bands.push(Box::new(Fifo::pfifo(DEFAULT_TXQUEUELEN)));
+        }
+        self.cfg = cfg;
+        Ok(flushed)
+    }
+
     /// Replaces band `band`'s qdisc (class `major:band+1`), returning the old one with whatever
     /// it still holds (the caller drains or drops it).
-    pub fn set_band_qdisc(
-        &mut self,
-        band: usize,
-        q: Box<dyn Qdisc>,
-    ) -> Result<Box<dyn Qdisc>, ConfigError> {
+    pub fn set_band_qdisc(&mut self, band: usize, q: Box<dyn Qdisc>) -> Result<Box<dyn Qdisc>, ConfigError> {
         if band >= self.bands.len() {
             return Err(ConfigError::invalid(
                 "prio",
@@ -355,20 +360,14 @@ pub struct PfifoFastConfig {
 
 impl Default for PfifoFastConfig {
     fn default() -> Self {
-        PfifoFastConfig {
-            txqueuelen: DEFAULT_TXQUEUELEN,
-            tos_mapping: TosMapping::Dscp,
-        }
+        PfifoFastConfig { txqueuelen: DEFAULT_TXQUEUELEN, tos_mapping: TosMapping::Dscp }
     }
 }
 
 impl PfifoFastConfig {
     /// The kernel's mapping, ECN bug included (`legacy_tos`).
     pub fn legacy() -> PfifoFastConfig {
-        PfifoFastConfig {
-            tos_mapping: TosMapping::LegacyTos,
-            ..PfifoFastConfig::default()
-        }
+        PfifoFastConfig { tos_mapping: TosMapping::LegacyTos, ..PfifoFastConfig::default() }
     }
 }
 
@@ -384,10 +383,7 @@ pub struct PfifoFast {
 impl PfifoFast {
     /// A pfifo_fast qdisc. A txqueuelen of 0 is treated as 1, as the kernel's FIFOs do.
     pub fn new(cfg: PfifoFastConfig) -> PfifoFast {
-        let cfg = PfifoFastConfig {
-            txqueuelen: cfg.txqueuelen.max(1),
-            ..cfg
-        };
+        let cfg = PfifoFastConfig { txqueuelen: cfg.txqueuelen.max(1), ..cfg };
         PfifoFast {
             cfg,
             bands: Default::default(),
@@ -423,10 +419,7 @@ impl Qdisc for PfifoFast {
         if self.bands[b].len() >= self.cfg.txqueuelen as usize {
             self.stats.drops += 1;
             self.band_stats[b].drops += 1;
-            return Err(Dropped {
-                pkt,
-                reason: DropReason::QueueFull,
-            });
+            return Err(Dropped { pkt, reason: DropReason::QueueFull });
         }
         if pkt.enqueue_time == Time::ZERO {
             pkt.enqueue_time = now;
@@ -489,16 +482,39 @@ mod tests {
     }
 
     #[test]
+    fn defaults_match_the_kernel() {
+        let c = PrioConfig::default();
+        assert_eq!((c.bands, c.priomap), (3, [1, 2, 2, 2, 1, 2, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1]));
+        let p = Prio::new(c).unwrap();
+        for b in 0..3 {
+            assert_eq!(p.band_qdisc(b).unwrap().kind(), "pfifo");
+        }
+        let f = PfifoFast::new(PfifoFastConfig::default());
+        assert_eq!((f.config().txqueuelen, f.config().tos_mapping), (1000, TosMapping::Dscp));
+        let zero = PfifoFast::new(PfifoFastConfig { txqueuelen: 0, ..Default::default() });
+        assert_eq!(zero.config().txqueuelen, 1);
+    }
+
+    #[test]
+    fn show_matches_tc() {
+        let p = PrioConfig::from_tc(Some(4), &[1, 1, 2, 2, 3, 3, 0, 0, 1, 2, 3, 0, 0, 0, 0, 0], 1).unwrap();
+        assert_eq!(
+            tc_priomap_options(p.bands, &p.priomap),
+            "bands 4 priomap 1 1 2 2 3 3 0 0 1 2 3 0 0 0 0 0"
+        );
+        assert_eq!(
+            tc_priomap_options(PFIFO_FAST_BANDS, &DEFAULT_PRIOMAP),
+            "bands 3 priomap 1 2 2 2 1 2 0 0 1 1 1 1 1 1 1 1"
+        );
+    }
+
+    #[test]
     fn legacy_table_matches_the_seed() {
         // Seed 003's table: TOS field (bits 0x1E) -> band.
         let expect = [1, 2, 1, 1, 2, 2, 2, 2, 0, 0, 0, 0, 1, 1, 1, 1];
         let q = PfifoFast::new(PfifoFastConfig::legacy());
         for (tos_field, &band) in expect.iter().enumerate() {
-            assert_eq!(
-                q.classify(&with_ds((tos_field as u8) << 1, 0)),
-                band,
-                "TOS field {tos_field:04b}"
-            );
+            assert_eq!(q.classify(&with_ds((tos_field as u8) << 1, 0)), band, "TOS field {tos_field:04b}");
         }
     }
 
@@ -512,11 +528,7 @@ mod tests {
         for dscp in 0u8..64 {
             let base = fixed.classify(&with_ds(dscp << 2, 0));
             for ecn in 0..4 {
-                assert_eq!(
-                    fixed.classify(&with_ds((dscp << 2) | ecn, 0)),
-                    base,
-                    "dscp {dscp} ecn {ecn}"
-                );
+                assert_eq!(fixed.classify(&with_ds((dscp << 2) | ecn, 0)), base, "dscp {dscp} ecn {ecn}");
             }
             // Without ECN bits the fix agrees with the kernel.
             assert_eq!(legacy.classify(&with_ds(dscp << 2, 0)), base);
@@ -530,19 +542,14 @@ mod tests {
         assert_eq!(q.classify(&p), 0);
         p.priority = 2; // TC_PRIO_BULK
         assert_eq!(q.classify(&p), 2);
-        let only = PfifoFast::new(PfifoFastConfig {
-            tos_mapping: TosMapping::PriorityOnly,
-            ..Default::default()
-        });
+        let only =
+            PfifoFast::new(PfifoFastConfig { tos_mapping: TosMapping::PriorityOnly, ..Default::default() });
         assert_eq!(only.classify(&with_ds(0x10, 0)), 1);
     }
 
     #[test]
     fn pfifo_fast_limit_is_per_band() {
-        let mut q = PfifoFast::new(PfifoFastConfig {
-            txqueuelen: 2,
-            ..Default::default()
-        });
+        let mut q = PfifoFast::new(PfifoFastConfig { txqueuelen: 2, ..Default::default() });
         let t = Time::ZERO;
         q.enqueue(with_ds(0, 1), t).unwrap();
         q.enqueue(with_ds(0, 2), t).unwrap();
@@ -561,9 +568,7 @@ mod tests {
         assert!(PrioConfig::from_tc(Some(1), &[], 1).is_err());
         assert!(PrioConfig::from_tc(Some(17), &[0; 16], 1).is_err());
         // bands 2 with the default map (which names band 2) is rejected, as in the kernel.
-        let e = PrioConfig::from_tc(Some(2), &[], 1)
-            .unwrap_err()
-            .to_string();
+        let e = PrioConfig::from_tc(Some(2), &[], 1).unwrap_err().to_string();
         assert!(e.contains("entry 1 names band 2"), "{e}");
         assert!(PrioConfig::from_tc(Some(2), &[0; 16], 1).is_ok());
         assert!(PrioConfig::from_tc(Some(16), &[15, 0, 3], 1).is_ok());
@@ -573,11 +578,7 @@ mod tests {
 
     #[test]
     fn prio_classifies_by_classid_filter_then_priomap() {
-        let q = Prio::new(PrioConfig {
-            major: 0x10,
-            ..PrioConfig::default()
-        })
-        .unwrap();
+        let q = Prio::new(PrioConfig { major: 0x10, ..PrioConfig::default() }).unwrap();
         let mut p = Packet::new(100, 0);
         assert_eq!(q.classify(&p), 1); // priority 0 -> priomap[0]
         p.priority = 6; // TC_PRIO_INTERACTIVE
@@ -594,12 +595,25 @@ mod tests {
     }
 
     #[test]
+    fn change_keeps_surviving_bands() {
+        let mut q = Prio::new(PrioConfig { major: 1, ..PrioConfig::default() }).unwrap();
+        let t = Time::ZERO;
+        q.enqueue(with_ds(0x10, 1), t).unwrap(); // band 0
+        q.enqueue(with_ds(0x08, 2), t).unwrap(); // band 2
+        q.enqueue(with_ds(0x08, 4), t).unwrap(); // band 2
+        let two = PrioConfig { bands: 2, priomap: [1; 16], ..*q.config() };
+        let flushed = q.change(two).unwrap();
+        assert_eq!(flushed.iter().map(|p| p.payload).collect::<Vec<_>>(), vec![2, 4]);
+        assert_eq!((q.bands(), q.stats().qlen, q.stats().drops), (2, 1, 2));
+        assert!(q.change(PrioConfig { bands: 2, ..PrioConfig::default() }).is_err());
+        q.change(PrioConfig { bands: 5, priomap: [4; 16], major: 1, ..PrioConfig::default() }).unwrap();
+        assert_eq!(q.classify(&with_ds(0, 3)), 4);
+        assert_eq!(q.dequeue(t).unwrap().payload, 1);
+    }
+
+    #[test]
     fn prio_serves_bands_strictly_and_counts_per_band() {
-        let mut q = Prio::new(PrioConfig {
-            major: 1,
-            ..PrioConfig::default()
-        })
-        .unwrap();
+        let mut q = Prio::new(PrioConfig { major: 1, ..PrioConfig::default() }).unwrap();
         let t = Time::ZERO;
         let mut lo = with_ds(0x08, 1); // bulk -> band 2
         lo.len = 300;
@@ -607,9 +621,7 @@ mod tests {
         q.enqueue(with_ds(0, 2), t).unwrap();
         q.enqueue(with_ds(0x10, 3), t).unwrap();
         assert_eq!(q.peek(t).unwrap().payload, 3);
-        let order: Vec<u64> = std::iter::from_fn(|| q.dequeue(t))
-            .map(|p| p.payload)
-            .collect();
+        let order: Vec<u64> = std::iter::from_fn(|| q.dequeue(t)).map(|p| p.payload).collect();
         assert_eq!(order, vec![3, 2, 1]);
         assert_eq!(q.band_stats(2).unwrap().bytes, 300);
         assert_eq!(q.stats().packets, 3);

@@ -84,11 +84,13 @@ fn walks_inner_class_filters_then_the_child_qdisc() {
     assert_eq!(b.pkt.class_for(1), Some(h("1:10")));
     assert_eq!(b.pkt.class_for(0x10), Some(h("10:3")));
 
-    // TCP in 1:10: prio's filters do not match, so its priomap decides (priority 6 -> band 1).
+    // TCP in 1:10: prio's filters do not match, so nothing is recorded for 10: and prio applies
+    // its own priomap (with its TOS-derived priority).
     let mut b = v4([198, 18, 0, 1], [198, 19, 0, 1], L4::Tcp(1000, 80));
     b.pkt.priority = 6;
     outcome(&mut c, &mut b);
-    assert_eq!(b.pkt.class_for(0x10), Some(h("10:1")));
+    assert_eq!(b.pkt.class_for(1), Some(h("1:10")));
+    assert_eq!(b.pkt.class_for(0x10), None);
 
     let mut b = v4([198, 18, 0, 1], [198, 19, 0, 1], L4::Tcp(2000, 80));
     outcome(&mut c, &mut b);
@@ -98,11 +100,11 @@ fn walks_inner_class_filters_then_the_child_qdisc() {
     // Inner class chosen but its filters do not match: HTB's default.
     let mut b = v4([198, 18, 0, 1], [198, 19, 0, 1], L4::Tcp(3000, 80));
     outcome(&mut c, &mut b);
-    assert_eq!(b.pkt.class_for(1), Some(h("1:30")));
+    assert_eq!(b.pkt.class_for(1), None, "HTB's default");
     // No root match at all: default too.
     let mut b = v4([198, 18, 0, 1], [198, 18, 0, 2], L4::Tcp(1000, 80));
     outcome(&mut c, &mut b);
-    assert_eq!(b.pkt.class_for(1), Some(h("1:30")));
+    assert_eq!(b.pkt.class_for(1), None, "HTB's default");
     // Stale results from an earlier pass are cleared.
     assert_eq!(b.pkt.class_for(0x10), None);
     assert!(c.references_class(h("1:20")));
@@ -119,7 +121,7 @@ fn direct_unknown_and_priority() {
     assert_eq!(b.pkt.class_for(1), Some(h("1:0")), "X:0 is the direct queue");
     let mut b = v4([198, 18, 0, 1], [198, 19, 0, 2], L4::Udp(1, 2));
     outcome(&mut c, &mut b);
-    assert_eq!(b.pkt.class_for(1), Some(h("1:30")), "unknown class falls back to the default");
+    assert_eq!(b.pkt.class_for(1), None, "unknown class: HTB applies its default");
     // skb->priority naming a leaf wins over filters; naming the qdisc means direct.
     let mut b = v4([198, 18, 0, 1], [198, 19, 0, 1], L4::Udp(1, 2));
     b.pkt.priority = h("1:20").0;
@@ -134,11 +136,7 @@ fn direct_unknown_and_priority() {
     b.pkt.priority = h("1:10").0;
     outcome(&mut c, &mut b);
     assert_eq!(b.pkt.class_for(1), Some(h("1:10")));
-    assert_eq!(
-        b.pkt.class_for(0x10),
-        Some(h("10:2")),
-        "priomap[priority & 15] only when the major is 0: band of priomap[0]"
-    );
+    assert_eq!(b.pkt.class_for(0x10), None, "prio's own priomap decides");
 }
 
 fn police(rate_bps: u64, burst: u64, exceed: Verdict, conform: Verdict) -> Action {
@@ -241,12 +239,12 @@ fn goto_chain_continues_in_another_chain() {
     assert_eq!(b.pkt.class_for(1), Some(h("1:20")));
     let mut b = v4([1, 1, 1, 1], [3, 3, 3, 3], L4::Udp(1, 2));
     outcome(&mut c, &mut b);
-    assert_eq!(b.pkt.class_for(1), Some(h("1:30")), "nothing matched in chain 7: default");
+    assert_eq!(b.pkt.class_for(1), None, "nothing matched in chain 7: default");
     // Chain-7 filters are not run from chain 0.
     c.delete_filter(h("1:"), 0, Some(1), None).unwrap();
     let mut b = v4([1, 1, 1, 1], [2, 2, 2, 2], L4::Udp(1, 2));
     outcome(&mut c, &mut b);
-    assert_eq!(b.pkt.class_for(1), Some(h("1:30")));
+    assert_eq!(b.pkt.class_for(1), None, "HTB's default");
 }
 
 #[test]
@@ -299,7 +297,7 @@ fn fw_marks_with_mask_and_old_method() {
     assert_eq!(b.pkt.class_for(1), Some(h("1:20")));
     b.pkt.mark = 0x07;
     outcome(&mut c, &mut b);
-    assert_eq!(b.pkt.class_for(1), Some(h("1:30")));
+    assert_eq!(b.pkt.class_for(1), None, "HTB's default");
     // Replace changes the class of mark 5.
     c.add_filter(h("1:"), FilterSpec { handle: Some(5), ..FilterSpec::new(1, fw("1:10")) }, Upsert::Replace)
         .unwrap();
@@ -319,7 +317,7 @@ fn fw_marks_with_mask_and_old_method() {
     assert_eq!(b.pkt.class_for(1), Some(h("1:20")));
     b.pkt.mark = h("2:20").0; // other qdisc's major: ignored
     outcome(&mut c, &mut b);
-    assert_eq!(b.pkt.class_for(1), Some(h("1:30")));
+    assert_eq!(b.pkt.class_for(1), None, "HTB's default");
 }
 
 #[test]
@@ -342,10 +340,12 @@ fn dsfield_match_ignores_ecn_with_mask() {
             Upsert::Add
         )
         .is_err());
-    for (tos, want) in [(0xb8, "1:10"), (0xb9, "1:10"), (0xbb, "1:10"), (0x00, "1:30"), (0xa0, "1:30")] {
+    for (tos, want) in
+        [(0xb8, Some("1:10")), (0xb9, Some("1:10")), (0xbb, Some("1:10")), (0x00, None), (0xa0, None)]
+    {
         let mut b = v4_opts([1, 1, 1, 1], [2, 2, 2, 2], L4::Udp(1, 2), tos, 0, None);
         outcome(&mut c, &mut b);
-        assert_eq!(b.pkt.class_for(1), Some(h(want)), "tos {tos:#x}");
+        assert_eq!(b.pkt.class_for(1), want.map(h), "tos {tos:#x}");
     }
 }
 
@@ -368,4 +368,88 @@ fn matchall_is_one_per_priority_and_ingress_parent_is_standalone() {
     );
     c.delete_filter(Handle::INGRESS, 0, Some(1), None).unwrap();
     assert!(c.filters(Handle::INGRESS).is_none());
+}
+
+/// Seed 003's composition at the classifier level: HTB classes chosen by
+/// `flow hash keys src divisor N baseclass 1:10` on the root, with a (classless) fq_codel under
+/// each class. HostA's three bulk flows share one class; HostB's flow has another.
+#[test]
+fn per_host_composition_picks_one_htb_class_per_host() {
+    let n = 16u16;
+    let mut c = Classifier::new();
+    c.set_root(Some(h("1:")));
+    let mut classes = vec![ClassShape { classid: h("1:1"), inner: true, child: None }];
+    classes.extend((0..n).map(|i| ClassShape {
+        classid: Handle::new(1, 0x10 + i),
+        inner: false,
+        child: None,
+    }));
+    c.set_shape(QdiscShape {
+        handle: h("1:"),
+        kind: ShapeKind::Htb,
+        classes,
+        fallback: Fallback::Class(h("1:10")),
+    })
+    .unwrap();
+    let flow = sluice_core::filter::FlowConfig::hash("src", n as u32, Some(h("1:10"))).unwrap();
+    c.add_filter(h("1:"), FilterSpec::new(1, FilterConfig::Flow(flow)), Upsert::Add).unwrap();
+    let mut class_of = |src: [u8; 4], l4: L4| {
+        let mut b = v4(src, [198, 19, 0, 1], l4);
+        assert_eq!(outcome(&mut c, &mut b), ClassifyOutcome::Enqueue);
+        b.pkt.class_for(1).unwrap()
+    };
+    let host_a = [198, 18, 0, 10];
+    let host_b = [198, 18, 0, 11];
+    let a: Vec<Handle> = (0..3).map(|i| class_of(host_a, L4::Tcp(40000 + i, 22))).collect();
+    let b = class_of(host_b, L4::Tcp(50000, 22));
+    assert!(a.iter().all(|x| *x == a[0]), "{a:?}");
+    assert!((0x10..0x10 + n).contains(&a[0].minor()) && (0x10..0x10 + n).contains(&b.minor()));
+    // With 16 buckets two hosts can collide (1 in 16); these two do not, and across 16 hosts
+    // the classes are spread.
+    assert_ne!(a[0], b);
+    let spread: std::collections::HashSet<Handle> =
+        (0..16u8).map(|i| class_of([198, 18, 1, i], L4::Udp(1, 2))).collect();
+    assert!(spread.len() >= 8, "16 hosts used only {} of 16 classes", spread.len());
+}
+
+/// The walk follows a fallback it does not record: HTB's default class 1:30 has a prio 30:
+/// below it whose filters still run. A prio result naming no band is recorded as is (prio maps
+/// it to priomap[0] itself) and the walk follows priomap[0].
+#[test]
+fn fallback_is_followed_but_not_recorded() {
+    let mut c = Classifier::new();
+    c.set_root(Some(h("1:")));
+    c.set_shape(QdiscShape {
+        handle: h("1:"),
+        kind: ShapeKind::Htb,
+        classes: vec![leaf("1:10"), ClassShape { classid: h("1:30"), inner: false, child: Some(h("30:")) }],
+        fallback: Fallback::Class(h("1:30")),
+    })
+    .unwrap();
+    let mut priomap = [h("30:2"); 16];
+    priomap[0] = h("30:1");
+    c.set_shape(QdiscShape {
+        handle: h("30:"),
+        kind: ShapeKind::Bands,
+        classes: vec![ClassShape { classid: h("30:1"), inner: false, child: Some(h("40:")) }, leaf("30:2")],
+        fallback: Fallback::Priomap(priomap),
+    })
+    .unwrap();
+    c.add_filter(h("1:"), FilterSpec::new(1, u32_dst([9, 9, 9, 9], 32, "1:10")), Upsert::Add).unwrap();
+    // prio's filter answers with the *other qdisc's* major and a band number: only the minor counts.
+    c.add_filter(h("30:"), FilterSpec::new(1, u32_sport(7, "1:2")), Upsert::Add).unwrap();
+    c.add_filter(h("30:"), FilterSpec::new(2, u32_sport(8, "30:9")), Upsert::Add).unwrap();
+    let m = FilterConfig::Matchall(MatchallConfig { classid: Some(h("40:5")), actions: Actions::none() });
+    c.add_filter(h("40:"), FilterSpec::new(1, m), Upsert::Add).unwrap();
+
+    let mut b = v4([1, 1, 1, 1], [2, 2, 2, 2], L4::Udp(7, 1));
+    outcome(&mut c, &mut b);
+    assert_eq!(b.pkt.class_for(1), None, "HTB default, applied by HTB");
+    assert_eq!(b.pkt.class_for(0x30), Some(h("30:2")), "band from the minor, recorded under 30:");
+    assert_eq!(b.pkt.class_for(0x40), None);
+
+    let mut b = v4([1, 1, 1, 1], [2, 2, 2, 2], L4::Udp(8, 1));
+    outcome(&mut c, &mut b);
+    assert_eq!(b.pkt.class_for(0x30), Some(h("30:9")), "no such band: prio decides (priomap[0])");
+    assert_eq!(b.pkt.class_for(0x40), Some(h("40:5")), "the walk followed priomap[0] = 30:1 into 40:");
 }

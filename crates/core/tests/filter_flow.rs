@@ -279,3 +279,23 @@ fn several_flow_filters_in_a_priority_and_replace() {
     assert_eq!(class(&mut l, &b), h("1:27"));
     assert_eq!(FlowConfig::hash("src", 0, None).unwrap().mode, FlowMode::Hash);
 }
+
+/// 6in4 (and any other tunnel the parser reports): the tunnel keys read the IPv6 inner header.
+#[test]
+fn tunnel_keys_read_an_ipv6_inner_header() {
+    let mut b = ipip([198, 18, 0, 1], [198, 18, 9, 9], [0; 4], [0; 4], L4::Icmp(8, 0), 0);
+    let inner6 = v6("2001:db8::1:2".parse().unwrap(), "2001:db8::99".parse().unwrap(), L4::Udp(4000, 53), 0);
+    b.keys.inner = inner6.keys.outer;
+    b.keys.outer.as_mut().unwrap().proto = 41;
+    // Last 32 bits of the inner source (0x00010002), seen through the 16-bit minor.
+    assert_eq!(mapped(FlowKey::TunnelSrc, &b), 0x0002);
+    assert_eq!(mapped(FlowKey::TunnelProto, &b), 17);
+    assert_eq!(mapped(FlowKey::TunnelProtoDst, &b), 53);
+    assert_eq!(mapped(FlowKey::Proto, &b), 41);
+    assert_eq!(mapped(FlowKey::ProtoDst, &b), 0);
+    // Hash mode uses the whole inner address: sources differing only in the upper 96 bits differ.
+    let mut other = b.clone();
+    other.keys.inner.as_mut().unwrap().src = "2001:db9::1:2".parse().unwrap();
+    let mut l = list(FlowConfig::hash("tunnel-src", 0, None).unwrap());
+    assert_ne!(class(&mut l, &b), class(&mut l, &other));
+}

@@ -11,10 +11,7 @@ fn run(cfg: PfifoFastConfig) -> [(u64, u64); 2] {
     let len = 1500u32;
     // Each flow offers 8 Mbit/s: one 1500-byte packet every 1.5 ms on average.
     let end = Time::from_secs(2);
-    let mut q = PfifoFast::new(PfifoFastConfig {
-        txqueuelen: 100,
-        ..cfg
-    });
+    let mut q = PfifoFast::new(PfifoFastConfig { txqueuelen: 100, ..cfg });
     let mut next_arrival = [Time::ZERO, Time::from_micros(750)];
     let mut link_free = Time::ZERO;
     let mut bytes = [0u64; 2];
@@ -40,11 +37,7 @@ fn run(cfg: PfifoFastConfig) -> [(u64, u64); 2] {
             link_free = now + link.time_to_send(p.len as u64);
             continue;
         }
-        let f = if next_arrival[0] <= next_arrival[1] {
-            0
-        } else {
-            1
-        };
+        let f = if next_arrival[0] <= next_arrival[1] { 0 } else { 1 };
         let mut p = Packet::new(len, id * 2 + f as u64);
         id += 1;
         p.dsfield = if f == 1 { 0x02 } else { 0x00 }; // flow 1: ECT(0), DSCP 0
@@ -66,28 +59,14 @@ fn ecn_flow_is_starved_with_legacy_tos_and_shares_fairly_with_dscp_mapping() {
     let legacy = run(PfifoFastConfig::legacy());
     let fixed = run(PfifoFastConfig::default());
     let share = |r: [(u64, u64); 2]| r[1].0 as f64 / (r[0].0 + r[1].0) as f64;
-    println!(
-        "legacy: plain {:?} ect0 {:?} share {:.3}",
-        legacy[0],
-        legacy[1],
-        share(legacy)
-    );
-    println!(
-        "sluice: plain {:?} ect0 {:?} share {:.3}",
-        fixed[0],
-        fixed[1],
-        share(fixed)
-    );
+    println!("legacy: plain {:?} ect0 {:?} share {:.3}", legacy[0], legacy[1], share(legacy));
+    println!("sluice: plain {:?} ect0 {:?} share {:.3}", fixed[0], fixed[1], share(fixed));
     // Legacy: the non-ECN flow gets all it asks (8 of 10 Mbit), the ECN flow the rest (~20%),
     // and waits behind a full band-2 queue.
     assert!(share(legacy) < 0.22, "legacy ECT share {}", share(legacy));
     assert!(legacy[1].1 > 10 * legacy[0].1.max(1));
     // Sluice: one FIFO band for both, so equal offered loads get equal shares and delays.
-    assert!(
-        (share(fixed) - 0.5).abs() < 0.03,
-        "sluice ECT share {}",
-        share(fixed)
-    );
+    assert!((share(fixed) - 0.5).abs() < 0.03, "sluice ECT share {}", share(fixed));
     let (d0, d1) = (fixed[0].1 as f64, fixed[1].1 as f64);
     assert!((d0 - d1).abs() <= 0.05 * d0.max(d1), "delays {d0} vs {d1}");
 }

@@ -8,12 +8,7 @@ use sluice_core::{LinkLayer, Packet, Qdisc, Rate, Span, Time, WireSpec};
 
 #[derive(Clone, Debug)]
 enum Op {
-    Enqueue {
-        len: u32,
-        ds: u8,
-        prio: u32,
-        segs: u16,
-    },
+    Enqueue { len: u32, ds: u8, prio: u32, segs: u16 },
     Dequeue,
     Advance(u64),
 }
@@ -55,12 +50,7 @@ fn run(q: &mut dyn Qdisc, ops: &[Op], wire: WireSpec, mut check: impl FnMut(&dyn
     let mut now = Time::ZERO;
     for (i, o) in ops.iter().enumerate() {
         match *o {
-            Op::Enqueue {
-                len,
-                ds,
-                prio,
-                segs,
-            } => {
+            Op::Enqueue { len, ds, prio, segs } => {
                 let p = make_packet(len, ds, prio, segs, i as u64);
                 l.in_bytes += p.len as u64;
                 if let Err(d) = q.enqueue(p, now) {
@@ -94,31 +84,20 @@ fn run(q: &mut dyn Qdisc, ops: &[Op], wire: WireSpec, mut check: impl FnMut(&dyn
             l.dropped_bytes += d.pkt.len as u64;
         }
         let s = q.stats();
-        assert_eq!(
-            l.in_bytes,
-            l.out_bytes + l.dropped_bytes + s.backlog_bytes,
-            "conservation after op {i}"
-        );
+        assert_eq!(l.in_bytes, l.out_bytes + l.dropped_bytes + s.backlog_bytes, "conservation after op {i}");
         check(q);
     }
     l
 }
 
 fn wire_strategy() -> impl Strategy<Value = WireSpec> {
-    (
-        prop_oneof![Just(0i32), -14i32..100],
-        prop_oneof![Just(0u32), 0u32..200],
-        any::<bool>(),
-    )
-        .prop_map(|(overhead, mpu, atm)| WireSpec {
+    (prop_oneof![Just(0i32), -14i32..100], prop_oneof![Just(0u32), 0u32..200], any::<bool>()).prop_map(
+        |(overhead, mpu, atm)| WireSpec {
             overhead,
             mpu,
-            linklayer: if atm {
-                LinkLayer::Atm
-            } else {
-                LinkLayer::Ethernet
-            },
-        })
+            linklayer: if atm { LinkLayer::Atm } else { LinkLayer::Ethernet },
+        },
+    )
 }
 
 proptest! {
@@ -221,6 +200,91 @@ proptest! {
                 prop_assert!(q.band_stats(b).unwrap().qlen <= txq as u64);
             }
             prop_assert_eq!(in_bytes, out + dropped + q.stats().backlog_bytes);
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+enum SfqOp {
+    Enqueue { flow: u32, len: u32 },
+    Dequeue,
+    Advance(u64),
+}
+
+fn sfq_op() -> impl Strategy<Value = SfqOp> {
+    prop_oneof![
+        5 => (0u32..8, 40u32..2000).prop_map(|(flow, len)| SfqOp::Enqueue { flow, len }),
+        4 => Just(SfqOp::Dequeue),
+        1 => (0u64..700_000_000).prop_map(SfqOp::Advance),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// Conservation, limit, depth; and for the Sticky and Rehash modes, every flow's packets
+    /// leave in the order they arrived, across perturbations.
+    #[test]
+    fn sfq_conserves_respects_limits_and_keeps_flow_order(
+        ops in prop::collection::vec(sfq_op(), 1..400),
+        limit in 2u32..40,
+        depth in 1u32..20,
+        flows in 1u32..10,
+        divisor_log in 0u32..6,
+        headdrop in any::<bool>(),
+        mode in prop_oneof![
+            Just(sluice_core::sfq::PerturbMode::Sticky),
+            Just(sluice_core::sfq::PerturbMode::Rehash),
+            Just(sluice_core::sfq::PerturbMode::KeyOnly),
+        ],
+        seed in any::<u64>(),
+        red in prop::option::of((500u32..5000, 1u32..20_000, 0.01f64..1.0, 0u8..8, any::<bool>(), any::<bool>())),
+    ) {
+        use sluice_core::sfq::{PerturbMode, Sfq, SfqConfig, SfqRed};
+        let red = red.map(|(min, span, probability, ewma, ecn, harddrop)| SfqRed {
+            limit: 0, min, max: min + span, probability, ewma, ecn, harddrop,
+        });
+        let cfg = SfqConfig {
+            limit, depth, flows, divisor: 1 << divisor_log, headdrop, perturb_mode: mode, seed,
+            perturb: Span::from_secs(1),
+            red,
+            ..SfqConfig::default()
+        };
+        let mut q = Sfq::new(cfg).unwrap();
+        let p = q.params();
+        let mut now = Time::ZERO;
+        let (mut inb, mut outb, mut dropb) = (0u64, 0u64, 0u64);
+        let mut last_sent = [None::<u64>; 8];
+        for (i, o) in ops.iter().enumerate() {
+            match *o {
+                SfqOp::Enqueue { flow, len } => {
+                    let mut pk = Packet::new(len, i as u64);
+                    pk.dsfield = (flow & 1) as u8 * 2; // odd flows ECT(0)
+                    pk.flow_hash = flow.wrapping_mul(0x9E37_79B9);
+                    inb += len as u64;
+                    if let Err(d) = q.enqueue(pk, now) { dropb += d.pkt.len as u64; }
+                }
+                SfqOp::Dequeue => {
+                    if let Some(pk) = q.dequeue(now) {
+                        outb += pk.len as u64;
+                        let flow = (pk.flow_hash.wrapping_mul(0x144C_BC89)) as usize; // inverse of the multiplier
+                        prop_assert!(flow < 8);
+                        if mode != PerturbMode::KeyOnly {
+                            prop_assert!(last_sent[flow].is_none_or(|l| pk.payload > l), "flow {flow} reordered");
+                        }
+                        last_sent[flow] = Some(pk.payload);
+                    }
+                }
+                SfqOp::Advance(ns) => now += Span::from_nanos(ns),
+            }
+            while let Some(d) = q.take_dropped() { dropb += d.pkt.len as u64; }
+            let s = q.stats();
+            prop_assert_eq!(inb, outb + dropb + s.backlog_bytes);
+            prop_assert!(s.qlen <= p.limit as u64);
+            for (_, n, _, _) in q.flow_stats() {
+                prop_assert!(n <= p.depth as u64);
+            }
+            prop_assert_eq!(q.flow_stats().iter().map(|f| f.1).sum::<u64>(), s.qlen);
         }
     }
 }

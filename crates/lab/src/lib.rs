@@ -13,6 +13,7 @@
 #![warn(missing_docs)]
 
 pub mod kernel;
+pub mod measure;
 pub mod netlink;
 pub mod netns;
 pub mod results;

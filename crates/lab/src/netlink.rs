@@ -154,7 +154,7 @@ impl Msg {
     }
 
     fn pad(&mut self) {
-        while self.buf.len() % 4 != 0 {
+        while self.buf.len() & 3 != 0 {
             self.buf.push(0);
         }
     }

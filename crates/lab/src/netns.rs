@@ -101,7 +101,10 @@ pub fn netns_available() -> Result<(), String> {
     if Command::new("ip").arg("-V").output().is_err() {
         return Err("the `ip` command (iproute2) is missing".into());
     }
-    let probe = format!("slc-probe-{}", std::process::id());
+    // Unique per call: tests in one process probe concurrently.
+    static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let probe = format!("slc-probe-{}-{n}", std::process::id());
     match ip(&["netns", "add", &probe]) {
         Ok(_) => {
             let _ = ip(&["netns", "del", &probe]);

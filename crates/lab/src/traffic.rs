@@ -100,6 +100,10 @@ impl FlowCount {
             latency_ms: Latency::default(),
             jitter_ms: 0.0,
             loss_pct: loss,
+            host: "client".into(),
+            kind: if self.sent > 0 { "udp".into() } else { "tcp".into() },
+            sent: self.sent,
+            received: self.received,
         }
     }
 }
@@ -368,9 +372,13 @@ impl ProbeResult {
         FlowResult {
             name: self.name.clone(),
             achieved_bps: 0.0,
-            latency_ms: Latency::from_samples(&self.rtts_ms),
+            latency_ms: crate::results::latency_from_samples(&self.rtts_ms),
             jitter_ms: self.jitter_ms(),
             loss_pct: self.loss_pct(),
+            host: "client".into(),
+            kind: "probe".into(),
+            sent: self.sent,
+            received: self.rtts_ms.len() as u64,
         }
     }
 }

@@ -146,3 +146,34 @@ fn udp_cbr_and_flood_cross_the_bridge() {
     assert!(flood.bps() > 0.8 * 30e6 * 1400.0 / 1442.0 && flood.bps() < 1.1 * 30e6, "{flood:?}");
     assert!(flood.sent > flood.received, "a flood above the modem rate must lose packets");
 }
+
+#[test]
+fn measure_rate_sweep_writes_results_for_kernel_and_none() {
+    if !netns_or_skip("measure_rate_sweep_writes_results_for_kernel_and_none") {
+        return;
+    }
+    use sluice_lab::measure::{self, Backend, Settings};
+    let lab = Lab::new("tmeas").unwrap();
+    let _g = Guard(lab.clone());
+    lab.up(&LabOptions::default()).unwrap();
+    let set: HashMap<String, String> =
+        [("targets", "30mbit"), ("warmup", "0.5"), ("duration", "1.5"), ("load", "udp")]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+    let s = Settings { set, progress: true };
+    let k = measure::run("rate-sweep", &lab, &Backend::Kernel, &s).unwrap();
+    assert_eq!(k.backend, "kernel");
+    let c = &k.cases[0];
+    let wire = c.classes[0].achieved_bps;
+    // The kernel's own counters over the window: 36 Mbit offered, 30 Mbit allowed.
+    assert!(wire > 0.9 * 30e6 && wire < 1.05 * 30e6, "{c:?}");
+    assert!(c.params["kernel"].contains("TcDefault"));
+    let n = measure::run("rate-sweep", &lab, &Backend::None, &s).unwrap();
+    // Unshaped: the 36 Mbit offered all arrive (payload share 1472/1514).
+    let g = n.cases[0].extra["goodput_bps"];
+    assert!(g > 0.9 * 36e6 * 1472.0 / 1514.0, "{:?}", n.cases[0]);
+    let json = k.to_json();
+    assert!(sluice_lab::results::Results::from_json(&json).is_ok());
+    assert!(matches!(measure::run("nope", &lab, &Backend::None, &s), Err(sluice_lab::LabError::Config(_))));
+}

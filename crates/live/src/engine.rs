@@ -92,6 +92,7 @@ fn leaf_qdisc(kind: Option<&QdiscKind>) -> Result<Box<dyn Qdisc>, EngineError> {
         None | Some(QdiscKind::Pfifo(None)) => Box::new(Fifo::pfifo(1000)),
         Some(QdiscKind::Pfifo(Some(l))) => Box::new(Fifo::pfifo(*l)),
         Some(QdiscKind::Bfifo(l)) => Box::new(Fifo::bfifo(l.map(|l| l as u64).unwrap_or(1000 * 1514))),
+        Some(QdiscKind::Other { kind, args }) if kind == "fq_codel" => Box::new(fq_codel(args)?),
         Some(k) => {
             return Err(EngineError(format!(
                 "leaf qdisc `{}` is not available on the live path yet",
@@ -99,6 +100,34 @@ fn leaf_qdisc(kind: Option<&QdiscKind>) -> Result<Box<dyn Qdisc>, EngineError> {
             )))
         }
     })
+}
+
+/// fq_codel from tc options (limit, flows, quantum, target, interval, ecn/noecn, memory_limit).
+fn fq_codel(args: &[String]) -> Result<sluice_core::fq_codel::FqCodel, EngineError> {
+    use sluice_core::units::{parse_size, parse_time};
+    let mut cfg = sluice_core::fq_codel::FqCodelConfig::default();
+    let mut i = 0;
+    let bad = |k: &str, e: String| EngineError(format!("fq_codel {k}: {e}"));
+    while i < args.len() {
+        let v = args.get(i + 1).map(String::as_str).unwrap_or("");
+        let num = |k: &str| v.parse::<u32>().map_err(|e| bad(k, e.to_string()));
+        match args[i].as_str() {
+            "ecn" => cfg.params.ecn = true,
+            "noecn" => cfg.params.ecn = false,
+            "limit" => cfg.limit = num("limit")?,
+            "flows" => cfg.flows = num("flows")?,
+            "quantum" => cfg.quantum = num("quantum")?,
+            "drop_batch" => cfg.drop_batch = num("drop_batch")?,
+            "memory_limit" => {
+                cfg.memory_limit = parse_size(v).map_err(|e| bad("memory_limit", e.to_string()))? as u32
+            }
+            "target" => cfg.params.target = parse_time(v).map_err(|e| bad("target", e.to_string()))?,
+            "interval" => cfg.params.interval = parse_time(v).map_err(|e| bad("interval", e.to_string()))?,
+            o => return Err(EngineError(format!("fq_codel option `{o}` is not supported on the live path"))),
+        }
+        i += if matches!(args[i].as_str(), "ecn" | "noecn") { 1 } else { 2 };
+    }
+    sluice_core::fq_codel::FqCodel::new(cfg).map_err(|e| EngineError(e.to_string()))
 }
 
 /// Build the qdisc for `tree`. Buckets are raised to at least `floor` (the wake-up jitter the
@@ -119,49 +148,68 @@ pub fn build(tree: &Tree, floor: Span) -> Result<Built, EngineError> {
             qdisc: leaf_qdisc(Some(&root.kind))?,
             summary: format!("{} (unlimited)", root.kind.name()),
         }),
-        QdiscKind::Htb { default, .. } => {
-            let leaves: Vec<_> = tree.classes.iter().filter(|c| !tree.has_children(c.classid)).collect();
-            if leaves.len() != 1 {
-                return Err(EngineError(format!(
-                    "HTB with {} leaf classes needs the core HTB on the live path (not integrated yet); one chain of classes works",
-                    leaves.len()
-                )));
-            }
-            let leaf = leaves[0];
-            if leaf.classid.minor() as u32 != *default {
-                return Err(EngineError(format!("the only leaf class is not the default class 0x{default:x}: traffic would go to the direct queue")));
-            }
-            // Effective limit: the smallest ceil on the path to the root.
-            let (mut rate, mut burst) = (leaf.ceil, leaf.cburst.or(leaf.burst).unwrap_or(0));
-            let mut p = leaf.parent;
-            while let Some(c) = tree.classes.iter().find(|c| c.classid == p) {
-                if c.ceil < rate {
-                    rate = c.ceil;
-                    burst = c.cburst.or(c.burst).unwrap_or(0);
-                }
-                p = c.parent;
-            }
-            let leafq = tree.leaf_qdisc(leaf.classid).map(|q| &q.kind);
-            let child = leaf_qdisc(leafq)?;
-            let b = with_floor(
-                rate,
-                burst.max(sluice_lab::kernel::auto_burst(
-                    rate,
-                    leaf.mtu,
-                    sluice_lab::kernel::BurstPolicy::Sluice,
-                )),
-            );
-            let wire = WireSpec { overhead: leaf.overhead, mpu: leaf.mpu, linklayer: Default::default() };
-            let _ = Parent::Root;
-            Ok(Built {
-                qdisc: Box::new(Limited::new("htb", rate, b, wire, child)),
-                summary: format!(
-                    "htb class {:x}:{:x} rate {rate} burst {b}b, leaf {}",
-                    leaf.classid.major(),
-                    leaf.classid.minor(),
+        QdiscKind::Htb { default, r2q, direct_qlen } => {
+            use sluice_core::htb::{Htb, HtbClassConfig, HtbConfig};
+            let cfg = HtbConfig {
+                r2q: *r2q,
+                default_class: (*default).min(u16::MAX as u32) as u16,
+                direct_qlen: direct_qlen.unwrap_or(1000),
+            };
+            let policy = sluice_lab::kernel::BurstPolicy::Sluice;
+            let classes: Vec<_> = tree
+                .classes
+                .iter()
+                .map(|c| {
+                    let burst =
+                        c.burst.unwrap_or_else(|| sluice_lab::kernel::auto_burst(c.rate, c.mtu, policy));
+                    let cburst =
+                        c.cburst.unwrap_or_else(|| sluice_lab::kernel::auto_burst(c.ceil, c.mtu, policy));
+                    let mut k = HtbClassConfig::new(c.rate);
+                    k.ceil = Some(c.ceil);
+                    k.burst = Some(with_floor(c.rate, burst));
+                    k.cburst = Some(with_floor(c.ceil, cburst));
+                    k.prio = c.prio.min(7) as u8;
+                    k.quantum = c.quantum;
+                    k.mtu = c.mtu;
+                    k.wire = WireSpec { overhead: c.overhead, mpu: c.mpu, linklayer: Default::default() };
+                    (c.classid, c.parent, k)
+                })
+                .collect();
+            let (mut htb, warnings) =
+                Htb::build(root.handle, cfg, &classes, Time::ZERO).map_err(|e| EngineError(e.to_string()))?;
+            let mut leaves = Vec::new();
+            for c in tree.classes.iter().filter(|c| !tree.has_children(c.classid)) {
+                let leafq = tree.leaf_qdisc(c.classid).map(|q| &q.kind);
+                htb.set_leaf_qdisc(c.classid, leaf_qdisc(leafq)?).map_err(|e| EngineError(e.to_string()))?;
+                leaves.push(format!(
+                    "{:x}:{:x} rate {} ceil {} {}",
+                    c.classid.major(),
+                    c.classid.minor(),
+                    c.rate,
+                    c.ceil,
                     leafq.map(|k| k.name()).unwrap_or("pfifo")
-                ),
-            })
+                ));
+            }
+            let mut summary = format!(
+                "htb default 0x{default:x}, {} classes (leaves {}); bursts >= rate x {} us",
+                tree.classes.len(),
+                leaves.join(", "),
+                floor.as_micros()
+            );
+            if !tree.filters.is_empty() {
+                summary += &format!(
+                    "; {} filter(s) NOT applied on the live path yet: all traffic goes to the default class",
+                    tree.filters.len()
+                );
+            }
+            for w in warnings {
+                summary += &format!("; warning: {w}");
+            }
+            let _ = Parent::Root;
+            Ok(Built { qdisc: Box::new(htb), summary })
+        }
+        QdiscKind::Other { kind, args } if kind == "fq_codel" => {
+            Ok(Built { qdisc: Box::new(fq_codel(args)?), summary: "fq_codel (unlimited)".into() })
         }
         QdiscKind::Other { kind, .. } => {
             Err(EngineError(format!("root qdisc `{kind}` is not available on the live path yet")))
@@ -349,9 +397,14 @@ mod tests {
 
     #[test]
     fn unsupported_shapes_are_refused_by_name() {
-        let two = tree("tc qdisc add dev x root handle 1: htb default 1\ntc class add dev x parent 1: classid 1:1 htb rate 1mbit\ntc class add dev x parent 1: classid 1:2 htb rate 1mbit\n");
-        assert!(build(&two, Span::ZERO).err().unwrap().0.contains("2 leaf classes"));
-        let fq = tree("tc qdisc add dev x root fq_codel");
-        assert!(build(&fq, Span::ZERO).err().unwrap().0.contains("fq_codel"));
+        let cyc = tree("tc qdisc add dev x root handle 1: htb default 1\ntc class add dev x parent 1:5 classid 1:1 htb rate 1mbit\n");
+        assert!(build(&cyc, Span::ZERO).is_err());
+        let sfq = tree("tc qdisc add dev x root sfq");
+        assert!(build(&sfq, Span::ZERO).err().unwrap().0.contains("sfq"));
+        let leaf = tree("tc qdisc add dev x root handle 1: htb default 1\ntc class add dev x parent 1: classid 1:1 htb rate 1mbit\ntc qdisc add dev x parent 1:1 fq_codel target 2ms bogus 1\n");
+        let e = build(&leaf, Span::ZERO).err().unwrap().0;
+        assert!(e.contains("bogus"), "{e}");
+        let ok = tree("tc qdisc add dev x root handle 1: htb default 1\ntc class add dev x parent 1: classid 1:1 htb rate 1mbit\ntc qdisc add dev x parent 1:1 fq_codel target 2ms noecn\n");
+        assert!(build(&ok, Span::ZERO).unwrap().summary.contains("fq_codel"));
     }
 }

@@ -1,8 +1,7 @@
 //! From frame bytes to a [`Packet`] descriptor, and the buffer pool that holds frames while
 //! their descriptors are queued.
 //!
-//! Parsing here is the minimum the live path needs (Ethernet, optional VLAN tags, the IPv4/IPv6
-//! traffic class, a flow hash over addresses, protocol and ports) until `sluice-wire` is wired in.
+//! Parsing is `sluice-wire`'s (`parse_frame`: VLANs, IPv4/IPv6, tunnels, keyed hashes).
 //!
 //! Malformed frames: a frame shorter than an Ethernet header is counted and dropped (it cannot
 //! be forwarded meaningfully). A frame whose IP header is truncated or inconsistent is counted
@@ -21,68 +20,32 @@ pub enum Parsed {
     Runt,
 }
 
-fn fnv1a(mut h: u32, bytes: &[u8]) -> u32 {
-    for b in bytes {
-        h ^= *b as u32;
-        h = h.wrapping_mul(0x0100_0193);
+/// Offset of the network header after Ethernet and any VLAN tags (0 if the frame has no IP).
+pub fn network_offset(frame: &[u8]) -> usize {
+    if frame.len() < 14 {
+        return 0;
     }
-    h
+    let mut off = 12;
+    let mut ethertype = u16::from_be_bytes([frame[12], frame[13]]);
+    while matches!(ethertype, 0x8100 | 0x88a8 | 0x9100) && frame.len() >= off + 6 {
+        off += 4;
+        ethertype = u16::from_be_bytes([frame[off], frame[off + 1]]);
+    }
+    if matches!(ethertype, 0x0800 | 0x86dd) {
+        off + 2
+    } else {
+        0
+    }
 }
 
-/// Build a descriptor for `frame`; `payload` is the pool slot that holds it.
+/// Build a descriptor for `frame` with `sluice-wire`; `payload` is the pool slot that holds it.
 pub fn describe(frame: &[u8], payload: u64) -> Parsed {
     if frame.len() < 14 {
         return Parsed::Runt;
     }
-    let mut p = Packet::new(frame.len() as u32, payload);
-    let mut off = 12;
-    let mut ethertype = u16::from_be_bytes([frame[12], frame[13]]);
-    while (ethertype == 0x8100 || ethertype == 0x88a8) && frame.len() >= off + 6 {
-        off += 4;
-        ethertype = u16::from_be_bytes([frame[off], frame[off + 1]]);
-    }
-    let l3 = off + 2;
-    let ip = &frame[l3.min(frame.len())..];
-    let seed = 0x811c_9dc5;
-    match ethertype {
-        0x0800 => {
-            if ip.len() < 20
-                || ip[0] >> 4 != 4
-                || ((ip[0] & 0xf) as usize) * 4 < 20
-                || ((ip[0] & 0xf) as usize) * 4 > ip.len()
-            {
-                return Parsed::Malformed(p);
-            }
-            p.dsfield = ip[1];
-            let ihl = (ip[0] & 0xf) as usize * 4;
-            let proto = ip[9];
-            p.src_host_hash = fnv1a(seed, &ip[12..16]);
-            p.dst_host_hash = fnv1a(seed, &ip[16..20]);
-            let mut h = fnv1a(seed, &ip[12..20]);
-            h = fnv1a(h, &[proto]);
-            if matches!(proto, 6 | 17) && ip.len() >= ihl + 4 {
-                h = fnv1a(h, &ip[ihl..ihl + 4]);
-            }
-            p.flow_hash = h;
-            Parsed::Ok(p)
-        }
-        0x86dd => {
-            if ip.len() < 40 || ip[0] >> 4 != 6 {
-                return Parsed::Malformed(p);
-            }
-            p.dsfield = (ip[0] << 4) | (ip[1] >> 4);
-            let next = ip[6];
-            p.src_host_hash = fnv1a(seed, &ip[8..24]);
-            p.dst_host_hash = fnv1a(seed, &ip[24..40]);
-            let mut h = fnv1a(seed, &ip[8..40]);
-            h = fnv1a(h, &[next]);
-            if matches!(next, 6 | 17) && ip.len() >= 44 {
-                h = fnv1a(h, &ip[40..44]);
-            }
-            p.flow_hash = h;
-            Parsed::Ok(p)
-        }
-        _ => Parsed::Ok(p),
+    match sluice_wire::parse_frame(frame, sluice_wire::ParseOptions::default()) {
+        Ok(p) => Parsed::Ok(p.to_packet(payload)),
+        Err(_) => Parsed::Malformed(Packet::new(frame.len() as u32, payload)),
     }
 }
 
@@ -90,6 +53,8 @@ pub fn describe(frame: &[u8], payload: u64) -> Parsed {
 /// allocated once the pool has grown to the working set.
 pub struct Pool {
     slots: Vec<Vec<u8>>,
+    /// Per slot: network header offset and the TOS byte as received (to rewrite a CE mark).
+    meta: Vec<(u16, u8)>,
     free: Vec<u32>,
     max: usize,
 }
@@ -97,7 +62,7 @@ pub struct Pool {
 impl Pool {
     /// A pool that holds at most `max` frames at once.
     pub fn new(max: usize) -> Pool {
-        Pool { slots: Vec::new(), free: Vec::new(), max }
+        Pool { slots: Vec::new(), meta: Vec::new(), free: Vec::new(), max }
     }
 
     /// Copy `frame` in; None when the pool is full.
@@ -106,6 +71,7 @@ impl Pool {
             Some(id) => id,
             None if self.slots.len() < self.max => {
                 self.slots.push(Vec::with_capacity(2048));
+                self.meta.push((0, 0));
                 (self.slots.len() - 1) as u32
             }
             None => return None,
@@ -113,12 +79,28 @@ impl Pool {
         let s = &mut self.slots[id as usize];
         s.clear();
         s.extend_from_slice(frame);
+        let off = network_offset(frame);
+        let ds = if off > 0 { sluice_wire::read_dsfield(frame, off).unwrap_or(0) } else { 0 };
+        self.meta[id as usize] = (off as u16, ds);
         Some(id as u64)
     }
 
     /// The frame in slot `id`.
     pub fn get(&self, id: u64) -> &[u8] {
         self.slots.get(id as usize).map(Vec::as_slice).unwrap_or(&[])
+    }
+
+    /// The frame in slot `id`, with the descriptor's TOS byte written back if a qdisc changed it
+    /// (a CE mark from fq_codel/CoDel). Returns the bytes to send.
+    pub fn finish(&mut self, id: u64, dsfield: u8) -> &[u8] {
+        let i = id as usize;
+        let Some(buf) = self.slots.get_mut(i) else { return &[] };
+        let (off, ds) = self.meta[i];
+        if off > 0 && ds != dsfield {
+            // A frame whose header cannot take the byte is sent as it is.
+            let _ = sluice_wire::write_dsfield(buf, off as usize, dsfield);
+        }
+        buf
     }
 
     /// Release slot `id`.
@@ -139,15 +121,11 @@ mod tests {
     use super::*;
 
     fn ipv4_udp(tos: u8, sport: u16) -> Vec<u8> {
-        let mut f = vec![0u8; 14 + 20 + 8];
-        f[12] = 0x08;
-        f[14] = 0x45;
-        f[15] = tos;
-        f[23] = 17;
-        f[26..30].copy_from_slice(&[198, 18, 0, 1]);
-        f[30..34].copy_from_slice(&[198, 18, 0, 2]);
-        f[34..36].copy_from_slice(&sport.to_be_bytes());
-        f
+        use std::net::{IpAddr, Ipv4Addr};
+        let (a, b) = (IpAddr::V4(Ipv4Addr::new(198, 18, 0, 1)), IpAddr::V4(Ipv4Addr::new(198, 18, 0, 2)));
+        let mut spec = sluice_wire::FrameSpec::udp(a, b, sport, 9, 100);
+        spec.dsfield = tos;
+        spec.build().unwrap()
     }
 
     #[test]
@@ -160,10 +138,24 @@ mod tests {
     }
 
     #[test]
+    fn a_ce_mark_is_written_back_with_a_valid_checksum() {
+        let mut pool = Pool::new(4);
+        let id = pool.put(&ipv4_udp(0x02, 1)).unwrap(); // ECT(0)
+        let Parsed::Ok(mut p) = describe(pool.get(id), id) else { panic!() };
+        assert!(p.set_ce());
+        let out = pool.finish(id, p.dsfield).to_vec();
+        let again = sluice_wire::parse_frame(&out, sluice_wire::ParseOptions::default()).unwrap();
+        assert_eq!(again.dsfield, 0x03);
+        // Unchanged TOS: the frame goes out byte for byte.
+        let id2 = pool.put(&ipv4_udp(0x00, 2)).unwrap();
+        assert_eq!(pool.finish(id2, 0), &ipv4_udp(0x00, 2)[..]);
+    }
+
+    #[test]
     fn bad_input_is_classified_not_panicked_on() {
         assert_eq!(describe(&[0u8; 5], 0), Parsed::Runt);
         let mut f = ipv4_udp(0, 1);
-        f[14] = 0x4f; // IHL 60 bytes > what is there
+        f[14] = 0x41; // IHL 4 bytes: shorter than an IPv4 header
         assert!(matches!(describe(&f, 0), Parsed::Malformed(_)));
         f.truncate(20);
         assert!(matches!(describe(&f, 0), Parsed::Malformed(_)));

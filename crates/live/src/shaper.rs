@@ -22,6 +22,9 @@ use std::sync::mpsc::Receiver;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+/// Reads a configuration file (for `reload PATH`).
+pub type ConfigLoader = Box<dyn Fn(&str) -> Result<Tree, String> + Send>;
+
 /// How to run the shaper.
 pub struct Options {
     /// Interface frames arrive on (shaped toward `out_if`).
@@ -41,7 +44,7 @@ pub struct Options {
     /// Set to stop (signals, tests).
     pub stop: Arc<AtomicBool>,
     /// Reads a configuration file for `reload PATH` (the CLI passes its tc-script reader).
-    pub load_config: Box<dyn Fn(&str) -> Result<Tree, String> + Send>,
+    pub load_config: ConfigLoader,
     /// Print start-up and event lines to stderr.
     pub verbose: bool,
     /// Network namespace to forward in (the calling thread enters it; metrics stay outside).
@@ -194,6 +197,7 @@ impl Port {
 
 struct Dir {
     queue: Option<DirQueue>,
+    tree: Option<Tree>,
     summary: String,
     c: DirCounters,
 }
@@ -221,12 +225,20 @@ pub fn run(opts: Options) -> Result<Snapshot, LiveError> {
     }
     let mut ports = [Port::open(&opts.in_if)?, Port::open(&opts.out_if)?];
     let mut dirs = [
-        Dir { queue: Some(DirQueue::new(fwd.qdisc)), summary: fwd.summary, c: DirCounters::default() },
+        Dir {
+            queue: Some(DirQueue::new(fwd.qdisc)),
+            tree: Some(opts.forward.clone()),
+            summary: fwd.summary,
+            c: DirCounters::default(),
+        },
         match rev {
-            Some(b) => {
-                Dir { queue: Some(DirQueue::new(b.qdisc)), summary: b.summary, c: DirCounters::default() }
-            }
-            None => Dir { queue: None, summary: "unshaped".into(), c: DirCounters::default() },
+            Some(b) => Dir {
+                queue: Some(DirQueue::new(b.qdisc)),
+                tree: opts.reverse.clone(),
+                summary: b.summary,
+                c: DirCounters::default(),
+            },
+            None => Dir { queue: None, tree: None, summary: "unshaped".into(), c: DirCounters::default() },
         },
     ];
     let control: Option<Receiver<Request>> = match &opts.control {
@@ -245,10 +257,15 @@ pub fn run(opts: Options) -> Result<Snapshot, LiveError> {
     let clock = || Time::from_nanos(epoch.elapsed().as_nanos() as u64);
     let mut reloads = 0u64;
     let mut last_house = Instant::now();
+    // Run-time view of wake-up lateness: the floor rises when the machine gets busier.
+    let mut floor = cal.floor;
+    let mut late: Vec<u64> = Vec::with_capacity(4096);
+    let mut last_floor_check = Instant::now();
+    let mut floor_note = String::new();
     let paths = [format!("{} -> {}", opts.in_if, opts.out_if), format!("{} -> {}", opts.out_if, opts.in_if)];
-    let snapshot = |dirs: &[Dir; 2], reloads: u64| Snapshot {
+    let snapshot = |dirs: &[Dir; 2], reloads: u64, floor_note: &str| Snapshot {
         uptime_s: epoch.elapsed().as_secs_f64(),
-        calibration: cal.to_string(),
+        calibration: format!("{cal}{floor_note}"),
         reloads,
         directions: dirs
             .iter()
@@ -266,14 +283,16 @@ pub fn run(opts: Options) -> Result<Snapshot, LiveError> {
             break;
         }
         let now = clock();
-        // Receive: frames from port i go in direction i (toward port 1 - i).
+        // Receive: frames from port i go in direction i (toward port 1 - i). Few blocks per turn and
+        // many sends: the ring (16 MiB) is the buffer, the qdisc should not overflow from batching.
         let mut got = 0;
+        #[allow(clippy::needless_range_loop)] // `i` picks both the source port and the direction
         for i in 0..2 {
             let (a, b) = ports.split_at_mut(1);
             let (src, dst) = if i == 0 { (&mut a[0], &b[0]) } else { (&mut b[0], &a[0]) };
             let d = &mut dirs[i];
             if let Some(rx) = src.rx.as_mut() {
-                got += rx.drain(16, |f| ingest(f, now, d, &mut pool, dst));
+                got += rx.drain(2, |f| ingest(f, now, d, &mut pool, dst));
             }
         }
         // Transmit whatever the qdiscs release now.
@@ -281,13 +300,13 @@ pub fn run(opts: Options) -> Result<Snapshot, LiveError> {
             let dst = &mut ports[1 - i];
             let d = &mut dirs[i];
             if let Some(q) = d.queue.as_mut() {
-                for _ in 0..512 {
+                for _ in 0..8192 {
                     match q.next_event(now) {
                         Some(t) if t <= now => {}
                         _ => break,
                     }
                     let Some(p) = q.dequeue(now) else { break };
-                    transmit(pool.get(p.payload), dst, &mut d.c, opts.verbose);
+                    transmit(pool.finish(p.payload, p.dsfield), dst, &mut d.c, opts.verbose);
                     pool.free(p.payload);
                 }
                 while let Some(dr) = q.take_dropped() {
@@ -310,16 +329,51 @@ pub fn run(opts: Options) -> Result<Snapshot, LiveError> {
                     p.close(opts.verbose, "it disappeared");
                 }
             }
+            if last_floor_check.elapsed() >= Duration::from_secs(1) {
+                last_floor_check = Instant::now();
+                if late.len() >= 20 {
+                    late.sort_unstable();
+                    let p99 = Span::from_nanos(late[(late.len() * 99).div_ceil(100) - 1]);
+                    let cap = Span::from_millis(20);
+                    if p99 > floor && floor < cap {
+                        let new = Span::from_nanos((p99.as_nanos() * 3 / 2).min(cap.as_nanos()));
+                        for d in dirs.iter_mut() {
+                            if let (Some(q), Some(t)) = (d.queue.as_mut(), d.tree.as_ref()) {
+                                if let Ok(b) = engine::build(t, new) {
+                                    q.reload(b.qdisc);
+                                    d.summary = b.summary;
+                                }
+                            }
+                        }
+                        floor_note = format!(
+                            "; raised at run time to {}us after wake-ups late by {}us (p99 of the last second)",
+                            new.as_micros(),
+                            p99.as_micros()
+                        );
+                        if opts.verbose {
+                            eprintln!(
+                                "sluice shape: burst floor {}us -> {}us (wake-ups late by {}us at p99)",
+                                floor.as_micros(),
+                                new.as_micros(),
+                                p99.as_micros()
+                            );
+                        }
+                        floor = new;
+                    }
+                }
+                late.clear();
+            }
             if let Some(rx) = &control {
                 while let Ok(req) = rx.try_recv() {
-                    let answer =
-                        handle_request(&req.line, &mut dirs, &opts, cal.floor, &mut reloads, &snapshot);
+                    let answer = handle_request(&req.line, &mut dirs, &opts, floor, &mut reloads, &|d, r| {
+                        snapshot(d, r, &floor_note)
+                    });
                     let _ = req.reply.send(answer);
                 }
             }
             if opts.metrics.is_some() {
                 if let Ok(mut t) = metrics_text.lock() {
-                    *t = snapshot(&dirs, reloads).to_prometheus();
+                    *t = snapshot(&dirs, reloads, &floor_note).to_prometheus();
                 }
             }
         }
@@ -343,7 +397,12 @@ pub fn run(opts: Options) -> Result<Snapshot, LiveError> {
             .map(|r| nix::poll::PollFd::new(r.as_fd(), nix::poll::PollFlags::POLLIN))
             .collect();
         let ts = nix::sys::time::TimeSpec::from_duration(Duration::from_nanos(wait.as_nanos()));
-        let _ = nix::poll::ppoll(&mut fds, Some(ts), None);
+        let before = clock();
+        let woke = nix::poll::ppoll(&mut fds, Some(ts), None);
+        if matches!(woke, Ok(0)) && next.is_some() {
+            // A timer wake-up for a deadline: how late was it?
+            late.push(clock().as_nanos().saturating_sub(before.as_nanos() + wait.as_nanos()));
+        }
         let bad: Vec<bool> = fds
             .iter()
             .map(|f| {
@@ -367,7 +426,7 @@ pub fn run(opts: Options) -> Result<Snapshot, LiveError> {
             }
         }
     }
-    Ok(snapshot(&dirs, reloads))
+    Ok(snapshot(&dirs, reloads, &floor_note))
 }
 
 fn ingest(f: &[u8], now: Time, d: &mut Dir, pool: &mut Pool, dst: &Port) {
@@ -458,6 +517,7 @@ fn handle_request(
                     let backlog = q.stats().qlen;
                     q.reload(b.qdisc);
                     dirs[0].summary = b.summary.clone();
+                    dirs[0].tree = Some(tree);
                     *reloads += 1;
                     format!(
                         "reloaded: {}; {backlog} queued packet(s) drain under the old configuration first\n",

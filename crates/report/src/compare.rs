@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 /// A text table: one row per (case, class/flow), one column group per document.
 pub fn table(docs: &[(String, Results)]) -> String {
     let mut out = String::new();
-    let Some((_, first)) = docs.first() else { return out };
+    let Some((_, first)) = docs.first() else {
+        return out;
+    };
     let _ = write!(out, "{:<40}", "case / item");
     for (label, _) in docs {
         let _ = write!(out, " {:>22}", label);
@@ -18,7 +20,11 @@ pub fn table(docs: &[(String, Results)]) -> String {
         for cl in &c.classes {
             let _ = write!(out, "{:<40}", format!("{} class {}", c.name, cl.id));
             for (_, d) in docs {
-                let v = d.cases.iter().find(|x| x.name == c.name).and_then(|x| x.classes.iter().find(|y| y.id == cl.id));
+                let v = d
+                    .cases
+                    .iter()
+                    .find(|x| x.name == c.name)
+                    .and_then(|x| x.classes.iter().find(|y| y.id == cl.id));
                 match v {
                     Some(v) => {
                         let _ = write!(out, " {:>22}", format!("{:.3} Mbit/s", v.achieved_bps / 1e6));
@@ -33,10 +39,18 @@ pub fn table(docs: &[(String, Results)]) -> String {
         for f in &c.flows {
             let _ = write!(out, "{:<40}", format!("{} flow {}", c.name, f.name));
             for (_, d) in docs {
-                let v = d.cases.iter().find(|x| x.name == c.name).and_then(|x| x.flows.iter().find(|y| y.name == f.name));
+                let v = d
+                    .cases
+                    .iter()
+                    .find(|x| x.name == c.name)
+                    .and_then(|x| x.flows.iter().find(|y| y.name == f.name));
                 match v {
                     Some(v) => {
-                        let _ = write!(out, " {:>22}", format!("{:.2}M p99 {:.1}ms", v.achieved_bps / 1e6, v.latency_ms.p99));
+                        let _ = write!(
+                            out,
+                            " {:>22}",
+                            format!("{:.2}M p99 {:.1}ms", v.achieved_bps / 1e6, v.latency_ms.p99)
+                        );
                     }
                     None => {
                         let _ = write!(out, " {:>22}", "-");

@@ -21,7 +21,8 @@ pub fn flent_json(r: &Results, c: &Case) -> Option<Value> {
         results.insert(format!("{name} latency"), Value::Array(vals));
     }
     for (name, v) in &s.class_bps {
-        results.insert(format!("class {name} throughput"), json!(v.iter().map(|b| b / 1e6).collect::<Vec<_>>()));
+        results
+            .insert(format!("class {name} throughput"), json!(v.iter().map(|b| b / 1e6).collect::<Vec<_>>()));
     }
     Some(json!({
         "version": 4,

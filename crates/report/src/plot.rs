@@ -226,25 +226,40 @@ pub fn param_number(v: &str) -> Option<f64> {
 /// The sweep lines of `r` (first class of each case): achieved and error, grouped by the
 /// `group` hint. Empty if the results have no x hint.
 pub fn sweep_lines(r: &Results) -> (String, Vec<Line>, Vec<Line>) {
-    let Some(x) = r.plot.x.clone() else { return (String::new(), vec![], vec![]) };
+    let Some(x) = r.plot.x.clone() else {
+        return (String::new(), vec![], vec![]);
+    };
     let mut ach: Vec<Line> = Vec::new();
     let mut err: Vec<Line> = Vec::new();
     for c in &r.cases {
-        let Some(xv) = c.params.get(&x).and_then(|v| param_number(v)) else { continue };
-        let g = r.plot.group.as_ref().and_then(|g| c.params.get(g)).cloned().unwrap_or_default();
-        let Some(cl) = c.classes.first() else { continue };
-        let target = if cl.ceil_bps > 0 { cl.ceil_bps } else { cl.rate_bps } as f64;
+        let Some(xv) = c.params.get(&x).and_then(|v| param_number(v)) else {
+            continue;
+        };
+        let g = match &r.plot.group {
+            Some(g) => {
+                g.split(',').filter_map(|k| c.params.get(k.trim()).cloned()).collect::<Vec<_>>().join(" ")
+            }
+            None => String::new(),
+        };
+        // The first class against its ceil; without classes, the first flow against x itself.
+        let (achieved, target) = match c.classes.first() {
+            Some(cl) => (cl.achieved_bps, if cl.ceil_bps > 0 { cl.ceil_bps } else { cl.rate_bps } as f64),
+            None => match c.flows.first() {
+                Some(f) => (f.achieved_bps, xv * 1e6),
+                None => continue,
+            },
+        };
         if target <= 0.0 {
             continue;
         }
-        let e = (cl.achieved_bps - target) / target * 100.0;
+        let e = (achieved - target) / target * 100.0;
         match ach.iter().position(|l| l.0 == g) {
             Some(i) => {
-                ach[i].1.push((xv, cl.achieved_bps / 1e6));
+                ach[i].1.push((xv, achieved / 1e6));
                 err[i].1.push((xv, e));
             }
             None => {
-                ach.push((g.clone(), vec![(xv, cl.achieved_bps / 1e6)]));
+                ach.push((g.clone(), vec![(xv, achieved / 1e6)]));
                 err.push((g, vec![(xv, e)]));
             }
         }

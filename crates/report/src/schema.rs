@@ -191,14 +191,8 @@ mod tests {
             seed: 1,
             cases: vec![Case {
                 name: "c".into(),
-                classes: vec![ClassResult {
-                    id: "1:10".into(),
-                    ..Default::default()
-                }],
-                flows: vec![FlowResult {
-                    name: "f".into(),
-                    ..Default::default()
-                }],
+                classes: vec![ClassResult { id: "1:10".into(), ..Default::default() }],
+                flows: vec![FlowResult { name: "f".into(), ..Default::default() }],
                 ..Default::default()
             }],
             ..Default::default()
@@ -211,24 +205,10 @@ mod tests {
         for k in ["name", "params", "classes", "flows"] {
             assert!(c.get(k).is_some(), "{k}");
         }
-        for k in [
-            "id",
-            "rate_bps",
-            "ceil_bps",
-            "achieved_bps",
-            "bytes",
-            "packets",
-            "drops",
-        ] {
+        for k in ["id", "rate_bps", "ceil_bps", "achieved_bps", "bytes", "packets", "drops"] {
             assert!(c["classes"][0].get(k).is_some(), "{k}");
         }
-        for k in [
-            "name",
-            "achieved_bps",
-            "latency_ms",
-            "jitter_ms",
-            "loss_pct",
-        ] {
+        for k in ["name", "achieved_bps", "latency_ms", "jitter_ms", "loss_pct"] {
             assert!(c["flows"][0].get(k).is_some(), "{k}");
         }
         for k in ["p50", "p90", "p99", "max"] {

@@ -53,40 +53,14 @@ struct Hop {
 }
 
 enum Src {
-    Cbr {
-        rate: Rate,
-        k: u64,
-    },
-    Poisson {
-        mean_ns: f64,
-    },
-    OnOff {
-        rate: Rate,
-        on: Span,
-        off: Span,
-        cycle: Time,
-        k: u64,
-    },
-    Backlog {
-        depth: u32,
-    },
+    Cbr { rate: Rate, k: u64 },
+    Poisson { mean_ns: f64 },
+    OnOff { rate: Rate, on: Span, off: Span, cycle: Time, k: u64 },
+    Backlog { depth: u32 },
     Tcp(Box<Tcp>),
-    Paced {
-        t_ipi: Span,
-        timer: Span,
-        credit: CreditPolicy,
-        t_nom: Time,
-    },
-    Probe {
-        interval: Span,
-    },
-    Group {
-        rate: Rate,
-        streams: Vec<StreamSpec>,
-        cur: usize,
-        left: u32,
-        rem: u128,
-    },
+    Paced { t_ipi: Span, timer: Span, credit: CreditPolicy, t_nom: Time },
+    Probe { interval: Span },
+    Group { rate: Rate, streams: Vec<StreamSpec>, cur: usize, left: u32, rem: u128 },
     Member,
 }
 
@@ -126,6 +100,9 @@ pub struct Sim {
     pub(crate) stats: EngineStats,
     pub(crate) spec_names: (Vec<String>, Vec<String>),
     burst_guard: (Time, u32),
+    profile: bool,
+    /// Wall-clock nanoseconds spent inside the shaper's enqueue/dequeue (profile runs only).
+    pub(crate) shaper_ns: u64,
 }
 
 impl Sim {
@@ -149,18 +126,9 @@ impl Sim {
                 });
             }
         }
-        let names = spec
-            .forward
-            .iter()
-            .chain(spec.reverse.iter())
-            .map(|l| l.name.clone())
-            .collect();
+        let names = spec.forward.iter().chain(spec.reverse.iter()).map(|l| l.name.clone()).collect();
         let end = Time::ZERO + spec.duration;
-        let flows = spec
-            .flows
-            .iter()
-            .map(|f| Self::make_flow(f, spec, end))
-            .collect();
+        let flows = spec.flows.iter().map(|f| Self::make_flow(f, spec, end)).collect();
         let rec = Recorder::new(
             spec.flows.len(),
             spec.classes.len(),
@@ -186,6 +154,8 @@ impl Sim {
             stats: EngineStats::default(),
             spec_names: (names, spec.flows.iter().map(|f| f.name.clone()).collect()),
             burst_guard: (Time::ZERO, 0),
+            profile: spec.profile,
+            shaper_ns: 0,
         };
         for (i, f) in sim.flows.iter().enumerate() {
             if !matches!(f.src, Src::Member) {
@@ -211,11 +181,7 @@ impl Sim {
         tmpl.mark = f.mark;
         tmpl.src_host_hash = crate::model::name_hash(&f.host);
         tmpl.dst_host_hash = crate::model::name_hash(&f.dst);
-        tmpl.flow_hash = if f.flow_hash != 0 {
-            f.flow_hash
-        } else {
-            crate::model::name_hash(&f.name)
-        };
+        tmpl.flow_hash = if f.flow_hash != 0 { f.flow_hash } else { crate::model::name_hash(&f.name) };
         for h in &f.class_path {
             tmpl.push_class(*h);
         }
@@ -228,43 +194,24 @@ impl Sim {
         let start = Time::ZERO + f.start;
         let src = match &f.traffic {
             TrafficSpec::Cbr { rate } => Src::Cbr { rate: *rate, k: 0 },
-            TrafficSpec::Poisson { rate } => Src::Poisson {
-                mean_ns: rate.time_to_send(tmpl.len as u64).as_nanos() as f64,
-            },
-            TrafficSpec::OnOff { rate, on, off } => Src::OnOff {
-                rate: *rate,
-                on: *on,
-                off: *off,
-                cycle: start,
-                k: 0,
-            },
+            TrafficSpec::Poisson { rate } => {
+                Src::Poisson { mean_ns: rate.time_to_send(tmpl.len as u64).as_nanos() as f64 }
+            }
+            TrafficSpec::OnOff { rate, on, off } => {
+                Src::OnOff { rate: *rate, on: *on, off: *off, cycle: start, k: 0 }
+            }
             TrafficSpec::Backlog { depth } => Src::Backlog { depth: *depth },
             TrafficSpec::Tcp { cc, bytes, rwnd } => {
                 let limit = bytes.map(|b| b.div_ceil(f.size.max(1) as u64));
                 Src::Tcp(Box::new(Tcp::new(*cc, f.ecn, limit, *rwnd)))
             }
-            TrafficSpec::Paced {
-                t_ipi,
-                timer,
-                credit,
-            } => Src::Paced {
-                t_ipi: *t_ipi,
-                timer: *timer,
-                credit: *credit,
-                t_nom: start,
-            },
-            TrafficSpec::Probe { interval } => Src::Probe {
-                interval: *interval,
-            },
+            TrafficSpec::Paced { t_ipi, timer, credit } => {
+                Src::Paced { t_ipi: *t_ipi, timer: *timer, credit: *credit, t_nom: start }
+            }
+            TrafficSpec::Probe { interval } => Src::Probe { interval: *interval },
             TrafficSpec::StreamGroup { rate, streams } => {
                 let left = streams.first().map(|s| s.burst).unwrap_or(0);
-                Src::Group {
-                    rate: *rate,
-                    streams: streams.clone(),
-                    cur: 0,
-                    left,
-                    rem: 0,
-                }
+                Src::Group { rate: *rate, streams: streams.clone(), cur: 0, left, rem: 0 }
             }
             TrafficSpec::Member => Src::Member,
         };
@@ -330,11 +277,7 @@ impl Sim {
     }
 
     fn hop_index(&self, route: u8, pos: usize) -> Option<usize> {
-        let (base, len) = if route == 0 {
-            (0, self.nfwd)
-        } else {
-            (self.nfwd, self.hops.len() - self.nfwd)
-        };
+        let (base, len) = if route == 0 { (0, self.nfwd) } else { (self.nfwd, self.hops.len() - self.nfwd) };
         (pos < len).then_some(base + pos)
     }
 
@@ -347,25 +290,11 @@ impl Sim {
             Kind::Ack | Kind::EchoRep => 1,
         };
         if kind == Kind::Ack {
-            pkt = Packet {
-                len: ACK_LEN,
-                gso_segs: 1,
-                gso_size: 0,
-                ..pkt
-            };
+            pkt = Packet { len: ACK_LEN, gso_segs: 1, gso_size: 0, ..pkt };
             pkt.dsfield &= !3;
         }
-        let slot = Slot {
-            pkt,
-            flow: flow as u32,
-            class: f.class,
-            seq,
-            sent: self.now,
-            echo,
-            kind,
-            ece,
-            route,
-        };
+        let slot =
+            Slot { pkt, flow: flow as u32, class: f.class, seq, sent: self.now, echo, kind, ece, route };
         if matches!(kind, Kind::Data | Kind::EchoReq) {
             self.rec.on_sent(flow as u32, self.now);
         }
@@ -381,7 +310,9 @@ impl Sim {
             Some(h) => {
                 let mut pkt = s.pkt;
                 pkt.enqueue_time = self.now;
+                let t0 = self.profile_start(h);
                 let res = self.hops[h].q.enqueue(pkt, self.now);
+                self.profile_end(t0);
                 if let Err(d) = res {
                     self.drop_slot(d.pkt.payload as u32);
                 }
@@ -406,6 +337,18 @@ impl Sim {
         self.free.push(slot);
     }
 
+    #[inline]
+    fn profile_start(&self, h: usize) -> Option<std::time::Instant> {
+        (self.profile && self.hops[h].is_shaper).then(std::time::Instant::now)
+    }
+
+    #[inline]
+    fn profile_end(&mut self, t0: Option<std::time::Instant>) {
+        if let Some(t0) = t0 {
+            self.shaper_ns += t0.elapsed().as_nanos() as u64;
+        }
+    }
+
     /// Serves hop `h` if its transmitter is idle. Re-entrant calls (a zero-delay path that
     /// feeds back into the same hop) return at once; the outer call keeps serving.
     fn kick(&mut self, h: usize) {
@@ -423,17 +366,15 @@ impl Sim {
                 return;
             }
             let now = self.now;
+            let t0 = self.profile_start(h);
             let got = self.hops[h].q.dequeue(now);
+            self.profile_end(t0);
             self.drain_drops(h);
             let Some(pkt) = got else {
                 let hop = &mut self.hops[h];
                 match hop.q.next_event(now) {
                     Some(t) => {
-                        let t = if t > now {
-                            t
-                        } else {
-                            now + Span::from_nanos(1)
-                        };
+                        let t = if t > now { t } else { now + Span::from_nanos(1) };
                         if t < hop.wake_at {
                             hop.wake_at = t;
                             self.ev.push(t, Ev::Wake(h as u32));
@@ -450,13 +391,11 @@ impl Sim {
             let hop = &mut self.hops[h];
             if hop.is_shaper {
                 let cost = self.shaper_wire.packet_cost(&pkt);
-                self.rec
-                    .on_class_tx(s.class, cost, pkt.gso_segs.max(1) as u64, now);
+                self.rec.on_class_tx(s.class, cost, pkt.gso_segs.max(1) as u64, now);
             }
             let ser = match hop.rate {
                 Some(r) => {
-                    let bits =
-                        (pkt.len as u128 + hop.overhead as u128 * pkt.gso_segs.max(1) as u128) * 8;
+                    let bits = (pkt.len as u128 + hop.overhead as u128 * pkt.gso_segs.max(1) as u128) * 8;
                     let num = bits * 1_000_000_000 + hop.ser_rem;
                     let rate = r.bps() as u128;
                     hop.ser_rem = num % rate;
@@ -467,8 +406,7 @@ impl Sim {
             let refill = hop.route == 0 && hop.pos == 0 && s.kind == Kind::Data;
             if ser > 0 {
                 hop.busy = Some(slot);
-                self.ev
-                    .push(now + Span::from_nanos(ser), Ev::TxDone(h as u32));
+                self.ev.push(now + Span::from_nanos(ser), Ev::TxDone(h as u32));
             }
             if refill {
                 if let Src::Backlog { .. } = self.flows[s.flow as usize].src {
@@ -522,13 +460,7 @@ impl Sim {
         if hop.delay == Span::ZERO {
             self.arrive(slot, next);
         } else {
-            self.ev.push(
-                at,
-                Ev::Arrive {
-                    slot,
-                    pos: next as u16,
-                },
-            );
+            self.ev.push(at, Ev::Arrive { slot, pos: next as u16 });
         }
     }
 
@@ -539,13 +471,7 @@ impl Sim {
         let fi = s.flow as usize;
         match s.kind {
             Kind::Data => {
-                self.rec.on_recv(
-                    s.flow,
-                    s.pkt.len as u64,
-                    s.sent,
-                    self.now,
-                    self.now - s.sent,
-                );
+                self.rec.on_recv(s.flow, s.pkt.len as u64, s.sent, self.now, self.now - s.sent);
                 if let Src::Tcp(t) = &mut self.flows[fi].src {
                     let ack = t.on_data(s.seq);
                     let ce = s.pkt.ecn() == sluice_core::Ecn::Ce;
@@ -554,13 +480,7 @@ impl Sim {
             }
             Kind::EchoReq => self.inject_reply(fi, s),
             Kind::EchoRep => {
-                self.rec.on_recv(
-                    s.flow,
-                    s.pkt.len as u64,
-                    s.echo,
-                    self.now,
-                    self.now - s.echo,
-                );
+                self.rec.on_recv(s.flow, s.pkt.len as u64, s.echo, self.now, self.now - s.echo);
             }
             Kind::Ack => {
                 let now = self.now;
@@ -576,14 +496,7 @@ impl Sim {
     fn inject_reply(&mut self, flow: usize, req: Slot) {
         let mut pkt = req.pkt;
         pkt.enqueue_time = self.now;
-        let slot = Slot {
-            pkt,
-            kind: Kind::EchoRep,
-            echo: req.sent,
-            sent: self.now,
-            route: 1,
-            ..req
-        };
+        let slot = Slot { pkt, kind: Kind::EchoRep, echo: req.sent, sent: self.now, route: 1, ..req };
         let i = self.alloc(slot);
         self.slots[i as usize].pkt.payload = i as u64;
         let _ = flow;
@@ -620,13 +533,7 @@ impl Sim {
                 let gap = -(1.0 - u).ln() * *mean_ns;
                 Some(now + Span::from_nanos(gap.max(1.0) as u64))
             }
-            Src::OnOff {
-                rate,
-                on,
-                off,
-                cycle,
-                k,
-            } => {
+            Src::OnOff { rate, on, off, cycle, k } => {
                 *k += 1;
                 let bits = len as u128 * 8 * (*k as u128) * 1_000_000_000;
                 let mut t = *cycle + Span::from_nanos((bits / rate.bps().max(1) as u128) as u64);
@@ -651,12 +558,7 @@ impl Sim {
                 self.tcp_out(fi, out);
                 return;
             }
-            Src::Paced {
-                t_ipi,
-                timer,
-                credit,
-                t_nom,
-            } => {
+            Src::Paced { t_ipi, timer, credit, t_nom } => {
                 let cap = match credit {
                     CreditPolicy::None => None,
                     CreditPolicy::Ipi => Some(*t_ipi),
@@ -673,11 +575,7 @@ impl Sim {
                     n += 1;
                 }
                 let g = timer.as_nanos();
-                let wake = if g == 0 {
-                    *t_nom
-                } else {
-                    Time::from_nanos(t_nom.as_nanos().div_ceil(g) * g)
-                };
+                let wake = if g == 0 { *t_nom } else { Time::from_nanos(t_nom.as_nanos().div_ceil(g) * g) };
                 self.flows[fi].seq += n;
                 for i in 0..n {
                     self.inject(fi, Kind::Data, seq + i, Time::ZERO, false);
@@ -692,13 +590,7 @@ impl Sim {
                 self.ev.push(t, Ev::Emit(fi as u32));
                 return;
             }
-            Src::Group {
-                rate,
-                streams,
-                cur,
-                left,
-                rem,
-            } => {
+            Src::Group { rate, streams, cur, left, rem } => {
                 if streams.is_empty() {
                     return;
                 }
@@ -714,8 +606,7 @@ impl Sim {
                     *cur = (*cur + 1) % streams.len();
                     *left = streams[*cur].burst.max(1);
                 }
-                self.ev
-                    .push(now + Span::from_nanos(gap), Ev::Emit(fi as u32));
+                self.ev.push(now + Span::from_nanos(gap), Ev::Emit(fi as u32));
                 let mseq = self.flows[member].seq;
                 self.flows[member].seq += 1;
                 self.inject(member, Kind::Data, mseq, Time::ZERO, false);
@@ -744,13 +635,7 @@ impl Sim {
                 let at = now + Span::from_nanos(t.rto);
                 t.rto_deadline = Some(at);
                 let gen = t.rto_gen;
-                self.ev.push(
-                    at,
-                    Ev::Rto {
-                        flow: fi as u32,
-                        gen,
-                    },
-                );
+                self.ev.push(at, Ev::Rto { flow: fi as u32, gen });
             }
         }
     }
@@ -775,12 +660,7 @@ impl Sim {
             .iter()
             .enumerate()
             .map(|(i, h)| {
-                (
-                    self.spec_names.0[i].clone(),
-                    h.q.kind(),
-                    h.q.stats(),
-                    self.rec.hops[i].max_backlog,
-                )
+                (self.spec_names.0[i].clone(), h.q.kind(), h.q.stats(), self.rec.hops[i].max_backlog)
             })
             .collect()
     }
@@ -790,6 +670,11 @@ impl Sim {
             Src::Tcp(t) => Some((t.retransmits, t.timeouts, t.srtt())),
             _ => None,
         }
+    }
+
+    /// Packets the shaper hop(s) dequeued.
+    pub(crate) fn shaper_packets(&self) -> u64 {
+        self.hops.iter().filter(|h| h.is_shaper).map(|h| h.q.stats().packets).sum()
     }
 
     /// Engine counters.
@@ -810,14 +695,8 @@ pub(crate) fn traffic_label(t: &TrafficSpec) -> String {
         TrafficSpec::Poisson { .. } => "poisson".into(),
         TrafficSpec::OnOff { .. } => "onoff".into(),
         TrafficSpec::Backlog { .. } => "backlog".into(),
-        TrafficSpec::Tcp {
-            cc: CongestionControl::Reno,
-            ..
-        } => "tcp-reno".into(),
-        TrafficSpec::Tcp {
-            cc: CongestionControl::Cubic,
-            ..
-        } => "tcp-cubic".into(),
+        TrafficSpec::Tcp { cc: CongestionControl::Reno, .. } => "tcp-reno".into(),
+        TrafficSpec::Tcp { cc: CongestionControl::Cubic, .. } => "tcp-cubic".into(),
         TrafficSpec::Paced { .. } => "paced".into(),
         TrafficSpec::Probe { .. } => "probe".into(),
         TrafficSpec::StreamGroup { .. } => "stream-group".into(),

@@ -58,11 +58,7 @@ pub(crate) struct EventQueue {
 impl EventQueue {
     pub(crate) fn push(&mut self, t: Time, ev: Ev) {
         self.seq += 1;
-        self.heap.push(Entry {
-            time: t.as_nanos(),
-            seq: self.seq,
-            ev,
-        });
+        self.heap.push(Entry { time: t.as_nanos(), seq: self.seq, ev });
     }
     pub(crate) fn pop(&mut self) -> Option<(Time, Ev)> {
         self.heap.pop().map(|e| (Time::from_nanos(e.time), e.ev))
@@ -84,9 +80,6 @@ mod tests {
         q.push(Time::from_nanos(5), Ev::Emit(3));
         q.push(Time::from_nanos(3), Ev::Emit(4));
         let order: Vec<_> = std::iter::from_fn(|| q.pop()).map(|(_, e)| e).collect();
-        assert_eq!(
-            order,
-            vec![Ev::Emit(2), Ev::Emit(4), Ev::Emit(1), Ev::Emit(3)]
-        );
+        assert_eq!(order, vec![Ev::Emit(2), Ev::Emit(4), Ev::Emit(1), Ev::Emit(3)]);
     }
 }

@@ -56,11 +56,7 @@ impl RateTable {
         for (i, d) in data.iter_mut().enumerate() {
             *d = xmittime(bps, ((i as u64) + 1) << cell_log);
         }
-        RateTable {
-            data,
-            cell_log,
-            bytes_per_sec: bps,
-        }
+        RateTable { data, cell_log, bytes_per_sec: bps }
     }
 
     /// The kernel's `qdisc_l2t`: ticks charged for a packet of `len` bytes.
@@ -170,10 +166,7 @@ impl Qdisc for LegacyHtbClass {
         self.q.reset()
     }
     fn stats(&self) -> QdiscStats {
-        QdiscStats {
-            overlimits: self.overlimits,
-            ..self.q.stats()
-        }
+        QdiscStats { overlimits: self.overlimits, ..self.q.stats() }
     }
 }
 

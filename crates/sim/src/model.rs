@@ -178,6 +178,8 @@ pub struct SimSpec {
     pub flows: Vec<FlowSpec>,
     /// Record time series (disable for runs with very many flows).
     pub series: bool,
+    /// Measure wall-clock time spent in the shaper's enqueue and dequeue (seed 001).
+    pub profile: bool,
 }
 
 impl FlowSpec {

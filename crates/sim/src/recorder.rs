@@ -61,11 +61,7 @@ impl Recorder {
         step: Span,
         series: bool,
     ) -> Recorder {
-        let nbins = if series {
-            (end.as_nanos().div_ceil(step.as_nanos().max(1))) as usize
-        } else {
-            0
-        };
+        let nbins = if series { (end.as_nanos().div_ceil(step.as_nanos().max(1))) as usize } else { 0 };
         let flows = (0..nflows)
             .map(|_| FlowRec {
                 sent: 0,
@@ -73,8 +69,7 @@ impl Recorder {
                 recv: 0,
                 recv_bytes: 0,
                 // 1 ns .. 1000 s, 3 significant digits.
-                hist: Histogram::new_with_bounds(1, 1_000_000_000_000, 3)
-                    .expect("static bounds are valid"),
+                hist: Histogram::new_with_bounds(1, 1_000_000_000_000, 3).expect("static bounds are valid"),
                 jitter_sum_ns: 0,
                 jitter_n: 0,
                 last_transit: None,
@@ -83,12 +78,8 @@ impl Recorder {
                 bins_lat_n: vec![0; nbins],
             })
             .collect();
-        let classes = (0..nclasses)
-            .map(|_| ClassRec {
-                bins_bytes: vec![0; nbins],
-                ..Default::default()
-            })
-            .collect();
+        let classes =
+            (0..nclasses).map(|_| ClassRec { bins_bytes: vec![0; nbins], ..Default::default() }).collect();
         let hops = (0..nhops).map(|_| HopRec::default()).collect();
         Recorder {
             warmup: Time::ZERO + warmup,
@@ -140,6 +131,9 @@ impl Recorder {
     pub(crate) fn on_recv(&mut self, flow: u32, bytes: u64, sent: Time, at: Time, latency: Span) {
         let binned = self.bin(at);
         let in_win = self.in_window(sent) && self.in_window(at);
+        // Throughput counts what arrives in the window, whenever it was sent (a long queue
+        // must not hide the last part of the window).
+        let arrived_in_win = self.in_window(at);
         let f = &mut self.flows[flow as usize];
         let lat = latency.as_nanos();
         if let Some(b) = binned {
@@ -149,9 +143,11 @@ impl Recorder {
                 f.bins_lat_n[b] += 1;
             }
         }
+        if arrived_in_win {
+            f.recv_bytes += bytes;
+        }
         if in_win {
             f.recv += 1;
-            f.recv_bytes += bytes;
             let _ = f.hist.record(lat.max(1));
             // RFC 3550 §6.4.1: D = difference of transit times of consecutive packets.
             let transit = lat as i64;

@@ -10,18 +10,9 @@ fn ms(ns: u64) -> f64 {
 }
 
 /// Builds the results of one case from a finished simulation.
-pub fn case_results(
-    sim: &Sim,
-    spec: &SimSpec,
-    name: &str,
-    params: BTreeMap<String, String>,
-) -> Case {
+pub fn case_results(sim: &Sim, spec: &SimSpec, name: &str, params: BTreeMap<String, String>) -> Case {
     let rec = &sim.rec;
-    let window = (spec
-        .duration
-        .as_nanos()
-        .saturating_sub(spec.warmup.as_nanos())) as f64
-        / 1e9;
+    let window = (spec.duration.as_nanos().saturating_sub(spec.warmup.as_nanos())) as f64 / 1e9;
     let window = if window > 0.0 { window } else { 1e-9 };
     let classes = spec
         .classes
@@ -67,11 +58,7 @@ pub fn case_results(
                     max: ms(h.max()),
                 }
             };
-            let loss = if r.sent > 0 {
-                r.drops as f64 * 100.0 / r.sent as f64
-            } else {
-                0.0
-            };
+            let loss = if r.sent > 0 { r.drops as f64 * 100.0 / r.sent as f64 } else { 0.0 };
             FlowResult {
                 name: f.name.clone(),
                 achieved_bps: r.recv_bytes as f64 * 8.0 / window,
@@ -109,38 +96,30 @@ pub fn case_results(
         }
     }
     let st = sim.engine_stats();
+    if spec.profile {
+        let pkts = sim.shaper_packets();
+        if pkts > 0 {
+            extra.insert("shaper_ns_per_pkt".into(), sim.shaper_ns as f64 / pkts as f64);
+        }
+    }
     extra.insert("engine.events".into(), st.events as f64);
     extra.insert("engine.transmissions".into(), st.transmissions as f64);
     let series = spec.series.then(|| {
         let step_s = spec.step.as_nanos() as f64 / 1e9;
-        let mut s = Series {
-            step_s,
-            ..Default::default()
-        };
+        let mut s = Series { step_s, ..Default::default() };
         for (i, f) in spec.flows.iter().enumerate() {
             if matches!(f.traffic, TrafficSpec::StreamGroup { .. }) {
                 continue;
             }
             let r = &rec.flows[i];
-            s.flow_bps.insert(
-                f.name.clone(),
-                r.bins_bytes
-                    .iter()
-                    .map(|b| *b as f64 * 8.0 / step_s)
-                    .collect(),
-            );
+            s.flow_bps
+                .insert(f.name.clone(), r.bins_bytes.iter().map(|b| *b as f64 * 8.0 / step_s).collect());
             s.flow_latency_ms.insert(
                 f.name.clone(),
                 r.bins_lat_ns
                     .iter()
                     .zip(&r.bins_lat_n)
-                    .map(|(sum, n)| {
-                        if *n > 0 {
-                            *sum as f64 / *n as f64 / 1e6
-                        } else {
-                            0.0
-                        }
-                    })
+                    .map(|(sum, n)| if *n > 0 { *sum as f64 / *n as f64 / 1e6 } else { 0.0 })
                     .collect(),
             );
             if !r.hist.is_empty() {
@@ -153,30 +132,14 @@ pub fn case_results(
             }
         }
         for (c, r) in spec.classes.iter().zip(&rec.classes) {
-            s.class_bps.insert(
-                c.id.to_string(),
-                r.bins_bytes
-                    .iter()
-                    .map(|b| *b as f64 * 8.0 / step_s)
-                    .collect(),
-            );
+            s.class_bps
+                .insert(c.id.to_string(), r.bins_bytes.iter().map(|b| *b as f64 * 8.0 / step_s).collect());
         }
         for (i, h) in rec.hops.iter().enumerate() {
-            s.backlog_bytes.insert(
-                sim.spec_names.0[i].clone(),
-                h.samples.iter().map(|b| *b as f64).collect(),
-            );
+            s.backlog_bytes
+                .insert(sim.spec_names.0[i].clone(), h.samples.iter().map(|b| *b as f64).collect());
         }
         s
     });
-    Case {
-        name: name.to_string(),
-        params,
-        measured_s: window,
-        classes,
-        flows,
-        qdiscs,
-        series,
-        extra,
-    }
+    Case { name: name.to_string(), params, measured_s: window, classes, flows, qdiscs, series, extra }
 }

@@ -32,7 +32,11 @@ pub struct RunInfo {
 }
 
 /// Runs `sc`. `progress` receives the overall fraction done (0..=1), from any thread.
-pub fn run(sc: &Scenario, opts: &RunOptions, progress: &(dyn Fn(f64) + Sync)) -> Result<(Results, RunInfo), ScenarioError> {
+pub fn run(
+    sc: &Scenario,
+    opts: &RunOptions,
+    progress: &(dyn Fn(f64) + Sync),
+) -> Result<(Results, RunInfo), ScenarioError> {
     let mut overrides = opts.overrides.clone();
     if let Some(s) = opts.seed {
         overrides.push(("seed".into(), s.to_string()));
@@ -54,7 +58,11 @@ pub fn run(sc: &Scenario, opts: &RunOptions, progress: &(dyn Fn(f64) + Sync)) ->
                 progress(total as f64 / 1e6 / n);
             });
             let st = sim.engine_stats();
-            (case_results(&sim, &c.spec, &c.name, c.params.clone()), st, c.spec.duration.as_nanos() as f64 / 1e9)
+            let mut res = case_results(&sim, &c.spec, &c.name, c.params.clone());
+            for (k, v) in &c.references {
+                res.extra.insert(k.clone(), *v);
+            }
+            (res, st, c.spec.duration.as_nanos() as f64 / 1e9)
         })
         .collect();
     let mut info = RunInfo { wall_s: t0.elapsed().as_secs_f64(), cases: out.len(), ..Default::default() };

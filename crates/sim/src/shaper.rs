@@ -63,10 +63,7 @@ impl Qdisc for ExactShaper {
         self.q.reset()
     }
     fn stats(&self) -> QdiscStats {
-        QdiscStats {
-            overlimits: self.overlimits,
-            ..self.q.stats()
-        }
+        QdiscStats { overlimits: self.overlimits, ..self.q.stats() }
     }
     fn take_dropped(&mut self) -> Option<Dropped> {
         self.q.take_dropped()

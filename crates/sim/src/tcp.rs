@@ -165,11 +165,8 @@ impl Tcp {
         };
         if self.cc == CongestionControl::Cubic {
             // RFC 8312 §4.6 fast convergence.
-            self.w_max = if self.cwnd < self.w_last_max {
-                self.cwnd * (1.0 + CUBIC_BETA) / 2.0
-            } else {
-                self.cwnd
-            };
+            self.w_max =
+                if self.cwnd < self.w_last_max { self.cwnd * (1.0 + CUBIC_BETA) / 2.0 } else { self.cwnd };
             self.w_last_max = self.cwnd;
             self.epoch = None;
         }
@@ -190,11 +187,7 @@ impl Tcp {
     }
 
     fn cubic_ack(&mut self, now: Time) {
-        let rtt = if self.min_rtt.is_finite() {
-            self.min_rtt
-        } else {
-            100e6
-        };
+        let rtt = if self.min_rtt.is_finite() { self.min_rtt } else { 100e6 };
         let epoch = match self.epoch {
             Some(e) => e,
             None => {
@@ -339,9 +332,6 @@ mod tests {
         let after = t.cwnd;
         assert!(after < 10.0);
         t.on_ack(2, Time::ZERO, true, now, &mut o);
-        assert!(
-            t.cwnd >= after,
-            "second CE in the same window must not reduce again"
-        );
+        assert!(t.cwnd >= after, "second CE in the same window must not reduce again");
     }
 }

@@ -31,8 +31,7 @@ pub struct Args {
 
 /// Runs `sluice apply`.
 pub fn run(args: Args) -> Result<ExitCode> {
-    let text = std::fs::read_to_string(&args.config)
-        .with_context(|| format!("reading {}", args.config))?;
+    let text = std::fs::read_to_string(&args.config).with_context(|| format!("reading {}", args.config))?;
     let mut vars: HashMap<String, String> = args
         .vars
         .iter()
@@ -40,13 +39,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
     vars.insert("DEV".into(), args.dev.clone());
-    let tree =
-        Tree::parse_script(&text, &vars, None).with_context(|| format!("in {}", args.config))?;
-    let policy = if args.tc_default_burst {
-        BurstPolicy::TcDefault
-    } else {
-        BurstPolicy::Sluice
-    };
+    let tree = Tree::parse_script(&text, &vars, None).with_context(|| format!("in {}", args.config))?;
+    let policy = if args.tc_default_burst { BurstPolicy::TcDefault } else { BurstPolicy::Sluice };
     if args.dry_run {
         for line in kernel::tc_commands(&args.dev, &tree, policy) {
             println!("{line}");
@@ -71,21 +65,14 @@ pub fn run(args: Args) -> Result<ExitCode> {
     }
     let diffs = kernel::compare(&tree, policy, &objs);
     if diffs.is_empty() {
-        println!(
-            "read back through netlink: the kernel matches the model ({} objects)",
-            objs.len()
-        );
+        println!("read back through netlink: the kernel matches the model ({} objects)", objs.len());
     } else {
         for d in &diffs {
             eprintln!("MISMATCH {d}");
         }
     }
     if !rep.refused.is_empty() || !diffs.is_empty() {
-        bail!(
-            "{} object(s) refused, {} mismatch(es)",
-            rep.refused.len(),
-            diffs.len()
-        );
+        bail!("{} object(s) refused, {} mismatch(es)", rep.refused.len(), diffs.len());
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -1,8 +1,14 @@
 //! One module per subcommand.
 pub mod apply;
+pub mod compare;
+pub mod config_load;
+pub mod conform;
+pub mod export;
 pub mod ip;
 pub mod bench;
 pub mod lab;
+pub mod lint;
+pub mod measure;
 pub mod rate;
 pub mod reload;
 pub mod scenarios;
@@ -10,3 +16,4 @@ pub mod shape;
 pub mod simulate;
 pub mod stats;
 pub mod tc;
+pub mod viz;

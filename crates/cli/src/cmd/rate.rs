@@ -19,11 +19,6 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let rate = parse_rate(&args.rate)?;
     let size = parse_size(&args.size)?;
     let t = rate.time_to_send(size);
-    println!(
-        "{} bytes at {}: {} ns",
-        size,
-        format_rate(rate),
-        t.as_nanos()
-    );
+    println!("{} bytes at {}: {} ns", size, format_rate(rate), t.as_nanos());
     Ok(ExitCode::SUCCESS)
 }

@@ -16,16 +16,9 @@ pub struct Args {
 
 /// Runs `sluice reload`.
 pub fn run(args: Args) -> Result<ExitCode> {
-    let cfg = std::fs::canonicalize(&args.config)
-        .with_context(|| format!("{}", args.config.display()))?;
-    let path = args
-        .control
-        .unwrap_or_else(sluice_live::control::default_path);
+    let cfg = std::fs::canonicalize(&args.config).with_context(|| format!("{}", args.config.display()))?;
+    let path = args.control.unwrap_or_else(sluice_live::control::default_path);
     let out = sluice_live::control::request(&path, &format!("reload {}", cfg.display()))?;
     print!("{out}");
-    Ok(if out.starts_with("error") {
-        ExitCode::FAILURE
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(if out.starts_with("error") { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }

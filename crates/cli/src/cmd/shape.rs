@@ -56,17 +56,9 @@ pub(crate) fn load_tree(path: &str, dev: &str) -> Result<Tree> {
 pub fn run(args: Args) -> Result<ExitCode> {
     let forward = match &args.config {
         Some(c) => load_tree(c, &args.out_if)?,
-        None => Tree::parse_script(
-            "tc qdisc add dev x root pfifo limit 10000",
-            &HashMap::new(),
-            None,
-        )?,
+        None => Tree::parse_script("tc qdisc add dev x root pfifo limit 10000", &HashMap::new(), None)?,
     };
-    let reverse = args
-        .bidirectional
-        .as_deref()
-        .map(|c| load_tree(c, &args.in_if))
-        .transpose()?;
+    let reverse = args.bidirectional.as_deref().map(|c| load_tree(c, &args.in_if)).transpose()?;
     let stop = Arc::new(AtomicBool::new(false));
     shaper::stop_on_signals(&stop)?;
     let dev = args.out_if.clone();
@@ -75,10 +67,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         out_if: args.out_if,
         forward,
         reverse,
-        control: Some(
-            args.control
-                .unwrap_or_else(sluice_live::control::default_path),
-        ),
+        control: Some(args.control.unwrap_or_else(sluice_live::control::default_path)),
         metrics: args.metrics,
         max_duration: args.duration.map(Duration::from_secs_f64),
         stop,

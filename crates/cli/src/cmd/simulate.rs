@@ -92,8 +92,10 @@ pub fn run_cmd(args: Args) -> Result<ExitCode> {
         let pb = b.get_or_insert_with(|| {
             let pb = ProgressBar::new(1000);
             pb.set_style(
-                ProgressStyle::with_template("{spinner} [{elapsed_precise}] {wide_bar} {percent}% (eta {eta})")
-                    .unwrap_or_else(|_| ProgressStyle::default_bar()),
+                ProgressStyle::with_template(
+                    "{spinner} [{elapsed_precise}] {wide_bar} {percent}% (eta {eta})",
+                )
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
             );
             pb
         });
@@ -116,7 +118,8 @@ pub fn run_cmd(args: Args) -> Result<ExitCode> {
         std::fs::write(p, results.to_json()).with_context(|| format!("writing {}", p.display()))?;
     }
     if let Some(dir) = &args.out {
-        let written = sluice_report::write_report(&results, dir).with_context(|| format!("writing report to {}", dir.display()))?;
+        let written = sluice_report::write_report(&results, dir)
+            .with_context(|| format!("writing report to {}", dir.display()))?;
         if !args.quiet {
             println!("wrote {} files to {} (open {}/report.html)", written, dir.display(), dir.display());
         }
@@ -133,9 +136,16 @@ fn print_summary(r: &Results, info: &RunInfo) {
     for c in &r.cases {
         println!("\n== {}", c.name);
         if !c.classes.is_empty() {
-            println!("  {:<10} {:>12} {:>12} {:>14} {:>9} {:>8}", "class", "rate Mbit", "ceil Mbit", "achieved Mbit", "error %", "drops");
+            println!(
+                "  {:<10} {:>12} {:>12} {:>14} {:>9} {:>8}",
+                "class", "rate Mbit", "ceil Mbit", "achieved Mbit", "vs ceil %", "drops"
+            );
             for cl in &c.classes {
-                let err = if cl.rate_bps > 0 { (cl.achieved_bps - cl.ceil_bps as f64) / cl.ceil_bps as f64 * 100.0 } else { 0.0 };
+                let err = if cl.rate_bps > 0 {
+                    (cl.achieved_bps - cl.ceil_bps as f64) / cl.ceil_bps as f64 * 100.0
+                } else {
+                    0.0
+                };
                 println!(
                     "  {:<10} {:>12} {:>12} {:>14} {:>9.3} {:>8}",
                     cl.id,
@@ -164,6 +174,9 @@ fn print_summary(r: &Results, info: &RunInfo) {
                 f.jitter_ms,
                 f.loss_pct
             );
+            if let Some(v) = c.extra.get(&format!("seed_mbit.{}", f.name)) {
+                println!("  {:<14} {:>6} {:>10.3}   (the seed's figure)", "", "seed", v);
+            }
         }
     }
     let rate = if info.wall_s > 0.0 { info.events as f64 / info.wall_s / 1e6 } else { 0.0 };

@@ -17,14 +17,8 @@ pub struct Args {
 
 /// Runs `sluice stats`.
 pub fn run(args: Args) -> Result<ExitCode> {
-    let path = args
-        .control
-        .unwrap_or_else(sluice_live::control::default_path);
+    let path = args.control.unwrap_or_else(sluice_live::control::default_path);
     let out = sluice_live::control::request(&path, if args.json { "stats json" } else { "stats" })?;
     print!("{out}");
-    Ok(if out.starts_with("error") {
-        ExitCode::FAILURE
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(if out.starts_with("error") { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }

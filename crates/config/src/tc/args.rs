@@ -204,11 +204,7 @@ pub fn get_tc_classid(s: &str) -> Option<u32> {
         if min.chars().any(|c| !c.is_ascii_hexdigit()) {
             return None;
         }
-        let min = if min.is_empty() {
-            0
-        } else {
-            u64::from_str_radix(min, 16).ok()?
-        };
+        let min = if min.is_empty() { 0 } else { u64::from_str_radix(min, 16).ok()? };
         if min >= 1 << 16 {
             return None;
         }
@@ -271,16 +267,10 @@ fn verb(word: &str, allow_get: bool) -> Option<Verb> {
 /// Parses `qdisc|class|filter VERB ...` (the arguments after `tc` and its global options).
 pub fn parse_command(argv: &[String]) -> Result<TcCmd, TcError> {
     let Some(obj) = argv.first() else {
-        return Err(TcError::usage(
-            "Usage: tc [ OPTIONS ] OBJECT { COMMAND | help }",
-            None,
-        ));
+        return Err(TcError::usage("Usage: tc [ OPTIONS ] OBJECT { COMMAND | help }", None));
     };
     let verb_word = argv.get(1).map(|s| s.as_str()).unwrap_or("show");
-    let mut cur = Cur {
-        argv,
-        pos: 2.min(argv.len()),
-    };
+    let mut cur = Cur { argv, pos: 2.min(argv.len()) };
     if matches(obj, "qdisc") {
         let v = verb(verb_word, false).ok_or_else(|| unknown_verb(verb_word, "qdisc"))?;
         parse_qdisc(v, &mut cur).map(TcCmd::Qdisc)
@@ -291,30 +281,17 @@ pub fn parse_command(argv: &[String]) -> Result<TcCmd, TcError> {
         let v = verb(verb_word, true).ok_or_else(|| unknown_verb(verb_word, "filter"))?;
         parse_filter(v, &mut cur).map(TcCmd::Filter)
     } else {
-        Err(TcError::usage(
-            format!("Object \"{obj}\" is unknown, try \"tc help\"."),
-            Some(0),
-        ))
+        Err(TcError::usage(format!("Object \"{obj}\" is unknown, try \"tc help\"."), Some(0)))
     }
 }
 
 fn unknown_verb(word: &str, obj: &str) -> TcError {
-    TcError::fatal(
-        format!("Command \"{word}\" is unknown, try \"tc {obj} help\"."),
-        Some(1),
-    )
+    TcError::fatal(format!("Command \"{word}\" is unknown, try \"tc {obj} help\"."), Some(1))
 }
 
 fn parse_qdisc(verb: Verb, cur: &mut Cur) -> Result<QdiscCmd, TcError> {
-    let mut c = QdiscCmd {
-        verb,
-        dev: None,
-        handle: None,
-        parent: None,
-        kind: None,
-        opts: None,
-        unknown_kind: false,
-    };
+    let mut c =
+        QdiscCmd { verb, dev: None, handle: None, parent: None, kind: None, opts: None, unknown_kind: false };
     while let Some(w) = cur.peek() {
         let at = cur.pos;
         cur.pos += 1;
@@ -331,25 +308,18 @@ fn parse_qdisc(verb: Verb, cur: &mut Cur) -> Result<QdiscCmd, TcError> {
                 if c.handle.is_some() {
                     return Err(TcError::duparg("handle", v, i));
                 }
-                c.handle = Some(
-                    get_qdisc_handle(v).ok_or_else(|| TcError::invarg("invalid qdisc ID", v, i))?,
-                );
+                c.handle =
+                    Some(get_qdisc_handle(v).ok_or_else(|| TcError::invarg("invalid qdisc ID", v, i))?);
             }
             "root" => {
                 if c.parent.is_some() {
-                    return Err(TcError::fatal(
-                        "Error: \"root\" is duplicate parent ID",
-                        Some(at),
-                    ));
+                    return Err(TcError::fatal("Error: \"root\" is duplicate parent ID", Some(at)));
                 }
                 c.parent = Some(H_ROOT);
             }
             "ingress" | "clsact" => {
                 if c.parent.is_some() {
-                    return Err(TcError::fatal(
-                        "Error: Qdisc can't have more than one parent",
-                        Some(at),
-                    ));
+                    return Err(TcError::fatal("Error: Qdisc can't have more than one parent", Some(at)));
                 }
                 c.parent = Some(H_INGRESS);
                 c.handle = Some(0xFFFF_0000);
@@ -361,9 +331,7 @@ fn parse_qdisc(verb: Verb, cur: &mut Cur) -> Result<QdiscCmd, TcError> {
                 if c.parent.is_some() {
                     return Err(TcError::duparg("parent", v, i));
                 }
-                c.parent = Some(
-                    get_tc_classid(v).ok_or_else(|| TcError::invarg("invalid parent ID", v, i))?,
-                );
+                c.parent = Some(get_tc_classid(v).ok_or_else(|| TcError::invarg("invalid parent ID", v, i))?);
             }
             "estimator" | "est" => {
                 cur.value()?;
@@ -456,17 +424,10 @@ fn parse_qdisc_opts(kind: &str, cur: &mut Cur) -> Result<Option<QdiscOpts>, TcEr
                 let at = cur.pos;
                 cur.pos += 1;
                 if w == "limit" {
-                    o.limit = Some(if kind == "bfifo" {
-                        size_arg(cur, "limit")?
-                    } else {
-                        u32_arg(cur, "limit")?
-                    });
+                    o.limit =
+                        Some(if kind == "bfifo" { size_arg(cur, "limit")? } else { u32_arg(cur, "limit")? });
                 } else {
-                    return Err(what_is(
-                        w,
-                        at,
-                        "Usage: ... <[p|b]fifo | pfifo_head_drop> [ limit NUMBER ]",
-                    ));
+                    return Err(what_is(w, at, "Usage: ... <[p|b]fifo | pfifo_head_drop> [ limit NUMBER ]"));
                 }
             }
             match kind {
@@ -534,9 +495,7 @@ fn parse_prio(cur: &mut Cur) -> Result<PrioOpts, TcError> {
                 if !pmap {
                     return Err(what_is(w, at, PRIO_USAGE));
                 }
-                let band: u32 = w
-                    .parse()
-                    .map_err(|_| illegal("priomap\" element", at, None))?;
+                let band: u32 = w.parse().map_err(|_| illegal("priomap\" element", at, None))?;
                 if band >= o.bands {
                     return Err(TcError::usage("Illegal \"priomap\" element", Some(at)));
                 }
@@ -551,7 +510,8 @@ fn parse_prio(cur: &mut Cur) -> Result<PrioOpts, TcError> {
     Ok(o)
 }
 
-const HTB_USAGE: &str = "Usage: ... qdisc add ... htb [default N] [r2q N]\n                      [direct_qlen P] [offload]";
+const HTB_USAGE: &str =
+    "Usage: ... qdisc add ... htb [default N] [r2q N]\n                      [direct_qlen P] [offload]";
 
 fn parse_htb(cur: &mut Cur) -> Result<HtbOpts, TcError> {
     let mut o = HtbOpts::default();
@@ -561,21 +521,18 @@ fn parse_htb(cur: &mut Cur) -> Result<HtbOpts, TcError> {
         match w {
             "r2q" => {
                 let (i, v) = cur.value()?;
-                o.r2q = get_u32(v).ok_or_else(|| {
-                    TcError::usage(format!("Illegal \"r2q\"\n{HTB_USAGE}"), Some(i))
-                })?;
+                o.r2q = get_u32(v)
+                    .ok_or_else(|| TcError::usage(format!("Illegal \"r2q\"\n{HTB_USAGE}"), Some(i)))?;
             }
             "default" => {
                 let (i, v) = cur.value()?;
-                o.default = get_hex(v).ok_or_else(|| {
-                    TcError::usage(format!("Illegal \"default\"\n{HTB_USAGE}"), Some(i))
-                })?;
+                o.default = get_hex(v)
+                    .ok_or_else(|| TcError::usage(format!("Illegal \"default\"\n{HTB_USAGE}"), Some(i)))?;
             }
             "direct_qlen" => {
                 let (i, v) = cur.value()?;
-                o.direct_qlen = Some(
-                    get_u32(v).ok_or_else(|| TcError::usage("Illegal \"direct_qlen\"", Some(i)))?,
-                );
+                o.direct_qlen =
+                    Some(get_u32(v).ok_or_else(|| TcError::usage("Illegal \"direct_qlen\"", Some(i)))?);
             }
             "offload" => o.offload = true,
             "debug" => {
@@ -590,11 +547,7 @@ fn parse_htb(cur: &mut Cur) -> Result<HtbOpts, TcError> {
 /// The HZ tc assumes when sizing default bursts: 1e9 on high-resolution-timer kernels (read
 /// from /proc/net/psched), overridable with the `HZ` environment variable as in tc.
 pub fn tc_hz() -> u64 {
-    std::env::var("HZ")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .filter(|&h| h > 0)
-        .unwrap_or(1_000_000_000)
+    std::env::var("HZ").ok().and_then(|v| v.parse().ok()).filter(|&h| h > 0).unwrap_or(1_000_000_000)
 }
 
 const HTB_CLASS_USAGE: &str = "Usage: ... class add ... htb rate R1 [burst B1] [mpu B] [overhead O]\n                      [prio P] [slot S] [pslot PS]\n                      [ceil R2] [cburst B2] [mtu MTU] [quantum Q]";
@@ -708,29 +661,20 @@ fn parse_tbf(cur: &mut Cur) -> Result<TbfOpts, TcError> {
             }
             "mtu" | "minburst" => {
                 if o.mtu.is_some() {
-                    return Err(TcError::usage(
-                        "tbf: duplicate \"mtu/minburst\" specification",
-                        Some(at),
-                    ));
+                    return Err(TcError::usage("tbf: duplicate \"mtu/minburst\" specification", Some(at)));
                 }
                 o.mtu = Some(size_arg(cur, "mtu")?);
             }
             "mpu" => o.mpu = size_arg(cur, "mpu")?,
             "rate" => {
                 if o.rate != 0 {
-                    return Err(TcError::usage(
-                        "tbf: duplicate \"rate\" specification",
-                        Some(at),
-                    ));
+                    return Err(TcError::usage("tbf: duplicate \"rate\" specification", Some(at)));
                 }
                 o.rate = rate_arg(cur, "rate")?;
             }
             "peakrate" => {
                 if o.peakrate.is_some() {
-                    return Err(TcError::usage(
-                        "tbf: duplicate \"peakrate\" specification",
-                        Some(at),
-                    ));
+                    return Err(TcError::usage("tbf: duplicate \"peakrate\" specification", Some(at)));
                 }
                 o.peakrate = Some(rate_arg(cur, "peakrate")?);
             }
@@ -775,8 +719,7 @@ const SFQ_USAGE: &str = "Usage: ... sfq\t[ limit NUMBER ] [ perturb SECS ] [ qua
 
 fn parse_sfq(cur: &mut Cur) -> Result<SfqOpts, TcError> {
     let mut o = SfqOpts::default();
-    let (mut flowlimit, mut qmin, mut qmax, mut avpkt, mut burst) =
-        (0u32, 0u32, 0u32, 1000u32, 0u32);
+    let (mut flowlimit, mut qmin, mut qmax, mut avpkt, mut burst) = (0u32, 0u32, 0u32, 1000u32, 0u32);
     let mut prob = 0.02f64;
     let (mut ecn, mut harddrop) = (false, false);
     while let Some(w) = cur.peek() {
@@ -831,15 +774,7 @@ fn parse_sfq(cur: &mut Cur) -> Result<SfqOpts, TcError> {
         }
         let ewma = red_eval_ewma(qmin, burst, avpkt)
             .ok_or_else(|| TcError::usage("SFQ: failed to calculate EWMA constant.", None))?;
-        o.red = Some(SfqRed {
-            flowlimit,
-            min: qmin,
-            max: qmax,
-            probability: prob,
-            ewma,
-            ecn,
-            harddrop,
-        });
+        o.red = Some(SfqRed { flowlimit, min: qmin, max: qmax, probability: prob, ewma, ecn, harddrop });
     }
     Ok(o)
 }
@@ -914,14 +849,7 @@ fn parse_fq_codel(cur: &mut Cur) -> Result<FqCodelOpts, TcError> {
 }
 
 fn parse_class(verb: Verb, cur: &mut Cur) -> Result<ClassCmd, TcError> {
-    let mut c = ClassCmd {
-        verb,
-        dev: None,
-        classid: None,
-        parent: None,
-        kind: None,
-        opts: None,
-    };
+    let mut c = ClassCmd { verb, dev: None, classid: None, parent: None, kind: None, opts: None };
     while let Some(w) = cur.peek() {
         let at = cur.pos;
         cur.pos += 1;
@@ -992,12 +920,9 @@ fn parse_class(verb: Verb, cur: &mut Cur) -> Result<ClassCmd, TcError> {
                 }
                 ClassOpts::Drr { quantum }
             }
-            "prio" | "pfifo_fast" | "tbf" | "sfq" | "codel" | "fq_codel" | "pfifo" | "bfifo"
-            | "ingress" | "clsact" => {
-                return Err(TcError::usage(
-                    format!("Error: Qdisc \"{k}\" is classless."),
-                    Some(ki),
-                ));
+            "prio" | "pfifo_fast" | "tbf" | "sfq" | "codel" | "fq_codel" | "pfifo" | "bfifo" | "ingress"
+            | "clsact" => {
+                return Err(TcError::usage(format!("Error: Qdisc \"{k}\" is classless."), Some(ki)));
             }
             _ => {
                 return Err(TcError::usage(
@@ -1119,10 +1044,7 @@ fn parse_filter(verb: Verb, cur: &mut Cur) -> Result<FilterCmd, TcError> {
         }
         None => {
             if fhandle.is_some() {
-                return Err(TcError::fatal(
-                    "Must specify filter type when using \"handle\"",
-                    None,
-                ));
+                return Err(TcError::fatal("Must specify filter type when using \"handle\"", None));
             }
         }
     }
@@ -1131,7 +1053,5 @@ fn parse_filter(verb: Verb, cur: &mut Cur) -> Result<FilterCmd, TcError> {
 
 /// Gives the filter parsers access to the cursor helpers.
 pub(crate) mod helpers {
-    pub(crate) use super::{
-        get_tc_classid, get_u32, illegal, matches, rate_arg, size_arg, what_is, Cur,
-    };
+    pub(crate) use super::{get_tc_classid, get_u32, illegal, matches, rate_arg, size_arg, what_is, Cur};
 }

@@ -17,19 +17,11 @@ pub struct TcError {
 impl TcError {
     /// An option-parsing error (exit 1).
     pub fn usage(message: impl Into<String>, arg: Option<usize>) -> TcError {
-        TcError {
-            code: 1,
-            message: message.into(),
-            arg,
-        }
+        TcError { code: 1, message: message.into(), arg }
     }
     /// `invarg`: `Error: argument "X" is wrong: MSG` (exit 255).
     pub fn invarg(msg: &str, value: &str, arg: usize) -> TcError {
-        TcError {
-            code: 255,
-            message: format!("Error: argument \"{value}\" is wrong: {msg}"),
-            arg: Some(arg),
-        }
+        TcError { code: 255, message: format!("Error: argument \"{value}\" is wrong: {msg}"), arg: Some(arg) }
     }
     /// `duparg` (exit 255).
     pub fn duparg(key: &str, value: &str, arg: usize) -> TcError {
@@ -41,27 +33,15 @@ impl TcError {
     }
     /// The kernel refused with an extack message: `Error: MSG.` (exit 2).
     pub fn kernel(msg: &str) -> TcError {
-        TcError {
-            code: 2,
-            message: format!("Error: {msg}."),
-            arg: None,
-        }
+        TcError { code: 2, message: format!("Error: {msg}."), arg: None }
     }
     /// The kernel refused without extack: `RTNETLINK answers: ERRNO` (exit 2).
     pub fn errno(errno_text: &str) -> TcError {
-        TcError {
-            code: 2,
-            message: format!("RTNETLINK answers: {errno_text}"),
-            arg: None,
-        }
+        TcError { code: 2, message: format!("RTNETLINK answers: {errno_text}"), arg: None }
     }
     /// Exit 255 with a message (tc functions returning -1 from `main`).
     pub fn fatal(message: impl Into<String>, arg: Option<usize>) -> TcError {
-        TcError {
-            code: 255,
-            message: message.into(),
-            arg,
-        }
+        TcError { code: 255, message: message.into(), arg }
     }
 }
 

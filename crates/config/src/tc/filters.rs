@@ -13,9 +13,7 @@ pub fn get_u32_handle(s: &str) -> Option<u32> {
     let hex = |p: Option<&str>, max: u32| -> Option<u32> {
         match p {
             None | Some("") => Some(0),
-            Some(t) => u32::from_str_radix(t.strip_prefix("0x").unwrap_or(t), 16)
-                .ok()
-                .filter(|&v| v <= max),
+            Some(t) => u32::from_str_radix(t.strip_prefix("0x").unwrap_or(t), 16).ok().filter(|&v| v <= max),
         }
     };
     let ht = hex(parts.next(), 0xFFF)?;
@@ -32,11 +30,7 @@ pub fn u32_handle_str(h: u32) -> String {
     let ht = h >> 20;
     let hash = (h >> 12) & 0xFF;
     let node = h & 0xFFF;
-    let mut s = if ht != 0 {
-        format!("{ht:x}:")
-    } else {
-        ":".to_string()
-    };
+    let mut s = if ht != 0 { format!("{ht:x}:") } else { ":".to_string() };
     if hash != 0 || node != 0 {
         if hash != 0 {
             s.push_str(&format!("{hash:x}"));
@@ -48,13 +42,7 @@ pub fn u32_handle_str(h: u32) -> String {
     s
 }
 
-fn pack_key(
-    keys: &mut Vec<U32Key>,
-    val: u32,
-    mask: u32,
-    off: i32,
-    nexthdr: bool,
-) -> Result<(), ()> {
+fn pack_key(keys: &mut Vec<U32Key>, val: u32, mask: u32, off: i32, nexthdr: bool) -> Result<(), ()> {
     let val = val & mask;
     for k in keys.iter_mut() {
         if k.off == off && k.nexthdr == nexthdr {
@@ -69,40 +57,19 @@ fn pack_key(
     if off % 4 != 0 || keys.len() >= 128 {
         return Err(());
     }
-    keys.push(U32Key {
-        val,
-        mask,
-        off,
-        nexthdr,
-    });
+    keys.push(U32Key { val, mask, off, nexthdr });
     Ok(())
 }
 
-fn pack_key16(
-    keys: &mut Vec<U32Key>,
-    val: u32,
-    mask: u32,
-    off: i32,
-    nexthdr: bool,
-) -> Result<(), ()> {
+fn pack_key16(keys: &mut Vec<U32Key>, val: u32, mask: u32, off: i32, nexthdr: bool) -> Result<(), ()> {
     if val > 0xFFFF || mask > 0xFFFF {
         return Err(());
     }
-    let (v, m) = if off & 3 == 0 {
-        (val << 16, mask << 16)
-    } else {
-        (val, mask)
-    };
+    let (v, m) = if off & 3 == 0 { (val << 16, mask << 16) } else { (val, mask) };
     pack_key(keys, v, m, off & !3, nexthdr)
 }
 
-fn pack_key8(
-    keys: &mut Vec<U32Key>,
-    val: u32,
-    mask: u32,
-    off: i32,
-    nexthdr: bool,
-) -> Result<(), ()> {
+fn pack_key8(keys: &mut Vec<U32Key>, val: u32, mask: u32, off: i32, nexthdr: bool) -> Result<(), ()> {
     if val > 0xFF || mask > 0xFF {
         return Err(());
     }
@@ -118,6 +85,13 @@ fn pack_key8(
 fn num(cur: &mut Cur, what: &str) -> Result<u32, TcError> {
     let (i, v) = value(cur)?;
     get_u32(v).ok_or_else(|| illegal(what, i, None))
+}
+
+/// Masks in u32 selectors are hexadecimal even without `0x` (tc's `get_u32(.., 16)`).
+fn mask(cur: &mut Cur) -> Result<u32, TcError> {
+    let (i, v) = value(cur)?;
+    u32::from_str_radix(v.trim_start_matches("0x").trim_start_matches("0X"), 16)
+        .map_err(|_| illegal("match", i, None))
 }
 
 fn value<'a>(cur: &mut Cur<'a>) -> Result<(usize, &'a str), TcError> {
@@ -172,7 +146,7 @@ fn parse_selector(cur: &mut Cur, keys: &mut Vec<U32Key>) -> Result<(), TcError> 
     match t {
         "u32" | "u16" | "u8" => {
             let v = num(cur, "match")?;
-            let m = num(cur, "match")?;
+            let m = mask(cur)?;
             let (off, nh) = at_offset(cur)?;
             let r = match t {
                 "u32" => pack_key(keys, v, m, off, nh),
@@ -187,12 +161,11 @@ fn parse_selector(cur: &mut Cur, keys: &mut Vec<U32Key>) -> Result<(), TcError> 
                 "src" | "dst" => {
                     let (ai, a) = value(cur)?;
                     let (v, m) = ipv4_prefix(a).ok_or_else(|| bad("match", ai))?;
-                    pack_key(keys, v, m, if f == "src" { 12 } else { 16 }, false)
-                        .map_err(|_| key_err(ti))
+                    pack_key(keys, v, m, if f == "src" { 12 } else { 16 }, false).map_err(|_| key_err(ti))
                 }
                 "tos" | "dsfield" | "protocol" | "ihl" | "icmp_type" | "icmp_code" => {
                     let v = num(cur, "match")?;
-                    let m = num(cur, "match")?;
+                    let m = mask(cur)?;
                     let off = match f {
                         "tos" | "dsfield" => 1,
                         "protocol" => 9,
@@ -204,9 +177,8 @@ fn parse_selector(cur: &mut Cur, keys: &mut Vec<U32Key>) -> Result<(), TcError> 
                 }
                 "sport" | "dport" => {
                     let v = num(cur, "match")?;
-                    let m = num(cur, "match")?;
-                    pack_key16(keys, v, m, if f == "sport" { 20 } else { 22 }, false)
-                        .map_err(|_| key_err(ti))
+                    let m = mask(cur)?;
+                    pack_key16(keys, v, m, if f == "sport" { 20 } else { 22 }, false).map_err(|_| key_err(ti))
                 }
                 "nofrag" | "firstfrag" | "df" | "mf" => {
                     let (v, m) = match f {
@@ -223,7 +195,7 @@ fn parse_selector(cur: &mut Cur, keys: &mut Vec<U32Key>) -> Result<(), TcError> 
         "tcp" | "udp" | "icmp" => {
             let (fi, f) = value(cur)?;
             let v = num(cur, "match")?;
-            let m = num(cur, "match")?;
+            let m = mask(cur)?;
             let r = match (t, f) {
                 ("icmp", "type") => pack_key8(keys, v, m, 0, true),
                 ("icmp", "code") => pack_key8(keys, v, m, 1, true),
@@ -233,18 +205,12 @@ fn parse_selector(cur: &mut Cur, keys: &mut Vec<U32Key>) -> Result<(), TcError> 
             };
             r.map_err(|_| key_err(ti))
         }
-        "mark" => Err(TcError::usage(
-            "u32: \"mark\" match is not supported by Sluice",
-            Some(ti),
-        )),
+        "mark" => Err(TcError::usage("u32: \"mark\" match is not supported by Sluice", Some(ti))),
         _ => Err(bad("match", ti)),
     }
 }
 
-pub(crate) fn parse_u32(
-    cur: &mut Cur,
-    handle: Option<(usize, &str)>,
-) -> Result<FilterSpec, TcError> {
+pub(crate) fn parse_u32(cur: &mut Cur, handle: Option<(usize, &str)>) -> Result<FilterSpec, TcError> {
     let mut h = 0;
     if let Some((i, s)) = handle {
         h = get_u32_handle(s).ok_or_else(|| TcError::usage("Illegal filter ID", Some(i)))?;
@@ -270,9 +236,7 @@ pub(crate) fn parse_u32(
             }
             "order" => {
                 let (i, v) = value(cur)?;
-                order = get_u32(v)
-                    .filter(|&o| o <= 0xFFF)
-                    .ok_or_else(|| illegal("order", i, None))?;
+                order = get_u32(v).filter(|&o| o <= 0xFFF).ok_or_else(|| illegal("order", i, None))?;
             }
             "link" => {
                 let (i, v) = value(cur)?;
@@ -295,10 +259,7 @@ pub(crate) fn parse_u32(
                 let si = cur.pos;
                 parse_selector(cur, &mut sk)?;
                 if sk.len() != 1 {
-                    return Err(TcError::usage(
-                        "\"sample\" must contain exactly ONE key.",
-                        Some(si),
-                    ));
+                    return Err(TcError::usage("\"sample\" must contain exactly ONE key.", Some(si)));
                 }
                 let mut hash = sk[0].val & sk[0].mask;
                 if sk[0].mask != 0 {
@@ -333,12 +294,7 @@ pub(crate) fn parse_u32(
             "skip_hw" | "skip_sw" => {}
             "action" => parse_actions(cur, &mut actions)?,
             "police" => actions.push(Action::Police(parse_police(cur)?)),
-            "offset" => {
-                return Err(TcError::usage(
-                    "u32: \"offset\" is not supported by Sluice",
-                    Some(at),
-                ))
-            }
+            "offset" => return Err(TcError::usage("u32: \"offset\" is not supported by Sluice", Some(at))),
             "help" => return Err(TcError::usage(U32_USAGE, Some(at))),
             _ => return Err(what_is(w, at, U32_USAGE)),
         }
@@ -357,27 +313,15 @@ pub(crate) fn parse_u32(
         Some(d) if !sel => FilterOpts::U32Table { divisor: d },
         _ => FilterOpts::U32(o),
     };
-    Ok(FilterSpec {
-        opts,
-        handle: h,
-        u32_htid: htid,
-        actions,
-        given,
-    })
+    Ok(FilterSpec { opts, handle: h, u32_htid: htid, actions, given })
 }
 
-pub(crate) fn parse_flow(
-    cur: &mut Cur,
-    handle: Option<(usize, &str)>,
-) -> Result<FilterSpec, TcError> {
+pub(crate) fn parse_flow(cur: &mut Cur, handle: Option<(usize, &str)>) -> Result<FilterSpec, TcError> {
     let mut h = 0;
     if let Some((i, s)) = handle {
         h = get_u32(s).ok_or_else(|| TcError::usage("Illegal \"handle\"", Some(i)))?;
     }
-    let mut o = FlowOpts {
-        mask: u32::MAX,
-        ..Default::default()
-    };
+    let mut o = FlowOpts { mask: u32::MAX, ..Default::default() };
     let mut nkeys = 0;
     let mut actions = Vec::new();
     let mut given: Vec<&'static str> = Vec::new();
@@ -402,19 +346,14 @@ pub(crate) fn parse_flow(
                         o.keys |= 1 << b;
                         nkeys += 1;
                     }
-                    None => {
-                        return Err(TcError::usage(
-                            format!("Unknown flow key \"{k}\""),
-                            Some(at + 1),
-                        ))
-                    }
+                    None => return Err(TcError::usage(format!("Unknown flow key \"{k}\""), Some(at + 1))),
                 }
             }
             given.push("keys");
         } else if matches(w, "and") || matches(w, "or") || matches(w, "xor") {
             let (i, v) = value(cur)?;
-            let t = get_u32(v)
-                .ok_or_else(|| illegal(if w.starts_with('a') { "mask" } else { w }, i, None))?;
+            let t =
+                get_u32(v).ok_or_else(|| illegal(if w.starts_with('a') { "mask" } else { w }, i, None))?;
             let (m, x) = if matches(w, "and") {
                 (t, 0)
             } else if matches(w, "or") {
@@ -444,9 +383,8 @@ pub(crate) fn parse_flow(
             given.push("divisor");
         } else if matches(w, "baseclass") {
             let (i, v) = value(cur)?;
-            let b = get_tc_classid(v)
-                .filter(|b| b & 0xFFFF != 0)
-                .ok_or_else(|| illegal("baseclass", i, None))?;
+            let b =
+                get_tc_classid(v).filter(|b| b & 0xFFFF != 0).ok_or_else(|| illegal("baseclass", i, None))?;
             o.baseclass = Some(b);
             given.push("baseclass");
         } else if matches(w, "perturb") {
@@ -466,19 +404,10 @@ pub(crate) fn parse_flow(
         }
     }
     if nkeys > 1 && !o.hash {
-        return Err(TcError::usage(
-            "Invalid mode \"map\" for multiple keys",
-            None,
-        ));
+        return Err(TcError::usage("Invalid mode \"map\" for multiple keys", None));
     }
     given.push("mode");
-    Ok(FilterSpec {
-        opts: FilterOpts::Flow(o),
-        handle: h,
-        u32_htid: None,
-        actions,
-        given,
-    })
+    Ok(FilterSpec { opts: FilterOpts::Flow(o), handle: h, u32_htid: None, actions, given })
 }
 
 /// An ematch tree: one quoted argument, or words up to the next filter keyword. Normalised to the
@@ -486,16 +415,7 @@ pub(crate) fn parse_flow(
 fn parse_ematch(cur: &mut Cur) -> Result<String, TcError> {
     let mut words = Vec::new();
     while let Some(w) = peek(cur) {
-        if !words.is_empty()
-            && [
-                "action",
-                "police",
-                "classid",
-                "flowid",
-                "baseclass",
-                "divisor",
-            ]
-            .contains(&w)
+        if !words.is_empty() && ["action", "police", "classid", "flowid", "baseclass", "divisor"].contains(&w)
         {
             break;
         }
@@ -515,10 +435,7 @@ fn parse_ematch(cur: &mut Cur) -> Result<String, TcError> {
         .replace("layer transport", "layer 2"))
 }
 
-pub(crate) fn parse_fw(
-    cur: &mut Cur,
-    handle: Option<(usize, &str)>,
-) -> Result<FilterSpec, TcError> {
+pub(crate) fn parse_fw(cur: &mut Cur, handle: Option<(usize, &str)>) -> Result<FilterSpec, TcError> {
     let mut o = FwOpts::default();
     let mut h = 0;
     if let Some((i, s)) = handle {
@@ -528,8 +445,7 @@ pub(crate) fn parse_fw(
         };
         h = get_u32(v).ok_or_else(|| TcError::usage("Illegal \"handle\"", Some(i)))?;
         if let Some(m) = m {
-            o.mask =
-                Some(get_u32(m).ok_or_else(|| TcError::usage("Illegal \"handle\" mask", Some(i)))?);
+            o.mask = Some(get_u32(m).ok_or_else(|| TcError::usage("Illegal \"handle\" mask", Some(i)))?);
         }
     }
     let mut actions = Vec::new();
@@ -555,19 +471,10 @@ pub(crate) fn parse_fw(
             }
         }
     }
-    Ok(FilterSpec {
-        opts: FilterOpts::Fw(o),
-        handle: h,
-        u32_htid: None,
-        actions,
-        given: vec![],
-    })
+    Ok(FilterSpec { opts: FilterOpts::Fw(o), handle: h, u32_htid: None, actions, given: vec![] })
 }
 
-pub(crate) fn parse_matchall(
-    cur: &mut Cur,
-    handle: Option<(usize, &str)>,
-) -> Result<FilterSpec, TcError> {
+pub(crate) fn parse_matchall(cur: &mut Cur, handle: Option<(usize, &str)>) -> Result<FilterSpec, TcError> {
     let mut h = 0;
     if let Some((i, s)) = handle {
         h = get_u32(s).ok_or_else(|| TcError::usage("Illegal \"handle\"", Some(i)))?;
@@ -587,19 +494,10 @@ pub(crate) fn parse_matchall(
             _ => return Err(what_is(w, at, "Usage: ... matchall [skip_sw | skip_hw]\n                 [ action ACTION_SPEC ] [ classid CLASSID ]")),
         }
     }
-    Ok(FilterSpec {
-        opts: FilterOpts::Matchall(o),
-        handle: h,
-        u32_htid: None,
-        actions,
-        given: vec![],
-    })
+    Ok(FilterSpec { opts: FilterOpts::Matchall(o), handle: h, u32_htid: None, actions, given: vec![] })
 }
 
-pub(crate) fn parse_basic(
-    cur: &mut Cur,
-    handle: Option<(usize, &str)>,
-) -> Result<FilterSpec, TcError> {
+pub(crate) fn parse_basic(cur: &mut Cur, handle: Option<(usize, &str)>) -> Result<FilterSpec, TcError> {
     let mut h = 0;
     if let Some((i, s)) = handle {
         h = get_u32(s).ok_or_else(|| TcError::usage("Illegal \"handle\"", Some(i)))?;
@@ -617,20 +515,16 @@ pub(crate) fn parse_basic(
             "match" => o.ematch = Some(parse_ematch(cur)?),
             "action" => parse_actions(cur, &mut actions)?,
             "police" => actions.push(Action::Police(parse_police(cur)?)),
-            _ => return Err(what_is(
-                w,
-                at,
-                "Usage: ... basic [ match EMATCH_TREE ] [ action ACTION_SPEC ] [ classid CLASSID ]",
-            )),
+            _ => {
+                return Err(what_is(
+                    w,
+                    at,
+                    "Usage: ... basic [ match EMATCH_TREE ] [ action ACTION_SPEC ] [ classid CLASSID ]",
+                ))
+            }
         }
     }
-    Ok(FilterSpec {
-        opts: FilterOpts::Basic(o),
-        handle: h,
-        u32_htid: None,
-        actions,
-        given: vec![],
-    })
+    Ok(FilterSpec { opts: FilterOpts::Basic(o), handle: h, u32_htid: None, actions, given: vec![] })
 }
 
 fn verdict(w: &str) -> Option<Verdict> {
@@ -653,10 +547,7 @@ fn parse_actions(cur: &mut Cur, out: &mut Vec<Action>) -> Result<(), TcError> {
         } else {
             let w = if w == "gact" { value(cur)?.1 } else { w };
             let v = verdict(w).ok_or_else(|| {
-                TcError::usage(
-                    format!("bad action type {w}\nUsage: ... gact <ACTTYPE> [INDEX]"),
-                    Some(i),
-                )
+                TcError::usage(format!("bad action type {w}\nUsage: ... gact <ACTTYPE> [INDEX]"), Some(i))
             })?;
             let mut index = 0;
             if peek(cur) == Some("index") {
@@ -676,11 +567,7 @@ fn parse_actions(cur: &mut Cur, out: &mut Vec<Action>) -> Result<(), TcError> {
 /// `police rate R burst B [mtu M] [peakrate P] [conform-exceed E[/C]] [VERDICT] [index N]`.
 /// Stops at the first word it does not know, as tc does.
 pub(crate) fn parse_police(cur: &mut Cur) -> Result<PoliceOpts, TcError> {
-    let mut p = PoliceOpts {
-        exceed: Verdict::Reclassify,
-        conform: Verdict::Pass,
-        ..Default::default()
-    };
+    let mut p = PoliceOpts { exceed: Verdict::Reclassify, conform: Verdict::Pass, ..Default::default() };
     let start = cur.pos;
     while let Some(w) = peek(cur) {
         match w {
@@ -721,7 +608,10 @@ pub(crate) fn parse_police(cur: &mut Cur) -> Result<PoliceOpts, TcError> {
         }
     }
     if p.rate == 0 || p.burst == 0 {
-        return Err(TcError::usage("\"burst\" requires \"rate\".\nUsage: ... police [ BYTES_RATE_SPEC ] [ burst BYTES[/BYTES] ] ...", Some(start)));
+        return Err(TcError::usage(
+            "\"burst\" requires \"rate\".\nUsage: ... police [ BYTES_RATE_SPEC ] [ burst BYTES[/BYTES] ] ...",
+            Some(start),
+        ));
     }
     Ok(p)
 }

@@ -68,8 +68,7 @@ pub fn remove_qdisc_tree(dev: &mut Device, handle: u32) {
     }
     let is_ingress = dev.qdisc(handle).is_some_and(|q| q.parent == H_INGRESS);
     dev.qdiscs.retain(|q| !doomed_q.contains(&q.handle));
-    dev.classes
-        .retain(|c| !doomed_q.contains(&(c.classid & 0xFFFF_0000)));
+    dev.classes.retain(|c| !doomed_q.contains(&(c.classid & 0xFFFF_0000)));
     dev.filters.retain(|f| {
         let block_q = if f.parent == H_MIN_INGRESS || f.parent == H_MIN_EGRESS {
             0xFFFF_0000
@@ -81,8 +80,7 @@ pub fn remove_qdisc_tree(dev: &mut Device, handle: u32) {
         }
         !doomed_q.contains(&block_q)
     });
-    dev.u32_blocks
-        .retain(|b| dev.filters.iter().any(|f| f.parent == b.block));
+    dev.u32_blocks.retain(|b| dev.filters.iter().any(|f| f.parent == b.block));
 }
 
 fn flags(verb: Verb) -> (bool, bool, bool) {
@@ -187,9 +185,7 @@ pub fn qdisc_modify(state: &mut State, c: &QdiscCmd) -> Result<Vec<String>, TcEr
     };
     if let Some(parent) = slot {
         if !create {
-            return Err(TcError::kernel(
-                "Qdisc not found. To create specify NLM_F_CREATE flag",
-            ));
+            return Err(TcError::kernel("Qdisc not found. To create specify NLM_F_CREATE flag"));
         }
         let Some(opts) = c.opts.clone() else {
             return Err(TcError::kernel("Specified qdisc kind is unknown"));
@@ -214,12 +210,7 @@ pub fn qdisc_modify(state: &mut State, c: &QdiscCmd) -> Result<Vec<String>, TcEr
         if let Some(old) = graft_old {
             remove_qdisc_tree(dev, old);
         }
-        dev.qdiscs.push(QdiscNode {
-            handle: new_handle,
-            parent,
-            opts,
-            stats: Default::default(),
-        });
+        dev.qdiscs.push(QdiscNode { handle: new_handle, parent, opts, stats: Default::default() });
         return Ok(Vec::new());
     }
     let Some(qh) = existing else {
@@ -228,10 +219,7 @@ pub fn qdisc_modify(state: &mut State, c: &QdiscCmd) -> Result<Vec<String>, TcEr
     if excl {
         return Err(TcError::kernel("Exclusivity flag on, cannot modify"));
     }
-    let old = dev
-        .qdisc(qh)
-        .cloned()
-        .ok_or_else(|| TcError::kernel("Specified qdisc not found"))?;
+    let old = dev.qdisc(qh).cloned().ok_or_else(|| TcError::kernel("Specified qdisc not found"))?;
     if kind.is_some_and(|k| k != old.opts.kind()) {
         return Err(TcError::kernel("Invalid qdisc name"));
     }
@@ -247,11 +235,7 @@ pub fn qdisc_modify(state: &mut State, c: &QdiscCmd) -> Result<Vec<String>, TcEr
 
 /// Kernel-side checks; for `change`, merges with the previous options where the kernel keeps
 /// attributes that were not sent.
-fn validate_qdisc(
-    dev: &Device,
-    new: QdiscOpts,
-    old: Option<&QdiscOpts>,
-) -> Result<QdiscOpts, TcError> {
+fn validate_qdisc(dev: &Device, new: QdiscOpts, old: Option<&QdiscOpts>) -> Result<QdiscOpts, TcError> {
     let einval = || TcError::errno("Invalid argument");
     Ok(match (new, old) {
         (QdiscOpts::Prio(p), _) => {
@@ -290,9 +274,7 @@ fn validate_qdisc(
         }),
         (QdiscOpts::FqCodel(n), Some(QdiscOpts::FqCodel(o))) => {
             if n.flows.is_some() && n.flows != o.flows {
-                return Err(TcError::kernel(
-                    "fq_codel: Number of flows cannot be changed",
-                ));
+                return Err(TcError::kernel("fq_codel: Number of flows cannot be changed"));
             }
             QdiscOpts::FqCodel(FqCodelOpts {
                 limit: n.limit.or(o.limit),
@@ -340,9 +322,7 @@ fn qdisc_delete(dev: &mut Device, c: &QdiscCmd) -> Result<(), TcError> {
                 }
                 Some(dev.qdisc_at(parent).map(|q| q.handle).unwrap_or(0))
             };
-            let q = q.ok_or_else(|| {
-                TcError::kernel("Cannot find specified qdisc on specified device")
-            })?;
+            let q = q.ok_or_else(|| TcError::kernel("Cannot find specified qdisc on specified device"))?;
             if handle != 0 && q != handle {
                 return Err(TcError::kernel("Invalid handle"));
             }
@@ -350,8 +330,7 @@ fn qdisc_delete(dev: &mut Device, c: &QdiscCmd) -> Result<(), TcError> {
         }
         None => {
             let q = dev.qdisc(handle).filter(|_| handle != 0).map(|q| q.handle);
-            let q =
-                q.ok_or_else(|| TcError::kernel("Failed to find qdisc with specified handle"))?;
+            let q = q.ok_or_else(|| TcError::kernel("Failed to find qdisc with specified handle"))?;
             if kind.is_some_and(|k| Some(k) != dev.qdisc(q).map(|x| x.opts.kind())) {
                 return Err(TcError::kernel("Invalid qdisc name"));
             }
@@ -434,7 +413,9 @@ pub fn class_modify(state: &mut State, c: &ClassCmd) -> Result<Vec<String>, TcEr
             if o.quantum.is_none() {
                 let qn = (o.rate / 8) / h.r2q.max(1) as u64;
                 if qn < 1000 {
-                    warnings.push(format!("Warning: sch_htb: quantum of class {clid:X} is small. Consider r2q change."));
+                    warnings.push(format!(
+                        "Warning: sch_htb: quantum of class {clid:X} is small. Consider r2q change."
+                    ));
                 } else if qn > 200_000 {
                     warnings.push(format!(
                         "Warning: sch_htb: quantum of class {clid:X} is big. Consider r2q change."
@@ -451,11 +432,7 @@ pub fn class_modify(state: &mut State, c: &ClassCmd) -> Result<Vec<String>, TcEr
                 return Err(TcError::errno("Invalid argument"));
             }
             // Kernel HTB: an unknown parent id makes a root class (lint reports it).
-            let pclass = if parent == H_ROOT {
-                None
-            } else {
-                dev.class(parent).cloned()
-            };
+            let pclass = if parent == H_ROOT { None } else { dev.class(parent).cloned() };
             let parent_id = pclass.as_ref().map(|p| p.classid).unwrap_or(q.handle);
             if let Some(p) = &pclass {
                 let depth = class_depth(dev, p.classid);
@@ -467,12 +444,7 @@ pub fn class_modify(state: &mut State, c: &ClassCmd) -> Result<Vec<String>, TcEr
                     remove_qdisc_tree(dev, leaf);
                 }
             }
-            dev.classes.push(ClassNode {
-                classid: clid,
-                parent: parent_id,
-                opts,
-                stats: Default::default(),
-            });
+            dev.classes.push(ClassNode { classid: clid, parent: parent_id, opts, stats: Default::default() });
         }
         (QdiscOpts::Drr, ClassOpts::Drr { .. }) => {
             if exists {
@@ -484,12 +456,7 @@ pub fn class_modify(state: &mut State, c: &ClassCmd) -> Result<Vec<String>, TcEr
             if clid == 0 || clid & 0xFFFF == 0 {
                 return Err(TcError::errno("Invalid argument"));
             }
-            dev.classes.push(ClassNode {
-                classid: clid,
-                parent: q.handle,
-                opts,
-                stats: Default::default(),
-            });
+            dev.classes.push(ClassNode { classid: clid, parent: q.handle, opts, stats: Default::default() });
         }
         _ => return Err(TcError::errno("Operation not supported")),
     }
@@ -515,10 +482,8 @@ fn class_delete(dev: &mut Device, q: &QdiscNode, clid: u32) -> Result<(), TcErro
         _ => return Err(TcError::errno("Operation not supported")),
     };
     let has_children = dev.child_classes(clid).next().is_some();
-    let bound = dev
-        .filters
-        .iter()
-        .any(|f| f.opts.classid() == Some(clid) && (f.parent & 0xFFFF_0000) == q.handle);
+    let bound =
+        dev.filters.iter().any(|f| f.opts.classid() == Some(clid) && (f.parent & 0xFFFF_0000) == q.handle);
     if has_children || bound {
         return Err(TcError::kernel(kind_msg));
     }
@@ -534,20 +499,16 @@ fn class_delete(dev: &mut Device, q: &QdiscNode, clid: u32) -> Result<(), TcErro
 pub fn resolve_block(dev: &Device, parent: Option<u32>) -> Result<u32, TcError> {
     let parent = parent.unwrap_or(0);
     if parent == H_MIN_INGRESS || parent == H_MIN_EGRESS {
-        let q = dev
-            .qdisc_at(H_INGRESS)
-            .ok_or_else(|| TcError::kernel("Parent Qdisc doesn't exists"))?;
+        let q = dev.qdisc_at(H_INGRESS).ok_or_else(|| TcError::kernel("Parent Qdisc doesn't exists"))?;
         if parent == H_MIN_EGRESS && !matches!(q.opts, QdiscOpts::Clsact) {
             return Err(TcError::kernel("Parent Qdisc doesn't exists"));
         }
         return Ok(parent);
     }
     let q = if parent == 0 || parent == H_ROOT {
-        dev.root()
-            .ok_or_else(|| TcError::kernel("Qdisc not classful"))?
+        dev.root().ok_or_else(|| TcError::kernel("Qdisc not classful"))?
     } else {
-        dev.qdisc(parent)
-            .ok_or_else(|| TcError::kernel("Parent Qdisc doesn't exists"))?
+        dev.qdisc(parent).ok_or_else(|| TcError::kernel("Parent Qdisc doesn't exists"))?
     };
     let minor = if parent == H_ROOT { 0 } else { parent & 0xFFFF };
     match &q.opts {
@@ -587,12 +548,8 @@ fn next_action_index(state_actions: usize) -> u32 {
 
 /// `tc filter add|change|replace|delete`.
 pub fn filter_modify(state: &mut State, c: &FilterCmd) -> Result<Vec<String>, TcError> {
-    let gact_count = state
-        .devices
-        .iter()
-        .flat_map(|d| d.filters.iter())
-        .map(|f| f.actions.len())
-        .sum::<usize>();
+    let gact_count =
+        state.devices.iter().flat_map(|d| d.filters.iter()).map(|f| f.actions.len()).sum::<usize>();
     let names: Vec<String> = state.devices.iter().map(|d| d.name.clone()).collect();
     let dev = device_mut(state, &c.dev)?;
     let block = resolve_block(dev, c.parent)?;
@@ -601,31 +558,23 @@ pub fn filter_modify(state: &mut State, c: &FilterCmd) -> Result<Vec<String>, Tc
     let in_tp = |f: &FilterNode, prio: u16| f.parent == block && f.chain == chain && f.prio == prio;
     if c.verb == Verb::Delete {
         if c.prio == 0 {
-            dev.filters
-                .retain(|f| !(f.parent == block && f.chain == chain));
+            dev.filters.retain(|f| !(f.parent == block && f.chain == chain));
             return Ok(Vec::new());
         }
         let prio = c.prio as u16;
         let tp = dev.filters.iter().find(|f| in_tp(f, prio)).cloned();
         let Some(tp) = tp.filter(|t| c.protocol.is_none_or(|p| p == t.protocol)) else {
-            return Err(TcError::kernel(
-                "Filter with specified priority/protocol not found",
-            ));
+            return Err(TcError::kernel("Filter with specified priority/protocol not found"));
         };
         if kind.as_deref().is_some_and(|k| k != tp.opts.kind()) {
-            return Err(TcError::kernel(
-                "Specified filter kind does not match existing one",
-            ));
+            return Err(TcError::kernel("Specified filter kind does not match existing one"));
         }
         let handle = c.spec.as_ref().map(|s| s.handle).unwrap_or(0);
         if handle == 0 {
             dev.filters.retain(|f| !in_tp(f, prio));
             return Ok(Vec::new());
         }
-        let pos = dev
-            .filters
-            .iter()
-            .position(|f| in_tp(f, prio) && f.handle == handle);
+        let pos = dev.filters.iter().position(|f| in_tp(f, prio) && f.handle == handle);
         let Some(pos) = pos else {
             return Err(TcError::kernel("Specified filter handle not found"));
         };
@@ -633,9 +582,7 @@ pub fn filter_modify(state: &mut State, c: &FilterCmd) -> Result<Vec<String>, Tc
         if let FilterOpts::U32Table { .. } = removed.opts {
             let ht = removed.handle & 0xFFF0_0000;
             dev.filters.retain(|f| {
-                !(f.parent == block
-                    && matches!(f.opts, FilterOpts::U32(_))
-                    && f.handle & 0xFFF0_0000 == ht)
+                !(f.parent == block && matches!(f.opts, FilterOpts::U32(_)) && f.handle & 0xFFF0_0000 == ht)
             });
         }
         // The classifier goes away with its last filter (u32 keeps only its root table).
@@ -652,17 +599,13 @@ pub fn filter_modify(state: &mut State, c: &FilterCmd) -> Result<Vec<String>, Tc
     }
     let (create, excl, _) = flags(c.verb);
     let Some(spec) = c.spec.clone() else {
-        return Err(TcError::kernel(
-            "Filter kind and protocol must be specified",
-        ));
+        return Err(TcError::kernel("Filter kind and protocol must be specified"));
     };
     let kind = kind.unwrap_or_default();
     let mut prio = c.prio as u16;
     if prio == 0 {
         if !create {
-            return Err(TcError::kernel(
-                "Invalid filter command with priority of zero",
-            ));
+            return Err(TcError::kernel("Invalid filter command with priority of zero"));
         }
         prio = dev
             .filters
@@ -680,17 +623,13 @@ pub fn filter_modify(state: &mut State, c: &FilterCmd) -> Result<Vec<String>, Tc
                 return Err(TcError::errno("Invalid argument"));
             }
             if t.opts.kind() != kind {
-                return Err(TcError::kernel(
-                    "Specified filter kind does not match existing one",
-                ));
+                return Err(TcError::kernel("Specified filter kind does not match existing one"));
             }
             t.protocol
         }
         None => {
             if !create {
-                return Err(TcError::kernel(
-                    "Filter with specified priority/protocol not found",
-                ));
+                return Err(TcError::kernel("Filter with specified priority/protocol not found"));
             }
             c.protocol.unwrap_or(ETH_P_ALL)
         }
@@ -732,10 +671,7 @@ pub fn filter_modify(state: &mut State, c: &FilterCmd) -> Result<Vec<String>, Tc
         .map(|_| Vec::new());
     }
     let handle = spec.handle;
-    let existing = dev
-        .filters
-        .iter()
-        .position(|f| in_tp(f, prio) && handle != 0 && f.handle == handle);
+    let existing = dev.filters.iter().position(|f| in_tp(f, prio) && handle != 0 && f.handle == handle);
     match existing {
         Some(pos) => {
             if excl {
@@ -743,9 +679,7 @@ pub fn filter_modify(state: &mut State, c: &FilterCmd) -> Result<Vec<String>, Tc
             }
             let old = dev.filters[pos].clone();
             let opts = match (&spec.opts, &old.opts) {
-                (FilterOpts::Flow(n), FilterOpts::Flow(o)) => {
-                    FilterOpts::Flow(merge_flow(n, o, &spec.given))
-                }
+                (FilterOpts::Flow(n), FilterOpts::Flow(o)) => FilterOpts::Flow(merge_flow(n, o, &spec.given)),
                 (n, _) => n.clone(),
             };
             dev.filters[pos] = mk(opts, handle, prio, actions);
@@ -787,11 +721,7 @@ pub fn filter_modify(state: &mut State, c: &FilterCmd) -> Result<Vec<String>, Tc
                     block & 0xFFFF_0000
                 };
                 let b = f.baseclass.unwrap_or(0);
-                let b = if b & 0xFFFF_0000 == 0 {
-                    q | (b & 0xFFFF)
-                } else {
-                    b
-                };
+                let b = if b & 0xFFFF_0000 == 0 { q | (b & 0xFFFF) } else { b };
                 f.baseclass = Some(if b & 0xFFFF == 0 { b | 1 } else { b });
             }
             dev.filters.push(mk(opts, handle, prio, actions));
@@ -817,9 +747,7 @@ fn merge_flow(n: &FlowOpts, o: &FlowOpts, given: &[&str]) -> FlowOpts {
 }
 
 fn u32_tables(dev: &Device, block: u32) -> impl Iterator<Item = &FilterNode> {
-    dev.filters
-        .iter()
-        .filter(move |f| f.parent == block && matches!(f.opts, FilterOpts::U32Table { .. }))
+    dev.filters.iter().filter(move |f| f.parent == block && matches!(f.opts, FilterOpts::U32Table { .. }))
 }
 
 fn u32_table(dev: &Device, block: u32, htid: u32) -> Option<&FilterNode> {
@@ -832,10 +760,7 @@ fn u32_new_htid(dev: &mut Device, block: u32) -> u32 {
     let entry = match dev.u32_blocks.iter().position(|b| b.block == block) {
         Some(i) => i,
         None => {
-            dev.u32_blocks.push(U32Block {
-                block,
-                roots_created: 0,
-            });
+            dev.u32_blocks.push(U32Block { block, roots_created: 0 });
             dev.u32_blocks.len() - 1
         }
     };
@@ -883,12 +808,9 @@ fn u32_change(
     }
     // Tables visible from this request include a root created just now.
     let lookup = |dev: &Device, pending: &[FilterNode], ht: u32| -> Option<FilterNode> {
-        u32_table(dev, block, ht).cloned().or_else(|| {
-            pending
-                .iter()
-                .find(|f| f.handle == ht & 0xFFF0_0000)
-                .cloned()
-        })
+        u32_table(dev, block, ht)
+            .cloned()
+            .or_else(|| pending.iter().find(|f| f.handle == ht & 0xFFF0_0000).cloned())
     };
     let tp_root = pending
         .first()
@@ -915,9 +837,7 @@ fn u32_change(
             Some(_) => dev
                 .filters
                 .iter()
-                .find(|f| {
-                    f.parent == block && matches!(f.opts, FilterOpts::U32(_)) && f.handle == handle
-                })
+                .find(|f| f.parent == block && matches!(f.opts, FilterOpts::U32(_)) && f.handle == handle)
                 .cloned(),
             None => None,
         }
@@ -932,38 +852,32 @@ fn u32_change(
             return Err(TcError::kernel("cls_u32: Key node id cannot be zero"));
         }
         let FilterOpts::U32(_) = &spec.opts else {
-            return Err(TcError::kernel(
-                "cls_u32: Divisor can only be used on a hash table",
-            ));
+            return Err(TcError::kernel("cls_u32: Divisor can only be used on a hash table"));
         };
         check_u32_refs(dev, block, &pending, spec, devices)?;
         let mut n = e.clone();
         n.opts = spec.opts.clone();
         n.actions = actions.clone();
-        if let Some(f) = dev.filters.iter_mut().find(|f| {
-            f.parent == block && f.handle == e.handle && matches!(f.opts, FilterOpts::U32(_))
-        }) {
+        if let Some(f) = dev
+            .filters
+            .iter_mut()
+            .find(|f| f.parent == block && f.handle == e.handle && matches!(f.opts, FilterOpts::U32(_)))
+        {
             *f = n;
         }
         dev.filters.extend(pending);
         return Ok(());
     }
     if !create {
-        return Err(TcError::kernel(
-            "Need both RTM_NEWTFILTER and NLM_F_CREATE to create a new filter",
-        ));
+        return Err(TcError::kernel("Need both RTM_NEWTFILTER and NLM_F_CREATE to create a new filter"));
     }
     match &spec.opts {
         FilterOpts::U32Table { divisor } => {
             if *divisor > 256 {
-                return Err(TcError::kernel(
-                    "cls_u32: Exceeded maximum 256 hash buckets",
-                ));
+                return Err(TcError::kernel("cls_u32: Exceeded maximum 256 hash buckets"));
             }
             if handle & 0xFFFFF != 0 {
-                return Err(TcError::kernel(
-                    "cls_u32: Divisor can only be used on a hash table",
-                ));
+                return Err(TcError::kernel("cls_u32: Divisor can only be used on a hash table"));
             }
             let h = if handle == 0 {
                 let h = u32_new_htid(dev, block);
@@ -982,9 +896,8 @@ fn u32_change(
         FilterOpts::U32(_) => {
             let (ht, htid) = match spec.u32_htid {
                 Some(t) if t >> 20 != 0 => {
-                    let ht = lookup(dev, &pending, t).ok_or_else(|| {
-                        TcError::kernel("cls_u32: Specified hash table not found")
-                    })?;
+                    let ht = lookup(dev, &pending, t)
+                        .ok_or_else(|| TcError::kernel("cls_u32: Specified hash table not found"))?;
                     (ht, t)
                 }
                 Some(t) => (tp_root.clone(), tp_root.handle | (t & 0xFF000)),
@@ -994,15 +907,11 @@ fn u32_change(
                 return Err(TcError::errno("Invalid argument"));
             };
             if (htid >> 12) & 0xFF > divisor - 1 {
-                return Err(TcError::kernel(
-                    "cls_u32: Specified hash table bucket exceeds size",
-                ));
+                return Err(TcError::kernel("cls_u32: Specified hash table bucket exceeds size"));
             }
             let h = if handle != 0 {
                 if handle >> 20 != 0 && (handle ^ htid) >> 20 != 0 {
-                    return Err(TcError::kernel(
-                        "cls_u32: Handle specified hash table address mismatch",
-                    ));
+                    return Err(TcError::kernel("cls_u32: Handle specified hash table address mismatch"));
                 }
                 (htid & 0xFFFFF000) | (handle & 0xFFF)
             } else {

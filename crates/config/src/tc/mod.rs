@@ -29,11 +29,7 @@ pub struct Outcome {
 
 impl Outcome {
     fn err(e: &TcError) -> Outcome {
-        Outcome {
-            code: e.code,
-            stdout: String::new(),
-            stderr: format!("{}\n", e.message),
-        }
+        Outcome { code: e.code, stdout: String::new(), stderr: format!("{}\n", e.message) }
     }
 }
 
@@ -62,8 +58,8 @@ pub fn run_tc(state: &mut State, argv: &[String]) -> Outcome {
                 }
             }
             "force" | "f" => force = true,
-            "raw" | "r" | "pretty" | "p" | "iec" | "i" | "n" | "netns" | "color" | "c"
-            | "timestamp" | "t" => {}
+            "raw" | "r" | "pretty" | "p" | "iec" | "i" | "n" | "netns" | "color" | "c" | "timestamp"
+            | "t" => {}
             "V" | "Version" => {
                 return Outcome {
                     code: 0,
@@ -109,8 +105,7 @@ fn run_batch(state: &mut State, file: &str, opts: ShowOpts, force: bool) -> Outc
         let words = match crate::shell::split_words(line, &Default::default()) {
             Ok(w) => w,
             Err(e) => {
-                out.stderr
-                    .push_str(&format!("{e}\nCommand failed {file}:{}\n", n + 1));
+                out.stderr.push_str(&format!("{e}\nCommand failed {file}:{}\n", n + 1));
                 out.code = 1;
                 if !force {
                     break;
@@ -125,8 +120,7 @@ fn run_batch(state: &mut State, file: &str, opts: ShowOpts, force: bool) -> Outc
         out.stdout.push_str(&r.stdout);
         out.stderr.push_str(&r.stderr);
         if r.code != 0 {
-            out.stderr
-                .push_str(&format!("Command failed {file}:{}\n", n + 1));
+            out.stderr.push_str(&format!("Command failed {file}:{}\n", n + 1));
             out.code = 1;
             if !force {
                 break;
@@ -145,19 +139,14 @@ pub fn run_one(state: &mut State, argv: &[String], opts: ShowOpts) -> Outcome {
     match execute(state, &cmd, opts) {
         Ok((stdout, warnings)) => {
             let stderr = warnings.iter().map(|w| format!("{w}\n")).collect();
-            Outcome {
-                code: 0,
-                stdout,
-                stderr,
-            }
+            Outcome { code: 0, stdout, stderr }
         }
         Err(e) => {
             let mut o = Outcome::err(&e);
             if e.code == 2 {
                 if let TcCmd::Filter(f) = &cmd {
                     if f.verb != Verb::Show && f.verb != Verb::Get {
-                        o.stderr
-                            .push_str("We have an error talking to the kernel\n");
+                        o.stderr.push_str("We have an error talking to the kernel\n");
                     }
                 }
             }
@@ -167,11 +156,7 @@ pub fn run_one(state: &mut State, argv: &[String], opts: ShowOpts) -> Outcome {
 }
 
 /// Applies a parsed command. Returns stdout and warnings; on error the state is unchanged.
-pub fn execute(
-    state: &mut State,
-    cmd: &TcCmd,
-    opts: ShowOpts,
-) -> Result<(String, Vec<String>), TcError> {
+pub fn execute(state: &mut State, cmd: &TcCmd, opts: ShowOpts) -> Result<(String, Vec<String>), TcError> {
     let backup = state.clone();
     let r = execute_inner(state, cmd, opts);
     if r.is_err() {
@@ -180,10 +165,7 @@ pub fn execute(
     r
 }
 
-fn find_dev<'a>(
-    state: &'a State,
-    dev: &Option<(String, usize)>,
-) -> Result<Option<&'a Device>, TcError> {
+fn find_dev<'a>(state: &'a State, dev: &Option<(String, usize)>) -> Result<Option<&'a Device>, TcError> {
     match dev {
         None => Ok(None),
         Some((name, i)) => state
@@ -195,11 +177,7 @@ fn find_dev<'a>(
     }
 }
 
-fn execute_inner(
-    state: &mut State,
-    cmd: &TcCmd,
-    opts: ShowOpts,
-) -> Result<(String, Vec<String>), TcError> {
+fn execute_inner(state: &mut State, cmd: &TcCmd, opts: ShowOpts) -> Result<(String, Vec<String>), TcError> {
     let mut out = String::new();
     match cmd {
         TcCmd::Qdisc(c) if c.verb == Verb::Show => {
@@ -215,18 +193,14 @@ fn execute_inner(
         }
         TcCmd::Qdisc(c) => return kernel::qdisc_modify(state, c).map(|w| (out, w)),
         TcCmd::Class(c) if c.verb == Verb::Show => {
-            let d = find_dev(state, &c.dev)?
-                .ok_or_else(|| TcError::usage("Must specify device.", None))?;
+            let d = find_dev(state, &c.dev)?.ok_or_else(|| TcError::usage("Must specify device.", None))?;
             show::show_classes(&mut out, d, opts, c.parent);
         }
         TcCmd::Class(c) => return kernel::class_modify(state, c).map(|w| (out, w)),
         TcCmd::Filter(c) if c.verb == Verb::Show => {
-            let d = find_dev(state, &c.dev)?
-                .ok_or_else(|| TcError::usage("Must specify device.", None))?;
-            let ctx = show::FilterShowCtx {
-                protocol: c.protocol,
-                prio: (c.prio != 0).then_some(c.prio as u16),
-            };
+            let d = find_dev(state, &c.dev)?.ok_or_else(|| TcError::usage("Must specify device.", None))?;
+            let ctx =
+                show::FilterShowCtx { protocol: c.protocol, prio: (c.prio != 0).then_some(c.prio as u16) };
             // A missing block prints nothing, as the kernel's dump does.
             if let Ok(block) = kernel::resolve_block(d, c.parent) {
                 let shown = match c.parent {
@@ -237,38 +211,23 @@ fn execute_inner(
             }
         }
         TcCmd::Filter(c) if c.verb == Verb::Get => {
-            let d = find_dev(state, &c.dev)?
-                .ok_or_else(|| TcError::usage("Must specify device.", None))?;
+            let d = find_dev(state, &c.dev)?.ok_or_else(|| TcError::usage("Must specify device.", None))?;
             let block = kernel::resolve_block(d, c.parent)?;
             if c.prio == 0 {
-                return Err(TcError::kernel(
-                    "Invalid filter command with priority of zero",
-                ));
+                return Err(TcError::kernel("Invalid filter command with priority of zero"));
             }
             let handle = c.spec.as_ref().map(|s| s.handle).unwrap_or(0);
-            let tp = d
-                .filters
-                .iter()
-                .find(|f| f.parent == block && f.prio == c.prio as u16);
+            let tp = d.filters.iter().find(|f| f.parent == block && f.prio == c.prio as u16);
             let Some(tp) = tp.filter(|t| c.protocol.is_none_or(|p| p == t.protocol)) else {
-                return Err(TcError::kernel(
-                    "Filter with specified priority/protocol not found",
-                ));
+                return Err(TcError::kernel("Filter with specified priority/protocol not found"));
             };
             if c.kind.as_ref().is_some_and(|k| k.0 != tp.opts.kind()) {
-                return Err(TcError::kernel(
-                    "Specified filter kind does not match existing one",
-                ));
+                return Err(TcError::kernel("Specified filter kind does not match existing one"));
             }
             let f = d
                 .filters
                 .iter()
-                .find(|f| {
-                    f.parent == block
-                        && f.prio == c.prio as u16
-                        && f.handle == handle
-                        && handle != 0
-                })
+                .find(|f| f.parent == block && f.prio == c.prio as u16 && f.handle == handle && handle != 0)
                 .ok_or_else(|| TcError::kernel("Specified filter handle not found"))?;
             let parent = c.parent.unwrap_or(block);
             show::show_one_filter(&mut out, f, parent);
@@ -280,23 +239,13 @@ fn execute_inner(
 
 /// `ip link add|del|show` on emulated devices.
 pub fn run_ip(state: &mut State, argv: &[String]) -> Outcome {
-    let fail = |code: u8, msg: String| Outcome {
-        code,
-        stdout: String::new(),
-        stderr: format!("{msg}\n"),
-    };
+    let fail = |code: u8, msg: String| Outcome { code, stdout: String::new(), stderr: format!("{msg}\n") };
     let mut a: Vec<&str> = argv.iter().map(|s| s.as_str()).collect();
     while a.first().is_some_and(|w| w.starts_with('-')) {
         a.remove(0);
     }
     if a.first().is_none_or(|w| !args::matches(w, "link")) {
-        return fail(
-            255,
-            format!(
-                "Object \"{}\" is unknown, try \"ip help\".",
-                a.first().unwrap_or(&"")
-            ),
-        );
+        return fail(255, format!("Object \"{}\" is unknown, try \"ip help\".", a.first().unwrap_or(&"")));
     }
     let verb = a.get(1).copied().unwrap_or("show");
     let rest = if a.len() > 2 { &a[2..] } else { &[][..] };
@@ -341,10 +290,7 @@ pub fn run_ip(state: &mut State, argv: &[String]) -> Outcome {
     match verb {
         v if args::matches(v, "add") => {
             let Some(n) = name else {
-                return fail(
-                    255,
-                    "Not enough information: \"dev\" argument is required.".into(),
-                );
+                return fail(255, "Not enough information: \"dev\" argument is required.".into());
             };
             if exists(state, n) || peer.is_some_and(|p| exists(state, p)) {
                 return fail(2, "RTNETLINK answers: File exists".into());
@@ -374,17 +320,21 @@ pub fn run_ip(state: &mut State, argv: &[String]) -> Outcome {
                     mk(state, n, DevKind::Veth { peer: p.clone() });
                     mk(state, &p, DevKind::Veth { peer: n.to_string() });
                 }
-                Some(k) => return fail(2, format!("Error: Unknown device type.\nSluice emulates dummy and veth only, not \"{k}\".")),
+                Some(k) => {
+                    return fail(
+                        2,
+                        format!(
+                            "Error: Unknown device type.\nSluice emulates dummy and veth only, not \"{k}\"."
+                        ),
+                    )
+                }
                 None => return fail(2, "Not enough information: \"type\" argument is required.".into()),
             }
             Outcome::default()
         }
         v if args::matches(v, "delete") || v == "del" => {
             let Some(n) = name else {
-                return fail(
-                    255,
-                    "Not enough information: \"dev\" argument is required.".into(),
-                );
+                return fail(255, "Not enough information: \"dev\" argument is required.".into());
             };
             let Some(d) = state.devices.iter().find(|d| d.name == n) else {
                 return fail(1, format!("Cannot find device \"{n}\""));
@@ -398,10 +348,7 @@ pub fn run_ip(state: &mut State, argv: &[String]) -> Outcome {
         }
         v if args::matches(v, "set") => {
             let Some(n) = name else {
-                return fail(
-                    255,
-                    "Not enough information: \"dev\" argument is required.".into(),
-                );
+                return fail(255, "Not enough information: \"dev\" argument is required.".into());
             };
             let Some(d) = state.devices.iter_mut().find(|d| d.name == n) else {
                 return fail(1, format!("Cannot find device \"{n}\""));
@@ -435,15 +382,8 @@ pub fn run_ip(state: &mut State, argv: &[String]) -> Outcome {
                     return fail(1, format!("Device \"{n}\" does not exist."));
                 }
             }
-            Outcome {
-                code: 0,
-                stdout: out,
-                stderr: String::new(),
-            }
+            Outcome { code: 0, stdout: out, stderr: String::new() }
         }
-        v => fail(
-            255,
-            format!("Command \"{v}\" is unknown, try \"ip link help\"."),
-        ),
+        v => fail(255, format!("Command \"{v}\" is unknown, try \"ip link help\".")),
     }
 }

@@ -109,20 +109,12 @@ pub fn qdisc_options(dev: &Device, q: &QdiscOpts, d: bool) -> String {
         QdiscOpts::PfifoFast => prio_opts(&mut s, &PrioOpts::default()),
         QdiscOpts::Prio(p) => prio_opts(&mut s, p),
         QdiscOpts::Htb(h) => {
-            let def = if h.default == 0 {
-                "0".to_string()
-            } else {
-                format!("{:#x}", h.default)
-            };
+            let def = if h.default == 0 { "0".to_string() } else { format!("{:#x}", h.default) };
             let _ = write!(s, "r2q {} default {} direct_packets_stat 0", h.r2q, def);
             if d {
                 s.push_str(" ver 3.17");
             }
-            let _ = write!(
-                s,
-                " direct_qlen {}",
-                h.direct_qlen.unwrap_or(dev.txqueuelen)
-            );
+            let _ = write!(s, " direct_qlen {}", h.direct_qlen.unwrap_or(dev.txqueuelen));
             if h.offload {
                 s.push_str(" offload");
             }
@@ -177,11 +169,7 @@ pub fn qdisc_options(dev: &Device, q: &QdiscOpts, d: bool) -> String {
             if let Some(ce) = c.ce_threshold {
                 let _ = write!(s, "ce_threshold {} ", time_us(codel_us(ce)));
             }
-            let _ = write!(
-                s,
-                "interval {} ",
-                time_us(codel_us(c.interval.unwrap_or(100_000)))
-            );
+            let _ = write!(s, "interval {} ", time_us(codel_us(c.interval.unwrap_or(100_000))));
             if c.ecn == Some(true) {
                 s.push_str("ecn ");
             }
@@ -230,12 +218,7 @@ fn tbf_opts(s: &mut String, t: &TbfOpts, d: bool) {
     let _ = write!(s, "rate {} ", rate(t.rate));
     let buffer = xmitsize(rb, buffer_ticks);
     if d {
-        let _ = write!(
-            s,
-            "burst {}/8 mpu {} ",
-            format_size(buffer as u64),
-            format_size(t.mpu as u64)
-        );
+        let _ = write!(s, "burst {}/8 mpu {} ", format_size(buffer as u64), format_size(t.mpu as u64));
     } else {
         let _ = write!(s, "burst {} ", format_size(buffer as u64));
     }
@@ -245,13 +228,8 @@ fn tbf_opts(s: &mut String, t: &TbfOpts, d: bool) {
         let pb = p / 8;
         let mtu_ticks = (l2t_ns(pb, t.mtu.unwrap_or(0), t.overhead, t.mpu, atm) >> 6) as u32;
         let _ = write!(s, "peakrate {} ", rate(p));
-        let _ = write!(
-            s,
-            "minburst {} ",
-            format_size(xmitsize(pb, mtu_ticks) as u64)
-        );
-        let lat2 =
-            1e6 * (t.limit as f64 / pb.max(1) as f64) - (mtu_ticks as f64 / TICK_IN_USEC).trunc();
+        let _ = write!(s, "minburst {} ", format_size(xmitsize(pb, mtu_ticks) as u64));
+        let lat2 = 1e6 * (t.limit as f64 / pb.max(1) as f64) - (mtu_ticks as f64 / TICK_IN_USEC).trunc();
         if lat2 > latency {
             latency = lat2;
         }
@@ -276,34 +254,20 @@ fn stats_lines(out: &mut String, st: &QdiscStats) {
         " Sent {} bytes {} pkt (dropped {}, overlimits {} requeues {}) ",
         st.bytes, st.packets, st.drops, st.overlimits, st.requeues
     );
-    let _ = writeln!(
-        out,
-        " backlog {} {}p requeues {}",
-        format_size(st.backlog_bytes),
-        st.qlen,
-        st.requeues
-    );
+    let _ = writeln!(out, " backlog {} {}p requeues {}", format_size(st.backlog_bytes), st.qlen, st.requeues);
 }
 
 /// Qdiscs in the order the kernel dumps them: root tree, then ingress.
 fn qdisc_order(dev: &Device) -> Vec<&QdiscNode> {
     let mut v: Vec<&QdiscNode> = dev.qdiscs.iter().filter(|q| q.parent == H_ROOT).collect();
-    v.extend(
-        dev.qdiscs
-            .iter()
-            .filter(|q| q.parent != H_ROOT && q.parent != H_INGRESS),
-    );
+    v.extend(dev.qdiscs.iter().filter(|q| q.parent != H_ROOT && q.parent != H_INGRESS));
     v.extend(dev.qdiscs.iter().filter(|q| q.parent == H_INGRESS));
     v
 }
 
 /// `tc qdisc show [dev D]`.
 pub fn show_qdiscs(out: &mut String, dev: &Device, with_dev: bool, o: ShowOpts, only: Option<u32>) {
-    let devs = if with_dev {
-        format!("dev {} ", dev.name)
-    } else {
-        String::new()
-    };
+    let devs = if with_dev { format!("dev {} ", dev.name) } else { String::new() };
     if dev.root().is_none() && only.is_none_or(|p| p == H_ROOT) {
         let _ = writeln!(out, "qdisc noqueue 0: {devs}root refcnt 2 ");
         if o.stats {
@@ -349,24 +313,15 @@ pub fn show_classes(out: &mut String, dev: &Device, o: ShowOpts, only_parent: Op
         match &q.opts {
             QdiscOpts::Prio(p) => {
                 for b in 1..=p.bands {
-                    lines.push((
-                        q.handle | b,
-                        format!("parent {} ", classid_str(q.handle)),
-                        None,
-                    ));
+                    lines.push((q.handle | b, format!("parent {} ", classid_str(q.handle)), None));
                 }
             }
-            QdiscOpts::Tbf(_) => lines.push((
-                q.handle | 1,
-                format!("parent {} ", classid_str(q.handle)),
-                None,
-            )),
+            QdiscOpts::Tbf(_) => {
+                lines.push((q.handle | 1, format!("parent {} ", classid_str(q.handle)), None))
+            }
             QdiscOpts::Htb(_) | QdiscOpts::Drr => {
-                let mut cls: Vec<&ClassNode> = dev
-                    .classes
-                    .iter()
-                    .filter(|c| c.classid & 0xFFFF_0000 == q.handle)
-                    .collect();
+                let mut cls: Vec<&ClassNode> =
+                    dev.classes.iter().filter(|c| c.classid & 0xFFFF_0000 == q.handle).collect();
                 cls.sort_by_key(|c| c.classid);
                 for c in cls {
                     let p = if c.parent == q.handle {
@@ -386,10 +341,7 @@ pub fn show_classes(out: &mut String, dev: &Device, o: ShowOpts, only_parent: Op
                     continue;
                 }
             }
-            let leaf = dev
-                .qdisc_at(id)
-                .map(|l| format!("leaf {:x}: ", l.handle >> 16))
-                .unwrap_or_default();
+            let leaf = dev.qdisc_at(id).map(|l| format!("leaf {:x}: ", l.handle >> 16)).unwrap_or_default();
             let mut s = format!("class {} {} {parent}{leaf}", q.opts.kind(), classid_str(id));
             let inner = dev.child_classes(id).next().is_some();
             match node.map(|n| &n.opts) {
@@ -401,9 +353,9 @@ pub fn show_classes(out: &mut String, dev: &Device, o: ShowOpts, only_parent: Op
                                 QdiscOpts::Htb(x) => x.r2q.max(1),
                                 _ => 10,
                             };
-                            let qn = h.quantum.unwrap_or_else(|| {
-                                ((h.rate / 8) / r2q as u64).clamp(1000, 200_000) as u32
-                            });
+                            let qn = h
+                                .quantum
+                                .unwrap_or_else(|| ((h.rate / 8) / r2q as u64).clamp(1000, 200_000) as u32);
                             let _ = write!(s, "quantum {qn} ");
                         }
                     }
@@ -418,11 +370,7 @@ pub fn show_classes(out: &mut String, dev: &Device, o: ShowOpts, only_parent: Op
                         let _ = write!(
                             s,
                             "linklayer {} ",
-                            if h.linklayer == LinkLayer::Atm {
-                                "atm"
-                            } else {
-                                "ethernet"
-                            }
+                            if h.linklayer == LinkLayer::Atm { "atm" } else { "ethernet" }
                         );
                     }
                     if o.details {
@@ -439,20 +387,12 @@ pub fn show_classes(out: &mut String, dev: &Device, o: ShowOpts, only_parent: Op
                             level
                         );
                     } else {
-                        let _ = write!(
-                            s,
-                            "burst {} cburst {}",
-                            format_size(b as u64),
-                            format_size(cb as u64)
-                        );
+                        let _ =
+                            write!(s, "burst {} cburst {}", format_size(b as u64), format_size(cb as u64));
                     }
                 }
                 Some(ClassOpts::Drr { quantum }) => {
-                    let _ = write!(
-                        s,
-                        "quantum {} ",
-                        format_size(quantum.unwrap_or(dev.psched_mtu()) as u64)
-                    );
+                    let _ = write!(s, "quantum {} ", format_size(quantum.unwrap_or(dev.psched_mtu()) as u64));
                 }
                 None => {}
             }
@@ -477,10 +417,7 @@ pub fn show_classes(out: &mut String, dev: &Device, o: ShowOpts, only_parent: Op
 }
 
 fn class_level(dev: &Device, id: u32) -> u32 {
-    dev.child_classes(id)
-        .map(|c| class_level(dev, c.classid) + 1)
-        .max()
-        .unwrap_or(0)
+    dev.child_classes(id).map(|c| class_level(dev, c.classid) + 1).max().unwrap_or(0)
 }
 
 /// The filter header `filter [parent P] protocol X pref N KIND chain C `.
@@ -598,16 +535,9 @@ pub fn filter_body(f: &FilterNode) -> String {
             }
         }
         FilterOpts::Flow(fl) => {
-            let _ = write!(
-                s,
-                "handle {:#x} {}",
-                f.handle,
-                if fl.hash { "hash " } else { "map " }
-            );
-            let keys: Vec<&str> = (0..32)
-                .filter(|i| fl.keys & (1 << i) != 0)
-                .filter_map(flow_key_name)
-                .collect();
+            let _ = write!(s, "handle {:#x} {}", f.handle, if fl.hash { "hash " } else { "map " });
+            let keys: Vec<&str> =
+                (0..32).filter(|i| fl.keys & (1 << i) != 0).filter_map(flow_key_name).collect();
             let _ = write!(s, "keys {} ", keys.join(","));
             if fl.mask != u32::MAX || fl.xor != 0 {
                 let or = (fl.mask & fl.xor) ^ fl.xor;
@@ -680,68 +610,39 @@ pub fn show_filters(
     parent_shown: Option<u32>,
     ctx: FilterShowCtx,
 ) {
-    let mut prios: Vec<(u32, u16)> = dev
-        .filters
-        .iter()
-        .filter(|f| f.parent == block)
-        .map(|f| (f.chain, f.prio))
-        .collect();
+    let mut prios: Vec<(u32, u16)> =
+        dev.filters.iter().filter(|f| f.parent == block).map(|f| (f.chain, f.prio)).collect();
     prios.sort();
     prios.dedup();
     for (chain, prio) in prios {
         if ctx.prio.is_some_and(|p| p != prio) {
             continue;
         }
-        let tp: Vec<&FilterNode> = dev
-            .filters
-            .iter()
-            .filter(|f| f.parent == block && f.chain == chain && f.prio == prio)
-            .collect();
+        let tp: Vec<&FilterNode> =
+            dev.filters.iter().filter(|f| f.parent == block && f.chain == chain && f.prio == prio).collect();
         let Some(first) = tp.first() else { continue };
-        if ctx
-            .protocol
-            .is_some_and(|p| p != first.protocol && first.protocol != ETH_P_ALL)
-        {
+        if ctx.protocol.is_some_and(|p| p != first.protocol && first.protocol != ETH_P_ALL) {
             continue;
         }
         let _ = writeln!(out, "{}", filter_head(first, parent_shown, &ctx));
         if first.opts.kind() == "u32" {
             // Hash tables newest first, each followed by its key nodes in handle order.
-            let tables: Vec<&&FilterNode> = tp
-                .iter()
-                .filter(|f| matches!(f.opts, FilterOpts::U32Table { .. }))
-                .collect();
+            let tables: Vec<&&FilterNode> =
+                tp.iter().filter(|f| matches!(f.opts, FilterOpts::U32Table { .. })).collect();
             for t in tables.iter().rev() {
-                let _ = writeln!(
-                    out,
-                    "{}{}",
-                    filter_head(t, parent_shown, &ctx),
-                    filter_body(t)
-                );
+                let _ = writeln!(out, "{}{}", filter_head(t, parent_shown, &ctx), filter_body(t));
                 let mut keys: Vec<&&FilterNode> = tp
                     .iter()
-                    .filter(|f| {
-                        matches!(f.opts, FilterOpts::U32(_)) && f.handle >> 20 == t.handle >> 20
-                    })
+                    .filter(|f| matches!(f.opts, FilterOpts::U32(_)) && f.handle >> 20 == t.handle >> 20)
                     .collect();
                 keys.sort_by_key(|f| f.handle);
                 for k in keys {
-                    let _ = writeln!(
-                        out,
-                        "{}{}",
-                        filter_head(k, parent_shown, &ctx),
-                        filter_body(k)
-                    );
+                    let _ = writeln!(out, "{}{}", filter_head(k, parent_shown, &ctx), filter_body(k));
                 }
             }
         } else {
             for f in tp {
-                let _ = writeln!(
-                    out,
-                    "{}{}",
-                    filter_head(f, parent_shown, &ctx),
-                    filter_body(f)
-                );
+                let _ = writeln!(out, "{}{}", filter_head(f, parent_shown, &ctx), filter_body(f));
             }
         }
     }
@@ -749,10 +650,5 @@ pub fn show_filters(
 
 /// `tc filter get`: one filter with its parent.
 pub fn show_one_filter(out: &mut String, f: &FilterNode, parent: u32) {
-    let _ = writeln!(
-        out,
-        "{}{}",
-        filter_head(f, Some(parent), &FilterShowCtx::default()),
-        filter_body(f)
-    );
+    let _ = writeln!(out, "{}{}", filter_head(f, Some(parent), &FilterShowCtx::default()), filter_body(f));
 }

@@ -262,17 +262,60 @@ impl FlowConfig {
 /// Sluice's flow hash: a keyed multiply-xorshift over 32-bit words with a 64-bit finaliser
 /// (splitmix64). Good avalanche, no allocation, a handful of instructions per word.
 pub fn hash_words(seed: u32, words: &[u32]) -> u32 {
-    let mut h = (seed as u64) << 32 ^ 0x9E37_79B9_7F4A_7C15 ^ words.len() as u64;
+    let mut h = WordHasher::new(seed);
     for &w in words {
-        h = (h ^ w as u64).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        h ^= h >> 31;
+        h.push(w);
     }
-    h ^= h >> 30;
-    h = h.wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    h ^= h >> 27;
-    h = h.wrapping_mul(0x94D0_49BB_1331_11EB);
-    h ^= h >> 31;
-    (h ^ (h >> 32)) as u32
+    h.finish()
+}
+
+/// The streaming form of [`hash_words`].
+#[derive(Clone, Copy, Debug)]
+pub struct WordHasher {
+    h: u64,
+    n: u64,
+}
+
+impl WordHasher {
+    /// Starts a hash with a key.
+    pub fn new(seed: u32) -> WordHasher {
+        WordHasher { h: (seed as u64) << 32 ^ 0x9E37_79B9_7F4A_7C15, n: 0 }
+    }
+    /// Feeds one word.
+    pub fn push(&mut self, w: u32) {
+        self.h = (self.h ^ w as u64).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        self.h ^= self.h >> 31;
+        self.n += 1;
+    }
+    /// The 32-bit result.
+    pub fn finish(self) -> u32 {
+        let mut h = self.h ^ self.n;
+        h ^= h >> 30;
+        h = h.wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        h ^= h >> 27;
+        h = h.wrapping_mul(0x94D0_49BB_1331_11EB);
+        h ^= h >> 31;
+        (h ^ (h >> 32)) as u32
+    }
+}
+
+/// Where key words go: the hasher (hash mode) or the first word only (map mode).
+trait Sink {
+    fn push(&mut self, w: u32);
+}
+
+impl Sink for WordHasher {
+    fn push(&mut self, w: u32) {
+        WordHasher::push(self, w)
+    }
+}
+
+struct First(Option<u32>);
+
+impl Sink for First {
+    fn push(&mut self, w: u32) {
+        self.0.get_or_insert(w);
+    }
 }
 
 /// One flow filter element.
@@ -287,7 +330,7 @@ pub struct FlowFilter {
 }
 
 /// Words of one address: the last 32 bits (map) or all of it (hash).
-fn addr_words(a: IpAddr, full: bool, out: &mut Words) {
+fn addr_words(a: IpAddr, full: bool, out: &mut impl Sink) {
     match a {
         IpAddr::V4(v4) => out.push(u32::from(v4)),
         IpAddr::V6(v6) => {
@@ -300,23 +343,8 @@ fn addr_words(a: IpAddr, full: bool, out: &mut Words) {
     }
 }
 
-/// A fixed buffer of key words (23 keys × 4 words at most): no allocation per packet.
-struct Words {
-    buf: [u32; 96],
-    len: usize,
-}
-
-impl Words {
-    fn push(&mut self, w: u32) {
-        if self.len < self.buf.len() {
-            self.buf[self.len] = w;
-            self.len += 1;
-        }
-    }
-}
-
 impl FlowFilter {
-    fn key_words(&self, key: FlowKey, input: &ClassifyInput<'_>, full: bool, out: &mut Words) {
+    fn key_words(&self, key: FlowKey, input: &ClassifyInput<'_>, full: bool, out: &mut impl Sink) {
         let keys = input.keys;
         let hdr = |tunnel: bool| -> Option<&HeaderKeys> {
             if tunnel {
@@ -352,10 +380,10 @@ impl FlowFilter {
                     Some(h) if self.cfg.legacy_proto_ports && h.src_port == 0 && h.dst_port == 0 => {
                         // The kernel's value: the route cache entry (one per destination and TOS)
                         // folded to 32 bits, xor the EtherType as stored in the skb.
-                        let mut w = Words { buf: [0; 96], len: 0 };
+                        let mut w = WordHasher::new(0x0d57_e417);
                         addr_words(h.dst, true, &mut w);
                         w.push((h.dsfield & 0x1E) as u32);
-                        hash_words(0x0d57_e417, &w.buf[..w.len]) ^ keys.ethertype.swap_bytes() as u32
+                        w.finish() ^ keys.ethertype.swap_bytes() as u32
                     }
                     Some(h) => h.dst_port as u32,
                     None => 0,
@@ -374,18 +402,15 @@ impl FlowFilter {
     /// The class this filter computes for a packet (before actions).
     pub fn compute(&self, input: &ClassifyInput<'_>, now: Time) -> Handle {
         let c = &self.cfg;
-        let mut words = Words { buf: [0; 96], len: 0 };
         let mut v = match c.mode {
             FlowMode::Map => {
-                let key = c.key_list().next().unwrap_or(FlowKey::Src);
-                self.key_words(key, input, false, &mut words);
-                let k = words.buf[0];
+                let key = ALL_KEYS[c.keys.trailing_zeros().min(ALL_KEYS.len() as u32 - 1) as usize];
+                let mut first = First(None);
+                self.key_words(key, input, false, &mut first);
+                let k = first.0.unwrap_or(0);
                 ((k & c.and) ^ c.xor).checked_shr(c.rshift as u32).unwrap_or(0).wrapping_add(c.addend)
             }
             FlowMode::Hash => {
-                for key in c.key_list() {
-                    self.key_words(key, input, true, &mut words);
-                }
                 let seed = match c.perturb {
                     Some(p) => {
                         let epoch = now.as_nanos() / p.as_nanos().max(1);
@@ -393,7 +418,16 @@ impl FlowFilter {
                     }
                     None => c.seed,
                 };
-                hash_words(seed, &words.buf[..words.len])
+                let mut hasher = WordHasher::new(seed);
+                let mut bits = c.keys;
+                while bits != 0 {
+                    let k = bits.trailing_zeros() as usize;
+                    bits &= bits - 1;
+                    if let Some(key) = ALL_KEYS.get(k) {
+                        self.key_words(*key, input, true, &mut hasher);
+                    }
+                }
+                hasher.finish()
             }
         };
         if c.divisor != 0 {

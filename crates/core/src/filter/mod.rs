@@ -10,6 +10,29 @@
 //!   [`MAX_RECLASSIFY`] times (then the packet is dropped, as the kernel does);
 //! - `drop` drops; `ok`/`pass`/`pipe` take the element's class.
 //!
+//! ## tc options: supported and not
+//!
+//! - **u32**: `match u32|u16|u8 VAL MASK at [nexthdr+]OFF`; the `ip` (src, dst, tos/dsfield,
+//!   protocol, sport, dport, icmp_type, icmp_code), `ip6` (src, dst, priority, protocol, flowlabel,
+//!   sport, dport), `tcp`/`udp` (src, dst) and `icmp` (type, code) shorthands as builders on
+//!   [`U32Selector`]; `classid`/`flowid`, `ht`, `handle`, `order`, `divisor`, `link`,
+//!   `hashkey mask M at N`, `offset plus/at/mask/shift/eat`, `sample` (as
+//!   [`u32::sample_bucket`]), `mark`, `indev` (as an ifindex). Not supported: `skip_hw`/`skip_sw`
+//!   and `police` on the node itself other than as an action (same thing), `ip nofrag`/`firstfrag`
+//!   style shorthands (expressible as `u16` matches at offset 6).
+//! - **flow**: `map`/`hash`, every key (see [`flow`] for how kernel-state keys behave), `and`,
+//!   `or`, `xor`, `rshift`, `addend`, `divisor`, `baseclass`, `perturb`; plus the tunnel keys and
+//!   the `legacy_proto_ports` switch. Not supported: ematches (`match 'cmp(...)'`).
+//! - **fw**: `handle MARK[/MASK]`, `classid`, `indev`, actions; the old method without handles.
+//! - **matchall**: `classid`, actions. **dsfield**: Sluice's own (see [`dsfield`]).
+//! - **Actions**: `gact` (`ok`/`pass`, `pipe`, `drop`/`shot`, `reclassify`, `continue`,
+//!   `goto chain N`) and `police` (`rate`, `burst`, `mtu`, `peakrate`, `overhead`, `mpu`,
+//!   `linklayer`, `conform-exceed EXCEED[/CONFORM]`). Not supported: `avrate` (needs a rate
+//!   estimator), `pkts_rate`/`pkts_burst`, `stolen`/`trap`/`jump`, other action kinds (mirred,
+//!   skbedit, ...).
+//! - Chains, `protocol` (all, ip, ipv6, arp, 802.1q, 802.1ad, or a hex EtherType), automatic
+//!   priorities (49152, then one below the lowest) and the reclassify limit follow the kernel.
+//!
 //! Nothing here allocates per packet. Filters read a [`ClassifyInput`]: the packet descriptor,
 //! its parsed [`FlowKeys`] and the frame's bytes (for u32).
 

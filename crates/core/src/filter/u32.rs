@@ -117,6 +117,30 @@ pub struct HashKey {
     pub at: i32,
 }
 
+impl fmt::Display for HashKey {
+    /// `hash mask 0000ff00 at 12` (tc's format).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "hash mask {:08x} at {}", self.mask, self.at)
+    }
+}
+
+impl fmt::Display for U32Offset {
+    /// `offset 0f00>>6 at 0 plus 4 eat` (tc's format, parts present only when set).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("offset")?;
+        if let Some(v) = self.var {
+            write!(f, " {:04x}>>{} at {}", v.mask, v.shift, v.at)?;
+        }
+        if let Some(p) = self.plus {
+            write!(f, " plus {p}")?;
+        }
+        if self.eat {
+            f.write_str(" eat")?;
+        }
+        Ok(())
+    }
+}
+
 /// A u32 selector: the keys (all must match) and the link options.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct U32Selector {
@@ -333,6 +357,25 @@ pub struct U32Node {
 }
 
 impl U32Node {
+    /// The head of its `tc filter show` line, after `chain N `:
+    /// `fh 800::800 order 2048 key ht 800 bkt 0 [link 43:] [flowid 1:1]`.
+    pub fn show_head(&self) -> String {
+        let mut s = format!(
+            "fh {} order {} key ht {:x} bkt {:x}",
+            format_handle(self.handle),
+            node_of(self.handle),
+            htid_of(self.handle) >> 20,
+            bucket_of(self.handle)
+        );
+        if let Some(l) = self.link {
+            s.push_str(&format!(" link {}", format_handle(l)));
+        }
+        if let Some(c) = self.classid {
+            s.push_str(&format!(" flowid {c}"));
+        }
+        s
+    }
+
     /// A node ends the walk when it has a class or actions (tc sets `TC_U32_TERMINAL`).
     pub fn is_terminal(&self) -> bool {
         self.classid.is_some() || !self.actions.is_empty()
@@ -789,6 +832,20 @@ mod tests {
         for m in [0x70, 0xf0, 0xff0, 0xfff0, 0xff00f0] {
             assert_eq!(sample_bucket(0x10203040, m, 256), 4, "mask {m:x}");
         }
+    }
+
+    #[test]
+    fn show_head_matches_tdc_patterns() {
+        let mut b = U32Block::default();
+        let root = b.new_root(1).unwrap();
+        let mut sel = U32Selector::new();
+        sel.ip_src(Ipv4Addr::new(127, 0, 0, 1), 32).unwrap();
+        let cfg = U32Config { sel, classid: Some(Handle::new(1, 1)), ..Default::default() };
+        let h = b.apply(root, 1, None, cfg, false, false).unwrap();
+        let n = b.node(h).unwrap();
+        assert_eq!(n.show_head(), "fh 800::800 order 2048 key ht 800 bkt 0 flowid 1:1");
+        assert_eq!(n.sel.keys[0].to_string(), "match 7f000001/ffffffff at 12");
+        assert_eq!(HashKey { mask: 0xff00, at: 12 }.to_string(), "hash mask 0000ff00 at 12");
     }
 
     #[test]

@@ -17,6 +17,8 @@ pub struct CaseSpec {
     pub params: BTreeMap<String, String>,
     /// The run.
     pub spec: SimSpec,
+    /// Seed-document figures for this case: (key, value) for `extra`.
+    pub references: Vec<(String, f64)>,
 }
 
 /// Resolution context: the scenario and this case's parameter values.
@@ -28,7 +30,12 @@ pub struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
-    pub(crate) fn err(&self, span: Option<Range<usize>>, msg: impl Into<String>, hint: Option<&str>) -> ScenarioError {
+    pub(crate) fn err(
+        &self,
+        span: Option<Range<usize>>,
+        msg: impl Into<String>,
+        hint: Option<&str>,
+    ) -> ScenarioError {
         ScenarioError::at(&self.sc.path, &self.sc.src, span, msg, hint.map(String::from))
     }
 
@@ -63,7 +70,9 @@ impl Ctx<'_> {
 
     pub(crate) fn rate(&self, q: &Q) -> Result<Rate, ScenarioError> {
         let t = self.text(q)?;
-        let r = parse_rate(&t).map_err(|e| self.err(Some(q.span()), e.to_string(), Some("a tc rate such as 5mbit or 10gbit")))?;
+        let r = parse_rate(&t).map_err(|e| {
+            self.err(Some(q.span()), e.to_string(), Some("a tc rate such as 5mbit or 10gbit"))
+        })?;
         if r.is_zero() {
             return Err(self.err(Some(q.span()), "rate must be positive", None));
         }
@@ -75,12 +84,14 @@ impl Ctx<'_> {
         if t == "0" {
             return Ok(Span::ZERO);
         }
-        parse_time(&t).map_err(|e| self.err(Some(q.span()), e.to_string(), Some("a tc time such as 20ms or 5s")))
+        parse_time(&t)
+            .map_err(|e| self.err(Some(q.span()), e.to_string(), Some("a tc time such as 20ms or 5s")))
     }
 
     pub(crate) fn size(&self, q: &Q) -> Result<u64, ScenarioError> {
         let t = self.text(q)?;
-        parse_size(&t).map_err(|e| self.err(Some(q.span()), e.to_string(), Some("a tc size such as 1514 or 128k")))
+        parse_size(&t)
+            .map_err(|e| self.err(Some(q.span()), e.to_string(), Some("a tc size such as 1514 or 128k")))
     }
 
     pub(crate) fn uint(&self, q: &Q, max: u64) -> Result<u64, ScenarioError> {
@@ -121,10 +132,18 @@ impl Ctx<'_> {
             } else if let Some((k, v)) = cond.split_once('=') {
                 (k, v, false)
             } else {
-                return Err(self.err(Some(q.span()), format!("bad condition `{cond}`"), Some("write param=value or param!=value")));
+                return Err(self.err(
+                    Some(q.span()),
+                    format!("bad condition `{cond}`"),
+                    Some("write param=value or param!=value"),
+                ));
             };
             let Some(actual) = self.params.get(k.trim()) else {
-                return Err(self.err(Some(q.span()), format!("unknown parameter `{}` in condition", k.trim()), None));
+                return Err(self.err(
+                    Some(q.span()),
+                    format!("unknown parameter `{}` in condition", k.trim()),
+                    None,
+                ));
             };
             let alts: Vec<&str> = v.split('|').map(str::trim).collect();
             let hit = alts.contains(&actual.as_str());
@@ -158,7 +177,11 @@ pub fn build_case(sc: &Scenario, point: &Point) -> Result<CaseSpec, ScenarioErro
         None => Span::ZERO,
     };
     if warmup >= duration {
-        return Err(ctx.err(f.warmup.as_ref().map(|q| q.span()), "warmup must be shorter than duration", None));
+        return Err(ctx.err(
+            f.warmup.as_ref().map(|q| q.span()),
+            "warmup must be shorter than duration",
+            None,
+        ));
     }
     let step = match top("step", f.step.as_ref()) {
         Some(q) => ctx.time(&q)?,
@@ -168,7 +191,9 @@ pub fn build_case(sc: &Scenario, point: &Point) -> Result<CaseSpec, ScenarioErro
         return Err(ctx.err(f.step.as_ref().map(|q| q.span()), "step must be positive", None));
     }
     let seed = match point.params.get("seed") {
-        Some(s) if !f.params.contains_key("seed") => s.parse().map_err(|_| ctx.err(None, format!("seed `{s}` is not an integer"), None))?,
+        Some(s) if !f.params.contains_key("seed") => {
+            s.parse().map_err(|_| ctx.err(None, format!("seed `{s}` is not an integer"), None))?
+        }
         _ => f.seed.unwrap_or(1),
     };
     let series = match &f.series {
@@ -197,7 +222,11 @@ pub fn build_case(sc: &Scenario, point: &Point) -> Result<CaseSpec, ScenarioErro
             };
             let (queue, is_shaper): (QueueFactory, bool) = if qtext == "shaper" {
                 if reverse {
-                    return Err(ctx.err(l.queue.as_ref().map(|q| q.span()), "the shaper must be on the forward path", None));
+                    return Err(ctx.err(
+                        l.queue.as_ref().map(|q| q.span()),
+                        "the shaper must be on the forward path",
+                        None,
+                    ));
                 }
                 shaper_used = true;
                 match &built {
@@ -207,7 +236,11 @@ pub fn build_case(sc: &Scenario, point: &Point) -> Result<CaseSpec, ScenarioErro
                 }
             } else {
                 let fac = backend::queue_factory(&qtext).map_err(|m| {
-                    ctx.err(l.queue.as_ref().map(|q| q.span()), m, Some("\"shaper\", \"pfifo [N]\", \"bfifo [SIZE]\" or \"pfifo_head_drop [N]\""))
+                    ctx.err(
+                        l.queue.as_ref().map(|q| q.span()),
+                        m,
+                        Some("\"shaper\", \"pfifo [N]\", \"bfifo [SIZE]\" or \"pfifo_head_drop [N]\""),
+                    )
                 })?;
                 (fac, false)
             };
@@ -218,7 +251,11 @@ pub fn build_case(sc: &Scenario, point: &Point) -> Result<CaseSpec, ScenarioErro
     let forward = links(&f.link, false)?;
     let reverse = links(&f.reverse, true)?;
     if forward.is_empty() {
-        return Err(ctx.err(None, "the scenario has no [[link]]", Some("add at least one [[link]] table for the forward path")));
+        return Err(ctx.err(
+            None,
+            "the scenario has no [[link]]",
+            Some("add at least one [[link]] table for the forward path"),
+        ));
     }
     if built.is_some() && !shaper_used {
         return Err(ctx.err(None, "a [shaper] is configured but no link has queue = \"shaper\"", None));
@@ -235,8 +272,26 @@ pub fn build_case(sc: &Scenario, point: &Point) -> Result<CaseSpec, ScenarioErro
         Some(b) => (b.classes.clone(), b.wire),
         None => (Vec::new(), WireSpec::default()),
     };
-    let spec = SimSpec { duration, warmup, step, seed, forward, reverse, classes, shaper_wire, flows, series };
-    Ok(CaseSpec { name: point.name(), params: point.params.clone(), spec })
+    let spec = SimSpec {
+        duration,
+        warmup,
+        step,
+        seed,
+        forward,
+        reverse,
+        classes,
+        shaper_wire,
+        flows,
+        series,
+        profile: f.profile.unwrap_or(false),
+    };
+    let mut references = Vec::new();
+    for r in &f.reference {
+        if ctx.when(&r.when)? {
+            references.push((format!("seed_mbit.{}", r.flow), r.mbit));
+        }
+    }
+    Ok(CaseSpec { name: point.name(), params: point.params.clone(), spec, references })
 }
 
 /// The shaper as built for one case.
@@ -274,7 +329,13 @@ fn build_shaper(ctx: &Ctx, s: &ShaperFile) -> Result<BuiltShaper, ScenarioError>
         Some(q) => match ctx.text(q)?.as_str() {
             "ethernet" => LinkLayer::Ethernet,
             "atm" | "adsl" => LinkLayer::Atm,
-            t => return Err(ctx.err(Some(q.span()), format!("unknown linklayer `{t}`"), Some("ethernet or atm"))),
+            t => {
+                return Err(ctx.err(
+                    Some(q.span()),
+                    format!("unknown linklayer `{t}`"),
+                    Some("ethernet or atm"),
+                ))
+            }
         },
         None => LinkLayer::Ethernet,
     };
@@ -300,7 +361,11 @@ fn build_shaper(ctx: &Ctx, s: &ShaperFile) -> Result<BuiltShaper, ScenarioError>
         Some(h) => {
             let key = ctx.text(&h.key)?;
             if !["src-host", "dst-host", "flow"].contains(&key.as_str()) {
-                return Err(ctx.err(Some(h.key.span()), format!("unknown hash key `{key}`"), Some("src-host, dst-host or flow")));
+                return Err(ctx.err(
+                    Some(h.key.span()),
+                    format!("unknown hash key `{key}`"),
+                    Some("src-host, dst-host or flow"),
+                ));
             }
             let cl = h.classes.iter().map(|q| ctx.handle(q)).collect::<Result<Vec<_>, _>>()?;
             if cl.is_empty() {
@@ -340,11 +405,20 @@ fn classify(b: &BuiltShaper, name: &str, host: &str, dscp: u8, mark: u32, flow_h
     b.default
 }
 
-fn build_flows(ctx: &Ctx, fl: &FlowFile, b: Option<&BuiltShaper>, out: &mut Vec<FlowSpec>) -> Result<(), ScenarioError> {
+fn build_flows(
+    ctx: &Ctx,
+    fl: &FlowFile,
+    b: Option<&BuiltShaper>,
+    out: &mut Vec<FlowSpec>,
+) -> Result<(), ScenarioError> {
     let kind = ctx.text(&fl.kind)?;
     let need = |q: &Option<Q>, what: &str| -> Result<Q, ScenarioError> {
         q.clone().ok_or_else(|| {
-            ctx.err(Some(fl.kind.span()), format!("flow `{}` of type {kind} needs `{what}`", fl.name), Some(&format!("add {what} = ...")))
+            ctx.err(
+                Some(fl.kind.span()),
+                format!("flow `{}` of type {kind} needs `{what}`", fl.name),
+                Some(&format!("add {what} = ...")),
+            )
         })
     };
     let count = fl.count.as_ref().map(|q| ctx.uint(q, 1_000_000)).transpose()?.unwrap_or(1);
@@ -352,7 +426,11 @@ fn build_flows(ctx: &Ctx, fl: &FlowFile, b: Option<&BuiltShaper>, out: &mut Vec<
     let dst = fl.dst.as_ref().map(|q| ctx.text(q)).transpose()?.unwrap_or_else(|| "server".into());
     let size = fl.size.as_ref().map(|q| ctx.size(q)).transpose()?.unwrap_or(1514);
     if !(20..=65535).contains(&size) {
-        return Err(ctx.err(fl.size.as_ref().map(|q| q.span()), format!("size {size} out of range"), Some("20..65535 bytes")));
+        return Err(ctx.err(
+            fl.size.as_ref().map(|q| q.span()),
+            format!("size {size} out of range"),
+            Some("20..65535 bytes"),
+        ));
     }
     let gso = fl.gso_segs.as_ref().map(|q| ctx.uint(q, 64)).transpose()?.unwrap_or(1).max(1) as u16;
     if size * gso as u64 > 65535 * 2 {
@@ -366,7 +444,20 @@ fn build_flows(ctx: &Ctx, fl: &FlowFile, b: Option<&BuiltShaper>, out: &mut Vec<
     let start = fl.start.as_ref().map(|q| ctx.time(q)).transpose()?.unwrap_or(Span::ZERO);
     let stop = fl.stop.as_ref().map(|q| ctx.time(q)).transpose()?;
     let explicit = fl.class.as_ref().map(|q| ctx.handle(q)).transpose()?;
-    let tunnel = fl.tunnel.as_ref().map(|q| ctx.text(q)).transpose()?;
+    let spread = fl.spread.as_ref().map(|q| ctx.uint(q, 65535)).transpose()?;
+    if let (Some(n), Some(c)) = (spread, explicit) {
+        if c.minor() as u64 + n > 65535 {
+            return Err(ctx.err(fl.spread.as_ref().map(|q| q.span()), "spread runs past minor 0xffff", None));
+        }
+    }
+    let mut tunnel = fl.tunnel.as_ref().map(|q| ctx.text(q)).transpose()?;
+    if let Some(q) = &fl.tunnel_keys {
+        match ctx.text(q)?.as_str() {
+            "outer" | "false" | "off" => {}
+            "inner" | "true" | "on" => tunnel = None,
+            o => return Err(ctx.err(Some(q.span()), format!("tunnel_keys `{o}`"), Some("outer or inner"))),
+        }
+    }
     let traffic = match kind.as_str() {
         "cbr" => TrafficSpec::Cbr { rate: ctx.rate(&need(&fl.rate, "rate")?)? },
         "poisson" => TrafficSpec::Poisson { rate: ctx.rate(&need(&fl.rate, "rate")?)? },
@@ -375,12 +466,20 @@ fn build_flows(ctx: &Ctx, fl: &FlowFile, b: Option<&BuiltShaper>, out: &mut Vec<
             on: ctx.time(&need(&fl.on, "on")?)?,
             off: ctx.time(&need(&fl.off, "off")?)?,
         },
-        "backlog" => TrafficSpec::Backlog { depth: fl.depth.as_ref().map(|q| ctx.uint(q, 100_000)).transpose()?.unwrap_or(4) as u32 },
+        "backlog" => TrafficSpec::Backlog {
+            depth: fl.depth.as_ref().map(|q| ctx.uint(q, 100_000)).transpose()?.unwrap_or(4) as u32,
+        },
         "tcp" => {
             let cc = match fl.cc.as_ref().map(|q| ctx.text(q)).transpose()?.as_deref() {
                 None | Some("cubic") => CongestionControl::Cubic,
                 Some("reno") => CongestionControl::Reno,
-                Some(o) => return Err(ctx.err(fl.cc.as_ref().map(|q| q.span()), format!("unknown cc `{o}`"), Some("reno or cubic"))),
+                Some(o) => {
+                    return Err(ctx.err(
+                        fl.cc.as_ref().map(|q| q.span()),
+                        format!("unknown cc `{o}`"),
+                        Some("reno or cubic"),
+                    ))
+                }
             };
             TrafficSpec::Tcp {
                 cc,
@@ -403,18 +502,31 @@ fn build_flows(ctx: &Ctx, fl: &FlowFile, b: Option<&BuiltShaper>, out: &mut Vec<
                 None | Some("none") => CreditPolicy::None,
                 Some("ipi") => CreditPolicy::Ipi,
                 Some("rtt") => CreditPolicy::Rtt(ctx.time(&need(&fl.rtt, "rtt")?)?),
-                Some(o) => return Err(ctx.err(fl.credit.as_ref().map(|q| q.span()), format!("unknown credit policy `{o}`"), Some("none, ipi or rtt"))),
+                Some(o) => {
+                    return Err(ctx.err(
+                        fl.credit.as_ref().map(|q| q.span()),
+                        format!("unknown credit policy `{o}`"),
+                        Some("none, ipi or rtt"),
+                    ))
+                }
             };
             TrafficSpec::Paced { t_ipi, timer, credit }
         }
         "probe" => {
-            let interval = fl.interval.as_ref().map(|q| ctx.time(q)).transpose()?.unwrap_or(Span::from_millis(100));
+            let interval =
+                fl.interval.as_ref().map(|q| ctx.time(q)).transpose()?.unwrap_or(Span::from_millis(100));
             if interval == Span::ZERO {
-                return Err(ctx.err(fl.interval.as_ref().map(|q| q.span()), "interval must be positive", None));
+                return Err(ctx.err(
+                    fl.interval.as_ref().map(|q| q.span()),
+                    "interval must be positive",
+                    None,
+                ));
             }
             TrafficSpec::Probe { interval }
         }
-        "streams" => TrafficSpec::StreamGroup { rate: ctx.rate(&need(&fl.rate, "rate")?)?, streams: Vec::new() },
+        "streams" => {
+            TrafficSpec::StreamGroup { rate: ctx.rate(&need(&fl.rate, "rate")?)?, streams: Vec::new() }
+        }
         other => {
             return Err(ctx.err(
                 Some(fl.kind.span()),
@@ -439,7 +551,11 @@ fn build_flows(ctx: &Ctx, fl: &FlowFile, b: Option<&BuiltShaper>, out: &mut Vec<
             Some(t) => name_hash(t),
             None => name_hash(&format!("{host}>{dst}:{name}")),
         };
-        let class = explicit.or_else(|| b.and_then(|b| classify(b, &name, &host, dsfield >> 2, mark, fs.flow_hash)));
+        let class = match (explicit, spread) {
+            (Some(c), Some(n)) => Some(Handle::new(c.major(), (c.minor() as u64 + i * n / count) as u16)),
+            _ => explicit
+                .or_else(|| b.and_then(|b| classify(b, &name, &host, dsfield >> 2, mark, fs.flow_hash))),
+        };
         fs.class_path = class.into_iter().collect();
         if let TrafficSpec::StreamGroup { rate, .. } = &traffic {
             let group_idx = out.len();
@@ -464,7 +580,11 @@ fn build_flows(ctx: &Ctx, fl: &FlowFile, b: Option<&BuiltShaper>, out: &mut Vec<
                 out.push(m);
             }
             if streams.is_empty() {
-                return Err(ctx.err(Some(fl.kind.span()), format!("streams flow `{}` has no [[flow.stream]]", fl.name), None));
+                return Err(ctx.err(
+                    Some(fl.kind.span()),
+                    format!("streams flow `{}` has no [[flow.stream]]", fl.name),
+                    None,
+                ));
             }
             out[group_idx].traffic = TrafficSpec::StreamGroup { rate: *rate, streams };
         } else {

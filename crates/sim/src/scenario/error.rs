@@ -24,7 +24,13 @@ pub struct ScenarioError {
 
 impl ScenarioError {
     /// An error at `span` of `src`.
-    pub fn at(path: &str, src: &str, span: Option<Range<usize>>, message: impl Into<String>, hint: Option<String>) -> Self {
+    pub fn at(
+        path: &str,
+        src: &str,
+        span: Option<Range<usize>>,
+        message: impl Into<String>,
+        hint: Option<String>,
+    ) -> Self {
         let (line, col) = match &span {
             Some(r) => line_col(src, r.start),
             None => (0, 0),

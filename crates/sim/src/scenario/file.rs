@@ -81,6 +81,9 @@ pub struct ScenarioFile {
     /// Record time series (default true).
     #[serde(default)]
     pub series: Option<Q>,
+    /// Time the shaper's enqueue/dequeue with the wall clock (default false).
+    #[serde(default)]
+    pub profile: Option<bool>,
     /// Named parameters, referenced as `${name}` in values.
     #[serde(default)]
     pub params: BTreeMap<String, Spanned<Scalar>>,
@@ -102,6 +105,22 @@ pub struct ScenarioFile {
     /// Plot hints.
     #[serde(default)]
     pub report: Option<ReportFile>,
+    /// Figures from the seed document, shown beside ours (`extra["seed_mbit.<flow>"]`).
+    #[serde(default)]
+    pub reference: Vec<ReferenceFile>,
+}
+
+/// A published figure for one flow in the cases where `when` holds.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReferenceFile {
+    /// Condition.
+    #[serde(default)]
+    pub when: Option<Q>,
+    /// Flow name.
+    pub flow: String,
+    /// The seed's throughput, Mbit/s.
+    pub mbit: f64,
 }
 
 /// A link (hop).
@@ -161,6 +180,9 @@ pub struct ShaperFile {
     /// Classes (structured form).
     #[serde(default)]
     pub class: Vec<ClassFile>,
+    /// Many identical leaves, generated (seed 001's n leaves).
+    #[serde(default)]
+    pub leaves: Option<LeavesFile>,
     /// Classification rules, first match wins.
     #[serde(default, rename = "match")]
     pub matches: Vec<MatchFile>,
@@ -173,6 +195,9 @@ pub struct ShaperFile {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ClassFile {
+    /// Condition: the class exists only in cases where it holds.
+    #[serde(default)]
+    pub when: Option<Q>,
     /// Class id, `major:minor`.
     pub id: Q,
     /// Parent id (default: the root qdisc).
@@ -198,6 +223,29 @@ pub struct ClassFile {
     /// Leaf qdisc: `pfifo [N]`, `bfifo [SIZE]`, `fq_codel`, `sfq`, ...
     #[serde(default)]
     pub leaf: Option<Q>,
+}
+
+/// `count` identical leaves `major:first`, `major:first+1`, ... under `parent`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LeavesFile {
+    /// How many.
+    pub count: Q,
+    /// Parent class.
+    pub parent: Q,
+    /// First class id.
+    pub first: Q,
+    /// Rate of each.
+    pub rate: Q,
+    /// Ceil of each (default = rate).
+    #[serde(default)]
+    pub ceil: Option<Q>,
+    /// Leaf qdisc (default pfifo 1000).
+    #[serde(default)]
+    pub leaf: Option<Q>,
+    /// List them among the results' classes (default true).
+    #[serde(default)]
+    pub report: Option<bool>,
 }
 
 /// A classification rule.
@@ -272,6 +320,10 @@ pub struct FlowFile {
     /// Class id (skips the shaper's rules).
     #[serde(default)]
     pub class: Option<Q>,
+    /// With `count` flows: spread them evenly over this many consecutive classes starting at
+    /// `class` (flow i gets minor `class + i·spread/count`).
+    #[serde(default)]
+    pub spread: Option<Q>,
     /// Start time.
     #[serde(default)]
     pub start: Option<Q>,
@@ -314,9 +366,13 @@ pub struct FlowFile {
     /// probe: interval.
     #[serde(default)]
     pub interval: Option<Q>,
-    /// Flow hash override (e.g. flows inside a tunnel share the tunnel's outer hash).
+    /// Name of a tunnel carrying this flow: all its flows share the outer header's hash.
     #[serde(default)]
     pub tunnel: Option<Q>,
+    /// `outer` (default): the flow hash is the tunnel's outer header; `inner`: the classifier
+    /// sees the inner header (tunnel keys).
+    #[serde(default)]
+    pub tunnel_keys: Option<Q>,
     /// streams: the member streams.
     #[serde(default)]
     pub stream: Vec<StreamFile>,

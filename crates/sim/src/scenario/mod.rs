@@ -81,7 +81,12 @@ impl Scenario {
         ))
     }
 
-    fn err(&self, span: Option<std::ops::Range<usize>>, msg: impl Into<String>, hint: Option<String>) -> ScenarioError {
+    fn err(
+        &self,
+        span: Option<std::ops::Range<usize>>,
+        msg: impl Into<String>,
+        hint: Option<String>,
+    ) -> ScenarioError {
         ScenarioError::at(&self.path, &self.src, span, msg, hint)
     }
 
@@ -109,7 +114,8 @@ impl Scenario {
                     Some(format!("parameters: {}", known.join(", "))),
                 ));
             }
-            let vals: Vec<String> = v.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect();
+            let vals: Vec<String> =
+                v.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect();
             sweep.retain(|(s, _)| s != k);
             if vals.len() > 1 {
                 sweep.push((k.clone(), vals));
@@ -138,7 +144,11 @@ impl Scenario {
         match v.get_ref() {
             SweepFile::List(l) => {
                 if l.is_empty() {
-                    return Err(self.err(span, format!("sweep `{key}` is empty"), Some("give at least one value".into())));
+                    return Err(self.err(
+                        span,
+                        format!("sweep `{key}` is empty"),
+                        Some("give at least one value".into()),
+                    ));
                 }
                 Ok(l.iter().map(Scalar::text).collect())
             }
@@ -146,21 +156,35 @@ impl Scenario {
                 let (from, to, step) = (r.from.text(), r.to.text(), r.step.text());
                 type P = fn(&str) -> Option<(f64, Box<dyn Fn(f64) -> String>)>;
                 let kinds: [P; 4] = [
-                    |s| s.parse::<f64>().ok().map(|x| (x, Box::new(|v: f64| trim_num(v)) as Box<dyn Fn(f64) -> String>)),
+                    |s| {
+                        s.parse::<f64>()
+                            .ok()
+                            .map(|x| (x, Box::new(|v: f64| trim_num(v)) as Box<dyn Fn(f64) -> String>))
+                    },
                     |s| {
                         parse_rate(s).ok().map(|r| {
-                            (r.bps() as f64, Box::new(|v: f64| format_rate(sluice_core::Rate::from_bps(v.round() as u64))) as _)
+                            (
+                                r.bps() as f64,
+                                Box::new(|v: f64| format_rate(sluice_core::Rate::from_bps(v.round() as u64)))
+                                    as _,
+                            )
                         })
                     },
                     |s| {
                         parse_time(s).ok().map(|t| {
                             (
                                 t.as_nanos() as f64,
-                                Box::new(|v: f64| format_time(sluice_core::Span::from_nanos(v.round() as u64))) as _,
+                                Box::new(|v: f64| {
+                                    format_time(sluice_core::Span::from_nanos(v.round() as u64))
+                                }) as _,
                             )
                         })
                     },
-                    |s| parse_size(s).ok().map(|b| (b as f64, Box::new(|v: f64| format_size(v.round() as u64)) as _)),
+                    |s| {
+                        parse_size(s)
+                            .ok()
+                            .map(|b| (b as f64, Box::new(|v: f64| format_size(v.round() as u64)) as _))
+                    },
                 ];
                 for k in kinds {
                     if let (Some((a, fmt)), Some((b, _)), Some((st, _))) = (k(&from), k(&to), k(&step)) {
@@ -169,7 +193,11 @@ impl Scenario {
                         }
                         let n = ((b - a) / st + 1e-9).floor() as usize + 1;
                         if n > 100_000 {
-                            return Err(self.err(span, format!("range has {n} points"), Some("use a larger step".into())));
+                            return Err(self.err(
+                                span,
+                                format!("range has {n} points"),
+                                Some("use a larger step".into()),
+                            ));
                         }
                         return Ok((0..n).map(|i| fmt(a + st * i as f64)).collect());
                     }
