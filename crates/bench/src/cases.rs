@@ -15,7 +15,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::time::Instant;
 
 /// One row of results (the JSON schema of `sluice bench --json`).
-#[derive(Clone, Debug, serde::Serialize)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct BenchResult {
     /// "sluice" or "reference".
     pub scheduler: Scheduler,
@@ -26,18 +26,26 @@ pub struct BenchResult {
     /// Percentage of classes (or flows) kept backlogged.
     pub active_pct: u32,
     /// Median of the per-batch average ns per packet.
+    #[serde(deserialize_with = "nan_if_null")]
     pub ns_per_pkt_p50: f64,
     /// 99th percentile of the per-batch average ns per packet.
+    #[serde(deserialize_with = "nan_if_null")]
     pub ns_per_pkt_p99: f64,
     /// Packets per second over all batches, in millions.
+    #[serde(deserialize_with = "nan_if_null")]
     pub mpps: f64,
     /// Heap bytes per class after building the idle tree (None without the counting allocator).
     pub bytes_per_class: Option<f64>,
     /// Packets timed.
     pub packets: usize,
     /// Remarks (reduced packet counts, skipped runs).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+}
+
+/// serde_json writes NaN (a skipped run) as null; read it back as NaN.
+fn nan_if_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(<Option<f64> as serde::Deserialize>::deserialize(d)?.unwrap_or(f64::NAN))
 }
 
 /// How much to measure.

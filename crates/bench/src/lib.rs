@@ -95,6 +95,15 @@ pub fn to_json(results: &[BenchResult]) -> String {
     serde_json::to_string_pretty(&Doc { results }).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
 }
 
+/// Reads back the output of [`to_json`].
+pub fn from_json(text: &str) -> Result<Vec<BenchResult>, String> {
+    #[derive(serde::Deserialize)]
+    struct Doc {
+        results: Vec<BenchResult>,
+    }
+    serde_json::from_str::<Doc>(text).map(|d| d.results).map_err(|e| format!("bench JSON: {e}"))
+}
+
 /// A plain-text table, with the reference's speed-up where both ran.
 pub fn to_table(results: &[BenchResult]) -> String {
     let mut s = String::new();

@@ -4,6 +4,30 @@
 use crate::cases::BenchResult;
 use plotters::prelude::*;
 
+/// Registers a system TrueType font for text layout (plotters measures text even for SVG).
+fn register_font() -> Result<(), String> {
+    static OK: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let ok = *OK.get_or_init(|| {
+        [
+            "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
+            "/usr/share/fonts/TTF/DejaVuSans.ttf",
+            "/usr/share/fonts/dejavu/DejaVuSans.ttf",
+            "/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf",
+        ]
+        .iter()
+        .filter_map(|p| std::fs::read(p).ok())
+        .any(|bytes| {
+            let leaked: &'static [u8] = Box::leak(bytes.into_boxed_slice());
+            plotters::style::register_font("sans-serif", FontStyle::Normal, leaked).is_ok()
+        })
+    });
+    if ok {
+        Ok(())
+    } else {
+        Err("no TrueType font found (install fonts-dejavu-core) to lay out the plot's text".into())
+    }
+}
+
 /// Draws the HTB results with `active_pct` backlogged to an SVG file.
 pub fn scaling_svg(results: &[BenchResult], active_pct: u32, path: &std::path::Path) -> Result<(), String> {
     let mut series: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
@@ -18,6 +42,7 @@ pub fn scaling_svg(results: &[BenchResult], active_pct: u32, path: &std::path::P
             None => series.push((name, vec![pt])),
         }
     }
+    register_font()?;
     if series.is_empty() {
         return Err(format!("no HTB results at {active_pct}% backlogged to plot"));
     }

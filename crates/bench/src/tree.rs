@@ -15,7 +15,7 @@ use sluice_core::{ConfigError, Handle, Packet, Qdisc, Rate, Time};
 const MAX_FLAT_CLASSES: usize = 65_000;
 
 /// Which scheduler.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Scheduler {
     /// `sluice_core::htb::Htb` (and the other production qdiscs).

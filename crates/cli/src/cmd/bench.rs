@@ -27,6 +27,9 @@ pub struct Args {
     /// Also draw ns/packet against classes (HTB, 10% backlogged, or the first --active) to this SVG.
     #[arg(long)]
     plot: Option<std::path::PathBuf>,
+    /// Draw the plot from a saved `--json` output instead of running anything (needs --plot).
+    #[arg(long, value_name = "JSON")]
+    from_json: Option<std::path::PathBuf>,
     /// Run only this case's hot loop, for `valgrind --tool=callgrind --toggle-collect='*callgrind_loop*'`.
     #[arg(long, value_name = "NAME", help = format!("Run one case's hot loop under callgrind: {CALLGRIND_CASES}"))]
     callgrind_case: Option<String>,
@@ -42,6 +45,15 @@ pub fn run(args: Args) -> Result<ExitCode> {
             }
             Err(e) => bail!(e),
         }
+    }
+    if let Some(json) = &args.from_json {
+        let Some(path) = &args.plot else { bail!("--from-json needs --plot FILE.svg") };
+        let text = std::fs::read_to_string(json)?;
+        let results = sluice_bench::from_json(&text).map_err(anyhow::Error::msg)?;
+        let pct = if args.active.contains(&10) { 10 } else { args.active[0] };
+        sluice_bench::plot::scaling_svg(&results, pct, path).map_err(anyhow::Error::msg)?;
+        eprintln!("wrote {}", path.display());
+        return Ok(ExitCode::SUCCESS);
     }
     if args.classes.is_empty() || args.classes.contains(&0) || args.active.iter().any(|&p| p == 0 || p > 100)
     {
