@@ -49,7 +49,7 @@ pub struct Args {
 pub(crate) fn load_tree(path: &str, dev: &str) -> Result<Tree> {
     let text = std::fs::read_to_string(path).with_context(|| format!("reading {path}"))?;
     let vars = HashMap::from([("DEV".to_string(), dev.to_string())]);
-    Ok(Tree::parse_script(&text, &vars, None).with_context(|| format!("in {path}"))?)
+    Tree::parse_script(&text, &vars, None).with_context(|| format!("in {path}"))
 }
 
 /// Runs `sluice shape`.
