@@ -152,10 +152,16 @@ pub fn qdisc_args(o: &QdiscOpts) -> String {
 pub fn class_args(o: &ClassOpts) -> String {
     match o {
         ClassOpts::Htb(h) => {
-            let mut s = format!(
-                " rate {}bit ceil {}bit burst {} cburst {} prio {}",
-                h.rate, h.ceil, h.burst, h.cburst, h.prio
-            );
+            // A burst that was not given is left out so the reader fills its default again
+            // (and knows it was not given).
+            let mut s = format!(" rate {}bit ceil {}bit", h.rate, h.ceil);
+            if !h.burst_auto {
+                let _ = write!(s, " burst {}", h.burst);
+            }
+            if !h.cburst_auto {
+                let _ = write!(s, " cburst {}", h.cburst);
+            }
+            let _ = write!(s, " prio {}", h.prio);
             if let Some(qn) = h.quantum {
                 let _ = write!(s, " quantum {qn}");
             }

@@ -9,6 +9,7 @@
 #![warn(missing_docs)]
 
 pub mod build;
+pub mod burst;
 pub mod conform;
 pub mod export;
 pub mod lint;

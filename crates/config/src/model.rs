@@ -517,6 +517,13 @@ pub struct HtbClassOpts {
     /// Ceil bucket, bytes.
     #[serde(with = "crate::serde_units::size")]
     pub cburst: u32,
+    /// `burst` was not given: it holds tc's default (`rate/HZ + mtu`), and `sluice apply` may size
+    /// it by [`crate::burst::recommended_burst`] instead.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub burst_auto: bool,
+    /// `cburst` was not given (as `burst_auto`).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub cburst_auto: bool,
     /// Priority 0..7 (lower first).
     #[serde(default)]
     pub prio: u32,

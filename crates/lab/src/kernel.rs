@@ -2,21 +2,18 @@
 //! commands, read the result back and compare it with the model.
 //!
 //! ## Burst rule (shared with `sluice lint`)
-//! A token-bucket shaper woken late by `j` seconds can only catch up if its bucket holds at least
-//! `rate × j` bytes; otherwise the time it slept is lost for good. Wake-ups on these machines are
-//! late by ~80 µs on average and by milliseconds at worst, so when a class gives no burst we size
-//! it as `max(mtu, rate × 1 ms)` ([`JITTER_BUDGET`]); tc's own default is just the mtu (1600 b on
-//! hrtimer kernels), which measured −19 % at 10 Gbit (DESIGN.md). [`BurstPolicy::TcDefault`] keeps
-//! tc's rule for comparisons. An explicit burst is always kept as written.
+//! Bursts the configuration leaves out are sized by [`sluice_config::burst::recommended_burst`]
+//! with its 1 ms wake-up budget, the same rule `sluice lint` suggests: `max(mtu, rate × 1 ms)`
+//! rounded up to whole KiB (see that module for why 1 ms). tc's own default is just the mtu
+//! (1600 b on hrtimer kernels), which measured −19 % at 10 Gbit (DESIGN.md).
+//! [`BurstPolicy::TcDefault`] keeps tc's rule for comparisons. An explicit burst is always kept
+//! as written.
 
 use crate::netlink::{self, flags, rtm, tca, Msg, Netlink, TcMsg, TcObject};
 use crate::tree::{ClassSpec, Parent, QdiscKind, QdiscSpec, Tree};
 use crate::LabError;
 use sluice_core::units::{format_rate, format_size};
-use sluice_core::{Handle, Rate, Span};
-
-/// Wake-up jitter a bucket must absorb (see the module docs).
-pub const JITTER_BUDGET: Span = Span::from_millis(1);
+use sluice_core::{Handle, Rate};
 
 /// Kernel psched ticks per microsecond (`/proc/net/psched`: 1000 ns per µs over 64 ns per tick).
 const TICKS_PER_USEC: f64 = 1000.0 / 64.0;
@@ -26,7 +23,7 @@ const TC_LINKLAYER_ETHERNET: u8 = 1;
 /// How to size bursts that the configuration leaves out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum BurstPolicy {
-    /// `max(mtu, rate × JITTER_BUDGET)`.
+    /// Sluice's burst rule, [`sluice_config::burst::recommended_burst`].
     #[default]
     Sluice,
     /// tc's default: `rate / HZ + mtu` with HZ = 1e9, i.e. the mtu.
@@ -36,7 +33,10 @@ pub enum BurstPolicy {
 /// The burst (bytes) for `rate` when none is configured.
 pub fn auto_burst(rate: Rate, mtu: u32, policy: BurstPolicy) -> u64 {
     match policy {
-        BurstPolicy::Sluice => (mtu as u64).max(rate.bytes_in(JITTER_BUDGET)),
+        BurstPolicy::Sluice => {
+            use sluice_config::burst::{recommended_burst, JITTER_BUDGET_US};
+            recommended_burst(rate.bps(), mtu, JITTER_BUDGET_US)
+        }
         BurstPolicy::TcDefault => mtu as u64,
     }
 }
@@ -699,8 +699,14 @@ mod tests {
 
     #[test]
     fn burst_rule_covers_a_millisecond_and_never_goes_below_mtu() {
-        assert_eq!(auto_burst(Rate::from_bps(10_000_000_000), 1600, BurstPolicy::Sluice), 1_250_000);
-        assert_eq!(auto_burst(Rate::from_bps(1_000_000), 1600, BurstPolicy::Sluice), 1600);
+        // Sluice's policy is the shared rule: rate × budget at high rates, one mtu at low ones.
+        use sluice_config::burst::{recommended_burst, JITTER_BUDGET_US};
+        for (rate, mtu) in [(10_000_000_000u64, 1600u32), (1_000_000, 1600), (100_000_000, 9000)] {
+            let b = auto_burst(Rate::from_bps(rate), mtu, BurstPolicy::Sluice);
+            assert_eq!(b, recommended_burst(rate, mtu, JITTER_BUDGET_US));
+            let cover = rate as f64 / 8.0 * JITTER_BUDGET_US * 1e-6;
+            assert!(b as f64 >= cover.max(mtu as f64));
+        }
         assert_eq!(auto_burst(Rate::from_bps(10_000_000_000), 1600, BurstPolicy::TcDefault), 1600);
     }
 
@@ -738,7 +744,9 @@ mod tests {
         let mut t = Tree::single_htb(Rate::from_bps(100_000_000), 100);
         t.filters.push(crate::tree::FilterSpec { args: vec!["parent".into(), "1:".into(), "u32".into()] });
         let lines = tc_commands("eth0", &t, BurstPolicy::Sluice);
-        assert!(lines.iter().any(|l| l.contains("burst 12500b") && l.contains("jitter rule")), "{lines:?}");
+        let b = auto_burst(Rate::from_bps(100_000_000), crate::tree::HTB_DEFAULT_MTU, BurstPolicy::Sluice);
+        let shown = format!("burst {b}b");
+        assert!(lines.iter().any(|l| l.contains(&shown) && l.contains("jitter rule")), "{shown} in {lines:?}");
         assert!(lines.iter().any(|l| l.contains("not programmed")));
     }
 }

@@ -561,6 +561,8 @@ pub(crate) fn parse_htb_class(cur: &mut Cur) -> Result<HtbClassOpts, TcError> {
         ceil: 0,
         burst: 0,
         cburst: 0,
+        burst_auto: false,
+        cburst_auto: false,
         prio: 0,
         quantum: None,
         mtu: 1600,
@@ -609,6 +611,8 @@ pub(crate) fn parse_htb_class(cur: &mut Cur) -> Result<HtbClassOpts, TcError> {
         ceil = rate;
     }
     let hz = tc_hz();
+    o.burst_auto = burst == 0;
+    o.cburst_auto = cburst == 0;
     if burst == 0 {
         burst = ((rate / 8) / hz + o.mtu as u64).min(u32::MAX as u64) as u32;
     }
