@@ -1,14 +1,21 @@
-//! The kernel backend's view of a tc configuration: qdiscs and classes on one device, and a reader
-//! for tc scripts (`tc qdisc|class add ...` lines with `$VAR` substitution).
+//! The kernel backend's view of a tc configuration: qdiscs and classes on one device, mapped from
+//! `sluice-config`'s model ([`Tree::from_device`]), so `sluice apply` accepts whatever
+//! `sluice_config::script::load_file` accepts (tc scripts and the TOML form).
 //!
-//! This is a deliberately small model, private to the kernel backend and the live shaper until
-//! `sluice-config`'s model is available; unsupported kinds and options are kept so they can be
-//! reported by name, never silently dropped.
+//! It keeps only what the netlink encoder needs; kinds it does not encode are kept by name so they
+//! can be reported, never silently dropped.
 
 use crate::LabError;
-use sluice_core::units::{parse_rate, parse_size, parse_time};
-use sluice_core::{Handle, Rate, Span};
+use sluice_config::export::{filter_args, qdisc_args};
+use sluice_config::model::{
+    ClassOpts, Device, FilterOpts, LinkLayer, QdiscOpts, State, H_INGRESS, H_ROOT,
+};
+use sluice_config::shell::Vars;
+use sluice_config::tc::args::proto_name;
+use sluice_config::tc::show::classid_str;
+use sluice_core::{Handle, Rate};
 use std::collections::HashMap;
+use std::path::Path;
 
 /// tc's default HTB class mtu (also the default burst on hrtimer kernels).
 pub const HTB_DEFAULT_MTU: u32 = 1600;
@@ -186,258 +193,126 @@ impl Tree {
         }
     }
 
-    /// Read a tc script. Lines other than `tc qdisc|class|filter add|replace ...` are ignored,
-    /// except `NAME=value` assignments, which feed `$NAME` substitution (as do `vars`).
-    /// Only lines for `dev` are kept (`$DEV`-style device names match anything if `dev` is None).
+    /// Read a tc script through `sluice-config` (the full tc grammar, `$VAR` substitution with
+    /// `vars`) and keep device `dev`'s tree (see [`Tree::from_state`]).
     pub fn parse_script(
         text: &str,
         vars: &HashMap<String, String>,
         dev: Option<&str>,
     ) -> Result<Tree, LabError> {
-        let mut vars = vars.clone();
+        let vars: Vars = vars.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        let loaded = sluice_config::script::load_tc_script("<script>", text, &vars)
+            .map_err(|e| LabError::Config(e.to_string()))?;
+        Tree::from_state(&loaded.state, dev)
+    }
+
+    /// Load any configuration `sluice_config::script::load_file` accepts (tc script or TOML) and
+    /// keep device `dev`'s tree. `$DEV` in a script is `dev` unless `vars` sets it.
+    pub fn load_file(path: &Path, vars: &HashMap<String, String>, dev: &str) -> Result<Tree, LabError> {
+        let mut vars: Vars = vars.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        vars.entry("DEV".into()).or_insert_with(|| dev.to_string());
+        let loaded = sluice_config::script::load_file(path, &vars).map_err(|e| LabError::Config(e.to_string()))?;
+        Tree::from_state(&loaded.state, Some(dev))
+    }
+
+    /// The tree of device `dev` in a `sluice-config` model; with `dev` None, or when no device has
+    /// that name, the model's only device. Several devices and none named `dev` is an error.
+    pub fn from_state(state: &State, dev: Option<&str>) -> Result<Tree, LabError> {
+        let named = dev.and_then(|d| state.devices.iter().find(|x| x.name == d));
+        let device = match (named, state.devices.as_slice()) {
+            (Some(d), _) => d,
+            (None, [only]) => only,
+            (None, []) => return Err(LabError::Config("the configuration has no tc objects".into())),
+            (None, all) => {
+                let names: Vec<&str> = all.iter().map(|d| d.name.as_str()).collect();
+                return Err(LabError::Config(format!(
+                    "the configuration has several devices ({}); none is {}",
+                    names.join(", "),
+                    dev.unwrap_or("given")
+                )));
+            }
+        };
+        Tree::from_device(device)
+    }
+
+    /// Map one `sluice-config` device to the objects the kernel backend programs: HTB, TBF, pfifo
+    /// and bfifo with their options; other kinds by name (reported, never dropped). A burst the
+    /// model marks as not given (`sluice_config::model::HtbClassOpts::burst_auto`) stays `None`, so the backend's
+    /// burst rule sizes it. Options the backend cannot encode are an error, not ignored.
+    pub fn from_device(dev: &Device) -> Result<Tree, LabError> {
+        let bad = |what: String| LabError::Config(format!("{}: {what} is not encoded by the kernel backend", dev.name));
         let mut tree = Tree::default();
-        let joined = text.replace("\\\n", " ");
-        for (no, raw) in joined.lines().enumerate() {
-            let line = raw.split('#').next().unwrap_or("").trim();
-            if line.is_empty() {
-                continue;
-            }
-            if let Some((k, v)) = line.split_once('=') {
-                if !k.contains(' ') && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-                    vars.entry(k.to_string()).or_insert_with(|| v.trim_matches('"').to_string());
-                    continue;
-                }
-            }
-            let words: Vec<String> = line.split_whitespace().map(|w| substitute(w, &vars)).collect();
-            let Some(pos) = words.iter().position(|w| w == "tc" || w.ends_with("/tc")) else {
-                continue;
+        for q in &dev.qdiscs {
+            let parent = match q.parent {
+                H_ROOT => Parent::Root,
+                H_INGRESS => return Err(bad(format!("{} qdisc", q.opts.kind()))),
+                p => Parent::Handle(Handle(p)),
             };
-            let w = &words[pos + 1..];
-            let err = |m: String| LabError::Config(format!("line {}: {m}\n  {}", no + 1, raw.trim()));
-            parse_tc_line(&mut tree, w, dev).map_err(err)?;
+            let kind = match &q.opts {
+                QdiscOpts::Htb(h) => {
+                    if h.offload {
+                        return Err(bad("htb offload".into()));
+                    }
+                    QdiscKind::Htb { default: h.default, r2q: h.r2q, direct_qlen: h.direct_qlen }
+                }
+                QdiscOpts::Tbf(t) => {
+                    if t.overhead != 0 || t.mpu != 0 || t.linklayer != LinkLayer::Ethernet {
+                        return Err(bad("tbf overhead/mpu/linklayer".into()));
+                    }
+                    QdiscKind::Tbf {
+                        rate: Rate::from_bps(t.rate),
+                        burst: t.burst as u64,
+                        limit: t.limit as u64,
+                        peak: t.peakrate.map(|p| (Rate::from_bps(p), t.mtu.unwrap_or(1514))),
+                    }
+                }
+                QdiscOpts::Pfifo(f) => QdiscKind::Pfifo(f.limit),
+                QdiscOpts::Bfifo(f) => QdiscKind::Bfifo(f.limit),
+                QdiscOpts::Ingress | QdiscOpts::Clsact => return Err(bad(format!("{} qdisc", q.opts.kind()))),
+                other => QdiscKind::Other {
+                    kind: other.kind().to_string(),
+                    args: qdisc_args(other).split_whitespace().map(String::from).collect(),
+                },
+            };
+            tree.qdiscs.push(QdiscSpec { handle: Handle(q.handle), parent, kind });
+        }
+        for c in &dev.classes {
+            let ClassOpts::Htb(h) = &c.opts else {
+                return Err(bad(format!("class {} (only htb classes)", classid_str(c.classid))));
+            };
+            if h.linklayer != LinkLayer::Ethernet {
+                return Err(bad(format!("class {} linklayer", classid_str(c.classid))));
+            }
+            tree.classes.push(ClassSpec {
+                classid: Handle(c.classid),
+                parent: Handle(c.parent),
+                rate: Rate::from_bps(h.rate),
+                ceil: Rate::from_bps(h.ceil),
+                burst: (!h.burst_auto).then_some(h.burst as u64),
+                cburst: (!h.cburst_auto).then_some(h.cburst as u64),
+                prio: h.prio,
+                quantum: h.quantum,
+                mtu: h.mtu,
+                overhead: h.overhead,
+                mpu: h.mpu,
+            });
+        }
+        for f in &dev.filters {
+            let is_root_table = matches!(f.opts, FilterOpts::U32Table { .. }) && f.handle >> 20 >= 0x800;
+            if is_root_table {
+                continue; // created implicitly by the first u32 filter
+            }
+            let line = format!(
+                "parent {} protocol {} prio {}{}",
+                classid_str(f.parent),
+                proto_name(f.protocol),
+                f.prio,
+                filter_args(f)
+            );
+            tree.filters.push(FilterSpec { args: line.split_whitespace().map(String::from).collect() });
         }
         Ok(tree)
     }
-}
-
-fn substitute(word: &str, vars: &HashMap<String, String>) -> String {
-    let mut out = String::new();
-    let mut chars = word.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c != '$' {
-            out.push(c);
-            continue;
-        }
-        let braced = chars.peek() == Some(&'{');
-        if braced {
-            chars.next();
-        }
-        let mut name = String::new();
-        while let Some(&c) = chars.peek() {
-            if c.is_ascii_alphanumeric() || c == '_' {
-                name.push(c);
-                chars.next();
-            } else {
-                break;
-            }
-        }
-        if braced && chars.peek() == Some(&'}') {
-            chars.next();
-        }
-        match vars.get(&name) {
-            Some(v) => out.push_str(v),
-            None => {
-                out.push('$');
-                out.push_str(&name);
-            }
-        }
-    }
-    out.trim_matches('"').to_string()
-}
-
-fn parse_tc_line(tree: &mut Tree, w: &[String], dev: Option<&str>) -> Result<(), String> {
-    let obj = w.first().map(String::as_str).unwrap_or("");
-    let verb = w.get(1).map(String::as_str).unwrap_or("");
-    if !matches!(verb, "add" | "replace" | "change") {
-        return Ok(()); // del/show lines are not configuration
-    }
-    let mut i = 2;
-    let mut parent = None;
-    let mut handle = None;
-    let mut line_dev = None;
-    while i < w.len() {
-        match w[i].as_str() {
-            "dev" => {
-                line_dev = w.get(i + 1).cloned();
-                i += 2;
-            }
-            "root" => {
-                parent = Some(Parent::Root);
-                i += 1;
-            }
-            "parent" => {
-                let h = w.get(i + 1).ok_or("parent needs a handle")?;
-                parent = Some(Parent::Handle(Handle::parse(h).map_err(|e| e.0)?));
-                i += 2;
-            }
-            "handle" | "classid" if obj != "filter" => {
-                let h = w.get(i + 1).ok_or("handle needs a value")?;
-                handle = Some(Handle::parse(h).map_err(|e| e.0)?);
-                i += 2;
-            }
-            _ => break,
-        }
-    }
-    if let (Some(want), Some(have)) = (dev, line_dev.as_deref()) {
-        if want != have && !have.starts_with('$') {
-            return Ok(());
-        }
-    }
-    let kind = w.get(i).cloned().unwrap_or_default();
-    let opts = &w[(i + 1).min(w.len())..];
-    match obj {
-        "qdisc" => {
-            let parent = parent.ok_or("a qdisc needs `root` or `parent`")?;
-            if kind == "ingress" || kind == "clsact" {
-                return Err(format!("{kind} qdiscs are not supported by the kernel backend yet"));
-            }
-            let handle = handle.unwrap_or(Handle::new(0x8000 + tree.qdiscs.len() as u16, 0));
-            let kind = parse_qdisc(&kind, opts)?;
-            tree.qdiscs.push(QdiscSpec { handle, parent, kind });
-        }
-        "class" => {
-            let Some(Parent::Handle(parent)) = parent else {
-                return Err("a class needs `parent`".into());
-            };
-            let classid = handle.ok_or("a class needs `classid`")?;
-            if kind != "htb" {
-                return Err(format!("class kind `{kind}` is not supported (only htb classes)"));
-            }
-            tree.classes.push(parse_htb_class(classid, parent, opts)?);
-        }
-        "filter" => tree.filters.push(FilterSpec { args: w[2..].to_vec() }),
-        _ => {}
-    }
-    Ok(())
-}
-
-fn value<'a>(opts: &'a [String], i: usize, key: &str) -> Result<&'a str, String> {
-    opts.get(i + 1).map(String::as_str).ok_or_else(|| format!("`{key}` needs a value"))
-}
-
-fn parse_qdisc(kind: &str, opts: &[String]) -> Result<QdiscKind, String> {
-    let mut i = 0;
-    match kind {
-        "htb" => {
-            let (mut default, mut r2q, mut direct_qlen) = (0, 10, None);
-            while i < opts.len() {
-                let v = value(opts, i, &opts[i]);
-                match opts[i].as_str() {
-                    "default" => {
-                        default = u32::from_str_radix(v?.trim_start_matches("0x"), 16)
-                            .map_err(|e| format!("default: {e}"))?
-                    }
-                    "r2q" => r2q = v?.parse().map_err(|e| format!("r2q: {e}"))?,
-                    "direct_qlen" => direct_qlen = Some(v?.parse().map_err(|e| format!("direct_qlen: {e}"))?),
-                    o => return Err(format!("htb qdisc option `{o}` is not supported")),
-                }
-                i += 2;
-            }
-            Ok(QdiscKind::Htb { default, r2q, direct_qlen })
-        }
-        "tbf" => {
-            let (mut rate, mut burst, mut limit, mut latency, mut peak, mut mtu) =
-                (None, None, None, None, None, None);
-            while i < opts.len() {
-                let v = value(opts, i, &opts[i])?;
-                match opts[i].as_str() {
-                    "rate" => rate = Some(parse_rate(v).map_err(|e| e.to_string())?),
-                    "burst" | "buffer" | "maxburst" => {
-                        burst = Some(parse_size(v.split('/').next().unwrap_or(v)).map_err(|e| e.to_string())?)
-                    }
-                    "limit" => limit = Some(parse_size(v).map_err(|e| e.to_string())?),
-                    "latency" => latency = Some(parse_time(v).map_err(|e| e.to_string())?),
-                    "peakrate" => peak = Some(parse_rate(v).map_err(|e| e.to_string())?),
-                    "mtu" | "minburst" => mtu = Some(parse_size(v).map_err(|e| e.to_string())? as u32),
-                    o => return Err(format!("tbf option `{o}` is not supported")),
-                }
-                i += 2;
-            }
-            let rate = rate.ok_or("tbf needs `rate`")?;
-            let burst = burst.ok_or("tbf needs `burst`")?;
-            let limit = match (limit, latency) {
-                (Some(l), None) => l,
-                (None, Some(lat)) => tbf_limit_from_latency(rate, burst, lat),
-                _ => return Err("tbf needs exactly one of `limit` and `latency`".into()),
-            };
-            Ok(QdiscKind::Tbf { rate, burst, limit, peak: peak.map(|p| (p, mtu.unwrap_or(1514))) })
-        }
-        "pfifo" | "bfifo" => {
-            let mut limit = None;
-            while i < opts.len() {
-                let v = value(opts, i, &opts[i])?;
-                match opts[i].as_str() {
-                    "limit" => {
-                        limit = Some(if kind == "bfifo" {
-                            parse_size(v).map_err(|e| e.to_string())? as u32
-                        } else {
-                            v.parse().map_err(|e| format!("limit: {e}"))?
-                        })
-                    }
-                    o => return Err(format!("{kind} option `{o}` is not supported")),
-                }
-                i += 2;
-            }
-            Ok(if kind == "pfifo" { QdiscKind::Pfifo(limit) } else { QdiscKind::Bfifo(limit) })
-        }
-        "" => Err("missing qdisc kind".into()),
-        other => Ok(QdiscKind::Other { kind: other.to_string(), args: opts.to_vec() }),
-    }
-}
-
-/// tc's `limit = rate × latency + burst` for TBF.
-pub fn tbf_limit_from_latency(rate: Rate, burst: u64, latency: Span) -> u64 {
-    rate.bytes_in(latency) + burst
-}
-
-fn parse_htb_class(classid: Handle, parent: Handle, opts: &[String]) -> Result<ClassSpec, String> {
-    let mut c = ClassSpec {
-        classid,
-        parent,
-        rate: Rate::from_bps(0),
-        ceil: Rate::from_bps(0),
-        burst: None,
-        cburst: None,
-        prio: 0,
-        quantum: None,
-        mtu: HTB_DEFAULT_MTU,
-        overhead: 0,
-        mpu: 0,
-    };
-    let mut ceil = None;
-    let mut i = 0;
-    while i < opts.len() {
-        let v = value(opts, i, &opts[i])?;
-        let size = |v: &str| parse_size(v.split('/').next().unwrap_or(v)).map_err(|e| e.to_string());
-        match opts[i].as_str() {
-            "rate" => c.rate = parse_rate(v).map_err(|e| e.to_string())?,
-            "ceil" => ceil = Some(parse_rate(v).map_err(|e| e.to_string())?),
-            "burst" | "buffer" | "maxburst" => c.burst = Some(size(v)?),
-            "cburst" | "cbuffer" | "cmaxburst" => c.cburst = Some(size(v)?),
-            "prio" => c.prio = v.parse().map_err(|e| format!("prio: {e}"))?,
-            "quantum" => c.quantum = Some(v.parse().map_err(|e| format!("quantum: {e}"))?),
-            "mtu" => c.mtu = v.parse().map_err(|e| format!("mtu: {e}"))?,
-            "overhead" => c.overhead = v.parse().map_err(|e| format!("overhead: {e}"))?,
-            "mpu" => c.mpu = v.parse().map_err(|e| format!("mpu: {e}"))?,
-            o => return Err(format!("htb class option `{o}` is not supported")),
-        }
-        i += 2;
-    }
-    if c.rate.is_zero() {
-        return Err(format!("class {classid:?}: htb classes need a non-zero `rate`"));
-    }
-    c.ceil = ceil.unwrap_or(c.rate);
-    Ok(c)
 }
 
 #[cfg(test)]
@@ -449,32 +324,59 @@ mod tests {
         let script = "DEV=eth1\nrate=100\n\
             tc qdisc add dev $DEV root handle 1: htb default 1\n\
             tc class add dev $DEV parent 1: classid 1:1 htb rate ${rate}mbit mtu 9000\n\
-            sudo /sbin/tc qdisc add dev eth1 parent 1:1 handle 10: pfifo\n\
-            tc qdisc add dev $DEV parent 10:1 handle 20: fq_codel quantum 300\n";
+            tc qdisc add dev $DEV parent 1:1 handle 10: pfifo\n\
+            tc class add dev $DEV parent 1: classid 1:2 htb rate 1mbit\n\
+            tc qdisc add dev $DEV parent 1:2 handle 20: fq_codel quantum 300\n";
         let t = Tree::parse_script(script, &HashMap::new(), None).unwrap();
         assert_eq!(t.qdiscs.len(), 3);
         assert_eq!(t.qdiscs[0].kind, QdiscKind::Htb { default: 1, r2q: 10, direct_qlen: None });
         assert_eq!(t.classes[0].rate, Rate::from_bps(100_000_000));
         assert_eq!(t.classes[0].ceil, t.classes[0].rate);
         assert_eq!(t.classes[0].mtu, 9000);
+        assert_eq!((t.classes[0].burst, t.classes[0].cburst), (None, None), "not given: the rule sizes them");
         assert_eq!(t.qdiscs[1].kind, QdiscKind::Pfifo(None));
-        assert!(matches!(&t.qdiscs[2].kind, QdiscKind::Other { kind, .. } if kind == "fq_codel"));
+        assert!(matches!(&t.qdiscs[2].kind, QdiscKind::Other { kind, args } if kind == "fq_codel" && args.contains(&"300".to_string())));
     }
 
     #[test]
-    fn htb_default_is_hex_and_errors_name_the_line() {
-        let t = Tree::parse_script("tc qdisc add dev x root handle 1: htb default 10", &HashMap::new(), None)
-            .unwrap();
-        assert_eq!(t.qdiscs[0].kind, QdiscKind::Htb { default: 0x10, r2q: 10, direct_qlen: None });
-        let e = Tree::parse_script(
-            "\ntc class add dev x parent 1: classid 1:1 htb ceil 1mbit",
+    fn explicit_bursts_hex_default_and_errors() {
+        let t = Tree::parse_script(
+            "tc qdisc add dev x root handle 1: htb default 10\n\
+             tc class add dev x parent 1: classid 1:10 htb rate 1mbit burst 10k\n",
             &HashMap::new(),
             None,
         )
-        .unwrap_err();
-        assert!(e.to_string().contains("line 2"), "{e}");
-        let e = Tree::parse_script("tc qdisc add dev x root tbf rate 1mbit burst 10k", &HashMap::new(), None)
+        .unwrap();
+        assert_eq!(t.qdiscs[0].kind, QdiscKind::Htb { default: 0x10, r2q: 10, direct_qlen: None });
+        assert_eq!(t.classes[0].burst, Some(10 * 1024));
+        assert_eq!(t.classes[0].cburst, None);
+        let e = Tree::parse_script("\ntc class add dev x parent 1: classid 1:1 htb ceil 1mbit", &HashMap::new(), None)
             .unwrap_err();
-        assert!(e.to_string().contains("limit"), "{e}");
+        assert!(e.to_string().contains(":2:"), "{e}");
+        let e = Tree::parse_script("tc qdisc add dev x ingress", &HashMap::new(), None).unwrap_err();
+        assert!(e.to_string().contains("ingress"), "{e}");
+    }
+
+    #[test]
+    fn toml_and_device_choice() {
+        let st = sluice_config::script::load_tc_script(
+            "t",
+            "tc qdisc add dev a root tbf rate 1mbit burst 10k latency 50ms\ntc qdisc add dev b root pfifo limit 5\n",
+            &Vars::new(),
+        )
+        .unwrap()
+        .state;
+        let b = Tree::from_state(&st, Some("b")).unwrap();
+        assert_eq!(b.qdiscs[0].kind, QdiscKind::Pfifo(Some(5)));
+        assert!(Tree::from_state(&st, Some("c")).is_err(), "ambiguous");
+        let dir = std::env::temp_dir().join(format!("sluice-lab-tree-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("c.toml");
+        std::fs::write(&path, sluice_config::export::to_toml(&st).unwrap()).unwrap();
+        let a = Tree::load_file(&path, &HashMap::new(), "a").unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        let QdiscKind::Tbf { rate, burst, limit, peak } = a.qdiscs[0].kind else { panic!("{a:?}") };
+        assert_eq!((rate, burst, peak), (Rate::from_bps(1_000_000), 10 * 1024, None));
+        assert_eq!(limit, Rate::from_bps(1_000_000).bytes_in(sluice_core::Span::from_millis(50)) + 10 * 1024);
     }
 }

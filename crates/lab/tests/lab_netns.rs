@@ -53,6 +53,13 @@ fn apply_round_trips_through_netlink_on_a_veth() {
         tc qdisc add dev $DEV parent 1:20 handle 20: tbf rate 1mbit burst 4k limit 30000\n";
     let vars = HashMap::from([("DEV".to_string(), "slc-a".to_string())]);
     let tree = Tree::parse_script(script, &vars, None).unwrap();
+    // The TOML form of the same configuration maps to the same tree (apply takes either).
+    let state = sluice_config::script::load_tc_script("t", script, &vars.clone().into_iter().collect()).unwrap().state;
+    let toml_path = std::env::temp_dir().join(format!("slc-tapply-{}.toml", std::process::id()));
+    std::fs::write(&toml_path, sluice_config::export::to_toml(&state).unwrap()).unwrap();
+    let from_toml = Tree::load_file(&toml_path, &HashMap::new(), "slc-a");
+    let _ = std::fs::remove_file(&toml_path);
+    assert_eq!(from_toml.unwrap(), tree);
     let t2 = tree.clone();
     let (rep, objs) = netns::in_netns(Some(ns), move || {
         let rep = kernel::apply("slc-a", &t2, BurstPolicy::Sluice)?;

@@ -13,7 +13,7 @@ pub struct Args {
     /// Device to configure.
     #[arg(long)]
     dev: String,
-    /// A tc script (`tc qdisc|class add ...` lines, `$VAR` substitution).
+    /// A configuration: a tc script (`$VAR` substitution, `$DEV` = --dev) or the TOML form.
     config: String,
     /// Print the equivalent tc commands; change nothing.
     #[arg(long)]
@@ -21,7 +21,7 @@ pub struct Args {
     /// Run inside this network namespace (a name under /run/netns).
     #[arg(long)]
     netns: Option<String>,
-    /// Size missing bursts like tc (mtu only) instead of Sluice's jitter rule (rate × 1 ms).
+    /// Size missing bursts like tc (mtu only) instead of Sluice's burst rule (rate × 1 ms).
     #[arg(long)]
     tc_default_burst: bool,
     /// Variables for the script, NAME=VALUE (DEV is set to --dev).
@@ -31,7 +31,6 @@ pub struct Args {
 
 /// Runs `sluice apply`.
 pub fn run(args: Args) -> Result<ExitCode> {
-    let text = std::fs::read_to_string(&args.config).with_context(|| format!("reading {}", args.config))?;
     let mut vars: HashMap<String, String> = args
         .vars
         .iter()
@@ -39,7 +38,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
     vars.insert("DEV".into(), args.dev.clone());
-    let tree = Tree::parse_script(&text, &vars, None).with_context(|| format!("in {}", args.config))?;
+    let tree = Tree::load_file(std::path::Path::new(&args.config), &vars, &args.dev)
+        .with_context(|| format!("in {}", args.config))?;
     let policy = if args.tc_default_burst { BurstPolicy::TcDefault } else { BurstPolicy::Sluice };
     if args.dry_run {
         for line in kernel::tc_commands(&args.dev, &tree, policy) {

@@ -47,15 +47,13 @@ pub struct Args {
 }
 
 pub(crate) fn load_tree(path: &str, dev: &str) -> Result<Tree> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading {path}"))?;
-    let vars = HashMap::from([("DEV".to_string(), dev.to_string())]);
-    Tree::parse_script(&text, &vars, None).with_context(|| format!("in {path}"))
+    Tree::load_file(std::path::Path::new(path), &HashMap::new(), dev).with_context(|| format!("in {path}"))
 }
 
 /// Runs `sluice shape`.
 pub fn run(args: Args) -> Result<ExitCode> {
     // Configurations are built by sluice-config (full tc grammar, filters); the unlimited FIFO
-    // for benchmarks uses the small built-in reader.
+    // for benchmarks is the same kind of tree.
     let forward = Tree::parse_script("tc qdisc add dev x root pfifo limit 10000", &HashMap::new(), None)?;
     let forward_script = args.config.clone();
     let reverse_script = args.bidirectional.clone();
