@@ -301,7 +301,7 @@ pub fn tc_commands(dev: &str, tree: &Tree, policy: BurstPolicy) -> Vec<String> {
     for f in &tree.filters {
         out.push(format!(
             "# not programmed by sluice apply yet: tc filter add dev {dev} {}",
-            f.args[1..].join(" ")
+            f.args.join(" ")
         ));
     }
     out
@@ -747,6 +747,6 @@ mod tests {
         let b = auto_burst(Rate::from_bps(100_000_000), crate::tree::HTB_DEFAULT_MTU, BurstPolicy::Sluice);
         let shown = format!("burst {b}b");
         assert!(lines.iter().any(|l| l.contains(&shown) && l.contains("jitter rule")), "{shown} in {lines:?}");
-        assert!(lines.iter().any(|l| l.contains("not programmed")));
+        assert!(lines.iter().any(|l| l.contains("not programmed") && l.contains("dev eth0 parent 1: u32")), "{lines:?}");
     }
 }

@@ -267,6 +267,8 @@ where
 
 fn rate_sweep(lab: &Lab, backend: &Backend<'_>, s: &Settings, r: &mut Results) -> Result<(), LabError> {
     r.description = "Seed 000: TCP goodput through one HTB class at each target rate.".into();
+    // Plot hint for sluice-report: target on the x axis of the target-vs-achieved plot.
+    r.plot.x = Some("target".into());
     let targets: Vec<Rate> = s
         .get("targets")
         .unwrap_or("10mbit,50mbit,100mbit,200mbit,500mbit")

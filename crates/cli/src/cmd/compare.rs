@@ -1,4 +1,5 @@
-//! `sluice compare A.json B.json ...`: a side-by-side table of results and an overlay plot (SVG).
+//! `sluice compare A.json B.json ...`: a side-by-side table of results and an overlay plot
+//! (sluice-report's sweep overlay, PNG and SVG, for rate sweeps; an SVG per-case overlay otherwise).
 
 use anyhow::{Context, Result};
 use sluice_report::Results;
@@ -12,7 +13,7 @@ pub struct Args {
     /// Results JSON files (from simulate or measure).
     #[arg(required = true)]
     files: Vec<PathBuf>,
-    /// Directory for the overlay plot (compare.svg).
+    /// Directory for the overlay plot (compare.svg/png, or compare.svg for non-sweeps).
     #[arg(long, default_value = ".")]
     out: PathBuf,
 }
@@ -96,7 +97,8 @@ fn rows(all: &[Results]) -> Vec<(String, Vec<String>)> {
     out
 }
 
-/// Overlay: error % per case (rate sweeps) or probe p99 per case, one polyline per file.
+/// Fallback overlay when sluice-report's sweep overlay does not apply: error % per case (sweeps
+/// without a plot hint) or probe p99 per case, one polyline per file.
 fn svg(all: &[Results], labels: &[String]) -> String {
     let sweep = all.iter().any(|r| r.cases.iter().any(|c| c.extra.contains_key("error_pct")));
     let series: Vec<Vec<(String, f64)>> = all
@@ -222,6 +224,17 @@ pub fn run(args: Args) -> Result<ExitCode> {
         println!();
     }
     std::fs::create_dir_all(&args.out)?;
+    // Rate sweeps with a plot hint: sluice-report's target-vs-achieved overlay (PNG and SVG).
+    let docs: Vec<(String, Results)> = labels.iter().cloned().zip(all.iter().cloned()).collect();
+    let files = sluice_report::compare::overlay_sweep(&docs, &args.out.join("compare"));
+    if !files.is_empty() {
+        for f in &files {
+            eprintln!("wrote {}", f.display());
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    // Other scenarios (and sweeps without a hint): sluice-report has no per-case overlay yet, so
+    // draw the probe p99 / error per case here.
     let p = args.out.join("compare.svg");
     std::fs::write(&p, svg(&all, &labels))?;
     eprintln!("wrote {}", p.display());

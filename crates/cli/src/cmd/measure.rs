@@ -1,5 +1,5 @@
 //! `sluice measure SCENARIO --backend sluice|kernel|none`: run an experiment on the lab and write
-//! the results JSON.
+//! the results JSON, plots and report.html with the simulator's writer (`sluice-report`).
 
 use anyhow::{bail, Context, Result};
 use sluice_lab::measure::{self, Backend, Counters, Running, Settings, Shaper};
@@ -26,7 +26,7 @@ pub struct Args {
     /// Print the results JSON on stdout.
     #[arg(long)]
     json: bool,
-    /// Directory for results.json (default: results/measure-SCENARIO-BACKEND).
+    /// Directory for results.json, plots and report.html (default: results/measure-SCENARIO-BACKEND).
     #[arg(long)]
     out: Option<PathBuf>,
     /// key=value settings: targets=100mbit,1gbit  duration=3  warmup=1  flows=1  rate=50mbit
@@ -151,14 +151,13 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let dir = args
         .out
         .unwrap_or_else(|| PathBuf::from(format!("results/measure-{}-{}", args.scenario, args.backend)));
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    let path = dir.join("results.json");
-    std::fs::write(&path, results.to_json()).with_context(|| format!("writing {}", path.display()))?;
+    // The simulator's writer: results.json, flent files, PNG/SVG plots and report.html.
+    let files = sluice_report::write_report(&results, &dir).with_context(|| format!("writing {}", dir.display()))?;
     if args.json {
         println!("{}", results.to_json());
     }
     if !args.quiet {
-        eprintln!("wrote {}", path.display());
+        eprintln!("wrote {files} files to {} (report.html, results.json, plots)", dir.display());
     }
     Ok(ExitCode::SUCCESS)
 }
