@@ -746,7 +746,13 @@ mod tests {
         let lines = tc_commands("eth0", &t, BurstPolicy::Sluice);
         let b = auto_burst(Rate::from_bps(100_000_000), crate::tree::HTB_DEFAULT_MTU, BurstPolicy::Sluice);
         let shown = format!("burst {b}b");
-        assert!(lines.iter().any(|l| l.contains(&shown) && l.contains("jitter rule")), "{shown} in {lines:?}");
-        assert!(lines.iter().any(|l| l.contains("not programmed") && l.contains("dev eth0 parent 1: u32")), "{lines:?}");
+        assert!(
+            lines.iter().any(|l| l.contains(&shown) && l.contains("jitter rule")),
+            "{shown} in {lines:?}"
+        );
+        assert!(
+            lines.iter().any(|l| l.contains("not programmed") && l.contains("dev eth0 parent 1: u32")),
+            "{lines:?}"
+        );
     }
 }

@@ -7,9 +7,7 @@
 
 use crate::LabError;
 use sluice_config::export::{filter_args, qdisc_args};
-use sluice_config::model::{
-    ClassOpts, Device, FilterOpts, LinkLayer, QdiscOpts, State, H_INGRESS, H_ROOT,
-};
+use sluice_config::model::{ClassOpts, Device, FilterOpts, LinkLayer, QdiscOpts, State, H_INGRESS, H_ROOT};
 use sluice_config::shell::Vars;
 use sluice_config::tc::args::proto_name;
 use sluice_config::tc::show::classid_str;
@@ -211,7 +209,8 @@ impl Tree {
     pub fn load_file(path: &Path, vars: &HashMap<String, String>, dev: &str) -> Result<Tree, LabError> {
         let mut vars: Vars = vars.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
         vars.entry("DEV".into()).or_insert_with(|| dev.to_string());
-        let loaded = sluice_config::script::load_file(path, &vars).map_err(|e| LabError::Config(e.to_string()))?;
+        let loaded =
+            sluice_config::script::load_file(path, &vars).map_err(|e| LabError::Config(e.to_string()))?;
         Tree::from_state(&loaded.state, Some(dev))
     }
 
@@ -240,7 +239,9 @@ impl Tree {
     /// model marks as not given (`sluice_config::model::HtbClassOpts::burst_auto`) stays `None`, so the backend's
     /// burst rule sizes it. Options the backend cannot encode are an error, not ignored.
     pub fn from_device(dev: &Device) -> Result<Tree, LabError> {
-        let bad = |what: String| LabError::Config(format!("{}: {what} is not encoded by the kernel backend", dev.name));
+        let bad = |what: String| {
+            LabError::Config(format!("{}: {what} is not encoded by the kernel backend", dev.name))
+        };
         let mut tree = Tree::default();
         for q in &dev.qdiscs {
             let parent = match q.parent {
@@ -268,7 +269,9 @@ impl Tree {
                 }
                 QdiscOpts::Pfifo(f) => QdiscKind::Pfifo(f.limit),
                 QdiscOpts::Bfifo(f) => QdiscKind::Bfifo(f.limit),
-                QdiscOpts::Ingress | QdiscOpts::Clsact => return Err(bad(format!("{} qdisc", q.opts.kind()))),
+                QdiscOpts::Ingress | QdiscOpts::Clsact => {
+                    return Err(bad(format!("{} qdisc", q.opts.kind())))
+                }
                 other => QdiscKind::Other {
                     kind: other.kind().to_string(),
                     args: qdisc_args(other).split_whitespace().map(String::from).collect(),
@@ -335,7 +338,9 @@ mod tests {
         assert_eq!(t.classes[0].mtu, 9000);
         assert_eq!((t.classes[0].burst, t.classes[0].cburst), (None, None), "not given: the rule sizes them");
         assert_eq!(t.qdiscs[1].kind, QdiscKind::Pfifo(None));
-        assert!(matches!(&t.qdiscs[2].kind, QdiscKind::Other { kind, args } if kind == "fq_codel" && args.contains(&"300".to_string())));
+        assert!(
+            matches!(&t.qdiscs[2].kind, QdiscKind::Other { kind, args } if kind == "fq_codel" && args.contains(&"300".to_string()))
+        );
     }
 
     #[test]
@@ -350,8 +355,12 @@ mod tests {
         assert_eq!(t.qdiscs[0].kind, QdiscKind::Htb { default: 0x10, r2q: 10, direct_qlen: None });
         assert_eq!(t.classes[0].burst, Some(10 * 1024));
         assert_eq!(t.classes[0].cburst, None);
-        let e = Tree::parse_script("\ntc class add dev x parent 1: classid 1:1 htb ceil 1mbit", &HashMap::new(), None)
-            .unwrap_err();
+        let e = Tree::parse_script(
+            "\ntc class add dev x parent 1: classid 1:1 htb ceil 1mbit",
+            &HashMap::new(),
+            None,
+        )
+        .unwrap_err();
         assert!(e.to_string().contains(":2:"), "{e}");
         let e = Tree::parse_script("tc qdisc add dev x ingress", &HashMap::new(), None).unwrap_err();
         assert!(e.to_string().contains("ingress"), "{e}");

@@ -54,7 +54,9 @@ fn apply_round_trips_through_netlink_on_a_veth() {
     let vars = HashMap::from([("DEV".to_string(), "slc-a".to_string())]);
     let tree = Tree::parse_script(script, &vars, None).unwrap();
     // The TOML form of the same configuration maps to the same tree (apply takes either).
-    let state = sluice_config::script::load_tc_script("t", script, &vars.clone().into_iter().collect()).unwrap().state;
+    let state = sluice_config::script::load_tc_script("t", script, &vars.clone().into_iter().collect())
+        .unwrap()
+        .state;
     let toml_path = std::env::temp_dir().join(format!("slc-tapply-{}.toml", std::process::id()));
     std::fs::write(&toml_path, sluice_config::export::to_toml(&state).unwrap()).unwrap();
     let from_toml = Tree::load_file(&toml_path, &HashMap::new(), "slc-a");

@@ -152,7 +152,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
         .out
         .unwrap_or_else(|| PathBuf::from(format!("results/measure-{}-{}", args.scenario, args.backend)));
     // The simulator's writer: results.json, flent files, PNG/SVG plots and report.html.
-    let files = sluice_report::write_report(&results, &dir).with_context(|| format!("writing {}", dir.display()))?;
+    let files =
+        sluice_report::write_report(&results, &dir).with_context(|| format!("writing {}", dir.display()))?;
     if args.json {
         println!("{}", results.to_json());
     }
