@@ -423,6 +423,9 @@ fn rrul(lab: &Lab, backend: &Backend<'_>, s: &Settings, r: &mut Results) -> Resu
         measured_s: win.measure.as_secs_f64(),
         classes: vec![class_result("1:1", rate, delta, win.measure.as_secs_f64())],
         flows,
+        series: crate::results::probe_cdf_series(
+            &pr.iter().map(|p| (p.name.as_str(), p.rtts_ms.as_slice())).collect::<Vec<_>>(),
+        ),
         ..Default::default()
     });
     Ok(())
@@ -529,6 +532,7 @@ fn home_uplink(lab: &Lab, backend: &Backend<'_>, s: &Settings, r: &mut Results) 
             measured_s: win.measure.as_secs_f64(),
             classes,
             flows,
+            series: crate::results::probe_cdf_series(&[("hostB-probe", probe.rtts_ms.as_slice())]),
             ..Default::default()
         });
     }
