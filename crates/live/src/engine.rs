@@ -130,6 +130,63 @@ fn fq_codel(args: &[String]) -> Result<sluice_core::fq_codel::FqCodel, EngineErr
     sluice_core::fq_codel::FqCodel::new(cfg).map_err(|e| EngineError(e.to_string()))
 }
 
+/// A configuration built by `sluice-config` (the full tc grammar: any qdisc the core has, and
+/// filters): its root qdisc and the classifier that runs the filters.
+pub struct ModelBuilt {
+    /// The root qdisc.
+    pub qdisc: Box<dyn Qdisc>,
+    /// The filters and tree shape.
+    pub classifier: sluice_core::classify::Classifier,
+    /// One line describing it.
+    pub summary: String,
+}
+
+/// Load a tc script with `sluice-config` for device `dev` (`$DEV` is set to it), raise every HTB
+/// bucket to `max(burst, rate × 1 ms, rate × floor)` (tc's default would be the mtu), and build
+/// the core objects.
+pub fn build_model(path: &str, text: &str, dev: &str, floor: Span) -> Result<ModelBuilt, EngineError> {
+    use sluice_config::model::ClassOpts;
+    let mut vars = sluice_config::shell::Vars::new();
+    vars.insert("DEV".into(), dev.into());
+    let mut loaded =
+        sluice_config::script::load_tc_script(path, text, &vars).map_err(|e| EngineError(e.to_string()))?;
+    let device = loaded
+        .state
+        .devices
+        .iter_mut()
+        .find(|d| d.name == dev)
+        .ok_or_else(|| EngineError(format!("{path} configures no qdisc on {dev} (use $DEV)")))?;
+    let mut raised = 0;
+    for c in device.classes.iter_mut() {
+        if let ClassOpts::Htb(o) = &mut c.opts {
+            let want = |rate: u64, mtu: u32| {
+                let r = Rate::from_bps(rate);
+                sluice_lab::kernel::auto_burst(r, mtu, sluice_lab::kernel::BurstPolicy::Sluice)
+                    .max(r.bytes_in(floor))
+            };
+            let (b, cb) = (want(o.rate, o.mtu), want(o.ceil, o.mtu));
+            if (o.burst as u64) < b || (o.cburst as u64) < cb {
+                raised += 1;
+            }
+            o.burst = o.burst.max(b.min(u32::MAX as u64) as u32);
+            o.cburst = o.cburst.max(cb.min(u32::MAX as u64) as u32);
+        }
+    }
+    let filters = device.filters.len();
+    let classes = device.classes.len();
+    let built =
+        sluice_config::build::build_device(&loaded.state, dev).map_err(|e| EngineError(e.to_string()))?;
+    Ok(ModelBuilt {
+        summary: format!(
+            "{} root, {classes} classes ({raised} buckets raised to rate x max(1ms, {}us)), {filters} filters (sluice-config)",
+            built.root.kind(),
+            floor.as_micros()
+        ),
+        qdisc: built.root,
+        classifier: built.classifier,
+    })
+}
+
 /// Build the qdisc for `tree`. Buckets are raised to at least `floor` (the wake-up jitter the
 /// loop measured at start-up times the rate), because a smaller bucket cannot be honoured.
 pub fn build(tree: &Tree, floor: Span) -> Result<Built, EngineError> {

@@ -47,6 +47,11 @@ pub struct Options {
     pub load_config: ConfigLoader,
     /// Print start-up and event lines to stderr.
     pub verbose: bool,
+    /// tc script for in → out built with `sluice-config` (full grammar, filters); overrides
+    /// `forward` when given.
+    pub forward_script: Option<String>,
+    /// Same for out → in; overrides `reverse`.
+    pub reverse_script: Option<String>,
     /// Network namespace to forward in (the calling thread enters it; metrics stay outside).
     pub netns: Option<String>,
 }
@@ -198,6 +203,8 @@ impl Port {
 struct Dir {
     queue: Option<DirQueue>,
     tree: Option<Tree>,
+    script: Option<String>,
+    classifier: Option<sluice_core::classify::Classifier>,
     summary: String,
     c: DirCounters,
 }
@@ -208,7 +215,11 @@ pub fn run(opts: Options) -> Result<Snapshot, LiveError> {
     if opts.verbose {
         eprintln!("sluice shape: {cal}");
     }
-    let fwd = engine::build(&opts.forward, cal.floor).map_err(|e| LiveError::Config(e.0))?;
+    let fwd = if opts.forward_script.is_some() {
+        engine::Built { qdisc: Box::new(sluice_core::fifo::Fifo::pfifo(1)), summary: String::new() }
+    } else {
+        engine::build(&opts.forward, cal.floor).map_err(|e| LiveError::Config(e.0))?
+    };
     let rev = opts
         .reverse
         .as_ref()
@@ -228,6 +239,8 @@ pub fn run(opts: Options) -> Result<Snapshot, LiveError> {
         Dir {
             queue: Some(DirQueue::new(fwd.qdisc)),
             tree: Some(opts.forward.clone()),
+            script: None,
+            classifier: None,
             summary: fwd.summary,
             c: DirCounters::default(),
         },
@@ -235,12 +248,36 @@ pub fn run(opts: Options) -> Result<Snapshot, LiveError> {
             Some(b) => Dir {
                 queue: Some(DirQueue::new(b.qdisc)),
                 tree: opts.reverse.clone(),
+                script: None,
+                classifier: None,
                 summary: b.summary,
                 c: DirCounters::default(),
             },
-            None => Dir { queue: None, tree: None, summary: "unshaped".into(), c: DirCounters::default() },
+            None => Dir {
+                queue: None,
+                tree: None,
+                script: None,
+                classifier: None,
+                summary: "unshaped".into(),
+                c: DirCounters::default(),
+            },
         },
     ];
+    for (i, (script, dev)) in
+        [(&opts.forward_script, &opts.out_if), (&opts.reverse_script, &opts.in_if)].into_iter().enumerate()
+    {
+        if let Some(path) = script {
+            let m = load_model(path, dev, cal.floor)?;
+            dirs[i] = Dir {
+                queue: Some(DirQueue::new(m.qdisc)),
+                tree: None,
+                script: Some(path.clone()),
+                classifier: Some(m.classifier),
+                summary: m.summary,
+                c: DirCounters::default(),
+            };
+        }
+    }
     let control: Option<Receiver<Request>> = match &opts.control {
         Some(p) => Some(
             control::serve(p, opts.stop.clone())
@@ -337,8 +374,15 @@ pub fn run(opts: Options) -> Result<Snapshot, LiveError> {
                     let cap = Span::from_millis(20);
                     if p99 > floor && floor < cap {
                         let new = Span::from_nanos((p99.as_nanos() * 3 / 2).min(cap.as_nanos()));
-                        for d in dirs.iter_mut() {
-                            if let (Some(q), Some(t)) = (d.queue.as_mut(), d.tree.as_ref()) {
+                        for (i, d) in dirs.iter_mut().enumerate() {
+                            let dev = if i == 0 { &opts.out_if } else { &opts.in_if };
+                            if let (Some(q), Some(path)) = (d.queue.as_mut(), d.script.as_ref()) {
+                                if let Ok(m) = load_model(path, dev, new) {
+                                    q.reload(m.qdisc);
+                                    d.classifier = Some(m.classifier);
+                                    d.summary = m.summary;
+                                }
+                            } else if let (Some(q), Some(t)) = (d.queue.as_mut(), d.tree.as_ref()) {
                                 if let Ok(b) = engine::build(t, new) {
                                     q.reload(b.qdisc);
                                     d.summary = b.summary;
@@ -440,16 +484,38 @@ fn ingest(f: &[u8], now: Time, d: &mut Dir, pool: &mut Pool, dst: &Port) {
         d.c.pool_full += 1;
         return;
     };
-    let mut pkt = match frame::describe(f, id) {
-        Parsed::Ok(p) => p,
-        Parsed::Malformed(p) => {
-            d.c.malformed += 1;
-            p
-        }
-        Parsed::Runt => {
+    let mut pkt = if let Some(cls) = d.classifier.as_mut() {
+        // Filters need the flow keys, so parse here rather than in `describe`.
+        if f.len() < 14 {
             d.c.runts += 1;
             pool.free(id);
             return;
+        }
+        let (mut p, keys) = match sluice_wire::parse_frame(f, sluice_wire::ParseOptions::default()) {
+            Ok(parsed) => (parsed.to_packet(id), parsed.keys),
+            Err(_) => {
+                d.c.malformed += 1;
+                (sluice_core::Packet::new(f.len() as u32, id), sluice_core::FlowKeys::default())
+            }
+        };
+        if cls.classify(&mut p, &keys, f, now) == sluice_core::classify::ClassifyOutcome::Drop {
+            pool.free(id);
+            d.c.qdisc_drops += 1;
+            return;
+        }
+        p
+    } else {
+        match frame::describe(f, id) {
+            Parsed::Ok(p) => p,
+            Parsed::Malformed(p) => {
+                d.c.malformed += 1;
+                p
+            }
+            Parsed::Runt => {
+                d.c.runts += 1;
+                pool.free(id);
+                return;
+            }
         }
     };
     pkt.enqueue_time = now;
@@ -504,6 +570,32 @@ fn handle_request(
             serde_json::to_string_pretty(&snapshot(dirs, *reloads)).unwrap_or_default() + "\n"
         }
         (Some("stats"), None) => snapshot(dirs, *reloads).to_text(),
+        (Some("reload"), Some(path)) if dirs[0].script.is_some() => {
+            match load_model(path, &opts.out_if, floor) {
+                Ok(m) => {
+                    let Some(q) = dirs[0].queue.as_mut() else {
+                        return "error: nothing to reload
+"
+                        .into();
+                    };
+                    let backlog = q.stats().qlen;
+                    q.reload(m.qdisc);
+                    dirs[0].classifier = Some(m.classifier);
+                    dirs[0].summary = m.summary.clone();
+                    dirs[0].script = Some(path.to_string());
+                    *reloads += 1;
+                    format!(
+                        "reloaded: {}; {backlog} queued packet(s) drain under the old configuration first
+",
+                        m.summary
+                    )
+                }
+                Err(e) => format!(
+                    "error: {e}; the running configuration is unchanged
+"
+                ),
+            }
+        }
         (Some("reload"), Some(path)) => {
             let tree = match (opts.load_config)(path) {
                 Ok(t) => t,
@@ -538,4 +630,9 @@ pub fn stop_on_signals(stop: &Arc<AtomicBool>) -> Result<(), LiveError> {
             .map_err(|e| LiveError::Io(format!("signal handler: {e}")))?;
     }
     Ok(())
+}
+
+fn load_model(path: &str, dev: &str, floor: Span) -> Result<engine::ModelBuilt, LiveError> {
+    let text = std::fs::read_to_string(path).map_err(|e| LiveError::Config(format!("{path}: {e}")))?;
+    engine::build_model(path, &text, dev, floor).map_err(|e| LiveError::Config(e.0))
 }

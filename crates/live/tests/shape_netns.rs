@@ -30,9 +30,10 @@ impl Drop for Guard {
     }
 }
 
-fn start(
+fn start_with(
     lab: &Lab,
     tree: Tree,
+    script: Option<String>,
     control: Option<std::path::PathBuf>,
     stop: Arc<AtomicBool>,
 ) -> JoinHandle<Snapshot> {
@@ -50,11 +51,22 @@ fn start(
             Tree::parse_script(&text, &HashMap::new(), None).map_err(|e| e.to_string())
         }),
         verbose: true,
+        forward_script: script,
+        reverse_script: None,
         netns: Some(lab.shaper_ns()),
     };
     let h = std::thread::spawn(move || shaper::run(opts).expect("shaper runs"));
     std::thread::sleep(Duration::from_millis(400)); // calibration + ring set-up
     h
+}
+
+fn start(
+    lab: &Lab,
+    tree: Tree,
+    control: Option<std::path::PathBuf>,
+    stop: Arc<AtomicBool>,
+) -> JoinHandle<Snapshot> {
+    start_with(lab, tree, None, control, stop)
 }
 
 #[test]
@@ -148,4 +160,43 @@ fn udp_flood_is_held_to_rate_and_the_loop_survives_a_vanishing_interface() {
     stop.store(true, Ordering::Relaxed);
     let snap = h.join().unwrap();
     assert!(snap.directions[0].qdisc.unwrap().drops > 0);
+}
+
+#[test]
+fn filters_from_a_tc_script_steer_traffic_on_the_live_path() {
+    if !netns_or_skip("filters_from_a_tc_script_steer_traffic_on_the_live_path") {
+        return;
+    }
+    let lab = Lab::new("tfilt").unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let _g = Guard(lab.clone(), stop.clone());
+    lab.up(&LabOptions::default()).unwrap();
+    lab.set_path(PathMode::Open).unwrap();
+    // UDP to port 7401 is held to 5 Mbit by a u32 filter; everything else gets 40 Mbit.
+    let script = std::env::temp_dir().join(format!("sluice-filt-{}.tc", std::process::id()));
+    std::fs::write(
+        &script,
+        "tc qdisc add dev $DEV root handle 1: htb default 20\n\
+         tc class add dev $DEV parent 1: classid 1:10 htb rate 5mbit\n\
+         tc class add dev $DEV parent 1: classid 1:20 htb rate 40mbit\n\
+         tc filter add dev $DEV parent 1: protocol ip prio 1 u32 match ip dport 7401 0xffff flowid 1:10\n",
+    )
+    .unwrap();
+    let h = start_with(&lab, Tree::default(), Some(script.display().to_string()), None, stop.clone());
+    let ep = Endpoints::of_lab(&lab);
+    let win = Window { warmup: Duration::from_millis(400), measure: Duration::from_millis(1500) };
+    let ep2 = ep.clone();
+    let other = std::thread::spawn(move || {
+        traffic::udp_stream(&ep2, Some(Rate::from_bps(30_000_000)), 1200, None, 7402, win, "other")
+    });
+    let slow = traffic::udp_stream(&ep, Some(Rate::from_bps(20_000_000)), 1200, None, 7401, win, "filtered")
+        .unwrap();
+    let other = other.join().unwrap().unwrap();
+    eprintln!("filtered: {:.2} Mbit/s, other: {:.2} Mbit/s", slow.bps() / 1e6, other.bps() / 1e6);
+    assert!(slow.bps() < 5.5e6 && slow.bps() > 3.5e6, "{slow:?}");
+    assert!(other.bps() > 25e6, "{other:?}");
+    stop.store(true, Ordering::Relaxed);
+    let snap = h.join().unwrap();
+    assert!(snap.directions[0].config.contains("filters (sluice-config)"), "{}", snap.directions[0].config);
+    let _ = std::fs::remove_file(&script);
 }

@@ -181,6 +181,10 @@ impl Sim {
         tmpl.mark = f.mark;
         tmpl.src_host_hash = crate::model::name_hash(&f.host);
         tmpl.dst_host_hash = crate::model::name_hash(&f.dst);
+        if let Some((src, dst)) = f.host_hashes {
+            tmpl.src_host_hash = src;
+            tmpl.dst_host_hash = dst;
+        }
         tmpl.flow_hash = if f.flow_hash != 0 { f.flow_hash } else { crate::model::name_hash(&f.name) };
         for h in &f.class_path {
             tmpl.push_class(*h);
@@ -372,15 +376,13 @@ impl Sim {
             self.drain_drops(h);
             let Some(pkt) = got else {
                 let hop = &mut self.hops[h];
-                match hop.q.next_event(now) {
-                    Some(t) => {
-                        let t = if t > now { t } else { now + Span::from_nanos(1) };
-                        if t < hop.wake_at {
-                            hop.wake_at = t;
-                            self.ev.push(t, Ev::Wake(h as u32));
-                        }
+                if let Some(t) = hop.q.next_event(now) {
+                    // A qdisc that says "now" but gave nothing is retried 1 ns later, never spun.
+                    let t = if t > now { t } else { now + Span::from_nanos(1) };
+                    if t < hop.wake_at {
+                        hop.wake_at = t;
+                        self.ev.push(t, Ev::Wake(h as u32));
                     }
-                    None => {}
                 }
                 return;
             };

@@ -12,6 +12,9 @@
 //! - [`run`]: runs a scenario (sweeps in parallel) into a [`sluice_report::Results`].
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
+// ScenarioError carries the source text and span for miette; it is built at most once per run,
+// so its size on the error path does not matter.
+#![allow(clippy::result_large_err)]
 
 mod engine;
 mod event;
@@ -21,6 +24,7 @@ mod recorder;
 mod results;
 pub mod shaper;
 mod tcp;
+mod tcscript;
 
 pub use engine::{EngineStats, Sim};
 pub use results::case_results;

@@ -154,6 +154,8 @@ pub struct FlowSpec {
     pub stop: Option<Span>,
     /// TCP only: reacts to CE marks (ECN).
     pub ecn: bool,
+    /// Source and destination host hashes as the parser computed them (None: from the names).
+    pub host_hashes: Option<(u32, u32)>,
 }
 
 /// A complete run description.
@@ -199,6 +201,7 @@ impl FlowSpec {
             start: Span::ZERO,
             stop: None,
             ecn: false,
+            host_hashes: None,
         }
     }
 }

@@ -215,3 +215,33 @@ fn sfq_key_only_perturbation_spikes_ping_latency_and_sticky_does_not() {
     let (legacy, sluice) = (worst("keyonly"), worst("sticky"));
     assert!(legacy > 1.3 * sluice, "legacy max {legacy} ms vs sticky {sluice} ms");
 }
+
+#[test]
+fn tc_script_shaper_is_parsed_built_and_classifies_real_frames() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/home-uplink-tc.toml");
+    let sc = Scenario::load(&path).unwrap_or_else(|e| panic!("{e}"));
+    let opts = RunOptions {
+        overrides: vec![
+            ("load".into(), "flood".into()),
+            ("test".into(), "voip".into()),
+            ("duration".into(), "5s".into()),
+        ],
+        seed: None,
+    };
+    let r = run(&sc, &opts, &|_| {}).unwrap_or_else(|e| panic!("{e}")).0;
+    let on = case(&r, &["shaper=on"]);
+    assert_eq!(on.classes.len(), 2, "leaf classes 1:10 and 1:11 from the script");
+    let voip = on.flows.iter().find(|f| f.name == "voip").unwrap();
+    assert_eq!(voip.loss_pct, 0.0);
+    let off = case(&r, &["shaper=off"]);
+    assert!(off.flows.iter().find(|f| f.name == "voip").unwrap().loss_pct > 30.0);
+}
+
+#[test]
+fn tc_script_errors_point_into_the_scenario() {
+    let src = "name = \"x\"\ndescription = \"d\"\nduration = \"1s\"\n[[link]]\nname = \"l\"\nqueue = \"shaper\"\n[shaper]\ntc = \"tc qdisc add dev eth0 root handle 1: htb default 10\\ntc class add dev eth0 parent 1: classid 1:1 htb rate lots\"\n";
+    let sc = Scenario::parse("t.toml", src).unwrap();
+    let e = run(&sc, &RunOptions::default(), &|_| {}).unwrap_err();
+    assert_eq!(e.line, 8, "{e}");
+    assert!(e.message.contains("tc script"), "{e}");
+}

@@ -105,6 +105,8 @@ impl Shaper for LiveShaper {
             stop: stop.clone(),
             load_config: Box::new(|_| Err("reload is not used by measure".into())),
             verbose: false,
+            forward_script: None,
+            reverse_script: None,
             netns: Some(lab.shaper_ns()),
         };
         let handle = std::thread::spawn(move || shaper::run(opts));

@@ -1,11 +1,11 @@
 //! One module per subcommand.
 pub mod apply;
+pub mod bench;
 pub mod compare;
 pub mod config_load;
 pub mod conform;
 pub mod export;
 pub mod ip;
-pub mod bench;
 pub mod lab;
 pub mod lint;
 pub mod measure;

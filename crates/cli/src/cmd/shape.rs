@@ -49,16 +49,17 @@ pub struct Args {
 pub(crate) fn load_tree(path: &str, dev: &str) -> Result<Tree> {
     let text = std::fs::read_to_string(path).with_context(|| format!("reading {path}"))?;
     let vars = HashMap::from([("DEV".to_string(), dev.to_string())]);
-    Ok(Tree::parse_script(&text, &vars, None).with_context(|| format!("in {path}"))?)
+    Tree::parse_script(&text, &vars, None).with_context(|| format!("in {path}"))
 }
 
 /// Runs `sluice shape`.
 pub fn run(args: Args) -> Result<ExitCode> {
-    let forward = match &args.config {
-        Some(c) => load_tree(c, &args.out_if)?,
-        None => Tree::parse_script("tc qdisc add dev x root pfifo limit 10000", &HashMap::new(), None)?,
-    };
-    let reverse = args.bidirectional.as_deref().map(|c| load_tree(c, &args.in_if)).transpose()?;
+    // Configurations are built by sluice-config (full tc grammar, filters); the unlimited FIFO
+    // for benchmarks uses the small built-in reader.
+    let forward = Tree::parse_script("tc qdisc add dev x root pfifo limit 10000", &HashMap::new(), None)?;
+    let forward_script = args.config.clone();
+    let reverse_script = args.bidirectional.clone();
+    let reverse = None;
     let stop = Arc::new(AtomicBool::new(false));
     shaper::stop_on_signals(&stop)?;
     let dev = args.out_if.clone();
@@ -73,6 +74,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
         stop,
         load_config: Box::new(move |p| load_tree(p, &dev).map_err(|e| format!("{e:#}"))),
         verbose: !args.quiet,
+        forward_script,
+        reverse_script,
         netns: args.netns,
     };
     let snap = shaper::run(opts)?;

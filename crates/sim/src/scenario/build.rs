@@ -302,6 +302,7 @@ pub(crate) struct BuiltShaper {
     pub rules: Vec<Rule>,
     pub hash: Option<(String, Vec<Handle>)>,
     pub default: Option<Handle>,
+    pub tc: Option<std::sync::Arc<crate::tcscript::TcShaper>>,
 }
 
 pub(crate) enum RuleKey {
@@ -376,8 +377,43 @@ fn build_shaper(ctx: &Ctx, s: &ShaperFile) -> Result<BuiltShaper, ScenarioError>
         None => None,
     };
     let default = s.default.as_ref().map(|q| ctx.handle(q)).transpose()?;
+    if let Some(q) = s.tc.as_ref().or(s.file.as_ref()) {
+        let (name, text) = if let Some(q) = &s.tc {
+            (ctx.sc.path.clone(), tc_text(ctx, &q.get_ref().text()))
+        } else {
+            let rel = ctx.text(q)?;
+            let path = ctx.sc.dir.as_ref().map(|d| d.join(&rel)).unwrap_or_else(|| rel.clone().into());
+            let t = std::fs::read_to_string(&path)
+                .map_err(|e| ctx.err(Some(q.span()), format!("cannot read {}: {e}", path.display()), None))?;
+            (path.display().to_string(), tc_text(ctx, &t))
+        };
+        let sh = crate::tcscript::load(&name, &text).map_err(|m| {
+            ctx.err(
+                Some(q.span()),
+                format!("tc script: {m}"),
+                Some("see `sluice tc` for the supported syntax"),
+            )
+        })?;
+        let sh = std::sync::Arc::new(sh);
+        let classes =
+            sh.leaf_classes().into_iter().map(|(id, rate, ceil)| ClassSpec { id, rate, ceil }).collect();
+        let f = sh.clone();
+        let factory: std::sync::Arc<dyn Fn() -> Box<dyn sluice_core::Qdisc> + Send + Sync> =
+            std::sync::Arc::new(move || f.root());
+        return Ok(BuiltShaper { factory, classes, wire, rules, hash, default, tc: Some(sh) });
+    }
     let (factory, classes) = backend::shaper(ctx, s, wire)?;
-    Ok(BuiltShaper { factory, classes, wire, rules, hash, default })
+    Ok(BuiltShaper { factory, classes, wire, rules, hash, default, tc: None })
+}
+
+/// `${name}` of scenario parameters substituted; other `$...` is left to the script's own shell
+/// variables.
+fn tc_text(ctx: &Ctx, raw: &str) -> String {
+    let mut out = raw.to_string();
+    for (k, v) in ctx.params.iter() {
+        out = out.replace(&format!("${{{k}}}"), v);
+    }
+    out
 }
 
 fn classify(b: &BuiltShaper, name: &str, host: &str, dscp: u8, mark: u32, flow_hash: u32) -> Option<Handle> {
@@ -445,6 +481,7 @@ fn build_flows(
     let stop = fl.stop.as_ref().map(|q| ctx.time(q)).transpose()?;
     let explicit = fl.class.as_ref().map(|q| ctx.handle(q)).transpose()?;
     let spread = fl.spread.as_ref().map(|q| ctx.uint(q, 65535)).transpose()?;
+    let dport = fl.port.as_ref().map(|q| ctx.uint(q, 65535)).transpose()?.unwrap_or(5001) as u16;
     if let (Some(n), Some(c)) = (spread, explicit) {
         if c.minor() as u64 + n > 65535 {
             return Err(ctx.err(fl.spread.as_ref().map(|q| q.span()), "spread runs past minor 0xffff", None));
@@ -551,6 +588,32 @@ fn build_flows(
             Some(t) => name_hash(t),
             None => name_hash(&format!("{host}>{dst}:{name}")),
         };
+        if let (Some(tc), None) = (b.and_then(|b| b.tc.as_ref()), explicit) {
+            let proto = match kind.as_str() {
+                "tcp" => sluice_wire::L4::Tcp,
+                "probe" => sluice_wire::L4::Icmp,
+                _ => sluice_wire::L4::Udp,
+            };
+            let w = crate::tcscript::FlowWire {
+                host: &host,
+                dst: &dst,
+                proto,
+                sport: 10000 + out.len() as u16,
+                dport,
+                dsfield,
+                tunnel: tunnel.as_deref(),
+            };
+            match crate::tcscript::classify(tc, &w).map_err(|m| ctx.err(Some(fl.kind.span()), m, None))? {
+                Some((path, fh, sh, dh)) => {
+                    fs.class_path = path;
+                    fs.flow_hash = fh;
+                    fs.host_hashes = Some((sh, dh));
+                }
+                None => fs.class_path = Vec::new(),
+            }
+            out.push(fs);
+            continue;
+        }
         let class = match (explicit, spread) {
             (Some(c), Some(n)) => Some(Handle::new(c.major(), (c.minor() as u64 + i * n / count) as u16)),
             _ => explicit

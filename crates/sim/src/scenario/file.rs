@@ -317,6 +317,9 @@ pub struct FlowFile {
     /// Firewall mark.
     #[serde(default)]
     pub mark: Option<Q>,
+    /// Destination port (default 5001; ICMP for probes). Seen by tc-script filters.
+    #[serde(default)]
+    pub port: Option<Q>,
     /// Class id (skips the shaper's rules).
     #[serde(default)]
     pub class: Option<Q>,
