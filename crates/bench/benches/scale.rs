@@ -83,5 +83,48 @@ fn full_path(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, htb, fq_codel, full_path);
+/// Re-keying one of N waiting timers and taking the next due one: the per-packet work of a
+/// shaper's wait queue. Timing wheel (O(1)) against a binary heap with lazy deletion (O(log N)).
+fn wait_queue(c: &mut Criterion) {
+    use sluice_core::sched::wheel::TimerWheel;
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
+    let mut g = c.benchmark_group("wait_queue_rekey_pop");
+    g.throughput(Throughput::Elements(1));
+    for n in [1_000u32, 100_000, 1_000_000] {
+        let spread = 10_000_000u64; // deadlines within 10 ms
+        let mut w = TimerWheel::new();
+        w.reserve(n as usize);
+        for i in 0..n {
+            w.insert(i, (i as u64 * 7919) % spread);
+        }
+        let mut now = 0u64;
+        g.bench_with_input(BenchmarkId::new("wheel", n), &n, |b, _| {
+            b.iter(|| {
+                now += spread / n as u64;
+                while let Some((d, id)) = w.pop_expired(now) {
+                    w.insert(id, d + spread);
+                }
+            })
+        });
+        let mut h: BinaryHeap<Reverse<(u64, u32)>> =
+            (0..n).map(|i| Reverse(((i as u64 * 7919) % spread, i))).collect();
+        let mut now = 0u64;
+        g.bench_with_input(BenchmarkId::new("binary_heap", n), &n, |b, _| {
+            b.iter(|| {
+                now += spread / n as u64;
+                while let Some(&Reverse((d, id))) = h.peek() {
+                    if d > now {
+                        break;
+                    }
+                    h.pop();
+                    h.push(Reverse((d + spread, id)));
+                }
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, htb, fq_codel, full_path, wait_queue);
 criterion_main!(benches);

@@ -26,6 +26,7 @@ pub mod prio;
 pub mod qdisc;
 pub mod rate;
 pub mod reference_htb;
+pub mod sched;
 pub mod sfq;
 pub mod tbf;
 pub mod time;
