@@ -11,6 +11,7 @@ use sluice_core::fifo::{Fifo, FifoKind};
 use sluice_core::fq_codel::{FqCodel, FqCodelConfig};
 use sluice_core::htb::{Htb, HtbClassConfig, HtbConfig};
 use sluice_core::prio::{PfifoFast, PfifoFastConfig};
+use sluice_core::reference_htb::{RefClassParams, RefHtb};
 use sluice_core::sfq::{PerturbMode, Sfq, SfqConfig};
 
 use sluice_core::units::{parse_size, parse_time};
@@ -233,7 +234,8 @@ pub(crate) fn shaper(
                 classes,
             ))
         }
-        "htb" | "sluice" => htb(ctx, s, &active, wire, classes),
+        "htb" | "sluice" => htb(ctx, s, &active, wire, classes, false),
+        "reference-htb" => htb(ctx, s, &active, wire, classes, true),
         other => Err(ctx.err(
             s.kind.as_ref().map(|q| q.span()),
             format!("unknown shaper kind `{other}`"),
@@ -256,6 +258,7 @@ fn htb(
     active: &[&crate::scenario::file::ClassFile],
     wire: WireSpec,
     mut classes: Vec<ClassSpec>,
+    reference: bool,
 ) -> Result<(SharedFactory, Vec<ClassSpec>), ScenarioError> {
     let major = classes[0].id.major();
     let handle = Handle::new(major, 0);
@@ -342,6 +345,38 @@ fn htb(
                 classes.push(ClassSpec { id, rate, ceil });
             }
         }
+    }
+    if reference {
+        // sluice_core::reference_htb: the naive O(backlogged leaves) HTB, the "old HTB" baseline
+        // of seed 001. pfifo leaves only; burst/cburst 1600 bytes, quantum 1500.
+        let rlist: Vec<(Handle, Handle, RefClassParams)> = list
+            .iter()
+            .map(|(id, parent, cc)| {
+                let mut p = RefClassParams::new(cc.rate);
+                p.ceil = cc.ceil.unwrap_or(cc.rate);
+                if let Some(b) = cc.burst {
+                    p.burst = b;
+                }
+                if let Some(b) = cc.cburst {
+                    p.cburst = b;
+                }
+                p.prio = cc.prio;
+                (*id, *parent, p)
+            })
+            .collect();
+        let build_ref = move || -> Result<RefHtb, ConfigError> {
+            let mut h = RefHtb::new(handle);
+            for (id, parent, p) in &rlist {
+                h.add_class(*id, *parent, *p, Time::ZERO)?;
+            }
+            Ok(h)
+        };
+        build_ref().map_err(|e| ctx.err(active.first().map(|c| c.id.span()), e.to_string(), None))?;
+        let reported = classes.into_iter().filter(|c| !parents.contains(&c.id)).collect();
+        return Ok((
+            Arc::new(move || Box::new(build_ref().expect("validated above")) as Box<dyn Qdisc>),
+            reported,
+        ));
     }
     let build = move || -> Result<Htb, ConfigError> {
         let (mut h, _warnings) = Htb::build(handle, cfg.clone(), &list, Time::ZERO)?;

@@ -167,7 +167,10 @@ fn home_uplink_shaper_protects_voip_and_splits_hosts_evenly() {
 
 #[test]
 fn htb_scaling_shares_the_root_among_backlogged_leaves() {
-    let r = sim("htb-scaling", &[("n", "1200"), ("k", "10"), ("duration", "2s"), ("warmup", "500ms")]);
+    let r = sim(
+        "htb-scaling",
+        &[("n", "1200"), ("k", "10"), ("variant", "sluice"), ("duration", "2s"), ("warmup", "500ms")],
+    );
     let c = &r.cases[0];
     assert_eq!(c.flows.len(), 10);
     for f in &c.flows {

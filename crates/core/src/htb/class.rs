@@ -12,7 +12,9 @@ pub(super) const NONE: u32 = u32::MAX;
 pub(super) const UNITS_PER_BYTE: i128 = 8_000_000_000;
 
 /// A class's mode, as in the kernel.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 pub enum HtbMode {
     /// Over ceil: may not send, not even by borrowing.
     CantSend = 0,
@@ -30,7 +32,10 @@ pub(super) struct Link {
 }
 
 impl Link {
-    pub const EMPTY: Link = Link { prev: NONE, next: NONE };
+    pub const EMPTY: Link = Link {
+        prev: NONE,
+        next: NONE,
+    };
 }
 
 /// A round-robin list (a kernel "row" or "feed") with its DRR cursor.
@@ -43,10 +48,18 @@ pub(super) struct List {
     pub last: u32,
     pub cursor: u32,
     pub resume: u32,
+    /// Identifies the current round (a fresh value each time the cursor wraps).
+    pub round: u32,
 }
 
 impl List {
-    pub const EMPTY: List = List { first: NONE, last: NONE, cursor: NONE, resume: NONE };
+    pub const EMPTY: List = List {
+        first: NONE,
+        last: NONE,
+        cursor: NONE,
+        resume: NONE,
+        round: 0,
+    };
 }
 
 /// Hot per-class scheduling state.
@@ -75,6 +88,8 @@ pub(super) struct Class {
     pub quantum: u32,
     /// A leaf's membership in its row or parent's feed (at `aprio`).
     pub link: Link,
+    /// The round (see [`List::round`]) in which the class last finished a turn.
+    pub round: u32,
     pub wire: WireSpec,
     pub mode: HtbMode,
     pub prio: u8,
@@ -101,7 +116,10 @@ pub(super) struct InnerData {
 
 impl InnerData {
     pub fn new() -> InnerData {
-        InnerData { feed: [List::EMPTY; NUM_PRIO as usize], links: [Link::EMPTY; NUM_PRIO as usize] }
+        InnerData {
+            feed: [List::EMPTY; NUM_PRIO as usize],
+            links: [Link::EMPTY; NUM_PRIO as usize],
+        }
     }
 }
 
@@ -174,7 +192,9 @@ pub(super) fn units_to_ns(units: i128, rate: u64) -> i64 {
     if rate == 0 {
         return 0;
     }
-    units.div_euclid(rate as i128).clamp(i64::MIN as i128, i64::MAX as i128) as i64
+    units
+        .div_euclid(rate as i128)
+        .clamp(i64::MIN as i128, i64::MAX as i128) as i64
 }
 
 /// ns → psched ticks (arithmetic shift by 6, as `PSCHED_NS2TICKS`), clamped to `i32`.

@@ -43,12 +43,20 @@
 //! - **GSO packets** are charged per segment (overhead, mpu and ATM cells apply to each wire
 //!   packet, see [`crate::rate::WireSpec::packet_cost`]); the kernel charges the super-packet once.
 //! - **Round-robin order** within a row or feed is activation order; the kernel keeps rows sorted
-//!   by classid in rbtrees. Shares are the same; which equal class goes first differs.
+//!   by classid in rbtrees. As in the kernel (`last_ptr_id`), a class that leaves a list while it
+//!   holds the cursor gets its turn back if it returns before the cursor is used again, and one
+//!   that already had its turn in the current round rejoins behind the cursor (where its classid
+//!   would usually put it), so that leaving and rejoining never earns an extra turn. Shares are
+//!   the same; which of two equal classes goes first can differ.
 //! - **No depth or class-count limit.** Inner classes are ordered by depth instead of the kernel's
 //!   fixed levels 0..7 (identical order for trees the kernel accepts); handles stay `u16:u16`.
 //! - **Events**: all mode changes due are applied at each dequeue (the kernel gives up after two
 //!   jiffies with "htb: too many events!"), and a class's wake-up time is updated on every charge
 //!   (the kernel keeps a stale, earlier one until it fires). Neither changes which packet is sent.
+//! - **Elapsed time is not capped at `mbuffer`** when tokens are refilled (the kernel caps it to
+//!   keep 64-bit ns arithmetic from overflowing; buckets are capped at their burst anyway), and the
+//!   60 s debt floor is applied *below* the packet just charged, so a single packet longer than
+//!   60 s at the class's rate (64 KiB at 8 bit/s) is still fully paid for.
 //! - **No hysteresis** (the kernel's `htb_hysteresis` parameter defaults to off too).
 //! - **`ceil < rate` and `direct_qlen 0` are rejected**; the kernel accepts both. A `prio` above 7
 //!   is clamped with a warning (the kernel clamps silently). `r2q 0` means 1, as in the kernel.
@@ -136,6 +144,8 @@ pub struct Htb {
     stats: QdiscStats,
     dropped: VecDeque<Dropped>,
     now: Time,
+    /// Source of fresh round identifiers for the DRR lists.
+    round_seq: u32,
     /// Set when a dequeue found nothing although backlogged classes were linked in rows (their
     /// leaf qdiscs were throttled): `next_event` then reports wake-ups instead of "now".
     stalled: bool,
@@ -185,6 +195,7 @@ impl Htb {
             stats: QdiscStats::default(),
             dropped: VecDeque::new(),
             now: Time::ZERO,
+            round_seq: 0,
             stalled: false,
         })
     }
@@ -408,6 +419,7 @@ impl Htb {
             ext,
             quantum: params.quantum,
             link: Link::EMPTY,
+            round: 0,
             wire: cfg.wire,
             mode: HtbMode::CanSend,
             prio: params.prio,
@@ -515,7 +527,7 @@ impl Htb {
             self.deactivate(c);
         }
         let cl = &mut self.classes[c as usize];
-        let d = n.saturating_sub(cl.t_c).min(MBUFFER.as_nanos()) as i128;
+        let d = n.saturating_sub(cl.t_c) as i128;
         let buffer = params.burst as i128 * UNITS_PER_BYTE;
         let cbuffer = params.cburst as i128 * UNITS_PER_BYTE;
         cl.tokens = (cl.tokens + d * cl.rate as i128).min(cl.buffer).min(buffer);

@@ -58,7 +58,10 @@ impl Htb {
             cl.link = l;
         } else {
             let ext = cl.ext as usize;
-            self.inners[ext].as_mut().expect("inner class has inner data").links[prio] = l;
+            self.inners[ext]
+                .as_mut()
+                .expect("inner class has inner data")
+                .links[prio] = l;
         }
     }
 
@@ -74,7 +77,10 @@ impl Htb {
             ListRef::Row(row) => self.rows[row as usize][prio] = l,
             ListRef::Feed(c) => {
                 let ext = self.classes[c as usize].ext as usize;
-                self.inners[ext].as_mut().expect("inner class has inner data").feed[prio] = l;
+                self.inners[ext]
+                    .as_mut()
+                    .expect("inner class has inner data")
+                    .feed[prio] = l;
             }
         }
     }
@@ -84,9 +90,19 @@ impl Htb {
     fn list_push(&mut self, r: ListRef, prio: usize, c: u32) {
         let mut l = self.list(r, prio);
         let resumes = l.resume == c;
-        let before = if resumes { l.cursor } else { NONE };
+        // A class that already had its turn this round goes behind the cursor (served next
+        // round), like a class re-inserted at its classid position in the kernel's rbtree.
+        let served = l.round != 0 && self.classes[c as usize].round == l.round;
+        let before = if resumes || served { l.cursor } else { NONE };
         if before == NONE {
-            self.set_link(c, prio, Link { prev: l.last, next: NONE });
+            self.set_link(
+                c,
+                prio,
+                Link {
+                    prev: l.last,
+                    next: NONE,
+                },
+            );
             if l.last == NONE {
                 l.first = c;
             } else {
@@ -97,7 +113,14 @@ impl Htb {
             l.last = c;
         } else {
             let mut next = self.link(before, prio);
-            self.set_link(c, prio, Link { prev: next.prev, next: before });
+            self.set_link(
+                c,
+                prio,
+                Link {
+                    prev: next.prev,
+                    next: before,
+                },
+            );
             if next.prev == NONE {
                 l.first = c;
             } else {
@@ -148,9 +171,18 @@ impl Htb {
     fn advance(&mut self, r: ListRef, prio: usize) {
         let mut l = self.list(r, prio);
         if l.cursor != NONE {
+            if l.round == 0 {
+                l.round = self.next_round();
+            }
+            self.classes[l.cursor as usize].round = l.round;
             l.cursor = self.link(l.cursor, prio).next;
             self.set_list(r, prio, l);
         }
+    }
+
+    fn next_round(&mut self) -> u32 {
+        self.round_seq = self.round_seq.wrapping_add(1).max(1);
+        self.round_seq
     }
 
     // ---- activation (htb_activate_prios / htb_deactivate_prios) -------------------------------
@@ -256,18 +288,24 @@ impl Htb {
     /// The class's mode at `now` and, unless it can send, when that changes (always > `now`).
     pub(super) fn mode_at(&self, c: u32, now: u64) -> (HtbMode, Option<u64>) {
         let cl = &self.classes[c as usize];
-        let d = now.saturating_sub(cl.t_c).min(MBUFFER_NS) as i128;
+        let d = now.saturating_sub(cl.t_c) as i128;
         let ct = cl.ctokens + d * cl.ceil as i128;
         if ct < 0 {
             let wait = ceil_div(-ct, cl.ceil as i128);
-            return (HtbMode::CantSend, Some(now.saturating_add(wait.min(u64::MAX as i128) as u64)));
+            return (
+                HtbMode::CantSend,
+                Some(now.saturating_add(wait.min(u64::MAX as i128) as u64)),
+            );
         }
         let t = cl.tokens + d * cl.rate as i128;
         if t >= 0 {
             (HtbMode::CanSend, None)
         } else {
             let wait = ceil_div(-t, cl.rate as i128);
-            (HtbMode::MayBorrow, Some(now.saturating_add(wait.min(u64::MAX as i128) as u64)))
+            (
+                HtbMode::MayBorrow,
+                Some(now.saturating_add(wait.min(u64::MAX as i128) as u64)),
+            )
         }
     }
 
@@ -318,7 +356,7 @@ impl Htb {
         let mut c = leaf;
         while c != NONE {
             let cl = &mut self.classes[c as usize];
-            let d = now.saturating_sub(cl.t_c).min(MBUFFER_NS) as i128;
+            let d = now.saturating_sub(cl.t_c) as i128;
             let cost = cl.wire.packet_cost(pkt) as i128 * UNITS_PER_BYTE;
             let (lender, at_or_above) = if row == 0 {
                 (cl.leaf, true)
@@ -380,7 +418,16 @@ impl Htb {
                 self.set_list(cur, prio, l);
             }
             if l.cursor == NONE {
-                self.set_list(cur, prio, List { cursor: l.first, ..l });
+                let round = self.next_round();
+                self.set_list(
+                    cur,
+                    prio,
+                    List {
+                        cursor: l.first,
+                        round,
+                        ..l
+                    },
+                );
                 if let ListRef::Feed(owner) = cur {
                     let up = self.container(owner);
                     if self.list(up, prio).cursor == NONE {
@@ -429,10 +476,17 @@ impl Htb {
             // A non-work-conserving leaf qdisc: remember when it wants to run and skip it.
             let q = &self.leaves[ext].as_ref().expect("leaf").qdisc;
             if q.qlen() > 0 {
-                let t = q.next_event(now).unwrap_or(now).max(now + crate::time::Span::from_nanos(1));
+                let t = q
+                    .next_event(now)
+                    .unwrap_or(now)
+                    .max(now + crate::time::Span::from_nanos(1));
                 self.child_wake.push(std::cmp::Reverse((t.as_nanos(), c)));
             }
-            let l = if row > 0 { ListRef::Feed(self.classes[c as usize].parent) } else { ListRef::Row(0) };
+            let l = if row > 0 {
+                ListRef::Feed(self.classes[c as usize].parent)
+            } else {
+                ListRef::Row(0)
+            };
             self.advance(l, prio);
             c = self.lookup_leaf(row, prio);
             if c == start {
@@ -449,7 +503,11 @@ impl Htb {
         leaf.deficit[slot] -= pkt.len as i64;
         if leaf.deficit[slot] < 0 {
             leaf.deficit[slot] += quantum;
-            let l = if row > 0 { ListRef::Feed(self.classes[c as usize].parent) } else { ListRef::Row(0) };
+            let l = if row > 0 {
+                ListRef::Feed(self.classes[c as usize].parent)
+            } else {
+                ListRef::Row(0)
+            };
             self.advance(l, prio);
         }
         if self.leaves[ext].as_ref().expect("leaf").qdisc.qlen() == 0 {
@@ -488,7 +546,12 @@ impl Htb {
     /// Moves drops that a leaf's qdisc made on its own into our counters and drop queue.
     pub(super) fn drain_child_drops(&mut self, c: u32) {
         let ext = self.classes[c as usize].ext as usize;
-        while let Some(d) = self.leaves[ext].as_mut().expect("leaf").qdisc.take_dropped() {
+        while let Some(d) = self.leaves[ext]
+            .as_mut()
+            .expect("leaf")
+            .qdisc
+            .take_dropped()
+        {
             self.cold[c as usize].drops += 1;
             self.stats.on_drop_queued(&d.pkt);
             self.dropped.push_back(d);
@@ -509,13 +572,11 @@ impl Htb {
 }
 
 /// The kernel's htb_accnt_tokens in exact units: earn, cap at the bucket, pay, and never owe
-/// more than `mbuffer` worth.
+/// more than `mbuffer` (60 s) worth *plus the packet just charged*. The kernel's floor is 60 s
+/// flat, which forgives part of a packet that alone takes longer than 60 s (64 KiB at 8 bit/s)
+/// and so breaks the rate; keeping the packet's own cost keeps the long-run rate exact.
 fn account(tokens: i128, earned: i128, bucket: i128, cost: i128, rate: u64) -> i128 {
     let t = (tokens + earned).min(bucket) - cost;
-    let floor = MBUFFER_NS as i128 * rate as i128;
-    if t <= -floor {
-        rate as i128 - floor
-    } else {
-        t
-    }
+    let floor = MBUFFER_NS as i128 * rate as i128 + cost;
+    t.max(-floor)
 }
