@@ -23,8 +23,8 @@
 //!
 //! Status: without excess sharing (rate == ceil) every seed agrees to the byte. With borrowing the
 //! fast HTB departs from the reference by up to ~30% of a class's bytes; the test is `#[ignore]`d
-//! until that is fixed (see its doc for the worked case, where the reference matches the analytic
-//! DRR share and the fast HTB does not). Debug knobs: `SLUICE_DIFF_SEEDS`, `SLUICE_DIFF_FIRST`,
+//! until that is fixed. The hand-computed two-leaf cases at the end show which side is right: the
+//! reference shares the excess in proportion to quantum, the fast HTB does not. Debug knobs: `SLUICE_DIFF_SEEDS`, `SLUICE_DIFF_FIRST`,
 //! `SLUICE_DIFF_MAX_CLASSES`, `SLUICE_DIFF_NOLINK`, `SLUICE_DIFF_DEBUG` (per-class rates),
 //! `SLUICE_DIFF_REPORT` (list every difference instead of failing on the first).
 
@@ -368,4 +368,103 @@ fn fast_htb_matches_the_reference_with_borrowing() {
 
 fn max_classes() -> usize {
     std::env::var("SLUICE_DIFF_MAX_CLASSES").ok().and_then(|v| v.parse().ok()).unwrap_or(10)
+}
+
+/// Two greedy leaves under a 5 Mbit/s parent (rate = ceil), each with its own guaranteed rate and
+/// ceil 5 Mbit/s: the excess `5000 - r1 - r2` kbit/s is shared in proportion to quantum
+/// (issue 2's property). Returns (leaf 1, leaf 2) kbit/s after 10 s of virtual time.
+fn two_leaves(q: &mut dyn Qdisc, size: [u32; 2]) -> [f64; 2] {
+    let pkt = |i: usize| {
+        let mut p = Packet::new(size[i], i as u64);
+        p.push_class(Handle::new(1, 2 + i as u16));
+        p
+    };
+    let mut now = Time::ZERO;
+    for i in 0..2 {
+        for _ in 0..4 {
+            q.enqueue(pkt(i), now).unwrap();
+        }
+    }
+    let mut bytes = [0u64; 2];
+    while now < Time::from_secs(10) {
+        match q.dequeue(now) {
+            Some(p) => {
+                bytes[p.payload as usize] += p.len as u64;
+                q.enqueue(pkt(p.payload as usize), now).unwrap();
+            }
+            None => now = q.next_event(now).unwrap().max(now + Span::from_nanos(1)),
+        }
+    }
+    bytes.map(|b| b as f64 * 8.0 / 10e3)
+}
+
+/// (rate1, rate2, quantum1, quantum2, size1, size2)
+const SHARE_CASES: [(u64, u64, u32, u32, u32, u32); 3] = [
+    (838_000, 906_000, 1500, 1500, 1500, 1500),
+    (838_000, 906_000, 1000, 6000, 1000, 1000),
+    (838_000, 906_000, 1000, 6000, 1000, 1500),
+];
+
+fn share_check(fast: bool) {
+    for (r1, r2, q1, q2, s1, s2) in SHARE_CASES {
+        let parent = 5_000_000u64;
+        let mut q: Box<dyn Qdisc> = if fast {
+            let mut h = Htb::new(ROOT, HtbConfig::default()).unwrap();
+            let c = |rate: u64, q: u32| {
+                HtbClassConfig::new(Rate::from_bps(rate))
+                    .ceil(Rate::from_bps(parent))
+                    .burst(1600)
+                    .cburst(1600)
+                    .quantum(q)
+            };
+            h.add_class(Handle::new(1, 1), ROOT, c(parent, 1500), Time::ZERO).unwrap();
+            h.add_class(Handle::new(1, 2), Handle::new(1, 1), c(r1, q1), Time::ZERO).unwrap();
+            h.add_class(Handle::new(1, 3), Handle::new(1, 1), c(r2, q2), Time::ZERO).unwrap();
+            Box::new(h)
+        } else {
+            let mut h = RefHtb::new(ROOT);
+            let p = |rate: u64, q: u32| RefClassParams {
+                ceil: Rate::from_bps(parent),
+                quantum: q,
+                ..RefClassParams::new(Rate::from_bps(rate))
+            };
+            h.add_class(Handle::new(1, 1), ROOT, p(parent, 1500), Time::ZERO).unwrap();
+            h.add_class(Handle::new(1, 2), Handle::new(1, 1), p(r1, q1), Time::ZERO).unwrap();
+            h.add_class(Handle::new(1, 3), Handle::new(1, 1), p(r2, q2), Time::ZERO).unwrap();
+            Box::new(h)
+        };
+        let got = two_leaves(q.as_mut(), [s1, s2]);
+        let excess = (parent - r1 - r2) as f64 / 1e3;
+        let want = [
+            r1 as f64 / 1e3 + excess * q1 as f64 / (q1 + q2) as f64,
+            r2 as f64 / 1e3 + excess * q2 as f64 / (q1 + q2) as f64,
+        ];
+        for i in 0..2 {
+            // 1% covers the bursts (1600 B over 10 s = 1.3 kbit/s) and DRR rounding.
+            assert!(
+                (got[i] - want[i]).abs() <= 0.01 * want[i],
+                "{} leaf {}: {:.1} kbit/s, analytic {:.1} (case {:?})",
+                if fast { "fast HTB" } else { "reference" },
+                i + 1,
+                got[i],
+                want[i],
+                (r1, r2, q1, q2, s1, s2)
+            );
+        }
+    }
+}
+
+/// The reference shares the excess in proportion to quantum, as computed by hand.
+#[test]
+fn reference_shares_excess_by_quantum() {
+    share_check(false);
+}
+
+/// The same check on the fast HTB. FAILS today: in the first case it sends 2495 and 2508 kbit/s
+/// where 2466 and 2534 are due (equal quanta must give equal excess), in the second 1378 and
+/// 3626 where 1303 and 3697 are due.
+#[test]
+#[ignore = "fast HTB does not share excess in proportion to quantum (see doc)"]
+fn fast_htb_shares_excess_by_quantum() {
+    share_check(true);
 }
