@@ -1,1 +1,25 @@
-//! sluice-config (see README and DESIGN.md for its role).
+//! # sluice-config
+//!
+//! Sluice's configuration front end: the model tree ([`model`]), the tc and ip command languages
+//! on emulated devices ([`tc`]) with tc 6.x's messages, exit codes and `show` output, the JSON
+//! state file ([`statefile`]), tc scripts and the native TOML form ([`script`], [`native`]),
+//! the kernel tdc conformance runner ([`conform`]), lint ([`lint`]), Graphviz/SVG drawing
+//! ([`viz`]) and conversion to live core objects ([`build`]).
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod build;
+pub mod burst;
+pub mod conform;
+pub mod export;
+pub mod lint;
+pub mod model;
+pub mod script;
+mod serde_units;
+pub mod shell;
+pub mod statefile;
+pub mod tc;
+pub mod viz;
+
+pub use model::State;
+pub use tc::{run_ip, run_tc, Outcome};

@@ -3,7 +3,9 @@
 use std::fmt;
 
 /// A qdisc or class handle. Qdiscs are `major:0`, classes `major:minor`.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, serde::Serialize, serde::Deserialize,
+)]
 pub struct Handle(pub u32);
 
 /// A handle string that is not `major:minor` in hex.

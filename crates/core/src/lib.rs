@@ -13,13 +13,22 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod classify;
+pub mod codel;
 pub mod fifo;
+pub mod filter;
 pub mod flow_keys;
+pub mod fq_codel;
 pub mod handle;
 pub mod htb;
 pub mod packet;
+pub mod prio;
 pub mod qdisc;
 pub mod rate;
+pub mod reference_htb;
+pub mod sched;
+pub mod sfq;
+pub mod tbf;
 pub mod time;
 pub mod units;
 

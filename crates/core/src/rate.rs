@@ -11,7 +11,9 @@ use crate::time::{Span, Time};
 use std::fmt;
 
 /// A rate in bits per second. Zero means "no rate" and is rejected by every shaper.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, serde::Serialize, serde::Deserialize,
+)]
 pub struct Rate(u64);
 
 impl Rate {
@@ -282,7 +284,8 @@ mod tests {
     #[test]
     fn long_run_rate_is_exact() {
         // Send greedily for 10 s simulated; delivered bytes = R*T + burst, plus < 1 packet.
-        for &(bps, size) in &[(8u64, 1u64), (1_000_000, 64), (10_000_000_000, 1500), (800_000_000_000, 65536)] {
+        for &(bps, size) in &[(8u64, 1u64), (1_000_000, 64), (10_000_000_000, 1500), (800_000_000_000, 65536)]
+        {
             let mut b = TokenBucket::new(Rate::from_bps(bps), size, Time::ZERO);
             let end = Time::from_secs(10);
             let mut now = Time::ZERO;

@@ -9,11 +9,15 @@ use std::ops::{Add, AddAssign, Sub};
 
 /// A point in time, in nanoseconds since an arbitrary epoch chosen by the caller
 /// (the simulator starts at 0, the live shaper uses CLOCK_MONOTONIC).
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, serde::Serialize, serde::Deserialize,
+)]
 pub struct Time(u64);
 
 /// A non-negative span of time in nanoseconds.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, serde::Serialize, serde::Deserialize,
+)]
 pub struct Span(u64);
 
 impl Time {

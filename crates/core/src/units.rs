@@ -77,7 +77,8 @@ const TIME_UNITS: &[(&str, f64)] = &[
     ("nsec", 1.0),
     ("nsecs", 1.0),
 ];
-const TIME_ACCEPTED: &str = "s, sec, secs, ms, msec, msecs, us, usec, usecs, ns; a bare number is microseconds";
+const TIME_ACCEPTED: &str =
+    "s, sec, secs, ms, msec, msecs, us, usec, usecs, ns; a bare number is microseconds";
 
 /// Splits `"1.5mbit"` into `1.5` and `"mbit"`, then scales by the unit table.
 fn parse_scaled(
@@ -88,20 +89,15 @@ fn parse_scaled(
 ) -> Result<f64, UnitError> {
     let err = |reason| UnitError { kind, token: token.to_string(), reason, accepted };
     let t = token.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
     let (num, suffix) = t.split_at(split);
     if num.is_empty() {
         return Err(err("expected a number"));
     }
     let value: f64 = num.parse().map_err(|_| err("not a number"))?;
     let suffix = suffix.to_ascii_lowercase();
-    let scale = table
-        .iter()
-        .find(|(name, _)| *name == suffix)
-        .map(|(_, s)| *s)
-        .ok_or_else(|| err("unknown unit"))?;
+    let scale =
+        table.iter().find(|(name, _)| *name == suffix).map(|(_, s)| *s).ok_or_else(|| err("unknown unit"))?;
     let v = value * scale;
     if !v.is_finite() || v >= u64::MAX as f64 {
         return Err(err("value out of range"));
@@ -134,10 +130,10 @@ pub fn format_rate(rate: Rate) -> String {
     let mut r = rate.bps();
     let mut i = 0;
     while i < UNITS.len() - 1 {
-        if r < 1000 || (r % 1000 != 0 && r < 1_000_000) {
+        if r < 1000 || (!r.is_multiple_of(1000) && r < 1_000_000) {
             break;
         }
-        if r % 1000 != 0 {
+        if !r.is_multiple_of(1000) {
             // tc prints "%.0f" of the scaled double: round to nearest.
             r = (r + 500) / 1000;
         } else {

@@ -1,1 +1,32 @@
-//! sluice-live (see README and DESIGN.md for its role).
+//! # sluice-live
+//!
+//! The live dataplane: real frames from AF_PACKET TPACKET_V3 rings through the same core qdiscs the
+//! simulator runs, timed by their `next_event`.
+//!
+//! - [`sys`]: the only unsafe code in Sluice (packet sockets, the mmap ring);
+//! - [`frame`]: frame → packet descriptor, and the buffer pool;
+//! - [`engine`]: configuration → qdisc, and hitless reload;
+//! - [`timing`]: wake-up jitter calibration and the burst floor;
+//! - [`control`]: owner-only control socket and Prometheus endpoint;
+//! - [`shaper`]: the forwarding loop.
+#![deny(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod control;
+pub mod engine;
+pub mod frame;
+pub mod shaper;
+pub mod sys;
+pub mod timing;
+
+/// Errors of the live shaper.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LiveError {
+    /// An OS call failed.
+    #[error("{0}")]
+    Io(String),
+    /// The configuration cannot run live.
+    #[error("configuration: {0}")]
+    Config(String),
+}

@@ -38,11 +38,7 @@ pub struct HtbConfig {
 
 impl Default for HtbConfig {
     fn default() -> Self {
-        HtbConfig {
-            r2q: DEFAULT_R2Q,
-            default_class: 0,
-            direct_qlen: DEFAULT_DIRECT_QLEN,
-        }
+        HtbConfig { r2q: DEFAULT_R2Q, default_class: 0, direct_qlen: DEFAULT_DIRECT_QLEN }
     }
 }
 
@@ -133,21 +129,11 @@ impl HtbClassConfig {
     ) -> Result<ClassParams, ConfigError> {
         let who = format!("htb class {classid}");
         if self.rate.is_zero() {
-            return Err(ConfigError::invalid(
-                who,
-                "rate",
-                "0bit",
-                "a class needs a non-zero rate",
-            ));
+            return Err(ConfigError::invalid(who, "rate", "0bit", "a class needs a non-zero rate"));
         }
         let ceil = self.ceil.unwrap_or(self.rate);
         if ceil.is_zero() {
-            return Err(ConfigError::invalid(
-                who,
-                "ceil",
-                "0bit",
-                "ceil must be at least the rate",
-            ));
+            return Err(ConfigError::invalid(who, "ceil", "0bit", "ceil must be at least the rate"));
         }
         if ceil < self.rate {
             return Err(ConfigError::invalid(
@@ -170,10 +156,7 @@ impl HtbClassConfig {
         }
         let mut prio = self.prio;
         if prio >= NUM_PRIO {
-            warnings.push(format!(
-                "prio {prio} of class {classid} clamped to {}",
-                NUM_PRIO - 1
-            ));
+            warnings.push(format!("prio {prio} of class {classid} clamped to {}", NUM_PRIO - 1));
             prio = NUM_PRIO - 1;
         }
         let quantum = match self.quantum {
@@ -191,23 +174,13 @@ impl HtbClassConfig {
                 }
             }
         };
-        Ok(ClassParams {
-            rate: self.rate,
-            ceil,
-            burst,
-            cburst,
-            prio,
-            quantum,
-        })
+        Ok(ClassParams { rate: self.rate, ceil, burst, cburst, prio, quantum })
     }
 }
 
 /// The kernel's extack text, with the classid as one 32-bit hex number like `%X` prints it.
 fn quantum_warning(classid: Handle, what: &str) -> String {
-    format!(
-        "quantum of class {:X} is {what}. Consider r2q change.",
-        classid.0
-    )
+    format!("quantum of class {:X} is {what}. Consider r2q change.", classid.0)
 }
 
 /// A class's effective parameters after defaults (what `tc class show` prints).
@@ -238,80 +211,44 @@ mod tests {
     #[test]
     fn defaults_follow_tc_on_an_hrtimer_kernel() {
         let mut w = Vec::new();
-        let p = HtbClassConfig::new(Rate::from_bps(100_000_000))
-            .resolve(h(0x10), 10, &mut w)
-            .unwrap();
-        assert_eq!(
-            (p.ceil, p.burst, p.cburst, p.prio),
-            (Rate::from_bps(100_000_000), 1600, 1600, 0)
-        );
+        let p = HtbClassConfig::new(Rate::from_bps(100_000_000)).resolve(h(0x10), 10, &mut w).unwrap();
+        assert_eq!((p.ceil, p.burst, p.cburst, p.prio), (Rate::from_bps(100_000_000), 1600, 1600, 0));
         // 12.5 MB/s / 10 = 1.25 MB > 200000: clamped with the kernel's warning.
         assert_eq!(p.quantum, MAX_QUANTUM);
-        assert_eq!(
-            w,
-            vec!["quantum of class 10010 is big. Consider r2q change.".to_string()]
-        );
+        assert_eq!(w, vec!["quantum of class 10010 is big. Consider r2q change.".to_string()]);
         // 10 Gbit/s = 1.25e9 B/s: rate/HZ adds one byte.
-        let p = HtbClassConfig::new(Rate::from_bps(10_000_000_000))
-            .resolve(h(1), 10, &mut w)
-            .unwrap();
+        let p = HtbClassConfig::new(Rate::from_bps(10_000_000_000)).resolve(h(1), 10, &mut w).unwrap();
         assert_eq!(p.burst, 1601);
     }
 
     #[test]
     fn small_quantum_warns_and_user_quantum_wins() {
         let mut w = Vec::new();
-        let p = HtbClassConfig::new(Rate::from_bps(64_000))
-            .resolve(h(0xa), 10, &mut w)
-            .unwrap();
+        let p = HtbClassConfig::new(Rate::from_bps(64_000)).resolve(h(0xa), 10, &mut w).unwrap();
         assert_eq!(p.quantum, MIN_QUANTUM);
-        assert_eq!(
-            w[0],
-            "quantum of class 1000A is small. Consider r2q change."
-        );
+        assert_eq!(w[0], "quantum of class 1000A is small. Consider r2q change.");
         let mut w = Vec::new();
-        let p = HtbClassConfig::new(Rate::from_bps(64_000))
-            .quantum(300)
-            .resolve(h(0xa), 10, &mut w)
-            .unwrap();
+        let p = HtbClassConfig::new(Rate::from_bps(64_000)).quantum(300).resolve(h(0xa), 10, &mut w).unwrap();
         assert_eq!((p.quantum, w.len()), (300, 0));
         // r2q 0 behaves as 1.
-        let p = HtbClassConfig::new(Rate::from_bps(80_000))
-            .resolve(h(0xa), 0, &mut w)
-            .unwrap();
+        let p = HtbClassConfig::new(Rate::from_bps(80_000)).resolve(h(0xa), 0, &mut w).unwrap();
         assert_eq!(p.quantum, 10_000);
     }
 
     #[test]
     fn bad_values_are_typed_errors() {
         let mut w = Vec::new();
-        let e = HtbClassConfig::new(Rate::from_bps(0))
-            .resolve(h(1), 10, &mut w)
-            .unwrap_err();
-        assert!(
-            matches!(e, ConfigError::Invalid { param: "rate", .. }),
-            "{e}"
-        );
+        let e = HtbClassConfig::new(Rate::from_bps(0)).resolve(h(1), 10, &mut w).unwrap_err();
+        assert!(matches!(e, ConfigError::Invalid { param: "rate", .. }), "{e}");
         let e = HtbClassConfig::new(Rate::from_bps(10))
             .ceil(Rate::from_bps(5))
             .resolve(h(1), 10, &mut w)
             .unwrap_err();
         assert!(e.to_string().contains("htb class 1:1: invalid ceil"), "{e}");
-        let e = HtbClassConfig::new(Rate::from_bps(10))
-            .burst(0)
-            .resolve(h(1), 10, &mut w)
-            .unwrap_err();
+        let e = HtbClassConfig::new(Rate::from_bps(10)).burst(0).resolve(h(1), 10, &mut w).unwrap_err();
         assert!(matches!(e, ConfigError::Invalid { param: "burst", .. }));
-        let p = HtbClassConfig::new(Rate::from_bps(8000))
-            .prio(9)
-            .resolve(h(1), 10, &mut w)
-            .unwrap();
+        let p = HtbClassConfig::new(Rate::from_bps(8000)).prio(9).resolve(h(1), 10, &mut w).unwrap();
         assert_eq!(p.prio, 7);
-        assert!(HtbConfig {
-            direct_qlen: 0,
-            ..HtbConfig::default()
-        }
-        .validate()
-        .is_err());
+        assert!(HtbConfig { direct_qlen: 0, ..HtbConfig::default() }.validate().is_err());
     }
 }

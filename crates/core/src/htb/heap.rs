@@ -105,11 +105,7 @@ impl EventHeap {
                 break;
             }
             let r = l + 1;
-            let m = if r < n && self.heap[r] < self.heap[l] {
-                r
-            } else {
-                l
-            };
+            let m = if r < n && self.heap[r] < self.heap[l] { r } else { l };
             if self.heap[m] < self.heap[i] {
                 self.swap(i, m);
                 i = m;

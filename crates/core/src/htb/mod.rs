@@ -86,8 +86,8 @@ mod tests;
 
 pub use class::{ClassInfo, HtbClassStats, HtbMode};
 pub use config::{
-    ClassParams, HtbClassConfig, HtbConfig, DEFAULT_DIRECT_QLEN, DEFAULT_MTU, DEFAULT_R2Q,
-    MAX_QUANTUM, MBUFFER, MIN_QUANTUM, NUM_PRIO, PSCHED_HZ,
+    ClassParams, HtbClassConfig, HtbConfig, DEFAULT_DIRECT_QLEN, DEFAULT_MTU, DEFAULT_R2Q, MAX_QUANTUM,
+    MBUFFER, MIN_QUANTUM, NUM_PRIO, PSCHED_HZ,
 };
 
 use crate::fifo::{Fifo, DEFAULT_TXQUEUELEN};
@@ -96,8 +96,7 @@ use crate::packet::Packet;
 use crate::qdisc::{ConfigError, DropReason, Dropped, Qdisc, QdiscStats};
 use crate::time::Time;
 use class::{
-    ns_to_ticks, units_to_ns, Class, ClassCold, InnerData, LeafData, Link, List, NONE,
-    UNITS_PER_BYTE,
+    ns_to_ticks, units_to_ns, Class, ClassCold, InnerData, LeafData, Link, List, NONE, UNITS_PER_BYTE,
 };
 use heap::EventHeap;
 use std::cmp::Reverse;
@@ -223,9 +222,7 @@ impl Htb {
         let mut seen = std::collections::HashSet::new();
         for (id, _, _) in classes {
             if !seen.insert(*id) {
-                return Err(ConfigError::Hierarchy(format!(
-                    "htb: class {id} is defined twice"
-                )));
+                return Err(ConfigError::Hierarchy(format!("htb: class {id} is defined twice")));
             }
         }
         let mut pending: Vec<usize> = (0..classes.len()).collect();
@@ -285,8 +282,7 @@ impl Htb {
 
     fn default_is_inner(&self) -> bool {
         let id = Handle::new(self.handle.major(), self.cfg.default_class);
-        self.find(id)
-            .is_some_and(|c| !self.classes[c as usize].leaf)
+        self.find(id).is_some_and(|c| !self.classes[c as usize].leaf)
     }
 
     /// The qdisc handle.
@@ -325,21 +321,15 @@ impl Htb {
     }
 
     fn inner(&self, c: u32) -> &InnerData {
-        self.inners[self.classes[c as usize].ext as usize]
-            .as_ref()
-            .expect("inner class has inner data")
+        self.inners[self.classes[c as usize].ext as usize].as_ref().expect("inner class has inner data")
     }
 
     fn leaf(&self, c: u32) -> &LeafData {
-        self.leaves[self.classes[c as usize].ext as usize]
-            .as_ref()
-            .expect("leaf class has leaf data")
+        self.leaves[self.classes[c as usize].ext as usize].as_ref().expect("leaf class has leaf data")
     }
 
     fn leaf_mut(&mut self, c: u32) -> &mut LeafData {
-        self.leaves[self.classes[c as usize].ext as usize]
-            .as_mut()
-            .expect("leaf class has leaf data")
+        self.leaves[self.classes[c as usize].ext as usize].as_mut().expect("leaf class has leaf data")
     }
 
     fn observe(&mut self, now: Time) -> Time {
@@ -399,9 +389,7 @@ impl Htb {
             )));
         }
         if self.by_id.contains_key(&classid.0) {
-            return Err(ConfigError::Hierarchy(format!(
-                "htb class {classid} already exists"
-            )));
+            return Err(ConfigError::Hierarchy(format!("htb class {classid} already exists")));
         }
         let parent_idx = if parent == self.handle {
             NONE
@@ -415,11 +403,7 @@ impl Htb {
         };
         let mut warnings = Vec::new();
         let params = cfg.resolve(classid, self.cfg.r2q, &mut warnings)?;
-        let depth = if parent_idx == NONE {
-            0
-        } else {
-            self.classes[parent_idx as usize].depth + 1
-        };
+        let depth = if parent_idx == NONE { 0 } else { self.classes[parent_idx as usize].depth + 1 };
         if parent_idx != NONE && self.classes[parent_idx as usize].leaf {
             let flushed = self.leaf_to_inner(parent_idx, now);
             if flushed > 0 {
@@ -489,10 +473,7 @@ impl Htb {
         let pkts = self.flush_leaf(c);
         let n = pkts.len();
         for pkt in pkts {
-            self.dropped.push_back(Dropped {
-                pkt,
-                reason: DropReason::Flushed,
-            });
+            self.dropped.push_back(Dropped { pkt, reason: DropReason::Flushed });
         }
         let ext = self.classes[c as usize].ext;
         self.leaves[ext as usize] = None;
@@ -558,9 +539,7 @@ impl Htb {
         let buffer = params.burst as i128 * UNITS_PER_BYTE;
         let cbuffer = params.cburst as i128 * UNITS_PER_BYTE;
         cl.tokens = (cl.tokens + d * cl.rate as i128).min(cl.buffer).min(buffer);
-        cl.ctokens = (cl.ctokens + d * cl.ceil as i128)
-            .min(cl.cbuffer)
-            .min(cbuffer);
+        cl.ctokens = (cl.ctokens + d * cl.ceil as i128).min(cl.cbuffer).min(cbuffer);
         cl.t_c = n;
         cl.buffer = buffer;
         cl.cbuffer = cbuffer;
@@ -644,9 +623,7 @@ impl Htb {
     /// A leaf's qdisc, for its statistics and `tc qdisc show`.
     pub fn leaf_qdisc(&self, classid: Handle) -> Option<&dyn Qdisc> {
         let c = self.find(classid)?;
-        self.classes[c as usize]
-            .leaf
-            .then(|| self.leaf(c).qdisc.as_ref())
+        self.classes[c as usize].leaf.then(|| self.leaf(c).qdisc.as_ref())
     }
 
     /// Counters of one class, as `tc -s class show` prints them.
@@ -698,11 +675,7 @@ impl Htb {
             let cold = &self.cold[c as usize];
             ClassInfo {
                 classid: cold.classid,
-                parent: if cl.parent == NONE {
-                    self.handle
-                } else {
-                    self.cold[cl.parent as usize].classid
-                },
+                parent: if cl.parent == NONE { self.handle } else { self.cold[cl.parent as usize].classid },
                 config: cold.config.clone(),
                 params: cold.params,
                 level: if cl.leaf { 0 } else { top - cl.depth },
@@ -733,9 +706,7 @@ impl Htb {
             }
         }
         match self.find(Handle::new(self.handle.major(), self.cfg.default_class)) {
-            Some(c) if self.cfg.default_class != 0 && self.classes[c as usize].leaf => {
-                Target::Leaf(c)
-            }
+            Some(c) if self.cfg.default_class != 0 && self.classes[c as usize].leaf => Target::Leaf(c),
             _ => Target::Direct,
         }
     }
@@ -767,10 +738,7 @@ impl Qdisc for Htb {
             Target::Direct => {
                 if self.direct.len() as u64 >= self.cfg.direct_qlen as u64 {
                     self.stats.drops += 1;
-                    return Err(Dropped {
-                        pkt,
-                        reason: DropReason::QueueFull,
-                    });
+                    return Err(Dropped { pkt, reason: DropReason::QueueFull });
                 }
                 self.stats.on_enqueue(&pkt);
                 self.direct.push_back(pkt);

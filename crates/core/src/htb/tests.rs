@@ -27,13 +27,7 @@ fn t(ms: u64) -> Time {
 #[test]
 fn single_class_sends_burst_plus_one_then_paces_at_rate() {
     let mut q = Htb::new(ROOT, HtbConfig::default()).unwrap();
-    q.add_class(
-        h(1),
-        ROOT,
-        HtbClassConfig::new(bps(8_000)).burst(1000).cburst(1000),
-        t(0),
-    )
-    .unwrap();
+    q.add_class(h(1), ROOT, HtbClassConfig::new(bps(8_000)).burst(1000).cburst(1000), t(0)).unwrap();
     for i in 0..5 {
         q.enqueue(pkt_to(1, 1000, i), t(0)).unwrap();
     }
@@ -51,10 +45,7 @@ fn single_class_sends_burst_plus_one_then_paces_at_rate() {
     assert_eq!(s.lends, 3);
     // -1000 B at 1000 B/s = -1 s of tokens = -15625000 ticks.
     assert_eq!(s.tokens, -15_625_000);
-    assert_eq!(
-        s.overlimits, 2,
-        "ceil == rate: both throttles were CANT_SEND"
-    );
+    assert_eq!(s.overlimits, 2, "ceil == rate: both throttles were CANT_SEND");
     assert_eq!(q.stats().qlen, 2);
 }
 
@@ -62,20 +53,11 @@ fn single_class_sends_burst_plus_one_then_paces_at_rate() {
 fn child_borrows_from_parent_up_to_ceil() {
     let mut q = Htb::new(ROOT, HtbConfig::default()).unwrap();
     // Parent 16 kbit = 2000 B/s; child rate 1000 B/s, ceil 2000 B/s.
-    q.add_class(
-        h(1),
-        ROOT,
-        HtbClassConfig::new(bps(16_000)).burst(1000).cburst(1000),
-        t(0),
-    )
-    .unwrap();
+    q.add_class(h(1), ROOT, HtbClassConfig::new(bps(16_000)).burst(1000).cburst(1000), t(0)).unwrap();
     q.add_class(
         h(0x10),
         h(1),
-        HtbClassConfig::new(bps(8_000))
-            .ceil(bps(16_000))
-            .burst(1000)
-            .cburst(1000),
+        HtbClassConfig::new(bps(8_000)).ceil(bps(16_000)).burst(1000).cburst(1000),
         t(0),
     )
     .unwrap();
@@ -102,33 +84,21 @@ fn child_borrows_from_parent_up_to_ceil() {
     }
     // Bounded by ceil: 2000 B/s * 10 s + cburst + one packet.
     assert!(sent <= 20_000 + 1000 + 500, "sent {sent}");
-    assert!(
-        sent >= 20_000,
-        "sent {sent}: the child should reach its ceil by borrowing"
-    );
+    assert!(sent >= 20_000, "sent {sent}: the child should reach its ceil by borrowing");
     let c = q.class_stats(h(0x10)).unwrap();
     assert!(c.borrows > 0 && c.lends > 0, "{c:?}");
     let p = q.class_stats(h(1)).unwrap();
-    assert_eq!(
-        p.lends, c.borrows,
-        "every borrowed packet was lent by the parent"
-    );
+    assert_eq!(p.lends, c.borrows, "every borrowed packet was lent by the parent");
     assert_eq!(p.bytes, c.bytes);
 }
 
 #[test]
 fn lower_prio_number_gets_the_excess_first() {
     let mut q = Htb::new(ROOT, HtbConfig::default()).unwrap();
-    q.add_class(h(1), ROOT, HtbClassConfig::new(bps(80_000)), t(0))
-        .unwrap();
+    q.add_class(h(1), ROOT, HtbClassConfig::new(bps(80_000)), t(0)).unwrap();
     for (minor, prio) in [(0x10, 1u8), (0x20, 0u8)] {
-        q.add_class(
-            h(minor),
-            h(1),
-            HtbClassConfig::new(bps(8_000)).ceil(bps(80_000)).prio(prio),
-            t(0),
-        )
-        .unwrap();
+        q.add_class(h(minor), h(1), HtbClassConfig::new(bps(8_000)).ceil(bps(80_000)).prio(prio), t(0))
+            .unwrap();
     }
     let mut bytes = [0u64; 2];
     let mut now = t(0);
@@ -156,24 +126,14 @@ fn lower_prio_number_gets_the_excess_first() {
 
 #[test]
 fn classification_follows_the_kernel() {
-    let mut q = Htb::new(
-        ROOT,
-        HtbConfig {
-            default_class: 0x20,
-            ..HtbConfig::default()
-        },
-    )
-    .unwrap();
-    q.add_class(h(1), ROOT, HtbClassConfig::new(bps(1_000_000)), t(0))
-        .unwrap();
-    q.add_class(h(0x10), h(1), HtbClassConfig::new(bps(500_000)), t(0))
-        .unwrap();
+    let mut q = Htb::new(ROOT, HtbConfig { default_class: 0x20, ..HtbConfig::default() }).unwrap();
+    q.add_class(h(1), ROOT, HtbClassConfig::new(bps(1_000_000)), t(0)).unwrap();
+    q.add_class(h(0x10), h(1), HtbClassConfig::new(bps(500_000)), t(0)).unwrap();
     let mut p = Packet::new(100, 0);
     // Nothing matched, default 1:20 does not exist yet: direct queue.
     assert_eq!(q.classify_packet(&p), None);
     assert!(q.validate().is_err());
-    q.add_class(h(0x20), h(1), HtbClassConfig::new(bps(500_000)), t(0))
-        .unwrap();
+    q.add_class(h(0x20), h(1), HtbClassConfig::new(bps(500_000)), t(0)).unwrap();
     assert!(q.validate().is_ok());
     assert_eq!(q.classify_packet(&p), Some(h(0x20)));
     // priority naming the qdisc: direct; naming a leaf: that leaf; naming an inner class: ignored.
@@ -201,31 +161,15 @@ fn classification_follows_the_kernel() {
     other.push_class(Handle::new(2, 0x10));
     assert_eq!(q.classify_packet(&other), Some(h(0x20)));
     // Default naming an inner class: direct queue, and validate says why.
-    q.change_config(HtbConfig {
-        default_class: 1,
-        ..HtbConfig::default()
-    })
-    .unwrap();
+    q.change_config(HtbConfig { default_class: 1, ..HtbConfig::default() }).unwrap();
     assert_eq!(q.classify_packet(&Packet::new(1, 0)), None);
-    assert!(q
-        .validate()
-        .unwrap_err()
-        .to_string()
-        .contains("inner class"));
+    assert!(q.validate().unwrap_err().to_string().contains("inner class"));
 }
 
 #[test]
 fn direct_queue_is_unshaped_first_and_limited() {
-    let mut q = Htb::new(
-        ROOT,
-        HtbConfig {
-            direct_qlen: 2,
-            ..HtbConfig::default()
-        },
-    )
-    .unwrap();
-    q.add_class(h(1), ROOT, HtbClassConfig::new(bps(8)), t(0))
-        .unwrap();
+    let mut q = Htb::new(ROOT, HtbConfig { direct_qlen: 2, ..HtbConfig::default() }).unwrap();
+    q.add_class(h(1), ROOT, HtbClassConfig::new(bps(8)), t(0)).unwrap();
     q.enqueue(pkt_to(1, 1000, 100), t(0)).unwrap();
     for i in 0..2 {
         q.enqueue(Packet::new(1500, i), t(0)).unwrap();
@@ -249,29 +193,16 @@ fn errors_are_typed_and_say_where() {
     assert!(e.to_string().contains("1:1 already exists"), "{e}");
     let e = q.add_class(h(2), h(7), r.clone(), t(0)).unwrap_err();
     assert!(e.to_string().contains("parent 1:7 does not exist"), "{e}");
-    let e = q
-        .add_class(Handle::new(2, 1), ROOT, r.clone(), t(0))
-        .unwrap_err();
+    let e = q.add_class(Handle::new(2, 1), ROOT, r.clone(), t(0)).unwrap_err();
     assert!(e.to_string().contains("invalid classid 2:1"), "{e}");
-    let e = q
-        .add_class(h(3), ROOT, HtbClassConfig::new(bps(0)), t(0))
-        .unwrap_err();
+    let e = q.add_class(h(3), ROOT, HtbClassConfig::new(bps(0)), t(0)).unwrap_err();
     assert!(matches!(e, ConfigError::Invalid { param: "rate", .. }));
     q.add_class(h(0x10), h(1), r.clone(), t(0)).unwrap();
     let e = q.delete_class(h(1), t(0)).unwrap_err();
     assert!(e.to_string().starts_with("HTB class in use"), "{e}");
-    assert!(Htb::new(
-        ROOT,
-        HtbConfig {
-            direct_qlen: 0,
-            ..HtbConfig::default()
-        }
-    )
-    .is_err());
+    assert!(Htb::new(ROOT, HtbConfig { direct_qlen: 0, ..HtbConfig::default() }).is_err());
     assert!(Htb::new(h(1), HtbConfig::default()).is_err());
-    let e = q
-        .set_leaf_qdisc(h(1), Box::new(Fifo::pfifo(5)))
-        .unwrap_err();
+    let e = q.set_leaf_qdisc(h(1), Box::new(Fifo::pfifo(5))).unwrap_err();
     assert!(e.to_string().contains("inner class"));
 }
 
@@ -279,37 +210,20 @@ fn errors_are_typed_and_say_where() {
 fn build_reports_cycles_unknown_parents_and_inner_default() {
     let c = |minor, parent| (h(minor), parent, HtbClassConfig::new(bps(1000)));
     // Out of order is fine.
-    let (q, w) = Htb::build(
-        ROOT,
-        HtbConfig::default(),
-        &[c(0x10, h(1)), c(1, ROOT)],
-        t(0),
-    )
-    .unwrap();
+    let (q, w) = Htb::build(ROOT, HtbConfig::default(), &[c(0x10, h(1)), c(1, ROOT)], t(0)).unwrap();
     assert_eq!(q.class_count(), 2);
     assert!(w.iter().all(|w| w.contains("quantum")), "{w:?}");
-    let e = Htb::build(
-        ROOT,
-        HtbConfig::default(),
-        &[c(0x10, h(0x20)), c(0x20, h(0x10)), c(1, ROOT)],
-        t(0),
-    )
-    .unwrap_err();
+    let e = Htb::build(ROOT, HtbConfig::default(), &[c(0x10, h(0x20)), c(0x20, h(0x10)), c(1, ROOT)], t(0))
+        .unwrap_err();
     assert!(e.to_string().contains("cycle"), "{e}");
     let e = Htb::build(ROOT, HtbConfig::default(), &[c(0x10, h(0x30))], t(0)).unwrap_err();
     assert!(e.to_string().contains("parent 1:30 does not exist"), "{e}");
     let e = Htb::build(ROOT, HtbConfig::default(), &[c(1, ROOT), c(1, ROOT)], t(0)).unwrap_err();
     assert!(e.to_string().contains("defined twice"), "{e}");
-    let cfg = HtbConfig {
-        default_class: 1,
-        ..HtbConfig::default()
-    };
+    let cfg = HtbConfig { default_class: 1, ..HtbConfig::default() };
     let e = Htb::build(ROOT, cfg, &[c(1, ROOT), c(0x10, h(1))], t(0)).unwrap_err();
     assert!(e.to_string().contains("inner class"), "{e}");
-    let cfg = HtbConfig {
-        default_class: 0x40,
-        ..HtbConfig::default()
-    };
+    let cfg = HtbConfig { default_class: 0x40, ..HtbConfig::default() };
     let (_, w) = Htb::build(ROOT, cfg, &[c(1, ROOT)], t(0)).unwrap();
     assert!(w.iter().any(|w| w.contains("does not exist")), "{w:?}");
 }
@@ -336,8 +250,7 @@ fn run_time_changes_keep_other_queues() {
     assert_eq!(flushed, 10);
     assert_eq!(q.stats().qlen, 10);
     // Changing and adding classes does not lose 1:10's packets.
-    q.change_class(h(0x10), HtbClassConfig::new(bps(4_000_000)).prio(3), t(2))
-        .unwrap();
+    q.change_class(h(0x10), HtbClassConfig::new(bps(4_000_000)).prio(3), t(2)).unwrap();
     q.add_class(h(0x30), h(1), r.clone(), t(2)).unwrap();
     q.enqueue(pkt_to(0x21, 100, 999), t(2)).unwrap();
     // Deleting 1:21 returns its packet and makes 1:20 a leaf again.
@@ -365,18 +278,9 @@ fn class_listing_has_kernel_levels() {
     q.add_class(h(1), ROOT, r.clone(), t(0)).unwrap();
     q.add_class(h(0x10), h(1), r.clone(), t(0)).unwrap();
     q.add_class(h(0x11), h(0x10), r.clone(), t(0)).unwrap();
-    let l: Vec<(Handle, Handle, u32, bool)> = q
-        .classes()
-        .map(|c| (c.classid, c.parent, c.level, c.is_leaf))
-        .collect();
-    assert_eq!(
-        l,
-        vec![
-            (h(1), ROOT, 7, false),
-            (h(0x10), h(1), 6, false),
-            (h(0x11), h(0x10), 0, true)
-        ]
-    );
+    let l: Vec<(Handle, Handle, u32, bool)> =
+        q.classes().map(|c| (c.classid, c.parent, c.level, c.is_leaf)).collect();
+    assert_eq!(l, vec![(h(1), ROOT, 7, false), (h(0x10), h(1), 6, false), (h(0x11), h(0x10), 0, true)]);
     // Deeper than the kernel's 8 levels works.
     let mut parent = h(0x11);
     for m in 0x100..0x110u16 {
@@ -391,17 +295,13 @@ fn class_listing_has_kernel_levels() {
 #[test]
 fn leaf_qdisc_can_be_replaced() {
     let mut q = Htb::new(ROOT, HtbConfig::default()).unwrap();
-    q.add_class(h(1), ROOT, HtbClassConfig::new(bps(8)), t(0))
-        .unwrap();
+    q.add_class(h(1), ROOT, HtbClassConfig::new(bps(8)), t(0)).unwrap();
     q.enqueue(pkt_to(1, 100, 1), t(0)).unwrap();
     let old = q.set_leaf_qdisc(h(1), Box::new(Fifo::pfifo(1))).unwrap();
     assert_eq!(old.len(), 1);
     assert_eq!(q.stats().qlen, 0);
     q.enqueue(pkt_to(1, 100, 2), t(0)).unwrap();
-    assert_eq!(
-        q.enqueue(pkt_to(1, 100, 3), t(0)).unwrap_err().reason,
-        DropReason::QueueFull
-    );
+    assert_eq!(q.enqueue(pkt_to(1, 100, 3), t(0)).unwrap_err().reason, DropReason::QueueFull);
     assert_eq!(q.class_stats(h(1)).unwrap().drops, 1);
     assert_eq!(q.leaf_qdisc(h(1)).unwrap().kind(), "pfifo");
 }
@@ -409,8 +309,7 @@ fn leaf_qdisc_can_be_replaced() {
 #[test]
 fn peek_and_requeue_keep_counts() {
     let mut q = Htb::new(ROOT, HtbConfig::default()).unwrap();
-    q.add_class(h(1), ROOT, HtbClassConfig::new(bps(8_000_000)), t(0))
-        .unwrap();
+    q.add_class(h(1), ROOT, HtbClassConfig::new(bps(8_000_000)), t(0)).unwrap();
     q.enqueue(pkt_to(1, 100, 1), t(0)).unwrap();
     q.enqueue(pkt_to(1, 100, 2), t(0)).unwrap();
     assert_eq!(q.peek(t(0)).unwrap().payload, 1);

@@ -1,0 +1,233 @@
+//! The HTB trees the benchmarks build: a root class, `sites` inner classes, then the subscriber
+//! leaves spread over the sites in contiguous blocks.
+//!
+//! A Sluice HTB addresses classes as `major:minor` with 16-bit minors, so one qdisc holds at most
+//! 65 535 classes. Larger trees are built the way Linux users build them: each site is a leaf of
+//! the root HTB `1:` carrying its own HTB qdisc `(2+s):` whose root class has the site's rate and
+//! whose leaves are the subscribers. The reference accepts any 32-bit classid and builds the same
+//! two levels in one qdisc.
+
+use sluice_core::htb::{Htb, HtbClassConfig, HtbConfig};
+use sluice_core::reference_htb::{RefClassParams, RefHtb};
+use sluice_core::{ConfigError, Handle, Packet, Qdisc, Rate, Time};
+
+/// Largest tree built as a single Sluice HTB qdisc (root + sites + leaves must fit in 16-bit minors).
+const MAX_FLAT_CLASSES: usize = 65_000;
+
+/// Which scheduler.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Scheduler {
+    /// `sluice_core::htb::Htb` (and the other production qdiscs).
+    Sluice,
+    /// `sluice_core::reference_htb::RefHtb`.
+    Reference,
+}
+
+impl Scheduler {
+    /// Name used in tables and JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Scheduler::Sluice => "sluice",
+            Scheduler::Reference => "reference",
+        }
+    }
+}
+
+/// Shape and rates of a benchmark tree.
+#[derive(Clone, Copy, Debug)]
+pub struct TreeSpec {
+    /// Subscriber (leaf) classes.
+    pub leaves: usize,
+    /// Inner site classes between the root class and the leaves.
+    pub sites: usize,
+    /// Root rate and ceil.
+    pub link: Rate,
+    /// Leaf rate.
+    pub leaf_rate: Rate,
+    /// Leaf ceil.
+    pub leaf_ceil: Rate,
+    /// Packet size used by the traffic (for the clock).
+    pub pkt_len: u32,
+}
+
+/// Burst and cburst of every class, bytes.
+pub const BURST: u64 = 1600;
+/// Quantum of every class, bytes.
+pub const QUANTUM: u32 = 1500;
+
+impl TreeSpec {
+    /// `leaves` subscribers under about sqrt(leaves) sites on a 10 Gbit/s link.
+    /// `throttled` gives the DPDK worst case: leaf rate = ceil so low that the `active` backlogged
+    /// leaves together may use only a tenth of the link, so nearly all of them wait for tokens.
+    /// Otherwise leaves have a tiny guaranteed rate and borrow up to their site's rate.
+    pub fn new(leaves: usize, active: usize, throttled: bool) -> TreeSpec {
+        let leaves = leaves.max(1);
+        let sites = ((leaves as f64).sqrt().ceil() as usize).clamp(1, 60_000);
+        let link = Rate::from_bps(10_000_000_000);
+        let site_rate = link.bps() / sites as u64;
+        let (leaf_rate, leaf_ceil) = if throttled {
+            let r = (link.bps() / 10 / active.max(1) as u64).max(8_000);
+            (r, r)
+        } else {
+            ((link.bps() / leaves as u64).max(8_000), site_rate.max(8_000))
+        };
+        TreeSpec {
+            leaves,
+            sites,
+            link,
+            leaf_rate: Rate::from_bps(leaf_rate),
+            leaf_ceil: Rate::from_bps(leaf_ceil.max(leaf_rate)),
+            pkt_len: 1000,
+        }
+    }
+
+    /// Site of leaf `i`.
+    pub fn site_of(&self, i: usize) -> usize {
+        i * self.sites / self.leaves
+    }
+
+    fn site_rate(&self) -> Rate {
+        Rate::from_bps((self.link.bps() / self.sites as u64).max(8_000))
+    }
+
+    /// True if the Sluice tree needs one HTB qdisc per site.
+    pub fn nested(&self) -> bool {
+        self.leaves + self.sites + 1 > MAX_FLAT_CLASSES
+    }
+
+    /// First leaf of site `s`.
+    fn first_leaf(&self, s: usize) -> usize {
+        (s * self.leaves).div_ceil(self.sites)
+    }
+
+    /// Builds the tree for `which`.
+    pub fn build(&self, which: Scheduler) -> Result<Box<dyn Qdisc>, ConfigError> {
+        match which {
+            Scheduler::Sluice => self.build_sluice().map(|q| Box::new(q) as Box<dyn Qdisc>),
+            Scheduler::Reference => self.build_reference().map(|q| Box::new(q) as Box<dyn Qdisc>),
+        }
+    }
+
+    fn class(rate: Rate, ceil: Rate) -> HtbClassConfig {
+        HtbClassConfig::new(rate).ceil(ceil).burst(BURST).cburst(BURST).quantum(QUANTUM)
+    }
+
+    /// The Sluice HTB tree (nested per site above [`MAX_FLAT_CLASSES`]).
+    pub fn build_sluice(&self) -> Result<Htb, ConfigError> {
+        let t0 = Time::ZERO;
+        let mut root = Htb::new(Handle::new(1, 0), HtbConfig::default())?;
+        root.add_class(Handle::new(1, 1), Handle::new(1, 0), Self::class(self.link, self.link), t0)?;
+        let site = Self::class(self.site_rate(), self.link);
+        let leaf = Self::class(self.leaf_rate, self.leaf_ceil);
+        for s in 0..self.sites {
+            let sid = Handle::new(1, 2 + s as u16);
+            root.add_class(sid, Handle::new(1, 1), site.clone(), t0)?;
+            let (lo, hi) = (self.first_leaf(s), self.first_leaf(s + 1));
+            if self.nested() {
+                let major = 2 + s as u16;
+                let mut q = Htb::new(Handle::new(major, 0), HtbConfig::default())?;
+                q.add_class(Handle::new(major, 1), Handle::new(major, 0), site.clone(), t0)?;
+                for j in 0..hi - lo {
+                    q.add_class(Handle::new(major, 2 + j as u16), Handle::new(major, 1), leaf.clone(), t0)?;
+                }
+                root.set_leaf_qdisc(sid, Box::new(q))?;
+            } else {
+                for i in lo..hi {
+                    let id = Handle::new(1, (2 + self.sites + i) as u16);
+                    root.add_class(id, sid, leaf.clone(), t0)?;
+                }
+            }
+        }
+        Ok(root)
+    }
+
+    /// The reference tree: ids `0x0001_0001` (root), `0x0002_0000 + s` (sites),
+    /// `0x0100_0000 + i` (leaves).
+    pub fn build_reference(&self) -> Result<RefHtb, ConfigError> {
+        let t0 = Time::ZERO;
+        let p = |rate: Rate, ceil: Rate| RefClassParams {
+            rate,
+            ceil,
+            burst: BURST,
+            cburst: BURST,
+            prio: 0,
+            quantum: QUANTUM,
+            limit: 1000,
+        };
+        let mut q = RefHtb::new(Handle::new(1, 0));
+        let root = Handle(0x0001_0001);
+        q.add_class(root, Handle::new(1, 0), p(self.link, self.link), t0)?;
+        for s in 0..self.sites {
+            q.add_class(Handle(0x0002_0000 + s as u32), root, p(self.site_rate(), self.link), t0)?;
+        }
+        for i in 0..self.leaves {
+            let site = Handle(0x0002_0000 + self.site_of(i) as u32);
+            q.add_class(Handle(0x0100_0000 + i as u32), site, p(self.leaf_rate, self.leaf_ceil), t0)?;
+        }
+        Ok(q)
+    }
+
+    /// A packet for leaf `i` (its payload is `i`, so the driver can refill the same leaf).
+    pub fn packet(&self, which: Scheduler, i: usize) -> Packet {
+        let mut pkt = Packet::new(self.pkt_len, i as u64);
+        match which {
+            Scheduler::Reference => pkt.priority = 0x0100_0000 + i as u32,
+            Scheduler::Sluice => {
+                let s = self.site_of(i);
+                if self.nested() {
+                    pkt.push_class(Handle::new(1, 2 + s as u16));
+                    let major = 2 + s as u16;
+                    pkt.push_class(Handle::new(major, 2 + (i - self.first_leaf(s)) as u16));
+                } else {
+                    pkt.push_class(Handle::new(1, (2 + self.sites + i) as u16));
+                }
+            }
+        }
+        pkt
+    }
+
+    /// The `n` backlogged leaves, spread evenly over the tree.
+    pub fn active_leaves(&self, n: usize) -> Vec<usize> {
+        let n = n.clamp(1, self.leaves);
+        (0..n).map(|k| k * self.leaves / n).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sites_partition_the_leaves() {
+        for leaves in [1usize, 7, 1000, 100_000] {
+            let t = TreeSpec::new(leaves, leaves / 10, false);
+            let mut count = vec![0usize; t.sites];
+            for i in 0..leaves {
+                count[t.site_of(i)] += 1;
+                assert!(i >= t.first_leaf(t.site_of(i)) && i < t.first_leaf(t.site_of(i) + 1));
+            }
+            assert!(count.iter().all(|&c| c > 0), "{leaves}: {count:?}");
+        }
+    }
+
+    #[test]
+    fn both_trees_accept_their_packets() {
+        for (leaves, nested) in [(50usize, false), (70_000, true)] {
+            let t = TreeSpec::new(leaves, 10, false);
+            assert_eq!(t.nested(), nested);
+            for which in [Scheduler::Sluice, Scheduler::Reference] {
+                let mut q = t.build(which).unwrap();
+                for i in t.active_leaves(10) {
+                    q.enqueue(t.packet(which, i), Time::ZERO).unwrap();
+                }
+                let mut got = 0;
+                while let Some(p) = q.dequeue(Time::ZERO) {
+                    assert!(p.payload < leaves as u64);
+                    got += 1;
+                }
+                assert_eq!(got, 10, "{which:?} {leaves}");
+            }
+        }
+    }
+}

@@ -1,0 +1,53 @@
+//! `sluice export --to tc|toml CONFIG`: converts between a tc script and the native TOML form.
+
+/// Writes to stdout, ignoring a closed pipe (`sluice ... | head`).
+#[allow(unused_macros)]
+macro_rules! out {
+    ($($t:tt)*) => {{
+        use std::io::Write;
+        let _ = writeln!(std::io::stdout().lock(), $($t)*);
+    }};
+}
+#[allow(unused_macros)]
+macro_rules! outp {
+    ($($t:tt)*) => {{
+        use std::io::Write;
+        let _ = write!(std::io::stdout().lock(), $($t)*);
+    }};
+}
+
+use anyhow::Result;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Arguments of `sluice export`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// Target form.
+    #[arg(long, value_parser = ["tc", "toml"])]
+    pub to: String,
+    /// A tc script or a `.toml` configuration.
+    pub config: PathBuf,
+    /// Define a script variable (NAME=VALUE), repeatable.
+    #[arg(long = "var")]
+    pub vars: Vec<String>,
+    /// Write here instead of stdout.
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+}
+
+/// Converts and prints.
+pub fn run(args: Args) -> Result<ExitCode> {
+    let Some(loaded) = super::config_load::load(&args.config, &args.vars)? else {
+        return Ok(ExitCode::from(2));
+    };
+    let text = match args.to.as_str() {
+        "tc" => sluice_config::export::to_tc_script(&loaded.state),
+        _ => sluice_config::export::to_toml(&loaded.state)?,
+    };
+    match args.output {
+        Some(p) => std::fs::write(p, text)?,
+        None => outp!("{text}"),
+    }
+    Ok(ExitCode::SUCCESS)
+}

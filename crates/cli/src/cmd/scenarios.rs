@@ -1,0 +1,31 @@
+//! `sluice scenarios`: the built-in scenarios, one line each.
+
+use anyhow::Result;
+use std::process::ExitCode;
+
+/// Arguments of `sluice scenarios`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// Print the TOML source of this scenario instead of the list.
+    #[arg(long)]
+    show: Option<String>,
+}
+
+/// Lists the built-in scenarios.
+pub fn run(args: Args) -> Result<ExitCode> {
+    if let Some(name) = args.show {
+        return match sluice_sim::builtin::BUILTIN.iter().find(|(n, _, _)| *n == name) {
+            Some((_, _, src)) => {
+                print!("{src}");
+                Ok(ExitCode::SUCCESS)
+            }
+            None => anyhow::bail!("no built-in scenario `{name}` (see `sluice scenarios`)"),
+        };
+    }
+    let list = sluice_sim::builtin::list();
+    let w = list.iter().map(|(n, _)| n.len()).max().unwrap_or(0);
+    for (name, desc) in list {
+        println!("{name:<w$}  {desc}");
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,82 @@
+//! `sluice shape --config CFG --in IF_A --out IF_B`: shape real frames between two interfaces.
+
+use anyhow::{Context, Result};
+use sluice_lab::tree::Tree;
+use sluice_live::shaper::{self, Options};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Arguments of `sluice shape`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// tc script for the IN -> OUT direction (`$DEV` is OUT).
+    #[arg(long, required_unless_present = "unlimited")]
+    config: Option<String>,
+    /// Forward IN -> OUT through one unlimited FIFO (for forwarding benchmarks).
+    #[arg(long, conflicts_with = "config")]
+    unlimited: bool,
+    /// Interface frames arrive on.
+    #[arg(long = "in")]
+    in_if: String,
+    /// Interface frames leave by.
+    #[arg(long = "out")]
+    out_if: String,
+    /// Shape OUT -> IN too, with this tc script (`$DEV` is IN). Without it that direction is
+    /// forwarded unshaped.
+    #[arg(long, value_name = "REVERSE_CFG")]
+    bidirectional: Option<String>,
+    /// Control socket path (default: $XDG_RUNTIME_DIR/sluice-shape.sock or /tmp/sluice-UID/...).
+    #[arg(long)]
+    control: Option<PathBuf>,
+    /// Serve Prometheus metrics on this loopback address, e.g. 127.0.0.1:9464.
+    #[arg(long)]
+    metrics: Option<std::net::SocketAddr>,
+    /// Stop after this many seconds.
+    #[arg(long)]
+    duration: Option<f64>,
+    /// Forward inside this network namespace (e.g. slc-lab-shp).
+    #[arg(long)]
+    netns: Option<String>,
+    /// Print only the final counters.
+    #[arg(long)]
+    quiet: bool,
+}
+
+pub(crate) fn load_tree(path: &str, dev: &str) -> Result<Tree> {
+    Tree::load_file(std::path::Path::new(path), &HashMap::new(), dev).with_context(|| format!("in {path}"))
+}
+
+/// Runs `sluice shape`.
+pub fn run(args: Args) -> Result<ExitCode> {
+    // Configurations are built by sluice-config (full tc grammar, filters); the unlimited FIFO
+    // for benchmarks is the same kind of tree.
+    let forward = Tree::parse_script("tc qdisc add dev x root pfifo limit 10000", &HashMap::new(), None)?;
+    let forward_script = args.config.clone();
+    let reverse_script = args.bidirectional.clone();
+    let reverse = None;
+    let stop = Arc::new(AtomicBool::new(false));
+    shaper::stop_on_signals(&stop)?;
+    let dev = args.out_if.clone();
+    let opts = Options {
+        in_if: args.in_if,
+        out_if: args.out_if,
+        forward,
+        reverse,
+        control: Some(args.control.unwrap_or_else(sluice_live::control::default_path)),
+        metrics: args.metrics,
+        max_duration: args.duration.map(Duration::from_secs_f64),
+        stop,
+        load_config: Box::new(move |p| load_tree(p, &dev).map_err(|e| format!("{e:#}"))),
+        verbose: !args.quiet,
+        forward_script,
+        reverse_script,
+        netns: args.netns,
+    };
+    let snap = shaper::run(opts)?;
+    println!("final counters:\n{}", snap.to_text());
+    Ok(ExitCode::SUCCESS)
+}

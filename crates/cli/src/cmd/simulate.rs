@@ -1,0 +1,187 @@
+//! `sluice simulate <NAME|FILE>`: run a scenario on the virtual clock and report.
+
+use anyhow::{Context, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+use sluice_report::Results;
+use sluice_sim::run::{run, RunInfo, RunOptions};
+use sluice_sim::scenario::{Scenario, ScenarioError};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// Arguments of `sluice simulate`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// A built-in scenario name (see `sluice scenarios`) or a scenario TOML file.
+    scenario: String,
+    /// Write the results JSON here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Write plots (PNG, SVG), .flent.gz time series, results.json and report.html here.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// RNG seed (default: the scenario's).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Override a parameter: key=value; a comma list sweeps it (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<String>,
+    /// No progress bar and no summary table.
+    #[arg(long)]
+    quiet: bool,
+}
+
+/// A scenario error rendered by miette with the offending line.
+#[derive(Debug, thiserror_impl::Error, miette::Diagnostic)]
+#[error("{message}")]
+struct Diag {
+    message: String,
+    #[source_code]
+    src: miette::NamedSource<String>,
+    #[label("here")]
+    span: Option<miette::SourceSpan>,
+    #[help]
+    help: Option<String>,
+}
+
+mod thiserror_impl {
+    pub use thiserror::Error;
+}
+
+/// Prints a scenario error with file:line:col, the source line and the hint.
+pub fn report_scenario_error(e: &ScenarioError) {
+    let d = Diag {
+        message: format!("{}:{}:{}: {}", e.path, e.line, e.col, e.message),
+        src: miette::NamedSource::new(&e.path, e.source_text.clone()),
+        span: e.span.clone().map(|r| (r.start, r.end.saturating_sub(r.start)).into()),
+        help: e.hint.clone(),
+    };
+    eprintln!("{:?}", miette::Report::new(d));
+}
+
+/// Runs the scenario.
+pub fn run_cmd(args: Args) -> Result<ExitCode> {
+    let sc = match Scenario::find(&args.scenario) {
+        Ok(s) => s,
+        Err(e) => {
+            report_scenario_error(&e);
+            return Ok(ExitCode::from(2));
+        }
+    };
+    let mut overrides = Vec::new();
+    for s in &args.set {
+        let Some((k, v)) = s.split_once('=') else {
+            anyhow::bail!("--set `{s}`: expected key=value");
+        };
+        overrides.push((k.trim().to_string(), v.trim().to_string()));
+    }
+    let opts = RunOptions { overrides, seed: args.seed };
+    let started = Instant::now();
+    let bar: Mutex<Option<ProgressBar>> = Mutex::new(None);
+    let quiet = args.quiet;
+    let progress = |f: f64| {
+        if quiet {
+            return;
+        }
+        // Show a bar only once the run has taken a second.
+        if started.elapsed() < Duration::from_secs(1) {
+            return;
+        }
+        let mut b = bar.lock().unwrap_or_else(|p| p.into_inner());
+        let pb = b.get_or_insert_with(|| {
+            let pb = ProgressBar::new(1000);
+            pb.set_style(
+                ProgressStyle::with_template(
+                    "{spinner} [{elapsed_precise}] {wide_bar} {percent}% (eta {eta})",
+                )
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+            );
+            pb
+        });
+        pb.set_position((f * 1000.0) as u64);
+    };
+    let (results, info) = match run(&sc, &opts, &progress) {
+        Ok(r) => r,
+        Err(e) => {
+            report_scenario_error(&e);
+            return Ok(ExitCode::from(2));
+        }
+    };
+    if let Some(pb) = bar.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        pb.finish_and_clear();
+    }
+    if !args.quiet {
+        print_summary(&results, &info);
+    }
+    if let Some(p) = &args.json {
+        std::fs::write(p, results.to_json()).with_context(|| format!("writing {}", p.display()))?;
+    }
+    if let Some(dir) = &args.out {
+        let written = sluice_report::write_report(&results, dir)
+            .with_context(|| format!("writing report to {}", dir.display()))?;
+        if !args.quiet {
+            println!("wrote {} files to {} (open {}/report.html)", written, dir.display(), dir.display());
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn mbit(b: f64) -> String {
+    format!("{:.3}", b / 1e6)
+}
+
+fn print_summary(r: &Results, info: &RunInfo) {
+    println!("scenario {} (seed {}): {} case(s)", r.scenario, r.seed, r.cases.len());
+    for c in &r.cases {
+        println!("\n== {}", c.name);
+        if !c.classes.is_empty() {
+            println!(
+                "  {:<10} {:>12} {:>12} {:>14} {:>9} {:>8}",
+                "class", "rate Mbit", "ceil Mbit", "achieved Mbit", "vs ceil %", "drops"
+            );
+            for cl in &c.classes {
+                let err = if cl.rate_bps > 0 {
+                    (cl.achieved_bps - cl.ceil_bps as f64) / cl.ceil_bps as f64 * 100.0
+                } else {
+                    0.0
+                };
+                println!(
+                    "  {:<10} {:>12} {:>12} {:>14} {:>9.3} {:>8}",
+                    cl.id,
+                    mbit(cl.rate_bps as f64),
+                    mbit(cl.ceil_bps as f64),
+                    mbit(cl.achieved_bps),
+                    err,
+                    cl.drops
+                );
+            }
+        }
+        println!(
+            "  {:<14} {:>6} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7}",
+            "flow", "host", "Mbit/s", "p50 ms", "p90 ms", "p99 ms", "max ms", "jitter", "loss %"
+        );
+        for f in &c.flows {
+            println!(
+                "  {:<14} {:>6} {:>10} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>9.3} {:>7.2}",
+                f.name,
+                f.host,
+                mbit(f.achieved_bps),
+                f.latency_ms.p50,
+                f.latency_ms.p90,
+                f.latency_ms.p99,
+                f.latency_ms.max,
+                f.jitter_ms,
+                f.loss_pct
+            );
+            if let Some(v) = c.extra.get(&format!("seed_mbit.{}", f.name)) {
+                println!("  {:<14} {:>6} {:>10.3}   (the seed's figure)", "", "seed", v);
+            }
+        }
+    }
+    let rate = if info.wall_s > 0.0 { info.events as f64 / info.wall_s / 1e6 } else { 0.0 };
+    println!(
+        "\nsimulated {:.1} s in {:.2} s wall: {} events ({:.1} M events/s), {} packet transmissions",
+        info.virtual_s, info.wall_s, info.events, rate, info.transmissions
+    );
+}

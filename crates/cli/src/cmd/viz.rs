@@ -1,0 +1,66 @@
+//! `sluice viz CONFIG [--stats FILE] [--format dot|svg] [-o FILE]`: draw the qdisc/class/filter tree.
+
+/// Writes to stdout, ignoring a closed pipe (`sluice ... | head`).
+#[allow(unused_macros)]
+macro_rules! out {
+    ($($t:tt)*) => {{
+        use std::io::Write;
+        let _ = writeln!(std::io::stdout().lock(), $($t)*);
+    }};
+}
+#[allow(unused_macros)]
+macro_rules! outp {
+    ($($t:tt)*) => {{
+        use std::io::Write;
+        let _ = write!(std::io::stdout().lock(), $($t)*);
+    }};
+}
+
+use anyhow::Result;
+use sluice_config::viz::{build_graph, parse_stats, to_dot, to_svg, StatsMap};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Arguments of `sluice viz`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// A tc script or a `.toml` configuration.
+    pub config: PathBuf,
+    /// Results JSON (`{"cases":[{"classes":[...]}]}`) or `tc -s class show` output.
+    #[arg(long)]
+    pub stats: Option<PathBuf>,
+    /// Which case of a results JSON to draw.
+    #[arg(long, default_value_t = 0)]
+    pub case: usize,
+    /// Output format (default: from the -o extension, else dot).
+    #[arg(long, value_parser = ["dot", "svg"])]
+    pub format: Option<String>,
+    /// Output file (default stdout).
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+    /// Define a script variable (NAME=VALUE), repeatable.
+    #[arg(long = "var")]
+    pub vars: Vec<String>,
+}
+
+/// Draws.
+pub fn run(args: Args) -> Result<ExitCode> {
+    let Some(loaded) = super::config_load::load(&args.config, &args.vars)? else {
+        return Ok(ExitCode::from(2));
+    };
+    let stats = match &args.stats {
+        Some(p) => parse_stats(&std::fs::read_to_string(p)?, args.case).map_err(anyhow::Error::msg)?,
+        None => StatsMap::new(),
+    };
+    let g = build_graph(&loaded.state, &stats);
+    let fmt = args.format.clone().unwrap_or_else(|| match args.output.as_ref().and_then(|o| o.extension()) {
+        Some(e) if e == "svg" => "svg".into(),
+        _ => "dot".into(),
+    });
+    let text = if fmt == "svg" { to_svg(&g) } else { to_dot(&g) };
+    match args.output {
+        Some(p) => std::fs::write(p, text)?,
+        None => outp!("{text}"),
+    }
+    Ok(ExitCode::SUCCESS)
+}

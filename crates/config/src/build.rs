@@ -1,0 +1,432 @@
+//! From the model to live core objects: a root `Box<dyn Qdisc>` per device and the
+//! [`Classifier`] holding its filters and tree shape, ready for the simulator or the live shaper.
+//!
+//! Implemented with what sluice-core provides today: pfifo/bfifo/pfifo_head_drop, pfifo_fast,
+//! prio (with band children), tbf (with its child), codel, fq_codel; filters u32, flow, fw,
+//! matchall with gact and police actions, htb (any leaf qdiscs), sfq. DRR and the `basic` filter
+//! are reported as unsupported.
+
+use crate::model::*;
+use sluice_core::classify::{ClassShape, Classifier, Fallback, QdiscShape, ShapeKind};
+use sluice_core::codel::{Codel, CodelConfig, CodelParams};
+use sluice_core::fifo::{Fifo, FifoKind};
+use sluice_core::filter::action::{Action as CoreAction, Actions, Verdict as CoreVerdict};
+use sluice_core::filter::flow::{FlowConfig, FlowMode};
+use sluice_core::filter::fw::FwConfig;
+use sluice_core::filter::matchall::MatchallConfig;
+use sluice_core::filter::police::{Police, PoliceConfig};
+use sluice_core::filter::u32::{HashKey, U32Config, U32Key as CoreKey, U32Selector};
+use sluice_core::filter::{FilterConfig, FilterSpec, Protocol, Upsert};
+use sluice_core::fq_codel::{FqCodel, FqCodelConfig};
+use sluice_core::htb::{Htb, HtbClassConfig, HtbConfig};
+use sluice_core::prio::{PfifoFast, PfifoFastConfig, Prio, PrioConfig};
+use sluice_core::rate::LinkLayer as CoreLinkLayer;
+use sluice_core::sfq::{Sfq, SfqConfig, SfqRed as CoreSfqRed};
+use sluice_core::tbf::{Tbf, TbfConfig};
+use sluice_core::{Handle, Qdisc, Rate, Span, Time, WireSpec};
+
+/// Why a configuration could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    /// The core lacks this object.
+    #[error("{0} is not available in sluice-core yet")]
+    Unsupported(String),
+    /// The core rejected the configuration.
+    #[error("{0}")]
+    Config(#[from] sluice_core::ConfigError),
+    /// The core rejected a filter.
+    #[error("filter: {0}")]
+    Filter(#[from] sluice_core::filter::FilterError),
+    /// No such device, or no root qdisc on it.
+    #[error("{0}")]
+    Missing(String),
+}
+
+/// The live objects for one device.
+pub struct Built {
+    /// The root (egress) qdisc.
+    pub root: Box<dyn Qdisc>,
+    /// Filters and tree shape.
+    pub classifier: Classifier,
+}
+
+fn wire(overhead: i32, mpu: u32, ll: LinkLayer) -> WireSpec {
+    WireSpec {
+        overhead,
+        mpu,
+        linklayer: match ll {
+            LinkLayer::Ethernet => CoreLinkLayer::Ethernet,
+            LinkLayer::Atm => CoreLinkLayer::Atm,
+        },
+    }
+}
+
+fn us(v: u32) -> Span {
+    Span::from_micros(v as u64)
+}
+
+/// Builds the egress tree of `dev_name`.
+pub fn build_device(state: &State, dev_name: &str) -> Result<Built, BuildError> {
+    let dev = state
+        .devices
+        .iter()
+        .find(|d| d.name == dev_name)
+        .ok_or_else(|| BuildError::Missing(format!("no device {dev_name}")))?;
+    let root = dev.root().ok_or_else(|| BuildError::Missing(format!("{dev_name} has no root qdisc")))?;
+    let mut classifier = Classifier::new();
+    classifier.set_root(Some(Handle(root.handle)));
+    let q = build_qdisc(dev, root, &mut classifier)?;
+    for f in &dev.filters {
+        if f.parent == H_MIN_INGRESS || f.parent == H_MIN_EGRESS {
+            continue;
+        }
+        if let Some(spec) = filter_spec(f)? {
+            classifier.add_filter(Handle(f.parent), spec, Upsert::Replace)?;
+        }
+    }
+    Ok(Built { root: q, classifier })
+}
+
+fn verdict(v: Verdict) -> CoreVerdict {
+    match v {
+        Verdict::Pass => CoreVerdict::Ok,
+        Verdict::Drop => CoreVerdict::Drop,
+        Verdict::Continue => CoreVerdict::Continue,
+        Verdict::Reclassify => CoreVerdict::Reclassify,
+        Verdict::Pipe => CoreVerdict::Pipe,
+    }
+}
+
+fn actions(a: &[Action]) -> Result<Actions, BuildError> {
+    let mut v = Vec::new();
+    for x in a {
+        v.push(match x {
+            Action::Gact { verdict: g, .. } => CoreAction::Gact(verdict(*g)),
+            Action::Police(p) => CoreAction::Police(Police::new(PoliceConfig {
+                rate: Some(Rate::from_bps(p.rate)),
+                burst: p.burst as u64,
+                mtu: p.mtu.unwrap_or(sluice_core::filter::police::DEFAULT_MTU),
+                peakrate: p.peakrate.map(Rate::from_bps),
+                exceed: verdict(p.exceed),
+                conform: verdict(p.conform),
+                ..PoliceConfig::default()
+            })?),
+        });
+    }
+    Ok(Actions::new(v))
+}
+
+fn filter_spec(f: &FilterNode) -> Result<Option<FilterSpec>, BuildError> {
+    let acts = actions(&f.actions)?;
+    let (config, handle) = match &f.opts {
+        // The root table of each priority is created by the core itself.
+        FilterOpts::U32Table { .. } if f.handle >> 20 >= 0x800 => return Ok(None),
+        FilterOpts::U32Table { divisor } => (
+            FilterConfig::U32(U32Config {
+                ht: None,
+                order: None,
+                divisor: Some(*divisor),
+                sel: U32Selector::default(),
+                link: None,
+                classid: None,
+                actions: acts,
+                indev: None,
+                mark: None,
+            }),
+            Some(f.handle),
+        ),
+        FilterOpts::U32(u) => (
+            FilterConfig::U32(U32Config {
+                ht: Some(f.handle & 0xFFFF_F000),
+                order: Some(f.handle & 0xFFF),
+                divisor: None,
+                sel: U32Selector {
+                    keys: u
+                        .keys
+                        .iter()
+                        .map(|k| CoreKey { val: k.val, mask: k.mask, off: k.off, nexthdr: k.nexthdr })
+                        .collect(),
+                    offset: None,
+                    hashkey: u.hashkey.map(|(mask, at)| HashKey { mask, at }),
+                },
+                link: u.link,
+                classid: u.classid.map(Handle),
+                actions: acts,
+                indev: None,
+                mark: None,
+            }),
+            Some(f.handle),
+        ),
+        FilterOpts::Flow(x) => (
+            FilterConfig::Flow(FlowConfig {
+                mode: if x.hash { FlowMode::Hash } else { FlowMode::Map },
+                keys: x.keys,
+                and: x.mask,
+                xor: x.xor,
+                rshift: x.rshift.unwrap_or(0).min(31) as u8,
+                addend: x.addend.unwrap_or(0),
+                divisor: x.divisor.unwrap_or(0),
+                baseclass: x.baseclass.map(Handle),
+                perturb: x.perturb.filter(|&p| p > 0).map(|p| Span::from_secs(p as u64)),
+                actions: acts,
+                ..FlowConfig::default()
+            }),
+            Some(f.handle),
+        ),
+        FilterOpts::Fw(x) => (
+            FilterConfig::Fw(FwConfig {
+                mask: x.mask,
+                classid: x.classid.map(Handle),
+                actions: acts,
+                indev: None,
+            }),
+            Some(f.handle),
+        ),
+        FilterOpts::Matchall(m) => (
+            FilterConfig::Matchall(MatchallConfig { classid: m.classid.map(Handle), actions: acts }),
+            Some(f.handle),
+        ),
+        FilterOpts::Basic(_) => return Err(BuildError::Unsupported("the basic filter (ematch)".into())),
+    };
+    Ok(Some(FilterSpec {
+        chain: f.chain,
+        pref: Some(f.prio),
+        protocol: Protocol(f.protocol),
+        handle,
+        config,
+    }))
+}
+
+fn codel_params(target: Option<u32>, interval: Option<u32>, ce: Option<u32>, ecn: bool) -> CodelParams {
+    let d = CodelParams::default();
+    CodelParams {
+        target: target.map(us).unwrap_or(d.target),
+        interval: interval.map(us).unwrap_or(d.interval),
+        ce_threshold: ce.map(us),
+        ecn,
+        ..d
+    }
+}
+
+fn build_qdisc(dev: &Device, q: &QdiscNode, cls: &mut Classifier) -> Result<Box<dyn Qdisc>, BuildError> {
+    let major = (q.handle >> 16) as u16;
+    Ok(match &q.opts {
+        QdiscOpts::Pfifo(f) => {
+            Box::new(Fifo::new(FifoKind::Pfifo, Some(f.limit.unwrap_or(dev.txqueuelen) as u64))?)
+        }
+        QdiscOpts::Bfifo(f) => Box::new(Fifo::new(
+            FifoKind::Bfifo,
+            Some(f.limit.unwrap_or(dev.txqueuelen * dev.psched_mtu()) as u64),
+        )?),
+        QdiscOpts::PfifoHeadDrop(f) => {
+            Box::new(Fifo::new(FifoKind::PfifoHeadDrop, Some(f.limit.unwrap_or(dev.txqueuelen) as u64))?)
+        }
+        QdiscOpts::PfifoFast => Box::new(PfifoFast::new(PfifoFastConfig {
+            txqueuelen: dev.txqueuelen,
+            ..PfifoFastConfig::default()
+        })),
+        QdiscOpts::Prio(p) => {
+            let mut map = [0u8; 16];
+            map.copy_from_slice(&p.priomap[..16]);
+            let mut prio = Prio::new(PrioConfig {
+                bands: p.bands as usize,
+                priomap: map,
+                major,
+                ..PrioConfig::default()
+            })?;
+            let mut classes = Vec::new();
+            for b in 0..p.bands {
+                let id = q.handle | (b + 1);
+                let child = dev.qdisc_at(id);
+                if let Some(c) = child {
+                    prio.set_band_qdisc(b as usize, build_qdisc(dev, c, cls)?)?;
+                }
+                classes.push(ClassShape {
+                    classid: Handle(id),
+                    inner: false,
+                    child: child.filter(|c| c.opts.is_classful()).map(|c| Handle(c.handle)),
+                });
+            }
+            let mut fb = [Handle(0); 16];
+            for (i, b) in p.priomap.iter().enumerate().take(16) {
+                fb[i] = Handle(q.handle | (*b as u32 + 1));
+            }
+            cls.set_shape(QdiscShape {
+                handle: Handle(q.handle),
+                kind: ShapeKind::Bands,
+                classes,
+                fallback: Fallback::Priomap(fb),
+            })
+            .map_err(BuildError::Filter)?;
+            Box::new(prio)
+        }
+        QdiscOpts::Tbf(t) => {
+            let mut tbf = Tbf::new(TbfConfig {
+                rate: Rate::from_bps(t.rate),
+                burst: t.burst as u64,
+                limit: Some(t.limit as u64),
+                latency: None,
+                peakrate: t.peakrate.map(Rate::from_bps),
+                mtu: t.mtu.map(|m| m as u64),
+                wire: wire(t.overhead, t.mpu, t.linklayer),
+            })?;
+            if let Some(c) = dev.qdisc_at(q.handle | 1) {
+                tbf.set_child(build_qdisc(dev, c, cls)?, Time::ZERO);
+            }
+            Box::new(tbf)
+        }
+        QdiscOpts::Codel(c) => Box::new(Codel::new(CodelConfig {
+            limit: c.limit.unwrap_or(1000),
+            params: codel_params(c.target, c.interval, c.ce_threshold, c.ecn.unwrap_or(false)),
+        })?),
+        QdiscOpts::FqCodel(f) => {
+            let d = FqCodelConfig::default();
+            Box::new(FqCodel::new(FqCodelConfig {
+                limit: f.limit.unwrap_or(d.limit),
+                flows: f.flows.unwrap_or(d.flows),
+                quantum: f.quantum.unwrap_or(dev.psched_mtu()),
+                memory_limit: f.memory_limit.unwrap_or(d.memory_limit),
+                drop_batch: f.drop_batch.unwrap_or(d.drop_batch),
+                params: codel_params(f.target, f.interval, f.ce_threshold, f.ecn.unwrap_or(true)),
+                ..d
+            })?)
+        }
+        QdiscOpts::Htb(h) => build_htb(dev, q, h, cls)?,
+        QdiscOpts::Sfq(x) => {
+            let d = SfqConfig::default();
+            Box::new(Sfq::new(SfqConfig {
+                limit: x.limit.unwrap_or(0),
+                quantum: x.quantum.unwrap_or(dev.psched_mtu()),
+                depth: x.depth.unwrap_or(d.depth),
+                divisor: x.divisor.unwrap_or(d.divisor),
+                flows: x.flows.unwrap_or(d.flows),
+                perturb: Span::from_secs(x.perturb as u64),
+                headdrop: x.headdrop,
+                red: x.red.as_ref().map(|r| CoreSfqRed {
+                    limit: r.flowlimit as u64,
+                    min: r.min,
+                    max: r.max,
+                    probability: r.probability,
+                    ewma: r.ewma,
+                    ecn: r.ecn,
+                    harddrop: r.harddrop,
+                }),
+                major,
+                ..d
+            })?)
+        }
+        QdiscOpts::Drr => return Err(BuildError::Unsupported("drr".into())),
+        QdiscOpts::Ingress | QdiscOpts::Clsact => {
+            return Err(BuildError::Unsupported("an ingress qdisc as the egress root".into()))
+        }
+    })
+}
+
+/// HTB on the core's scheduler: classes in creation order (parents first), leaf qdiscs grafted.
+fn build_htb(
+    dev: &Device,
+    q: &QdiscNode,
+    h: &HtbOpts,
+    cls: &mut Classifier,
+) -> Result<Box<dyn Qdisc>, BuildError> {
+    let cfg = HtbConfig {
+        r2q: h.r2q,
+        default_class: h.default as u16,
+        direct_qlen: h.direct_qlen.unwrap_or(dev.txqueuelen),
+    };
+    let mut htb = Htb::new(Handle(q.handle), cfg)?;
+    let mut shapes = Vec::new();
+    let classes: Vec<&ClassNode> =
+        dev.classes.iter().filter(|c| c.classid & 0xFFFF_0000 == q.handle).collect();
+    for c in &classes {
+        let ClassOpts::Htb(x) = &c.opts else { continue };
+        let mut cc = HtbClassConfig::new(Rate::from_bps(x.rate))
+            .ceil(Rate::from_bps(x.ceil.max(x.rate)))
+            .burst(x.burst as u64)
+            .cburst(x.cburst as u64)
+            .prio(x.prio.min(7) as u8);
+        cc.quantum = x.quantum;
+        cc.mtu = x.mtu;
+        cc.wire = wire(x.overhead, x.mpu, x.linklayer);
+        htb.add_class(Handle(c.classid), Handle(c.parent), cc, Time::ZERO)?;
+    }
+    for c in &classes {
+        let leaf = dev.child_classes(c.classid).next().is_none();
+        let child = dev.qdisc_at(c.classid);
+        if let (true, Some(l)) = (leaf, child) {
+            htb.set_leaf_qdisc(Handle(c.classid), build_qdisc(dev, l, cls)?)?;
+        }
+        let classful_child = child.filter(|l| l.opts.is_classful()).map(|l| Handle(l.handle));
+        shapes.push(ClassShape { classid: Handle(c.classid), inner: !leaf, child: classful_child });
+    }
+    let def = q.handle | h.default;
+    let fallback = if h.default != 0 && dev.class(def).is_some() && dev.child_classes(def).next().is_none() {
+        def
+    } else {
+        q.handle
+    };
+    cls.set_shape(QdiscShape {
+        handle: Handle(q.handle),
+        kind: ShapeKind::Htb,
+        classes: shapes,
+        fallback: Fallback::Class(Handle(fallback)),
+    })
+    .map_err(BuildError::Filter)?;
+    Ok(Box::new(htb))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_core::Packet;
+
+    fn load(s: &str) -> State {
+        crate::script::load_tc_script("t", s, &Default::default()).unwrap().state
+    }
+
+    #[test]
+    fn builds_prio_with_tbf_and_fq_codel_and_passes_packets() {
+        let s = load("tc qdisc add dev e root handle 1: prio\ntc qdisc add dev e parent 1:1 handle 10: tbf rate 1mbit burst 10k latency 50ms\ntc qdisc add dev e parent 1:2 handle 20: fq_codel\ntc filter add dev e parent 1: protocol all prio 1 matchall classid 1:2\ntc filter add dev e parent 1: protocol ip prio 2 u32 match ip dport 22 0xffff flowid 1:1 action drop\ntc filter add dev e parent 1: protocol ip prio 3 handle 1 flow hash keys src,dst divisor 2 baseclass 1:2\n");
+        let mut b = build_device(&s, "e").unwrap();
+        assert_eq!(b.root.kind(), "prio");
+        let pkt = Packet::new(1000, 1);
+        b.root.enqueue(pkt, Time::ZERO).unwrap();
+        assert!(b.root.dequeue(Time::ZERO).is_some());
+        assert!(b.classifier.filters(Handle(0x1_0000)).is_some());
+    }
+
+    #[test]
+    fn builds_the_home_example_and_shapes() {
+        let text =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/home-003.tc"))
+                .unwrap();
+        let s = load(&text);
+        let mut b = build_device(&s, "ppp0").unwrap();
+        assert_eq!(b.root.kind(), "htb");
+        // Unclassified packets take the default path 1:20 -> 20:1 (fq_codel); 10 packets queue.
+        for i in 0..10 {
+            let mut p = Packet::new(1000, i);
+            assert_eq!(
+                b.classifier.classify(&mut p, &Default::default(), &[], Time::ZERO),
+                sluice_core::classify::ClassifyOutcome::Enqueue
+            );
+            b.root.enqueue(p, Time::ZERO).unwrap();
+        }
+        assert_eq!(b.root.qlen(), 10);
+        // 900 kbit/s with 1600-byte buckets: the first packets go at once, the rest are throttled.
+        let mut sent = 0;
+        while b.root.dequeue(Time::ZERO).is_some() {
+            sent += 1;
+        }
+        assert!((1..10).contains(&sent), "sent {sent} at t=0");
+        assert!(b.root.next_event(Time::ZERO).is_some_and(|t| t > Time::ZERO));
+    }
+
+    #[test]
+    fn reports_what_the_core_lacks() {
+        let s = load("tc qdisc add dev e root handle 1: drr\n");
+        assert!(matches!(build_device(&s, "e"), Err(BuildError::Unsupported(_))));
+        let s = load("tc qdisc add dev e root handle 1: sfq perturb 10 headdrop\n");
+        assert_eq!(build_device(&s, "e").unwrap().root.kind(), "sfq");
+    }
+}

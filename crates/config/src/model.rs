@@ -1,0 +1,796 @@
+//! The configuration model: emulated devices holding qdiscs, classes and filters.
+//!
+//! Plain data (serde) close to what tc sends the kernel, so that the tc grammar, the TOML form,
+//! the printer, lint, viz, `build` (live core objects) and `apply` (netlink) all read one tree.
+//! Handles are raw 32-bit tc handles (`major << 16 | minor`); rates are bit/s; sizes bytes;
+//! times microseconds (tc's `TIME_UNITS`). `None` options mean "not given": the kernel default
+//! applies, and `change` keeps the previous value where the kernel does.
+
+use serde::{Deserialize, Serialize};
+use sluice_core::QdiscStats;
+
+/// `TC_H_ROOT`.
+pub const H_ROOT: u32 = 0xFFFF_FFFF;
+/// `TC_H_INGRESS` (parent of ingress/clsact qdiscs).
+pub const H_INGRESS: u32 = 0xFFFF_FFF1;
+/// `TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_INGRESS)`: the `ingress` filter parent.
+pub const H_MIN_INGRESS: u32 = 0xFFFF_FFF2;
+/// `TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_EGRESS)`: the `egress` filter parent.
+pub const H_MIN_EGRESS: u32 = 0xFFFF_FFF3;
+/// `ETH_P_ALL`, the protocol of filters added without `protocol`.
+pub const ETH_P_ALL: u16 = 0x0003;
+/// `ETH_P_IP`.
+pub const ETH_P_IP: u16 = 0x0800;
+
+/// Everything Sluice emulates: a set of network devices.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct State {
+    /// Devices in creation order.
+    #[serde(default)]
+    pub devices: Vec<Device>,
+    /// Next ifindex to hand out.
+    #[serde(default = "first_ifindex")]
+    pub next_ifindex: u32,
+}
+
+fn first_ifindex() -> u32 {
+    2
+}
+
+impl Default for State {
+    fn default() -> Self {
+        State { devices: Vec::new(), next_ifindex: first_ifindex() }
+    }
+}
+
+/// The kind of an emulated device.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase", tag = "type")]
+pub enum DevKind {
+    /// `ip link add type dummy`.
+    Dummy,
+    /// One end of a veth pair.
+    Veth {
+        /// The other end.
+        peer: String,
+    },
+}
+
+/// One emulated device and its traffic-control tree.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Device {
+    /// Interface name.
+    pub name: String,
+    /// dummy or veth.
+    #[serde(flatten)]
+    pub kind: DevKind,
+    /// Interface index.
+    pub ifindex: u32,
+    /// MTU (1500).
+    #[serde(default = "default_mtu")]
+    pub mtu: u32,
+    /// txqueuelen (1000): default pfifo limit and HTB direct_qlen.
+    #[serde(default = "default_txqlen")]
+    pub txqueuelen: u32,
+    /// Line rate of the link behind this device in bit/s, when known (lint: shaper vs modem).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link_rate: Option<u64>,
+    /// Qdiscs in creation order (root, children, ingress).
+    #[serde(default)]
+    pub qdiscs: Vec<QdiscNode>,
+    /// Classes of classful qdiscs (HTB, DRR). Prio/TBF bands are implicit.
+    #[serde(default)]
+    pub classes: Vec<ClassNode>,
+    /// Filters in creation order.
+    #[serde(default)]
+    pub filters: Vec<FilterNode>,
+    /// u32 hash-table ids handed out per block (for `800:`, `801:` ...).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub u32_blocks: Vec<U32Block>,
+    /// Next automatic qdisc handle major (kernel starts at 0x8001).
+    #[serde(default = "first_auto_handle")]
+    pub next_auto_handle: u32,
+}
+
+fn default_mtu() -> u32 {
+    1500
+}
+fn default_txqlen() -> u32 {
+    1000
+}
+fn first_auto_handle() -> u32 {
+    0x8001
+}
+
+/// The u32 classifier's per-block state: which root hash tables were handed out.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct U32Block {
+    /// The block (qdisc handle, or a class id for filters on HTB classes).
+    pub block: u32,
+    /// Number of u32 root tables created so far on this block (first is 800:).
+    pub roots_created: u32,
+}
+
+impl Device {
+    /// A new device without any qdisc (noqueue, as for dummy and veth).
+    pub fn new(name: &str, kind: DevKind, ifindex: u32) -> Device {
+        Device {
+            name: name.to_string(),
+            kind,
+            ifindex,
+            mtu: default_mtu(),
+            txqueuelen: default_txqlen(),
+            link_rate: None,
+            qdiscs: Vec::new(),
+            classes: Vec::new(),
+            filters: Vec::new(),
+            u32_blocks: Vec::new(),
+            next_auto_handle: first_auto_handle(),
+        }
+    }
+
+    /// `psched_mtu`: MTU plus the Ethernet header.
+    pub fn psched_mtu(&self) -> u32 {
+        self.mtu + 14
+    }
+
+    /// The qdisc with handle `major:0`.
+    pub fn qdisc(&self, handle: u32) -> Option<&QdiscNode> {
+        self.qdiscs.iter().find(|q| q.handle == handle & 0xFFFF_0000)
+    }
+
+    /// The qdisc attached at `parent` (root, ingress, or a class).
+    pub fn qdisc_at(&self, parent: u32) -> Option<&QdiscNode> {
+        self.qdiscs.iter().find(|q| q.parent == parent)
+    }
+
+    /// The root qdisc, if one was added.
+    pub fn root(&self) -> Option<&QdiscNode> {
+        self.qdisc_at(H_ROOT)
+    }
+
+    /// The explicit class `classid`.
+    pub fn class(&self, classid: u32) -> Option<&ClassNode> {
+        self.classes.iter().find(|c| c.classid == classid)
+    }
+
+    /// Explicit children classes of `parent` (a class id, or a qdisc handle for top-level classes).
+    pub fn child_classes(&self, parent: u32) -> impl Iterator<Item = &ClassNode> {
+        self.classes.iter().filter(move |c| c.parent == parent)
+    }
+}
+
+/// A qdisc in the tree.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct QdiscNode {
+    /// `major:0`.
+    #[serde(with = "crate::serde_units::handle")]
+    pub handle: u32,
+    /// [`H_ROOT`], [`H_INGRESS`] or a class id.
+    #[serde(with = "crate::serde_units::handle")]
+    pub parent: u32,
+    /// Kind and options.
+    pub opts: QdiscOpts,
+    /// Counters (zero unless imported from a run).
+    #[serde(default, skip_serializing_if = "is_zero_stats")]
+    pub stats: QdiscStats,
+}
+
+/// True when no counter is set (keeps files short).
+pub fn is_zero_stats(s: &QdiscStats) -> bool {
+    *s == QdiscStats::default()
+}
+
+/// A class of a classful qdisc.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ClassNode {
+    /// `major:minor`.
+    #[serde(with = "crate::serde_units::handle")]
+    pub classid: u32,
+    /// The parent class id, or the qdisc handle for a top-level class.
+    #[serde(with = "crate::serde_units::handle")]
+    pub parent: u32,
+    /// Kind and options.
+    pub opts: ClassOpts,
+    /// Counters.
+    #[serde(default, skip_serializing_if = "is_zero_stats")]
+    pub stats: QdiscStats,
+}
+
+/// A filter (one classifier instance, or a u32 hash table).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FilterNode {
+    /// The block: the qdisc handle, a class id, or [`H_MIN_INGRESS`]/[`H_MIN_EGRESS`].
+    #[serde(with = "crate::serde_units::handle")]
+    pub parent: u32,
+    /// Filter chain (0).
+    #[serde(default)]
+    pub chain: u32,
+    /// Preference: lower runs first.
+    pub prio: u16,
+    /// Ethertype the filter applies to ([`ETH_P_ALL`] for all).
+    pub protocol: u16,
+    /// Filter handle (u32: `ht:bucket:node` packed; flow/fw/matchall: a number).
+    pub handle: u32,
+    /// Kind and options.
+    pub opts: FilterOpts,
+    /// Actions run on a match.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub actions: Vec<Action>,
+}
+
+/// Link-layer framing for rate computations.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LinkLayer {
+    /// Ethernet (and everything else).
+    #[default]
+    Ethernet,
+    /// ATM cells (ADSL).
+    Atm,
+}
+
+/// Qdisc kinds and their options.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum QdiscOpts {
+    /// Packet-limited FIFO.
+    Pfifo(FifoOpts),
+    /// Byte-limited FIFO.
+    Bfifo(FifoOpts),
+    /// Packet FIFO dropping from the head when full.
+    PfifoHeadDrop(FifoOpts),
+    /// Three-band default qdisc.
+    PfifoFast,
+    /// Strict priority bands.
+    Prio(PrioOpts),
+    /// Hierarchical token bucket (qdisc part).
+    Htb(HtbOpts),
+    /// Token bucket filter.
+    Tbf(TbfOpts),
+    /// Stochastic fairness queueing.
+    Sfq(SfqOpts),
+    /// Controlled delay AQM.
+    Codel(CodelOpts),
+    /// Flow queueing with CoDel.
+    FqCodel(FqCodelOpts),
+    /// Deficit round robin.
+    Drr,
+    /// Ingress hook.
+    Ingress,
+    /// Ingress+egress filter hook.
+    Clsact,
+}
+
+impl QdiscOpts {
+    /// tc's kind name.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            QdiscOpts::Pfifo(_) => "pfifo",
+            QdiscOpts::Bfifo(_) => "bfifo",
+            QdiscOpts::PfifoHeadDrop(_) => "pfifo_head_drop",
+            QdiscOpts::PfifoFast => "pfifo_fast",
+            QdiscOpts::Prio(_) => "prio",
+            QdiscOpts::Htb(_) => "htb",
+            QdiscOpts::Tbf(_) => "tbf",
+            QdiscOpts::Sfq(_) => "sfq",
+            QdiscOpts::Codel(_) => "codel",
+            QdiscOpts::FqCodel(_) => "fq_codel",
+            QdiscOpts::Drr => "drr",
+            QdiscOpts::Ingress => "ingress",
+            QdiscOpts::Clsact => "clsact",
+        }
+    }
+
+    /// Qdiscs that have classes a child qdisc or filter can refer to.
+    pub fn is_classful(&self) -> bool {
+        matches!(
+            self,
+            QdiscOpts::Prio(_)
+                | QdiscOpts::Htb(_)
+                | QdiscOpts::Tbf(_)
+                | QdiscOpts::Drr
+                | QdiscOpts::PfifoFast
+        )
+    }
+}
+
+/// pfifo/bfifo/pfifo_head_drop.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct FifoOpts {
+    /// Packets (pfifo) or bytes (bfifo); default from txqueuelen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+}
+
+/// prio.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PrioOpts {
+    /// Number of bands (2..=16).
+    pub bands: u32,
+    /// Band of each of the 16 Linux priorities.
+    pub priomap: Vec<u8>,
+}
+
+/// The kernel's default priomap (TOS to band), shared by prio and pfifo_fast.
+pub const DEFAULT_PRIOMAP: [u8; 16] = [1, 2, 2, 2, 1, 2, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1];
+
+impl Default for PrioOpts {
+    fn default() -> Self {
+        PrioOpts { bands: 3, priomap: DEFAULT_PRIOMAP.to_vec() }
+    }
+}
+
+/// HTB qdisc options.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HtbOpts {
+    /// Rate to quantum divisor (10).
+    pub r2q: u32,
+    /// Minor id of the default class (0: unclassified traffic goes to the direct queue).
+    #[serde(with = "crate::serde_units::hex_minor")]
+    pub default: u32,
+    /// Direct queue length (txqueuelen when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub direct_qlen: Option<u32>,
+    /// Hardware offload requested.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub offload: bool,
+}
+
+impl Default for HtbOpts {
+    fn default() -> Self {
+        HtbOpts { r2q: 10, default: 0, direct_qlen: None, offload: false }
+    }
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+/// TBF options (as the kernel keeps them: `latency` is converted to `limit` by tc).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TbfOpts {
+    /// bit/s.
+    #[serde(with = "crate::serde_units::rate")]
+    pub rate: u64,
+    /// Bucket size in bytes.
+    #[serde(with = "crate::serde_units::size")]
+    pub burst: u32,
+    /// Queue limit in bytes.
+    #[serde(with = "crate::serde_units::size")]
+    pub limit: u32,
+    /// Peak rate in bit/s.
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "crate::serde_units::opt_rate")]
+    pub peakrate: Option<u64>,
+    /// Peak bucket (minburst) in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mtu: Option<u32>,
+    /// Per-packet overhead.
+    #[serde(default, skip_serializing_if = "is_zero_i32")]
+    pub overhead: i32,
+    /// Minimum packet unit.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub mpu: u32,
+    /// Link layer.
+    #[serde(default, skip_serializing_if = "is_ethernet")]
+    pub linklayer: LinkLayer,
+}
+
+fn is_zero_i32(v: &i32) -> bool {
+    *v == 0
+}
+fn is_zero_u32(v: &u32) -> bool {
+    *v == 0
+}
+fn is_ethernet(l: &LinkLayer) -> bool {
+    *l == LinkLayer::Ethernet
+}
+
+/// SFQ options.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SfqOpts {
+    /// Packets (127).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+    /// DRR quantum in bytes (psched_mtu).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quantum: Option<u32>,
+    /// Seconds between hash perturbations (0: never).
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub perturb: u32,
+    /// Hash buckets (1024).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub divisor: Option<u32>,
+    /// Packets per flow (127).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub depth: Option<u32>,
+    /// Flows (127).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flows: Option<u32>,
+    /// Drop from the head of a full flow.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub headdrop: bool,
+    /// Per-flow RED.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub red: Option<SfqRed>,
+}
+
+/// SFQ's per-flow RED (`redflowlimit`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SfqRed {
+    /// Byte limit per flow.
+    pub flowlimit: u32,
+    /// Min threshold bytes.
+    pub min: u32,
+    /// Max threshold bytes.
+    pub max: u32,
+    /// Max marking probability.
+    pub probability: f64,
+    /// EWMA weight log.
+    pub ewma: u8,
+    /// Mark instead of drop.
+    #[serde(default)]
+    pub ecn: bool,
+    /// Always drop above max.
+    #[serde(default)]
+    pub harddrop: bool,
+}
+
+/// CoDel options.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CodelOpts {
+    /// Packets (1000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+    /// Target delay µs (5000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<u32>,
+    /// Interval µs (100000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval: Option<u32>,
+    /// CE marking threshold µs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ce_threshold: Option<u32>,
+    /// ECN marking (off).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ecn: Option<bool>,
+}
+
+/// fq_codel options.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct FqCodelOpts {
+    /// Packets (10240).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+    /// Flow buckets (1024).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flows: Option<u32>,
+    /// DRR quantum bytes (psched_mtu).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quantum: Option<u32>,
+    /// Target µs (5000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<u32>,
+    /// Interval µs (100000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval: Option<u32>,
+    /// CE threshold µs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ce_threshold: Option<u32>,
+    /// Memory limit bytes (32 MiB).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_limit: Option<u32>,
+    /// ECN (on).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ecn: Option<bool>,
+    /// Packets dropped per overflow (64).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drop_batch: Option<u32>,
+}
+
+/// Class kinds.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ClassOpts {
+    /// HTB class.
+    Htb(HtbClassOpts),
+    /// DRR class.
+    Drr {
+        /// Quantum bytes (psched_mtu).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        quantum: Option<u32>,
+    },
+}
+
+/// HTB class options, with tc's defaults already resolved (as tc sends them).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HtbClassOpts {
+    /// Guaranteed rate, bit/s.
+    #[serde(with = "crate::serde_units::rate")]
+    pub rate: u64,
+    /// Maximum rate, bit/s.
+    #[serde(with = "crate::serde_units::rate")]
+    pub ceil: u64,
+    /// Rate bucket, bytes.
+    #[serde(with = "crate::serde_units::size")]
+    pub burst: u32,
+    /// Ceil bucket, bytes.
+    #[serde(with = "crate::serde_units::size")]
+    pub cburst: u32,
+    /// `burst` was not given: it holds tc's default (`rate/HZ + mtu`), and `sluice apply` may size
+    /// it by [`crate::burst::recommended_burst`] instead.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub burst_auto: bool,
+    /// `cburst` was not given (as `burst_auto`).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub cburst_auto: bool,
+    /// Priority 0..7 (lower first).
+    #[serde(default)]
+    pub prio: u32,
+    /// DRR quantum when given; otherwise rate/r2q clamped by the kernel.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quantum: Option<u32>,
+    /// Largest packet for the rate table (1600).
+    #[serde(default = "htb_mtu")]
+    pub mtu: u32,
+    /// Minimum packet unit.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub mpu: u32,
+    /// Per-packet overhead.
+    #[serde(default, skip_serializing_if = "is_zero_i32")]
+    pub overhead: i32,
+    /// Link layer.
+    #[serde(default, skip_serializing_if = "is_ethernet")]
+    pub linklayer: LinkLayer,
+}
+
+fn htb_mtu() -> u32 {
+    1600
+}
+
+/// Filter kinds. A u32 filter instance is either a hash table or a key node.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum FilterOpts {
+    /// u32 hash table (`handle N: u32 divisor D`, and the automatic root table).
+    U32Table {
+        /// Buckets.
+        divisor: u32,
+    },
+    /// u32 key node (selector + result).
+    U32(U32Opts),
+    /// flow classifier.
+    Flow(FlowOpts),
+    /// fw (firewall mark).
+    Fw(FwOpts),
+    /// matchall.
+    Matchall(SimpleResult),
+    /// basic (with an optional ematch, kept as text).
+    Basic(BasicOpts),
+}
+
+impl FilterOpts {
+    /// tc's kind name.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            FilterOpts::U32Table { .. } | FilterOpts::U32(_) => "u32",
+            FilterOpts::Flow(_) => "flow",
+            FilterOpts::Fw(_) => "fw",
+            FilterOpts::Matchall(_) => "matchall",
+            FilterOpts::Basic(_) => "basic",
+        }
+    }
+    /// The class this filter sends packets to, if fixed.
+    pub fn classid(&self) -> Option<u32> {
+        match self {
+            FilterOpts::U32(u) => u.classid,
+            FilterOpts::Fw(f) => f.classid,
+            FilterOpts::Matchall(m) => m.classid,
+            FilterOpts::Basic(b) => b.classid,
+            _ => None,
+        }
+    }
+}
+
+/// One u32 key: 32-bit value/mask at a byte offset (from the network header or the next header).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct U32Key {
+    /// Value (host order).
+    pub val: u32,
+    /// Mask (host order).
+    pub mask: u32,
+    /// Byte offset, multiple of 4.
+    pub off: i32,
+    /// Offset relative to the next (transport) header.
+    #[serde(default)]
+    pub nexthdr: bool,
+}
+
+/// u32 key node.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct U32Opts {
+    /// Keys, all must match.
+    pub keys: Vec<U32Key>,
+    /// Result class.
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "crate::serde_units::opt_handle")]
+    pub classid: Option<u32>,
+    /// Hash table to continue in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link: Option<u32>,
+    /// Hash key (mask, offset) used with `link`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hashkey: Option<(u32, i32)>,
+    /// Input device match.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub indev: Option<String>,
+}
+
+/// Flow classifier keys, in the kernel's bit order.
+pub const FLOW_KEYS: [&str; 18] = [
+    "src",
+    "dst",
+    "proto",
+    "proto-src",
+    "proto-dst",
+    "iif",
+    "priority",
+    "mark",
+    "nfct",
+    "nfct-src",
+    "nfct-dst",
+    "nfct-proto-src",
+    "nfct-proto-dst",
+    "rt-classid",
+    "sk-uid",
+    "sk-gid",
+    "vlan-tag",
+    "rxhash",
+];
+
+/// Sluice's tunnel-aware flow keys (seed 003's kernel patch); bits above the kernel's.
+pub const FLOW_TUNNEL_KEYS: [&str; 5] =
+    ["tunnel-src", "tunnel-dst", "tunnel-proto", "tunnel-proto-src", "tunnel-proto-dst"];
+
+/// Name of flow key bit `i`.
+pub fn flow_key_name(i: usize) -> Option<&'static str> {
+    if i < FLOW_KEYS.len() {
+        Some(FLOW_KEYS[i])
+    } else {
+        FLOW_TUNNEL_KEYS.get(i - FLOW_KEYS.len()).copied()
+    }
+}
+
+/// flow classifier options.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct FlowOpts {
+    /// `hash` (true) or `map` mode.
+    pub hash: bool,
+    /// Key bit mask (bit i = [`flow_key_name`]`(i)`).
+    pub keys: u32,
+    /// `and` mask (map mode).
+    #[serde(default = "all_ones")]
+    pub mask: u32,
+    /// `xor` value (map mode; `or` is expressed with mask and xor).
+    #[serde(default)]
+    pub xor: u32,
+    /// Right shift.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rshift: Option<u32>,
+    /// Addend.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub addend: Option<u32>,
+    /// Divisor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub divisor: Option<u32>,
+    /// Base class (kernel default `qdisc:1`).
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "crate::serde_units::opt_handle")]
+    pub baseclass: Option<u32>,
+    /// Perturbation period, seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub perturb: Option<u32>,
+    /// ematch tree as written (printed back in kernel form).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ematch: Option<String>,
+}
+
+fn all_ones() -> u32 {
+    u32::MAX
+}
+
+/// fw options.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct FwOpts {
+    /// Result class.
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "crate::serde_units::opt_handle")]
+    pub classid: Option<u32>,
+    /// Mark mask.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mask: Option<u32>,
+}
+
+/// A filter whose only option is its class.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SimpleResult {
+    /// Result class.
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "crate::serde_units::opt_handle")]
+    pub classid: Option<u32>,
+}
+
+/// basic options.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct BasicOpts {
+    /// Result class.
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "crate::serde_units::opt_handle")]
+    pub classid: Option<u32>,
+    /// ematch tree text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ematch: Option<String>,
+}
+
+/// What a gact or police action does with a packet.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    /// Stop classification and accept (`ok`, `pass`).
+    #[default]
+    Pass,
+    /// Drop (`drop`, `shot`).
+    Drop,
+    /// Continue with the next filter.
+    Continue,
+    /// Re-start classification.
+    Reclassify,
+    /// Go to the next action.
+    Pipe,
+}
+
+impl Verdict {
+    /// tc's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Verdict::Pass => "pass",
+            Verdict::Drop => "drop",
+            Verdict::Continue => "continue",
+            Verdict::Reclassify => "reclassify",
+            Verdict::Pipe => "pipe",
+        }
+    }
+}
+
+/// A filter action.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Action {
+    /// Generic action: a fixed verdict.
+    Gact {
+        /// Verdict.
+        verdict: Verdict,
+        /// Action index.
+        index: u32,
+    },
+    /// Policer.
+    Police(PoliceOpts),
+}
+
+/// Police action options.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PoliceOpts {
+    /// bit/s.
+    #[serde(with = "crate::serde_units::rate")]
+    pub rate: u64,
+    /// Bucket bytes.
+    #[serde(with = "crate::serde_units::size")]
+    pub burst: u32,
+    /// Largest packet (bytes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mtu: Option<u32>,
+    /// Peak rate bit/s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peakrate: Option<u64>,
+    /// Verdict above the rate (`reclassify` by default in tc; `drop` usual).
+    pub exceed: Verdict,
+    /// Verdict within the rate.
+    pub conform: Verdict,
+    /// Action index.
+    pub index: u32,
+}

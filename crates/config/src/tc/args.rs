@@ -1,0 +1,1061 @@
+//! tc's command grammar: argv to typed requests, with iproute2's checks and messages.
+//!
+//! Only parsing happens here (what `tc` itself checks before talking to the kernel); what the
+//! kernel checks lives in [`super::kernel`].
+
+use super::error::TcError;
+use crate::model::*;
+use sluice_core::units::{parse_rate, parse_size, parse_time};
+
+/// What to do with an object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verb {
+    /// `add` (create, exclusive).
+    Add,
+    /// `change` (must exist).
+    Change,
+    /// `replace` (create or change).
+    Replace,
+    /// `delete`/`del`.
+    Delete,
+    /// `show`/`list`.
+    Show,
+    /// `get` (filters).
+    Get,
+}
+
+/// A parsed `tc qdisc ...`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct QdiscCmd {
+    /// Verb.
+    pub verb: Verb,
+    /// `dev NAME` and its argv index.
+    pub dev: Option<(String, usize)>,
+    /// `handle X:`.
+    pub handle: Option<u32>,
+    /// `root`/`parent X`/`ingress`/`clsact`.
+    pub parent: Option<u32>,
+    /// Kind name and argv index.
+    pub kind: Option<(String, usize)>,
+    /// Parsed options when the kind is known.
+    pub opts: Option<QdiscOpts>,
+    /// Options for an unknown kind (the kernel then refuses the kind).
+    pub unknown_kind: bool,
+}
+
+/// A parsed `tc class ...`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClassCmd {
+    /// Verb.
+    pub verb: Verb,
+    /// `dev NAME`.
+    pub dev: Option<(String, usize)>,
+    /// `classid X:Y`.
+    pub classid: Option<u32>,
+    /// `parent X:Y` or `root`.
+    pub parent: Option<u32>,
+    /// Kind.
+    pub kind: Option<(String, usize)>,
+    /// Options.
+    pub opts: Option<ClassOpts>,
+}
+
+/// A parsed `tc filter ...`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FilterCmd {
+    /// Verb.
+    pub verb: Verb,
+    /// `dev NAME`.
+    pub dev: Option<(String, usize)>,
+    /// Parent (block).
+    pub parent: Option<u32>,
+    /// `prio`/`pref` (0 = automatic).
+    pub prio: u32,
+    /// `protocol`.
+    pub protocol: Option<u16>,
+    /// `chain`.
+    pub chain: Option<u32>,
+    /// Kind.
+    pub kind: Option<(String, usize)>,
+    /// Kind-specific part.
+    pub spec: Option<FilterSpec>,
+}
+
+/// The kind-specific part of a filter command.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FilterSpec {
+    /// Options.
+    pub opts: FilterOpts,
+    /// Handle as the kind parsed it (0 = none).
+    pub handle: u32,
+    /// u32: `ht`/`sample` target table (with bucket).
+    pub u32_htid: Option<u32>,
+    /// Actions (`action ...`, `police ...`).
+    pub actions: Vec<Action>,
+    /// Which attributes were given (for flow `change`, which keeps the others).
+    pub given: Vec<&'static str>,
+}
+
+/// A parsed tc command.
+#[derive(Clone, Debug, PartialEq)]
+pub enum TcCmd {
+    /// `tc qdisc`.
+    Qdisc(QdiscCmd),
+    /// `tc class`.
+    Class(ClassCmd),
+    /// `tc filter`.
+    Filter(FilterCmd),
+}
+
+/// Cursor over argv with tc's error helpers.
+pub(crate) struct Cur<'a> {
+    pub argv: &'a [String],
+    pub pos: usize,
+}
+
+impl<'a> Cur<'a> {
+    fn peek(&self) -> Option<&'a str> {
+        self.argv.get(self.pos).map(|s| s.as_str())
+    }
+    fn done(&self) -> bool {
+        self.pos >= self.argv.len()
+    }
+    fn bump(&mut self) -> &'a str {
+        let s = self.argv[self.pos].as_str();
+        self.pos += 1;
+        s
+    }
+    /// NEXT_ARG: the value after a keyword, or tc's "not complete" exit.
+    fn value(&mut self) -> Result<(usize, &'a str), TcError> {
+        if self.done() {
+            return Err(TcError::fatal(
+                "Command line is not complete. Try option \"help\"",
+                Some(self.pos.saturating_sub(1)),
+            ));
+        }
+        let i = self.pos;
+        Ok((i, self.bump()))
+    }
+}
+
+/// iproute2's `matches(arg, word)`: `arg` is a non-empty prefix of `word`.
+pub(crate) fn matches(arg: &str, word: &str) -> bool {
+    !arg.is_empty() && word.starts_with(arg)
+}
+
+/// `get_u32(..., base 0)`: decimal, `0x` hex or leading-0 octal.
+pub fn get_u32(s: &str) -> Option<u32> {
+    let s = s.trim();
+    if let Some(h) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        u32::from_str_radix(h, 16).ok()
+    } else if s.len() > 1 && s.starts_with('0') {
+        u32::from_str_radix(&s[1..], 8).ok()
+    } else {
+        s.parse().ok()
+    }
+}
+
+fn get_hex(s: &str) -> Option<u32> {
+    let s = s.strip_prefix("0x").unwrap_or(s);
+    u32::from_str_radix(s, 16).ok()
+}
+
+/// `get_qdisc_handle`: `X:` or `X` in hex, below 0x10000.
+pub fn get_qdisc_handle(s: &str) -> Option<u32> {
+    if s == "none" {
+        return Some(0);
+    }
+    let (num, rest) = split_hex(s);
+    if num.is_empty() {
+        return None;
+    }
+    let maj = u64::from_str_radix(num, 16).ok()?;
+    if maj >= 1 << 16 || !(rest.is_empty() || rest.starts_with(':')) {
+        return None;
+    }
+    Some((maj as u32) << 16)
+}
+
+fn split_hex(s: &str) -> (&str, &str) {
+    let end = s.find(|c: char| !c.is_ascii_hexdigit()).unwrap_or(s.len());
+    s.split_at(end)
+}
+
+/// `get_tc_classid`: `root`, `none`, `X:Y`, `X:`, `:Y`, or a bare hex number.
+pub fn get_tc_classid(s: &str) -> Option<u32> {
+    match s {
+        "root" => return Some(H_ROOT),
+        "none" => return Some(0),
+        _ => {}
+    }
+    let (num, rest) = split_hex(s);
+    let maj = if num.is_empty() {
+        if !rest.starts_with(':') {
+            return None;
+        }
+        0
+    } else {
+        u64::from_str_radix(num, 16).ok()?
+    };
+    if let Some(min) = rest.strip_prefix(':') {
+        if maj >= 1 << 16 {
+            return None;
+        }
+        if min.chars().any(|c| !c.is_ascii_hexdigit()) {
+            return None;
+        }
+        let min = if min.is_empty() { 0 } else { u64::from_str_radix(min, 16).ok()? };
+        if min >= 1 << 16 {
+            return None;
+        }
+        Some(((maj as u32) << 16) | min as u32)
+    } else if rest.is_empty() {
+        u32::try_from(maj).ok()
+    } else {
+        None
+    }
+}
+
+/// `ll_proto_a2n`: protocol names tc knows, or a number.
+pub fn proto_from_name(s: &str) -> Option<u16> {
+    Some(match s {
+        "ip" => 0x0800,
+        "ipv6" => 0x86DD,
+        "all" => 0x0003,
+        "arp" => 0x0806,
+        "802.1Q" | "802.1q" | "vlan" => 0x8100,
+        "802.1ad" => 0x88A8,
+        "mpls_uc" => 0x8847,
+        "mpls_mc" => 0x8848,
+        "rarp" => 0x8035,
+        "ipx" => 0x8137,
+        "lldp" => 0x88CC,
+        _ => return get_u32(s).and_then(|v| u16::try_from(v).ok()),
+    })
+}
+
+/// `ll_proto_n2a`.
+pub fn proto_name(p: u16) -> String {
+    match p {
+        0x0800 => "ip".into(),
+        0x86DD => "ipv6".into(),
+        0x0003 => "all".into(),
+        0x0806 => "arp".into(),
+        0x8100 => "802.1Q".into(),
+        0x88A8 => "802.1ad".into(),
+        0x8847 => "mpls_uc".into(),
+        0x8848 => "mpls_mc".into(),
+        0x8035 => "rarp".into(),
+        0x8137 => "ipx".into(),
+        0x88CC => "lldp".into(),
+        p => format!("[{p:04x}]"),
+    }
+}
+
+fn verb(word: &str, allow_get: bool) -> Option<Verb> {
+    Some(match word {
+        "add" | "a" | "ad" => Verb::Add,
+        "del" | "delete" | "d" | "de" | "dele" | "delet" => Verb::Delete,
+        "get" if allow_get => Verb::Get,
+        w if matches(w, "change") => Verb::Change,
+        w if matches(w, "replace") => Verb::Replace,
+        w if matches(w, "show") || matches(w, "list") || w == "lst" => Verb::Show,
+        _ => return None,
+    })
+}
+
+/// Parses `qdisc|class|filter VERB ...` (the arguments after `tc` and its global options).
+pub fn parse_command(argv: &[String]) -> Result<TcCmd, TcError> {
+    let Some(obj) = argv.first() else {
+        return Err(TcError::usage("Usage: tc [ OPTIONS ] OBJECT { COMMAND | help }", None));
+    };
+    let verb_word = argv.get(1).map(|s| s.as_str()).unwrap_or("show");
+    let mut cur = Cur { argv, pos: 2.min(argv.len()) };
+    if matches(obj, "qdisc") {
+        let v = verb(verb_word, false).ok_or_else(|| unknown_verb(verb_word, "qdisc"))?;
+        parse_qdisc(v, &mut cur).map(TcCmd::Qdisc)
+    } else if matches(obj, "class") {
+        let v = verb(verb_word, false).ok_or_else(|| unknown_verb(verb_word, "class"))?;
+        parse_class(v, &mut cur).map(TcCmd::Class)
+    } else if matches(obj, "filter") {
+        let v = verb(verb_word, true).ok_or_else(|| unknown_verb(verb_word, "filter"))?;
+        parse_filter(v, &mut cur).map(TcCmd::Filter)
+    } else {
+        Err(TcError::usage(format!("Object \"{obj}\" is unknown, try \"tc help\"."), Some(0)))
+    }
+}
+
+fn unknown_verb(word: &str, obj: &str) -> TcError {
+    TcError::fatal(format!("Command \"{word}\" is unknown, try \"tc {obj} help\"."), Some(1))
+}
+
+fn parse_qdisc(verb: Verb, cur: &mut Cur) -> Result<QdiscCmd, TcError> {
+    let mut c =
+        QdiscCmd { verb, dev: None, handle: None, parent: None, kind: None, opts: None, unknown_kind: false };
+    while let Some(w) = cur.peek() {
+        let at = cur.pos;
+        cur.pos += 1;
+        match w {
+            "dev" => {
+                let (i, v) = cur.value()?;
+                if c.dev.is_some() {
+                    return Err(TcError::duparg("dev", v, i));
+                }
+                c.dev = Some((v.to_string(), i));
+            }
+            "handle" => {
+                let (i, v) = cur.value()?;
+                if c.handle.is_some() {
+                    return Err(TcError::duparg("handle", v, i));
+                }
+                c.handle =
+                    Some(get_qdisc_handle(v).ok_or_else(|| TcError::invarg("invalid qdisc ID", v, i))?);
+            }
+            "root" => {
+                if c.parent.is_some() {
+                    return Err(TcError::fatal("Error: \"root\" is duplicate parent ID", Some(at)));
+                }
+                c.parent = Some(H_ROOT);
+            }
+            "ingress" | "clsact" => {
+                if c.parent.is_some() {
+                    return Err(TcError::fatal("Error: Qdisc can't have more than one parent", Some(at)));
+                }
+                c.parent = Some(H_INGRESS);
+                c.handle = Some(0xFFFF_0000);
+                c.kind = Some((w.to_string(), at));
+                break;
+            }
+            "parent" => {
+                let (i, v) = cur.value()?;
+                if c.parent.is_some() {
+                    return Err(TcError::duparg("parent", v, i));
+                }
+                c.parent = Some(get_tc_classid(v).ok_or_else(|| TcError::invarg("invalid parent ID", v, i))?);
+            }
+            "estimator" | "est" => {
+                cur.value()?;
+                cur.value()?;
+            }
+            w if matches(w, "help") => return Err(TcError::usage(QDISC_USAGE, Some(at))),
+            _ => {
+                c.kind = Some((w.to_string(), at));
+                break;
+            }
+        }
+    }
+    if verb == Verb::Show {
+        return Ok(c);
+    }
+    if let Some((k, ki)) = c.kind.clone() {
+        match parse_qdisc_opts(&k, cur)? {
+            Some(o) => c.opts = Some(o),
+            None => {
+                c.unknown_kind = true;
+                if let Some(a) = cur.peek() {
+                    return Err(TcError::usage(
+                        format!("Unknown qdisc \"{k}\", hence option \"{a}\" is unparsable"),
+                        Some(ki),
+                    ));
+                }
+            }
+        }
+    }
+    Ok(c)
+}
+
+const QDISC_USAGE: &str = "Usage: tc qdisc [ add | del | replace | change | show ] dev STRING\n       [ handle QHANDLE ] [ root | ingress | clsact | parent CLASSID ]\n       [ estimator INTERVAL TIME_CONSTANT ]\n       [ stab [ help | STAB_OPTIONS] ]\n       [ ingress_block BLOCK_INDEX ] [ egress_block BLOCK_INDEX ]\n       [ [ QDISC_KIND ] [ help | OPTIONS ] ]";
+
+pub(crate) fn what_is(w: &str, at: usize, usage: &str) -> TcError {
+    TcError::usage(format!("What is \"{w}\"?\n{usage}"), Some(at))
+}
+
+pub(crate) fn illegal(what: &str, at: usize, hint: Option<String>) -> TcError {
+    let mut m = format!("Illegal \"{what}\"");
+    if let Some(h) = hint {
+        m.push('\n');
+        m.push_str(&h);
+    }
+    TcError::usage(m, Some(at))
+}
+
+pub(crate) fn rate_arg(cur: &mut Cur, what: &str) -> Result<u64, TcError> {
+    let (i, v) = cur.value()?;
+    let r = parse_rate(v).map_err(|e| illegal(what, i, Some(e.to_string())))?;
+    if r.bps() == 0 {
+        return Err(illegal(what, i, None));
+    }
+    Ok(r.bps())
+}
+
+/// A size with an optional `/cell` suffix (the cell is accepted and ignored, as modern kernels do).
+pub(crate) fn size_arg(cur: &mut Cur, what: &str) -> Result<u32, TcError> {
+    let (i, v) = cur.value()?;
+    let v = v.split('/').next().unwrap_or(v);
+    let s = parse_size(v).map_err(|e| illegal(what, i, Some(e.to_string())))?;
+    u32::try_from(s).map_err(|_| illegal(what, i, None))
+}
+
+fn time_arg(cur: &mut Cur, what: &str) -> Result<u32, TcError> {
+    let (i, v) = cur.value()?;
+    let t = parse_time(v).map_err(|e| illegal(what, i, Some(e.to_string())))?;
+    u32::try_from(t.as_nanos() / 1000).map_err(|_| illegal(what, i, None))
+}
+
+fn u32_arg(cur: &mut Cur, what: &str) -> Result<u32, TcError> {
+    let (i, v) = cur.value()?;
+    get_u32(v).ok_or_else(|| illegal(what, i, None))
+}
+
+fn linklayer_arg(cur: &mut Cur) -> Result<LinkLayer, TcError> {
+    let (i, v) = cur.value()?;
+    match v {
+        "ethernet" | "eth" => Ok(LinkLayer::Ethernet),
+        "atm" | "adsl" => Ok(LinkLayer::Atm),
+        _ => Err(illegal("linklayer", i, None)),
+    }
+}
+
+fn parse_qdisc_opts(kind: &str, cur: &mut Cur) -> Result<Option<QdiscOpts>, TcError> {
+    Ok(Some(match kind {
+        "pfifo" | "bfifo" | "pfifo_head_drop" => {
+            let mut o = FifoOpts::default();
+            while let Some(w) = cur.peek() {
+                let at = cur.pos;
+                cur.pos += 1;
+                if w == "limit" {
+                    o.limit =
+                        Some(if kind == "bfifo" { size_arg(cur, "limit")? } else { u32_arg(cur, "limit")? });
+                } else {
+                    return Err(what_is(w, at, "Usage: ... <[p|b]fifo | pfifo_head_drop> [ limit NUMBER ]"));
+                }
+            }
+            match kind {
+                "pfifo" => QdiscOpts::Pfifo(o),
+                "bfifo" => QdiscOpts::Bfifo(o),
+                _ => QdiscOpts::PfifoHeadDrop(o),
+            }
+        }
+        "pfifo_fast" | "drr" | "ingress" | "clsact" => {
+            if let Some(w) = cur.peek() {
+                if !(kind == "drr" && w == "help") {
+                    return Err(TcError::usage(
+                        format!("qdisc '{kind}' does not support option parsing"),
+                        Some(cur.pos),
+                    ));
+                }
+            }
+            match kind {
+                "pfifo_fast" => QdiscOpts::PfifoFast,
+                "drr" => QdiscOpts::Drr,
+                "ingress" => QdiscOpts::Ingress,
+                _ => QdiscOpts::Clsact,
+            }
+        }
+        "prio" => QdiscOpts::Prio(parse_prio(cur)?),
+        "htb" => QdiscOpts::Htb(parse_htb(cur)?),
+        "tbf" => QdiscOpts::Tbf(parse_tbf(cur)?),
+        "sfq" => QdiscOpts::Sfq(parse_sfq(cur)?),
+        "codel" => QdiscOpts::Codel(parse_codel(cur)?),
+        "fq_codel" => QdiscOpts::FqCodel(parse_fq_codel(cur)?),
+        _ => return Ok(None),
+    }))
+}
+
+const PRIO_USAGE: &str = "Usage: ... prio [ bands NUMBER ] [ priomap P1 P2 ...] [multiqueue]";
+
+fn parse_prio(cur: &mut Cur) -> Result<PrioOpts, TcError> {
+    let mut o = PrioOpts::default();
+    let mut pmap = false;
+    let mut idx = 0usize;
+    while let Some(w) = cur.peek() {
+        let at = cur.pos;
+        cur.pos += 1;
+        match w {
+            "bands" => {
+                if pmap {
+                    return Err(TcError::usage(PRIO_USAGE, Some(at)));
+                }
+                let (i, v) = cur.value()?;
+                o.bands = v
+                    .parse::<i32>()
+                    .ok()
+                    .and_then(|b| u32::try_from(b).ok())
+                    .ok_or_else(|| illegal("bands", i, None))?;
+            }
+            "priomap" => {
+                if pmap {
+                    return Err(TcError::usage("Error: duplicate priomap", Some(at)));
+                }
+                pmap = true;
+            }
+            "multiqueue" => {}
+            "help" => return Err(TcError::usage(PRIO_USAGE, Some(at))),
+            _ => {
+                if !pmap {
+                    return Err(what_is(w, at, PRIO_USAGE));
+                }
+                let band: u32 = w.parse().map_err(|_| illegal("priomap\" element", at, None))?;
+                if band >= o.bands {
+                    return Err(TcError::usage("Illegal \"priomap\" element", Some(at)));
+                }
+                if idx > 15 {
+                    return Err(TcError::usage("Illegal \"priomap\" element", Some(at)));
+                }
+                o.priomap[idx] = band as u8;
+                idx += 1;
+            }
+        }
+    }
+    Ok(o)
+}
+
+const HTB_USAGE: &str =
+    "Usage: ... qdisc add ... htb [default N] [r2q N]\n                      [direct_qlen P] [offload]";
+
+fn parse_htb(cur: &mut Cur) -> Result<HtbOpts, TcError> {
+    let mut o = HtbOpts::default();
+    while let Some(w) = cur.peek() {
+        let at = cur.pos;
+        cur.pos += 1;
+        match w {
+            "r2q" => {
+                let (i, v) = cur.value()?;
+                o.r2q = get_u32(v)
+                    .ok_or_else(|| TcError::usage(format!("Illegal \"r2q\"\n{HTB_USAGE}"), Some(i)))?;
+            }
+            "default" => {
+                let (i, v) = cur.value()?;
+                o.default = get_hex(v)
+                    .ok_or_else(|| TcError::usage(format!("Illegal \"default\"\n{HTB_USAGE}"), Some(i)))?;
+            }
+            "direct_qlen" => {
+                let (i, v) = cur.value()?;
+                o.direct_qlen =
+                    Some(get_u32(v).ok_or_else(|| TcError::usage("Illegal \"direct_qlen\"", Some(i)))?);
+            }
+            "offload" => o.offload = true,
+            "debug" => {
+                cur.value()?;
+            }
+            _ => return Err(what_is(w, at, HTB_USAGE)),
+        }
+    }
+    Ok(o)
+}
+
+/// The HZ tc assumes when sizing default bursts: 1e9 on high-resolution-timer kernels (read
+/// from /proc/net/psched), overridable with the `HZ` environment variable as in tc.
+pub fn tc_hz() -> u64 {
+    std::env::var("HZ").ok().and_then(|v| v.parse().ok()).filter(|&h| h > 0).unwrap_or(1_000_000_000)
+}
+
+const HTB_CLASS_USAGE: &str = "Usage: ... class add ... htb rate R1 [burst B1] [mpu B] [overhead O]\n                      [prio P] [slot S] [pslot PS]\n                      [ceil R2] [cburst B2] [mtu MTU] [quantum Q]";
+
+/// Parses HTB class options, filling tc's defaults (ceil = rate, burst = rate/HZ + mtu).
+pub(crate) fn parse_htb_class(cur: &mut Cur) -> Result<HtbClassOpts, TcError> {
+    let (mut rate, mut ceil) = (0u64, 0u64);
+    let (mut burst, mut cburst) = (0u32, 0u32);
+    let mut o = HtbClassOpts {
+        rate: 0,
+        ceil: 0,
+        burst: 0,
+        cburst: 0,
+        burst_auto: false,
+        cburst_auto: false,
+        prio: 0,
+        quantum: None,
+        mtu: 1600,
+        mpu: 0,
+        overhead: 0,
+        linklayer: LinkLayer::Ethernet,
+    };
+    while let Some(w) = cur.peek() {
+        let at = cur.pos;
+        cur.pos += 1;
+        match w {
+            "prio" => o.prio = u32_arg(cur, "prio")?,
+            "mtu" => o.mtu = u32_arg(cur, "mtu")?,
+            "mpu" => o.mpu = u32_arg(cur, "mpu")?,
+            "overhead" => {
+                let (i, v) = cur.value()?;
+                o.overhead = v.parse().map_err(|_| illegal("overhead", i, None))?;
+            }
+            "linklayer" => o.linklayer = linklayer_arg(cur)?,
+            "quantum" => o.quantum = Some(u32_arg(cur, "quantum")?),
+            "burst" | "buffer" | "maxburst" => burst = size_arg(cur, "buffer")?,
+            "cburst" | "cbuffer" | "cmaxburst" => cburst = size_arg(cur, "cbuffer")?,
+            "ceil" => {
+                if ceil != 0 {
+                    return Err(TcError::usage("Double \"ceil\" spec", Some(at)));
+                }
+                ceil = rate_arg(cur, "ceil")?;
+            }
+            "rate" => {
+                if rate != 0 {
+                    return Err(TcError::usage("Double \"rate\" spec", Some(at)));
+                }
+                rate = rate_arg(cur, "rate")?;
+            }
+            "slot" | "pslot" => {
+                cur.value()?;
+            }
+            "help" => return Err(TcError::usage(HTB_CLASS_USAGE, Some(at))),
+            _ => return Err(what_is(w, at, HTB_CLASS_USAGE)),
+        }
+    }
+    if rate == 0 {
+        return Err(TcError::usage("\"rate\" is required.", None));
+    }
+    if ceil == 0 {
+        ceil = rate;
+    }
+    let hz = tc_hz();
+    o.burst_auto = burst == 0;
+    o.cburst_auto = cburst == 0;
+    if burst == 0 {
+        burst = ((rate / 8) / hz + o.mtu as u64).min(u32::MAX as u64) as u32;
+    }
+    if cburst == 0 {
+        cburst = ((ceil / 8) / hz + o.mtu as u64).min(u32::MAX as u64) as u32;
+    }
+    o.rate = rate;
+    o.ceil = ceil;
+    o.burst = burst;
+    o.cburst = cburst;
+    Ok(o)
+}
+
+const TBF_USAGE: &str = "Usage: ... tbf limit BYTES burst BYTES[/BYTES] rate KBPS [ mtu BYTES[/BYTES] ]\n\t[ peakrate KBPS ] [ latency TIME ] [ overhead BYTES ] [ linklayer TYPE ]";
+
+fn parse_tbf(cur: &mut Cur) -> Result<TbfOpts, TcError> {
+    let mut o = TbfOpts::default();
+    let mut latency: u32 = 0;
+    let mut limit: u32 = 0;
+    while let Some(w) = cur.peek() {
+        let at = cur.pos;
+        cur.pos += 1;
+        match w {
+            "limit" => {
+                if latency != 0 {
+                    return Err(TcError::usage(
+                        "tbf: you can specify either \"limit\" or \"latency\", not both.",
+                        Some(at),
+                    ));
+                }
+                limit = size_arg(cur, "limit")?;
+            }
+            "latency" => {
+                if limit != 0 {
+                    return Err(TcError::usage(
+                        "tbf: you can specify either \"limit\" or \"latency\", not both.",
+                        Some(at),
+                    ));
+                }
+                latency = time_arg(cur, "latency")?;
+            }
+            "burst" | "buffer" | "maxburst" => {
+                if o.burst != 0 {
+                    return Err(TcError::usage(
+                        "tbf: duplicate \"buffer/burst/maxburst\" specification",
+                        Some(at),
+                    ));
+                }
+                o.burst = size_arg(cur, "buffer")?;
+            }
+            "mtu" | "minburst" => {
+                if o.mtu.is_some() {
+                    return Err(TcError::usage("tbf: duplicate \"mtu/minburst\" specification", Some(at)));
+                }
+                o.mtu = Some(size_arg(cur, "mtu")?);
+            }
+            "mpu" => o.mpu = size_arg(cur, "mpu")?,
+            "rate" => {
+                if o.rate != 0 {
+                    return Err(TcError::usage("tbf: duplicate \"rate\" specification", Some(at)));
+                }
+                o.rate = rate_arg(cur, "rate")?;
+            }
+            "peakrate" => {
+                if o.peakrate.is_some() {
+                    return Err(TcError::usage("tbf: duplicate \"peakrate\" specification", Some(at)));
+                }
+                o.peakrate = Some(rate_arg(cur, "peakrate")?);
+            }
+            "overhead" => {
+                let (i, v) = cur.value()?;
+                o.overhead = v.parse().map_err(|_| illegal("overhead", i, None))?;
+            }
+            "linklayer" => o.linklayer = linklayer_arg(cur)?,
+            "help" => return Err(TcError::usage(TBF_USAGE, Some(at))),
+            _ => return Err(what_is(w, at, TBF_USAGE)),
+        }
+    }
+    let mut verdict = None;
+    if o.rate == 0 {
+        verdict = Some("tbf: the \"rate\" parameter is mandatory.");
+    } else if o.burst == 0 {
+        verdict = Some("tbf: the \"burst\" parameter is mandatory.");
+    } else if o.peakrate.is_some() && o.mtu.is_none() {
+        verdict = Some("tbf: when \"peakrate\" is specified, \"mtu\" must also be specified.");
+    } else if limit == 0 && latency == 0 {
+        verdict = Some("tbf: the \"limit\" or \"latency\" parameter is mandatory.");
+    }
+    if let Some(v) = verdict {
+        return Err(TcError::usage(format!("{v}\n{TBF_USAGE}"), None));
+    }
+    if latency != 0 {
+        // tc: limit = rate * latency + burst, or the peak-rate equivalent when smaller.
+        let mut lim = (o.rate / 8) as f64 * latency as f64 / 1e6 + o.burst as f64;
+        if let (Some(p), Some(m)) = (o.peakrate, o.mtu) {
+            let lim2 = (p / 8) as f64 * latency as f64 / 1e6 + m as f64;
+            if lim2 < lim {
+                lim = lim2;
+            }
+        }
+        limit = lim as u32;
+    }
+    o.limit = limit;
+    Ok(o)
+}
+
+const SFQ_USAGE: &str = "Usage: ... sfq\t[ limit NUMBER ] [ perturb SECS ] [ quantum BYTES ]\n\t\t[ divisor NUMBER ] [ flows NUMBER] [ depth NUMBER ]\n\t\t[ headdrop ]\n\t\t[ redflowlimit BYTES ] [ min BYTES ] [ max BYTES ]\n\t\t[ avpkt BYTES ] [ burst PACKETS ] [ probability P ]\n\t\t[ ecn ] [ harddrop ]";
+
+fn parse_sfq(cur: &mut Cur) -> Result<SfqOpts, TcError> {
+    let mut o = SfqOpts::default();
+    let (mut flowlimit, mut qmin, mut qmax, mut avpkt, mut burst) = (0u32, 0u32, 0u32, 1000u32, 0u32);
+    let mut prob = 0.02f64;
+    let (mut ecn, mut harddrop) = (false, false);
+    while let Some(w) = cur.peek() {
+        let at = cur.pos;
+        cur.pos += 1;
+        match w {
+            "quantum" => o.quantum = Some(size_arg(cur, "quantum")?),
+            "perturb" => {
+                let (i, v) = cur.value()?;
+                o.perturb = v
+                    .parse::<i32>()
+                    .ok()
+                    .and_then(|p| u32::try_from(p).ok())
+                    .ok_or_else(|| illegal("perturb", i, None))?;
+            }
+            "limit" => {
+                let (i, v) = cur.value()?;
+                let l: u32 = v.parse().map_err(|_| illegal("limit", i, None))?;
+                if l < 2 {
+                    return Err(TcError::usage("Illegal \"limit\", must be > 1", Some(i)));
+                }
+                o.limit = Some(l);
+            }
+            "divisor" => o.divisor = Some(u32_arg(cur, "divisor")?),
+            "flows" => o.flows = Some(u32_arg(cur, "flows")?),
+            "depth" => o.depth = Some(u32_arg(cur, "flows")?),
+            "headdrop" => o.headdrop = true,
+            "redflowlimit" => flowlimit = size_arg(cur, "redflowlimit")?,
+            "min" => qmin = size_arg(cur, "min")?,
+            "max" => qmax = size_arg(cur, "max")?,
+            "burst" => burst = u32_arg(cur, "burst")?,
+            "avpkt" => avpkt = size_arg(cur, "avpkt")?,
+            "probability" => {
+                let (i, v) = cur.value()?;
+                prob = v.parse().map_err(|_| illegal("probability", i, None))?;
+            }
+            "ecn" => ecn = true,
+            "harddrop" => harddrop = true,
+            "help" => return Err(TcError::usage(SFQ_USAGE, Some(at))),
+            _ => return Err(what_is(w, at, SFQ_USAGE)),
+        }
+    }
+    if flowlimit != 0 {
+        if qmax == 0 {
+            qmax = flowlimit / 4;
+        }
+        if qmin == 0 {
+            qmin = qmax / 3;
+        }
+        if burst == 0 {
+            burst = (2 * qmin + qmax) / (3 * avpkt.max(1));
+        }
+        let ewma = red_eval_ewma(qmin, burst, avpkt)
+            .ok_or_else(|| TcError::usage("SFQ: failed to calculate EWMA constant.", None))?;
+        o.red = Some(SfqRed { flowlimit, min: qmin, max: qmax, probability: prob, ewma, ecn, harddrop });
+    }
+    Ok(o)
+}
+
+/// tc's `tc_red_eval_ewma`: the smallest EWMA weight log that lets `burst` packets through an
+/// idle queue before the average reaches `qmin`.
+pub fn red_eval_ewma(qmin: u32, burst: u32, avpkt: u32) -> Option<u8> {
+    let a = burst as f64 + 1.0 - qmin as f64 / avpkt.max(1) as f64;
+    if a < 1.0 {
+        return None;
+    }
+    let mut w = 0.5f64;
+    for wlog in 1..32u8 {
+        if a <= (1.0 - (1.0 - w).powi(burst as i32)) / w {
+            return Some(wlog);
+        }
+        w /= 2.0;
+    }
+    None
+}
+
+const CODEL_USAGE: &str = "Usage: ... codel [ limit PACKETS ] [ target TIME ]\n                 [ interval TIME ] [ ecn | noecn ]\n                 [ ce_threshold TIME ]";
+
+fn parse_codel(cur: &mut Cur) -> Result<CodelOpts, TcError> {
+    let mut o = CodelOpts::default();
+    while let Some(w) = cur.peek() {
+        let at = cur.pos;
+        cur.pos += 1;
+        match w {
+            "limit" => o.limit = Some(u32_arg(cur, "limit")?),
+            "target" => o.target = Some(time_arg(cur, "target")?),
+            "interval" => o.interval = Some(time_arg(cur, "interval")?),
+            "ce_threshold" => o.ce_threshold = Some(time_arg(cur, "ce_threshold")?),
+            "ecn" => o.ecn = Some(true),
+            "noecn" => o.ecn = Some(false),
+            "help" => return Err(TcError::usage(CODEL_USAGE, Some(at))),
+            _ => return Err(what_is(w, at, CODEL_USAGE)),
+        }
+    }
+    Ok(o)
+}
+
+const FQ_CODEL_USAGE: &str = "Usage: ... fq_codel [ limit PACKETS ] [ flows NUMBER ]\n                    [ memory_limit BYTES ]\n                    [ target TIME ] [ interval TIME ]\n                    [ quantum BYTES ] [ [no]ecn ]\n                    [ ce_threshold TIME ]\n                    [ ce_threshold_selector VALUE/MASK ]\n                    [ drop_batch SIZE ]";
+
+fn parse_fq_codel(cur: &mut Cur) -> Result<FqCodelOpts, TcError> {
+    let mut o = FqCodelOpts::default();
+    while let Some(w) = cur.peek() {
+        let at = cur.pos;
+        cur.pos += 1;
+        match w {
+            "limit" => o.limit = Some(u32_arg(cur, "limit")?),
+            "flows" => o.flows = Some(u32_arg(cur, "flows")?),
+            "quantum" => o.quantum = Some(u32_arg(cur, "quantum")?),
+            "drop_batch" => {
+                let v = u32_arg(cur, "drop_batch")?;
+                if v == 0 {
+                    return Err(illegal("drop_batch", at + 1, None));
+                }
+                o.drop_batch = Some(v);
+            }
+            "target" => o.target = Some(time_arg(cur, "target")?),
+            "interval" => o.interval = Some(time_arg(cur, "interval")?),
+            "ce_threshold" => o.ce_threshold = Some(time_arg(cur, "ce_threshold")?),
+            "memory_limit" => o.memory_limit = Some(size_arg(cur, "memory_limit")?),
+            "ecn" => o.ecn = Some(true),
+            "noecn" => o.ecn = Some(false),
+            "help" => return Err(TcError::usage(FQ_CODEL_USAGE, Some(at))),
+            _ => return Err(what_is(w, at, FQ_CODEL_USAGE)),
+        }
+    }
+    Ok(o)
+}
+
+fn parse_class(verb: Verb, cur: &mut Cur) -> Result<ClassCmd, TcError> {
+    let mut c = ClassCmd { verb, dev: None, classid: None, parent: None, kind: None, opts: None };
+    while let Some(w) = cur.peek() {
+        let at = cur.pos;
+        cur.pos += 1;
+        match w {
+            "dev" => {
+                let (i, v) = cur.value()?;
+                if c.dev.is_some() {
+                    return Err(TcError::duparg("dev", v, i));
+                }
+                c.dev = Some((v.to_string(), i));
+            }
+            "classid" => {
+                let (i, v) = cur.value()?;
+                if c.classid.is_some() {
+                    return Err(TcError::duparg("classid", v, i));
+                }
+                c.classid = Some(get_tc_classid(v).ok_or_else(|| TcError::invarg("invalid class ID", v, i))?);
+            }
+            "handle" => {
+                return Err(TcError::fatal("Error: try \"classid\" instead of \"handle\"", Some(at)));
+            }
+            "root" => {
+                if c.parent.is_some() {
+                    return Err(TcError::fatal("Error: \"root\" is duplicate parent ID.", Some(at)));
+                }
+                c.parent = Some(H_ROOT);
+            }
+            "parent" => {
+                let (i, v) = cur.value()?;
+                if c.parent.is_some() {
+                    return Err(TcError::duparg("parent", v, i));
+                }
+                c.parent = Some(get_tc_classid(v).ok_or_else(|| TcError::invarg("invalid parent ID", v, i))?);
+            }
+            "estimator" | "est" => {
+                cur.value()?;
+                cur.value()?;
+            }
+            w if matches(w, "help") => {
+                return Err(TcError::usage("Usage: tc class [ add | del | change | replace | show ] dev STRING\n       [ classid CLASSID ] [ root | parent CLASSID ]\n       [ [ QDISC_KIND ] [ help | OPTIONS ] ]", Some(at)))
+            }
+            _ => {
+                c.kind = Some((w.to_string(), at));
+                break;
+            }
+        }
+    }
+    if verb == Verb::Show {
+        return Ok(c);
+    }
+    if let Some((k, ki)) = c.kind.clone() {
+        c.opts = Some(match k.as_str() {
+            "htb" => ClassOpts::Htb(parse_htb_class(cur)?),
+            "drr" => {
+                let mut quantum = None;
+                while let Some(w) = cur.peek() {
+                    let at = cur.pos;
+                    cur.pos += 1;
+                    if w == "quantum" {
+                        let q = size_arg(cur, "quantum")?;
+                        if q == 0 {
+                            return Err(illegal("quantum", at + 1, None));
+                        }
+                        quantum = Some(q);
+                    } else {
+                        return Err(what_is(w, at, "Usage: ... drr [ quantum BYTES ]"));
+                    }
+                }
+                ClassOpts::Drr { quantum }
+            }
+            "prio" | "pfifo_fast" | "tbf" | "sfq" | "codel" | "fq_codel" | "pfifo" | "bfifo" | "ingress"
+            | "clsact" => {
+                return Err(TcError::usage(format!("Error: Qdisc \"{k}\" is classless."), Some(ki)));
+            }
+            _ => {
+                return Err(TcError::usage(
+                    format!(
+                        "Unknown qdisc \"{k}\", hence option \"{}\" is unparsable",
+                        cur.peek().unwrap_or("")
+                    ),
+                    Some(ki),
+                ))
+            }
+        });
+    }
+    Ok(c)
+}
+
+fn parse_filter(verb: Verb, cur: &mut Cur) -> Result<FilterCmd, TcError> {
+    let mut c = FilterCmd {
+        verb,
+        dev: None,
+        parent: None,
+        prio: 0,
+        protocol: None,
+        chain: None,
+        kind: None,
+        spec: None,
+    };
+    let mut fhandle: Option<(usize, String)> = None;
+    while let Some(w) = cur.peek() {
+        let at = cur.pos;
+        cur.pos += 1;
+        match w {
+            "dev" => {
+                let (i, v) = cur.value()?;
+                if c.dev.is_some() {
+                    return Err(TcError::duparg("dev", v, i));
+                }
+                c.dev = Some((v.to_string(), i));
+            }
+            "root" => {
+                if c.parent.is_some() {
+                    return Err(TcError::fatal("Error: \"root\" is duplicate parent ID", Some(at)));
+                }
+                c.parent = Some(H_ROOT);
+            }
+            "ingress" | "egress" => {
+                if c.parent.is_some() {
+                    return Err(TcError::fatal(format!("Error: \"{w}\" is duplicate parent ID"), Some(at)));
+                }
+                c.parent = Some(if w == "ingress" { H_MIN_INGRESS } else { H_MIN_EGRESS });
+            }
+            "parent" => {
+                let (i, v) = cur.value()?;
+                if c.parent.is_some() {
+                    return Err(TcError::duparg("parent", v, i));
+                }
+                c.parent = Some(get_tc_classid(v).ok_or_else(|| TcError::invarg("Invalid parent ID", v, i))?);
+            }
+            "handle" => {
+                let (i, v) = cur.value()?;
+                if fhandle.is_some() {
+                    return Err(TcError::duparg("handle", v, i));
+                }
+                fhandle = Some((i, v.to_string()));
+            }
+            "chain" => {
+                let (i, v) = cur.value()?;
+                c.chain = Some(get_u32(v).ok_or_else(|| TcError::invarg("invalid chain index value", v, i))?);
+            }
+            w if w == "prio" || matches(w, "pref") || matches(w, "priority") => {
+                let (i, v) = cur.value()?;
+                if c.prio != 0 {
+                    return Err(TcError::duparg("priority", v, i));
+                }
+                c.prio = get_u32(v).filter(|&p| p <= 0xFFFF).ok_or_else(|| TcError::invarg("invalid priority value", v, i))?;
+            }
+            w if matches(w, "protocol") => {
+                let (i, v) = cur.value()?;
+                if c.protocol.is_some() {
+                    return Err(TcError::duparg("protocol", v, i));
+                }
+                c.protocol = Some(proto_from_name(v).ok_or_else(|| TcError::invarg("invalid protocol", v, i))?);
+            }
+            "estimator" | "est" => {
+                cur.value()?;
+                cur.value()?;
+            }
+            w if matches(w, "help") => {
+                return Err(TcError::usage("Usage: tc filter [ add | del | change | replace | show ] [ dev STRING ]\n       tc filter get dev STRING parent CLASSID protocol PROTO handle FILTERID pref PRIO FILTER_TYPE", Some(at)))
+            }
+            _ => {
+                c.kind = Some((w.to_string(), at));
+                break;
+            }
+        }
+    }
+    if verb == Verb::Show {
+        return Ok(c);
+    }
+    match c.kind.clone() {
+        Some((k, ki)) => {
+            let handle = fhandle.as_ref().map(|(i, s)| (*i, s.as_str()));
+            let spec = match k.as_str() {
+                "u32" => super::filters::parse_u32(cur, handle)?,
+                "flow" => super::filters::parse_flow(cur, handle)?,
+                "fw" => super::filters::parse_fw(cur, handle)?,
+                "matchall" => super::filters::parse_matchall(cur, handle)?,
+                "basic" => super::filters::parse_basic(cur, handle)?,
+                _ => {
+                    return Err(TcError::usage(
+                        format!(
+                            "Unknown filter \"{k}\", hence option \"{}\" is unparsable",
+                            cur.peek().unwrap_or("")
+                        ),
+                        Some(ki),
+                    ))
+                }
+            };
+            c.spec = Some(spec);
+        }
+        None => {
+            if fhandle.is_some() {
+                return Err(TcError::fatal("Must specify filter type when using \"handle\"", None));
+            }
+        }
+    }
+    Ok(c)
+}
+
+/// Gives the filter parsers access to the cursor helpers.
+pub(crate) mod helpers {
+    pub(crate) use super::{get_tc_classid, get_u32, illegal, matches, rate_arg, size_arg, what_is, Cur};
+}

@@ -1,0 +1,965 @@
+//! What the kernel checks and does with a tc request, applied to the emulated [`State`].
+//!
+//! Messages are the kernel's extack strings (`Error: ...`), or `RTNETLINK answers: ...` where the
+//! kernel gives none. Every request is all-or-nothing: callers keep a copy and restore it on error.
+
+use super::args::{ClassCmd, FilterCmd, QdiscCmd, Verb};
+use super::error::TcError;
+use crate::model::*;
+
+/// Finds a device or fails like tc (`Cannot find device "X"`, exit 1).
+pub fn device_mut<'a>(
+    state: &'a mut State,
+    dev: &Option<(String, usize)>,
+) -> Result<&'a mut Device, TcError> {
+    let Some((name, i)) = dev else {
+        return Err(TcError::usage("Must specify device.", None));
+    };
+    state
+        .devices
+        .iter_mut()
+        .find(|d| &d.name == name)
+        .ok_or_else(|| TcError::usage(format!("Cannot find device \"{name}\""), Some(*i)))
+}
+
+/// True when `classid` names an existing class of qdisc `q`.
+pub fn class_exists(dev: &Device, q: &QdiscNode, classid: u32) -> bool {
+    if classid & 0xFFFF_0000 != q.handle {
+        return false;
+    }
+    let minor = classid & 0xFFFF;
+    match &q.opts {
+        QdiscOpts::Prio(p) => minor >= 1 && minor <= p.bands,
+        QdiscOpts::PfifoFast => false,
+        QdiscOpts::Tbf(_) => minor == 1,
+        QdiscOpts::Htb(_) | QdiscOpts::Drr => dev.class(classid).is_some(),
+        _ => false,
+    }
+}
+
+fn has_class_ops(q: &QdiscNode) -> bool {
+    matches!(
+        q.opts,
+        QdiscOpts::Prio(_)
+            | QdiscOpts::Tbf(_)
+            | QdiscOpts::Htb(_)
+            | QdiscOpts::Drr
+            | QdiscOpts::Sfq(_)
+            | QdiscOpts::FqCodel(_)
+    )
+}
+
+/// Removes qdisc `handle` and everything below it (classes, child qdiscs, filters).
+pub fn remove_qdisc_tree(dev: &mut Device, handle: u32) {
+    let mut doomed_q = vec![handle];
+    let mut i = 0;
+    while i < doomed_q.len() {
+        let h = doomed_q[i];
+        for q in &dev.qdiscs {
+            if q.parent != H_ROOT
+                && q.parent != H_INGRESS
+                && q.parent & 0xFFFF_0000 == h
+                && !doomed_q.contains(&q.handle)
+            {
+                doomed_q.push(q.handle);
+            }
+        }
+        i += 1;
+    }
+    let is_ingress = dev.qdisc(handle).is_some_and(|q| q.parent == H_INGRESS);
+    dev.qdiscs.retain(|q| !doomed_q.contains(&q.handle));
+    dev.classes.retain(|c| !doomed_q.contains(&(c.classid & 0xFFFF_0000)));
+    dev.filters.retain(|f| {
+        let block_q = if f.parent == H_MIN_INGRESS || f.parent == H_MIN_EGRESS {
+            0xFFFF_0000
+        } else {
+            f.parent & 0xFFFF_0000
+        };
+        if is_ingress && block_q == 0xFFFF_0000 {
+            return false;
+        }
+        !doomed_q.contains(&block_q)
+    });
+    dev.u32_blocks.retain(|b| dev.filters.iter().any(|f| f.parent == b.block));
+}
+
+fn flags(verb: Verb) -> (bool, bool, bool) {
+    // (create, excl, replace)
+    match verb {
+        Verb::Add => (true, true, false),
+        Verb::Replace => (true, false, true),
+        _ => (false, false, false),
+    }
+}
+
+/// `tc qdisc add|change|replace|delete`.
+pub fn qdisc_modify(state: &mut State, c: &QdiscCmd) -> Result<Vec<String>, TcError> {
+    let dev = device_mut(state, &c.dev)?;
+    if c.unknown_kind {
+        return Err(TcError::kernel("Specified qdisc kind is unknown"));
+    }
+    if c.verb == Verb::Delete {
+        return qdisc_delete(dev, c).map(|_| Vec::new());
+    }
+    let (create, excl, replace) = flags(c.verb);
+    let kind = c.kind.as_ref().map(|k| k.0.as_str());
+    let handle = c.handle.unwrap_or(0);
+    let mut existing: Option<u32> = None; // handle of the qdisc to change
+    let mut graft_old: Option<u32> = None; // qdisc in the slot being replaced
+    let slot = match c.parent {
+        Some(parent) => {
+            let q = if parent == H_ROOT || parent == H_INGRESS {
+                dev.qdisc_at(parent).map(|q| q.handle)
+            } else {
+                let p = dev
+                    .qdisc(parent)
+                    .ok_or_else(|| TcError::kernel("Failed to find specified qdisc"))?
+                    .clone();
+                if !has_class_ops(&p) {
+                    return Err(TcError::kernel("Parent qdisc is not classful"));
+                }
+                if !class_exists(dev, &p, parent) {
+                    return Err(TcError::kernel("Specified class not found"));
+                }
+                if dev.child_classes(parent).next().is_some() {
+                    // An inner HTB class has no leaf to graft onto.
+                    return Err(TcError::errno("Invalid argument"));
+                }
+                dev.qdisc_at(parent).map(|q| q.handle)
+            };
+            let mut create_n_graft = false;
+            match q {
+                Some(qh) if handle != 0 && qh == handle => existing = Some(qh),
+                Some(qh) if handle != 0 => {
+                    if !replace {
+                        return Err(TcError::kernel("NLM_F_REPLACE needed to override"));
+                    }
+                    if let Some(other) = dev.qdisc(handle) {
+                        if excl {
+                            return Err(TcError::kernel("Exclusivity flag on, cannot override"));
+                        }
+                        if kind.is_some_and(|k| k != other.opts.kind()) {
+                            return Err(TcError::kernel("Invalid qdisc name"));
+                        }
+                        return Err(TcError::kernel(
+                            "Sluice cannot move an existing qdisc to another parent",
+                        ));
+                    }
+                    graft_old = Some(qh);
+                    create_n_graft = true;
+                }
+                Some(qh) => {
+                    let cur_kind = dev.qdisc(qh).map(|q| q.opts.kind()).unwrap_or("");
+                    if create && replace && kind.is_some_and(|k| k != cur_kind) {
+                        graft_old = Some(qh);
+                        create_n_graft = true;
+                    } else {
+                        existing = Some(qh);
+                    }
+                }
+                None => {
+                    if handle != 0 && dev.qdisc(handle).is_some() {
+                        if excl {
+                            return Err(TcError::kernel("Exclusivity flag on, cannot override"));
+                        }
+                        return Err(TcError::kernel(
+                            "Sluice cannot move an existing qdisc to another parent",
+                        ));
+                    }
+                    create_n_graft = true;
+                }
+            }
+            if create_n_graft {
+                Some(parent)
+            } else {
+                None
+            }
+        }
+        None => {
+            if handle == 0 {
+                return Err(TcError::kernel("Handle cannot be zero"));
+            }
+            existing = dev.qdisc(handle).map(|q| q.handle);
+            None
+        }
+    };
+    if let Some(parent) = slot {
+        if !create {
+            return Err(TcError::kernel("Qdisc not found. To create specify NLM_F_CREATE flag"));
+        }
+        let Some(opts) = c.opts.clone() else {
+            return Err(TcError::kernel("Specified qdisc kind is unknown"));
+        };
+        if parent == H_INGRESS && !matches!(opts, QdiscOpts::Ingress | QdiscOpts::Clsact) {
+            return Err(TcError::kernel("Specified qdisc kind is unknown"));
+        }
+        if matches!(opts, QdiscOpts::Ingress | QdiscOpts::Clsact) && parent != H_INGRESS {
+            return Err(TcError::errno("Invalid argument"));
+        }
+        let new_handle = if handle != 0 {
+            handle
+        } else {
+            let mut h = dev.next_auto_handle;
+            while dev.qdisc(h << 16).is_some() {
+                h += 1;
+            }
+            dev.next_auto_handle = h + 1;
+            h << 16
+        };
+        let opts = validate_qdisc(dev, opts, None)?;
+        if let Some(old) = graft_old {
+            remove_qdisc_tree(dev, old);
+        }
+        dev.qdiscs.push(QdiscNode { handle: new_handle, parent, opts, stats: Default::default() });
+        return Ok(Vec::new());
+    }
+    let Some(qh) = existing else {
+        return Err(TcError::kernel("Specified qdisc not found"));
+    };
+    if excl {
+        return Err(TcError::kernel("Exclusivity flag on, cannot modify"));
+    }
+    let old = dev.qdisc(qh).cloned().ok_or_else(|| TcError::kernel("Specified qdisc not found"))?;
+    if kind.is_some_and(|k| k != old.opts.kind()) {
+        return Err(TcError::kernel("Invalid qdisc name"));
+    }
+    let Some(new) = c.opts.clone() else {
+        return Ok(Vec::new());
+    };
+    let merged = validate_qdisc(dev, new, Some(&old.opts))?;
+    if let Some(q) = dev.qdiscs.iter_mut().find(|q| q.handle == qh) {
+        q.opts = merged;
+    }
+    Ok(Vec::new())
+}
+
+/// Kernel-side checks; for `change`, merges with the previous options where the kernel keeps
+/// attributes that were not sent.
+fn validate_qdisc(dev: &Device, new: QdiscOpts, old: Option<&QdiscOpts>) -> Result<QdiscOpts, TcError> {
+    let einval = || TcError::errno("Invalid argument");
+    Ok(match (new, old) {
+        (QdiscOpts::Prio(p), _) => {
+            if !(2..=16).contains(&p.bands) || p.priomap.iter().any(|&b| b as u32 >= p.bands) {
+                return Err(einval());
+            }
+            QdiscOpts::Prio(p)
+        }
+        (QdiscOpts::Tbf(t), _) => {
+            if let Some(pk) = t.peakrate {
+                if pk <= t.rate {
+                    return Err(einval());
+                }
+            }
+            QdiscOpts::Tbf(t)
+        }
+        (QdiscOpts::Sfq(s), _) => {
+            if let Some(d) = s.divisor {
+                if d == 0 || d & (d - 1) != 0 || d > 65536 {
+                    return Err(einval());
+                }
+            }
+            if let Some(r) = &s.red {
+                if r.min > r.max {
+                    return Err(einval());
+                }
+            }
+            QdiscOpts::Sfq(s)
+        }
+        (QdiscOpts::Codel(n), Some(QdiscOpts::Codel(o))) => QdiscOpts::Codel(CodelOpts {
+            limit: n.limit.or(o.limit),
+            target: n.target.or(o.target),
+            interval: n.interval.or(o.interval),
+            ce_threshold: n.ce_threshold.or(o.ce_threshold),
+            ecn: n.ecn.or(o.ecn),
+        }),
+        (QdiscOpts::FqCodel(n), Some(QdiscOpts::FqCodel(o))) => {
+            if n.flows.is_some() && n.flows != o.flows {
+                return Err(TcError::kernel("fq_codel: Number of flows cannot be changed"));
+            }
+            QdiscOpts::FqCodel(FqCodelOpts {
+                limit: n.limit.or(o.limit),
+                flows: n.flows.or(o.flows),
+                quantum: n.quantum.or(o.quantum),
+                target: n.target.or(o.target),
+                interval: n.interval.or(o.interval),
+                ce_threshold: n.ce_threshold.or(o.ce_threshold),
+                memory_limit: n.memory_limit.or(o.memory_limit),
+                ecn: n.ecn.or(o.ecn),
+                drop_batch: n.drop_batch.or(o.drop_batch),
+            })
+        }
+        (QdiscOpts::FqCodel(n), None) => {
+            if n.flows == Some(0) || n.flows.is_some_and(|f| f > 65536) {
+                return Err(einval());
+            }
+            QdiscOpts::FqCodel(n)
+        }
+        (QdiscOpts::Htb(n), Some(QdiscOpts::Htb(_))) => {
+            let _ = dev;
+            QdiscOpts::Htb(n)
+        }
+        (n, _) => n,
+    })
+}
+
+fn qdisc_delete(dev: &mut Device, c: &QdiscCmd) -> Result<(), TcError> {
+    let kind = c.kind.as_ref().map(|k| k.0.as_str());
+    let handle = c.handle.unwrap_or(0);
+    let qh = match c.parent {
+        Some(parent) => {
+            let q = if parent == H_ROOT {
+                // The default root (noqueue) has handle 0.
+                Some(dev.root().map(|q| q.handle).unwrap_or(0))
+            } else if parent == H_INGRESS || parent & 0xFFFF_0000 == 0xFFFF_0000 {
+                dev.qdisc_at(H_INGRESS).map(|q| q.handle)
+            } else {
+                let p = dev
+                    .qdisc(parent)
+                    .ok_or_else(|| TcError::kernel("Failed to find qdisc with specified classid"))?
+                    .clone();
+                if !class_exists(dev, &p, parent) {
+                    return Err(TcError::kernel("Specified class not found"));
+                }
+                Some(dev.qdisc_at(parent).map(|q| q.handle).unwrap_or(0))
+            };
+            let q = q.ok_or_else(|| TcError::kernel("Cannot find specified qdisc on specified device"))?;
+            if handle != 0 && q != handle {
+                return Err(TcError::kernel("Invalid handle"));
+            }
+            q
+        }
+        None => {
+            let q = dev.qdisc(handle).filter(|_| handle != 0).map(|q| q.handle);
+            let q = q.ok_or_else(|| TcError::kernel("Failed to find qdisc with specified handle"))?;
+            if kind.is_some_and(|k| Some(k) != dev.qdisc(q).map(|x| x.opts.kind())) {
+                return Err(TcError::kernel("Invalid qdisc name"));
+            }
+            return Err(TcError::kernel("Classid cannot be zero"));
+        }
+    };
+    if q_is_default(qh) {
+        return Err(TcError::kernel("Cannot delete qdisc with handle of zero"));
+    }
+    if kind.is_some_and(|k| Some(k) != dev.qdisc(qh).map(|x| x.opts.kind())) {
+        return Err(TcError::kernel("Invalid qdisc name"));
+    }
+    remove_qdisc_tree(dev, qh);
+    Ok(())
+}
+
+fn q_is_default(h: u32) -> bool {
+    h == 0
+}
+
+/// `tc class add|change|replace|delete`.
+pub fn class_modify(state: &mut State, c: &ClassCmd) -> Result<Vec<String>, TcError> {
+    let dev = device_mut(state, &c.dev)?;
+    let (create, excl, _) = flags(c.verb);
+    let clid = c.classid.unwrap_or(0);
+    let portid = c.parent.unwrap_or(0);
+    let root_handle = dev.root().map(|q| q.handle).unwrap_or(0);
+    let mut qid = clid & 0xFFFF_0000;
+    let mut parent = portid;
+    if portid != H_ROOT {
+        let qid1 = portid & 0xFFFF_0000;
+        if qid != 0 && qid1 != 0 {
+            if qid != qid1 {
+                return Err(TcError::errno("Invalid argument"));
+            }
+        } else if qid1 != 0 {
+            qid = qid1;
+        } else if qid == 0 {
+            qid = root_handle;
+        }
+        if portid != 0 {
+            parent = qid | (portid & 0xFFFF);
+        }
+    } else if qid == 0 {
+        qid = root_handle;
+    }
+    let q = dev
+        .qdisc(qid)
+        .filter(|_| qid != 0)
+        .cloned()
+        .ok_or_else(|| TcError::errno("No such file or directory"))?;
+    let clid = if clid == 0 { 0 } else { qid | (clid & 0xFFFF) };
+    let exists = clid != 0 && class_exists(dev, &q, clid);
+    if c.verb == Verb::Delete {
+        if !exists {
+            return Err(TcError::errno("No such file or directory"));
+        }
+        return class_delete(dev, &q, clid).map(|_| Vec::new());
+    }
+    if exists && excl {
+        return Err(TcError::errno("File exists"));
+    }
+    if !exists && !create {
+        return Err(TcError::errno("No such file or directory"));
+    }
+    if let Some((k, _)) = &c.kind {
+        if k != q.opts.kind() {
+            return Err(TcError::errno("Invalid argument"));
+        }
+    }
+    let Some(opts) = c.opts.clone() else {
+        return Err(TcError::errno("Invalid argument"));
+    };
+    let mut warnings = Vec::new();
+    match (&q.opts, &opts) {
+        (QdiscOpts::Htb(h), ClassOpts::Htb(o)) => {
+            if o.rate == 0 || o.ceil == 0 {
+                return Err(TcError::errno("Invalid argument"));
+            }
+            if o.quantum.is_none() {
+                let qn = (o.rate / 8) / h.r2q.max(1) as u64;
+                if qn < 1000 {
+                    warnings.push(format!(
+                        "Warning: sch_htb: quantum of class {clid:X} is small. Consider r2q change."
+                    ));
+                } else if qn > 200_000 {
+                    warnings.push(format!(
+                        "Warning: sch_htb: quantum of class {clid:X} is big. Consider r2q change."
+                    ));
+                }
+            }
+            if exists {
+                if let Some(cl) = dev.classes.iter_mut().find(|x| x.classid == clid) {
+                    cl.opts = opts;
+                }
+                return Ok(warnings);
+            }
+            if clid == 0 || clid & 0xFFFF == 0 {
+                return Err(TcError::errno("Invalid argument"));
+            }
+            // Kernel HTB: an unknown parent id makes a root class (lint reports it).
+            let pclass = if parent == H_ROOT { None } else { dev.class(parent).cloned() };
+            let parent_id = pclass.as_ref().map(|p| p.classid).unwrap_or(q.handle);
+            if let Some(p) = &pclass {
+                let depth = class_depth(dev, p.classid);
+                if depth >= 7 {
+                    return Err(TcError::kernel("sch_htb: tree is too deep"));
+                }
+                // The parent becomes an inner class: its leaf qdisc goes away.
+                if let Some(leaf) = dev.qdisc_at(p.classid).map(|l| l.handle) {
+                    remove_qdisc_tree(dev, leaf);
+                }
+            }
+            dev.classes.push(ClassNode { classid: clid, parent: parent_id, opts, stats: Default::default() });
+        }
+        (QdiscOpts::Drr, ClassOpts::Drr { .. }) => {
+            if exists {
+                if let Some(cl) = dev.classes.iter_mut().find(|x| x.classid == clid) {
+                    cl.opts = opts;
+                }
+                return Ok(warnings);
+            }
+            if clid == 0 || clid & 0xFFFF == 0 {
+                return Err(TcError::errno("Invalid argument"));
+            }
+            dev.classes.push(ClassNode { classid: clid, parent: q.handle, opts, stats: Default::default() });
+        }
+        _ => return Err(TcError::errno("Operation not supported")),
+    }
+    Ok(warnings)
+}
+
+fn class_depth(dev: &Device, mut classid: u32) -> usize {
+    let mut d = 0;
+    while let Some(c) = dev.class(classid) {
+        d += 1;
+        if d > 16 {
+            break;
+        }
+        classid = c.parent;
+    }
+    d
+}
+
+fn class_delete(dev: &mut Device, q: &QdiscNode, clid: u32) -> Result<(), TcError> {
+    let kind_msg = match q.opts {
+        QdiscOpts::Htb(_) => "HTB class in use",
+        QdiscOpts::Drr => "DRR class is in use",
+        _ => return Err(TcError::errno("Operation not supported")),
+    };
+    let has_children = dev.child_classes(clid).next().is_some();
+    let bound =
+        dev.filters.iter().any(|f| f.opts.classid() == Some(clid) && (f.parent & 0xFFFF_0000) == q.handle);
+    if has_children || bound {
+        return Err(TcError::kernel(kind_msg));
+    }
+    if let Some(leaf) = dev.qdisc_at(clid).map(|l| l.handle) {
+        remove_qdisc_tree(dev, leaf);
+    }
+    dev.classes.retain(|c| c.classid != clid);
+    dev.filters.retain(|f| f.parent != clid);
+    Ok(())
+}
+
+/// Resolves a filter parent to its block id: the qdisc handle, an HTB class, or ingress/egress.
+pub fn resolve_block(dev: &Device, parent: Option<u32>) -> Result<u32, TcError> {
+    let parent = parent.unwrap_or(0);
+    if parent == H_MIN_INGRESS || parent == H_MIN_EGRESS {
+        let q = dev.qdisc_at(H_INGRESS).ok_or_else(|| TcError::kernel("Parent Qdisc doesn't exists"))?;
+        if parent == H_MIN_EGRESS && !matches!(q.opts, QdiscOpts::Clsact) {
+            return Err(TcError::kernel("Parent Qdisc doesn't exists"));
+        }
+        return Ok(parent);
+    }
+    let q = if parent == 0 || parent == H_ROOT {
+        dev.root().ok_or_else(|| TcError::kernel("Qdisc not classful"))?
+    } else {
+        dev.qdisc(parent).ok_or_else(|| TcError::kernel("Parent Qdisc doesn't exists"))?
+    };
+    let minor = if parent == H_ROOT { 0 } else { parent & 0xFFFF };
+    match &q.opts {
+        QdiscOpts::Ingress | QdiscOpts::Clsact => {
+            if minor == 0 || minor == 0xFFF2 {
+                Ok(H_MIN_INGRESS)
+            } else if minor == 0xFFF3 && matches!(q.opts, QdiscOpts::Clsact) {
+                Ok(H_MIN_EGRESS)
+            } else {
+                Err(TcError::kernel("Specified class doesn't exist"))
+            }
+        }
+        QdiscOpts::Htb(_)
+        | QdiscOpts::Prio(_)
+        | QdiscOpts::Drr
+        | QdiscOpts::Sfq(_)
+        | QdiscOpts::FqCodel(_) => {
+            if minor == 0 {
+                return Ok(q.handle);
+            }
+            if !class_exists(dev, q, parent) {
+                return Err(TcError::kernel("Specified class doesn't exist"));
+            }
+            if matches!(q.opts, QdiscOpts::Htb(_)) {
+                Ok(parent)
+            } else {
+                Err(TcError::kernel("Class doesn't support blocks"))
+            }
+        }
+        _ => Err(TcError::kernel("Class doesn't support blocks")),
+    }
+}
+
+fn next_action_index(state_actions: usize) -> u32 {
+    state_actions as u32 + 1
+}
+
+/// `tc filter add|change|replace|delete`.
+pub fn filter_modify(state: &mut State, c: &FilterCmd) -> Result<Vec<String>, TcError> {
+    let gact_count =
+        state.devices.iter().flat_map(|d| d.filters.iter()).map(|f| f.actions.len()).sum::<usize>();
+    let names: Vec<String> = state.devices.iter().map(|d| d.name.clone()).collect();
+    let dev = device_mut(state, &c.dev)?;
+    let block = resolve_block(dev, c.parent)?;
+    let chain = c.chain.unwrap_or(0);
+    let kind = c.kind.as_ref().map(|k| k.0.clone());
+    let in_tp = |f: &FilterNode, prio: u16| f.parent == block && f.chain == chain && f.prio == prio;
+    if c.verb == Verb::Delete {
+        if c.prio == 0 {
+            dev.filters.retain(|f| !(f.parent == block && f.chain == chain));
+            return Ok(Vec::new());
+        }
+        let prio = c.prio as u16;
+        let tp = dev.filters.iter().find(|f| in_tp(f, prio)).cloned();
+        let Some(tp) = tp.filter(|t| c.protocol.is_none_or(|p| p == t.protocol)) else {
+            return Err(TcError::kernel("Filter with specified priority/protocol not found"));
+        };
+        if kind.as_deref().is_some_and(|k| k != tp.opts.kind()) {
+            return Err(TcError::kernel("Specified filter kind does not match existing one"));
+        }
+        let handle = c.spec.as_ref().map(|s| s.handle).unwrap_or(0);
+        if handle == 0 {
+            dev.filters.retain(|f| !in_tp(f, prio));
+            return Ok(Vec::new());
+        }
+        let pos = dev.filters.iter().position(|f| in_tp(f, prio) && f.handle == handle);
+        let Some(pos) = pos else {
+            return Err(TcError::kernel("Specified filter handle not found"));
+        };
+        let removed = dev.filters.remove(pos);
+        if let FilterOpts::U32Table { .. } = removed.opts {
+            let ht = removed.handle & 0xFFF0_0000;
+            dev.filters.retain(|f| {
+                !(f.parent == block && matches!(f.opts, FilterOpts::U32(_)) && f.handle & 0xFFF0_0000 == ht)
+            });
+        }
+        // The classifier goes away with its last filter (u32 keeps only its root table).
+        let left = dev.filters.iter().filter(|f| in_tp(f, prio)).count();
+        let only_root = dev
+            .filters
+            .iter()
+            .filter(|f| in_tp(f, prio))
+            .all(|f| matches!(f.opts, FilterOpts::U32Table { .. }) && f.handle >> 20 >= 0x800);
+        if left == 0 || only_root {
+            dev.filters.retain(|f| !in_tp(f, prio));
+        }
+        return Ok(Vec::new());
+    }
+    let (create, excl, _) = flags(c.verb);
+    let Some(spec) = c.spec.clone() else {
+        return Err(TcError::kernel("Filter kind and protocol must be specified"));
+    };
+    let kind = kind.unwrap_or_default();
+    let mut prio = c.prio as u16;
+    if prio == 0 {
+        if !create {
+            return Err(TcError::kernel("Invalid filter command with priority of zero"));
+        }
+        prio = dev
+            .filters
+            .iter()
+            .filter(|f| f.parent == block && f.chain == chain)
+            .map(|f| f.prio)
+            .min()
+            .map(|p| p.saturating_sub(1))
+            .unwrap_or(0xC000);
+    }
+    let tp = dev.filters.iter().find(|f| in_tp(f, prio)).cloned();
+    let protocol = match &tp {
+        Some(t) => {
+            if c.protocol.is_some_and(|p| p != t.protocol) {
+                return Err(TcError::errno("Invalid argument"));
+            }
+            if t.opts.kind() != kind {
+                return Err(TcError::kernel("Specified filter kind does not match existing one"));
+            }
+            t.protocol
+        }
+        None => {
+            if !create {
+                return Err(TcError::kernel("Filter with specified priority/protocol not found"));
+            }
+            c.protocol.unwrap_or(ETH_P_ALL)
+        }
+    };
+    let mut actions = spec.actions.clone();
+    let mut next = next_action_index(gact_count);
+    for a in &mut actions {
+        let idx = match a {
+            Action::Gact { index, .. } => index,
+            Action::Police(p) => &mut p.index,
+        };
+        if *idx == 0 {
+            *idx = next;
+            next += 1;
+        }
+    }
+    let mk = |opts: FilterOpts, handle: u32, prio: u16, actions: Vec<Action>| FilterNode {
+        parent: block,
+        chain,
+        prio,
+        protocol,
+        handle,
+        opts,
+        actions,
+    };
+    if kind == "u32" {
+        return u32_change(
+            dev,
+            block,
+            chain,
+            prio,
+            tp.is_none(),
+            &spec,
+            actions,
+            protocol,
+            (create, excl),
+            &names,
+        )
+        .map(|_| Vec::new());
+    }
+    let handle = spec.handle;
+    let existing = dev.filters.iter().position(|f| in_tp(f, prio) && handle != 0 && f.handle == handle);
+    match existing {
+        Some(pos) => {
+            if excl {
+                return Err(TcError::kernel("Filter already exists"));
+            }
+            let old = dev.filters[pos].clone();
+            let opts = match (&spec.opts, &old.opts) {
+                (FilterOpts::Flow(n), FilterOpts::Flow(o)) => FilterOpts::Flow(merge_flow(n, o, &spec.given)),
+                (n, _) => n.clone(),
+            };
+            dev.filters[pos] = mk(opts, handle, prio, actions);
+        }
+        None => {
+            if !create {
+                return Err(TcError::kernel(
+                    "Need both RTM_NEWTFILTER and NLM_F_CREATE to create a new filter",
+                ));
+            }
+            let handle = if handle != 0 {
+                handle
+            } else {
+                match spec.opts {
+                    FilterOpts::Fw(_) => return Err(TcError::errno("Invalid argument")),
+                    _ => {
+                        let mut h = 1;
+                        while dev.filters.iter().any(|f| in_tp(f, prio) && f.handle == h) {
+                            h += 1;
+                        }
+                        h
+                    }
+                }
+            };
+            if matches!(spec.opts, FilterOpts::Matchall(_)) && tp.is_some() {
+                return Err(TcError::errno("File exists"));
+            }
+            if let FilterOpts::Flow(f) = &spec.opts {
+                if f.keys == 0 {
+                    return Err(TcError::errno("Invalid argument"));
+                }
+            }
+            let mut opts = spec.opts.clone();
+            if let FilterOpts::Flow(f) = &mut opts {
+                // Kernel default base class: the qdisc's minor 1.
+                let q = if block == H_MIN_INGRESS || block == H_MIN_EGRESS {
+                    0xFFFF_0000
+                } else {
+                    block & 0xFFFF_0000
+                };
+                let b = f.baseclass.unwrap_or(0);
+                let b = if b & 0xFFFF_0000 == 0 { q | (b & 0xFFFF) } else { b };
+                f.baseclass = Some(if b & 0xFFFF == 0 { b | 1 } else { b });
+            }
+            dev.filters.push(mk(opts, handle, prio, actions));
+        }
+    }
+    Ok(Vec::new())
+}
+
+fn merge_flow(n: &FlowOpts, o: &FlowOpts, given: &[&str]) -> FlowOpts {
+    let g = |k: &str| given.contains(&k);
+    FlowOpts {
+        hash: n.hash,
+        keys: if g("keys") { n.keys } else { o.keys },
+        mask: if g("mask") { n.mask } else { o.mask },
+        xor: if g("mask") { n.xor } else { o.xor },
+        rshift: n.rshift.or(o.rshift),
+        addend: n.addend.or(o.addend),
+        divisor: n.divisor.or(o.divisor),
+        baseclass: n.baseclass.or(o.baseclass),
+        perturb: n.perturb.or(o.perturb),
+        ematch: n.ematch.clone().or(o.ematch.clone()),
+    }
+}
+
+fn u32_tables(dev: &Device, block: u32) -> impl Iterator<Item = &FilterNode> {
+    dev.filters.iter().filter(move |f| f.parent == block && matches!(f.opts, FilterOpts::U32Table { .. }))
+}
+
+fn u32_table(dev: &Device, block: u32, htid: u32) -> Option<&FilterNode> {
+    u32_tables(dev, block).find(|f| f.handle == htid & 0xFFF0_0000)
+}
+
+/// Hash-table id allocator: the first u32 root on a block is 800:, later ones cycle from 801:.
+fn u32_new_htid(dev: &mut Device, block: u32) -> u32 {
+    let in_use: Vec<u32> = u32_tables(dev, block).map(|f| f.handle >> 20).collect();
+    let entry = match dev.u32_blocks.iter().position(|b| b.block == block) {
+        Some(i) => i,
+        None => {
+            dev.u32_blocks.push(U32Block { block, roots_created: 0 });
+            dev.u32_blocks.len() - 1
+        }
+    };
+    if in_use.is_empty() {
+        dev.u32_blocks[entry].roots_created = 0;
+        return 0x800 << 20;
+    }
+    let mut id = dev.u32_blocks[entry].roots_created;
+    for _ in 0..0x7FF {
+        id = if id >= 0x7FF { 1 } else { id + 1 };
+        if !in_use.contains(&(id | 0x800)) {
+            dev.u32_blocks[entry].roots_created = id;
+            return (id | 0x800) << 20;
+        }
+    }
+    0
+}
+
+#[allow(clippy::too_many_arguments)]
+fn u32_change(
+    dev: &mut Device,
+    block: u32,
+    chain: u32,
+    prio: u16,
+    new_tp: bool,
+    spec: &super::args::FilterSpec,
+    actions: Vec<Action>,
+    protocol: u16,
+    (create, excl): (bool, bool),
+    devices: &[String],
+) -> Result<(), TcError> {
+    let node = |opts, handle, prio| FilterNode {
+        parent: block,
+        chain,
+        prio,
+        protocol,
+        handle,
+        opts,
+        actions: actions.clone(),
+    };
+    let mut pending: Vec<FilterNode> = Vec::new();
+    if new_tp {
+        let root = u32_new_htid(dev, block);
+        pending.push(node(FilterOpts::U32Table { divisor: 1 }, root, prio));
+    }
+    // Tables visible from this request include a root created just now.
+    let lookup = |dev: &Device, pending: &[FilterNode], ht: u32| -> Option<FilterNode> {
+        u32_table(dev, block, ht)
+            .cloned()
+            .or_else(|| pending.iter().find(|f| f.handle == ht & 0xFFF0_0000).cloned())
+    };
+    let tp_root = pending
+        .first()
+        .cloned()
+        .or_else(|| {
+            dev.filters
+                .iter()
+                .find(|f| {
+                    f.parent == block
+                        && f.chain == chain
+                        && f.prio == prio
+                        && matches!(f.opts, FilterOpts::U32Table { .. })
+                        && f.handle >> 20 >= 0x800
+                })
+                .cloned()
+        })
+        .ok_or_else(|| TcError::errno("Invalid argument"))?;
+    let handle = spec.handle;
+    // tc's `get(handle)`: an existing table or key node.
+    let existing = if handle != 0 {
+        let ht = lookup(dev, &pending, handle);
+        match ht {
+            Some(t) if handle & 0xFFFFF == 0 => Some(t),
+            Some(_) => dev
+                .filters
+                .iter()
+                .find(|f| f.parent == block && matches!(f.opts, FilterOpts::U32(_)) && f.handle == handle)
+                .cloned(),
+            None => None,
+        }
+    } else {
+        None
+    };
+    if let Some(e) = &existing {
+        if excl {
+            return Err(TcError::kernel("Filter already exists"));
+        }
+        if handle & 0xFFFFF == 0 {
+            return Err(TcError::kernel("cls_u32: Key node id cannot be zero"));
+        }
+        let FilterOpts::U32(_) = &spec.opts else {
+            return Err(TcError::kernel("cls_u32: Divisor can only be used on a hash table"));
+        };
+        check_u32_refs(dev, block, &pending, spec, devices)?;
+        let mut n = e.clone();
+        n.opts = spec.opts.clone();
+        n.actions = actions.clone();
+        if let Some(f) = dev
+            .filters
+            .iter_mut()
+            .find(|f| f.parent == block && f.handle == e.handle && matches!(f.opts, FilterOpts::U32(_)))
+        {
+            *f = n;
+        }
+        dev.filters.extend(pending);
+        return Ok(());
+    }
+    if !create {
+        return Err(TcError::kernel("Need both RTM_NEWTFILTER and NLM_F_CREATE to create a new filter"));
+    }
+    match &spec.opts {
+        FilterOpts::U32Table { divisor } => {
+            if *divisor > 256 {
+                return Err(TcError::kernel("cls_u32: Exceeded maximum 256 hash buckets"));
+            }
+            if handle & 0xFFFFF != 0 {
+                return Err(TcError::kernel("cls_u32: Divisor can only be used on a hash table"));
+            }
+            let h = if handle == 0 {
+                let h = u32_new_htid(dev, block);
+                if h == 0 {
+                    return Err(TcError::errno("Cannot allocate memory"));
+                }
+                h
+            } else {
+                if lookup(dev, &pending, handle).is_some() {
+                    return Err(TcError::errno("No space left on device"));
+                }
+                handle
+            };
+            pending.push(node(FilterOpts::U32Table { divisor: *divisor }, h, prio));
+        }
+        FilterOpts::U32(_) => {
+            let (ht, htid) = match spec.u32_htid {
+                Some(t) if t >> 20 != 0 => {
+                    let ht = lookup(dev, &pending, t)
+                        .ok_or_else(|| TcError::kernel("cls_u32: Specified hash table not found"))?;
+                    (ht, t)
+                }
+                Some(t) => (tp_root.clone(), tp_root.handle | (t & 0xFF000)),
+                None => (tp_root.clone(), tp_root.handle),
+            };
+            let FilterOpts::U32Table { divisor } = ht.opts else {
+                return Err(TcError::errno("Invalid argument"));
+            };
+            if (htid >> 12) & 0xFF > divisor - 1 {
+                return Err(TcError::kernel("cls_u32: Specified hash table bucket exceeds size"));
+            }
+            let h = if handle != 0 {
+                if handle >> 20 != 0 && (handle ^ htid) >> 20 != 0 {
+                    return Err(TcError::kernel("cls_u32: Handle specified hash table address mismatch"));
+                }
+                (htid & 0xFFFFF000) | (handle & 0xFFF)
+            } else {
+                let maxnode = dev
+                    .filters
+                    .iter()
+                    .filter(|f| {
+                        f.parent == block
+                            && matches!(f.opts, FilterOpts::U32(_))
+                            && f.handle >> 20 == htid >> 20
+                    })
+                    .map(|f| f.handle & 0xFFF)
+                    .max()
+                    .unwrap_or(0x7FF);
+                (htid & 0xFFFFF000) | (maxnode.max(0x7FF) + 1).min(0xFFF)
+            };
+            if !spec.given.contains(&"sel") {
+                return Err(TcError::kernel("cls_u32: Selector not specified"));
+            }
+            check_u32_refs(dev, block, &pending, spec, devices)?;
+            // Key nodes belong to their table's classifier instance.
+            pending.push(node(spec.opts.clone(), h, ht.prio));
+        }
+        _ => return Err(TcError::errno("Invalid argument")),
+    }
+    dev.filters.extend(pending);
+    Ok(())
+}
+
+fn check_u32_refs(
+    dev: &Device,
+    block: u32,
+    pending: &[FilterNode],
+    spec: &super::args::FilterSpec,
+    devices: &[String],
+) -> Result<(), TcError> {
+    if let FilterOpts::U32(o) = &spec.opts {
+        if let Some(l) = o.link {
+            let found = u32_table(dev, block, l).is_some() || pending.iter().any(|p| p.handle == l);
+            if !found {
+                return Err(TcError::kernel("cls_u32: Link hash table not found"));
+            }
+        }
+        if let Some(i) = &o.indev {
+            if !devices.contains(i) {
+                return Err(TcError::kernel("Network device not found"));
+            }
+        }
+    }
+    Ok(())
+}

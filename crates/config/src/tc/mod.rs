@@ -1,0 +1,389 @@
+//! The tc and ip command languages on emulated devices.
+//!
+//! [`run_tc`] and [`run_ip`] take argv (without the program name) and a [`State`], and return
+//! what the real tools would print and their exit status. A failed command leaves the state as
+//! it was.
+
+pub mod args;
+pub mod error;
+pub mod filters;
+pub mod kernel;
+pub mod show;
+
+pub use args::{parse_command, TcCmd, Verb};
+pub use error::TcError;
+pub use show::ShowOpts;
+
+use crate::model::*;
+
+/// What a command printed and its exit status.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Outcome {
+    /// Exit status.
+    pub code: u8,
+    /// Standard output.
+    pub stdout: String,
+    /// Standard error.
+    pub stderr: String,
+}
+
+impl Outcome {
+    fn err(e: &TcError) -> Outcome {
+        Outcome { code: e.code, stdout: String::new(), stderr: format!("{}\n", e.message) }
+    }
+}
+
+/// Global options before the object (`-s`, `-d`, `-batch FILE`, `-force`, ...), then the command.
+pub fn run_tc(state: &mut State, argv: &[String]) -> Outcome {
+    let mut opts = ShowOpts::default();
+    let mut i = 0;
+    let mut batch: Option<String> = None;
+    let mut force = false;
+    while i < argv.len() && argv[i].starts_with('-') && argv[i].len() > 1 {
+        let o = argv[i].trim_start_matches('-');
+        match o {
+            _ if args::matches(o, "statistics") => opts.stats = true,
+            _ if args::matches(o, "details") => opts.details = true,
+            "batch" | "b" => {
+                i += 1;
+                match argv.get(i) {
+                    Some(f) => batch = Some(f.clone()),
+                    None => {
+                        return Outcome {
+                            code: 255,
+                            stdout: String::new(),
+                            stderr: "Wrong number of arguments in batch mode\n".into(),
+                        }
+                    }
+                }
+            }
+            "force" | "f" => force = true,
+            "raw" | "r" | "pretty" | "p" | "iec" | "i" | "n" | "netns" | "color" | "c" | "timestamp"
+            | "t" => {}
+            "V" | "Version" => {
+                return Outcome {
+                    code: 0,
+                    stdout: "tc utility, sluice emulation of iproute2-6.x\n".into(),
+                    stderr: String::new(),
+                }
+            }
+            _ => {
+                return Outcome {
+                    code: 255,
+                    stdout: String::new(),
+                    stderr: format!("Option \"{}\" is unknown, try \"tc -help\".\n", argv[i]),
+                }
+            }
+        }
+        i += 1;
+    }
+    if let Some(file) = batch {
+        return run_batch(state, &file, opts, force);
+    }
+    run_one(state, &argv[i..], opts)
+}
+
+fn run_batch(state: &mut State, file: &str, opts: ShowOpts, force: bool) -> Outcome {
+    let text = if file == "-" {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut std::io::stdin(), &mut s);
+        s
+    } else {
+        match std::fs::read_to_string(file) {
+            Ok(t) => t,
+            Err(e) => {
+                return Outcome {
+                    code: 1,
+                    stdout: String::new(),
+                    stderr: format!("Cannot open file \"{file}\" for reading: {e}\n"),
+                }
+            }
+        }
+    };
+    let mut out = Outcome::default();
+    for (n, line) in text.lines().enumerate() {
+        let words = match crate::shell::split_words(line, &Default::default()) {
+            Ok(w) => w,
+            Err(e) => {
+                out.stderr.push_str(&format!("{e}\nCommand failed {file}:{}\n", n + 1));
+                out.code = 1;
+                if !force {
+                    break;
+                }
+                continue;
+            }
+        };
+        if words.is_empty() {
+            continue;
+        }
+        let r = run_one(state, &words, opts);
+        out.stdout.push_str(&r.stdout);
+        out.stderr.push_str(&r.stderr);
+        if r.code != 0 {
+            out.stderr.push_str(&format!("Command failed {file}:{}\n", n + 1));
+            out.code = 1;
+            if !force {
+                break;
+            }
+        }
+    }
+    out
+}
+
+/// Runs one tc command (no global options).
+pub fn run_one(state: &mut State, argv: &[String], opts: ShowOpts) -> Outcome {
+    let cmd = match parse_command(argv) {
+        Ok(c) => c,
+        Err(e) => return Outcome::err(&e),
+    };
+    match execute(state, &cmd, opts) {
+        Ok((stdout, warnings)) => {
+            let stderr = warnings.iter().map(|w| format!("{w}\n")).collect();
+            Outcome { code: 0, stdout, stderr }
+        }
+        Err(e) => {
+            let mut o = Outcome::err(&e);
+            if e.code == 2 {
+                if let TcCmd::Filter(f) = &cmd {
+                    if f.verb != Verb::Show && f.verb != Verb::Get {
+                        o.stderr.push_str("We have an error talking to the kernel\n");
+                    }
+                }
+            }
+            o
+        }
+    }
+}
+
+/// Applies a parsed command. Returns stdout and warnings; on error the state is unchanged.
+pub fn execute(state: &mut State, cmd: &TcCmd, opts: ShowOpts) -> Result<(String, Vec<String>), TcError> {
+    let backup = state.clone();
+    let r = execute_inner(state, cmd, opts);
+    if r.is_err() {
+        *state = backup;
+    }
+    r
+}
+
+fn find_dev<'a>(state: &'a State, dev: &Option<(String, usize)>) -> Result<Option<&'a Device>, TcError> {
+    match dev {
+        None => Ok(None),
+        Some((name, i)) => state
+            .devices
+            .iter()
+            .find(|d| &d.name == name)
+            .map(Some)
+            .ok_or_else(|| TcError::usage(format!("Cannot find device \"{name}\""), Some(*i))),
+    }
+}
+
+fn execute_inner(state: &mut State, cmd: &TcCmd, opts: ShowOpts) -> Result<(String, Vec<String>), TcError> {
+    let mut out = String::new();
+    match cmd {
+        TcCmd::Qdisc(c) if c.verb == Verb::Show => {
+            let only = c.handle.map(|h| h & 0xFFFF_0000).or(c.parent);
+            match find_dev(state, &c.dev)? {
+                Some(d) => show::show_qdiscs(&mut out, d, false, opts, only),
+                None => {
+                    for d in &state.devices {
+                        show::show_qdiscs(&mut out, d, true, opts, only);
+                    }
+                }
+            }
+        }
+        TcCmd::Qdisc(c) => return kernel::qdisc_modify(state, c).map(|w| (out, w)),
+        TcCmd::Class(c) if c.verb == Verb::Show => {
+            let d = find_dev(state, &c.dev)?.ok_or_else(|| TcError::usage("Must specify device.", None))?;
+            show::show_classes(&mut out, d, opts, c.parent);
+        }
+        TcCmd::Class(c) => return kernel::class_modify(state, c).map(|w| (out, w)),
+        TcCmd::Filter(c) if c.verb == Verb::Show => {
+            let d = find_dev(state, &c.dev)?.ok_or_else(|| TcError::usage("Must specify device.", None))?;
+            let ctx =
+                show::FilterShowCtx { protocol: c.protocol, prio: (c.prio != 0).then_some(c.prio as u16) };
+            // A missing block prints nothing, as the kernel's dump does.
+            if let Ok(block) = kernel::resolve_block(d, c.parent) {
+                let shown = match c.parent {
+                    Some(_) => None,
+                    None => Some(d.root().map(|q| q.handle).unwrap_or(0)),
+                };
+                show::show_filters(&mut out, d, block, shown, ctx);
+            }
+        }
+        TcCmd::Filter(c) if c.verb == Verb::Get => {
+            let d = find_dev(state, &c.dev)?.ok_or_else(|| TcError::usage("Must specify device.", None))?;
+            let block = kernel::resolve_block(d, c.parent)?;
+            if c.prio == 0 {
+                return Err(TcError::kernel("Invalid filter command with priority of zero"));
+            }
+            let handle = c.spec.as_ref().map(|s| s.handle).unwrap_or(0);
+            let tp = d.filters.iter().find(|f| f.parent == block && f.prio == c.prio as u16);
+            let Some(tp) = tp.filter(|t| c.protocol.is_none_or(|p| p == t.protocol)) else {
+                return Err(TcError::kernel("Filter with specified priority/protocol not found"));
+            };
+            if c.kind.as_ref().is_some_and(|k| k.0 != tp.opts.kind()) {
+                return Err(TcError::kernel("Specified filter kind does not match existing one"));
+            }
+            let f = d
+                .filters
+                .iter()
+                .find(|f| f.parent == block && f.prio == c.prio as u16 && f.handle == handle && handle != 0)
+                .ok_or_else(|| TcError::kernel("Specified filter handle not found"))?;
+            let parent = c.parent.unwrap_or(block);
+            show::show_one_filter(&mut out, f, parent);
+        }
+        TcCmd::Filter(c) => return kernel::filter_modify(state, c).map(|w| (out, w)),
+    }
+    Ok((out, Vec::new()))
+}
+
+/// `ip link add|del|show` on emulated devices.
+pub fn run_ip(state: &mut State, argv: &[String]) -> Outcome {
+    let fail = |code: u8, msg: String| Outcome { code, stdout: String::new(), stderr: format!("{msg}\n") };
+    let mut a: Vec<&str> = argv.iter().map(|s| s.as_str()).collect();
+    while a.first().is_some_and(|w| w.starts_with('-')) {
+        a.remove(0);
+    }
+    if a.first().is_none_or(|w| !args::matches(w, "link")) {
+        return fail(255, format!("Object \"{}\" is unknown, try \"ip help\".", a.first().unwrap_or(&"")));
+    }
+    let verb = a.get(1).copied().unwrap_or("show");
+    let rest = if a.len() > 2 { &a[2..] } else { &[][..] };
+    let mut name: Option<&str> = None;
+    let mut kind: Option<&str> = None;
+    let mut peer: Option<&str> = None;
+    let mut mtu: Option<u32> = None;
+    let mut txqlen: Option<u32> = None;
+    let mut i = 0;
+    while i < rest.len() {
+        match rest[i] {
+            "dev" | "name" => {
+                i += 1;
+                name = rest.get(i).copied();
+            }
+            "type" => {
+                i += 1;
+                kind = rest.get(i).copied();
+            }
+            "peer" => {
+                if rest.get(i + 1) == Some(&"name") {
+                    i += 1;
+                }
+                i += 1;
+                peer = rest.get(i).copied();
+            }
+            "mtu" => {
+                i += 1;
+                mtu = rest.get(i).and_then(|v| v.parse().ok());
+            }
+            "txqueuelen" | "qlen" | "txqlen" => {
+                i += 1;
+                txqlen = rest.get(i).and_then(|v| v.parse().ok());
+            }
+            "up" | "down" => {}
+            w if name.is_none() => name = Some(w),
+            _ => {}
+        }
+        i += 1;
+    }
+    let exists = |state: &State, n: &str| state.devices.iter().any(|d| d.name == n);
+    match verb {
+        v if args::matches(v, "add") => {
+            let Some(n) = name else {
+                return fail(255, "Not enough information: \"dev\" argument is required.".into());
+            };
+            if exists(state, n) || peer.is_some_and(|p| exists(state, p)) {
+                return fail(2, "RTNETLINK answers: File exists".into());
+            }
+            let mk = |state: &mut State, n: &str, kind: DevKind| {
+                let idx = state.next_ifindex;
+                state.next_ifindex += 1;
+                let mut d = Device::new(n, kind, idx);
+                if let Some(m) = mtu {
+                    d.mtu = m;
+                }
+                if let Some(q) = txqlen {
+                    d.txqueuelen = q;
+                }
+                state.devices.push(d);
+            };
+            match kind {
+                Some("dummy") => mk(state, n, DevKind::Dummy),
+                Some("veth") => {
+                    let p = peer.map(str::to_string).unwrap_or_else(|| {
+                        let mut k = 0;
+                        while exists(state, &format!("veth{k}")) {
+                            k += 1;
+                        }
+                        format!("veth{k}")
+                    });
+                    mk(state, n, DevKind::Veth { peer: p.clone() });
+                    mk(state, &p, DevKind::Veth { peer: n.to_string() });
+                }
+                Some(k) => {
+                    return fail(
+                        2,
+                        format!(
+                            "Error: Unknown device type.\nSluice emulates dummy and veth only, not \"{k}\"."
+                        ),
+                    )
+                }
+                None => return fail(2, "Not enough information: \"type\" argument is required.".into()),
+            }
+            Outcome::default()
+        }
+        v if args::matches(v, "delete") || v == "del" => {
+            let Some(n) = name else {
+                return fail(255, "Not enough information: \"dev\" argument is required.".into());
+            };
+            let Some(d) = state.devices.iter().find(|d| d.name == n) else {
+                return fail(1, format!("Cannot find device \"{n}\""));
+            };
+            let mut gone = vec![n.to_string()];
+            if let DevKind::Veth { peer } = &d.kind {
+                gone.push(peer.clone());
+            }
+            state.devices.retain(|d| !gone.contains(&d.name));
+            Outcome::default()
+        }
+        v if args::matches(v, "set") => {
+            let Some(n) = name else {
+                return fail(255, "Not enough information: \"dev\" argument is required.".into());
+            };
+            let Some(d) = state.devices.iter_mut().find(|d| d.name == n) else {
+                return fail(1, format!("Cannot find device \"{n}\""));
+            };
+            if let Some(m) = mtu {
+                d.mtu = m;
+            }
+            if let Some(q) = txqlen {
+                d.txqueuelen = q;
+            }
+            Outcome::default()
+        }
+        v if args::matches(v, "show") || args::matches(v, "list") => {
+            let mut out = String::new();
+            for d in &state.devices {
+                if name.is_some_and(|n| n != d.name) {
+                    continue;
+                }
+                let (pname, kind) = match &d.kind {
+                    DevKind::Dummy => (d.name.clone(), "dummy"),
+                    DevKind::Veth { peer } => (format!("{}@{}", d.name, peer), "veth"),
+                };
+                let q = d.root().map(|q| q.opts.kind()).unwrap_or("noqueue");
+                out.push_str(&format!(
+                    "{}: {}: <BROADCAST,NOARP> mtu {} qdisc {} state DOWN mode DEFAULT group default qlen {}\n    link/ether 00:00:00:00:00:00 brd ff:ff:ff:ff:ff:ff\n    {kind}\n",
+                    d.ifindex, pname, d.mtu, q, d.txqueuelen
+                ));
+            }
+            if let Some(n) = name {
+                if out.is_empty() {
+                    return fail(1, format!("Device \"{n}\" does not exist."));
+                }
+            }
+            Outcome { code: 0, stdout: out, stderr: String::new() }
+        }
+        v => fail(255, format!("Command \"{v}\" is unknown, try \"ip link help\".")),
+    }
+}

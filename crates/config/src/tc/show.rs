@@ -1,0 +1,654 @@
+//! `tc [-s] [-d] qdisc|class|filter show` output, as iproute2 6.x prints it, including the
+//! round trips through the kernel's units (psched ticks, CoDel's 1024 ns) that shape what tc shows.
+
+use super::args::proto_name;
+use super::filters::u32_handle_str;
+use crate::model::*;
+use sluice_core::units::{format_g, format_rate, format_size, format_time};
+use sluice_core::{QdiscStats, Rate, Span};
+use std::fmt::Write;
+
+/// Printing options (`-s`, `-d`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ShowOpts {
+    /// `-s`: statistics.
+    pub stats: bool,
+    /// `-d`: details.
+    pub details: bool,
+}
+
+const TICK_IN_USEC: f64 = 15.625;
+
+/// tc's `tc_calc_xmittime`: bytes at `rate_bytes` B/s, in psched ticks (truncating like C).
+pub fn xmittime(rate_bytes: u64, size: u32) -> u32 {
+    if rate_bytes == 0 {
+        return 0;
+    }
+    let us = (1e6 * (size as f64 / rate_bytes as f64)) as u32;
+    (us as f64 * TICK_IN_USEC) as u32
+}
+
+/// tc's `tc_calc_xmitsize`: the bytes `ticks` carry at `rate_bytes`.
+pub fn xmitsize(rate_bytes: u64, ticks: u32) -> u32 {
+    let us = (ticks as f64 / TICK_IN_USEC) as u32;
+    ((rate_bytes as f64 * us as f64) / 1e6) as u32
+}
+
+/// The kernel's `psched_l2t_ns` with its mult/shift approximation, including overhead/mpu/ATM.
+pub fn l2t_ns(rate_bytes: u64, len: u32, overhead: i32, mpu: u32, atm: bool) -> u64 {
+    if rate_bytes == 0 {
+        return 0;
+    }
+    let mut factor: u64 = 1_000_000_000;
+    let mut shift = 0u32;
+    let mut mult;
+    loop {
+        mult = factor / rate_bytes;
+        if mult & (1 << 31) != 0 || factor & (1 << 63) != 0 {
+            break;
+        }
+        factor <<= 1;
+        shift += 1;
+    }
+    let mut l = (len as i64 + overhead as i64).max(0) as u64;
+    if l < mpu as u64 {
+        l = mpu as u64;
+    }
+    if atm {
+        l = l.div_ceil(48) * 53;
+    }
+    ((l as u128 * mult as u128) >> shift) as u64
+}
+
+/// HTB burst as `tc class show` prints it: bytes → ticks (tc) → bytes (tc).
+pub fn htb_shown_burst(rate_bps: u64, bytes: u32) -> u32 {
+    let rb = rate_bps / 8;
+    xmitsize(rb, xmittime(rb, bytes))
+}
+
+/// CoDel keeps times in 1024 ns units: what a µs value reads back as.
+fn codel_us(us: u32) -> u32 {
+    let t = (us as u64 * 1000) >> 10;
+    ((t << 10) / 1000) as u32
+}
+
+fn time_us(us: u32) -> String {
+    format_time(Span::from_micros(us as u64))
+}
+
+fn rate(bps: u64) -> String {
+    format_rate(Rate::from_bps(bps))
+}
+
+/// Prints a class id like `sprint_tc_classid`.
+pub fn classid_str(h: u32) -> String {
+    match h {
+        H_ROOT => "root".into(),
+        0 => "none".into(),
+        H_INGRESS => "ffff:fff1".into(),
+        h if h & 0xFFFF == 0 => format!("{:x}:", h >> 16),
+        h if h >> 16 == 0 => format!(":{:x}", h & 0xFFFF),
+        h => format!("{:x}:{:x}", h >> 16, h & 0xFFFF),
+    }
+}
+
+/// Options of a qdisc as tc prints them after `refcnt N `.
+pub fn qdisc_options(dev: &Device, q: &QdiscOpts, d: bool) -> String {
+    let mut s = String::new();
+    match q {
+        QdiscOpts::Pfifo(f) | QdiscOpts::PfifoHeadDrop(f) => {
+            let _ = write!(s, "limit {}p", f.limit.unwrap_or(dev.txqueuelen.max(1)));
+        }
+        QdiscOpts::Bfifo(f) => {
+            let _ = write!(
+                s,
+                "limit {}",
+                format_size(f.limit.unwrap_or(dev.txqueuelen.max(1) * dev.psched_mtu()) as u64)
+            );
+        }
+        QdiscOpts::PfifoFast => prio_opts(&mut s, &PrioOpts::default()),
+        QdiscOpts::Prio(p) => prio_opts(&mut s, p),
+        QdiscOpts::Htb(h) => {
+            let def = if h.default == 0 { "0".to_string() } else { format!("{:#x}", h.default) };
+            let _ = write!(s, "r2q {} default {} direct_packets_stat 0", h.r2q, def);
+            if d {
+                s.push_str(" ver 3.17");
+            }
+            let _ = write!(s, " direct_qlen {}", h.direct_qlen.unwrap_or(dev.txqueuelen));
+            if h.offload {
+                s.push_str(" offload");
+            }
+        }
+        QdiscOpts::Tbf(t) => tbf_opts(&mut s, t, d),
+        QdiscOpts::Sfq(q) => {
+            let depth = q.depth.unwrap_or(127);
+            let flows = q.flows.unwrap_or(128);
+            let limit = q.limit.unwrap_or(127).min(depth.saturating_mul(flows));
+            let _ = write!(
+                s,
+                "limit {}p quantum {} depth {} ",
+                limit,
+                format_size(q.quantum.unwrap_or(dev.psched_mtu()) as u64),
+                depth
+            );
+            if q.headdrop {
+                s.push_str("headdrop ");
+            }
+            if d {
+                let _ = write!(s, "flows {} ", flows.min(limit));
+            }
+            let _ = write!(s, "divisor {} ", q.divisor.unwrap_or(1024));
+            if q.perturb != 0 {
+                let _ = write!(s, "perturb {}sec ", q.perturb);
+            }
+            if let Some(r) = &q.red {
+                let max_p = (r.probability * 4294967296.0) as u32;
+                let _ = write!(
+                    s,
+                    "ewma {} min {} max {} probability {} ",
+                    r.ewma,
+                    format_size(r.min as u64),
+                    format_size(r.max as u64),
+                    format_g(max_p as f64 / 4294967296.0, 6)
+                );
+                if r.ecn {
+                    s.push_str("ecn ");
+                }
+                if r.harddrop {
+                    s.push_str("harddrop ");
+                }
+            }
+        }
+        QdiscOpts::Codel(c) => {
+            let _ = write!(
+                s,
+                "limit {}p target {} ",
+                c.limit.unwrap_or(1000),
+                time_us(codel_us(c.target.unwrap_or(5000)))
+            );
+            if let Some(ce) = c.ce_threshold {
+                let _ = write!(s, "ce_threshold {} ", time_us(codel_us(ce)));
+            }
+            let _ = write!(s, "interval {} ", time_us(codel_us(c.interval.unwrap_or(100_000))));
+            if c.ecn == Some(true) {
+                s.push_str("ecn ");
+            }
+        }
+        QdiscOpts::FqCodel(f) => {
+            let _ = write!(
+                s,
+                "limit {}p flows {} quantum {} target {} ",
+                f.limit.unwrap_or(10240),
+                f.flows.unwrap_or(1024),
+                f.quantum.unwrap_or(dev.psched_mtu()).max(256),
+                time_us(codel_us(f.target.unwrap_or(5000)))
+            );
+            if let Some(ce) = f.ce_threshold {
+                let _ = write!(s, "ce_threshold {} ", time_us(codel_us(ce)));
+            }
+            let _ = write!(
+                s,
+                "interval {} memory_limit {} ",
+                time_us(codel_us(f.interval.unwrap_or(100_000))),
+                format_size(f.memory_limit.unwrap_or(32 << 20) as u64)
+            );
+            if f.ecn.unwrap_or(true) {
+                s.push_str("ecn ");
+            }
+            let _ = write!(s, "drop_batch {} ", f.drop_batch.unwrap_or(64).max(1));
+        }
+        QdiscOpts::Ingress => s.push_str("---------------- "),
+        QdiscOpts::Clsact | QdiscOpts::Drr => {}
+    }
+    s
+}
+
+fn prio_opts(s: &mut String, p: &PrioOpts) {
+    let _ = write!(s, "bands {} priomap", p.bands);
+    for b in &p.priomap {
+        let _ = write!(s, " {b}");
+    }
+    s.push(' ');
+}
+
+fn tbf_opts(s: &mut String, t: &TbfOpts, d: bool) {
+    let rb = t.rate / 8;
+    let atm = t.linklayer == LinkLayer::Atm;
+    let buffer_ticks = (l2t_ns(rb, t.burst, t.overhead, t.mpu, atm) >> 6) as u32;
+    let _ = write!(s, "rate {} ", rate(t.rate));
+    let buffer = xmitsize(rb, buffer_ticks);
+    if d {
+        let _ = write!(s, "burst {}/8 mpu {} ", format_size(buffer as u64), format_size(t.mpu as u64));
+    } else {
+        let _ = write!(s, "burst {} ", format_size(buffer as u64));
+    }
+    let mut latency =
+        1e6 * (t.limit as f64 / rb.max(1) as f64) - (buffer_ticks as f64 / TICK_IN_USEC).trunc();
+    if let Some(p) = t.peakrate {
+        let pb = p / 8;
+        let mtu_ticks = (l2t_ns(pb, t.mtu.unwrap_or(0), t.overhead, t.mpu, atm) >> 6) as u32;
+        let _ = write!(s, "peakrate {} ", rate(p));
+        let _ = write!(s, "minburst {} ", format_size(xmitsize(pb, mtu_ticks) as u64));
+        let lat2 = 1e6 * (t.limit as f64 / pb.max(1) as f64) - (mtu_ticks as f64 / TICK_IN_USEC).trunc();
+        if lat2 > latency {
+            latency = lat2;
+        }
+    }
+    if latency >= 0.0 {
+        let _ = write!(s, "lat {} ", time_us(latency as u32));
+    }
+    if latency < 0.0 {
+        let _ = write!(s, "limit {} ", format_size(t.limit as u64));
+    }
+    if t.overhead != 0 {
+        let _ = write!(s, "overhead {} ", t.overhead);
+    }
+    if atm || d {
+        let _ = write!(s, "linklayer {} ", if atm { "atm" } else { "ethernet" });
+    }
+}
+
+fn stats_lines(out: &mut String, st: &QdiscStats) {
+    let _ = writeln!(
+        out,
+        " Sent {} bytes {} pkt (dropped {}, overlimits {} requeues {}) ",
+        st.bytes, st.packets, st.drops, st.overlimits, st.requeues
+    );
+    let _ = writeln!(out, " backlog {} {}p requeues {}", format_size(st.backlog_bytes), st.qlen, st.requeues);
+}
+
+/// Qdiscs in the order the kernel dumps them: root tree, then ingress.
+fn qdisc_order(dev: &Device) -> Vec<&QdiscNode> {
+    let mut v: Vec<&QdiscNode> = dev.qdiscs.iter().filter(|q| q.parent == H_ROOT).collect();
+    v.extend(dev.qdiscs.iter().filter(|q| q.parent != H_ROOT && q.parent != H_INGRESS));
+    v.extend(dev.qdiscs.iter().filter(|q| q.parent == H_INGRESS));
+    v
+}
+
+/// `tc qdisc show [dev D]`.
+pub fn show_qdiscs(out: &mut String, dev: &Device, with_dev: bool, o: ShowOpts, only: Option<u32>) {
+    let devs = if with_dev { format!("dev {} ", dev.name) } else { String::new() };
+    if dev.root().is_none() && only.is_none_or(|p| p == H_ROOT) {
+        let _ = writeln!(out, "qdisc noqueue 0: {devs}root refcnt 2 ");
+        if o.stats {
+            stats_lines(out, &QdiscStats::default());
+        }
+    }
+    for q in qdisc_order(dev) {
+        if let Some(p) = only {
+            if q.parent != p && q.handle != p {
+                continue;
+            }
+        }
+        let parent = match q.parent {
+            H_ROOT => "root refcnt 2 ".to_string(),
+            p => format!("parent {} ", classid_str(p)),
+        };
+        let _ = writeln!(
+            out,
+            "qdisc {} {:x}: {devs}{parent}{}",
+            q.opts.kind(),
+            q.handle >> 16,
+            qdisc_options(dev, &q.opts, o.details)
+        );
+        if o.stats {
+            stats_lines(out, &q.stats);
+        }
+    }
+}
+
+/// Cell size tc chooses for a rate table covering `mtu`.
+fn cell(mtu: u32) -> u32 {
+    let mut c = 0;
+    while (mtu >> c) > 255 {
+        c += 1;
+    }
+    1 << c
+}
+
+/// `tc class show dev D`.
+pub fn show_classes(out: &mut String, dev: &Device, o: ShowOpts, only_parent: Option<u32>) {
+    for q in qdisc_order(dev) {
+        let mut lines: Vec<(u32, String, Option<&ClassNode>)> = Vec::new();
+        match &q.opts {
+            QdiscOpts::Prio(p) => {
+                for b in 1..=p.bands {
+                    lines.push((q.handle | b, format!("parent {} ", classid_str(q.handle)), None));
+                }
+            }
+            QdiscOpts::Tbf(_) => {
+                lines.push((q.handle | 1, format!("parent {} ", classid_str(q.handle)), None))
+            }
+            QdiscOpts::Htb(_) | QdiscOpts::Drr => {
+                let mut cls: Vec<&ClassNode> =
+                    dev.classes.iter().filter(|c| c.classid & 0xFFFF_0000 == q.handle).collect();
+                cls.sort_by_key(|c| c.classid);
+                for c in cls {
+                    let p = if c.parent == q.handle {
+                        "root ".to_string()
+                    } else {
+                        format!("parent {} ", classid_str(c.parent))
+                    };
+                    lines.push((c.classid, p, Some(c)));
+                }
+            }
+            _ => {}
+        }
+        for (id, parent, node) in lines {
+            if let Some(p) = only_parent {
+                let cp = node.map(|n| n.parent).unwrap_or(q.handle);
+                if cp != p && !(p == H_ROOT && cp == q.handle) {
+                    continue;
+                }
+            }
+            let leaf = dev.qdisc_at(id).map(|l| format!("leaf {:x}: ", l.handle >> 16)).unwrap_or_default();
+            let mut s = format!("class {} {} {parent}{leaf}", q.opts.kind(), classid_str(id));
+            let inner = dev.child_classes(id).next().is_some();
+            match node.map(|n| &n.opts) {
+                Some(ClassOpts::Htb(h)) => {
+                    if !inner {
+                        let _ = write!(s, "prio {} ", h.prio);
+                        if o.details {
+                            let r2q = match &q.opts {
+                                QdiscOpts::Htb(x) => x.r2q.max(1),
+                                _ => 10,
+                            };
+                            let qn = h
+                                .quantum
+                                .unwrap_or_else(|| ((h.rate / 8) / r2q as u64).clamp(1000, 200_000) as u32);
+                            let _ = write!(s, "quantum {qn} ");
+                        }
+                    }
+                    let _ = write!(s, "rate {} ", rate(h.rate));
+                    if h.overhead != 0 {
+                        let _ = write!(s, "overhead {} ", h.overhead);
+                    }
+                    let _ = write!(s, "ceil {} ", rate(h.ceil));
+                    let b = htb_shown_burst(h.rate, h.burst);
+                    let cb = htb_shown_burst(h.ceil, h.cburst);
+                    if h.linklayer == LinkLayer::Atm || o.details {
+                        let _ = write!(
+                            s,
+                            "linklayer {} ",
+                            if h.linklayer == LinkLayer::Atm { "atm" } else { "ethernet" }
+                        );
+                    }
+                    if o.details {
+                        let level = class_level(dev, id);
+                        let _ = write!(
+                            s,
+                            "burst {}/{} mpu {} cburst {}/{} mpu {} level {} ",
+                            format_size(b as u64),
+                            cell(h.mtu),
+                            format_size(h.mpu as u64),
+                            format_size(cb as u64),
+                            cell(h.mtu),
+                            format_size(h.mpu as u64),
+                            level
+                        );
+                    } else {
+                        let _ =
+                            write!(s, "burst {} cburst {}", format_size(b as u64), format_size(cb as u64));
+                    }
+                }
+                Some(ClassOpts::Drr { quantum }) => {
+                    let _ = write!(s, "quantum {} ", format_size(quantum.unwrap_or(dev.psched_mtu()) as u64));
+                }
+                None => {}
+            }
+            out.push_str(&s);
+            out.push('\n');
+            if o.stats {
+                let st = node.map(|n| n.stats).unwrap_or_default();
+                stats_lines(out, &st);
+                if let Some(ClassOpts::Htb(h)) = node.map(|n| &n.opts) {
+                    let _ = writeln!(out, " lended: 0 borrowed: 0 giants: 0");
+                    let _ = writeln!(
+                        out,
+                        " tokens: {} ctokens: {}",
+                        xmittime(h.rate / 8, h.burst) as i32,
+                        xmittime(h.ceil / 8, h.cburst) as i32
+                    );
+                }
+                out.push('\n');
+            }
+        }
+    }
+}
+
+fn class_level(dev: &Device, id: u32) -> u32 {
+    dev.child_classes(id).map(|c| class_level(dev, c.classid) + 1).max().unwrap_or(0)
+}
+
+/// The filter header `filter [parent P] protocol X pref N KIND chain C `.
+fn filter_head(f: &FilterNode, parent_shown: Option<u32>, o: &FilterShowCtx) -> String {
+    let mut s = String::from("filter ");
+    if let Some(p) = parent_shown {
+        match p {
+            H_ROOT => s.push_str("root "),
+            H_MIN_INGRESS => s.push_str("ingress "),
+            H_MIN_EGRESS => s.push_str("egress "),
+            p => {
+                let _ = write!(s, "parent {} ", classid_str(p));
+            }
+        }
+    }
+    if o.protocol.is_none_or(|p| p != f.protocol) {
+        let _ = write!(s, "protocol {} ", proto_name(f.protocol));
+    }
+    if o.prio.is_none_or(|p| p != f.prio) {
+        let _ = write!(s, "pref {} ", f.prio);
+    }
+    let _ = write!(s, "{} chain {} ", f.opts.kind(), f.chain);
+    s
+}
+
+/// What the user restricted `filter show` to (tc omits those fields).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FilterShowCtx {
+    /// `protocol` given to show.
+    pub protocol: Option<u16>,
+    /// `prio` given to show.
+    pub prio: Option<u16>,
+}
+
+fn action_text(actions: &[Action]) -> String {
+    let mut s = String::new();
+    for (i, a) in actions.iter().enumerate() {
+        match a {
+            Action::Gact { verdict, index } => {
+                let _ = write!(
+                    s,
+                    "\n\taction order {}: gact action {}\n\t random type none pass val 0\n\t index {} ref 1 bind 1\n",
+                    i + 1,
+                    verdict.name(),
+                    index
+                );
+            }
+            Action::Police(p) => {
+                let _ = write!(
+                    s,
+                    "\n\taction order {}:  police {:#x} rate {} burst {} ",
+                    i + 1,
+                    p.index,
+                    rate(p.rate),
+                    format_size(p.burst as u64)
+                );
+                if let Some(m) = p.mtu {
+                    let _ = write!(s, "mtu {} ", format_size(m as u64));
+                }
+                if let Some(pk) = p.peakrate {
+                    let _ = write!(s, "peakrate {} ", rate(pk));
+                }
+                let _ = write!(
+                    s,
+                    "action {}/{} overhead 0b \n\tref 1 bind 1\n",
+                    p.exceed.name(),
+                    p.conform.name()
+                );
+            }
+        }
+    }
+    s
+}
+
+/// Body of one filter after the header.
+pub fn filter_body(f: &FilterNode) -> String {
+    let mut s = String::new();
+    match &f.opts {
+        FilterOpts::U32Table { divisor } => {
+            let _ = write!(s, "fh {} ht divisor {} ", u32_handle_str(f.handle), divisor);
+        }
+        FilterOpts::U32(u) => {
+            let _ = write!(
+                s,
+                "fh {} order {} key ht {:x} bkt {:x} ",
+                u32_handle_str(f.handle),
+                f.handle & 0xFFF,
+                f.handle >> 20,
+                (f.handle >> 12) & 0xFF
+            );
+            if let Some(c) = u.classid {
+                let _ = write!(s, "flowid {} ", classid_str(c));
+            } else if !f.actions.is_empty() {
+                s.push_str("terminal flowid ??? ");
+            }
+            if let Some(l) = u.link {
+                let _ = write!(s, "link {} ", u32_handle_str(l));
+            }
+            s.push_str("not_in_hw ");
+            for k in &u.keys {
+                let _ = write!(
+                    s,
+                    "\n  match {:08x}/{:08x} at {}{}",
+                    k.val,
+                    k.mask,
+                    if k.nexthdr { "nexthdr+" } else { "" },
+                    k.off
+                );
+            }
+            if let Some((m, off)) = u.hashkey {
+                let _ = write!(s, "\n    hash mask {m:08x} at {off} ");
+            }
+            if let Some(i) = &u.indev {
+                let _ = write!(s, "\n  input dev {i}\n");
+            }
+        }
+        FilterOpts::Flow(fl) => {
+            let _ = write!(s, "handle {:#x} {}", f.handle, if fl.hash { "hash " } else { "map " });
+            let keys: Vec<&str> =
+                (0..32).filter(|i| fl.keys & (1 << i) != 0).filter_map(flow_key_name).collect();
+            let _ = write!(s, "keys {} ", keys.join(","));
+            if fl.mask != u32::MAX || fl.xor != 0 {
+                let or = (fl.mask & fl.xor) ^ fl.xor;
+                let xor = fl.mask & fl.xor;
+                if fl.mask != u32::MAX {
+                    let _ = write!(s, "and 0x{:08x} ", fl.mask);
+                }
+                if xor != 0 {
+                    let _ = write!(s, "xor 0x{xor:08x} ");
+                }
+                if or != 0 {
+                    let _ = write!(s, "or 0x{or:08x} ");
+                }
+            }
+            if let Some(r) = fl.rshift {
+                let _ = write!(s, "rshift {r} ");
+            }
+            if let Some(a) = fl.addend {
+                let _ = write!(s, "addend {a:#x} ");
+            }
+            if let Some(d) = fl.divisor {
+                let _ = write!(s, "divisor {d} ");
+            }
+            if let Some(b) = fl.baseclass {
+                let _ = write!(s, "baseclass {} ", classid_str(b));
+            }
+            if let Some(p) = fl.perturb {
+                let _ = write!(s, "perturb {p}sec ");
+            }
+            if let Some(e) = &fl.ematch {
+                let _ = write!(s, "\n  {e}");
+            }
+        }
+        FilterOpts::Fw(fw) => {
+            let _ = write!(s, "handle {:#x}", f.handle);
+            if let Some(m) = fw.mask {
+                let _ = write!(s, "/{m:#x}");
+            }
+            s.push(' ');
+            if let Some(c) = fw.classid {
+                let _ = write!(s, "classid {} ", classid_str(c));
+            }
+        }
+        FilterOpts::Matchall(m) => {
+            let _ = write!(s, "handle {:#x} ", f.handle);
+            if let Some(c) = m.classid {
+                let _ = write!(s, "flowid {} ", classid_str(c));
+            }
+            s.push_str("\n  not_in_hw");
+        }
+        FilterOpts::Basic(b) => {
+            let _ = write!(s, "handle {:#x} ", f.handle);
+            if let Some(c) = b.classid {
+                let _ = write!(s, "flowid {} ", classid_str(c));
+            }
+            if let Some(e) = &b.ematch {
+                let _ = write!(s, "\n  {e}");
+            }
+        }
+    }
+    s.push_str(&action_text(&f.actions));
+    s
+}
+
+/// Filters of one block in dump order, each classifier instance (prio) led by its header line.
+pub fn show_filters(
+    out: &mut String,
+    dev: &Device,
+    block: u32,
+    parent_shown: Option<u32>,
+    ctx: FilterShowCtx,
+) {
+    let mut prios: Vec<(u32, u16)> =
+        dev.filters.iter().filter(|f| f.parent == block).map(|f| (f.chain, f.prio)).collect();
+    prios.sort();
+    prios.dedup();
+    for (chain, prio) in prios {
+        if ctx.prio.is_some_and(|p| p != prio) {
+            continue;
+        }
+        let tp: Vec<&FilterNode> =
+            dev.filters.iter().filter(|f| f.parent == block && f.chain == chain && f.prio == prio).collect();
+        let Some(first) = tp.first() else { continue };
+        if ctx.protocol.is_some_and(|p| p != first.protocol && first.protocol != ETH_P_ALL) {
+            continue;
+        }
+        let _ = writeln!(out, "{}", filter_head(first, parent_shown, &ctx));
+        if first.opts.kind() == "u32" {
+            // Hash tables newest first, each followed by its key nodes in handle order.
+            let tables: Vec<&&FilterNode> =
+                tp.iter().filter(|f| matches!(f.opts, FilterOpts::U32Table { .. })).collect();
+            for t in tables.iter().rev() {
+                let _ = writeln!(out, "{}{}", filter_head(t, parent_shown, &ctx), filter_body(t));
+                let mut keys: Vec<&&FilterNode> = tp
+                    .iter()
+                    .filter(|f| matches!(f.opts, FilterOpts::U32(_)) && f.handle >> 20 == t.handle >> 20)
+                    .collect();
+                keys.sort_by_key(|f| f.handle);
+                for k in keys {
+                    let _ = writeln!(out, "{}{}", filter_head(k, parent_shown, &ctx), filter_body(k));
+                }
+            }
+        } else {
+            for f in tp {
+                let _ = writeln!(out, "{}{}", filter_head(f, parent_shown, &ctx), filter_body(f));
+            }
+        }
+    }
+}
+
+/// `tc filter get`: one filter with its parent.
+pub fn show_one_filter(out: &mut String, f: &FilterNode, parent: u32) {
+    let _ = writeln!(out, "{}{}", filter_head(f, Some(parent), &FilterShowCtx::default()), filter_body(f));
+}

@@ -1,0 +1,406 @@
+//! A small rtnetlink client for traffic control: build `tcmsg` requests with raw `TCA_*`
+//! attributes, send them, and read acks and dumps. Only what the kernel backend needs.
+//!
+//! Wire format (all host byte order): `nlmsghdr` (16 bytes) · `tcmsg` (20 bytes) · attributes,
+//! each `{u16 len, u16 type, payload, pad to 4}`. Nested attributes are attributes whose payload
+//! is more attributes.
+
+use crate::LabError;
+use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
+
+/// `RTM_NEWQDISC` and friends (linux/rtnetlink.h).
+pub mod rtm {
+    /// Create or change a qdisc.
+    pub const NEWQDISC: u16 = 36;
+    /// Delete a qdisc.
+    pub const DELQDISC: u16 = 37;
+    /// Get / dump qdiscs.
+    pub const GETQDISC: u16 = 38;
+    /// Create or change a class.
+    pub const NEWTCLASS: u16 = 40;
+    /// Get / dump classes.
+    pub const GETTCLASS: u16 = 42;
+    /// Create a filter.
+    pub const NEWTFILTER: u16 = 44;
+    /// Get / dump filters.
+    pub const GETTFILTER: u16 = 46;
+    /// Get one link (for the interface index).
+    pub const GETLINK: u16 = 18;
+}
+
+/// `nlmsghdr.nlmsg_flags` bits.
+pub mod flags {
+    /// A request.
+    pub const REQUEST: u16 = 0x1;
+    /// Ask for an acknowledgement.
+    pub const ACK: u16 = 0x4;
+    /// Dump everything.
+    pub const DUMP: u16 = 0x300;
+    /// Replace an existing object.
+    pub const REPLACE: u16 = 0x100;
+    /// Fail if it exists.
+    pub const EXCL: u16 = 0x200;
+    /// Create if missing.
+    pub const CREATE: u16 = 0x400;
+}
+
+const NLMSG_ERROR: u16 = 2;
+const NLMSG_DONE: u16 = 3;
+const NLA_TYPE_MASK: u16 = !(1 << 15 | 1 << 14);
+
+/// `TCA_*` attribute types of a tcmsg (linux/rtnetlink.h).
+pub mod tca {
+    /// Qdisc / class / filter kind string.
+    pub const KIND: u16 = 1;
+    /// Kind-specific options (nested).
+    pub const OPTIONS: u16 = 2;
+    /// Nested `TCA_STATS_*`.
+    pub const STATS2: u16 = 7;
+}
+
+/// A request being built: header, tcmsg, then attributes appended in order.
+#[derive(Debug, Clone)]
+pub struct Msg {
+    buf: Vec<u8>,
+    nests: Vec<usize>,
+}
+
+/// The fixed `tcmsg` header.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TcMsg {
+    /// Interface index.
+    pub ifindex: i32,
+    /// Object handle (`major << 16 | minor`).
+    pub handle: u32,
+    /// Parent handle (`TC_H_ROOT` = 0xFFFF_FFFF).
+    pub parent: u32,
+    /// Filters: `prio << 16 | protocol (network order)`.
+    pub info: u32,
+}
+
+/// The root parent handle.
+pub const TC_H_ROOT: u32 = 0xFFFF_FFFF;
+
+impl Msg {
+    /// A tc request of `kind` (an `rtm::*`) with `flags`.
+    pub fn tc(kind: u16, flags: u16, tc: TcMsg) -> Msg {
+        let mut buf = Vec::with_capacity(512);
+        buf.extend_from_slice(&0u32.to_ne_bytes()); // length, patched in finish()
+        buf.extend_from_slice(&kind.to_ne_bytes());
+        buf.extend_from_slice(&flags.to_ne_bytes());
+        buf.extend_from_slice(&0u32.to_ne_bytes()); // seq, set by the socket
+        buf.extend_from_slice(&0u32.to_ne_bytes()); // port id
+        buf.push(0); // AF_UNSPEC
+        buf.extend_from_slice(&[0, 0, 0]);
+        buf.extend_from_slice(&tc.ifindex.to_ne_bytes());
+        buf.extend_from_slice(&tc.handle.to_ne_bytes());
+        buf.extend_from_slice(&tc.parent.to_ne_bytes());
+        buf.extend_from_slice(&tc.info.to_ne_bytes());
+        Msg { buf, nests: Vec::new() }
+    }
+
+    /// A link request (`ifinfomsg`, 16 bytes) for a name lookup.
+    pub fn getlink(name: &str) -> Msg {
+        let mut buf = Vec::with_capacity(64);
+        buf.extend_from_slice(&0u32.to_ne_bytes());
+        buf.extend_from_slice(&rtm::GETLINK.to_ne_bytes());
+        buf.extend_from_slice(&flags::REQUEST.to_ne_bytes());
+        buf.extend_from_slice(&[0u8; 8]);
+        buf.extend_from_slice(&[0u8; 16]);
+        let mut m = Msg { buf, nests: Vec::new() };
+        let mut n = name.as_bytes().to_vec();
+        n.push(0);
+        m.attr(3, &n); // IFLA_IFNAME
+        m
+    }
+
+    /// Append an attribute.
+    pub fn attr(&mut self, ty: u16, payload: &[u8]) -> &mut Self {
+        let len = 4 + payload.len();
+        self.buf.extend_from_slice(&(len as u16).to_ne_bytes());
+        self.buf.extend_from_slice(&ty.to_ne_bytes());
+        self.buf.extend_from_slice(payload);
+        self.pad();
+        self
+    }
+
+    /// Append a NUL-terminated string attribute.
+    pub fn attr_str(&mut self, ty: u16, s: &str) -> &mut Self {
+        let mut v = s.as_bytes().to_vec();
+        v.push(0);
+        self.attr(ty, &v)
+    }
+
+    /// Open a nested attribute; close it with [`Msg::end_nest`].
+    pub fn begin_nest(&mut self, ty: u16) -> &mut Self {
+        self.nests.push(self.buf.len());
+        self.buf.extend_from_slice(&0u16.to_ne_bytes());
+        self.buf.extend_from_slice(&ty.to_ne_bytes());
+        self
+    }
+
+    /// Close the innermost nested attribute.
+    pub fn end_nest(&mut self) -> &mut Self {
+        if let Some(start) = self.nests.pop() {
+            let len = (self.buf.len() - start) as u16;
+            self.buf[start..start + 2].copy_from_slice(&len.to_ne_bytes());
+        }
+        self
+    }
+
+    /// The bytes built so far (length and sequence are filled in when sent).
+    pub fn bytes(&self) -> &[u8] {
+        &self.buf
+    }
+
+    fn pad(&mut self) {
+        while self.buf.len() & 3 != 0 {
+            self.buf.push(0);
+        }
+    }
+
+    fn finish(&mut self, seq: u32) -> &[u8] {
+        let len = self.buf.len() as u32;
+        self.buf[0..4].copy_from_slice(&len.to_ne_bytes());
+        self.buf[8..12].copy_from_slice(&seq.to_ne_bytes());
+        &self.buf
+    }
+}
+
+/// One attribute seen in a reply.
+#[derive(Debug, Clone, Copy)]
+pub struct Attr<'a> {
+    /// Attribute type (nested and byte-order flags stripped).
+    pub ty: u16,
+    /// Payload bytes.
+    pub data: &'a [u8],
+}
+
+/// Iterate over the attributes in `buf`; stops quietly at the first malformed one.
+pub fn attrs(buf: &[u8]) -> impl Iterator<Item = Attr<'_>> {
+    let mut off = 0usize;
+    std::iter::from_fn(move || {
+        if off + 4 > buf.len() {
+            return None;
+        }
+        let len = u16::from_ne_bytes([buf[off], buf[off + 1]]) as usize;
+        let ty = u16::from_ne_bytes([buf[off + 2], buf[off + 3]]) & NLA_TYPE_MASK;
+        if len < 4 || off + len > buf.len() {
+            return None;
+        }
+        let a = Attr { ty, data: &buf[off + 4..off + len] };
+        off += (len + 3) & !3;
+        Some(a)
+    })
+}
+
+/// Find attribute `ty` in `buf`.
+pub fn find(buf: &[u8], ty: u16) -> Option<&[u8]> {
+    attrs(buf).find(|a| a.ty == ty).map(|a| a.data)
+}
+
+/// Read a native-endian u32 at `off`, if present.
+pub fn u32_at(b: &[u8], off: usize) -> Option<u32> {
+    b.get(off..off + 4).map(|s| u32::from_ne_bytes([s[0], s[1], s[2], s[3]]))
+}
+
+/// Read a native-endian u64 at `off`, if present.
+pub fn u64_at(b: &[u8], off: usize) -> Option<u64> {
+    b.get(off..off + 8).map(|s| {
+        let mut a = [0u8; 8];
+        a.copy_from_slice(s);
+        u64::from_ne_bytes(a)
+    })
+}
+
+/// A tc object from a dump: its header and raw attributes.
+#[derive(Debug, Clone)]
+pub struct TcObject {
+    /// Message type (`rtm::NEWQDISC`, `rtm::NEWTCLASS`, ...).
+    pub kind: u16,
+    /// The tcmsg header.
+    pub tc: TcMsg,
+    /// Attribute bytes after the header.
+    pub attrs: Vec<u8>,
+}
+
+impl TcObject {
+    /// The `TCA_KIND` string.
+    pub fn kind_str(&self) -> String {
+        find(&self.attrs, tca::KIND)
+            .map(|b| String::from_utf8_lossy(b).trim_end_matches('\0').to_string())
+            .unwrap_or_default()
+    }
+    /// The `TCA_OPTIONS` payload.
+    pub fn options(&self) -> &[u8] {
+        find(&self.attrs, tca::OPTIONS).unwrap_or(&[])
+    }
+}
+
+/// An rtnetlink socket in the calling thread's network namespace.
+pub struct Netlink {
+    sock: Socket,
+    seq: u32,
+}
+
+impl Netlink {
+    /// Open and bind.
+    pub fn open() -> Result<Netlink, LabError> {
+        let mut sock = Socket::new(NETLINK_ROUTE).map_err(LabError::Io)?;
+        sock.bind_auto().map_err(LabError::Io)?;
+        // Extended acks carry the kernel's own explanation ("quantum of class ... is big").
+        let _ = sock.set_ext_ack(true);
+        let _ = sock.set_cap_ack(true);
+        sock.connect(&SocketAddr::new(0, 0)).map_err(LabError::Io)?;
+        Ok(Netlink { sock, seq: 1 })
+    }
+
+    /// Send a request that expects an ack; a kernel error becomes [`LabError::Kernel`] with the
+    /// errno and the kernel's extended-ack message when it gives one.
+    pub fn request(&mut self, msg: &mut Msg) -> Result<(), LabError> {
+        self.seq += 1;
+        let seq = self.seq;
+        self.sock.send(msg.finish(seq), 0).map_err(LabError::Io)?;
+        loop {
+            for (ty, body) in self.recv_batch()? {
+                if ty == NLMSG_ERROR {
+                    return check_error(&body);
+                }
+            }
+        }
+    }
+
+    /// Send a dump request and collect every reply object.
+    pub fn dump(&mut self, msg: &mut Msg) -> Result<Vec<TcObject>, LabError> {
+        self.seq += 1;
+        let seq = self.seq;
+        self.sock.send(msg.finish(seq), 0).map_err(LabError::Io)?;
+        let mut out = Vec::new();
+        loop {
+            for (ty, body) in self.recv_batch()? {
+                match ty {
+                    NLMSG_DONE => return Ok(out),
+                    NLMSG_ERROR => {
+                        check_error(&body)?;
+                        return Ok(out);
+                    }
+                    _ if body.len() >= 20 => out.push(TcObject {
+                        kind: ty,
+                        tc: TcMsg {
+                            ifindex: i32::from_ne_bytes([body[4], body[5], body[6], body[7]]),
+                            handle: u32_at(&body, 8).unwrap_or(0),
+                            parent: u32_at(&body, 12).unwrap_or(0),
+                            info: u32_at(&body, 16).unwrap_or(0),
+                        },
+                        attrs: body[20..].to_vec(),
+                    }),
+                    _ => {}
+                }
+            }
+        }
+    }
+
+    /// The index of interface `name` in this namespace.
+    pub fn ifindex(&mut self, name: &str) -> Result<i32, LabError> {
+        self.seq += 1;
+        let seq = self.seq;
+        let mut m = Msg::getlink(name);
+        self.sock.send(m.finish(seq), 0).map_err(LabError::Io)?;
+        loop {
+            for (ty, body) in self.recv_batch()? {
+                if ty == NLMSG_ERROR {
+                    check_error(&body).map_err(|e| match e {
+                        LabError::Kernel { errno: 19, .. } => LabError::NoDevice(name.to_string()),
+                        e => e,
+                    })?;
+                    return Err(LabError::NoDevice(name.to_string()));
+                }
+                if ty == 16 && body.len() >= 8 {
+                    return Ok(i32::from_ne_bytes([body[4], body[5], body[6], body[7]]));
+                }
+            }
+        }
+    }
+
+    /// One recv: the (type, body-after-header) of each message in it.
+    fn recv_batch(&mut self) -> Result<Vec<(u16, Vec<u8>)>, LabError> {
+        let mut buf = vec![0u8; 65536];
+        let n = self.sock.recv(&mut &mut buf[..], 0).map_err(LabError::Io)?;
+        let mut out = Vec::new();
+        let mut off = 0;
+        while off + 16 <= n {
+            let len = u32_at(&buf, off).unwrap_or(0) as usize;
+            let ty = u16::from_ne_bytes([buf[off + 4], buf[off + 5]]);
+            if len < 16 || off + len > n {
+                break;
+            }
+            out.push((ty, buf[off + 16..off + len].to_vec()));
+            off += (len + 3) & !3;
+        }
+        Ok(out)
+    }
+}
+
+/// Decode an `NLMSG_ERROR` body: errno 0 is an ack.
+fn check_error(body: &[u8]) -> Result<(), LabError> {
+    let errno = u32_at(body, 0).map(|e| e as i32).unwrap_or(-1);
+    if errno == 0 {
+        return Ok(());
+    }
+    // Extended ack: after the echoed request header (16 bytes, payload capped by NLM_F_CAPPED)
+    // come NLMSGERR_ATTR_* attributes; NLMSGERR_ATTR_MSG = 1 is the human message.
+    let mut msg = String::new();
+    if body.len() >= 20 {
+        let echoed = u32_at(body, 4).unwrap_or(0) as usize;
+        // With NLM_F_CAPPED the kernel echoes only the header; try both layouts.
+        for start in [4 + 16, 4 + echoed] {
+            if start < body.len() {
+                if let Some(m) = find(&body[start..], 1) {
+                    msg = String::from_utf8_lossy(m).trim_end_matches('\0').to_string();
+                    break;
+                }
+            }
+        }
+    }
+    let errno = -errno;
+    Err(LabError::Kernel {
+        errno,
+        message: msg,
+        strerror: std::io::Error::from_raw_os_error(errno).to_string(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn attributes_round_trip_with_nesting_and_padding() {
+        let mut m = Msg::tc(
+            rtm::NEWQDISC,
+            flags::REQUEST,
+            TcMsg { ifindex: 3, handle: 1 << 16, parent: TC_H_ROOT, info: 0 },
+        );
+        m.attr_str(tca::KIND, "htb");
+        m.begin_nest(tca::OPTIONS);
+        m.attr(2, &[1, 2, 3, 4, 5]);
+        m.attr(5, &7u32.to_ne_bytes());
+        m.end_nest();
+        let bytes = m.finish(9).to_vec();
+        assert_eq!(u32_at(&bytes, 0).unwrap() as usize, bytes.len());
+        assert_eq!(u32_at(&bytes, 8), Some(9));
+        let a = &bytes[36..];
+        assert_eq!(find(a, tca::KIND), Some(&b"htb\0"[..]));
+        let opts = find(a, tca::OPTIONS).unwrap();
+        assert_eq!(find(opts, 2), Some(&[1u8, 2, 3, 4, 5][..]));
+        assert_eq!(find(opts, 5).and_then(|b| u32_at(b, 0)), Some(7));
+    }
+
+    #[test]
+    fn truncated_attributes_stop_without_panicking() {
+        let junk = [8u8, 0, 1, 0, 1, 2];
+        assert_eq!(attrs(&junk).count(), 0);
+        assert_eq!(attrs(&[]).count(), 0);
+        assert_eq!(attrs(&[2, 0, 0, 0]).count(), 0);
+    }
+}

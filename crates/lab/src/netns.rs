@@ -1,0 +1,115 @@
+//! Network namespaces: run a closure inside one (on its own thread), and run setup commands.
+//!
+//! Setup shells out to `ip` and `ethtool` (one-off configuration, never on a hot path). Anything
+//! that touches tc goes through [`crate::netlink`] instead.
+
+use crate::LabError;
+use std::fs::File;
+use std::process::Command;
+
+/// Where `ip netns add` puts its bind mounts.
+pub const NETNS_DIR: &str = "/run/netns";
+
+/// Run `f` on a fresh thread whose network namespace is `ns` (None: the caller's namespace).
+/// Sockets created inside `f` belong to that namespace for their whole life.
+pub fn in_netns<T, F>(ns: Option<&str>, f: F) -> Result<T, LabError>
+where
+    T: Send + 'static,
+    F: FnOnce() -> Result<T, LabError> + Send + 'static,
+{
+    let file = match ns {
+        Some(name) => Some(open_netns(name)?),
+        None => None,
+    };
+    let handle = std::thread::Builder::new()
+        .name(format!("netns-{}", ns.unwrap_or("self")))
+        .spawn(move || {
+            if let Some(file) = file {
+                nix::sched::setns(&file, nix::sched::CloneFlags::CLONE_NEWNET)
+                    .map_err(|e| LabError::Netns(format!("setns: {e}")))?;
+            }
+            f()
+        })
+        .map_err(LabError::Io)?;
+    handle.join().map_err(|_| LabError::Netns("a namespace thread panicked".into()))?
+}
+
+/// Spawn (without joining) a thread inside namespace `ns`.
+pub fn spawn_in_netns<T, F>(ns: &str, f: F) -> Result<std::thread::JoinHandle<Result<T, LabError>>, LabError>
+where
+    T: Send + 'static,
+    F: FnOnce() -> Result<T, LabError> + Send + 'static,
+{
+    let file = open_netns(ns)?;
+    std::thread::Builder::new()
+        .name(format!("netns-{ns}"))
+        .spawn(move || {
+            nix::sched::setns(&file, nix::sched::CloneFlags::CLONE_NEWNET)
+                .map_err(|e| LabError::Netns(format!("setns: {e}")))?;
+            f()
+        })
+        .map_err(LabError::Io)
+}
+
+/// Switch the *calling* thread into namespace `ns` for good (use on a dedicated thread).
+pub fn enter_netns(ns: &str) -> Result<(), LabError> {
+    let file = open_netns(ns)?;
+    nix::sched::setns(&file, nix::sched::CloneFlags::CLONE_NEWNET)
+        .map_err(|e| LabError::Netns(format!("setns into {ns}: {e}")))
+}
+
+fn open_netns(name: &str) -> Result<File, LabError> {
+    let path = format!("{NETNS_DIR}/{name}");
+    File::open(&path).map_err(|e| LabError::Netns(format!("cannot open {path}: {e} (is the lab up?)")))
+}
+
+/// Namespaces that exist now, by name.
+pub fn list_netns() -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(NETNS_DIR)
+        .map(|rd| rd.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+/// Run a setup command; a non-zero exit becomes an error carrying its stderr.
+pub fn run(cmd: &str, args: &[&str]) -> Result<String, LabError> {
+    let out = Command::new(cmd)
+        .args(args)
+        .output()
+        .map_err(|e| LabError::Setup(format!("cannot run {cmd}: {e}")))?;
+    if !out.status.success() {
+        return Err(LabError::Setup(format!(
+            "`{cmd} {}` failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// `ip ARGS...` (setup only).
+pub fn ip(args: &[&str]) -> Result<String, LabError> {
+    run("ip", args)
+}
+
+/// Whether this process can create network namespaces (root and the facility present).
+pub fn netns_available() -> Result<(), String> {
+    if !nix::unistd::Uid::effective().is_root() {
+        return Err("not running as root".into());
+    }
+    if Command::new("ip").arg("-V").output().is_err() {
+        return Err("the `ip` command (iproute2) is missing".into());
+    }
+    // Unique per call: tests in one process probe concurrently.
+    static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let probe = format!("slc-probe-{}-{n}", std::process::id());
+    match ip(&["netns", "add", &probe]) {
+        Ok(_) => {
+            let _ = ip(&["netns", "del", &probe]);
+            Ok(())
+        }
+        Err(e) => Err(format!("cannot create a network namespace: {e}")),
+    }
+}

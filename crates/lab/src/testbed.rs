@@ -1,0 +1,403 @@
+//! The lab: three network namespaces joined by veth pairs.
+//!
+//! ```text
+//!  client ns              shaper ns                          server ns
+//!  slc-c 198.18.0.1 ── slc-sc  [bridge | sluice]  slc-ss ──(modem ns: tbf)── slc-s 198.18.0.2
+//! ```
+//! Client and server share one /24, so the path through the shaper is layer 2: the kernel
+//! backend and the `none` baseline bridge the two shaper ports with a kernel bridge (`slc-br`);
+//! the Sluice backend removes the bridge and forwards frames itself. IP forwarding stays off in
+//! the shaper namespace either way. MAC addresses are fixed and neighbours are permanent, so no
+//! ARP crosses the shaper. IPv6 is disabled in every lab namespace to keep the path quiet.
+//!
+//! Every name starts with `slc-`: namespaces are `slc-<tag>-{cli,shp,mdm,srv}`, which is how
+//! `down` (and `up`, before it builds) finds leftovers of a crashed run.
+
+use crate::kernel::{self, BurstPolicy};
+use crate::netns::{self, ip};
+use crate::tree::{Parent, QdiscKind, QdiscSpec, Tree};
+use crate::LabError;
+use sluice_core::{Handle, Rate, Span};
+
+/// Client address.
+pub const CLIENT_ADDR: &str = "198.18.0.1";
+/// Server address.
+pub const SERVER_ADDR: &str = "198.18.0.2";
+const CLIENT_MAC: &str = "02:53:4c:00:00:01";
+const SERVER_MAC: &str = "02:53:4c:00:00:02";
+/// Client interface (client ns).
+pub const IF_CLIENT: &str = "slc-c";
+/// Shaper interface facing the client.
+pub const IF_SHAPER_CLIENT: &str = "slc-sc";
+/// Shaper interface facing the server: its egress carries uploads (client → server).
+pub const IF_SHAPER_SERVER: &str = "slc-ss";
+/// Server interface (server ns).
+pub const IF_SERVER: &str = "slc-s";
+const IF_BRIDGE: &str = "slc-br";
+const IF_MODEM_SHAPER: &str = "slc-ms";
+const IF_MODEM_SERVER: &str = "slc-mv";
+const IF_MODEM_BRIDGE: &str = "slc-mbr";
+
+/// Options for `lab up`.
+#[derive(Debug, Clone, Default)]
+pub struct LabOptions {
+    /// Emulate a slower access link with kernel tbf at this rate, in both directions.
+    pub modem: Option<Rate>,
+    /// Keep TSO/GSO/GRO and checksum offloads on (kernel-only runs). Sluice needs them off.
+    pub offloads: bool,
+}
+
+/// How the shaper namespace moves frames.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PathMode {
+    /// A kernel bridge joins the two shaper ports (kernel and none backends).
+    Bridge,
+    /// Nothing: a user-space forwarder (Sluice) must move frames.
+    Open,
+}
+
+/// One lab, named by a short tag so tests can run several side by side.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lab {
+    tag: String,
+}
+
+/// What `lab status` reports.
+#[derive(Debug, Clone)]
+pub struct LabStatus {
+    /// Namespaces of this lab that exist.
+    pub namespaces: Vec<String>,
+    /// Whether every namespace is there.
+    pub complete: bool,
+    /// Path mode, if the shaper namespace exists.
+    pub path: Option<PathMode>,
+    /// Modem rate, if present.
+    pub modem: Option<String>,
+    /// Kernel qdiscs on the shaper's server-facing port.
+    pub shaper_qdiscs: Vec<String>,
+    /// Other `slc-*` namespaces (other labs or leftovers).
+    pub others: Vec<String>,
+}
+
+impl Lab {
+    /// The default lab (`slc-lab-*`).
+    pub fn default_lab() -> Lab {
+        Lab { tag: "lab".into() }
+    }
+
+    /// A lab with `tag` (1–8 lowercase letters or digits).
+    pub fn new(tag: &str) -> Result<Lab, LabError> {
+        if tag.is_empty()
+            || tag.len() > 8
+            || !tag.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+        {
+            return Err(LabError::Lab(format!("lab tag `{tag}` must be 1-8 lowercase letters or digits")));
+        }
+        Ok(Lab { tag: tag.into() })
+    }
+
+    /// Its tag.
+    pub fn tag(&self) -> &str {
+        &self.tag
+    }
+
+    fn ns(&self, role: &str) -> String {
+        format!("slc-{}-{role}", self.tag)
+    }
+    /// Client namespace.
+    pub fn client_ns(&self) -> String {
+        self.ns("cli")
+    }
+    /// Shaper namespace.
+    pub fn shaper_ns(&self) -> String {
+        self.ns("shp")
+    }
+    /// Server namespace.
+    pub fn server_ns(&self) -> String {
+        self.ns("srv")
+    }
+    /// Modem namespace (present only with a modem).
+    pub fn modem_ns(&self) -> String {
+        self.ns("mdm")
+    }
+
+    fn prefix(&self) -> String {
+        format!("slc-{}-", self.tag)
+    }
+
+    /// Namespaces of this lab that exist now.
+    pub fn existing(&self) -> Vec<String> {
+        let p = self.prefix();
+        netns::list_netns().into_iter().filter(|n| n.starts_with(&p)).collect()
+    }
+
+    /// Build the lab (removing leftovers of an earlier run first). Returns the leftovers removed.
+    pub fn up(&self, opts: &LabOptions) -> Result<Vec<String>, LabError> {
+        let leftovers = self.down()?;
+        let r = self.build(opts);
+        if r.is_err() {
+            let _ = self.down();
+        }
+        r.map(|_| leftovers)
+    }
+
+    fn build(&self, opts: &LabOptions) -> Result<(), LabError> {
+        let (cli, shp, srv, mdm) = (self.client_ns(), self.shaper_ns(), self.server_ns(), self.modem_ns());
+        let mut all = vec![cli.clone(), shp.clone(), srv.clone()];
+        if opts.modem.is_some() {
+            all.push(mdm.clone());
+        }
+        for ns in &all {
+            ip(&["netns", "add", ns])?;
+            ip(&["-n", ns, "link", "set", "lo", "up"])?;
+            let ns2 = ns.clone();
+            netns::in_netns(Some(ns), move || {
+                for (path, v) in [
+                    ("/proc/sys/net/ipv6/conf/all/disable_ipv6", "1"),
+                    ("/proc/sys/net/ipv6/conf/default/disable_ipv6", "1"),
+                ] {
+                    // Absent when IPv6 is compiled out: nothing to quiet then.
+                    let _ = std::fs::write(path, v);
+                }
+                let _ = ns2;
+                Ok(())
+            })?;
+        }
+        ip(&[
+            "-n",
+            &cli,
+            "link",
+            "add",
+            IF_CLIENT,
+            "address",
+            CLIENT_MAC,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            IF_SHAPER_CLIENT,
+            "netns",
+            &shp,
+        ])?;
+        let server_side = if opts.modem.is_some() {
+            ip(&[
+                "-n",
+                &shp,
+                "link",
+                "add",
+                IF_SHAPER_SERVER,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                IF_MODEM_SHAPER,
+                "netns",
+                &mdm,
+            ])?;
+            ip(&[
+                "-n",
+                &mdm,
+                "link",
+                "add",
+                IF_MODEM_SERVER,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                IF_SERVER,
+                "address",
+                SERVER_MAC,
+                "netns",
+                &srv,
+            ])?;
+            &mdm
+        } else {
+            ip(&[
+                "-n",
+                &shp,
+                "link",
+                "add",
+                IF_SHAPER_SERVER,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                IF_SERVER,
+                "address",
+                SERVER_MAC,
+                "netns",
+                &srv,
+            ])?;
+            &shp
+        };
+        let _ = server_side;
+        ip(&["-n", &cli, "addr", "add", &format!("{CLIENT_ADDR}/24"), "dev", IF_CLIENT])?;
+        ip(&["-n", &srv, "addr", "add", &format!("{SERVER_ADDR}/24"), "dev", IF_SERVER])?;
+        ip(&[
+            "-n",
+            &cli,
+            "neigh",
+            "replace",
+            SERVER_ADDR,
+            "lladdr",
+            SERVER_MAC,
+            "dev",
+            IF_CLIENT,
+            "nud",
+            "permanent",
+        ])?;
+        ip(&[
+            "-n",
+            &srv,
+            "neigh",
+            "replace",
+            CLIENT_ADDR,
+            "lladdr",
+            CLIENT_MAC,
+            "dev",
+            IF_SERVER,
+            "nud",
+            "permanent",
+        ])?;
+        let mut links = vec![
+            (cli.clone(), IF_CLIENT),
+            (shp.clone(), IF_SHAPER_CLIENT),
+            (shp.clone(), IF_SHAPER_SERVER),
+            (srv.clone(), IF_SERVER),
+        ];
+        if let Some(rate) = opts.modem {
+            ip(&["-n", &mdm, "link", "add", IF_MODEM_BRIDGE, "type", "bridge", "forward_delay", "0"])?;
+            for port in [IF_MODEM_SHAPER, IF_MODEM_SERVER] {
+                ip(&["-n", &mdm, "link", "set", port, "master", IF_MODEM_BRIDGE])?;
+                links.push((mdm.clone(), port));
+            }
+            ip(&["-n", &mdm, "link", "set", IF_MODEM_BRIDGE, "up"])?;
+            for port in [IF_MODEM_SHAPER, IF_MODEM_SERVER] {
+                let tree = modem_tree(rate);
+                let port = port.to_string();
+                let rep =
+                    netns::in_netns(Some(&mdm), move || kernel::apply(&port, &tree, BurstPolicy::Sluice))?;
+                if !rep.refused.is_empty() {
+                    return Err(LabError::Setup(format!("modem tbf refused: {}", rep.refused.join("; "))));
+                }
+            }
+        }
+        for (ns, dev) in &links {
+            ip(&["-n", ns, "link", "set", dev, "up"])?;
+            if !opts.offloads {
+                // Sluice reads and writes whole frames: no TSO super-packets, no partial checksums.
+                netns::run(
+                    "ip",
+                    &[
+                        "netns", "exec", ns, "ethtool", "-K", dev, "tx", "off", "tso", "off", "gso", "off",
+                        "gro", "off",
+                    ],
+                )
+                .or_else(|_| netns::run("ip", &["netns", "exec", ns, "ethtool", "-K", dev, "tx", "off"]))?;
+            }
+        }
+        self.set_path(PathMode::Bridge)?;
+        Ok(())
+    }
+
+    /// Remove this lab's namespaces (idempotent). Returns the names removed.
+    pub fn down(&self) -> Result<Vec<String>, LabError> {
+        let found = self.existing();
+        for ns in &found {
+            ip(&["netns", "del", ns])?;
+        }
+        Ok(found)
+    }
+
+    /// Remove every `slc-*` namespace (all labs, and leftovers of tests).
+    pub fn down_all() -> Result<Vec<String>, LabError> {
+        let found: Vec<String> = netns::list_netns().into_iter().filter(|n| n.starts_with("slc-")).collect();
+        for ns in &found {
+            ip(&["netns", "del", ns])?;
+        }
+        Ok(found)
+    }
+
+    /// Join (Bridge) or separate (Open) the two shaper ports.
+    pub fn set_path(&self, mode: PathMode) -> Result<(), LabError> {
+        let shp = self.shaper_ns();
+        let has_bridge = ip(&["-n", &shp, "link", "show", IF_BRIDGE]).is_ok();
+        match mode {
+            PathMode::Bridge if !has_bridge => {
+                ip(&["-n", &shp, "link", "add", IF_BRIDGE, "type", "bridge", "forward_delay", "0"])?;
+                for port in [IF_SHAPER_CLIENT, IF_SHAPER_SERVER] {
+                    ip(&["-n", &shp, "link", "set", port, "master", IF_BRIDGE])?;
+                }
+                ip(&["-n", &shp, "link", "set", IF_BRIDGE, "up"])?;
+            }
+            PathMode::Open if has_bridge => {
+                ip(&["-n", &shp, "link", "del", IF_BRIDGE])?;
+                for port in [IF_SHAPER_CLIENT, IF_SHAPER_SERVER] {
+                    // Promiscuous: the forwarder must see frames addressed to the far end's MAC.
+                    ip(&["-n", &shp, "link", "set", port, "promisc", "on", "up"])?;
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Current state.
+    pub fn status(&self) -> LabStatus {
+        let namespaces = self.existing();
+        let complete =
+            [self.client_ns(), self.shaper_ns(), self.server_ns()].iter().all(|n| namespaces.contains(n));
+        let shp = self.shaper_ns();
+        let path = namespaces.contains(&shp).then(|| {
+            if ip(&["-n", &shp, "link", "show", IF_BRIDGE]).is_ok() {
+                PathMode::Bridge
+            } else {
+                PathMode::Open
+            }
+        });
+        let modem = if namespaces.contains(&self.modem_ns()) {
+            netns::in_netns(Some(&self.modem_ns()), || kernel::read_back(IF_MODEM_SERVER))
+                .ok()
+                .and_then(|objs| objs.into_iter().find(|o| o.kind == "tbf"))
+                .and_then(|o| o.rate)
+                .map(|r| r.to_string())
+        } else {
+            None
+        };
+        let shaper_qdiscs = if namespaces.contains(&shp) {
+            netns::in_netns(Some(&shp), || kernel::read_back(IF_SHAPER_SERVER))
+                .map(|o| kernel::format_objects(&o))
+                .unwrap_or_default()
+        } else {
+            vec![]
+        };
+        let p = self.prefix();
+        let others =
+            netns::list_netns().into_iter().filter(|n| n.starts_with("slc-") && !n.starts_with(&p)).collect();
+        LabStatus { namespaces, complete, path, modem, shaper_qdiscs, others }
+    }
+
+    /// Fail unless the lab is up.
+    pub fn require_up(&self) -> Result<(), LabError> {
+        if self.status().complete {
+            Ok(())
+        } else {
+            Err(LabError::Lab(format!("lab `{}` is not up (run `sluice lab up`)", self.tag)))
+        }
+    }
+}
+
+/// The modem: tbf at `rate`, a 1 ms-or-more bucket and a deliberately deep 100 ms buffer, like the
+/// DSL modem of seed 003 whose queue the home shaper must keep empty.
+pub fn modem_tree(rate: Rate) -> Tree {
+    let burst = kernel::auto_burst(rate, 1514, BurstPolicy::Sluice);
+    let limit = (rate.bytes_in(Span::from_millis(100)) + burst).max(3 * 1514);
+    Tree {
+        qdiscs: vec![QdiscSpec {
+            handle: Handle::new(0x5ee, 0),
+            parent: Parent::Root,
+            kind: QdiscKind::Tbf { rate, burst, limit, peak: None },
+        }],
+        ..Tree::default()
+    }
+}

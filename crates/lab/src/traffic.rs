@@ -1,0 +1,511 @@
+//! Built-in traffic: bulk TCP streams, UDP CBR and flood, isochronous UDP latency probes (like
+//! irtt) and per-DSCP probes (like ping-exp). Each generator runs its threads inside the lab's
+//! namespaces and every loop stops by itself at its deadline (blocking calls carry timeouts).
+//!
+//! Goodput is measured at the receiver over a window that starts after a warm-up, so TCP slow
+//! start and queue filling do not count.
+
+use crate::netns::spawn_in_netns;
+use crate::results::{FlowResult, Latency};
+use crate::LabError;
+use sluice_core::Rate;
+use socket2::SockRef;
+use std::io::{ErrorKind, Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream, UdpSocket};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// Where traffic runs: two namespaces and the server's address.
+#[derive(Debug, Clone)]
+pub struct Endpoints {
+    /// Namespace of the sending host for uploads.
+    pub client_ns: String,
+    /// Namespace of the far host.
+    pub server_ns: String,
+    /// The far host's address.
+    pub server_addr: Ipv4Addr,
+}
+
+impl Endpoints {
+    /// The lab's client and server.
+    pub fn of_lab(lab: &crate::testbed::Lab) -> Endpoints {
+        Endpoints {
+            client_ns: lab.client_ns(),
+            server_ns: lab.server_ns(),
+            server_addr: crate::testbed::SERVER_ADDR.parse().expect("constant address"),
+        }
+    }
+}
+
+/// Which way data flows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    /// Client → server (through the shaper's egress toward the server).
+    Up,
+    /// Server → client.
+    Down,
+}
+
+/// The time window over which receivers count.
+#[derive(Debug, Clone, Copy)]
+pub struct Window {
+    /// Ignored start.
+    pub warmup: Duration,
+    /// Counted span after the warm-up.
+    pub measure: Duration,
+}
+
+impl Window {
+    /// Total run time.
+    pub fn total(&self) -> Duration {
+        self.warmup + self.measure
+    }
+}
+
+/// What a receiver counted for one flow.
+#[derive(Debug, Clone, Default)]
+pub struct FlowCount {
+    /// Flow name.
+    pub name: String,
+    /// Bytes counted in the window.
+    pub bytes: u64,
+    /// Window length in seconds.
+    pub secs: f64,
+    /// Datagrams sent (UDP only).
+    pub sent: u64,
+    /// Datagrams received in the whole run (UDP only).
+    pub received: u64,
+}
+
+impl FlowCount {
+    /// Goodput in bit/s.
+    pub fn bps(&self) -> f64 {
+        if self.secs > 0.0 {
+            self.bytes as f64 * 8.0 / self.secs
+        } else {
+            0.0
+        }
+    }
+
+    /// As a results-JSON flow.
+    pub fn to_result(&self) -> FlowResult {
+        let loss = if self.sent > 0 {
+            100.0 * (self.sent.saturating_sub(self.received)) as f64 / self.sent as f64
+        } else {
+            0.0
+        };
+        FlowResult {
+            name: self.name.clone(),
+            achieved_bps: self.bps(),
+            latency_ms: Latency::default(),
+            jitter_ms: 0.0,
+            loss_pct: loss,
+            host: "client".into(),
+            kind: if self.sent > 0 { "udp".into() } else { "tcp".into() },
+            sent: self.sent,
+            received: self.received,
+        }
+    }
+}
+
+const IO_TIMEOUT: Duration = Duration::from_millis(100);
+
+fn dscp_to_tos(dscp: u8) -> u32 {
+    ((dscp & 0x3f) as u32) << 2
+}
+
+/// Read from `s` until `end`, counting bytes that arrive inside [`from`, `to`).
+fn count_reader<R: Read>(s: &mut R, from: Instant, to: Instant, end: Instant) -> u64 {
+    let mut buf = vec![0u8; 256 * 1024];
+    let mut counted = 0u64;
+    while Instant::now() < end {
+        match s.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                let now = Instant::now();
+                if now >= from && now < to {
+                    counted += n as u64;
+                }
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
+                ) => {}
+            Err(_) => break,
+        }
+    }
+    counted
+}
+
+fn write_until<W: Write>(s: &mut W, end: Instant) {
+    let buf = vec![0x5au8; 128 * 1024];
+    while Instant::now() < end {
+        match s.write(&buf) {
+            Ok(_) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
+                ) => {}
+            Err(_) => break,
+        }
+    }
+}
+
+/// `n` bulk TCP flows in direction `dir` on `port`, each marked with `dscp` if given.
+pub fn bulk_tcp(
+    ep: &Endpoints,
+    n: usize,
+    dir: Direction,
+    dscp: Option<u8>,
+    port: u16,
+    win: Window,
+) -> Result<Vec<FlowCount>, LabError> {
+    let addr = SocketAddrV4::new(ep.server_addr, port);
+    let start = Instant::now();
+    let (from, to) = (start + win.warmup, start + win.total());
+    let end = to + Duration::from_millis(200);
+    let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
+    let server = spawn_in_netns(&ep.server_ns, move || {
+        let l = match TcpListener::bind(addr) {
+            Ok(l) => l,
+            Err(e) => {
+                let _ = ready_tx.send(Err(e.to_string()));
+                return Err(LabError::Io(e));
+            }
+        };
+        l.set_nonblocking(true)?;
+        let _ = ready_tx.send(Ok(()));
+        let mut workers = Vec::new();
+        let accept_until = start + Duration::from_secs(3).min(win.total());
+        while workers.len() < n && Instant::now() < accept_until {
+            match l.accept() {
+                Ok((mut s, _)) => {
+                    s.set_nonblocking(false)?;
+                    s.set_read_timeout(Some(IO_TIMEOUT))?;
+                    s.set_write_timeout(Some(IO_TIMEOUT))?;
+                    if let Some(d) = dscp {
+                        let _ = SockRef::from(&s).set_tos(dscp_to_tos(d));
+                    }
+                    workers.push(std::thread::spawn(move || match dir {
+                        Direction::Up => count_reader(&mut s, from, to, end),
+                        Direction::Down => {
+                            write_until(&mut s, to);
+                            0
+                        }
+                    }));
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(2)),
+                Err(e) => return Err(LabError::Io(e)),
+            }
+        }
+        Ok(workers.into_iter().map(|w| w.join().unwrap_or(0)).collect::<Vec<u64>>())
+    })?;
+    match ready_rx.recv_timeout(Duration::from_secs(5)) {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => return Err(LabError::Setup(format!("TCP server on {addr}: {e}"))),
+        Err(_) => return Err(LabError::Setup("TCP server did not start".into())),
+    }
+    let client = spawn_in_netns(&ep.client_ns, move || {
+        let mut workers = Vec::new();
+        for _ in 0..n {
+            let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)?;
+            if let Some(d) = dscp {
+                sock.set_tos(dscp_to_tos(d))?;
+            }
+            sock.connect_timeout(&SocketAddr::V4(addr).into(), Duration::from_secs(2))?;
+            let mut s: TcpStream = sock.into();
+            s.set_read_timeout(Some(IO_TIMEOUT))?;
+            s.set_write_timeout(Some(IO_TIMEOUT))?;
+            workers.push(std::thread::spawn(move || match dir {
+                Direction::Up => {
+                    write_until(&mut s, to);
+                    0
+                }
+                Direction::Down => count_reader(&mut s, from, to, end),
+            }));
+        }
+        Ok(workers.into_iter().map(|w| w.join().unwrap_or(0)).collect::<Vec<u64>>())
+    })?;
+    let c = client.join().map_err(|_| LabError::Lab("client thread panicked".into()))?;
+    let s = server.join().map_err(|_| LabError::Lab("server thread panicked".into()))?;
+    let (c, s) = (c?, s?);
+    let counts = if dir == Direction::Up { s } else { c };
+    let secs = win.measure.as_secs_f64();
+    let tag = if dir == Direction::Up { "up" } else { "down" };
+    Ok((0..n)
+        .map(|i| FlowCount {
+            name: format!("tcp-{tag}-{}", i + 1),
+            bytes: counts.get(i).copied().unwrap_or(0),
+            secs,
+            sent: 0,
+            received: 0,
+        })
+        .collect())
+}
+
+/// A UDP stream client → server of `size`-byte datagrams at `rate` (None: as fast as possible).
+pub fn udp_stream(
+    ep: &Endpoints,
+    rate: Option<Rate>,
+    size: usize,
+    dscp: Option<u8>,
+    port: u16,
+    win: Window,
+    name: &str,
+) -> Result<FlowCount, LabError> {
+    let size = size.clamp(16, 65507);
+    let addr = SocketAddrV4::new(ep.server_addr, port);
+    let start = Instant::now();
+    let (from, to) = (start + win.warmup, start + win.total());
+    let end = to + Duration::from_millis(300);
+    let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
+    let server = spawn_in_netns(&ep.server_ns, move || {
+        let s = match UdpSocket::bind(addr) {
+            Ok(s) => s,
+            Err(e) => {
+                let _ = ready_tx.send(Err(e.to_string()));
+                return Err(LabError::Io(e));
+            }
+        };
+        let _ = SockRef::from(&s).set_recv_buffer_size(4 << 20);
+        s.set_read_timeout(Some(IO_TIMEOUT))?;
+        let _ = ready_tx.send(Ok(()));
+        let mut buf = vec![0u8; 65536];
+        let (mut bytes, mut received) = (0u64, 0u64);
+        while Instant::now() < end {
+            match s.recv(&mut buf) {
+                Ok(n) => {
+                    received += 1;
+                    let now = Instant::now();
+                    if now >= from && now < to {
+                        bytes += n as u64;
+                    }
+                }
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
+                    ) => {}
+                Err(e) => return Err(LabError::Io(e)),
+            }
+        }
+        Ok((bytes, received))
+    })?;
+    match ready_rx.recv_timeout(Duration::from_secs(5)) {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => return Err(LabError::Setup(format!("UDP sink on {addr}: {e}"))),
+        Err(_) => return Err(LabError::Setup("UDP sink did not start".into())),
+    }
+    let client = spawn_in_netns(&ep.client_ns, move || {
+        let s = UdpSocket::bind("0.0.0.0:0")?;
+        if let Some(d) = dscp {
+            SockRef::from(&s).set_tos(dscp_to_tos(d))?;
+        }
+        s.set_write_timeout(Some(IO_TIMEOUT))?;
+        s.connect(addr)?;
+        let gap = rate.map(|r| r.time_to_send(size as u64 + 28).as_nanos());
+        let mut buf = vec![0u8; size];
+        let mut sent = 0u64;
+        let t0 = Instant::now();
+        while Instant::now() < to {
+            if let Some(gap) = gap {
+                // Pace on an absolute schedule: a late wake-up is caught up, never accumulated.
+                let due = t0 + Duration::from_nanos(gap.saturating_mul(sent));
+                let now = Instant::now();
+                if due > now {
+                    std::thread::sleep(due - now);
+                }
+            }
+            buf[..8].copy_from_slice(&sent.to_be_bytes());
+            match s.send(&buf) {
+                Ok(_) => sent += 1,
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
+                    ) => {}
+                // ENOBUFS / ECONNREFUSED on a flood: keep going until the deadline.
+                Err(_) => std::thread::yield_now(),
+            }
+        }
+        Ok(sent)
+    })?;
+    let sent = client.join().map_err(|_| LabError::Lab("UDP sender panicked".into()))??;
+    let (bytes, received) = server.join().map_err(|_| LabError::Lab("UDP sink panicked".into()))??;
+    Ok(FlowCount { name: name.to_string(), bytes, secs: win.measure.as_secs_f64(), sent, received })
+}
+
+/// Isochronous UDP probes (irtt-like): one `size`-byte probe every `interval`, echoed by the
+/// server; RTT per probe, loss, jitter.
+#[derive(Debug, Clone)]
+pub struct ProbeResult {
+    /// Name (`probe` or `probe-dscp46`).
+    pub name: String,
+    /// Probes sent.
+    pub sent: u64,
+    /// RTT of each answered probe, ms, in send order.
+    pub rtts_ms: Vec<f64>,
+}
+
+impl ProbeResult {
+    /// Loss percentage.
+    pub fn loss_pct(&self) -> f64 {
+        if self.sent == 0 {
+            return 0.0;
+        }
+        100.0 * (self.sent - self.rtts_ms.len() as u64) as f64 / self.sent as f64
+    }
+
+    /// Mean absolute difference of consecutive RTTs (irtt's IPDV, un-smoothed).
+    pub fn jitter_ms(&self) -> f64 {
+        if self.rtts_ms.len() < 2 {
+            return 0.0;
+        }
+        let s: f64 = self.rtts_ms.windows(2).map(|w| (w[1] - w[0]).abs()).sum();
+        s / (self.rtts_ms.len() - 1) as f64
+    }
+
+    /// As a results-JSON flow.
+    pub fn to_result(&self) -> FlowResult {
+        FlowResult {
+            name: self.name.clone(),
+            achieved_bps: 0.0,
+            latency_ms: crate::results::latency_from_samples(&self.rtts_ms),
+            jitter_ms: self.jitter_ms(),
+            loss_pct: self.loss_pct(),
+            host: "client".into(),
+            kind: "probe".into(),
+            sent: self.sent,
+            received: self.rtts_ms.len() as u64,
+        }
+    }
+}
+
+/// Probe for `duration`; replies later than 1 s count as lost.
+pub fn probes(
+    ep: &Endpoints,
+    interval: Duration,
+    size: usize,
+    dscp: Option<u8>,
+    port: u16,
+    duration: Duration,
+) -> Result<ProbeResult, LabError> {
+    let size = size.clamp(16, 1472);
+    let addr = SocketAddrV4::new(ep.server_addr, port);
+    let start = Instant::now();
+    let send_end = start + duration;
+    let end = send_end + Duration::from_secs(1);
+    let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
+    let server = spawn_in_netns(&ep.server_ns, move || {
+        let s = match UdpSocket::bind(addr) {
+            Ok(s) => s,
+            Err(e) => {
+                let _ = ready_tx.send(Err(e.to_string()));
+                return Err(LabError::Io(e));
+            }
+        };
+        if let Some(d) = dscp {
+            SockRef::from(&s).set_tos(dscp_to_tos(d))?;
+        }
+        s.set_read_timeout(Some(IO_TIMEOUT))?;
+        let _ = ready_tx.send(Ok(()));
+        let mut buf = [0u8; 2048];
+        while Instant::now() < end {
+            match s.recv_from(&mut buf) {
+                Ok((n, from)) => {
+                    let _ = s.send_to(&buf[..n], from);
+                }
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
+                    ) => {}
+                Err(e) => return Err(LabError::Io(e)),
+            }
+        }
+        Ok(())
+    })?;
+    match ready_rx.recv_timeout(Duration::from_secs(5)) {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => return Err(LabError::Setup(format!("probe echo on {addr}: {e}"))),
+        Err(_) => return Err(LabError::Setup("probe echo did not start".into())),
+    }
+    let client = spawn_in_netns(&ep.client_ns, move || {
+        let s = UdpSocket::bind("0.0.0.0:0")?;
+        if let Some(d) = dscp {
+            SockRef::from(&s).set_tos(dscp_to_tos(d))?;
+        }
+        s.connect(addr)?;
+        s.set_read_timeout(Some(IO_TIMEOUT))?;
+        let rx = s.try_clone()?;
+        let epoch = Instant::now();
+        let receiver = std::thread::spawn(move || {
+            let mut got: Vec<(u64, f64)> = Vec::new();
+            let mut buf = [0u8; 2048];
+            while Instant::now() < end {
+                match rx.recv(&mut buf) {
+                    Ok(n) if n >= 16 => {
+                        let now_ns = epoch.elapsed().as_nanos() as u64;
+                        let seq = u64::from_be_bytes(buf[..8].try_into().unwrap_or([0; 8]));
+                        let sent_ns = u64::from_be_bytes(buf[8..16].try_into().unwrap_or([0; 8]));
+                        if now_ns >= sent_ns {
+                            got.push((seq, (now_ns - sent_ns) as f64 / 1e6));
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(_) => {}
+                }
+            }
+            got
+        });
+        let mut buf = vec![0u8; size];
+        let mut seq = 0u64;
+        loop {
+            let due = epoch + interval * seq as u32;
+            if due >= send_end {
+                break;
+            }
+            let now = Instant::now();
+            if due > now {
+                std::thread::sleep(due - now);
+            }
+            buf[..8].copy_from_slice(&seq.to_be_bytes());
+            buf[8..16].copy_from_slice(&(epoch.elapsed().as_nanos() as u64).to_be_bytes());
+            let _ = s.send(&buf);
+            seq += 1;
+        }
+        let mut got = receiver.join().unwrap_or_default();
+        got.sort_by_key(|g| g.0);
+        got.dedup_by_key(|g| g.0);
+        Ok((seq, got.into_iter().map(|g| g.1).collect::<Vec<f64>>()))
+    })?;
+    let (sent, rtts_ms) = client.join().map_err(|_| LabError::Lab("prober panicked".into()))??;
+    server.join().map_err(|_| LabError::Lab("echo panicked".into()))??;
+    let name = match dscp {
+        Some(d) => format!("probe-dscp{d}"),
+        None => "probe".into(),
+    };
+    Ok(ProbeResult { name, sent, rtts_ms })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jitter_and_loss_from_samples() {
+        let p = ProbeResult { name: "p".into(), sent: 4, rtts_ms: vec![1.0, 3.0, 2.0] };
+        assert_eq!(p.loss_pct(), 25.0);
+        assert_eq!(p.jitter_ms(), 1.5);
+        let f = p.to_result();
+        assert_eq!(f.latency_ms.max, 3.0);
+    }
+
+    #[test]
+    fn dscp_goes_in_the_top_six_bits() {
+        assert_eq!(dscp_to_tos(46), 0xb8);
+        assert_eq!(dscp_to_tos(8), 0x20);
+    }
+}

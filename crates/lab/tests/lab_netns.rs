@@ -1,0 +1,188 @@
+//! Root-only integration tests on real namespaces: the kernel backend's netlink round trip and
+//! real TCP/UDP traffic through the lab. They skip loudly when namespaces are unavailable.
+
+use sluice_core::Rate;
+use sluice_lab::kernel::{self, BurstPolicy};
+use sluice_lab::netns::{self, ip};
+use sluice_lab::testbed::{Lab, LabOptions, IF_SHAPER_SERVER};
+use sluice_lab::traffic::{self, Direction, Endpoints, Window};
+use sluice_lab::tree::Tree;
+use std::collections::HashMap;
+use std::time::Duration;
+
+fn netns_or_skip(test: &str) -> bool {
+    match netns::netns_available() {
+        Ok(()) => true,
+        Err(why) => {
+            eprintln!("\n*** SKIPPING {test}: network namespaces unavailable ({why}) ***\n");
+            false
+        }
+    }
+}
+
+/// Removes the lab even when the test fails.
+struct Guard(Lab);
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let _ = self.0.down();
+    }
+}
+
+#[test]
+fn apply_round_trips_through_netlink_on_a_veth() {
+    if !netns_or_skip("apply_round_trips_through_netlink_on_a_veth") {
+        return;
+    }
+    let ns = "slc-tapply-x";
+    let _ = ip(&["netns", "del", ns]);
+    ip(&["netns", "add", ns]).unwrap();
+    struct Ns(&'static str);
+    impl Drop for Ns {
+        fn drop(&mut self) {
+            let _ = ip(&["netns", "del", self.0]);
+        }
+    }
+    let _g = Ns(ns);
+    ip(&["-n", ns, "link", "add", "slc-a", "type", "veth", "peer", "name", "slc-b"]).unwrap();
+    ip(&["-n", ns, "link", "set", "slc-a", "up"]).unwrap();
+    let script = "tc qdisc add dev $DEV root handle 1: htb default 20 r2q 100\n\
+        tc class add dev $DEV parent 1: classid 1:1 htb rate 20gbit\n\
+        tc class add dev $DEV parent 1:1 classid 1:10 htb rate 5gbit ceil 20gbit prio 1\n\
+        tc class add dev $DEV parent 1:1 classid 1:20 htb rate 2mbit ceil 10mbit burst 3000 prio 3\n\
+        tc qdisc add dev $DEV parent 1:10 handle 10: pfifo limit 77\n\
+        tc qdisc add dev $DEV parent 1:20 handle 20: tbf rate 1mbit burst 4k limit 30000\n";
+    let vars = HashMap::from([("DEV".to_string(), "slc-a".to_string())]);
+    let tree = Tree::parse_script(script, &vars, None).unwrap();
+    // The TOML form of the same configuration maps to the same tree (apply takes either).
+    let state = sluice_config::script::load_tc_script("t", script, &vars.clone().into_iter().collect())
+        .unwrap()
+        .state;
+    let toml_path = std::env::temp_dir().join(format!("slc-tapply-{}.toml", std::process::id()));
+    std::fs::write(&toml_path, sluice_config::export::to_toml(&state).unwrap()).unwrap();
+    let from_toml = Tree::load_file(&toml_path, &HashMap::new(), "slc-a");
+    let _ = std::fs::remove_file(&toml_path);
+    assert_eq!(from_toml.unwrap(), tree);
+    let t2 = tree.clone();
+    let (rep, objs) = netns::in_netns(Some(ns), move || {
+        let rep = kernel::apply("slc-a", &t2, BurstPolicy::Sluice)?;
+        Ok((rep, kernel::read_back("slc-a")?))
+    })
+    .unwrap();
+    assert!(rep.refused.is_empty(), "{:?}", rep.refused);
+    assert_eq!(rep.applied.len(), 6);
+    assert_eq!(kernel::compare(&tree, BurstPolicy::Sluice, &objs), Vec::<String>::new());
+    // 20 Gbit needs the 64-bit attributes; the kernel must report the same rate back.
+    let c1 = objs.iter().find(|o| !o.is_qdisc && o.handle.minor() == 1).unwrap();
+    assert_eq!(c1.rate, Some(Rate::from_bps(20_000_000_000)));
+    // The comparison is not vacuous: a different model is reported as different.
+    let mut other = tree.clone();
+    other.classes[1].ceil = Rate::from_bps(19_000_000_000);
+    assert_eq!(kernel::compare(&other, BurstPolicy::Sluice, &objs).len(), 1);
+
+    // A qdisc this kernel may lack is reported with the kernel's own error, never dropped.
+    let lacking =
+        Tree::parse_script("tc qdisc add dev x root handle 1: sfq perturb 10", &HashMap::new(), None)
+            .unwrap();
+    let rep =
+        netns::in_netns(Some(ns), move || kernel::apply("slc-a", &lacking, BurstPolicy::Sluice)).unwrap();
+    let have_sfq = std::path::Path::new("/sys/module/sch_sfq").exists();
+    if !have_sfq {
+        assert_eq!(rep.refused.len(), 1, "{rep:?}");
+        assert!(rep.refused[0].contains("kernel said"), "{rep:?}");
+    }
+    // Clearing is idempotent.
+    netns::in_netns(Some(ns), || kernel::clear("slc-a").and_then(|_| kernel::clear("slc-a"))).unwrap();
+}
+
+#[test]
+fn kernel_htb_shapes_real_tcp_and_probes_see_it() {
+    if !netns_or_skip("kernel_htb_shapes_real_tcp_and_probes_see_it") {
+        return;
+    }
+    let lab = Lab::new("tkern").unwrap();
+    let _g = Guard(lab.clone());
+    lab.up(&LabOptions::default()).unwrap();
+    let target = Rate::from_bps(40_000_000);
+    let tree = Tree::single_htb(target, 200);
+    let rep = netns::in_netns(Some(&lab.shaper_ns()), move || {
+        kernel::apply(IF_SHAPER_SERVER, &tree, BurstPolicy::Sluice)
+    })
+    .unwrap();
+    assert!(rep.refused.is_empty(), "{rep:?}");
+    let ep = Endpoints::of_lab(&lab);
+    let win = Window { warmup: Duration::from_millis(700), measure: Duration::from_secs(2) };
+    let ep2 = ep.clone();
+    let prober = std::thread::spawn(move || {
+        traffic::probes(&ep2, Duration::from_millis(20), 64, None, 7001, Duration::from_millis(2700))
+    });
+    let flows = traffic::bulk_tcp(&ep, 2, Direction::Up, None, 7000, win).unwrap();
+    let probe = prober.join().unwrap().unwrap();
+    let total: f64 = flows.iter().map(|f| f.bps()).sum();
+    let ideal = 40e6 * 1448.0 / 1514.0;
+    eprintln!(
+        "kernel HTB 40mbit: TCP goodput {:.2} Mbit/s (ideal {:.2}), probe p50 {:.2} ms",
+        total / 1e6,
+        ideal / 1e6,
+        probe.to_result().latency_ms.p50
+    );
+    assert!(total > 0.8 * ideal && total < 1.1 * ideal, "goodput {total} vs ideal {ideal}");
+    // Probes share the 200-packet FIFO with the bulk flows: they must see queueing delay
+    // (200 × 1514 B at 40 Mbit/s is up to 60 ms), and most must get through.
+    let r = probe.to_result();
+    assert!(r.loss_pct < 50.0, "{r:?}");
+    assert!(r.latency_ms.p50 > 1.0, "probes should queue behind bulk traffic: {r:?}");
+}
+
+#[test]
+fn udp_cbr_and_flood_cross_the_bridge() {
+    if !netns_or_skip("udp_cbr_and_flood_cross_the_bridge") {
+        return;
+    }
+    let lab = Lab::new("tudp").unwrap();
+    let _g = Guard(lab.clone());
+    lab.up(&LabOptions { modem: Some(Rate::from_bps(30_000_000)), offloads: false }).unwrap();
+    let ep = Endpoints::of_lab(&lab);
+    let win = Window { warmup: Duration::from_millis(300), measure: Duration::from_millis(1500) };
+    // 10 Mbit CBR under a 30 Mbit modem: all of it arrives.
+    let cbr =
+        traffic::udp_stream(&ep, Some(Rate::from_bps(10_000_000)), 1000, None, 7100, win, "cbr").unwrap();
+    eprintln!("cbr: {:.2} Mbit/s sent {} received {}", cbr.bps() / 1e6, cbr.sent, cbr.received);
+    assert!((cbr.bps() / 1e6 - 10.0 * 1000.0 / 1028.0).abs() < 1.5, "{cbr:?}");
+    assert!(cbr.to_result().loss_pct < 2.0, "{cbr:?}");
+    // A flood is held to the modem's 30 Mbit (payload share 1400/1442 of the wire bytes ± slack).
+    let flood = traffic::udp_stream(&ep, None, 1400, None, 7101, win, "flood").unwrap();
+    eprintln!("flood: {:.2} Mbit/s sent {} received {}", flood.bps() / 1e6, flood.sent, flood.received);
+    assert!(flood.bps() > 0.8 * 30e6 * 1400.0 / 1442.0 && flood.bps() < 1.1 * 30e6, "{flood:?}");
+    assert!(flood.sent > flood.received, "a flood above the modem rate must lose packets");
+}
+
+#[test]
+fn measure_rate_sweep_writes_results_for_kernel_and_none() {
+    if !netns_or_skip("measure_rate_sweep_writes_results_for_kernel_and_none") {
+        return;
+    }
+    use sluice_lab::measure::{self, Backend, Settings};
+    let lab = Lab::new("tmeas").unwrap();
+    let _g = Guard(lab.clone());
+    lab.up(&LabOptions::default()).unwrap();
+    let set: HashMap<String, String> =
+        [("targets", "30mbit"), ("warmup", "0.5"), ("duration", "1.5"), ("load", "udp")]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+    let s = Settings { set, progress: true };
+    let k = measure::run("rate-sweep", &lab, &Backend::Kernel, &s).unwrap();
+    assert_eq!(k.backend, "kernel");
+    let c = &k.cases[0];
+    let wire = c.classes[0].achieved_bps;
+    // The kernel's own counters over the window: 36 Mbit offered, 30 Mbit allowed.
+    assert!(wire > 0.9 * 30e6 && wire < 1.05 * 30e6, "{c:?}");
+    assert!(c.params["kernel"].contains("TcDefault"));
+    let n = measure::run("rate-sweep", &lab, &Backend::None, &s).unwrap();
+    // Unshaped: the 36 Mbit offered all arrive (payload share 1472/1514).
+    let g = n.cases[0].extra["goodput_bps"];
+    assert!(g > 0.9 * 36e6 * 1472.0 / 1514.0, "{:?}", n.cases[0]);
+    let json = k.to_json();
+    assert!(sluice_lab::results::Results::from_json(&json).is_ok());
+    assert!(matches!(measure::run("nope", &lab, &Backend::None, &s), Err(sluice_lab::LabError::Config(_))));
+}

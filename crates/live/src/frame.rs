@@ -1,0 +1,181 @@
+//! From frame bytes to a [`Packet`] descriptor, and the buffer pool that holds frames while
+//! their descriptors are queued.
+//!
+//! Parsing is `sluice-wire`'s (`parse_frame`: VLANs, IPv4/IPv6, tunnels, keyed hashes).
+//!
+//! Malformed frames: a frame shorter than an Ethernet header is counted and dropped (it cannot
+//! be forwarded meaningfully). A frame whose IP header is truncated or inconsistent is counted
+//! as malformed and forwarded, shaped in the default class with no flow keys.
+
+use sluice_core::Packet;
+
+/// Result of looking at one frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Parsed {
+    /// A descriptor to queue.
+    Ok(Packet),
+    /// Queue it, but its network header was malformed.
+    Malformed(Packet),
+    /// Too short to be an Ethernet frame: drop.
+    Runt,
+}
+
+/// Offset of the network header after Ethernet and any VLAN tags (0 if the frame has no IP).
+pub fn network_offset(frame: &[u8]) -> usize {
+    if frame.len() < 14 {
+        return 0;
+    }
+    let mut off = 12;
+    let mut ethertype = u16::from_be_bytes([frame[12], frame[13]]);
+    while matches!(ethertype, 0x8100 | 0x88a8 | 0x9100) && frame.len() >= off + 6 {
+        off += 4;
+        ethertype = u16::from_be_bytes([frame[off], frame[off + 1]]);
+    }
+    if matches!(ethertype, 0x0800 | 0x86dd) {
+        off + 2
+    } else {
+        0
+    }
+}
+
+/// Build a descriptor for `frame` with `sluice-wire`; `payload` is the pool slot that holds it.
+pub fn describe(frame: &[u8], payload: u64) -> Parsed {
+    if frame.len() < 14 {
+        return Parsed::Runt;
+    }
+    match sluice_wire::parse_frame(frame, sluice_wire::ParseOptions::default()) {
+        Ok(p) => Parsed::Ok(p.to_packet(payload)),
+        Err(_) => Parsed::Malformed(Packet::new(frame.len() as u32, payload)),
+    }
+}
+
+/// Frame storage addressed by the descriptor's `payload` handle. Slots are reused; nothing is
+/// allocated once the pool has grown to the working set.
+pub struct Pool {
+    slots: Vec<Vec<u8>>,
+    /// Per slot: network header offset and the TOS byte as received (to rewrite a CE mark).
+    meta: Vec<(u16, u8)>,
+    free: Vec<u32>,
+    max: usize,
+}
+
+impl Pool {
+    /// A pool that holds at most `max` frames at once.
+    pub fn new(max: usize) -> Pool {
+        Pool { slots: Vec::new(), meta: Vec::new(), free: Vec::new(), max }
+    }
+
+    /// Copy `frame` in; None when the pool is full.
+    pub fn put(&mut self, frame: &[u8]) -> Option<u64> {
+        let id = match self.free.pop() {
+            Some(id) => id,
+            None if self.slots.len() < self.max => {
+                self.slots.push(Vec::with_capacity(2048));
+                self.meta.push((0, 0));
+                (self.slots.len() - 1) as u32
+            }
+            None => return None,
+        };
+        let s = &mut self.slots[id as usize];
+        s.clear();
+        s.extend_from_slice(frame);
+        let off = network_offset(frame);
+        let ds = if off > 0 { sluice_wire::read_dsfield(frame, off).unwrap_or(0) } else { 0 };
+        self.meta[id as usize] = (off as u16, ds);
+        Some(id as u64)
+    }
+
+    /// The frame in slot `id`.
+    pub fn get(&self, id: u64) -> &[u8] {
+        self.slots.get(id as usize).map(Vec::as_slice).unwrap_or(&[])
+    }
+
+    /// The frame in slot `id`, with the descriptor's TOS byte written back if a qdisc changed it
+    /// (a CE mark from fq_codel/CoDel). Returns the bytes to send.
+    pub fn finish(&mut self, id: u64, dsfield: u8) -> &[u8] {
+        let i = id as usize;
+        let Some(buf) = self.slots.get_mut(i) else { return &[] };
+        let (off, ds) = self.meta[i];
+        if off > 0 && ds != dsfield {
+            // A frame whose header cannot take the byte is sent as it is.
+            let _ = sluice_wire::write_dsfield(buf, off as usize, dsfield);
+        }
+        buf
+    }
+
+    /// Release slot `id`.
+    pub fn free(&mut self, id: u64) {
+        if (id as usize) < self.slots.len() {
+            self.free.push(id as u32);
+        }
+    }
+
+    /// Frames held now.
+    pub fn in_use(&self) -> usize {
+        self.slots.len() - self.free.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ipv4_udp(tos: u8, sport: u16) -> Vec<u8> {
+        use std::net::{IpAddr, Ipv4Addr};
+        let (a, b) = (IpAddr::V4(Ipv4Addr::new(198, 18, 0, 1)), IpAddr::V4(Ipv4Addr::new(198, 18, 0, 2)));
+        let mut spec = sluice_wire::FrameSpec::udp(a, b, sport, 9, 100);
+        spec.dsfield = tos;
+        spec.build().unwrap()
+    }
+
+    #[test]
+    fn reads_dsfield_and_separates_flows() {
+        let Parsed::Ok(a) = describe(&ipv4_udp(0xb8, 1000), 1) else { panic!() };
+        let Parsed::Ok(b) = describe(&ipv4_udp(0, 1001), 2) else { panic!() };
+        assert_eq!(a.dscp(), 46);
+        assert_ne!(a.flow_hash, b.flow_hash);
+        assert_eq!(a.src_host_hash, b.src_host_hash);
+    }
+
+    #[test]
+    fn a_ce_mark_is_written_back_with_a_valid_checksum() {
+        let mut pool = Pool::new(4);
+        let id = pool.put(&ipv4_udp(0x02, 1)).unwrap(); // ECT(0)
+        let Parsed::Ok(mut p) = describe(pool.get(id), id) else { panic!() };
+        assert!(p.set_ce());
+        let out = pool.finish(id, p.dsfield).to_vec();
+        let again = sluice_wire::parse_frame(&out, sluice_wire::ParseOptions::default()).unwrap();
+        assert_eq!(again.dsfield, 0x03);
+        // Unchanged TOS: the frame goes out byte for byte.
+        let id2 = pool.put(&ipv4_udp(0x00, 2)).unwrap();
+        assert_eq!(pool.finish(id2, 0), &ipv4_udp(0x00, 2)[..]);
+    }
+
+    #[test]
+    fn bad_input_is_classified_not_panicked_on() {
+        assert_eq!(describe(&[0u8; 5], 0), Parsed::Runt);
+        let mut f = ipv4_udp(0, 1);
+        f[14] = 0x41; // IHL 4 bytes: shorter than an IPv4 header
+        assert!(matches!(describe(&f, 0), Parsed::Malformed(_)));
+        f.truncate(20);
+        assert!(matches!(describe(&f, 0), Parsed::Malformed(_)));
+        for n in 0..64 {
+            let junk: Vec<u8> = (0..n).map(|i| (i * 37 + n) as u8).collect();
+            let _ = describe(&junk, 0);
+        }
+    }
+
+    #[test]
+    fn pool_reuses_slots_and_refuses_past_its_limit() {
+        let mut p = Pool::new(2);
+        let a = p.put(b"aa").unwrap();
+        let b = p.put(b"bbb").unwrap();
+        assert!(p.put(b"c").is_none());
+        assert_eq!(p.get(b), b"bbb");
+        p.free(a);
+        let c = p.put(b"c").unwrap();
+        assert_eq!(c, a);
+        assert_eq!(p.get(c), b"c");
+        assert_eq!(p.in_use(), 2);
+    }
+}

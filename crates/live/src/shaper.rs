@@ -1,0 +1,638 @@
+//! The forwarding loop: frames in from one interface's ring, through the core qdisc, out of the
+//! other interface, timed by the qdisc's `next_event`.
+//!
+//! One thread does everything (rx, enqueue, dequeue, tx, control), so the engine needs no locks.
+//! The reverse direction is forwarded unshaped unless a reverse configuration is given
+//! (`--bidirectional`): TCP acknowledgements must get through either way.
+
+use crate::control::{self, Request};
+use crate::engine::{self, DirQueue};
+use crate::frame::{self, Parsed, Pool};
+use crate::sys::{self, RxRing, TxSock};
+use crate::timing::{Calibration, SPIN_BELOW};
+use crate::LiveError;
+use serde::Serialize;
+use sluice_core::{Span, Time};
+use sluice_lab::tree::Tree;
+use std::net::SocketAddr;
+use std::os::fd::AsFd;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::Receiver;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Reads a configuration file (for `reload PATH`).
+pub type ConfigLoader = Box<dyn Fn(&str) -> Result<Tree, String> + Send>;
+
+/// How to run the shaper.
+pub struct Options {
+    /// Interface frames arrive on (shaped toward `out_if`).
+    pub in_if: String,
+    /// Interface frames leave by.
+    pub out_if: String,
+    /// Configuration for in → out.
+    pub forward: Tree,
+    /// Configuration for out → in (None: forwarded unshaped).
+    pub reverse: Option<Tree>,
+    /// Control socket path (None: no control socket).
+    pub control: Option<PathBuf>,
+    /// Prometheus endpoint (loopback only).
+    pub metrics: Option<SocketAddr>,
+    /// Stop after this long (None: until `stop`).
+    pub max_duration: Option<Duration>,
+    /// Set to stop (signals, tests).
+    pub stop: Arc<AtomicBool>,
+    /// Reads a configuration file for `reload PATH` (the CLI passes its tc-script reader).
+    pub load_config: ConfigLoader,
+    /// Print start-up and event lines to stderr.
+    pub verbose: bool,
+    /// tc script for in → out built with `sluice-config` (full grammar, filters); overrides
+    /// `forward` when given.
+    pub forward_script: Option<String>,
+    /// Same for out → in; overrides `reverse`.
+    pub reverse_script: Option<String>,
+    /// Network namespace to forward in (the calling thread enters it; metrics stay outside).
+    pub netns: Option<String>,
+}
+
+/// Counters of one direction.
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
+pub struct DirCounters {
+    /// Frames read from the ring.
+    pub rx_frames: u64,
+    /// Frames with a malformed network header (forwarded in the default class).
+    pub malformed: u64,
+    /// Frames too short for Ethernet (dropped).
+    pub runts: u64,
+    /// Frames dropped because the buffer pool was full.
+    pub pool_full: u64,
+    /// Frames the kernel dropped because our receive ring was full.
+    pub ring_drops: u64,
+    /// Frames sent.
+    pub tx_frames: u64,
+    /// Bytes sent.
+    pub tx_bytes: u64,
+    /// Sends that failed (interface down, frame too big, buffer full).
+    pub tx_errors: u64,
+    /// Frames dropped by the qdisc.
+    pub qdisc_drops: u64,
+}
+
+/// A snapshot for `sluice stats` and the final report.
+#[derive(Debug, Clone, Serialize)]
+pub struct Snapshot {
+    /// Seconds since start.
+    pub uptime_s: f64,
+    /// One entry per direction.
+    pub directions: Vec<DirSnapshot>,
+    /// Calibration line.
+    pub calibration: String,
+    /// Reloads done.
+    pub reloads: u64,
+}
+
+/// One direction in a snapshot.
+#[derive(Debug, Clone, Serialize)]
+pub struct DirSnapshot {
+    /// `in -> out`.
+    pub path: String,
+    /// What shapes it ("unshaped" when nothing).
+    pub config: String,
+    /// Qdisc counters (`tc -s`).
+    pub qdisc: Option<sluice_core::QdiscStats>,
+    /// Forwarder counters.
+    pub counters: DirCounters,
+}
+
+impl Snapshot {
+    /// `tc -s`-style text.
+    pub fn to_text(&self) -> String {
+        let mut s = format!(
+            "sluice shape: up {:.1}s, {} reload(s)\n{}\n",
+            self.uptime_s, self.reloads, self.calibration
+        );
+        for d in &self.directions {
+            s += &format!("{}: {}\n", d.path, d.config);
+            if let Some(q) = &d.qdisc {
+                s += &format!(
+                    " Sent {} bytes {} pkt (dropped {}, overlimits {} requeues {})\n backlog {}b {}p\n",
+                    q.bytes, q.packets, q.drops, q.overlimits, q.requeues, q.backlog_bytes, q.qlen
+                );
+            }
+            let c = &d.counters;
+            s += &format!(
+                " rx {} frames, tx {} frames {} bytes; malformed {}, runts {}, ring full {}, pool full {}, tx errors {}\n",
+                c.rx_frames, c.tx_frames, c.tx_bytes, c.malformed, c.runts, c.ring_drops, c.pool_full, c.tx_errors
+            );
+        }
+        s
+    }
+
+    /// Prometheus exposition text.
+    pub fn to_prometheus(&self) -> String {
+        let mut s = String::new();
+        let mut metric = |name: &str, help: &str, vals: Vec<(String, f64)>| {
+            s += &format!("# HELP sluice_{name} {help}\n# TYPE sluice_{name} counter\n");
+            for (path, v) in vals {
+                s += &format!("sluice_{name}{{path=\"{path}\"}} {v}\n");
+            }
+        };
+        let per = |f: &dyn Fn(&DirSnapshot) -> f64| {
+            self.directions.iter().map(|d| (d.path.clone(), f(d))).collect::<Vec<_>>()
+        };
+        metric("tx_bytes_total", "Bytes forwarded.", per(&|d| d.counters.tx_bytes as f64));
+        metric("tx_packets_total", "Frames forwarded.", per(&|d| d.counters.tx_frames as f64));
+        metric("rx_packets_total", "Frames received.", per(&|d| d.counters.rx_frames as f64));
+        metric(
+            "drops_total",
+            "Frames dropped by the qdisc.",
+            per(&|d| d.qdisc.map(|q| q.drops).unwrap_or(0) as f64),
+        );
+        metric(
+            "ring_drops_total",
+            "Frames lost to a full receive ring.",
+            per(&|d| d.counters.ring_drops as f64),
+        );
+        metric(
+            "malformed_total",
+            "Frames with a malformed network header.",
+            per(&|d| d.counters.malformed as f64),
+        );
+        metric(
+            "backlog_bytes",
+            "Bytes queued now.",
+            per(&|d| d.qdisc.map(|q| q.backlog_bytes).unwrap_or(0) as f64),
+        );
+        s
+    }
+}
+
+struct Port {
+    name: String,
+    rx: Option<RxRing>,
+    tx: Option<TxSock>,
+    gone_reported: bool,
+}
+
+impl Port {
+    fn open(name: &str) -> Result<Port, LiveError> {
+        let mut p = Port { name: name.to_string(), rx: None, tx: None, gone_reported: false };
+        p.reopen().map_err(|e| LiveError::Io(format!("{name}: {e}")))?;
+        Ok(p)
+    }
+
+    fn reopen(&mut self) -> std::io::Result<()> {
+        let idx = sys::ifindex(&self.name)?;
+        self.rx = Some(RxRing::open(idx)?);
+        self.tx = Some(TxSock::open(idx)?);
+        self.gone_reported = false;
+        Ok(())
+    }
+
+    fn close(&mut self, verbose: bool, why: &str) {
+        if !self.gone_reported && verbose {
+            eprintln!("sluice shape: interface {} unusable ({why}); frames to it are dropped, retrying every second", self.name);
+        }
+        self.gone_reported = true;
+        self.rx = None;
+        self.tx = None;
+    }
+}
+
+struct Dir {
+    queue: Option<DirQueue>,
+    tree: Option<Tree>,
+    script: Option<String>,
+    classifier: Option<sluice_core::classify::Classifier>,
+    summary: String,
+    c: DirCounters,
+}
+
+/// Run until stopped; returns the final snapshot.
+pub fn run(opts: Options) -> Result<Snapshot, LiveError> {
+    let cal = Calibration::measure(300);
+    if opts.verbose {
+        eprintln!("sluice shape: {cal}");
+    }
+    let fwd = if opts.forward_script.is_some() {
+        engine::Built { qdisc: Box::new(sluice_core::fifo::Fifo::pfifo(1)), summary: String::new() }
+    } else {
+        engine::build(&opts.forward, cal.floor).map_err(|e| LiveError::Config(e.0))?
+    };
+    let rev = opts
+        .reverse
+        .as_ref()
+        .map(|t| engine::build(t, cal.floor))
+        .transpose()
+        .map_err(|e| LiveError::Config(e.0))?;
+    let metrics_text = Arc::new(Mutex::new(String::new()));
+    if let Some(addr) = opts.metrics {
+        control::serve_metrics(addr, metrics_text.clone(), opts.stop.clone())
+            .map_err(|e| LiveError::Io(format!("metrics {addr}: {e}")))?;
+    }
+    if let Some(ns) = &opts.netns {
+        sluice_lab::netns::enter_netns(ns).map_err(|e| LiveError::Io(e.to_string()))?;
+    }
+    let mut ports = [Port::open(&opts.in_if)?, Port::open(&opts.out_if)?];
+    let mut dirs = [
+        Dir {
+            queue: Some(DirQueue::new(fwd.qdisc)),
+            tree: Some(opts.forward.clone()),
+            script: None,
+            classifier: None,
+            summary: fwd.summary,
+            c: DirCounters::default(),
+        },
+        match rev {
+            Some(b) => Dir {
+                queue: Some(DirQueue::new(b.qdisc)),
+                tree: opts.reverse.clone(),
+                script: None,
+                classifier: None,
+                summary: b.summary,
+                c: DirCounters::default(),
+            },
+            None => Dir {
+                queue: None,
+                tree: None,
+                script: None,
+                classifier: None,
+                summary: "unshaped".into(),
+                c: DirCounters::default(),
+            },
+        },
+    ];
+    for (i, (script, dev)) in
+        [(&opts.forward_script, &opts.out_if), (&opts.reverse_script, &opts.in_if)].into_iter().enumerate()
+    {
+        if let Some(path) = script {
+            let m = load_model(path, dev, cal.floor)?;
+            dirs[i] = Dir {
+                queue: Some(DirQueue::new(m.qdisc)),
+                tree: None,
+                script: Some(path.clone()),
+                classifier: Some(m.classifier),
+                summary: m.summary,
+                c: DirCounters::default(),
+            };
+        }
+    }
+    let control: Option<Receiver<Request>> = match &opts.control {
+        Some(p) => Some(
+            control::serve(p, opts.stop.clone())
+                .map_err(|e| LiveError::Io(format!("control socket {}: {e}", p.display())))?,
+        ),
+        None => None,
+    };
+    if opts.verbose {
+        eprintln!("sluice shape: {} -> {}: {}", opts.in_if, opts.out_if, dirs[0].summary);
+        eprintln!("sluice shape: {} -> {}: {}", opts.out_if, opts.in_if, dirs[1].summary);
+    }
+    let mut pool = Pool::new(1 << 17);
+    let epoch = Instant::now();
+    let clock = || Time::from_nanos(epoch.elapsed().as_nanos() as u64);
+    let mut reloads = 0u64;
+    let mut last_house = Instant::now();
+    // Run-time view of wake-up lateness: the floor rises when the machine gets busier.
+    let mut floor = cal.floor;
+    let mut late: Vec<u64> = Vec::with_capacity(4096);
+    let mut last_floor_check = Instant::now();
+    let mut floor_note = String::new();
+    let paths = [format!("{} -> {}", opts.in_if, opts.out_if), format!("{} -> {}", opts.out_if, opts.in_if)];
+    let snapshot = |dirs: &[Dir; 2], reloads: u64, floor_note: &str| Snapshot {
+        uptime_s: epoch.elapsed().as_secs_f64(),
+        calibration: format!("{cal}{floor_note}"),
+        reloads,
+        directions: dirs
+            .iter()
+            .zip(paths.iter())
+            .map(|(d, p)| DirSnapshot {
+                path: p.clone(),
+                config: d.summary.clone(),
+                qdisc: d.queue.as_ref().map(|q| q.stats()),
+                counters: d.c,
+            })
+            .collect(),
+    };
+    loop {
+        if opts.stop.load(Ordering::Relaxed) || opts.max_duration.is_some_and(|m| epoch.elapsed() >= m) {
+            break;
+        }
+        let now = clock();
+        // Receive: frames from port i go in direction i (toward port 1 - i). Few blocks per turn and
+        // many sends: the ring (16 MiB) is the buffer, the qdisc should not overflow from batching.
+        let mut got = 0;
+        #[allow(clippy::needless_range_loop)] // `i` picks both the source port and the direction
+        for i in 0..2 {
+            let (a, b) = ports.split_at_mut(1);
+            let (src, dst) = if i == 0 { (&mut a[0], &b[0]) } else { (&mut b[0], &a[0]) };
+            let d = &mut dirs[i];
+            if let Some(rx) = src.rx.as_mut() {
+                got += rx.drain(2, |f| ingest(f, now, d, &mut pool, dst));
+            }
+        }
+        // Transmit whatever the qdiscs release now.
+        for i in 0..2 {
+            let dst = &mut ports[1 - i];
+            let d = &mut dirs[i];
+            if let Some(q) = d.queue.as_mut() {
+                for _ in 0..8192 {
+                    match q.next_event(now) {
+                        Some(t) if t <= now => {}
+                        _ => break,
+                    }
+                    let Some(p) = q.dequeue(now) else { break };
+                    transmit(pool.finish(p.payload, p.dsfield), dst, &mut d.c, opts.verbose);
+                    pool.free(p.payload);
+                }
+                while let Some(dr) = q.take_dropped() {
+                    pool.free(dr.pkt.payload);
+                    d.c.qdisc_drops += 1;
+                }
+            }
+        }
+        // Housekeeping: control requests, metrics, ring statistics, lost interfaces.
+        if last_house.elapsed() >= Duration::from_millis(100) {
+            last_house = Instant::now();
+            for (i, p) in ports.iter_mut().enumerate() {
+                if let Some(rx) = &p.rx {
+                    dirs[i].c.ring_drops += rx.take_stats().1;
+                }
+                if p.rx.is_none() && p.reopen().is_ok() && opts.verbose {
+                    eprintln!("sluice shape: interface {} is back", p.name);
+                }
+                if p.rx.is_some() && sys::ifindex(&p.name).is_err() {
+                    p.close(opts.verbose, "it disappeared");
+                }
+            }
+            if last_floor_check.elapsed() >= Duration::from_secs(1) {
+                last_floor_check = Instant::now();
+                if late.len() >= 20 {
+                    late.sort_unstable();
+                    let p99 = Span::from_nanos(late[(late.len() * 99).div_ceil(100) - 1]);
+                    let cap = Span::from_millis(20);
+                    if p99 > floor && floor < cap {
+                        let new = Span::from_nanos((p99.as_nanos() * 3 / 2).min(cap.as_nanos()));
+                        for (i, d) in dirs.iter_mut().enumerate() {
+                            let dev = if i == 0 { &opts.out_if } else { &opts.in_if };
+                            if let (Some(q), Some(path)) = (d.queue.as_mut(), d.script.as_ref()) {
+                                if let Ok(m) = load_model(path, dev, new) {
+                                    q.reload(m.qdisc);
+                                    d.classifier = Some(m.classifier);
+                                    d.summary = m.summary;
+                                }
+                            } else if let (Some(q), Some(t)) = (d.queue.as_mut(), d.tree.as_ref()) {
+                                if let Ok(b) = engine::build(t, new) {
+                                    q.reload(b.qdisc);
+                                    d.summary = b.summary;
+                                }
+                            }
+                        }
+                        floor_note = format!(
+                            "; raised at run time to {}us after wake-ups late by {}us (p99 of the last second)",
+                            new.as_micros(),
+                            p99.as_micros()
+                        );
+                        if opts.verbose {
+                            eprintln!(
+                                "sluice shape: burst floor {}us -> {}us (wake-ups late by {}us at p99)",
+                                floor.as_micros(),
+                                new.as_micros(),
+                                p99.as_micros()
+                            );
+                        }
+                        floor = new;
+                    }
+                }
+                late.clear();
+            }
+            if let Some(rx) = &control {
+                while let Ok(req) = rx.try_recv() {
+                    let answer = handle_request(&req.line, &mut dirs, &opts, floor, &mut reloads, &|d, r| {
+                        snapshot(d, r, &floor_note)
+                    });
+                    let _ = req.reply.send(answer);
+                }
+            }
+            if opts.metrics.is_some() {
+                if let Ok(mut t) = metrics_text.lock() {
+                    *t = snapshot(&dirs, reloads, &floor_note).to_prometheus();
+                }
+            }
+        }
+        if got > 0 {
+            continue; // more may be waiting in the rings
+        }
+        // Sleep until the next deadline (or spin if it is very near), waking for new frames.
+        let now = clock();
+        let next = dirs.iter().filter_map(|d| d.queue.as_ref().and_then(|q| q.next_event(now))).min();
+        let wait = match next {
+            Some(t) if t <= now => Span::ZERO,
+            Some(t) => (t - now).min(Span::from_millis(20)),
+            None => Span::from_millis(20),
+        };
+        if wait < SPIN_BELOW {
+            continue;
+        }
+        let mut fds: Vec<nix::poll::PollFd> = ports
+            .iter()
+            .filter_map(|p| p.rx.as_ref())
+            .map(|r| nix::poll::PollFd::new(r.as_fd(), nix::poll::PollFlags::POLLIN))
+            .collect();
+        let ts = nix::sys::time::TimeSpec::from_duration(Duration::from_nanos(wait.as_nanos()));
+        let before = clock();
+        let woke = nix::poll::ppoll(&mut fds, Some(ts), None);
+        if matches!(woke, Ok(0)) && next.is_some() {
+            // A timer wake-up for a deadline: how late was it?
+            late.push(clock().as_nanos().saturating_sub(before.as_nanos() + wait.as_nanos()));
+        }
+        let bad: Vec<bool> = fds
+            .iter()
+            .map(|f| {
+                f.revents().is_some_and(|r| {
+                    r.intersects(
+                        nix::poll::PollFlags::POLLERR
+                            | nix::poll::PollFlags::POLLHUP
+                            | nix::poll::PollFlags::POLLNVAL,
+                    )
+                })
+            })
+            .collect();
+        drop(fds);
+        let mut k = 0;
+        for p in ports.iter_mut() {
+            if p.rx.is_some() {
+                if bad[k] {
+                    p.close(opts.verbose, "socket error");
+                }
+                k += 1;
+            }
+        }
+    }
+    Ok(snapshot(&dirs, reloads, &floor_note))
+}
+
+fn ingest(f: &[u8], now: Time, d: &mut Dir, pool: &mut Pool, dst: &Port) {
+    d.c.rx_frames += 1;
+    let Some(q) = d.queue.as_mut() else {
+        // Unshaped direction: straight through.
+        send_counted(f, dst, &mut d.c);
+        return;
+    };
+    let Some(id) = pool.put(f) else {
+        d.c.pool_full += 1;
+        return;
+    };
+    let mut pkt = if let Some(cls) = d.classifier.as_mut() {
+        // Filters need the flow keys, so parse here rather than in `describe`.
+        if f.len() < 14 {
+            d.c.runts += 1;
+            pool.free(id);
+            return;
+        }
+        let (mut p, keys) = match sluice_wire::parse_frame(f, sluice_wire::ParseOptions::default()) {
+            Ok(parsed) => (parsed.to_packet(id), parsed.keys),
+            Err(_) => {
+                d.c.malformed += 1;
+                (sluice_core::Packet::new(f.len() as u32, id), sluice_core::FlowKeys::default())
+            }
+        };
+        if cls.classify(&mut p, &keys, f, now) == sluice_core::classify::ClassifyOutcome::Drop {
+            pool.free(id);
+            d.c.qdisc_drops += 1;
+            return;
+        }
+        p
+    } else {
+        match frame::describe(f, id) {
+            Parsed::Ok(p) => p,
+            Parsed::Malformed(p) => {
+                d.c.malformed += 1;
+                p
+            }
+            Parsed::Runt => {
+                d.c.runts += 1;
+                pool.free(id);
+                return;
+            }
+        }
+    };
+    pkt.enqueue_time = now;
+    if let Err(dr) = q.enqueue(pkt, now) {
+        pool.free(dr.pkt.payload);
+        d.c.qdisc_drops += 1;
+    }
+    while let Some(dr) = q.take_dropped() {
+        pool.free(dr.pkt.payload);
+        d.c.qdisc_drops += 1;
+    }
+}
+
+fn send_counted(f: &[u8], dst: &Port, c: &mut DirCounters) {
+    match dst.tx.as_ref().map(|t| t.send(f)) {
+        Some(Ok(())) => {
+            c.tx_frames += 1;
+            c.tx_bytes += f.len() as u64;
+        }
+        _ => c.tx_errors += 1,
+    }
+}
+
+fn transmit(f: &[u8], dst: &mut Port, c: &mut DirCounters, verbose: bool) {
+    match dst.tx.as_ref().map(|t| t.send(f)) {
+        Some(Ok(())) => {
+            c.tx_frames += 1;
+            c.tx_bytes += f.len() as u64;
+        }
+        Some(Err(e)) => {
+            c.tx_errors += 1;
+            if matches!(e.raw_os_error(), Some(libc::ENXIO | libc::ENODEV)) {
+                dst.close(verbose, &e.to_string());
+            }
+        }
+        None => c.tx_errors += 1,
+    }
+}
+
+fn handle_request(
+    line: &str,
+    dirs: &mut [Dir; 2],
+    opts: &Options,
+    floor: Span,
+    reloads: &mut u64,
+    snapshot: &dyn Fn(&[Dir; 2], u64) -> Snapshot,
+) -> String {
+    let mut words = line.split_whitespace();
+    match (words.next(), words.next()) {
+        (Some("ping"), _) => "pong\n".into(),
+        (Some("stats"), Some("json")) => {
+            serde_json::to_string_pretty(&snapshot(dirs, *reloads)).unwrap_or_default() + "\n"
+        }
+        (Some("stats"), None) => snapshot(dirs, *reloads).to_text(),
+        (Some("reload"), Some(path)) if dirs[0].script.is_some() => {
+            match load_model(path, &opts.out_if, floor) {
+                Ok(m) => {
+                    let Some(q) = dirs[0].queue.as_mut() else {
+                        return "error: nothing to reload
+"
+                        .into();
+                    };
+                    let backlog = q.stats().qlen;
+                    q.reload(m.qdisc);
+                    dirs[0].classifier = Some(m.classifier);
+                    dirs[0].summary = m.summary.clone();
+                    dirs[0].script = Some(path.to_string());
+                    *reloads += 1;
+                    format!(
+                        "reloaded: {}; {backlog} queued packet(s) drain under the old configuration first
+",
+                        m.summary
+                    )
+                }
+                Err(e) => format!(
+                    "error: {e}; the running configuration is unchanged
+"
+                ),
+            }
+        }
+        (Some("reload"), Some(path)) => {
+            let tree = match (opts.load_config)(path) {
+                Ok(t) => t,
+                Err(e) => return format!("error: {e}\n"),
+            };
+            match engine::build(&tree, floor) {
+                Ok(b) => {
+                    let Some(q) = dirs[0].queue.as_mut() else {
+                        return "error: nothing to reload\n".into();
+                    };
+                    let backlog = q.stats().qlen;
+                    q.reload(b.qdisc);
+                    dirs[0].summary = b.summary.clone();
+                    dirs[0].tree = Some(tree);
+                    *reloads += 1;
+                    format!(
+                        "reloaded: {}; {backlog} queued packet(s) drain under the old configuration first\n",
+                        b.summary
+                    )
+                }
+                Err(e) => format!("error: {}; the running configuration is unchanged\n", e.0),
+            }
+        }
+        _ => format!("error: unknown command `{line}` (stats, stats json, reload PATH, ping)\n"),
+    }
+}
+
+/// Stop on SIGINT and SIGTERM (the loop then returns its final counters).
+pub fn stop_on_signals(stop: &Arc<AtomicBool>) -> Result<(), LiveError> {
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, stop.clone())
+            .map_err(|e| LiveError::Io(format!("signal handler: {e}")))?;
+    }
+    Ok(())
+}
+
+fn load_model(path: &str, dev: &str, floor: Span) -> Result<engine::ModelBuilt, LiveError> {
+    let text = std::fs::read_to_string(path).map_err(|e| LiveError::Config(format!("{path}: {e}")))?;
+    engine::build_model(path, &text, dev, floor).map_err(|e| LiveError::Config(e.0))
+}

@@ -1,0 +1,202 @@
+//! Root-only: `sluice shape`'s loop forwarding real TCP and UDP through the lab. Skips loudly
+//! without network namespaces.
+
+use sluice_core::Rate;
+use sluice_lab::testbed::{Lab, LabOptions, PathMode, IF_SHAPER_CLIENT, IF_SHAPER_SERVER};
+use sluice_lab::traffic::{self, Direction, Endpoints, Window};
+use sluice_lab::tree::Tree;
+use sluice_live::shaper::{self, Options, Snapshot};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+fn netns_or_skip(test: &str) -> bool {
+    match sluice_lab::netns::netns_available() {
+        Ok(()) => true,
+        Err(why) => {
+            eprintln!("\n*** SKIPPING {test}: network namespaces unavailable ({why}) ***\n");
+            false
+        }
+    }
+}
+
+struct Guard(Lab, Arc<AtomicBool>);
+impl Drop for Guard {
+    fn drop(&mut self) {
+        self.1.store(true, Ordering::Relaxed);
+        let _ = self.0.down();
+    }
+}
+
+fn start_with(
+    lab: &Lab,
+    tree: Tree,
+    script: Option<String>,
+    control: Option<std::path::PathBuf>,
+    stop: Arc<AtomicBool>,
+) -> JoinHandle<Snapshot> {
+    let opts = Options {
+        in_if: IF_SHAPER_CLIENT.into(),
+        out_if: IF_SHAPER_SERVER.into(),
+        forward: tree,
+        reverse: None,
+        control,
+        metrics: None,
+        max_duration: Some(Duration::from_secs(40)),
+        stop,
+        load_config: Box::new(|p| {
+            let text = std::fs::read_to_string(p).map_err(|e| e.to_string())?;
+            Tree::parse_script(&text, &HashMap::new(), None).map_err(|e| e.to_string())
+        }),
+        verbose: true,
+        forward_script: script,
+        reverse_script: None,
+        netns: Some(lab.shaper_ns()),
+    };
+    let h = std::thread::spawn(move || shaper::run(opts).expect("shaper runs"));
+    std::thread::sleep(Duration::from_millis(400)); // calibration + ring set-up
+    h
+}
+
+fn start(
+    lab: &Lab,
+    tree: Tree,
+    control: Option<std::path::PathBuf>,
+    stop: Arc<AtomicBool>,
+) -> JoinHandle<Snapshot> {
+    start_with(lab, tree, None, control, stop)
+}
+
+#[test]
+fn shapes_real_tcp_to_the_configured_rate_and_reloads() {
+    if !netns_or_skip("shapes_real_tcp_to_the_configured_rate_and_reloads") {
+        return;
+    }
+    let lab = Lab::new("tshape").unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let _g = Guard(lab.clone(), stop.clone());
+    lab.up(&LabOptions::default()).unwrap();
+    lab.set_path(PathMode::Open).unwrap();
+    let sock = std::env::temp_dir().join(format!("sluice-test-{}/shape.sock", std::process::id()));
+    let h = start(&lab, Tree::single_htb(Rate::from_bps(30_000_000), 300), Some(sock.clone()), stop.clone());
+    let ep = Endpoints::of_lab(&lab);
+    let win = Window { warmup: Duration::from_millis(800), measure: Duration::from_secs(2) };
+    let ep2 = ep.clone();
+    let prober = std::thread::spawn(move || {
+        traffic::probes(&ep2, Duration::from_millis(20), 64, None, 7201, Duration::from_millis(2800))
+    });
+    let flows = traffic::bulk_tcp(&ep, 2, Direction::Up, None, 7200, win).unwrap();
+    let probe = prober.join().unwrap().unwrap().to_result();
+    let total: f64 = flows.iter().map(|f| f.bps()).sum();
+    let ideal = 30e6 * 1448.0 / 1514.0;
+    eprintln!(
+        "sluice 30mbit: TCP goodput {:.2} Mbit/s (ideal {:.2}); probe {:?}",
+        total / 1e6,
+        ideal / 1e6,
+        probe.latency_ms
+    );
+    assert!(total > 0.8 * ideal && total < 1.1 * ideal, "goodput {total} vs ideal {ideal}");
+    assert!(probe.loss_pct < 50.0 && probe.latency_ms.p50 > 1.0, "{probe:?}");
+
+    // Stats over the control socket, then a reload to 60 Mbit while traffic runs.
+    let stats = sluice_live::control::request(&sock, "stats").unwrap();
+    assert!(stats.contains("Sent") && stats.contains("rate 30Mbit"), "{stats}");
+    let cfg = std::env::temp_dir().join(format!("sluice-test-{}/60.tc", std::process::id()));
+    std::fs::write(&cfg, "tc qdisc add dev x root handle 1: htb default 1\ntc class add dev x parent 1: classid 1:1 htb rate 60mbit\n").unwrap();
+    let ep3 = ep.clone();
+    let load = std::thread::spawn(move || {
+        traffic::bulk_tcp(
+            &ep3,
+            2,
+            Direction::Up,
+            None,
+            7202,
+            Window { warmup: Duration::from_millis(1200), measure: Duration::from_secs(2) },
+        )
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let ans = sluice_live::control::request(&sock, &format!("reload {}", cfg.display())).unwrap();
+    assert!(ans.starts_with("reloaded"), "{ans}");
+    let after: f64 = load.join().unwrap().unwrap().iter().map(|f| f.bps()).sum();
+    eprintln!("after reload to 60mbit: {:.2} Mbit/s", after / 1e6);
+    assert!(after > 0.8 * 60e6 * 1448.0 / 1514.0 && after < 1.1 * 60e6, "{after}");
+    stop.store(true, Ordering::Relaxed);
+    let snap = h.join().unwrap();
+    let d = &snap.directions[0];
+    assert_eq!(snap.reloads, 1);
+    assert!(d.counters.tx_frames > 1000 && d.counters.tx_errors == 0, "{:?}", d.counters);
+    let _ = std::fs::remove_dir_all(sock.parent().unwrap());
+}
+
+#[test]
+fn udp_flood_is_held_to_rate_and_the_loop_survives_a_vanishing_interface() {
+    if !netns_or_skip("udp_flood_is_held_to_rate_and_the_loop_survives_a_vanishing_interface") {
+        return;
+    }
+    let lab = Lab::new("tflood").unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let _g = Guard(lab.clone(), stop.clone());
+    lab.up(&LabOptions::default()).unwrap();
+    lab.set_path(PathMode::Open).unwrap();
+    let h = start(&lab, Tree::single_htb(Rate::from_bps(20_000_000), 100), None, stop.clone());
+    let ep = Endpoints::of_lab(&lab);
+    let win = Window { warmup: Duration::from_millis(300), measure: Duration::from_millis(1500) };
+    let f = traffic::udp_stream(&ep, Some(Rate::from_bps(60_000_000)), 1200, None, 7300, win, "udp").unwrap();
+    eprintln!(
+        "60 Mbit offered into 20 Mbit: {:.2} Mbit/s delivered, sent {} received {}",
+        f.bps() / 1e6,
+        f.sent,
+        f.received
+    );
+    // Payload share of the wire: 1200 / (1200 + 42).
+    let ideal = 20e6 * 1200.0 / 1242.0;
+    assert!(f.bps() > 0.85 * ideal && f.bps() < 1.1 * ideal, "{f:?}");
+    // Pull the server-side link out from under the shaper: it must report and keep running.
+    sluice_lab::netns::ip(&["-n", &lab.shaper_ns(), "link", "del", IF_SHAPER_SERVER]).unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(!h.is_finished(), "the shaper must survive a vanished interface");
+    stop.store(true, Ordering::Relaxed);
+    let snap = h.join().unwrap();
+    assert!(snap.directions[0].qdisc.unwrap().drops > 0);
+}
+
+#[test]
+fn filters_from_a_tc_script_steer_traffic_on_the_live_path() {
+    if !netns_or_skip("filters_from_a_tc_script_steer_traffic_on_the_live_path") {
+        return;
+    }
+    let lab = Lab::new("tfilt").unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let _g = Guard(lab.clone(), stop.clone());
+    lab.up(&LabOptions::default()).unwrap();
+    lab.set_path(PathMode::Open).unwrap();
+    // UDP to port 7401 is held to 5 Mbit by a u32 filter; everything else gets 40 Mbit.
+    let script = std::env::temp_dir().join(format!("sluice-filt-{}.tc", std::process::id()));
+    std::fs::write(
+        &script,
+        "tc qdisc add dev $DEV root handle 1: htb default 20\n\
+         tc class add dev $DEV parent 1: classid 1:10 htb rate 5mbit\n\
+         tc class add dev $DEV parent 1: classid 1:20 htb rate 40mbit\n\
+         tc filter add dev $DEV parent 1: protocol ip prio 1 u32 match ip dport 7401 0xffff flowid 1:10\n",
+    )
+    .unwrap();
+    let h = start_with(&lab, Tree::default(), Some(script.display().to_string()), None, stop.clone());
+    let ep = Endpoints::of_lab(&lab);
+    let win = Window { warmup: Duration::from_millis(400), measure: Duration::from_millis(1500) };
+    let ep2 = ep.clone();
+    let other = std::thread::spawn(move || {
+        traffic::udp_stream(&ep2, Some(Rate::from_bps(30_000_000)), 1200, None, 7402, win, "other")
+    });
+    let slow = traffic::udp_stream(&ep, Some(Rate::from_bps(20_000_000)), 1200, None, 7401, win, "filtered")
+        .unwrap();
+    let other = other.join().unwrap().unwrap();
+    eprintln!("filtered: {:.2} Mbit/s, other: {:.2} Mbit/s", slow.bps() / 1e6, other.bps() / 1e6);
+    assert!(slow.bps() < 5.5e6 && slow.bps() > 3.5e6, "{slow:?}");
+    assert!(other.bps() > 25e6, "{other:?}");
+    stop.store(true, Ordering::Relaxed);
+    let snap = h.join().unwrap();
+    assert!(snap.directions[0].config.contains("filters (sluice-config)"), "{}", snap.directions[0].config);
+    let _ = std::fs::remove_file(&script);
+}

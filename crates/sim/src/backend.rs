@@ -1,0 +1,392 @@
+//! Where scenarios meet the real qdiscs: link queues from short specs, and the shaper from a
+//! tc script or the structured form. This is the one place to wire new core components in.
+
+use crate::legacy::LegacyHtbClass;
+use crate::model::{ClassSpec, QueueFactory};
+use crate::scenario::file::ShaperFile;
+use crate::scenario::Ctx;
+use crate::scenario::ScenarioError;
+use crate::shaper::ExactShaper;
+use sluice_core::fifo::{Fifo, FifoKind};
+use sluice_core::fq_codel::{FqCodel, FqCodelConfig};
+use sluice_core::htb::{Htb, HtbClassConfig, HtbConfig};
+use sluice_core::prio::{PfifoFast, PfifoFastConfig};
+use sluice_core::reference_htb::{RefClassParams, RefHtb};
+use sluice_core::sfq::{PerturbMode, Sfq, SfqConfig};
+
+use sluice_core::units::{parse_size, parse_time};
+use sluice_core::{ConfigError, Handle, Qdisc, Rate, Span, Time, WireSpec};
+use std::sync::Arc;
+
+/// A shared queue builder.
+pub(crate) type SharedFactory = Arc<dyn Fn() -> Box<dyn Qdisc> + Send + Sync>;
+
+pub(crate) fn clone_factory(f: &SharedFactory) -> QueueFactory {
+    let f = f.clone();
+    Box::new(move || f())
+}
+
+/// A queue (link queue or leaf qdisc) from a short tc-like spec:
+/// `pfifo [N]`, `bfifo [SIZE]`, `pfifo_head_drop [N]`, `pfifo_fast [legacy]`,
+/// `fq_codel [limit N] [flows N] [quantum N] [noecn|ecn] [target T] [interval T] [ISOLATION]`
+/// where ISOLATION is a CAKE flow mode (`flows`, `srchost`, `dual-srchost`, `triple-isolate`...).
+pub(crate) fn queue_factory(spec: &str) -> Result<QueueFactory, String> {
+    let f = shared_queue(spec)?;
+    Ok(Box::new(move || f()))
+}
+
+pub(crate) fn shared_queue(spec: &str) -> Result<SharedFactory, String> {
+    let words: Vec<&str> = spec.split_whitespace().collect();
+    let kind = words.first().copied().unwrap_or("");
+    let args = &words[words.len().min(1)..];
+    match kind {
+        "pfifo" | "pfifo_head_drop" | "bfifo" => {
+            if args.len() > 1 {
+                return Err(format!("unexpected `{}` in queue `{spec}`", args[1]));
+            }
+            let arg = args.first().map(|a| a.trim_start_matches("limit"));
+            let (k, limit) = match kind {
+                "bfifo" => {
+                    (FifoKind::Bfifo, arg.map(|a| parse_size(a).map_err(|e| e.to_string())).transpose()?)
+                }
+                _ => {
+                    let n = arg
+                        .map(|a| a.parse::<u64>().map_err(|_| format!("`{a}` is not a packet count")))
+                        .transpose()?;
+                    (if kind == "pfifo" { FifoKind::Pfifo } else { FifoKind::PfifoHeadDrop }, n)
+                }
+            };
+            Fifo::new(k, limit).map_err(|e| e.to_string())?;
+            Ok(Arc::new(move || Box::new(Fifo::new(k, limit).expect("validated above")) as Box<dyn Qdisc>))
+        }
+        "pfifo_fast" => {
+            let cfg = match args {
+                [] | ["sluice"] => PfifoFastConfig::default(),
+                ["legacy"] => PfifoFastConfig::legacy(),
+                _ => return Err(format!("pfifo_fast takes only `legacy`, not `{}`", args.join(" "))),
+            };
+            Ok(Arc::new(move || Box::new(PfifoFast::new(cfg)) as Box<dyn Qdisc>))
+        }
+        "fq_codel" => {
+            let mut cfg = FqCodelConfig::default();
+            let mut i = 0;
+            while i < args.len() {
+                let val =
+                    |i: usize| args.get(i + 1).copied().ok_or_else(|| format!("`{}` needs a value", args[i]));
+                match args[i] {
+                    "limit" => {
+                        cfg.limit =
+                            val(i)?.trim_end_matches('p').parse().map_err(|_| "bad limit".to_string())?
+                    }
+                    "flows" => cfg.flows = val(i)?.parse().map_err(|_| "bad flows".to_string())?,
+                    "quantum" => cfg.quantum = parse_size(val(i)?).map_err(|e| e.to_string())? as u32,
+                    "target" => cfg.params.target = parse_time(val(i)?).map_err(|e| e.to_string())?,
+                    "interval" => cfg.params.interval = parse_time(val(i)?).map_err(|e| e.to_string())?,
+                    "ecn" => {
+                        cfg.params.ecn = true;
+                        i -= 1;
+                    }
+                    "noecn" => {
+                        cfg.params.ecn = false;
+                        i -= 1;
+                    }
+                    other => {
+                        cfg.isolation =
+                            other.parse().map_err(|_| format!("unknown fq_codel option `{other}`"))?;
+                        i -= 1;
+                    }
+                }
+                i += 2;
+            }
+            let cfg = cfg.normalized().map_err(|e| e.to_string())?;
+            FqCodel::new(cfg).map_err(|e| e.to_string())?;
+            Ok(Arc::new(move || Box::new(FqCodel::new(cfg).expect("validated above")) as Box<dyn Qdisc>))
+        }
+        "sfq" => {
+            let mut cfg = SfqConfig::default();
+            let mut i = 0;
+            while i < args.len() {
+                let val = args.get(i + 1).copied().ok_or_else(|| format!("`{}` needs a value", args[i]))?;
+                match args[i] {
+                    "limit" => cfg.limit = val.parse().map_err(|_| format!("bad sfq limit `{val}`"))?,
+                    "quantum" => cfg.quantum = parse_size(val).map_err(|e| e.to_string())? as u32,
+                    "depth" => cfg.depth = val.parse().map_err(|_| format!("bad sfq depth `{val}`"))?,
+                    "divisor" => cfg.divisor = val.parse().map_err(|_| format!("bad sfq divisor `{val}`"))?,
+                    "perturb" => cfg.perturb = parse_time(val).map_err(|e| e.to_string())?,
+                    "mode" => {
+                        cfg.perturb_mode = match val {
+                            "sticky" | "sluice" => PerturbMode::Sticky,
+                            "rehash" => PerturbMode::Rehash,
+                            "keyonly" | "legacy" => PerturbMode::KeyOnly,
+                            o => return Err(format!("unknown sfq mode `{o}` (sticky, rehash or keyonly)")),
+                        }
+                    }
+                    o => return Err(format!("unknown sfq option `{o}`")),
+                }
+                i += 2;
+            }
+            Sfq::new(cfg).map_err(|e| e.to_string())?;
+            Ok(Arc::new(move || Box::new(Sfq::new(cfg).expect("validated above")) as Box<dyn Qdisc>))
+        }
+        _ => Err(format!("unknown queue `{spec}`")),
+    }
+}
+
+/// Builds the shaper of a case.
+pub(crate) fn shaper(
+    ctx: &Ctx,
+    s: &ShaperFile,
+    wire: WireSpec,
+) -> Result<(SharedFactory, Vec<ClassSpec>), ScenarioError> {
+    if s.tc.is_some() || s.file.is_some() {
+        let q = s.tc.as_ref().or(s.file.as_ref()).expect("checked");
+        return Err(ctx.err(
+            Some(q.span()),
+            "tc-script shapers need sluice-config, which is not merged into this build yet",
+            Some("use the structured form ([[shaper.class]]) for now"),
+        ));
+    }
+    let kind = s.kind.as_ref().map(|q| ctx.text(q)).transpose()?.unwrap_or_else(|| "htb".into());
+    let mut active = Vec::new();
+    for c in &s.class {
+        if ctx.when(&c.when)? {
+            active.push(c);
+        }
+    }
+    let mut classes = Vec::new();
+    for c in &active {
+        let rate = ctx.rate(&c.rate)?;
+        let ceil = c.ceil.as_ref().map(|q| ctx.rate(q)).transpose()?.unwrap_or(rate);
+        if ceil < rate {
+            return Err(ctx.err(
+                Some(c.ceil.as_ref().expect("set").span()),
+                "ceil is below rate",
+                Some("ceil >= rate"),
+            ));
+        }
+        classes.push(ClassSpec { id: ctx.handle(&c.id)?, rate, ceil });
+    }
+    let Some(first) = active.first().copied() else {
+        return Err(ctx.err(
+            s.kind.as_ref().map(|q| q.span()),
+            "the shaper has no [[shaper.class]]",
+            Some("add at least one class"),
+        ));
+    };
+    let leaf_text =
+        first.leaf.as_ref().map(|q| ctx.text(q)).transpose()?.unwrap_or_else(|| "pfifo 1000".into());
+    let leaf_span = first.leaf.as_ref().map(|q| q.span());
+    let _leaf = shared_queue(&leaf_text).map_err(|m| {
+        ctx.err(leaf_span.clone(), m, Some("pfifo N, bfifo SIZE, pfifo_fast, fq_codel [...]"))
+    })?;
+    let pfifo_limit = match leaf_text.split_whitespace().collect::<Vec<_>>()[..] {
+        ["pfifo"] => Some(1000),
+        ["pfifo", n] => n.parse::<u32>().ok(),
+        _ => None,
+    };
+    match kind.as_str() {
+        "legacy-2.6.30" => {
+            if classes.len() != 1 {
+                return Err(ctx.err(
+                    s.kind.as_ref().map(|q| q.span()),
+                    "the legacy-2.6.30 model has exactly one class",
+                    None,
+                ));
+            }
+            let mtu = s.mtu.as_ref().map(|q| ctx.uint(q, 1 << 20)).transpose()?.unwrap_or(1600) as u32;
+            let timer = s.timer.as_ref().map(|q| ctx.time(q)).transpose()?.unwrap_or(Span::ZERO);
+            let rate = classes[0].ceil;
+            let Some(limit) = pfifo_limit else {
+                return Err(ctx.err(
+                    leaf_span,
+                    "the legacy-2.6.30 model has a pfifo leaf only",
+                    Some("leaf = \"pfifo N\""),
+                ));
+            };
+            Ok((
+                Arc::new(move || Box::new(LegacyHtbClass::new(rate, mtu, timer, limit)) as Box<dyn Qdisc>),
+                classes,
+            ))
+        }
+        "exact" => {
+            // One exact token bucket over the leaf: the reference line, no HTB machinery.
+            if classes.len() != 1 {
+                return Err(ctx.err(
+                    s.kind.as_ref().map(|q| q.span()),
+                    "the exact shaper has exactly one class",
+                    None,
+                ));
+            }
+            let rate = classes[0].ceil;
+            let burst = match &first.burst {
+                Some(q) => ctx.size(q)?,
+                None => default_burst(rate),
+            };
+            let Some(limit) = pfifo_limit else {
+                return Err(ctx.err(
+                    leaf_span,
+                    "the exact shaper has a pfifo leaf only",
+                    Some("leaf = \"pfifo N\""),
+                ));
+            };
+            Ok((
+                Arc::new(move || Box::new(ExactShaper::new(rate, burst, wire, limit)) as Box<dyn Qdisc>),
+                classes,
+            ))
+        }
+        "htb" | "sluice" => htb(ctx, s, &active, wire, classes, false),
+        "reference-htb" => htb(ctx, s, &active, wire, classes, true),
+        other => Err(ctx.err(
+            s.kind.as_ref().map(|q| q.span()),
+            format!("unknown shaper kind `{other}`"),
+            Some("htb or legacy-2.6.30"),
+        )),
+    }
+}
+
+/// tc's default HTB burst on a high-resolution kernel: one 1600-byte mtu (rate/HZ with HZ=1e9 adds
+/// nothing below 8 Gbit/s), but never less than 1 ms of traffic in Sluice so a late wake-up
+/// cannot cost rate. Sluice's own default in the htb component may differ.
+pub(crate) fn default_burst(rate: Rate) -> u64 {
+    (rate.bytes_per_sec() / 1000).max(1600) + 1600
+}
+
+/// Sluice's HTB (`sluice_core::htb`) from the structured form.
+fn htb(
+    ctx: &Ctx,
+    s: &ShaperFile,
+    active: &[&crate::scenario::file::ClassFile],
+    wire: WireSpec,
+    mut classes: Vec<ClassSpec>,
+    reference: bool,
+) -> Result<(SharedFactory, Vec<ClassSpec>), ScenarioError> {
+    let major = classes[0].id.major();
+    let handle = Handle::new(major, 0);
+    let default_class = match &s.default {
+        Some(q) => {
+            let h = ctx.handle(q)?;
+            if h.major() != major {
+                return Err(ctx.err(
+                    Some(q.span()),
+                    format!("default class {h} is not a class of {handle}"),
+                    None,
+                ));
+            }
+            h.minor()
+        }
+        None => 0,
+    };
+    let cfg = HtbConfig { default_class, ..HtbConfig::default() };
+    let mut list = Vec::new();
+    let mut leaves: Vec<(Handle, SharedFactory)> = Vec::new();
+    let parents: Vec<Handle> =
+        active.iter().filter_map(|c| c.parent.as_ref()).map(|q| ctx.handle(q)).collect::<Result<_, _>>()?;
+    let mut parents = parents;
+    if let Some(g) = &s.leaves {
+        parents.push(ctx.handle(&g.parent)?);
+    }
+    for (c, spec) in active.iter().zip(&classes) {
+        let parent = match &c.parent {
+            Some(q) => ctx.handle(q)?,
+            None => handle,
+        };
+        let mut cc = HtbClassConfig::new(spec.rate).ceil(spec.ceil);
+        cc.wire = wire;
+        if let Some(q) = &c.burst {
+            cc = cc.burst(ctx.size(q)?);
+        }
+        if let Some(q) = &c.cburst {
+            cc = cc.cburst(ctx.size(q)?);
+        }
+        if let Some(q) = &c.prio {
+            cc = cc.prio(ctx.uint(q, 7)? as u8);
+        }
+        if let Some(q) = &c.quantum {
+            cc = cc.quantum(ctx.size(q)? as u32);
+        }
+        list.push((spec.id, parent, cc));
+        if !parents.contains(&spec.id) {
+            let text =
+                c.leaf.as_ref().map(|q| ctx.text(q)).transpose()?.unwrap_or_else(|| "pfifo 1000".into());
+            let f = shared_queue(&text).map_err(|m| {
+                ctx.err(
+                    c.leaf.as_ref().map(|q| q.span()),
+                    m,
+                    Some("pfifo N, bfifo SIZE, pfifo_fast, fq_codel [...]"),
+                )
+            })?;
+            leaves.push((spec.id, f));
+        } else if let Some(q) = &c.leaf {
+            return Err(ctx.err(
+                Some(q.span()),
+                format!("class {} has children, so it has no leaf qdisc", spec.id),
+                None,
+            ));
+        }
+    }
+    if let Some(g) = &s.leaves {
+        let n = ctx.uint(&g.count, 65000)? as u16;
+        let parent = ctx.handle(&g.parent)?;
+        let first = ctx.handle(&g.first)?;
+        if first.minor() as u32 + n as u32 > 0xFFFF {
+            return Err(ctx.err(Some(g.count.span()), "generated leaves run past minor 0xffff", None));
+        }
+        let rate = ctx.rate(&g.rate)?;
+        let ceil = g.ceil.as_ref().map(|q| ctx.rate(q)).transpose()?.unwrap_or(rate);
+        let text = g.leaf.as_ref().map(|q| ctx.text(q)).transpose()?.unwrap_or_else(|| "pfifo 1000".into());
+        let f = shared_queue(&text).map_err(|m| ctx.err(g.leaf.as_ref().map(|q| q.span()), m, None))?;
+        for i in 0..n {
+            let id = Handle::new(first.major(), first.minor() + i);
+            let mut cc = HtbClassConfig::new(rate).ceil(ceil);
+            cc.wire = wire;
+            list.push((id, parent, cc));
+            leaves.push((id, f.clone()));
+            if g.report.unwrap_or(true) {
+                classes.push(ClassSpec { id, rate, ceil });
+            }
+        }
+    }
+    if reference {
+        // sluice_core::reference_htb: the naive O(backlogged leaves) HTB, the "old HTB" baseline
+        // of seed 001. pfifo leaves only; burst/cburst 1600 bytes, quantum 1500.
+        let rlist: Vec<(Handle, Handle, RefClassParams)> = list
+            .iter()
+            .map(|(id, parent, cc)| {
+                let mut p = RefClassParams::new(cc.rate);
+                p.ceil = cc.ceil.unwrap_or(cc.rate);
+                if let Some(b) = cc.burst {
+                    p.burst = b;
+                }
+                if let Some(b) = cc.cburst {
+                    p.cburst = b;
+                }
+                p.prio = cc.prio;
+                (*id, *parent, p)
+            })
+            .collect();
+        let build_ref = move || -> Result<RefHtb, ConfigError> {
+            let mut h = RefHtb::new(handle);
+            for (id, parent, p) in &rlist {
+                h.add_class(*id, *parent, *p, Time::ZERO)?;
+            }
+            Ok(h)
+        };
+        build_ref().map_err(|e| ctx.err(active.first().map(|c| c.id.span()), e.to_string(), None))?;
+        let reported = classes.into_iter().filter(|c| !parents.contains(&c.id)).collect();
+        return Ok((
+            Arc::new(move || Box::new(build_ref().expect("validated above")) as Box<dyn Qdisc>),
+            reported,
+        ));
+    }
+    let build = move || -> Result<Htb, ConfigError> {
+        let (mut h, _warnings) = Htb::build(handle, cfg.clone(), &list, Time::ZERO)?;
+        for (id, f) in &leaves {
+            h.set_leaf_qdisc(*id, f())?;
+        }
+        Ok(h)
+    };
+    build().map_err(|e| ctx.err(active.first().map(|c| c.id.span()), e.to_string(), None))?;
+    // Report the leaves: the simulator accounts each packet to its leaf class.
+    let reported = classes.into_iter().filter(|c| !parents.contains(&c.id)).collect();
+    Ok((Arc::new(move || Box::new(build().expect("validated above")) as Box<dyn Qdisc>), reported))
+}

@@ -1,0 +1,707 @@
+//! The discrete-event engine: hops (queue + transmitter + wire), sources, receivers.
+//!
+//! A hop never polls: after each enqueue or transmission it asks its qdisc for a packet and, if
+//! the qdisc is throttled, schedules one wake-up at `next_event`. Stale wake-ups are recognised
+//! by their time and ignored.
+
+use crate::event::{Ev, EventQueue};
+use crate::model::{CongestionControl, CreditPolicy, FlowSpec, SimSpec, StreamSpec, TrafficSpec};
+use crate::recorder::Recorder;
+use crate::tcp::{Out, Tcp};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use sluice_core::{Packet, Qdisc, Rate, Span, Time, WireSpec};
+
+const ACK_LEN: u32 = 66;
+/// Dequeues allowed at one instant on an unlimited-rate hop before yielding 1 ns.
+const MAX_BURST_AT_INSTANT: u32 = 100_000;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Data,
+    Ack,
+    EchoReq,
+    EchoRep,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Slot {
+    pkt: Packet,
+    flow: u32,
+    class: u32,
+    seq: u64,
+    sent: Time,
+    echo: Time,
+    kind: Kind,
+    ece: bool,
+    route: u8,
+}
+
+struct Hop {
+    q: Box<dyn Qdisc>,
+    rate: Option<Rate>,
+    delay: Span,
+    overhead: u64,
+    is_shaper: bool,
+    route: u8,
+    pos: u16,
+    busy: Option<u32>,
+    kicking: bool,
+    wake_at: Time,
+    /// Carried remainder of bit·ns / rate, so serialisation times never drift.
+    ser_rem: u128,
+}
+
+enum Src {
+    Cbr { rate: Rate, k: u64 },
+    Poisson { mean_ns: f64 },
+    OnOff { rate: Rate, on: Span, off: Span, cycle: Time, k: u64 },
+    Backlog { depth: u32 },
+    Tcp(Box<Tcp>),
+    Paced { t_ipi: Span, timer: Span, credit: CreditPolicy, t_nom: Time },
+    Probe { interval: Span },
+    Group { rate: Rate, streams: Vec<StreamSpec>, cur: usize, left: u32, rem: u128 },
+    Member,
+}
+
+struct Flow {
+    tmpl: Packet,
+    class: u32,
+    src: Src,
+    seq: u64,
+    start: Time,
+    stop: Time,
+    ecn: bool,
+}
+
+/// Per-run counters about the engine itself.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct EngineStats {
+    /// Events processed.
+    pub events: u64,
+    /// Packets that left a hop (one per hop traversal).
+    pub transmissions: u64,
+}
+
+/// A simulation in progress.
+pub struct Sim {
+    now: Time,
+    end: Time,
+    step: Span,
+    ev: EventQueue,
+    hops: Vec<Hop>,
+    nfwd: usize,
+    slots: Vec<Slot>,
+    free: Vec<u32>,
+    flows: Vec<Flow>,
+    shaper_wire: WireSpec,
+    rng: ChaCha8Rng,
+    pub(crate) rec: Recorder,
+    pub(crate) stats: EngineStats,
+    pub(crate) spec_names: (Vec<String>, Vec<String>),
+    burst_guard: (Time, u32),
+    profile: bool,
+    /// Wall-clock nanoseconds spent inside the shaper's enqueue/dequeue (profile runs only).
+    pub(crate) shaper_ns: u64,
+}
+
+impl Sim {
+    /// Builds the world for `spec` at t = 0.
+    pub fn new(spec: &SimSpec) -> Sim {
+        let mut hops = Vec::new();
+        for (route, links) in [(0u8, &spec.forward), (1u8, &spec.reverse)] {
+            for (pos, l) in links.iter().enumerate() {
+                hops.push(Hop {
+                    q: (l.queue)(),
+                    rate: l.rate.filter(|r| !r.is_zero()),
+                    delay: l.delay,
+                    overhead: l.overhead as u64,
+                    is_shaper: l.is_shaper,
+                    route,
+                    pos: pos as u16,
+                    busy: None,
+                    kicking: false,
+                    wake_at: Time::MAX,
+                    ser_rem: 0,
+                });
+            }
+        }
+        let names = spec.forward.iter().chain(spec.reverse.iter()).map(|l| l.name.clone()).collect();
+        let end = Time::ZERO + spec.duration;
+        let flows = spec.flows.iter().map(|f| Self::make_flow(f, spec, end)).collect();
+        let rec = Recorder::new(
+            spec.flows.len(),
+            spec.classes.len(),
+            hops.len(),
+            spec.warmup,
+            spec.duration,
+            spec.step,
+            spec.series,
+        );
+        let mut sim = Sim {
+            now: Time::ZERO,
+            end,
+            step: spec.step,
+            ev: EventQueue::default(),
+            nfwd: spec.forward.len(),
+            hops,
+            slots: Vec::new(),
+            free: Vec::new(),
+            flows,
+            shaper_wire: spec.shaper_wire,
+            rng: ChaCha8Rng::seed_from_u64(spec.seed),
+            rec,
+            stats: EngineStats::default(),
+            spec_names: (names, spec.flows.iter().map(|f| f.name.clone()).collect()),
+            burst_guard: (Time::ZERO, 0),
+            profile: spec.profile,
+            shaper_ns: 0,
+        };
+        for (i, f) in sim.flows.iter().enumerate() {
+            if !matches!(f.src, Src::Member) {
+                sim.ev.push(f.start, Ev::Emit(i as u32));
+            }
+        }
+        if spec.series {
+            sim.ev.push(Time::ZERO, Ev::Sample);
+        }
+        sim
+    }
+
+    fn make_flow(f: &FlowSpec, spec: &SimSpec, end: Time) -> Flow {
+        let mut tmpl = Packet::new(f.size * f.gso_segs.max(1) as u32, 0);
+        if f.gso_segs > 1 {
+            tmpl.gso_segs = f.gso_segs;
+            tmpl.gso_size = f.size;
+        }
+        tmpl.dsfield = f.dsfield;
+        if f.ecn {
+            tmpl.dsfield = (tmpl.dsfield & !3) | 2; // ECT(0)
+        }
+        tmpl.mark = f.mark;
+        tmpl.src_host_hash = crate::model::name_hash(&f.host);
+        tmpl.dst_host_hash = crate::model::name_hash(&f.dst);
+        if let Some((src, dst)) = f.host_hashes {
+            tmpl.src_host_hash = src;
+            tmpl.dst_host_hash = dst;
+        }
+        tmpl.flow_hash = if f.flow_hash != 0 { f.flow_hash } else { crate::model::name_hash(&f.name) };
+        for h in &f.class_path {
+            tmpl.push_class(*h);
+        }
+        let class = f
+            .class_path
+            .first()
+            .and_then(|h| spec.classes.iter().position(|c| c.id == *h))
+            .map(|i| i as u32)
+            .unwrap_or(u32::MAX);
+        let start = Time::ZERO + f.start;
+        let src = match &f.traffic {
+            TrafficSpec::Cbr { rate } => Src::Cbr { rate: *rate, k: 0 },
+            TrafficSpec::Poisson { rate } => {
+                Src::Poisson { mean_ns: rate.time_to_send(tmpl.len as u64).as_nanos() as f64 }
+            }
+            TrafficSpec::OnOff { rate, on, off } => {
+                Src::OnOff { rate: *rate, on: *on, off: *off, cycle: start, k: 0 }
+            }
+            TrafficSpec::Backlog { depth } => Src::Backlog { depth: *depth },
+            TrafficSpec::Tcp { cc, bytes, rwnd } => {
+                let limit = bytes.map(|b| b.div_ceil(f.size.max(1) as u64));
+                Src::Tcp(Box::new(Tcp::new(*cc, f.ecn, limit, *rwnd)))
+            }
+            TrafficSpec::Paced { t_ipi, timer, credit } => {
+                Src::Paced { t_ipi: *t_ipi, timer: *timer, credit: *credit, t_nom: start }
+            }
+            TrafficSpec::Probe { interval } => Src::Probe { interval: *interval },
+            TrafficSpec::StreamGroup { rate, streams } => {
+                let left = streams.first().map(|s| s.burst).unwrap_or(0);
+                Src::Group { rate: *rate, streams: streams.clone(), cur: 0, left, rem: 0 }
+            }
+            TrafficSpec::Member => Src::Member,
+        };
+        Flow {
+            tmpl,
+            class,
+            src,
+            seq: 0,
+            start,
+            stop: f.stop.map(|s| Time::ZERO + s).unwrap_or(end),
+            ecn: f.ecn,
+        }
+    }
+
+    /// Runs to the end. `progress` is called now and then with the fraction of virtual time done.
+    pub fn run(&mut self, progress: &mut dyn FnMut(f64)) {
+        let end_ns = self.end.as_nanos().max(1) as f64;
+        while let Some((t, ev)) = self.ev.pop() {
+            if t > self.end {
+                break;
+            }
+            self.now = t;
+            self.stats.events += 1;
+            if self.stats.events & 0xFFFF == 0 {
+                progress(t.as_nanos() as f64 / end_ns);
+            }
+            match ev {
+                Ev::Emit(f) => self.on_emit(f as usize),
+                Ev::TxDone(h) => self.on_tx_done(h as usize),
+                Ev::Wake(h) => {
+                    let h = h as usize;
+                    if self.hops[h].wake_at == t {
+                        self.hops[h].wake_at = Time::MAX;
+                        self.kick(h);
+                    }
+                }
+                Ev::Arrive { slot, pos } => self.arrive(slot, pos as usize),
+                Ev::Rto { flow, gen } => self.on_rto(flow as usize, gen),
+                Ev::Sample => {
+                    for (i, h) in self.hops.iter().enumerate() {
+                        let b = h.q.backlog_bytes();
+                        let r = &mut self.rec.hops[i];
+                        r.samples.push(b);
+                        r.max_backlog = r.max_backlog.max(b);
+                    }
+                    self.ev.push(t + self.step, Ev::Sample);
+                }
+            }
+        }
+        progress(1.0);
+    }
+
+    // ---- packets -------------------------------------------------------------------------
+
+    fn alloc(&mut self, s: Slot) -> u32 {
+        if let Some(i) = self.free.pop() {
+            self.slots[i as usize] = s;
+            i
+        } else {
+            self.slots.push(s);
+            (self.slots.len() - 1) as u32
+        }
+    }
+
+    fn hop_index(&self, route: u8, pos: usize) -> Option<usize> {
+        let (base, len) = if route == 0 { (0, self.nfwd) } else { (self.nfwd, self.hops.len() - self.nfwd) };
+        (pos < len).then_some(base + pos)
+    }
+
+    /// Creates a packet of `flow` and offers it to the first hop of its route.
+    fn inject(&mut self, flow: usize, kind: Kind, seq: u64, echo: Time, ece: bool) {
+        let f = &self.flows[flow];
+        let mut pkt = f.tmpl;
+        let route = match kind {
+            Kind::Data | Kind::EchoReq => 0,
+            Kind::Ack | Kind::EchoRep => 1,
+        };
+        if kind == Kind::Ack {
+            pkt = Packet { len: ACK_LEN, gso_segs: 1, gso_size: 0, ..pkt };
+            pkt.dsfield &= !3;
+        }
+        let slot =
+            Slot { pkt, flow: flow as u32, class: f.class, seq, sent: self.now, echo, kind, ece, route };
+        if matches!(kind, Kind::Data | Kind::EchoReq) {
+            self.rec.on_sent(flow as u32, self.now);
+        }
+        let i = self.alloc(slot);
+        self.slots[i as usize].pkt.payload = i as u64;
+        self.arrive(i, 0);
+    }
+
+    /// Slot `slot` reaches position `pos` of its route (enqueue there, or deliver at the end).
+    fn arrive(&mut self, slot: u32, pos: usize) {
+        let s = self.slots[slot as usize];
+        match self.hop_index(s.route, pos) {
+            Some(h) => {
+                let mut pkt = s.pkt;
+                pkt.enqueue_time = self.now;
+                let t0 = self.profile_start(h);
+                let res = self.hops[h].q.enqueue(pkt, self.now);
+                self.profile_end(t0);
+                if let Err(d) = res {
+                    self.drop_slot(d.pkt.payload as u32);
+                }
+                self.drain_drops(h);
+                self.kick(h);
+            }
+            None => self.deliver(slot),
+        }
+    }
+
+    fn drain_drops(&mut self, h: usize) {
+        while let Some(d) = self.hops[h].q.take_dropped() {
+            self.drop_slot(d.pkt.payload as u32);
+        }
+    }
+
+    fn drop_slot(&mut self, slot: u32) {
+        let s = self.slots[slot as usize];
+        if matches!(s.kind, Kind::Data | Kind::EchoReq) {
+            self.rec.on_drop(s.flow, s.class, s.sent, self.now);
+        }
+        self.free.push(slot);
+    }
+
+    #[inline]
+    fn profile_start(&self, h: usize) -> Option<std::time::Instant> {
+        (self.profile && self.hops[h].is_shaper).then(std::time::Instant::now)
+    }
+
+    #[inline]
+    fn profile_end(&mut self, t0: Option<std::time::Instant>) {
+        if let Some(t0) = t0 {
+            self.shaper_ns += t0.elapsed().as_nanos() as u64;
+        }
+    }
+
+    /// Serves hop `h` if its transmitter is idle. Re-entrant calls (a zero-delay path that
+    /// feeds back into the same hop) return at once; the outer call keeps serving.
+    fn kick(&mut self, h: usize) {
+        if self.hops[h].kicking || self.hops[h].busy.is_some() {
+            return;
+        }
+        self.hops[h].kicking = true;
+        self.serve(h);
+        self.hops[h].kicking = false;
+    }
+
+    fn serve(&mut self, h: usize) {
+        loop {
+            if self.hops[h].busy.is_some() {
+                return;
+            }
+            let now = self.now;
+            let t0 = self.profile_start(h);
+            let got = self.hops[h].q.dequeue(now);
+            self.profile_end(t0);
+            self.drain_drops(h);
+            let Some(pkt) = got else {
+                let hop = &mut self.hops[h];
+                if let Some(t) = hop.q.next_event(now) {
+                    // A qdisc that says "now" but gave nothing is retried 1 ns later, never spun.
+                    let t = if t > now { t } else { now + Span::from_nanos(1) };
+                    if t < hop.wake_at {
+                        hop.wake_at = t;
+                        self.ev.push(t, Ev::Wake(h as u32));
+                    }
+                }
+                return;
+            };
+            self.stats.transmissions += 1;
+            let slot = pkt.payload as u32;
+            self.slots[slot as usize].pkt = pkt;
+            let s = self.slots[slot as usize];
+            let hop = &mut self.hops[h];
+            if hop.is_shaper {
+                let cost = self.shaper_wire.packet_cost(&pkt);
+                self.rec.on_class_tx(s.class, cost, pkt.gso_segs.max(1) as u64, now);
+            }
+            let ser = match hop.rate {
+                Some(r) => {
+                    let bits = (pkt.len as u128 + hop.overhead as u128 * pkt.gso_segs.max(1) as u128) * 8;
+                    let num = bits * 1_000_000_000 + hop.ser_rem;
+                    let rate = r.bps() as u128;
+                    hop.ser_rem = num % rate;
+                    (num / rate) as u64
+                }
+                None => 0,
+            };
+            let refill = hop.route == 0 && hop.pos == 0 && s.kind == Kind::Data;
+            if ser > 0 {
+                hop.busy = Some(slot);
+                self.ev.push(now + Span::from_nanos(ser), Ev::TxDone(h as u32));
+            }
+            if refill {
+                if let Src::Backlog { .. } = self.flows[s.flow as usize].src {
+                    self.backlog_refill(s.flow as usize);
+                }
+            }
+            if ser == 0 {
+                self.depart(h, slot);
+                if self.burst_guard.0 == now {
+                    self.burst_guard.1 += 1;
+                    if self.burst_guard.1 > MAX_BURST_AT_INSTANT {
+                        let t = now + Span::from_nanos(1);
+                        let hop = &mut self.hops[h];
+                        if t < hop.wake_at {
+                            hop.wake_at = t;
+                            self.ev.push(t, Ev::Wake(h as u32));
+                        }
+                        return;
+                    }
+                } else {
+                    self.burst_guard = (now, 1);
+                }
+            } else {
+                return;
+            }
+        }
+    }
+
+    fn on_tx_done(&mut self, h: usize) {
+        if let Some(slot) = self.hops[h].busy.take() {
+            self.depart(h, slot);
+        }
+        self.kick(h);
+    }
+
+    /// `slot` finished serialisation on hop `h`: put it on the wire to the next position.
+    fn depart(&mut self, h: usize, slot: u32) {
+        let hop = &self.hops[h];
+        let next = hop.pos as usize + 1;
+        let at = self.now + hop.delay;
+        let route = hop.route;
+        let last = self.hop_index(route, next).is_none();
+        let s = &self.slots[slot as usize];
+        if last && s.kind == Kind::Data && !matches!(self.flows[s.flow as usize].src, Src::Tcp(_)) {
+            // Open-loop data needs no reaction at the receiver: record it now, no event.
+            let lat = at - s.sent;
+            self.rec.on_recv(s.flow, s.pkt.len as u64, s.sent, at, lat);
+            self.free.push(slot);
+            return;
+        }
+        if hop.delay == Span::ZERO {
+            self.arrive(slot, next);
+        } else {
+            self.ev.push(at, Ev::Arrive { slot, pos: next as u16 });
+        }
+    }
+
+    /// The packet reached the end of its route.
+    fn deliver(&mut self, slot: u32) {
+        let s = self.slots[slot as usize];
+        self.free.push(slot);
+        let fi = s.flow as usize;
+        match s.kind {
+            Kind::Data => {
+                self.rec.on_recv(s.flow, s.pkt.len as u64, s.sent, self.now, self.now - s.sent);
+                if let Src::Tcp(t) = &mut self.flows[fi].src {
+                    let ack = t.on_data(s.seq);
+                    let ce = s.pkt.ecn() == sluice_core::Ecn::Ce;
+                    self.inject(fi, Kind::Ack, ack, s.sent, ce);
+                }
+            }
+            Kind::EchoReq => self.inject_reply(fi, s),
+            Kind::EchoRep => {
+                self.rec.on_recv(s.flow, s.pkt.len as u64, s.echo, self.now, self.now - s.echo);
+            }
+            Kind::Ack => {
+                let now = self.now;
+                let mut out = Out::default();
+                if let Src::Tcp(t) = &mut self.flows[fi].src {
+                    t.on_ack(s.seq, s.echo, s.ece, now, &mut out);
+                }
+                self.tcp_out(fi, out);
+            }
+        }
+    }
+
+    fn inject_reply(&mut self, flow: usize, req: Slot) {
+        let mut pkt = req.pkt;
+        pkt.enqueue_time = self.now;
+        let slot = Slot { pkt, kind: Kind::EchoRep, echo: req.sent, sent: self.now, route: 1, ..req };
+        let i = self.alloc(slot);
+        self.slots[i as usize].pkt.payload = i as u64;
+        let _ = flow;
+        self.arrive(i, 0);
+    }
+
+    // ---- sources -------------------------------------------------------------------------
+
+    fn backlog_refill(&mut self, flow: usize) {
+        if self.now >= self.flows[flow].stop {
+            return;
+        }
+        let seq = self.flows[flow].seq;
+        self.flows[flow].seq += 1;
+        self.inject(flow, Kind::Data, seq, Time::ZERO, false);
+    }
+
+    fn on_emit(&mut self, fi: usize) {
+        let now = self.now;
+        if now >= self.flows[fi].stop {
+            return;
+        }
+        let len = self.flows[fi].tmpl.len as u64;
+        let seq = self.flows[fi].seq;
+        let start = self.flows[fi].start;
+        let next: Option<Time> = match &mut self.flows[fi].src {
+            Src::Cbr { rate, k } => {
+                *k += 1;
+                let bits = len as u128 * 8 * (*k as u128) * 1_000_000_000;
+                Some(start + Span::from_nanos((bits / rate.bps().max(1) as u128) as u64))
+            }
+            Src::Poisson { mean_ns } => {
+                let u: f64 = self.rng.gen::<f64>();
+                let gap = -(1.0 - u).ln() * *mean_ns;
+                Some(now + Span::from_nanos(gap.max(1.0) as u64))
+            }
+            Src::OnOff { rate, on, off, cycle, k } => {
+                *k += 1;
+                let bits = len as u128 * 8 * (*k as u128) * 1_000_000_000;
+                let mut t = *cycle + Span::from_nanos((bits / rate.bps().max(1) as u128) as u64);
+                if t >= *cycle + *on {
+                    *cycle = *cycle + *on + *off;
+                    *k = 0;
+                    t = *cycle;
+                }
+                Some(t)
+            }
+            Src::Backlog { depth } => {
+                let d = *depth;
+                self.flows[fi].seq += d as u64;
+                for i in 0..d as u64 {
+                    self.inject(fi, Kind::Data, seq + i, Time::ZERO, false);
+                }
+                return;
+            }
+            Src::Tcp(t) => {
+                let mut out = Out::default();
+                t.fill(&mut out);
+                self.tcp_out(fi, out);
+                return;
+            }
+            Src::Paced { t_ipi, timer, credit, t_nom } => {
+                let cap = match credit {
+                    CreditPolicy::None => None,
+                    CreditPolicy::Ipi => Some(*t_ipi),
+                    CreditPolicy::Rtt(r) => Some(*r),
+                };
+                if let Some(cap) = cap {
+                    if now.as_nanos() > t_nom.as_nanos() + cap.as_nanos() {
+                        *t_nom = Time::from_nanos(now.as_nanos() - cap.as_nanos());
+                    }
+                }
+                let mut n = 0u64;
+                while *t_nom <= now {
+                    *t_nom += *t_ipi;
+                    n += 1;
+                }
+                let g = timer.as_nanos();
+                let wake = if g == 0 { *t_nom } else { Time::from_nanos(t_nom.as_nanos().div_ceil(g) * g) };
+                self.flows[fi].seq += n;
+                for i in 0..n {
+                    self.inject(fi, Kind::Data, seq + i, Time::ZERO, false);
+                }
+                self.ev.push(wake, Ev::Emit(fi as u32));
+                return;
+            }
+            Src::Probe { interval } => {
+                let t = now + *interval;
+                self.flows[fi].seq += 1;
+                self.inject(fi, Kind::EchoReq, seq, Time::ZERO, false);
+                self.ev.push(t, Ev::Emit(fi as u32));
+                return;
+            }
+            Src::Group { rate, streams, cur, left, rem } => {
+                if streams.is_empty() {
+                    return;
+                }
+                let st = &streams[*cur];
+                let member = st.flow;
+                let size = st.size as u128;
+                let num = size * 8 * 1_000_000_000 + *rem;
+                let r = rate.bps().max(1) as u128;
+                *rem = num % r;
+                let gap = (num / r) as u64;
+                *left = left.saturating_sub(1);
+                if *left == 0 {
+                    *cur = (*cur + 1) % streams.len();
+                    *left = streams[*cur].burst.max(1);
+                }
+                self.ev.push(now + Span::from_nanos(gap), Ev::Emit(fi as u32));
+                let mseq = self.flows[member].seq;
+                self.flows[member].seq += 1;
+                self.inject(member, Kind::Data, mseq, Time::ZERO, false);
+                return;
+            }
+            Src::Member => return,
+        };
+        self.flows[fi].seq += 1;
+        self.inject(fi, Kind::Data, seq, Time::ZERO, false);
+        if let Some(t) = next {
+            self.ev.push(t, Ev::Emit(fi as u32));
+        }
+    }
+
+    fn tcp_out(&mut self, fi: usize, out: Out) {
+        let now = self.now;
+        let _ = self.flows[fi].ecn;
+        for s in &out.send {
+            self.inject(fi, Kind::Data, *s, Time::ZERO, false);
+        }
+        if let Src::Tcp(t) = &mut self.flows[fi].src {
+            if t.idle() {
+                t.rto_deadline = None;
+            } else if out.rearm || t.rto_deadline.is_none() {
+                t.rto_gen = t.rto_gen.wrapping_add(1);
+                let at = now + Span::from_nanos(t.rto);
+                t.rto_deadline = Some(at);
+                let gen = t.rto_gen;
+                self.ev.push(at, Ev::Rto { flow: fi as u32, gen });
+            }
+        }
+    }
+
+    fn on_rto(&mut self, fi: usize, gen: u32) {
+        let now = self.now;
+        let mut out = Out::default();
+        if let Src::Tcp(t) = &mut self.flows[fi].src {
+            if t.rto_gen != gen {
+                return;
+            }
+            t.rto_deadline = None;
+            t.on_rto(now, &mut out);
+        }
+        self.tcp_out(fi, out);
+    }
+
+    // ---- results -------------------------------------------------------------------------
+
+    pub(crate) fn hop_stats(&self) -> Vec<(String, &'static str, sluice_core::QdiscStats, u64)> {
+        self.hops
+            .iter()
+            .enumerate()
+            .map(|(i, h)| {
+                (self.spec_names.0[i].clone(), h.q.kind(), h.q.stats(), self.rec.hops[i].max_backlog)
+            })
+            .collect()
+    }
+
+    pub(crate) fn tcp_counters(&self, flow: usize) -> Option<(u64, u64, Option<Span>)> {
+        match &self.flows[flow].src {
+            Src::Tcp(t) => Some((t.retransmits, t.timeouts, t.srtt())),
+            _ => None,
+        }
+    }
+
+    /// Packets the shaper hop(s) dequeued.
+    pub(crate) fn shaper_packets(&self) -> u64 {
+        self.hops.iter().filter(|h| h.is_shaper).map(|h| h.q.stats().packets).sum()
+    }
+
+    /// Engine counters.
+    pub fn engine_stats(&self) -> EngineStats {
+        self.stats
+    }
+
+    /// Events still queued (for tests).
+    pub fn pending(&self) -> usize {
+        self.ev.len()
+    }
+}
+
+/// Cubic/Reno label for results.
+pub(crate) fn traffic_label(t: &TrafficSpec) -> String {
+    match t {
+        TrafficSpec::Cbr { .. } => "cbr".into(),
+        TrafficSpec::Poisson { .. } => "poisson".into(),
+        TrafficSpec::OnOff { .. } => "onoff".into(),
+        TrafficSpec::Backlog { .. } => "backlog".into(),
+        TrafficSpec::Tcp { cc: CongestionControl::Reno, .. } => "tcp-reno".into(),
+        TrafficSpec::Tcp { cc: CongestionControl::Cubic, .. } => "tcp-cubic".into(),
+        TrafficSpec::Paced { .. } => "paced".into(),
+        TrafficSpec::Probe { .. } => "probe".into(),
+        TrafficSpec::StreamGroup { .. } => "stream-group".into(),
+        TrafficSpec::Member => "stream".into(),
+    }
+}
