@@ -21,13 +21,7 @@ fn setup(n: u32) -> (Htb, Time) {
     let root = Handle::new(1, 0);
     let mut q = Htb::new(root, HtbConfig::default()).unwrap();
     let t0 = Time::ZERO;
-    q.add_class(
-        Handle::new(1, 1),
-        root,
-        HtbClassConfig::new(Rate::from_bps(ROOT_BPS)),
-        t0,
-    )
-    .unwrap();
+    q.add_class(Handle::new(1, 1), root, HtbClassConfig::new(Rate::from_bps(ROOT_BPS)), t0).unwrap();
     // Minors 2..; u16 handles allow up to 65534 leaves here.
     let leaf_rate = Rate::from_bps((ROOT_BPS / 2 / n as u64).max(8));
     for i in 0..n {

@@ -25,19 +25,12 @@ fn packet(size: u32) -> Packet {
 fn run(bps: u64, size: u32, n: u64) -> (f64, u64) {
     let burst = 1600u64;
     let mut q = Htb::new(Handle::new(1, 0), HtbConfig::default()).unwrap();
-    let cfg = HtbClassConfig::new(Rate::from_bps(bps))
-        .burst(burst)
-        .cburst(burst);
-    q.add_class(Handle::new(1, 1), Handle::new(1, 0), cfg, Time::ZERO)
-        .unwrap();
+    let cfg = HtbClassConfig::new(Rate::from_bps(bps)).burst(burst).cburst(burst);
+    q.add_class(Handle::new(1, 1), Handle::new(1, 0), cfg, Time::ZERO).unwrap();
     for _ in 0..2 {
         q.enqueue(packet(size), Time::ZERO).unwrap();
     }
-    let (b, c, r) = (
-        burst as i128 * UNITS_PER_BYTE,
-        size as i128 * UNITS_PER_BYTE,
-        bps as i128,
-    );
+    let (b, c, r) = (burst as i128 * UNITS_PER_BYTE, size as i128 * UNITS_PER_BYTE, bps as i128);
     let mut now = Time::ZERO;
     let mut k = 0u64;
     let mut guard = 0u64;
@@ -47,11 +40,7 @@ fn run(bps: u64, size: u32, n: u64) -> (f64, u64) {
         match q.dequeue(now) {
             Some(p) => {
                 let ideal = ((k as i128 * c - b).max(0) + r - 1) / r;
-                assert_eq!(
-                    now.as_nanos() as i128,
-                    ideal,
-                    "rate {bps} size {size} packet {k}"
-                );
+                assert_eq!(now.as_nanos() as i128, ideal, "rate {bps} size {size} packet {k}");
                 assert_eq!(p.len, size);
                 q.enqueue(packet(size), now).unwrap();
                 k += 1;
@@ -68,15 +57,7 @@ fn run(bps: u64, size: u32, n: u64) -> (f64, u64) {
 
 #[test]
 fn every_departure_is_exact_at_every_rate_and_size() {
-    let rates = [
-        8u64,
-        1_000,
-        1_000_000,
-        1_000_000_000,
-        10_000_000_000,
-        100_000_000_000,
-        800_000_000_000,
-    ];
+    let rates = [8u64, 1_000, 1_000_000, 1_000_000_000, 10_000_000_000, 100_000_000_000, 800_000_000_000];
     let sizes = [1u32, 64, 1500, 65_536];
     for &bps in &rates {
         for &size in &sizes {
@@ -84,10 +65,7 @@ fn every_departure_is_exact_at_every_rate_and_size() {
             // byte count can then be off by at most one packet.
             let n = 2_000;
             let (err, span) = run(bps, size, n);
-            assert!(
-                err <= 1.0 / n as f64 + 1e-12,
-                "rate {bps} size {size}: error {err:e} over {span} ns"
-            );
+            assert!(err <= 1.0 / n as f64 + 1e-12, "rate {bps} size {size}: error {err:e} over {span} ns");
         }
     }
 }
@@ -100,9 +78,6 @@ fn every_departure_is_exact_at_every_rate_and_size() {
 fn long_run_throughput_error_is_below_one_in_a_million() {
     for &(bps, size) in &[(800_000_000_000u64, 65_536u32), (8, 1)] {
         let (err, span) = run(bps, size, 1_200_000);
-        assert!(
-            err < 1e-6,
-            "rate {bps} size {size}: error {err:e} over {span} ns"
-        );
+        assert!(err < 1e-6, "rate {bps} size {size}: error {err:e} over {span} ns");
     }
 }

@@ -19,11 +19,7 @@ fn tree() -> impl Strategy<Value = Tree> {
     let kid = (1u64..=8, 1u64..=4, 0u8..3, 0usize..3, 100u32..4000);
     (4u64..=40, prop::collection::vec(kid, 1..5)).prop_map(|(root_m, kids)| {
         let root_rate = root_m * 250_000;
-        let mut classes = vec![(
-            h(1),
-            ROOT,
-            HtbClassConfig::new(Rate::from_bps(root_rate)).burst(3000),
-        )];
+        let mut classes = vec![(h(1), ROOT, HtbClassConfig::new(Rate::from_bps(root_rate)).burst(3000))];
         for (i, (r, c, prio, grand, burst)) in kids.into_iter().enumerate() {
             let rate = root_rate * r / 16;
             let ceil = (rate * c).min(root_rate).max(rate);
@@ -108,11 +104,7 @@ impl Harness {
         self.parents = self.q.classes().map(|c| (c.classid, c.parent)).collect();
     }
     fn leaves(&self) -> Vec<Handle> {
-        self.q
-            .classes()
-            .filter(|c| c.is_leaf)
-            .map(|c| c.classid)
-            .collect()
+        self.q.classes().filter(|c| c.is_leaf).map(|c| c.classid).collect()
     }
     fn all(&self) -> Vec<Handle> {
         self.q.classes().map(|c| c.classid).collect()
@@ -124,16 +116,8 @@ impl Harness {
     }
     fn conservation(&self) {
         let qlen = self.q.stats().qlen;
-        assert_eq!(
-            self.enqueued,
-            self.dequeued + self.dropped + qlen,
-            "conservation"
-        );
-        let per_class: u64 = self
-            .leaves()
-            .iter()
-            .map(|l| self.q.class_stats(*l).unwrap().qlen)
-            .sum();
+        assert_eq!(self.enqueued, self.dequeued + self.dropped + qlen, "conservation");
+        let per_class: u64 = self.leaves().iter().map(|l| self.q.class_stats(*l).unwrap().qlen).sum();
         assert_eq!(per_class, qlen, "class queues add up to the qdisc's");
     }
     /// May a packet of this leaf be sent now, judging from bucket states only?
@@ -166,30 +150,19 @@ impl Harness {
                     self.dequeued += 1;
                     let mut c = p.class_path[0];
                     while c != ROOT {
-                        self.log
-                            .entry(c)
-                            .or_default()
-                            .push((self.now.as_nanos(), p.len as u64));
+                        self.log.entry(c).or_default().push((self.now.as_nanos(), p.len as u64));
                         c = self.parents[&c];
                     }
                 }
                 None => {
                     if self.q.stats().qlen > 0 {
                         let t = self.q.next_event(self.now).unwrap();
-                        assert!(
-                            t > self.now,
-                            "idle at {:?} but next_event says now",
-                            self.now
-                        );
+                        assert!(t > self.now, "idle at {:?} but next_event says now", self.now);
                     }
                     if check_work_conserving {
                         for l in self.leaves() {
                             if self.q.class_stats(l).unwrap().qlen > 0 {
-                                assert!(
-                                    !self.may_send(l),
-                                    "link idle at {:?} while {l} may send",
-                                    self.now
-                                );
+                                assert!(!self.may_send(l), "link idle at {:?} while {l} may send", self.now);
                             }
                         }
                     }
@@ -213,14 +186,7 @@ impl Harness {
                 let parent = all[class % all.len()];
                 let id = h(self.next_minor);
                 self.next_minor += 1;
-                self.q
-                    .add_class(
-                        id,
-                        parent,
-                        HtbClassConfig::new(Rate::from_bps(100_000)),
-                        self.now,
-                    )
-                    .unwrap();
+                self.q.add_class(id, parent, HtbClassConfig::new(Rate::from_bps(100_000)), self.now).unwrap();
                 self.refresh_parents();
             }
         }
@@ -254,14 +220,8 @@ impl Harness {
             };
             let max_pkt = log.iter().map(|e| e.1).max().unwrap_or(0) as u128;
             let desc = descendants(c.classid);
-            let desc_rate: u128 = desc
-                .iter()
-                .map(|&i| infos[i].params.rate.bps() as u128)
-                .sum();
-            let desc_burst: u128 = desc
-                .iter()
-                .map(|&i| infos[i].params.burst as u128 + max_pkt)
-                .sum();
+            let desc_rate: u128 = desc.iter().map(|&i| infos[i].params.rate.bps() as u128).sum();
+            let desc_burst: u128 = desc.iter().map(|&i| infos[i].params.burst as u128 + max_pkt).sum();
             for i in 0..log.len() {
                 let mut sum = 0u64;
                 for j in i..log.len() {
@@ -312,47 +272,26 @@ proptest! {
 
 /// A random set of leaves under one parent whose rates add up to at most half the parent's.
 fn flat() -> impl Strategy<Value = (u64, Vec<(u64, u32)>)> {
-    (
-        8u64..=40,
-        prop::collection::vec((1u64..=10, 1u32..=4), 2..5),
-    )
-        .prop_map(|(root_m, kids)| {
-            let root = root_m * 500_000;
-            let total: u64 = kids.iter().map(|k| k.0).sum::<u64>() * 2;
-            (
-                root,
-                kids.into_iter()
-                    .map(|(w, q)| (root * w / total, q * 1500))
-                    .collect(),
-            )
-        })
+    (8u64..=40, prop::collection::vec((1u64..=10, 1u32..=4), 2..5)).prop_map(|(root_m, kids)| {
+        let root = root_m * 500_000;
+        let total: u64 = kids.iter().map(|k| k.0).sum::<u64>() * 2;
+        (root, kids.into_iter().map(|(w, q)| (root * w / total, q * 1500)).collect())
+    })
 }
 
 /// Greedy constant-rate sources (each offering the parent's whole rate) into the given leaves
 /// under a parent of rate `root`; returns the delivered rates over 4 s after a 1 s warm-up.
 fn greedy(root: u64, kids: &[(u64, u32)]) -> Vec<f64> {
-    let mut classes = vec![(
-        h(1),
-        ROOT,
-        HtbClassConfig::new(Rate::from_bps(root)).burst(10_000),
-    )];
+    let mut classes = vec![(h(1), ROOT, HtbClassConfig::new(Rate::from_bps(root)).burst(10_000))];
     let mut src = Vec::new();
     for (i, &(rate, quantum)) in kids.iter().enumerate() {
         let id = h(0x10 + i as u16);
-        let cfg = HtbClassConfig::new(Rate::from_bps(rate))
-            .ceil(Rate::from_bps(root))
-            .quantum(quantum);
+        let cfg = HtbClassConfig::new(Rate::from_bps(rate)).ceil(Rate::from_bps(root)).quantum(quantum);
         classes.push((id, h(1), cfg));
         src.push(Source::new(id, Rate::from_bps(root), 500).phase(i as u64 * 77_777));
     }
     let mut q = htb(&classes);
-    let out = run(
-        &mut q,
-        &mut src,
-        Some(root * 2),
-        Time::from_secs(1),
-        Time::from_secs(5),
-    );
+    let out = run(&mut q, &mut src, Some(root * 2), Time::from_secs(1), Time::from_secs(5));
     (0..kids.len()).map(|i| out.rate(i, 4.0)).collect()
 }
 

@@ -12,9 +12,7 @@ pub(super) const NONE: u32 = u32::MAX;
 pub(super) const UNITS_PER_BYTE: i128 = 8_000_000_000;
 
 /// A class's mode, as in the kernel.
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
-)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
 pub enum HtbMode {
     /// Over ceil: may not send, not even by borrowing.
     CantSend = 0,
@@ -32,10 +30,7 @@ pub(super) struct Link {
 }
 
 impl Link {
-    pub const EMPTY: Link = Link {
-        prev: NONE,
-        next: NONE,
-    };
+    pub const EMPTY: Link = Link { prev: NONE, next: NONE };
 }
 
 /// A round-robin list (a kernel "row" or "feed") with its DRR cursor.
@@ -53,13 +48,7 @@ pub(super) struct List {
 }
 
 impl List {
-    pub const EMPTY: List = List {
-        first: NONE,
-        last: NONE,
-        cursor: NONE,
-        resume: NONE,
-        round: 0,
-    };
+    pub const EMPTY: List = List { first: NONE, last: NONE, cursor: NONE, resume: NONE, round: 0 };
 }
 
 /// Hot per-class scheduling state.
@@ -116,10 +105,7 @@ pub(super) struct InnerData {
 
 impl InnerData {
     pub fn new() -> InnerData {
-        InnerData {
-            feed: [List::EMPTY; NUM_PRIO as usize],
-            links: [Link::EMPTY; NUM_PRIO as usize],
-        }
+        InnerData { feed: [List::EMPTY; NUM_PRIO as usize], links: [Link::EMPTY; NUM_PRIO as usize] }
     }
 }
 
@@ -192,9 +178,7 @@ pub(super) fn units_to_ns(units: i128, rate: u64) -> i64 {
     if rate == 0 {
         return 0;
     }
-    units
-        .div_euclid(rate as i128)
-        .clamp(i64::MIN as i128, i64::MAX as i128) as i64
+    units.div_euclid(rate as i128).clamp(i64::MIN as i128, i64::MAX as i128) as i64
 }
 
 /// ns → psched ticks (arithmetic shift by 6, as `PSCHED_NS2TICKS`), clamped to `i32`.

@@ -58,10 +58,7 @@ impl Htb {
             cl.link = l;
         } else {
             let ext = cl.ext as usize;
-            self.inners[ext]
-                .as_mut()
-                .expect("inner class has inner data")
-                .links[prio] = l;
+            self.inners[ext].as_mut().expect("inner class has inner data").links[prio] = l;
         }
     }
 
@@ -77,10 +74,7 @@ impl Htb {
             ListRef::Row(row) => self.rows[row as usize][prio] = l,
             ListRef::Feed(c) => {
                 let ext = self.classes[c as usize].ext as usize;
-                self.inners[ext]
-                    .as_mut()
-                    .expect("inner class has inner data")
-                    .feed[prio] = l;
+                self.inners[ext].as_mut().expect("inner class has inner data").feed[prio] = l;
             }
         }
     }
@@ -95,14 +89,7 @@ impl Htb {
         let served = l.round != 0 && self.classes[c as usize].round == l.round;
         let before = if resumes || served { l.cursor } else { NONE };
         if before == NONE {
-            self.set_link(
-                c,
-                prio,
-                Link {
-                    prev: l.last,
-                    next: NONE,
-                },
-            );
+            self.set_link(c, prio, Link { prev: l.last, next: NONE });
             if l.last == NONE {
                 l.first = c;
             } else {
@@ -113,14 +100,7 @@ impl Htb {
             l.last = c;
         } else {
             let mut next = self.link(before, prio);
-            self.set_link(
-                c,
-                prio,
-                Link {
-                    prev: next.prev,
-                    next: before,
-                },
-            );
+            self.set_link(c, prio, Link { prev: next.prev, next: before });
             if next.prev == NONE {
                 l.first = c;
             } else {
@@ -292,20 +272,14 @@ impl Htb {
         let ct = cl.ctokens + d * cl.ceil as i128;
         if ct < 0 {
             let wait = ceil_div(-ct, cl.ceil as i128);
-            return (
-                HtbMode::CantSend,
-                Some(now.saturating_add(wait.min(u64::MAX as i128) as u64)),
-            );
+            return (HtbMode::CantSend, Some(now.saturating_add(wait.min(u64::MAX as i128) as u64)));
         }
         let t = cl.tokens + d * cl.rate as i128;
         if t >= 0 {
             (HtbMode::CanSend, None)
         } else {
             let wait = ceil_div(-t, cl.rate as i128);
-            (
-                HtbMode::MayBorrow,
-                Some(now.saturating_add(wait.min(u64::MAX as i128) as u64)),
-            )
+            (HtbMode::MayBorrow, Some(now.saturating_add(wait.min(u64::MAX as i128) as u64)))
         }
     }
 
@@ -419,15 +393,7 @@ impl Htb {
             }
             if l.cursor == NONE {
                 let round = self.next_round();
-                self.set_list(
-                    cur,
-                    prio,
-                    List {
-                        cursor: l.first,
-                        round,
-                        ..l
-                    },
-                );
+                self.set_list(cur, prio, List { cursor: l.first, round, ..l });
                 if let ListRef::Feed(owner) = cur {
                     let up = self.container(owner);
                     if self.list(up, prio).cursor == NONE {
@@ -476,17 +442,10 @@ impl Htb {
             // A non-work-conserving leaf qdisc: remember when it wants to run and skip it.
             let q = &self.leaves[ext].as_ref().expect("leaf").qdisc;
             if q.qlen() > 0 {
-                let t = q
-                    .next_event(now)
-                    .unwrap_or(now)
-                    .max(now + crate::time::Span::from_nanos(1));
+                let t = q.next_event(now).unwrap_or(now).max(now + crate::time::Span::from_nanos(1));
                 self.child_wake.push(std::cmp::Reverse((t.as_nanos(), c)));
             }
-            let l = if row > 0 {
-                ListRef::Feed(self.classes[c as usize].parent)
-            } else {
-                ListRef::Row(0)
-            };
+            let l = if row > 0 { ListRef::Feed(self.classes[c as usize].parent) } else { ListRef::Row(0) };
             self.advance(l, prio);
             c = self.lookup_leaf(row, prio);
             if c == start {
@@ -503,11 +462,7 @@ impl Htb {
         leaf.deficit[slot] -= pkt.len as i64;
         if leaf.deficit[slot] < 0 {
             leaf.deficit[slot] += quantum;
-            let l = if row > 0 {
-                ListRef::Feed(self.classes[c as usize].parent)
-            } else {
-                ListRef::Row(0)
-            };
+            let l = if row > 0 { ListRef::Feed(self.classes[c as usize].parent) } else { ListRef::Row(0) };
             self.advance(l, prio);
         }
         if self.leaves[ext].as_ref().expect("leaf").qdisc.qlen() == 0 {
@@ -546,12 +501,7 @@ impl Htb {
     /// Moves drops that a leaf's qdisc made on its own into our counters and drop queue.
     pub(super) fn drain_child_drops(&mut self, c: u32) {
         let ext = self.classes[c as usize].ext as usize;
-        while let Some(d) = self.leaves[ext]
-            .as_mut()
-            .expect("leaf")
-            .qdisc
-            .take_dropped()
-        {
+        while let Some(d) = self.leaves[ext].as_mut().expect("leaf").qdisc.take_dropped() {
             self.cold[c as usize].drops += 1;
             self.stats.on_drop_queued(&d.pkt);
             self.dropped.push_back(d);

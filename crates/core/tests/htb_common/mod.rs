@@ -17,9 +17,7 @@ pub fn mbit(m: f64) -> Rate {
 
 /// Builds an HTB from `(classid, parent, config)`.
 pub fn htb(classes: &[(Handle, Handle, HtbClassConfig)]) -> Htb {
-    Htb::build(ROOT, HtbConfig::default(), classes, Time::ZERO)
-        .expect("valid hierarchy")
-        .0
+    Htb::build(ROOT, HtbConfig::default(), classes, Time::ZERO).expect("valid hierarchy").0
 }
 
 /// A constant-bit-rate source whose packets are classified into `class`.
@@ -35,13 +33,7 @@ pub struct Source {
 
 impl Source {
     pub fn new(class: Handle, rate: Rate, size: u32) -> Source {
-        Source {
-            class,
-            rate_bps: rate.bps(),
-            size,
-            phase: 0,
-            sent: 0,
-        }
+        Source { class, rate_bps: rate.bps(), size, phase: 0, sent: 0 }
     }
     /// Starts the source `ns` later.
     pub fn phase(mut self, ns: u64) -> Source {
@@ -50,9 +42,7 @@ impl Source {
     }
     /// Exact arrival time of packet k (no drift).
     fn arrival(&self, k: u64) -> u64 {
-        self.phase
-            + ((k as u128 * self.size as u128 * 8_000_000_000).div_ceil(self.rate_bps as u128))
-                as u64
+        self.phase + ((k as u128 * self.size as u128 * 8_000_000_000).div_ceil(self.rate_bps as u128)) as u64
     }
 }
 
@@ -75,17 +65,8 @@ impl Outcome {
 
 /// Runs the sources into `q` until `until`; a link of `link_bps` (if any) serialises the output.
 /// Bytes are counted for packets leaving in `[from, until)`.
-pub fn run(
-    q: &mut Htb,
-    sources: &mut [Source],
-    link_bps: Option<u64>,
-    from: Time,
-    until: Time,
-) -> Outcome {
-    let mut out = Outcome {
-        bytes: vec![0; sources.len()],
-        ..Outcome::default()
-    };
+pub fn run(q: &mut Htb, sources: &mut [Source], link_bps: Option<u64>, from: Time, until: Time) -> Outcome {
+    let mut out = Outcome { bytes: vec![0; sources.len()], ..Outcome::default() };
     let mut now = 0u64;
     let mut link_free = 0u64;
     let end = until.as_nanos();
@@ -121,16 +102,9 @@ pub fn run(
                 out.dropped += 1;
             }
         }
-        let next_arrival = sources
-            .iter()
-            .map(|s| s.arrival(s.sent))
-            .min()
-            .unwrap_or(u64::MAX);
+        let next_arrival = sources.iter().map(|s| s.arrival(s.sent)).min().unwrap_or(u64::MAX);
         let next_tx = match q.next_event(Time::from_nanos(now)) {
-            Some(t) => t
-                .as_nanos()
-                .max(link_free)
-                .max(now + if now >= link_free { 1 } else { 0 }),
+            Some(t) => t.as_nanos().max(link_free).max(now + if now >= link_free { 1 } else { 0 }),
             None => u64::MAX,
         };
         let next = next_arrival.min(next_tx);
