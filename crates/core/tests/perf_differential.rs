@@ -460,11 +460,10 @@ fn reference_shares_excess_by_quantum() {
     share_check(false);
 }
 
-/// The same check on the fast HTB. FAILS today: in the first case it sends 2495 and 2508 kbit/s
-/// where 2466 and 2534 are due (equal quanta must give equal excess), in the second 1378 and
-/// 3626 where 1303 and 3697 are due.
+/// The same check on the fast HTB. It used to fail (2495 and 2508 kbit/s where 2466 and 2534
+/// are due) because rows and feeds were kept in activation order; they are now in classid order
+/// with the kernel's cursor rules, as in `sch_htb.c`.
 #[test]
-#[ignore = "fast HTB does not share excess in proportion to quantum (see doc)"]
 fn fast_htb_shares_excess_by_quantum() {
     share_check(true);
 }

@@ -79,15 +79,18 @@ impl Htb {
         }
     }
 
-    /// Appends a class to a list, or, if it is the class whose turn was interrupted when it
-    /// left, puts it back under the cursor.
+    /// Inserts a class into a list at its classid position (the kernel's rbtrees are ordered by
+    /// classid). The cursor stays on the class it points at, so a class inserted before it waits
+    /// for the next round. If the cursor's class left a feed and the cursor has not been used since
+    /// (the kernel's `last_ptr_id`), the cursor is the first class whose classid is at least the
+    /// departed one's (`htb_id_find_next_upper`), which the newcomer may now be.
     fn list_push(&mut self, r: ListRef, prio: usize, c: u32) {
         let mut l = self.list(r, prio);
-        let resumes = l.resume == c;
-        // A class that already had its turn this round goes behind the cursor (served next
-        // round), like a class re-inserted at its classid position in the kernel's rbtree.
-        let served = l.round != 0 && self.classes[c as usize].round == l.round;
-        let before = if resumes || served { l.cursor } else { NONE };
+        let id = self.cold[c as usize].classid.0;
+        let mut before = l.first;
+        while before != NONE && self.cold[before as usize].classid.0 < id {
+            before = self.link(before, prio).next;
+        }
         if before == NONE {
             self.set_link(c, prio, Link { prev: l.last, next: NONE });
             if l.last == NONE {
@@ -111,9 +114,11 @@ impl Htb {
             next.prev = c;
             self.set_link(before, prio, next);
         }
-        if resumes {
+        if l.resume != NONE
+            && id >= l.resume
+            && (l.cursor == NONE || id < self.cold[l.cursor as usize].classid.0)
+        {
             l.cursor = c;
-            l.resume = NONE;
         }
         self.set_list(r, prio, l);
     }
@@ -122,11 +127,12 @@ impl Htb {
         let me = self.link(c, prio);
         let mut l = self.list(r, prio);
         if l.cursor == c {
+            // The cursor moves to the next class in classid order. For a feed the kernel instead
+            // forgets the pointer and remembers the classid (only the first time: its ptr is NULL
+            // from then on), which [`Self::list_push`] reproduces.
             l.cursor = me.next;
-            if l.resume == NONE {
-                // Only the first interrupted turn is remembered: the kernel's ptr is NULL from
-                // then on, so later removals do not touch last_ptr_id.
-                l.resume = c;
+            if matches!(r, ListRef::Feed(_)) && l.resume == NONE {
+                l.resume = self.cold[c as usize].classid.0;
             }
         }
         if me.prev == NONE {
