@@ -33,22 +33,21 @@ impl Link {
     pub const EMPTY: Link = Link { prev: NONE, next: NONE };
 }
 
-/// A round-robin list (a kernel "row" or "feed") with its DRR cursor.
-/// `cursor == NONE` means "past the end", like the kernel's NULL `ptr`. `resume` is the class
-/// that held the cursor when it left the list (the kernel's `last_ptr_id`): if it comes back
-/// before the cursor is used, it gets its turn back.
+/// A round-robin list (a kernel "row" or "feed") in classid order, with its DRR cursor.
+/// `cursor == NONE` means "past the end", like the kernel's NULL `ptr`. `resume` is the classid
+/// of the class that held a feed's cursor when it left (the kernel's `last_ptr_id`, `NONE` if
+/// unset): until the cursor is used, it points at the first class whose classid is at least that
+/// one, so the class gets its turn back if it returns in time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct List {
     pub first: u32,
     pub last: u32,
     pub cursor: u32,
     pub resume: u32,
-    /// Identifies the current round (a fresh value each time the cursor wraps).
-    pub round: u32,
 }
 
 impl List {
-    pub const EMPTY: List = List { first: NONE, last: NONE, cursor: NONE, resume: NONE, round: 0 };
+    pub const EMPTY: List = List { first: NONE, last: NONE, cursor: NONE, resume: NONE };
 }
 
 /// Hot per-class scheduling state.
@@ -77,8 +76,6 @@ pub(super) struct Class {
     pub quantum: u32,
     /// A leaf's membership in its row or parent's feed (at `aprio`).
     pub link: Link,
-    /// The round (see [`List::round`]) in which the class last finished a turn.
-    pub round: u32,
     pub wire: WireSpec,
     pub mode: HtbMode,
     pub prio: u8,

@@ -42,12 +42,11 @@
 //!   compact layout for a million classes.
 //! - **GSO packets** are charged per segment (overhead, mpu and ATM cells apply to each wire
 //!   packet, see [`crate::rate::WireSpec::packet_cost`]); the kernel charges the super-packet once.
-//! - **Round-robin order** within a row or feed is activation order; the kernel keeps rows sorted
-//!   by classid in rbtrees. As in the kernel (`last_ptr_id`), a class that leaves a list while it
-//!   holds the cursor gets its turn back if it returns before the cursor is used again, and one
-//!   that already had its turn in the current round rejoins behind the cursor (where its classid
-//!   would usually put it), so that leaving and rejoining never earns an extra turn. Shares are
-//!   the same; which of two equal classes goes first can differ.
+//! - **Rows and feeds are sorted intrusive lists** instead of rbtrees: the same classid order and
+//!   the same cursor rules (a row's cursor moves on when its class leaves; a feed's remembers the
+//!   classid, `last_ptr_id`, and resumes at the first class at or above it), so the round robin is
+//!   the kernel's. Insertion walks the list (O(n) in the classes active at that row or feed, where
+//!   the kernel's is O(log n)).
 //! - **No depth or class-count limit.** Inner classes are ordered by depth instead of the kernel's
 //!   fixed levels 0..7 (identical order for trees the kernel accepts); handles stay `u16:u16`.
 //! - **Events**: all mode changes due are applied at each dequeue (the kernel gives up after two
@@ -69,13 +68,12 @@
 //!   kept (the simulator and live shaper measure rates themselves).
 //! - **No `offload`**: there is no hardware here.
 //!
-//! # Known limitation
+//! # Excess sharing
 //!
-//! Excess bandwidth is shared in proportion to quantum when the borrowers' own rates are small
-//! next to the excess (tested). When borrowers keep switching between sending on their own rate
-//! and borrowing (rate comparable to their share of the excess), the split measured here can be
-//! off by up to about 1.5x in borrowed packets; whether the kernel's classid-ordered rbtrees
-//! behave the same way has not been checked yet.
+//! Excess bandwidth is shared in proportion to quantum, also when borrowers keep switching
+//! between sending on their own rate and borrowing (tests/perf_differential.rs,
+//! `fast_htb_shares_excess_by_quantum`). This used to be off by up to 1.5x while rows and feeds
+//! were kept in activation order.
 
 mod class;
 mod config;
@@ -152,8 +150,6 @@ pub struct Htb {
     stats: QdiscStats,
     dropped: VecDeque<Dropped>,
     now: Time,
-    /// Source of fresh round identifiers for the DRR lists.
-    round_seq: u32,
     /// Set when a dequeue found nothing although backlogged classes were linked in rows (their
     /// leaf qdiscs were throttled): `next_event` then reports wake-ups instead of "now".
     stalled: bool,
@@ -203,7 +199,6 @@ impl Htb {
             stats: QdiscStats::default(),
             dropped: VecDeque::new(),
             now: Time::ZERO,
-            round_seq: 0,
             stalled: false,
         })
     }
@@ -427,7 +422,6 @@ impl Htb {
             ext,
             quantum: params.quantum,
             link: Link::EMPTY,
-            round: 0,
             wire: cfg.wire,
             mode: HtbMode::CanSend,
             prio: params.prio,

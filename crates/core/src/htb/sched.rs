@@ -157,18 +157,9 @@ impl Htb {
     fn advance(&mut self, r: ListRef, prio: usize) {
         let mut l = self.list(r, prio);
         if l.cursor != NONE {
-            if l.round == 0 {
-                l.round = self.next_round();
-            }
-            self.classes[l.cursor as usize].round = l.round;
             l.cursor = self.link(l.cursor, prio).next;
             self.set_list(r, prio, l);
         }
-    }
-
-    fn next_round(&mut self) -> u32 {
-        self.round_seq = self.round_seq.wrapping_add(1).max(1);
-        self.round_seq
     }
 
     // ---- activation (htb_activate_prios / htb_deactivate_prios) -------------------------------
@@ -398,8 +389,7 @@ impl Htb {
                 self.set_list(cur, prio, l);
             }
             if l.cursor == NONE {
-                let round = self.next_round();
-                self.set_list(cur, prio, List { cursor: l.first, round, ..l });
+                self.set_list(cur, prio, List { cursor: l.first, ..l });
                 if let ListRef::Feed(owner) = cur {
                     let up = self.container(owner);
                     if self.list(up, prio).cursor == NONE {
