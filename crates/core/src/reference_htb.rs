@@ -4,7 +4,10 @@
 //! Every dequeue scans every backlogged leaf: it walks up from the leaf to find its *lender* (the
 //! leaf itself if it can send on its own rate, else the first ancestor that can, provided every
 //! class on the way may borrow), keys the leaf by (lender level, prio), and serves the smallest key
-//! by deficit round robin in classid order. [`Qdisc::next_event`] is the earliest mode change of a
+//! by deficit round robin in classid order, nested as in the kernel: the row of that level picks a
+//! lender, whose feed of borrowing children picks a child, and so on down to a leaf. The members
+//! of every row and feed are recomputed from the modes at each dequeue; only the cursors (classid
+//! of the turn holder, and whether its turn is over) are kept. [`Qdisc::next_event`] is the earliest mode change of a
 //! class on the path of a backlogged leaf, kept in a [`BinaryHeap`]. Per packet this is
 //! O(backlogged leaves × depth): the old O(N) HTB of seed 001, on purpose.
 //!
@@ -12,7 +15,8 @@
 //! - modes from two [`TokenBucket`]s per class: ceil tokens < 0 → `CANT_SEND`; else rate tokens
 //!   < 0 → `MAY_BORROW`; else `CAN_SEND`;
 //! - leaves whose lender is the leaf itself go first, then lenders by depth, deepest first; within
-//!   that, lower `prio` first; among equals, DRR by `quantum` with a deficit per (leaf, level);
+//!   that, lower `prio` first; among equals, DRR by `quantum` with a deficit per (leaf, level),
+//!   where an inner class's turn in a row or feed lasts one round of its own feed;
 //! - the packet is charged to the ceil bucket of the leaf and every ancestor, and to the rate
 //!   bucket of the lender and every class above it; classes below the lender only borrow.
 //!
@@ -79,10 +83,14 @@ struct RefClass {
 /// Sort key of a servable leaf: own-rate leaves first, then lenders deepest first, then prio.
 type Key = (bool, Reverse<u32>, u8);
 
-/// Round-robin position for one key: the leaf holding the turn, and whether its turn is over.
+/// One round-robin list: a row (`feed == false`; index 0 for own-rate leaves, `1 + depth` for
+/// lenders at that depth) or an inner class's feed of borrowing children (`feed == true`, class
+/// index), at one prio.
+type ListId = (bool, usize, u8);
+
+/// Round-robin position in one list: the class holding the turn, and whether its turn is over.
 #[derive(Clone, Copy)]
 struct Cursor {
-    key: Key,
     id: Handle,
     turn_over: bool,
 }
@@ -93,7 +101,7 @@ pub struct RefHtb {
     classes: Vec<RefClass>,
     index: HashMap<u32, usize>,
     wire: WireSpec,
-    cursors: Vec<Cursor>,
+    cursors: HashMap<ListId, Cursor>,
     front: Option<Packet>,
     stats: QdiscStats,
     now: Time,
@@ -107,7 +115,7 @@ impl RefHtb {
             classes: Vec::new(),
             index: HashMap::new(),
             wire: WireSpec::default(),
-            cursors: Vec::new(),
+            cursors: HashMap::new(),
             front: None,
             stats: QdiscStats::default(),
             now: Time::ZERO,
@@ -236,19 +244,95 @@ impl RefHtb {
             }
         }
         let key = best?;
-        cands.sort_unstable_by_key(|&(id, _, _)| id);
-        let pick = match self.cursors.iter().find(|cur| cur.key == key) {
-            None => cands[0],
-            Some(cur) => *cands
-                .iter()
-                .find(|(id, _, _)| if cur.turn_over { *id > cur.id } else { *id >= cur.id })
-                .unwrap_or(&cands[0]),
-        };
-        Some((pick.1, pick.2, key))
+        Some((cands[0].1, cands[0].2, key))
+    }
+
+    /// True if class `c` takes part in prio `p`: a backlogged leaf of that prio, or an inner
+    /// class with such a class among its borrowing children (the kernel's non-empty feed).
+    fn active(&self, c: usize, p: u8, now: Time) -> bool {
+        if self.is_leaf(c) {
+            return !self.classes[c].queue.is_empty() && self.classes[c].params.prio == p;
+        }
+        (0..self.classes.len()).any(|ch| {
+            self.classes[ch].parent == Some(c)
+                && self.mode(ch, now) == Mode::MayBorrow
+                && self.active(ch, p, now)
+        })
+    }
+
+    /// The members of a list at `now`, in classid order.
+    fn members(&self, list: ListId, now: Time) -> Vec<usize> {
+        let (feed, idx, p) = list;
+        let mut m: Vec<usize> = (0..self.classes.len())
+            .filter(|&c| {
+                let cl = &self.classes[c];
+                if feed {
+                    cl.parent == Some(idx) && self.mode(c, now) == Mode::MayBorrow && self.active(c, p, now)
+                } else if idx == 0 {
+                    self.is_leaf(c) && self.mode(c, now) == Mode::CanSend && self.active(c, p, now)
+                } else {
+                    !self.is_leaf(c)
+                        && cl.depth + 1 == idx as u32
+                        && self.mode(c, now) == Mode::CanSend
+                        && self.active(c, p, now)
+                }
+            })
+            .collect();
+        m.sort_unstable_by_key(|&c| self.classes[c].id);
+        m
+    }
+
+    /// Finds the leaf to serve for `key`, walking the row and the feeds below it with their
+    /// cursors (htb_lookup_leaf): a feed whose round is over is rewound and the list above moves
+    /// on to its next member.
+    fn lookup(&mut self, key: Key, now: Time) -> Option<usize> {
+        let (borrowed, Reverse(depth), p) = key;
+        let row: ListId = (false, if borrowed { depth as usize + 1 } else { 0 }, p);
+        let mut stack = vec![row];
+        for _ in 0..10_000 {
+            let list = *stack.last()?;
+            let m = self.members(list, now);
+            if m.is_empty() {
+                return None;
+            }
+            let pick = match self.cursors.get(&list) {
+                None => Some(m[0]),
+                Some(cur) => m.iter().copied().find(|&c| {
+                    let id = self.classes[c].id;
+                    if cur.turn_over {
+                        id > cur.id
+                    } else {
+                        id >= cur.id
+                    }
+                }),
+            };
+            match pick {
+                None => {
+                    self.cursors.insert(list, Cursor { id: self.classes[m[0]].id, turn_over: false });
+                    if stack.len() > 1 {
+                        stack.pop();
+                        let up = *stack.last()?;
+                        if let Some(cur) = self.cursors.get_mut(&up) {
+                            cur.turn_over = true;
+                        }
+                    }
+                }
+                Some(c) => {
+                    self.cursors.insert(list, Cursor { id: self.classes[c].id, turn_over: false });
+                    if self.is_leaf(c) {
+                        return Some(c);
+                    }
+                    stack.push((true, c, p));
+                }
+            }
+        }
+        None
     }
 
     fn dequeue_shaped(&mut self, now: Time) -> Option<Packet> {
-        let (leaf, lender, key) = self.select(now)?;
+        let (_, _, key) = self.select(now)?;
+        let leaf = self.lookup(key, now)?;
+        let lender = self.lender(leaf, now)?;
         let pkt = self.classes[leaf].queue.pop_front()?;
         // DRR: the turn ends when the deficit for this level goes negative.
         let slot = if lender == leaf { 0 } else { 1 + self.classes[lender].depth as usize };
@@ -259,10 +343,14 @@ impl RefHtb {
         if turn_over {
             *d += quantum;
         }
-        let cur = Cursor { key, id: self.classes[leaf].id, turn_over };
-        match self.cursors.iter_mut().find(|c| c.key == key) {
-            Some(c) => *c = cur,
-            None => self.cursors.push(cur),
+        if turn_over {
+            let list: ListId = match self.classes[leaf].parent {
+                Some(p) if lender != leaf => (true, p, key.2),
+                _ => (false, 0, key.2),
+            };
+            if let Some(cur) = self.cursors.get_mut(&list) {
+                cur.turn_over = true;
+            }
         }
         // Charge: ceil everywhere, rate at the lender and above.
         let cost = self.wire.packet_cost(&pkt);
@@ -279,6 +367,19 @@ impl RefHtb {
             cl.bytes += pkt.len as u64;
             cl.packets += pkt.gso_segs.max(1) as u64;
             c = cl.parent;
+        }
+        // A class leaves a row only here (charged below its rate, or emptied). When it held the
+        // row's turn, the turn passes to the next class (the kernel moves the row's pointer on;
+        // a feed's pointer instead remembers the classid, which the cursor does as it is).
+        let rows: Vec<ListId> = self.cursors.keys().copied().filter(|l| !l.0).collect();
+        for list in rows {
+            let cur = self.cursors[&list];
+            if !cur.turn_over {
+                let gone = self.find(cur.id).is_none_or(|c| !self.members(list, now).contains(&c));
+                if gone {
+                    self.cursors.insert(list, Cursor { turn_over: true, ..cur });
+                }
+            }
         }
         Some(pkt)
     }
