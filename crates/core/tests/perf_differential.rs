@@ -10,7 +10,8 @@
 //!
 //! Tolerance. The two schedulers make the same decisions up to the *order* of the round robin
 //! among classes of equal key (same lending level, same prio): the reference serves them in
-//! classid order, the fast HTB in activation order (as the kernel does by classid in rbtrees).
+//! classid order, and so does the fast HTB (the kernel's rbtrees), but their cursors can differ
+//! after classes leave and rejoin a list.
 //! DRR guarantees each class its quantum per round whatever the order, so at any instant the
 //! service of a class under two orders differs by at most one turn: `quantum + max packet`
 //! (a turn ends on the packet that takes the deficit below zero). Token buckets then pull both
@@ -21,10 +22,11 @@
 //! `quantum == packet size` (one packet per turn) must agree within one packet per class,
 //! which is the figure the issue asks for.
 //!
-//! Status: without excess sharing (rate == ceil) every seed agrees to the byte. With borrowing the
-//! fast HTB departs from the reference by up to ~30% of a class's bytes; the test is `#[ignore]`d
-//! until that is fixed. The hand-computed two-leaf cases at the end show which side is right: the
-//! reference shares the excess in proportion to quantum, the fast HTB does not. Debug knobs: `SLUICE_DIFF_SEEDS`, `SLUICE_DIFF_FIRST`,
+//! Status: without excess sharing (rate == ceil) every seed agrees to the byte. With borrowing,
+//! 38 of the 40 seeds agree within tolerance since both schedulers keep rows and feeds in classid
+//! order with nested round robin; seeds 15 and 36 still do not (see the borrowing test), so that
+//! test stays `#[ignore]`d. The hand-computed two-leaf cases at the end check both against the
+//! analytic quantum shares, and both pass. Debug knobs: `SLUICE_DIFF_SEEDS`, `SLUICE_DIFF_FIRST`,
 //! `SLUICE_DIFF_MAX_CLASSES`, `SLUICE_DIFF_NOLINK`, `SLUICE_DIFF_DEBUG` (per-class rates),
 //! `SLUICE_DIFF_REPORT` (list every difference instead of failing on the first).
 
@@ -353,15 +355,15 @@ fn fast_htb_matches_the_reference_without_excess_sharing() {
     run_seeds(false, 40);
 }
 
-/// Full borrowing. FAILS on the current fast HTB: classes that alternate between their own rate
-/// and borrowing get more than their quantum share of the parent's excess. Example, seed 43
-/// (`SLUICE_DIFF_FIRST=43 SLUICE_DIFF_SEEDS=1 SLUICE_DIFF_MAX_CLASSES=2 SLUICE_DIFF_NOLINK=1
-/// SLUICE_DIFF_DEBUG=1 cargo test --release -p sluice-core --test perf_differential -- --ignored`):
-/// parent 5 Mbit/s with greedy children (rate 838k, quantum 1000) and (rate 906k, quantum 6000)
-/// must split the 3256 kbit/s excess 1:6, i.e. 1303 and 3697 kbit/s; the reference sends 1317
-/// and 3695 (bursts included), the fast HTB 1378 and 3634.
+/// Full borrowing. Still FAILS on seeds 15 and 36 (all other seeds of 0..40 pass). Seed 36's
+/// differences (up to 45 packets of a 200-byte, quantum-200 leaf) do not grow with run length, so
+/// they are a transient the one-turn tolerance does not cover. Seed 15's do grow: leaf 1:9 (prio
+/// 1, under 1:4 whose other child 1:a is prio 0) gets 185 kbit/s in the fast HTB and 201-273 in the
+/// reference (with and without the link); which one the kernel would give is not settled yet.
+/// History: before rows and feeds were kept in classid order (fast HTB) and the reference's round
+/// robin was nested per feed, seeds differed by up to ~38% (seed 13).
 #[test]
-#[ignore = "fast HTB over-serves classes that oscillate between own rate and borrowing (see doc)"]
+#[ignore = "seeds 15 and 36 still differ beyond tolerance (see doc)"]
 fn fast_htb_matches_the_reference_with_borrowing() {
     run_seeds(true, 40);
 }
