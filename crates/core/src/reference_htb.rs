@@ -7,7 +7,10 @@
 //! by deficit round robin in classid order, nested as in the kernel: the row of that level picks a
 //! lender, whose feed of borrowing children picks a child, and so on down to a leaf. The members
 //! of every row and feed are recomputed from the modes at each dequeue; only the cursors (classid
-//! of the turn holder, and whether its turn is over) are kept. [`Qdisc::next_event`] is the earliest mode change of a
+//! of the turn holder, and whether its turn is over) are kept. They follow the kernel's pointer
+//! rules: a turn ending on the last class leaves the cursor past the end (the next lookup rewinds
+//! and, in a feed, moves the list above on); a row's turn holder that stops being a member loses
+//! its turn; a feed's cursor resumes at the first class at or above the turn holder. [`Qdisc::next_event`] is the earliest mode change of a
 //! class on the path of a backlogged leaf, kept in a [`BinaryHeap`]. Per packet this is
 //! O(backlogged leaves × depth): the old O(N) HTB of seed 001, on purpose.
 //!
@@ -282,6 +285,15 @@ impl RefHtb {
         m
     }
 
+    /// Ends the turn of a list's cursor holder. With no class after it, the cursor is past the end
+    /// (the kernel's NULL pointer): the next lookup rewinds, even if a class joins after it.
+    fn end_turn(&mut self, list: ListId, now: Time) {
+        let Some(cur) = self.cursors.get(&list).copied() else { return };
+        let more = self.members(list, now).iter().any(|&c| self.classes[c].id > cur.id);
+        let id = if more { cur.id } else { Handle(u32::MAX) };
+        self.cursors.insert(list, Cursor { id, turn_over: true });
+    }
+
     /// Finds the leaf to serve for `key`, walking the row and the feeds below it with their
     /// cursors (htb_lookup_leaf): a feed whose round is over is rewound and the list above moves
     /// on to its next member.
@@ -312,9 +324,7 @@ impl RefHtb {
                     if stack.len() > 1 {
                         stack.pop();
                         let up = *stack.last()?;
-                        if let Some(cur) = self.cursors.get_mut(&up) {
-                            cur.turn_over = true;
-                        }
+                        self.end_turn(up, now);
                     }
                 }
                 Some(c) => {
@@ -348,9 +358,7 @@ impl RefHtb {
                 Some(p) if lender != leaf => (true, p, key.2),
                 _ => (false, 0, key.2),
             };
-            if let Some(cur) = self.cursors.get_mut(&list) {
-                cur.turn_over = true;
-            }
+            self.end_turn(list, now);
         }
         // Charge: ceil everywhere, rate at the lender and above.
         let cost = self.wire.packet_cost(&pkt);
