@@ -385,7 +385,7 @@ impl RefHtb {
             if !cur.turn_over {
                 let gone = self.find(cur.id).is_none_or(|c| !self.members(list, now).contains(&c));
                 if gone {
-                    self.cursors.insert(list, Cursor { turn_over: true, ..cur });
+                    self.end_turn(list, now);
                 }
             }
         }
