@@ -22,8 +22,10 @@
 //! `quantum == packet size` (one packet per turn) must agree within one packet per class,
 //! which is the figure the issue asks for.
 //!
-//! Status: with and without excess sharing every seed agrees, with borrowing to within one
-//! packet per class. The hand-computed two-leaf cases at the end also check both schedulers
+//! Status: with and without excess sharing every default seed agrees, with borrowing to within
+//! one packet per class. Over seeds 0..200, 8 borrowing seeds (89, 112, 128, 141, 149, 158, 163,
+//! 184) still exceed the tolerance by up to ~20 packets; their differences stay the same over a 4x
+//! longer run, so they are bounded cursor-edge cases, not rate errors. The hand-computed two-leaf cases at the end also check both schedulers
 //! against the analytic quantum shares. Debug knobs: `SLUICE_DIFF_SEEDS`, `SLUICE_DIFF_FIRST`,
 //! `SLUICE_DIFF_MAX_CLASSES`, `SLUICE_DIFF_NOLINK`, `SLUICE_DIFF_DEBUG` (per-class rates),
 //! `SLUICE_DIFF_REPORT` (list every difference instead of failing on the first).
