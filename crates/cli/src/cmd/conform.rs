@@ -1,20 +1,5 @@
 //! `sluice conform tdc DIR...`: the kernel's tc-testing cases against the emulated tc.
 
-/// Writes to stdout, ignoring a closed pipe (`sluice ... | head`).
-macro_rules! out {
-    ($($t:tt)*) => {{
-        use std::io::Write;
-        let _ = writeln!(std::io::stdout().lock(), $($t)*);
-    }};
-}
-#[allow(unused_macros)]
-macro_rules! outp {
-    ($($t:tt)*) => {{
-        use std::io::Write;
-        let _ = write!(std::io::stdout().lock(), $($t)*);
-    }};
-}
-
 use anyhow::Result;
 use sluice_config::conform::{run_tdc, Status};
 use std::path::PathBuf;

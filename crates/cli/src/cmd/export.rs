@@ -1,21 +1,5 @@
 //! `sluice export --to tc|toml CONFIG`: converts between a tc script and the native TOML form.
 
-/// Writes to stdout, ignoring a closed pipe (`sluice ... | head`).
-#[allow(unused_macros)]
-macro_rules! out {
-    ($($t:tt)*) => {{
-        use std::io::Write;
-        let _ = writeln!(std::io::stdout().lock(), $($t)*);
-    }};
-}
-#[allow(unused_macros)]
-macro_rules! outp {
-    ($($t:tt)*) => {{
-        use std::io::Write;
-        let _ = write!(std::io::stdout().lock(), $($t)*);
-    }};
-}
-
 use anyhow::Result;
 use std::path::PathBuf;
 use std::process::ExitCode;

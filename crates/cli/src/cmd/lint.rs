@@ -1,20 +1,5 @@
 //! `sluice lint CONFIG`: warnings with explanations and fixes; exit 0 clean, 1 warnings, 2 errors.
 
-/// Writes to stdout, ignoring a closed pipe (`sluice ... | head`).
-macro_rules! out {
-    ($($t:tt)*) => {{
-        use std::io::Write;
-        let _ = writeln!(std::io::stdout().lock(), $($t)*);
-    }};
-}
-#[allow(unused_macros)]
-macro_rules! outp {
-    ($($t:tt)*) => {{
-        use std::io::Write;
-        let _ = write!(std::io::stdout().lock(), $($t)*);
-    }};
-}
-
 use anyhow::Result;
 use sluice_config::lint::{lint, render, LintOpts};
 use std::path::PathBuf;

@@ -1,4 +1,22 @@
 //! One module per subcommand.
+
+// Shared by the subcommand modules below (macro_rules are in scope for modules declared after
+// them): print to stdout, ignoring a closed pipe (`sluice ... | head`).
+#[allow(unused_macros)]
+macro_rules! out {
+    ($($t:tt)*) => {{
+        use std::io::Write;
+        let _ = writeln!(std::io::stdout().lock(), $($t)*);
+    }};
+}
+#[allow(unused_macros)]
+macro_rules! outp {
+    ($($t:tt)*) => {{
+        use std::io::Write;
+        let _ = write!(std::io::stdout().lock(), $($t)*);
+    }};
+}
+
 pub mod apply;
 pub mod bench;
 pub mod compare;

@@ -1,21 +1,5 @@
 //! `sluice viz CONFIG [--stats FILE] [--format dot|svg] [-o FILE]`: draw the qdisc/class/filter tree.
 
-/// Writes to stdout, ignoring a closed pipe (`sluice ... | head`).
-#[allow(unused_macros)]
-macro_rules! out {
-    ($($t:tt)*) => {{
-        use std::io::Write;
-        let _ = writeln!(std::io::stdout().lock(), $($t)*);
-    }};
-}
-#[allow(unused_macros)]
-macro_rules! outp {
-    ($($t:tt)*) => {{
-        use std::io::Write;
-        let _ = write!(std::io::stdout().lock(), $($t)*);
-    }};
-}
-
 use anyhow::Result;
 use sluice_config::viz::{build_graph, parse_stats, to_dot, to_svg, StatsMap};
 use std::path::PathBuf;
