@@ -614,6 +614,13 @@ impl Htb {
         Ok(pkts)
     }
 
+    /// Gives a leaf a plain `pfifo limit N` (the default leaf qdisc, with another limit). Prefer
+    /// this to [`Self::set_leaf_qdisc`] with a boxed pfifo: the scheduler keeps pfifo leaves
+    /// inline, without a trait object per packet. The old queue's packets are returned.
+    pub fn set_leaf_pfifo(&mut self, classid: Handle, limit: u32) -> Result<Vec<Packet>, ConfigError> {
+        self.set_leaf_qdisc(classid, Box::new(Fifo::pfifo(limit.max(1))))
+    }
+
     /// A leaf's qdisc, for its statistics and `tc qdisc show`.
     pub fn leaf_qdisc(&self, classid: Handle) -> Option<&dyn Qdisc> {
         let c = self.find(classid)?;
