@@ -38,15 +38,22 @@ pub(super) struct Class {
     pub srank: u32,
     pub lends: u32,
     pub borrows: u32,
+    /// The classid's minor (the major is the qdisc's).
+    pub minor: u16,
     /// Distance from the root (root classes have depth 0).
-    pub depth: u16,
+    pub depth: u8,
     pub mode: HtbMode,
     /// Priority the leaf was activated with.
     pub aprio: u8,
     /// Bit p set = the class takes part in priority p (leaf: backlogged; inner: a feed is non-empty).
     pub activity: u8,
     pub leaf: bool,
+    /// A leaf whose qdisc is throttled, out of the rows until its wake-up (see `park`).
+    pub parked: bool,
 }
+
+// A packet touches one cache line per class on its path.
+const _: () = assert!(size_of::<Class>() == 64);
 
 /// Per-class counters read only by `tc -s`.
 #[derive(Clone, Copy, Debug, Default)]

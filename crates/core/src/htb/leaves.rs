@@ -15,10 +15,22 @@ struct LeafSlot {
     head: u32,
     tail: u32,
     qlen: u32,
-    /// pfifo limit in packets (inline queue only).
-    limit: u32,
+    /// The inline pfifo's limit in packets, or `BOXED | index` of a boxed qdisc.
+    queue: u32,
+}
+
+const BOXED: u32 = 1 << 31;
+
+impl LeafSlot {
     /// Index into `boxed`, or `NONE` for the inline pfifo.
-    boxed: u32,
+    #[inline]
+    fn boxed(&self) -> u32 {
+        if self.queue & BOXED != 0 {
+            self.queue & !BOXED
+        } else {
+            NONE
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -48,7 +60,7 @@ impl Leaves {
     /// A new leaf with an empty inline pfifo of `limit` packets, served in up to `rows` rows.
     pub fn alloc(&mut self, limit: u32, rows: usize) -> u32 {
         self.ensure_stride(rows);
-        let slot = LeafSlot { head: NONE, tail: NONE, qlen: 0, limit: limit.max(1), boxed: NONE };
+        let slot = LeafSlot { head: NONE, tail: NONE, qlen: 0, queue: limit.clamp(1, BOXED - 1) };
         let i = match self.free_slots.pop() {
             Some(i) => {
                 self.slots[i as usize] = slot;
@@ -65,15 +77,21 @@ impl Leaves {
         i
     }
 
+    /// Makes room for `n` more leaves.
+    pub fn reserve(&mut self, n: usize) {
+        self.slots.reserve_exact(n);
+        self.deficits.reserve_exact(n * self.stride);
+    }
+
+    pub fn shrink_to_fit(&mut self) {
+        self.slots.shrink_to_fit();
+        self.free_slots.shrink_to_fit();
+        self.deficits.shrink_to_fit();
+    }
+
     /// Frees a leaf; returns its packets.
     pub fn release(&mut self, i: u32) -> Vec<Packet> {
-        let pkts = self.flush(i);
-        let b = self.slots[i as usize].boxed;
-        if b != NONE {
-            self.boxed[b as usize] = None;
-            self.free_boxed.push(b);
-        }
-        self.slots[i as usize].boxed = NONE;
+        let pkts = self.replace(i, None, 1);
         self.free_slots.push(i);
         pkts
     }
@@ -83,7 +101,8 @@ impl Leaves {
         if rows <= self.stride {
             return;
         }
-        let mut d = vec![0; self.slots.len() * rows];
+        let mut d = Vec::with_capacity(self.slots.capacity() * rows);
+        d.resize(self.slots.len() * rows, 0);
         for (i, chunk) in self.deficits.chunks(self.stride).enumerate() {
             d[i * rows..i * rows + self.stride].copy_from_slice(chunk);
         }
@@ -101,7 +120,7 @@ impl Leaves {
     #[inline]
     pub fn qlen(&self, i: u32) -> u32 {
         let s = &self.slots[i as usize];
-        match s.boxed {
+        match s.boxed() {
             NONE => s.qlen,
             b => self.boxed[b as usize].as_ref().map_or(0, |q| q.qlen() as u32),
         }
@@ -111,10 +130,10 @@ impl Leaves {
     #[inline]
     pub fn push(&mut self, i: u32, pkt: Packet, now: Time) -> Result<(), Dropped> {
         let s = self.slots[i as usize];
-        if s.boxed != NONE {
-            return self.boxed[s.boxed as usize].as_mut().expect("boxed leaf qdisc").enqueue(pkt, now);
+        if s.boxed() != NONE {
+            return self.boxed[s.boxed() as usize].as_mut().expect("boxed leaf qdisc").enqueue(pkt, now);
         }
-        if s.qlen >= s.limit {
+        if s.qlen >= s.queue {
             return Err(Dropped { pkt, reason: DropReason::QueueFull });
         }
         let n = match self.free_node {
@@ -143,8 +162,8 @@ impl Leaves {
     #[inline]
     pub fn pop(&mut self, i: u32, now: Time) -> Option<Packet> {
         let s = &mut self.slots[i as usize];
-        if s.boxed != NONE {
-            return self.boxed[s.boxed as usize].as_mut().expect("boxed leaf qdisc").dequeue(now);
+        if s.boxed() != NONE {
+            return self.boxed[s.boxed() as usize].as_mut().expect("boxed leaf qdisc").dequeue(now);
         }
         let n = s.head;
         if n == NONE {
@@ -164,7 +183,7 @@ impl Leaves {
     /// A drop the leaf's qdisc made on its own (boxed qdiscs only: a pfifo only refuses).
     #[inline]
     pub fn take_dropped(&mut self, i: u32) -> Option<Dropped> {
-        match self.slots[i as usize].boxed {
+        match self.slots[i as usize].boxed() {
             NONE => None,
             b => self.boxed[b as usize].as_mut().and_then(|q| q.take_dropped()),
         }
@@ -172,7 +191,7 @@ impl Leaves {
 
     /// When a throttled boxed qdisc wants to run again.
     pub fn next_event(&self, i: u32, now: Time) -> Option<Time> {
-        match self.slots[i as usize].boxed {
+        match self.slots[i as usize].boxed() {
             NONE => (self.slots[i as usize].qlen > 0).then_some(now),
             b => self.boxed[b as usize].as_ref().and_then(|q| q.next_event(now)),
         }
@@ -180,7 +199,7 @@ impl Leaves {
 
     /// Empties leaf `i`'s queue.
     pub fn flush(&mut self, i: u32) -> Vec<Packet> {
-        match self.slots[i as usize].boxed {
+        match self.slots[i as usize].boxed() {
             NONE => {
                 let mut out = Vec::with_capacity(self.slots[i as usize].qlen as usize);
                 while let Some(p) = self.pop(i, Time::ZERO) {
@@ -196,14 +215,12 @@ impl Leaves {
     /// returns the old queue's packets.
     pub fn replace(&mut self, i: u32, q: Option<Box<dyn Qdisc>>, limit: u32) -> Vec<Packet> {
         let pkts = self.flush(i);
-        let old = self.slots[i as usize].boxed;
+        let old = self.slots[i as usize].boxed();
         if old != NONE {
             self.boxed[old as usize] = None;
             self.free_boxed.push(old);
         }
-        let s = &mut self.slots[i as usize];
-        s.boxed = NONE;
-        s.limit = limit.max(1);
+        self.slots[i as usize].queue = limit.clamp(1, BOXED - 1);
         if let Some(q) = q {
             let b = match self.free_boxed.pop() {
                 Some(b) => {
@@ -215,14 +232,14 @@ impl Leaves {
                     (self.boxed.len() - 1) as u32
                 }
             };
-            self.slots[i as usize].boxed = b;
+            self.slots[i as usize].queue = BOXED | b;
         }
         pkts
     }
 
     /// The boxed qdisc of leaf `i` (`None` for the inline pfifo).
     pub fn qdisc(&self, i: u32) -> Option<&dyn Qdisc> {
-        match self.slots[i as usize].boxed {
+        match self.slots[i as usize].boxed() {
             NONE => None,
             b => self.boxed[b as usize].as_deref(),
         }
@@ -231,8 +248,8 @@ impl Leaves {
     /// Packets and bytes queued in leaf `i`.
     pub fn backlog(&self, i: u32) -> (u64, u64) {
         let s = &self.slots[i as usize];
-        if s.boxed != NONE {
-            let st = self.boxed[s.boxed as usize].as_ref().map(|q| q.stats()).unwrap_or_default();
+        if s.boxed() != NONE {
+            let st = self.boxed[s.boxed() as usize].as_ref().map(|q| q.stats()).unwrap_or_default();
             return (st.qlen, st.backlog_bytes);
         }
         let (mut bytes, mut n) = (0u64, s.head);

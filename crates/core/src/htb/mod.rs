@@ -81,6 +81,10 @@
 //! - **`giants`** is always 0, as in kernels without rate tables; `rate`/`pps` estimators are not
 //!   kept (the simulator and live shaper measure rates themselves).
 //! - **No `offload`**: there is no hardware here.
+//! - **Throttled leaf qdiscs are parked.** A leaf whose own qdisc holds packets but sends none
+//!   (a nested HTB or a TBF waiting for tokens) leaves the rows until the time that qdisc names,
+//!   or until a packet is enqueued to it; the kernel polls it at every dequeue, which costs
+//!   O(throttled leaves) per packet when thousands of nested HTBs wait.
 //! - **`leaf_qdisc`** returns only qdiscs grafted with [`Htb::set_leaf_qdisc`]; the default
 //!   pfifo is built in (its counters are in the class statistics).
 //!
@@ -100,6 +104,7 @@ mod rr;
 mod sched;
 #[cfg(test)]
 mod tests;
+mod waitq;
 
 pub use class::{ClassInfo, HtbClassStats, HtbMode};
 pub use config::{
@@ -111,13 +116,13 @@ use crate::fifo::DEFAULT_TXQUEUELEN;
 use crate::handle::Handle;
 use crate::packet::Packet;
 use crate::qdisc::{ConfigError, DropReason, Dropped, Qdisc, QdiscStats};
-use crate::sched::wheel::TimerWheel;
 use crate::time::Time;
 use class::{ns_to_ticks, Class, ClassCold, NONE};
 use leaves::Leaves;
 use plan::Plans;
 use rr::RrList;
 use sched::Inner;
+use waitq::WaitQueue;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
@@ -133,8 +138,6 @@ pub struct Htb {
     cfg: HtbConfig,
     classes: Vec<Class>,
     cold: Vec<ClassCold>,
-    /// Classid of each arena slot ([`Handle::UNSPEC`] for a free slot).
-    ids: Vec<Handle>,
     free: Vec<u32>,
     /// Arena index of each minor (`NONE` if no such class).
     by_minor: Vec<u32>,
@@ -145,7 +148,7 @@ pub struct Htb {
     free_inners: Vec<u32>,
     rows: Vec<[RrList; 8]>,
     row_mask: Vec<u8>,
-    wheel: TimerWheel,
+    waitq: WaitQueue,
     child_wake: BinaryHeap<Reverse<(u64, u32)>>,
     direct: VecDeque<Packet>,
     direct_pkts: u64,
@@ -187,7 +190,6 @@ impl Htb {
             cfg,
             classes: Vec::new(),
             cold: Vec::new(),
-            ids: Vec::new(),
             free: Vec::new(),
             by_minor: Vec::new(),
             count: 0,
@@ -197,7 +199,7 @@ impl Htb {
             free_inners: Vec::new(),
             rows: Vec::new(),
             row_mask: Vec::new(),
-            wheel: TimerWheel::new(),
+            waitq: WaitQueue::default(),
             child_wake: BinaryHeap::new(),
             direct: VecDeque::new(),
             direct_pkts: 0,
@@ -255,6 +257,7 @@ impl Htb {
             }
             pending = rest;
         }
+        htb.shrink_to_fit();
         match htb.validate() {
             Ok(()) => {}
             Err(e @ ConfigError::Hierarchy(_)) if htb.default_is_inner() => return Err(e),
@@ -267,8 +270,21 @@ impl Htb {
     pub fn reserve(&mut self, n: usize) {
         self.classes.reserve_exact(n);
         self.cold.reserve_exact(n);
-        self.ids.reserve_exact(n);
-        self.wheel.reserve(self.classes.len() + n);
+        self.by_minor.reserve(n);
+        self.leaves.reserve(n);
+        self.waitq.reserve(self.classes.len() + n);
+    }
+
+    /// Gives back the spare capacity of the class tables (after a bulk build; adding a class
+    /// afterwards grows them again).
+    pub fn shrink_to_fit(&mut self) {
+        self.classes.shrink_to_fit();
+        self.cold.shrink_to_fit();
+        self.free.shrink_to_fit();
+        self.by_minor.shrink_to_fit();
+        self.leaves.shrink_to_fit();
+        self.waitq.shrink_to_fit();
+        self.inners.iter_mut().for_each(|i| i.children.shrink_to_fit());
     }
 
     /// Checks what the kernel only discovers at classification time: the default class must
@@ -339,6 +355,10 @@ impl Htb {
         self.by_minor.get(id.minor() as usize).copied().filter(|&c| c != NONE)
     }
 
+    fn id_of(&self, c: u32) -> Handle {
+        Handle::new(self.handle.major(), self.classes[c as usize].minor)
+    }
+
     fn observe(&mut self, now: Time) -> Time {
         if now > self.now {
             self.now = now;
@@ -394,7 +414,7 @@ impl Htb {
             })?
         };
         let depth = if parent_idx == NONE { 0 } else { self.classes[parent_idx as usize].depth as u32 + 1 };
-        if depth > u16::MAX as u32 - 2 {
+        if depth > u8::MAX as u32 - 2 {
             return Err(ConfigError::Hierarchy(format!("htb class {classid}: the tree is too deep")));
         }
         let mut warnings = Vec::new();
@@ -420,23 +440,23 @@ impl Htb {
             srank: 0,
             lends: 0,
             borrows: 0,
-            depth: depth as u16,
+            minor: classid.minor(),
+            depth: depth as u8,
             mode: HtbMode::CanSend,
             aprio: p.prio,
             activity: 0,
             leaf: true,
+            parked: false,
         };
         let idx = match self.free.pop() {
             Some(i) => {
                 self.classes[i as usize] = class;
                 self.cold[i as usize] = ClassCold::default();
-                self.ids[i as usize] = classid;
                 i
             }
             None => {
                 self.classes.push(class);
                 self.cold.push(ClassCold::default());
-                self.ids.push(classid);
                 (self.classes.len() - 1) as u32
             }
         };
@@ -453,7 +473,7 @@ impl Htb {
             children.push(idx);
         }
         self.ensure_rows(depth);
-        self.wheel.reserve(self.classes.len());
+        self.waitq.reserve(self.classes.len());
         self.stalled = false;
         Ok(warnings)
     }
@@ -490,7 +510,7 @@ impl Htb {
         cl.ctokens = csize;
         cl.t_c = now.as_nanos();
         cl.mode = HtbMode::CanSend;
-        self.wheel.cancel(c);
+        self.waitq.cancel(c);
     }
 
     /// Changes a class's parameters (`tc class change`), keeping its queue and its place in the
@@ -554,7 +574,7 @@ impl Htb {
             )));
         }
         let pkts = self.flush_leaf(c);
-        self.wheel.cancel(c);
+        self.waitq.cancel(c);
         self.leaves.release(self.classes[c as usize].ext);
         let parent = self.classes[c as usize].parent;
         if parent != NONE {
@@ -572,7 +592,6 @@ impl Htb {
         }
         self.plans.release(self.classes[c as usize].plan);
         self.by_minor[classid.minor() as usize] = NONE;
-        self.ids[c as usize] = Handle::UNSPEC;
         self.classes[c as usize].parent = NONE;
         self.free.push(c);
         self.count -= 1;
@@ -672,8 +691,8 @@ impl Htb {
             let cl = &self.classes[c as usize];
             let plan = self.plans.get(cl.plan);
             ClassInfo {
-                classid: self.ids[c as usize],
-                parent: if cl.parent == NONE { self.handle } else { self.ids[cl.parent as usize] },
+                classid: self.id_of(c),
+                parent: if cl.parent == NONE { self.handle } else { self.id_of(cl.parent) },
                 config: plan.config.clone(),
                 params: plan.params,
                 level: if cl.leaf { 0 } else { top - cl.depth as u32 },
@@ -688,7 +707,7 @@ impl Htb {
     pub fn heap_bytes(&self) -> usize {
         self.classes.capacity() * size_of::<Class>()
             + self.cold.capacity() * size_of::<ClassCold>()
-            + self.ids.capacity() * 4
+            + self.waitq.heap_bytes()
             + self.free.capacity() * 4
             + self.by_minor.capacity() * 4
             + self.leaves.heap_bytes()
@@ -727,7 +746,7 @@ impl Htb {
     pub fn classify_packet(&self, pkt: &Packet) -> Option<Handle> {
         match self.classify(pkt) {
             Target::Direct => None,
-            Target::Leaf(c) => Some(self.ids[c as usize]),
+            Target::Leaf(c) => Some(self.id_of(c)),
         }
     }
 
@@ -768,7 +787,9 @@ impl Qdisc for Htb {
                 self.stats.backlog_bytes += len as u64;
                 self.stats.qlen += 1;
                 self.drain_child_drops(c);
-                if self.leaves.qlen(ext) > 0 {
+                if self.classes[c as usize].parked {
+                    self.unpark(c);
+                } else if self.leaves.qlen(ext) > 0 {
                     self.activate(c);
                 }
                 self.stalled = false;
@@ -816,7 +837,7 @@ impl Qdisc for Htb {
         if !self.stalled && self.any_row_active() {
             return Some(now);
         }
-        let ev = self.wheel.earliest(64);
+        let ev = self.waitq.earliest();
         let child = self.child_wake.peek().map(|Reverse((t, _))| *t);
         let t = match (ev, child) {
             (Some(a), Some(b)) => a.min(b),
@@ -830,13 +851,14 @@ impl Qdisc for Htb {
 
     fn reset(&mut self) -> Vec<Packet> {
         let mut out: Vec<Packet> = self.front.drain(..).chain(self.direct.drain(..)).collect();
-        self.wheel.clear();
+        self.waitq.clear();
         for c in 0..self.classes.len() as u32 {
-            if self.ids[c as usize].is_unspec() {
-                continue;
+            if self.by_minor.get(self.classes[c as usize].minor as usize) != Some(&c) {
+                continue; // a free slot
             }
             let cl = &mut self.classes[c as usize];
             cl.activity = 0;
+            cl.parked = false;
             cl.mode = HtbMode::CanSend;
             let ext = cl.ext;
             if cl.leaf {

@@ -239,9 +239,9 @@ impl Htb {
             }
         }
         if new == HtbMode::CanSend {
-            self.wheel.cancel(c);
+            self.waitq.cancel(c);
         } else {
-            self.wheel.insert(c, now.saturating_add(wait));
+            self.waitq.insert(c, now.saturating_add(wait));
         }
     }
 
@@ -255,7 +255,7 @@ impl Htb {
     /// A class keeps the wake-up of its last mode change even when a later charge pushed its real
     /// one further (as the kernel does), so a class that fires early just goes back to waiting.
     fn run_events(&mut self, now: u64) {
-        while let Some((_, c)) = self.wheel.pop_expired(now) {
+        while let Some(c) = self.waitq.pop_expired(now) {
             self.update_mode(c, now);
         }
     }
@@ -364,10 +364,10 @@ impl Htb {
         }
     }
 
-    /// Dequeues from the best leaf of row `row` at `prio` (htb_dequeue_tree).
+    /// Dequeues from the best leaf of row `row` at `prio` (htb_dequeue_tree). Every pass of
+    /// the loop either sends or takes a leaf out of the row, so it ends.
     fn dequeue_tree(&mut self, prio: usize, row: u32, now: Time) -> Option<Packet> {
-        let mut start = self.lookup_leaf(row, prio);
-        let mut c = start;
+        let mut c = self.lookup_leaf(row, prio);
         let pkt = loop {
             if c == NONE {
                 return None;
@@ -376,32 +376,18 @@ impl Htb {
             if self.leaves.qlen(ext) == 0 {
                 // Emptied behind our back (the leaf qdisc dropped or was grafted).
                 self.deactivate(c);
-                if self.row_mask[row as usize] & (1 << prio) == 0 {
-                    return None;
+            } else {
+                let got = self.leaves.pop(ext, now);
+                self.drain_child_drops(c);
+                if let Some(p) = got {
+                    break p;
                 }
-                let next = self.lookup_leaf(row, prio);
-                if c == start {
-                    start = next;
-                }
-                c = next;
-                continue;
+                self.park(c, now);
             }
-            let got = self.leaves.pop(ext, now);
-            self.drain_child_drops(c);
-            if let Some(p) = got {
-                break p;
-            }
-            // A non-work-conserving leaf qdisc: remember when it wants to run and skip it.
-            if self.leaves.qlen(ext) > 0 {
-                let t = self.leaves.next_event(ext, now).unwrap_or(now).max(now + Span::from_nanos(1));
-                self.child_wake.push(std::cmp::Reverse((t.as_nanos(), c)));
-            }
-            let l = self.leaf_list(c, row);
-            self.list_mut(l, prio).advance();
-            c = self.lookup_leaf(row, prio);
-            if c == start {
+            if self.row_mask[row as usize] & (1 << prio) == 0 {
                 return None;
             }
+            c = self.lookup_leaf(row, prio);
         };
         let ext = self.classes[c as usize].ext;
         let quantum = self.plans.get(self.classes[c as usize].plan).quantum.min(i32::MAX as u32) as i32;
@@ -423,12 +409,7 @@ impl Htb {
     /// qdisc-level counters.
     pub(super) fn dequeue_shaped(&mut self, now: Time) -> Option<Packet> {
         let n = now.as_nanos();
-        while let Some(std::cmp::Reverse((t, _))) = self.child_wake.peek() {
-            if *t > n {
-                break;
-            }
-            self.child_wake.pop();
-        }
+        self.unpark_due(n);
         self.run_events(n);
         // Leaves first, then inner rows from the deepest up: the kernel's level order.
         let rows = self.rows.len() as u32;
@@ -445,6 +426,42 @@ impl Htb {
         None
     }
 
+    /// Takes a leaf whose qdisc holds packets but sends none now (a shaper of its own, such as
+    /// a nested HTB or TBF) out of the rows until the time it names, instead of polling it at
+    /// every dequeue as the kernel does. A packet enqueued to it brings it back early.
+    fn park(&mut self, c: u32, now: Time) {
+        self.deactivate(c);
+        let ext = self.classes[c as usize].ext;
+        if self.leaves.qlen(ext) > 0 {
+            let t = self.leaves.next_event(ext, now).unwrap_or(now).max(now + Span::from_nanos(1));
+            self.classes[c as usize].parked = true;
+            self.child_wake.push(std::cmp::Reverse((t.as_nanos(), c)));
+        }
+    }
+
+    /// Brings back the parked leaves whose time has come.
+    fn unpark_due(&mut self, now: u64) {
+        while let Some(&std::cmp::Reverse((t, c))) = self.child_wake.peek() {
+            if t > now {
+                break;
+            }
+            self.child_wake.pop();
+            self.unpark(c);
+        }
+    }
+
+    /// Ends a leaf's parking (no-op for a class that is not parked, e.g. a stale entry).
+    #[inline]
+    pub(super) fn unpark(&mut self, c: u32) {
+        let cl = &mut self.classes[c as usize];
+        if cl.parked {
+            cl.parked = false;
+            if cl.leaf && self.leaves.qlen(cl.ext) > 0 {
+                self.activate(c);
+            }
+        }
+    }
+
     /// Moves drops that a leaf's qdisc made on its own into our counters and drop queue.
     #[inline]
     pub(super) fn drain_child_drops(&mut self, c: u32) {
@@ -459,6 +476,7 @@ impl Htb {
     /// Flushes a leaf's queue (class deleted, turned into an inner class, or regrafted).
     pub(super) fn flush_leaf(&mut self, c: u32) -> Vec<Packet> {
         self.deactivate(c);
+        self.classes[c as usize].parked = false;
         let pkts = self.leaves.flush(self.classes[c as usize].ext);
         for p in &pkts {
             self.stats.backlog_bytes = self.stats.backlog_bytes.saturating_sub(p.len as u64);

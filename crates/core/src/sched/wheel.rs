@@ -34,6 +34,9 @@ pub struct TimerWheel {
     heads: Vec<u32>,
     entries: Vec<Entry>,
     len: usize,
+    /// No timer is due before this (a lower bound, refreshed when a poll finds nothing due), so
+    /// that a poll with nothing due costs one comparison.
+    quiet_until: u64,
 }
 
 impl Default for TimerWheel {
@@ -51,6 +54,7 @@ impl TimerWheel {
             heads: vec![NONE; LEVELS * 64],
             entries: Vec::new(),
             len: 0,
+            quiet_until: u64::MAX,
         }
     }
 
@@ -59,6 +63,11 @@ impl TimerWheel {
         if self.entries.len() < n {
             self.entries.resize(n, Entry { deadline: 0, prev: NONE, next: NONE, at: ABSENT });
         }
+    }
+
+    /// Heap bytes held.
+    pub fn heap_bytes(&self) -> usize {
+        self.heads.capacity() * 4 + self.entries.capacity() * size_of::<Entry>()
     }
 
     /// Number of scheduled timers.
@@ -84,6 +93,7 @@ impl TimerWheel {
         self.entries[id as usize].deadline = deadline;
         self.link(id);
         self.len += 1;
+        self.quiet_until = self.quiet_until.min(deadline.max(self.elapsed));
     }
 
     /// Unschedules timer `id`; returns whether it was scheduled.
@@ -143,13 +153,21 @@ impl TimerWheel {
             self.occupied[level] = 0;
         }
         self.len = 0;
+        self.quiet_until = u64::MAX;
     }
 
     /// Takes one timer due at or before `now`, with its deadline. Call until `None`.
     pub fn pop_expired(&mut self, now: u64) -> Option<(u64, u32)> {
+        if now < self.quiet_until {
+            return None;
+        }
         loop {
-            let (level, slot, start) = self.first_slot()?;
+            let Some((level, slot, start)) = self.first_slot() else {
+                self.quiet_until = u64::MAX;
+                return None;
+            };
             if start > now {
+                self.quiet_until = start;
                 return None;
             }
             self.elapsed = self.elapsed.max(start);
