@@ -180,6 +180,12 @@ impl Leaves {
         Some(node.pkt)
     }
 
+    /// True if leaf `i` has a boxed qdisc.
+    #[inline]
+    pub fn is_boxed(&self, i: u32) -> bool {
+        self.slots[i as usize].queue & BOXED != 0
+    }
+
     /// A drop the leaf's qdisc made on its own (boxed qdiscs only: a pfifo only refuses).
     #[inline]
     pub fn take_dropped(&mut self, i: u32) -> Option<Dropped> {

@@ -466,6 +466,9 @@ impl Htb {
     #[inline]
     pub(super) fn drain_child_drops(&mut self, c: u32) {
         let ext = self.classes[c as usize].ext;
+        if !self.leaves.is_boxed(ext) {
+            return; // the inline pfifo only refuses at enqueue
+        }
         while let Some(d) = self.leaves.take_dropped(ext) {
             self.cold[c as usize].drops = self.cold[c as usize].drops.wrapping_add(1);
             self.stats.on_drop_queued(&d.pkt);
