@@ -3,7 +3,7 @@
 //! A tc handle has a 16-bit minor, so one HTB qdisc holds at most 65 535 classes. Larger trees are
 //! built the way Linux operators (LibreQoS) build them: each *site* is a class `1:(first+s)` of
 //! the root HTB under `parent`, and carries its own HTB qdisc `(M+s):` (M = root major + 1) whose
-//! root class `(M+s):1` has the site's rate and whose leaves `(M+s):2`, `(M+s):3`, ... are the
+//! root class `(M+s):1` caps at the site's ceil and whose leaves `(M+s):2`, `(M+s):3`, ... are the
 //! site's subscribers. Leaves are numbered 0..count and handed to sites in contiguous blocks.
 //!
 //! A packet of leaf `i` carries two classification results (`push_class`): the site class for
@@ -213,7 +213,10 @@ impl LeafGen {
         Ok(())
     }
 
-    /// The HTB qdisc of site `s`: a root class at the site's rate over its subscribers.
+    /// The HTB qdisc of site `s`: a root class over its subscribers. The site's rate and ceil
+    /// are enforced by the site's class in the root qdisc, which borrows from `parent`; a root
+    /// class cannot borrow, so this one runs at rate = ceil = the site's ceil and only shares
+    /// whatever the outer class lets through among the subscribers.
     fn site_qdisc(&self, s: u32, q: &LeafQueue, wire: WireSpec) -> Result<Htb, ConfigError> {
         let t0 = Time::ZERO;
         let major = self.site_major(s);
@@ -222,7 +225,7 @@ impl LeafGen {
         h.add_class(
             root,
             Handle::new(major, 0),
-            Self::class_config(self.site_rate, self.site_ceil, wire),
+            Self::class_config(self.site_ceil, self.site_ceil, wire),
             t0,
         )?;
         let leaf = Self::class_config(self.rate, self.ceil, wire);
@@ -235,7 +238,9 @@ impl LeafGen {
     }
 
     /// The same classes for the reference HTB, as `(id, parent, rate, ceil)`: flat leaves, or
-    /// sites, site roots and leaves, parents before children.
+    /// sites and their leaves, parents before children. The site qdisc's root class only caps at
+    /// the site's ceil, which the site class does already, so the reference leaves hang directly
+    /// from the site class (an inner class of rate > its parent's would let the site bypass it).
     pub(crate) fn reference_classes(&self) -> Vec<(Handle, Handle, Rate, Rate)> {
         let mut out = Vec::new();
         if !self.nested() {
@@ -245,11 +250,9 @@ impl LeafGen {
             return out;
         }
         for s in 0..self.sites {
-            let root = Handle::new(self.site_major(s), 1);
             out.push((self.site(s), self.parent, self.site_rate, self.site_ceil));
-            out.push((root, self.site(s), self.site_rate, self.site_ceil));
             for i in self.first_leaf(s)..self.first_leaf(s + 1) {
-                out.push((self.leaf(i), root, self.rate, self.ceil));
+                out.push((self.leaf(i), self.site(s), self.rate, self.ceil));
             }
         }
         out
