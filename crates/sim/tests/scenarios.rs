@@ -214,7 +214,7 @@ fn htb_scaling_reference_refuses_trees_it_would_take_hours_on() {
         overrides: vec![("n".into(), "100000".into()), ("variant".into(), "reference-htb".into())],
         seed: None,
     };
-    let e = run(&sc, &opts, &|_| {}).err().expect("the reference is limited");
+    let e = run(&sc, &opts, &|_| {}).expect_err("the reference is limited");
     assert!(e.message.contains("reference"), "{}", e.message);
 }
 
