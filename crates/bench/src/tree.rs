@@ -129,7 +129,9 @@ impl TreeSpec {
                 let major = 2 + s as u16;
                 let mut q = Htb::new(Handle::new(major, 0), HtbConfig::default())?;
                 q.reserve(1 + hi - lo);
-                q.add_class(Handle::new(major, 1), Handle::new(major, 0), site.clone(), t0)?;
+                // The inner qdisc's root class cannot borrow, so it runs at the site's ceil and
+                // leaves the site's rate to the outer class `1:(2+s)`.
+                q.add_class(Handle::new(major, 1), Handle::new(major, 0), Self::class(self.link, self.link), t0)?;
                 for j in 0..hi - lo {
                     q.add_class(Handle::new(major, 2 + j as u16), Handle::new(major, 1), leaf.clone(), t0)?;
                 }
