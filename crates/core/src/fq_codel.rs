@@ -760,8 +760,7 @@ impl Qdisc for FqCodel {
 
     fn dequeue(&mut self, now: Time) -> Option<Packet> {
         let pkt = self.dequeue_inner(now)?;
-        self.stats.bytes += pkt.len as u64;
-        self.stats.packets += pkt.gso_segs.max(1) as u64;
+        self.stats.on_dequeue(&pkt); // its backlog and qlen are unused: stats() computes them
         Some(pkt)
     }
 
@@ -806,13 +805,9 @@ impl Qdisc for FqCodel {
         self.dropped.pop_front()
     }
 
-    /// Puts the packet back at the head. "Sent" counts it once: the earlier dequeue is undone.
+    /// Puts the packet back at the head ([`crate::codel::requeue_held`]).
     fn requeue(&mut self, pkt: Packet, _now: Time) -> Result<(), Dropped> {
-        self.stats.bytes = self.stats.bytes.saturating_sub(pkt.len as u64);
-        self.stats.packets = self.stats.packets.saturating_sub(pkt.gso_segs.max(1) as u64);
-        self.stats.requeues += 1;
-        self.held.push_front(pkt);
-        Ok(())
+        crate::codel::requeue_held(&mut self.stats, &mut self.held, pkt)
     }
 }
 
