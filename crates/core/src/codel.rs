@@ -508,12 +508,7 @@ impl Qdisc for Codel {
     }
 
     fn peek(&mut self, now: Time) -> Option<&Packet> {
-        // Like the kernel's qdisc_peek_dequeued: run the dequeue (and its AQM) now, keep the result.
-        if self.held.is_empty() {
-            let pkt = self.dequeue_inner(now)?;
-            self.held.push_back(pkt);
-        }
-        self.held.front()
+        peek_held(self, now, |q| &mut q.held, Codel::dequeue_inner)
     }
 
     fn next_event(&self, now: Time) -> Option<Time> {
@@ -545,6 +540,21 @@ impl Qdisc for Codel {
     fn requeue(&mut self, pkt: Packet, _now: Time) -> Result<(), Dropped> {
         requeue_held(&mut self.stats, &mut self.held, pkt)
     }
+}
+
+/// Peek for codel and fq_codel, like the kernel's qdisc_peek_dequeued: run the dequeue (and its
+/// AQM) now and hold the result in `held`, which their dequeue takes from first.
+pub(crate) fn peek_held<Q>(
+    q: &mut Q,
+    now: Time,
+    held: fn(&mut Q) -> &mut VecDeque<Packet>,
+    dequeue: fn(&mut Q, Time) -> Option<Packet>,
+) -> Option<&Packet> {
+    if held(q).is_empty() {
+        let pkt = dequeue(q, now)?;
+        held(q).push_back(pkt);
+    }
+    held(q).front()
 }
 
 /// Requeue for codel and fq_codel, whose `peek` holds dequeued packets: the packet goes back at

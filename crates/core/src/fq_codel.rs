@@ -765,12 +765,7 @@ impl Qdisc for FqCodel {
     }
 
     fn peek(&mut self, now: Time) -> Option<&Packet> {
-        // As the kernel's qdisc_peek_dequeued: dequeue (running CoDel) now and hold the result.
-        if self.held.is_empty() {
-            let pkt = self.dequeue_inner(now)?;
-            self.held.push_back(pkt);
-        }
-        self.held.front()
+        crate::codel::peek_held(self, now, |q| &mut q.held, FqCodel::dequeue_inner)
     }
 
     fn next_event(&self, now: Time) -> Option<Time> {
