@@ -413,6 +413,12 @@ fn u32_arg(cur: &mut Cur, what: &str) -> Result<u32, TcError> {
     get_u32(v).ok_or_else(|| illegal(what, i, None))
 }
 
+/// `overhead BYTES`, which may be negative.
+fn overhead_arg(cur: &mut Cur) -> Result<i32, TcError> {
+    let (i, v) = cur.value()?;
+    v.parse().map_err(|_| illegal("overhead", i, None))
+}
+
 fn linklayer_arg(cur: &mut Cur) -> Result<LinkLayer, TcError> {
     let (i, v) = cur.value()?;
     match v {
@@ -573,10 +579,7 @@ pub(crate) fn parse_htb_class(cur: &mut Cur) -> Result<HtbClassOpts, TcError> {
             "prio" => o.prio = u32_arg(cur, "prio")?,
             "mtu" => o.mtu = u32_arg(cur, "mtu")?,
             "mpu" => o.mpu = u32_arg(cur, "mpu")?,
-            "overhead" => {
-                let (i, v) = cur.value()?;
-                o.overhead = v.parse().map_err(|_| illegal("overhead", i, None))?;
-            }
+            "overhead" => o.overhead = overhead_arg(cur)?,
             "linklayer" => o.linklayer = linklayer_arg(cur)?,
             "quantum" => o.quantum = Some(u32_arg(cur, "quantum")?),
             "burst" | "buffer" | "maxburst" => burst = size_arg(cur, "buffer")?,
@@ -674,10 +677,7 @@ fn parse_tbf(cur: &mut Cur) -> Result<TbfOpts, TcError> {
                 }
                 o.peakrate = Some(rate_arg(cur, "peakrate")?);
             }
-            "overhead" => {
-                let (i, v) = cur.value()?;
-                o.overhead = v.parse().map_err(|_| illegal("overhead", i, None))?;
-            }
+            "overhead" => o.overhead = overhead_arg(cur)?,
             "linklayer" => o.linklayer = linklayer_arg(cur)?,
             "help" => return Err(TcError::usage(TBF_USAGE, Some(at))),
             _ => return Err(what_is(w, at, TBF_USAGE)),
