@@ -131,7 +131,12 @@ impl TreeSpec {
                 q.reserve(1 + hi - lo);
                 // The inner qdisc's root class cannot borrow, so it runs at the site's ceil and
                 // leaves the site's rate to the outer class `1:(2+s)`.
-                q.add_class(Handle::new(major, 1), Handle::new(major, 0), Self::class(self.link, self.link), t0)?;
+                q.add_class(
+                    Handle::new(major, 1),
+                    Handle::new(major, 0),
+                    Self::class(self.link, self.link),
+                    t0,
+                )?;
                 for j in 0..hi - lo {
                     q.add_class(Handle::new(major, 2 + j as u16), Handle::new(major, 1), leaf.clone(), t0)?;
                 }

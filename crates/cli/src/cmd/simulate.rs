@@ -131,6 +131,23 @@ fn mbit(b: f64) -> String {
     format!("{:.3}", b / 1e6)
 }
 
+/// The per-class accuracy summary of generated leaves (`leaves.*` in `extra`), if any.
+fn print_leaf_accuracy(c: &sluice_report::Case) {
+    let get = |k: &str| c.extra.get(&format!("leaves.{k}")).copied();
+    let (Some(count), Some(backlogged)) = (get("count"), get("backlogged")) else { return };
+    print!("  leaves: {count} in {} site(s), {backlogged} backlogged", get("sites").unwrap_or(1.0));
+    if let (Some(lo), Some(med), Some(hi)) =
+        (get("rate_min_bps"), get("rate_median_bps"), get("rate_max_bps"))
+    {
+        print!(", rate min/median/max {}/{}/{} Mbit/s", mbit(lo), mbit(med), mbit(hi));
+    }
+    if let (Some(ideal), Some(max), Some(mean)) = (get("ideal_bps"), get("err_max_pct"), get("err_mean_pct"))
+    {
+        print!(" (ideal {}, error max {max:.4}% mean {mean:.4}%)", mbit(ideal));
+    }
+    println!();
+}
+
 fn print_summary(r: &Results, info: &RunInfo) {
     println!("scenario {} (seed {}): {} case(s)", r.scenario, r.seed, r.cases.len());
     for c in &r.cases {
@@ -178,6 +195,7 @@ fn print_summary(r: &Results, info: &RunInfo) {
                 println!("  {:<14} {:>6} {:>10.3}   (the seed's figure)", "", "seed", v);
             }
         }
+        print_leaf_accuracy(c);
     }
     let rate = if info.wall_s > 0.0 { info.events as f64 / info.wall_s / 1e6 } else { 0.0 };
     println!(

@@ -95,7 +95,6 @@
 //! `fast_htb_shares_excess_by_quantum`). This used to be off by up to 1.5x while rows and feeds
 //! were kept in activation order.
 
-
 mod class;
 mod config;
 mod leaves;
@@ -122,9 +121,9 @@ use leaves::Leaves;
 use plan::Plans;
 use rr::RrList;
 use sched::Inner;
-use waitq::WaitQueue;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
+use waitq::WaitQueue;
 
 /// Where a packet goes.
 enum Target {
@@ -684,8 +683,10 @@ impl Htb {
     /// Every class, sorted by classid.
     pub fn classes(&self) -> impl Iterator<Item = ClassInfo> + '_ {
         let live = || self.by_minor.iter().copied().filter(|&c| c != NONE);
-        let deepest_inner =
-            live().filter(|&c| !self.classes[c as usize].leaf).map(|c| self.classes[c as usize].depth as u32).max();
+        let deepest_inner = live()
+            .filter(|&c| !self.classes[c as usize].leaf)
+            .map(|c| self.classes[c as usize].depth as u32)
+            .max();
         let top = deepest_inner.map_or(7, |d| (d + 1).max(7));
         live().map(move |c| {
             let cl = &self.classes[c as usize];

@@ -41,7 +41,10 @@ impl Bucket {
         let earn = rate_bps.max(1) / g;
         let per_byte = BIT_NS_PER_BYTE / g;
         let size = burst.checked_mul(per_byte).filter(|&s| s <= MAX_UNITS as u64).ok_or_else(|| {
-            format!("{what} of {burst} bytes is too large for this rate (at most {} bytes)", MAX_UNITS as u64 / per_byte)
+            format!(
+                "{what} of {burst} bytes is too large for this rate (at most {} bytes)",
+                MAX_UNITS as u64 / per_byte
+            )
         })? as i64;
         let floor = (MBUFFER.as_nanos() as u128 * earn as u128).min(MAX_UNITS as u128) as i64;
         Ok(Bucket { earn, per_byte, size, floor })
@@ -118,15 +121,21 @@ pub(super) struct Plans {
 
 impl Plans {
     /// The plan index for a class with this configuration, creating it if new.
-    pub fn acquire(&mut self, config: &HtbClassConfig, params: ClassParams, who: &str) -> Result<u32, ConfigError> {
+    pub fn acquire(
+        &mut self,
+        config: &HtbClassConfig,
+        params: ClassParams,
+        who: &str,
+    ) -> Result<u32, ConfigError> {
         if let Some(&i) = self.by_config.get(&(config.clone(), params)) {
             self.plans[i as usize].refs += 1;
             return Ok(i);
         }
         let bad = |field: &'static str, value: u64, m: String| ConfigError::invalid(who, field, value, m);
-        let rate = Bucket::new(params.rate.bps(), params.burst, "burst").map_err(|m| bad("burst", params.burst, m))?;
-        let ceil =
-            Bucket::new(params.ceil.bps(), params.cburst, "cburst").map_err(|m| bad("cburst", params.cburst, m))?;
+        let rate = Bucket::new(params.rate.bps(), params.burst, "burst")
+            .map_err(|m| bad("burst", params.burst, m))?;
+        let ceil = Bucket::new(params.ceil.bps(), params.cburst, "cburst")
+            .map_err(|m| bad("cburst", params.cburst, m))?;
         let plan = Plan {
             rate,
             ceil,

@@ -6,11 +6,17 @@
 /// See the [module docs](self).
 #[derive(Clone, Debug, Default)]
 pub struct RankSet {
-    /// All levels in one vector, level 0 first.
+    /// All levels in one vector, level 0 first; the last level is a single word. Level starts
+    /// are recomputed from the capacity on the way (a shift and an add per level), which keeps
+    /// an empty set at 32 bytes: an HTB has 8 of them per row and per inner class.
     words: Vec<u64>,
-    /// Start of each level in `words`; the last level is a single word.
-    starts: Vec<u32>,
     capacity: u32,
+}
+
+/// Words in level 0 of a set of `capacity`.
+#[inline]
+fn level0_words(capacity: u32) -> usize {
+    (capacity as usize).div_ceil(64).max(1)
 }
 
 impl RankSet {
@@ -28,24 +34,20 @@ impl RankSet {
 
     /// Makes room for `0..capacity`, keeping the members.
     pub fn grow(&mut self, capacity: u32) {
-        if capacity <= self.capacity && !self.starts.is_empty() {
+        if capacity <= self.capacity && !self.words.is_empty() {
             return;
         }
         let members: Vec<u32> = self.iter().collect();
         let capacity = capacity.max(64);
-        let mut starts = Vec::new();
-        let mut len = 0u32;
-        let mut n = capacity.div_ceil(64);
+        let (mut len, mut n) = (0, level0_words(capacity));
         loop {
-            starts.push(len);
             len += n;
             if n == 1 {
                 break;
             }
             n = n.div_ceil(64);
         }
-        self.words = vec![0; len as usize];
-        self.starts = starts;
+        self.words = vec![0; len];
         self.capacity = capacity;
         for m in members {
             self.insert(m);
@@ -67,15 +69,17 @@ impl RankSet {
     /// Adds `i` (must be below the capacity).
     #[inline]
     pub fn insert(&mut self, i: u32) {
-        let mut i = i as usize;
-        for &start in &self.starts {
-            let w = &mut self.words[start as usize + i / 64];
+        let (mut i, mut start, mut n) = (i as usize, 0, level0_words(self.capacity));
+        loop {
+            let w = &mut self.words[start + i / 64];
             let was = *w;
             *w |= 1 << (i % 64);
-            if was != 0 {
+            if was != 0 || n == 1 {
                 return;
             }
             i /= 64;
+            start += n;
+            n = n.div_ceil(64);
         }
     }
 
@@ -85,14 +89,16 @@ impl RankSet {
         if i >= self.capacity {
             return;
         }
-        let mut i = i as usize;
-        for &start in &self.starts {
-            let w = &mut self.words[start as usize + i / 64];
+        let (mut i, mut start, mut n) = (i as usize, 0, level0_words(self.capacity));
+        loop {
+            let w = &mut self.words[start + i / 64];
             *w &= !(1 << (i % 64));
-            if *w != 0 {
+            if *w != 0 || n == 1 {
                 return;
             }
             i /= 64;
+            start += n;
+            n = n.div_ceil(64);
         }
     }
 
@@ -108,28 +114,29 @@ impl RankSet {
         if i >= self.capacity {
             return None;
         }
-        // Climb until a word has a member at or after the position, then descend by the lowest bit.
-        let mut pos = i as usize;
-        let mut level = 0;
+        // Climb until a word has a member at or after the position, then descend by the lowest
+        // bit, remembering each level's start for the way down.
+        let mut starts = [0usize; 8];
+        let (mut pos, mut level, mut n) = (i as usize, 0, level0_words(self.capacity));
         loop {
-            let start = *self.starts.get(level)? as usize;
+            let start = starts[level];
             let word = self.words[start + pos / 64] & (u64::MAX << (pos % 64));
             if word != 0 {
                 pos = (pos / 64) * 64 + word.trailing_zeros() as usize;
                 break;
             }
             // Nothing left in this word: continue from the next word, one level up.
-            let end = self.starts.get(level + 1).map_or(self.words.len(), |&s| s as usize);
             pos = pos / 64 + 1;
-            if pos >= end - start {
+            if n == 1 || pos >= n {
                 return None;
             }
             level += 1;
+            starts[level] = start + n;
+            n = n.div_ceil(64);
         }
         while level > 0 {
             level -= 1;
-            let start = self.starts[level] as usize;
-            pos = pos * 64 + self.words[start + pos].trailing_zeros() as usize;
+            pos = pos * 64 + self.words[starts[level] + pos].trailing_zeros() as usize;
         }
         Some(pos as u32)
     }
@@ -151,7 +158,7 @@ impl RankSet {
 
     /// Heap bytes held.
     pub fn heap_bytes(&self) -> usize {
-        self.words.capacity() * 8 + self.starts.capacity() * 4
+        self.words.capacity() * 8
     }
 }
 

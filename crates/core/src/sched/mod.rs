@@ -4,5 +4,5 @@
 //! - [`wheel::TimerWheel`]: exact-deadline hierarchical timing wheel, O(1) insert/move/cancel.
 //! - [`bitmap::RankSet`]: hierarchical bitmap with find-next-set, the HTB's rows and feeds.
 
-pub mod wheel;
 pub mod bitmap;
+pub mod wheel;

@@ -51,7 +51,7 @@ impl TimerWheel {
         TimerWheel {
             elapsed: 0,
             occupied: [0; LEVELS],
-            heads: vec![NONE; LEVELS * 64],
+            heads: Vec::new(),
             entries: Vec::new(),
             len: 0,
             quiet_until: u64::MAX,
@@ -197,6 +197,10 @@ impl TimerWheel {
     }
 
     fn link(&mut self, id: u32) {
+        if self.heads.is_empty() {
+            // Allocated at the first timer: an idle wheel (one per nested HTB) costs nothing.
+            self.heads = vec![NONE; LEVELS * 64];
+        }
         let (level, slot) = self.level_and_slot(self.entries[id as usize].deadline);
         let k = level * 64 + slot;
         let head = self.heads[k];
