@@ -668,8 +668,8 @@ impl Htb {
             lends: cl.lends as u64,
             borrows: cl.borrows as u64,
             giants: 0,
-            tokens: ns_to_ticks(plan.rate.to_ns(cl.tokens)),
-            ctokens: ns_to_ticks(plan.ceil.to_ns(cl.ctokens)),
+            tokens: ns_to_ticks(plan.rate.ns_of(cl.tokens)),
+            ctokens: ns_to_ticks(plan.ceil.ns_of(cl.ctokens)),
             mode: Some(cl.mode),
         })
     }

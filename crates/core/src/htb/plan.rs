@@ -80,7 +80,7 @@ impl Bucket {
     }
 
     /// Transmission time in ns that `tokens` stand for, floored (the kernel's ns tokens).
-    pub fn to_ns(&self, tokens: i64) -> i64 {
+    pub fn ns_of(&self, tokens: i64) -> i64 {
         tokens.div_euclid(self.earn as i64)
     }
 

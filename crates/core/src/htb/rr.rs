@@ -69,11 +69,6 @@ impl RrList {
         }
     }
 
-    #[cfg(test)]
-    pub fn contains(&self, rank: u32) -> bool {
-        self.members.contains(rank)
-    }
-
     /// Moves member `from` to rank `to` (a sibling took another place), keeping cursor and
     /// resume on it.
     pub fn renumber(&mut self, from: u32, to: u32, room: u32) {

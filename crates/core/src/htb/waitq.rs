@@ -77,16 +77,6 @@ impl WaitQueue {
         self.wheel.earliest(64)
     }
 
-    #[cfg(test)]
-    pub fn deadline(&self, c: u32) -> Option<u64> {
-        let t = *self.timer_of.get(c as usize)?;
-        if t == NONE {
-            None
-        } else {
-            self.wheel.deadline(t)
-        }
-    }
-
     pub fn clear(&mut self) {
         self.wheel.clear();
         for t in 0..self.class_of.len() as u32 {
