@@ -249,6 +249,9 @@ impl Drop for RxRing {
     }
 }
 
+/// Most frames per `sendmmsg` call.
+pub const MAX_BATCH: usize = 64;
+
 /// A transmit socket bound to one interface, bypassing that interface's qdisc.
 pub struct TxSock {
     fd: OwnedFd,
@@ -262,6 +265,46 @@ impl TxSock {
         setsockopt(&fd, libc::SOL_SOCKET, libc::SO_SNDBUF, &(4 << 20) as &libc::c_int)?;
         bind(&fd, ifindex)?;
         Ok(TxSock { fd })
+    }
+
+    /// Send `frames` with one `sendmmsg` per [`MAX_BATCH`]. Returns how many went before the
+    /// first failure and that failure (the caller counts that frame lost and goes on after it).
+    pub fn send_many(&self, frames: &[&[u8]]) -> (usize, Option<io::Error>) {
+        let mut done = 0;
+        while done < frames.len() {
+            let chunk = &frames[done..frames.len().min(done + MAX_BATCH)];
+            // SAFETY: iovec and mmsghdr are plain old data; all-zero is a valid value (null
+            // pointers, zero lengths) that is filled in below.
+            let mut iov: [libc::iovec; MAX_BATCH] = unsafe { std::mem::zeroed() };
+            // SAFETY: as above.
+            let mut msgs: [libc::mmsghdr; MAX_BATCH] = unsafe { std::mem::zeroed() };
+            for (k, f) in chunk.iter().enumerate() {
+                iov[k] = libc::iovec { iov_base: f.as_ptr() as *mut libc::c_void, iov_len: f.len() };
+                msgs[k].msg_hdr.msg_iov = &mut iov[k];
+                msgs[k].msg_hdr.msg_iovlen = 1;
+            }
+            // SAFETY: `msgs[..chunk.len()]` each point to one iovec in `iov`, which points into a
+            // frame of `frames`; all of them outlive the call, and the kernel only reads the
+            // frames (it writes `msg_len`, inside `msgs`). The socket is bound, so no address.
+            let r = unsafe {
+                libc::sendmmsg(
+                    self.fd.as_raw_fd(),
+                    msgs.as_mut_ptr(),
+                    chunk.len() as libc::c_uint,
+                    libc::MSG_DONTWAIT,
+                )
+            };
+            if r < 0 {
+                return (done, Some(io::Error::last_os_error()));
+            }
+            if r == 0 {
+                return (done, Some(io::Error::from(io::ErrorKind::WouldBlock)));
+            }
+            // A partial batch goes on at the frame that did not go: if it fails again, the
+            // next call returns its error.
+            done += r as usize;
+        }
+        (done, None)
     }
 
     /// Send one frame.
