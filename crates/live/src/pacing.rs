@@ -11,8 +11,9 @@
 //! Time beyond the cap is given up (counted), so a stopped process does not come back with a
 //! huge burst.
 //!
-//! Packets that arrived during the gap are enqueued at the wake-up time, after the replay, so
-//! the qdisc's clock never goes backwards.
+//! Frames that arrived during the gap are enqueued at their receive timestamps (the ring's,
+//! clamped to the replayed interval), each after the replay up to that time, so the qdisc's
+//! clock never goes backwards and a queue that ran dry in the gap refills when it would have.
 
 use crate::engine::DirQueue;
 use sluice_core::{Packet, Span, Time};
@@ -46,6 +47,8 @@ pub struct Released {
     pub late: Option<Span>,
     /// Time that could not be replayed because the gap exceeded the cap.
     pub given_up: Span,
+    /// The deadline of the first packet released that was due before `now`.
+    pub first_due: Option<Time>,
     /// The time served up to: `now`, or earlier when `max` stopped the replay (the next call
     /// goes on from here).
     pub reached: Time,
@@ -84,6 +87,7 @@ pub fn release(
             Some(p) => {
                 if r.late.is_none() && due < now {
                     r.late = Some(now - due);
+                    r.first_due = Some(due);
                 }
                 out.push(p);
                 r.packets += 1;

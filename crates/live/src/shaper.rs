@@ -8,7 +8,7 @@
 use crate::control::{self, Request};
 use crate::engine::{self, DirQueue};
 use crate::frame::{self, Parsed, Pool};
-use crate::pacing::{self, Pacing, Released};
+use crate::pacing::{self, Pacing};
 use crate::sys::{self, RxRing, TxSock};
 use crate::timing::{Calibration, SPIN_BELOW};
 use crate::LiveError;
@@ -78,16 +78,13 @@ pub struct PacingStats {
 }
 
 impl PacingStats {
-    fn note(&mut self, r: &Released) {
-        if let Some(l) = r.late {
-            let us = l.as_micros();
-            self.late_services += 1;
-            self.late_us_total += us;
-            self.late_us_max = self.late_us_max.max(us);
-            let k = [100, 1000, 5000, 20_000].iter().position(|&b| us < b).unwrap_or(4);
-            self.late_hist[k] += 1;
-        }
-        self.given_up_us += r.given_up.as_micros();
+    fn note_late(&mut self, l: Span) {
+        let us = l.as_micros();
+        self.late_services += 1;
+        self.late_us_total += us;
+        self.late_us_max = self.late_us_max.max(us);
+        let k = [100, 1000, 5000, 20_000].iter().position(|&b| us < b).unwrap_or(4);
+        self.late_hist[k] += 1;
     }
 
     /// One line for `stats` and the final report.
@@ -351,7 +348,7 @@ pub fn run(opts: Options) -> Result<Snapshot, LiveError> {
     let mut pstats = PacingStats::default();
     // Per direction: the time its qdisc was last served up to (the replay starts there).
     let mut served = [clock(); 2];
-    let mut batch: Vec<sluice_core::Packet> = Vec::with_capacity(pacing.tx_batch.max(1));
+    let mut pending: Vec<sluice_core::Packet> = Vec::with_capacity(sys::MAX_BATCH);
     let max_duration = opts.max_duration.map(|m| Time::from_nanos(m.as_nanos() as u64));
     let paths = [format!("{} -> {}", opts.in_if, opts.out_if), format!("{} -> {}", opts.out_if, opts.in_if)];
     let snapshot = |dirs: &[Dir; 2], reloads: u64, p: &PacingStats| Snapshot {
@@ -377,42 +374,40 @@ pub fn run(opts: Options) -> Result<Snapshot, LiveError> {
         }
         // Replay the deadlines that passed while the loop was away (asleep past its deadline or
         // descheduled), before new arrivals are enqueued at `now`.
-        // The replay is not cut short (it is bounded by the catch-up cap): arrivals are enqueued
-        // at `now` next, and the qdisc's clock must not go back after that.
-        for i in 0..2 {
-            let t = Tx {
-                pool: &mut pool,
-                pacing: &pacing,
-                stats: &mut pstats,
-                batch: &mut batch,
-                verbose: opts.verbose,
-            };
-            serve(&mut dirs[i], &mut ports[1 - i], &mut served[i], now, usize::MAX, t);
-        }
-        // Receive: frames from port i go in direction i (toward port 1 - i). Few blocks per turn and
-        // many sends: the ring (16 MiB) is the buffer, the qdisc should not overflow from batching.
+        // Per direction: frames are enqueued at their receive timestamps, each after replaying the
+        // qdisc up to that time (deadlines missed while the loop was away, see `pacing`), then the
+        // qdisc is served up to now. Sends go out in `sendmmsg` batches. The kernel stamps frames
+        // with CLOCK_REALTIME: map to our clock with the offset read now, and clamp into
+        // [served, now] so the qdisc's clock never goes back.
+        let real_off = realtime_ns() as i128 - now.as_nanos() as i128;
         let mut got = 0;
-        #[allow(clippy::needless_range_loop)] // `i` picks both the source port and the direction
         for i in 0..2 {
             let (a, b) = ports.split_at_mut(1);
-            let (src, dst) = if i == 0 { (&mut a[0], &b[0]) } else { (&mut b[0], &a[0]) };
+            let (src, dst) = if i == 0 { (&mut a[0], &mut b[0]) } else { (&mut b[0], &mut a[0]) };
             let d = &mut dirs[i];
-            if let Some(rx) = src.rx.as_mut() {
-                got += rx.drain(2, |f| ingest(f, now, d, &mut pool, dst));
-            }
-        }
-        // Transmit whatever the qdiscs release now.
-        // At most 8192 frames per turn here, so a huge backlog cannot starve the receive side
-        // (everything is served at `now`, so stopping early leaves nothing to replay).
-        for i in 0..2 {
-            let t = Tx {
+            let served = &mut served[i];
+            let mut tx = Tx {
                 pool: &mut pool,
                 pacing: &pacing,
                 stats: &mut pstats,
-                batch: &mut batch,
+                pending: &mut pending,
+                noted: false,
+                wall: now,
                 verbose: opts.verbose,
             };
-            serve(&mut dirs[i], &mut ports[1 - i], &mut served[i], now, 8192, t);
+            if let Some(rx) = src.rx.as_mut() {
+                // Few blocks per turn: the ring (16 MiB) is the buffer.
+                got += rx.drain(2, |f, ts| {
+                    let (lo, hi) = (served.as_nanos() as i128, now.as_nanos() as i128);
+                    let t = Time::from_nanos((ts as i128 - real_off).clamp(lo.min(hi), hi) as u64);
+                    serve(d, dst, served, t, usize::MAX, &mut tx);
+                    ingest(f, t, d, tx.pool, dst);
+                });
+            }
+            // At most 8192 frames at `now`, so a huge backlog cannot starve the receive side
+            // (everything is served at `now`, so stopping early leaves nothing to replay).
+            serve(d, dst, served, now, 8192, &mut tx);
+            flush(d, dst, &mut tx);
         }
         // Control requests are answered at once (they time measurement windows).
         if let Some(rx) = &control {
@@ -496,69 +491,100 @@ struct Tx<'a> {
     pool: &'a mut Pool,
     pacing: &'a Pacing,
     stats: &'a mut PacingStats,
-    batch: &'a mut Vec<sluice_core::Packet>,
+    /// Released, not yet sent (their pool slots are still held).
+    pending: &'a mut Vec<sluice_core::Packet>,
+    /// Whether this turn's lateness was recorded.
+    noted: bool,
+    /// The real time of this turn.
+    wall: Time,
     verbose: bool,
 }
 
-/// Release what direction `d`'s qdisc makes eligible from `served` up to `now` (replaying missed
-/// deadlines, see [`crate::pacing`]), at most `budget` frames, and send it to `dst` in `sendmmsg`
-/// batches.
-fn serve(d: &mut Dir, dst: &mut Port, served: &mut Time, now: Time, budget: usize, tx: Tx<'_>) {
-    let Tx { pool, pacing, stats: ps, batch, verbose } = tx;
+/// Release what direction `d`'s qdisc makes eligible from `served` up to `to` (replaying missed
+/// deadlines, see [`crate::pacing`]), at most `budget` frames, sending to `dst` whenever a
+/// `sendmmsg` batch is full.
+fn serve(d: &mut Dir, dst: &mut Port, served: &mut Time, to: Time, budget: usize, tx: &mut Tx<'_>) {
     let Some(q) = d.queue.as_mut() else { return };
-    let (mut budget, per_call) = (budget, pacing.tx_batch.clamp(1, sys::MAX_BATCH));
-    let mut first = true;
+    let per_call = tx.pacing.tx_batch.clamp(1, sys::MAX_BATCH);
+    let mut budget = budget;
     loop {
-        batch.clear();
-        let r = pacing::release(q, *served, now, pacing.catch_up, per_call.min(budget), batch);
+        let want = per_call.saturating_sub(tx.pending.len()).max(1).min(budget);
+        let r = pacing::release(q, *served, to, tx.pacing.catch_up, want, tx.pending);
         // The next call starts where this one stopped.
         *served = r.reached;
-        if first {
-            // Lateness is that of the first packet of the turn; later batches are the same gap.
-            ps.note(&r);
-            first = false;
+        tx.stats.given_up_us += r.given_up.as_micros();
+        if let (false, Some(due)) = (tx.noted, r.first_due) {
+            // Lateness against the real time of the turn, once per turn and direction.
+            tx.stats.note_late(tx.wall - due);
+            tx.noted = true;
         }
         budget -= r.packets.min(budget);
-        if !batch.is_empty() {
-            let frames: Vec<&[u8]> = {
-                for p in batch.iter() {
-                    pool.finish(p.payload, p.dsfield);
-                }
-                batch.iter().map(|p| pool.get(p.payload)).collect()
-            };
-            let mut at = 0;
-            while at < frames.len() {
-                let (n, err) = match dst.tx.as_ref() {
-                    Some(tx) => tx.send_many(&frames[at..]),
-                    None => (0, Some(std::io::Error::from_raw_os_error(libc::ENODEV))),
-                };
-                ps.tx_calls += 1;
-                for f in &frames[at..at + n] {
-                    d.c.tx_frames += 1;
-                    d.c.tx_bytes += f.len() as u64;
-                }
-                at += n;
-                if let Some(e) = err {
-                    // The frame at `at` failed: count it lost and go on after it.
-                    d.c.tx_errors += 1;
-                    at += 1;
-                    if matches!(e.raw_os_error(), Some(libc::ENXIO | libc::ENODEV)) && dst.tx.is_some() {
-                        dst.close(verbose, &e.to_string());
-                    }
-                }
-            }
-            for p in batch.iter() {
-                pool.free(p.payload);
-            }
-        }
         while let Some(dr) = q.take_dropped() {
-            pool.free(dr.pkt.payload);
+            tx.pool.free(dr.pkt.payload);
             d.c.qdisc_drops += 1;
         }
-        if r.packets < per_call || budget == 0 {
+        if tx.pending.len() >= per_call {
+            flush_to(&mut d.c, dst, tx);
+        }
+        if r.packets < want || budget == 0 {
             break;
         }
     }
+}
+
+/// Send the released frames of direction `d`.
+fn flush(d: &mut Dir, dst: &mut Port, tx: &mut Tx<'_>) {
+    flush_to(&mut d.c, dst, tx);
+}
+
+fn flush_to(c: &mut DirCounters, dst: &mut Port, tx: &mut Tx<'_>) {
+    if tx.pending.is_empty() {
+        return;
+    }
+    for p in tx.pending.iter() {
+        tx.pool.finish(p.payload, p.dsfield);
+    }
+    let pool = &*tx.pool;
+    let mut frames = [&[][..]; sys::MAX_BATCH];
+    let mut at = 0;
+    while at < tx.pending.len() {
+        let n = (tx.pending.len() - at).min(sys::MAX_BATCH);
+        for (k, p) in tx.pending[at..at + n].iter().enumerate() {
+            frames[k] = pool.get(p.payload);
+        }
+        let mut k = 0;
+        while k < n {
+            let (sent, err) = match dst.tx.as_ref() {
+                Some(s) => s.send_many(&frames[k..n]),
+                None => (0, Some(std::io::Error::from_raw_os_error(libc::ENODEV))),
+            };
+            tx.stats.tx_calls += 1;
+            for f in &frames[k..k + sent] {
+                c.tx_frames += 1;
+                c.tx_bytes += f.len() as u64;
+            }
+            k += sent;
+            if let Some(e) = err {
+                // The frame at `k` failed: count it lost and go on after it.
+                c.tx_errors += 1;
+                k += 1;
+                if matches!(e.raw_os_error(), Some(libc::ENXIO | libc::ENODEV)) && dst.tx.is_some() {
+                    dst.close(tx.verbose, &e.to_string());
+                }
+            }
+        }
+        at += n;
+    }
+    for p in tx.pending.drain(..) {
+        tx.pool.free(p.payload);
+    }
+}
+
+fn realtime_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
 }
 
 fn ingest(f: &[u8], now: Time, d: &mut Dir, pool: &mut Pool, dst: &Port) {

@@ -167,9 +167,10 @@ impl RxRing {
         unsafe { &*(self.map.add(b * self.block_size + 8) as *const AtomicU32) }
     }
 
-    /// Hand every frame of every ready block to `f`, oldest first, then return the blocks to the
-    /// kernel. At most `max_blocks` blocks per call. Returns the number of frames.
-    pub fn drain(&mut self, max_blocks: usize, mut f: impl FnMut(&[u8])) -> usize {
+    /// Hand every frame of every ready block to `f` with its receive timestamp (ns since the Unix
+    /// epoch, `CLOCK_REALTIME`, as the kernel stamps it), oldest first, then return the blocks to
+    /// the kernel. At most `max_blocks` blocks per call. Returns the number of frames.
+    pub fn drain(&mut self, max_blocks: usize, mut f: impl FnMut(&[u8], u64)) -> usize {
         let mut frames = 0;
         for _ in 0..max_blocks.min(self.block_nr) {
             let b = self.next_block;
@@ -194,11 +195,13 @@ impl RxRing {
                 if off + 28 > block.len() {
                     break;
                 }
+                // struct tpacket3_hdr: next_offset, sec, nsec, snaplen, len, status (u32), mac (u16).
                 let next = rd(off);
+                let ts = rd(off + 4) as u64 * 1_000_000_000 + rd(off + 8) as u64;
                 let snaplen = rd(off + 12);
                 let mac = u16::from_ne_bytes([block[off + 24], block[off + 25]]) as usize;
                 if let Some(frame) = block.get(off + mac..off + mac + snaplen) {
-                    f(frame);
+                    f(frame, ts);
                     frames += 1;
                 }
                 if next == 0 {
