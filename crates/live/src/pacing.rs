@@ -104,6 +104,14 @@ pub fn release(
     r
 }
 
+/// When a frame the kernel stamped at `stamp` (on the loop's clock) is enqueued: at its stamp,
+/// clamped into `[served, now]` so the qdisc's clock never goes back (a frame stamped before the
+/// last service, or a clock step, lands at the edge). The caller replays the qdisc up to that
+/// time first ([`release`]), then enqueues.
+pub fn arrival_time(stamp: Time, served: Time, now: Time) -> Time {
+    stamp.clamp(served.min(now), now)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -117,7 +125,7 @@ mod tests {
             None,
         )
         .unwrap();
-        // A bucket far smaller than the gaps below (250 us of rate).
+        // A bucket far smaller than the gaps below (the burst rule's rate × 1 ms; floor 250 us).
         DirQueue::new(build(&t, Span::from_micros(250)).unwrap().qdisc)
     }
 
@@ -147,7 +155,7 @@ mod tests {
 
     #[test]
     fn replayed_deadlines_keep_the_rate_exact_despite_late_wakeups() {
-        // Wake-ups up to 5 ms late against a 250 us bucket: replaying keeps the rate.
+        // Wake-ups up to 5 ms late against a 1 ms bucket: replaying keeps the rate.
         let (bps, lost) = run(&mut htb("300mbit"), 5000, Span::from_millis(20));
         assert!((bps / 300e6 - 1.0).abs() < 0.002, "achieved {bps}");
         assert_eq!(lost, Span::ZERO);
@@ -192,6 +200,36 @@ mod tests {
         );
         let total = (r3.packets + r4.packets) as u64 * 1500;
         assert!(total.abs_diff(62_500) <= 1500, "{total}");
+    }
+
+    #[test]
+    fn frames_that_arrive_during_a_gap_are_shaped_at_their_stamps() {
+        // 100 Mbit/s, a 250 us bucket, a queue that is empty when the loop falls asleep for 10 ms
+        // while 1500-byte frames arrive exactly at the rate (one per 120 us).
+        let arrivals: Vec<Time> = (0..83).map(|k| Time::from_micros(120 * k)).collect();
+        let now = Time::from_millis(10);
+        let shaped = |stamped: bool| {
+            let mut q = htb("100mbit");
+            let (mut served, mut out) = (Time::ZERO, Vec::new());
+            for (k, &a) in arrivals.iter().enumerate() {
+                let t = if stamped { arrival_time(a, served, now) } else { now };
+                served = release(&mut q, served, t, Span::from_millis(20), usize::MAX, &mut out).reached;
+                q.enqueue(Packet::new(1500, k as u64), t).unwrap();
+            }
+            release(&mut q, served, now, Span::from_millis(20), usize::MAX, &mut out);
+            out.len()
+        };
+        // At their stamps, the frames went as they would have with a punctual loop: all but the
+        // last one or two (not yet due at 10 ms).
+        assert!(shaped(true) >= 81, "{}", shaped(true));
+        // Enqueued at the wake-up, only the bucket's worth (rate × 1 ms, 13 KiB: 9 frames) leaves
+        // now and the rest of the gap's credit is lost.
+        assert!(shaped(false) <= 10, "{}", shaped(false));
+        // Stamps outside [served, now] are clamped.
+        let (s, n) = (Time::from_millis(2), Time::from_millis(3));
+        assert_eq!(arrival_time(Time::from_millis(1), s, n), s);
+        assert_eq!(arrival_time(Time::from_millis(9), s, n), n);
+        assert_eq!(arrival_time(Time::from_micros(2500), s, n), Time::from_micros(2500));
     }
 
     #[test]

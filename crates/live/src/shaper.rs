@@ -398,8 +398,8 @@ pub fn run(opts: Options) -> Result<Snapshot, LiveError> {
             if let Some(rx) = src.rx.as_mut() {
                 // Few blocks per turn: the ring (16 MiB) is the buffer.
                 got += rx.drain(2, |f, ts| {
-                    let (lo, hi) = (served.as_nanos() as i128, now.as_nanos() as i128);
-                    let t = Time::from_nanos((ts as i128 - real_off).clamp(lo.min(hi), hi) as u64);
+                    let stamp = Time::from_nanos((ts as i128 - real_off).max(0) as u64);
+                    let t = pacing::arrival_time(stamp, *served, now);
                     serve(d, dst, served, t, usize::MAX, &mut tx);
                     ingest(f, t, d, tx.pool, dst);
                 });
