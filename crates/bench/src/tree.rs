@@ -117,6 +117,7 @@ impl TreeSpec {
     pub fn build_sluice(&self) -> Result<Htb, ConfigError> {
         let t0 = Time::ZERO;
         let mut root = Htb::new(Handle::new(1, 0), HtbConfig::default())?;
+        root.reserve(1 + self.sites + if self.nested() { 0 } else { self.leaves });
         root.add_class(Handle::new(1, 1), Handle::new(1, 0), Self::class(self.link, self.link), t0)?;
         let site = Self::class(self.site_rate(), self.link);
         let leaf = Self::class(self.leaf_rate, self.leaf_ceil);
@@ -127,10 +128,14 @@ impl TreeSpec {
             if self.nested() {
                 let major = 2 + s as u16;
                 let mut q = Htb::new(Handle::new(major, 0), HtbConfig::default())?;
-                q.add_class(Handle::new(major, 1), Handle::new(major, 0), site.clone(), t0)?;
+                q.reserve(1 + hi - lo);
+                // The inner qdisc's root class cannot borrow, so it runs at the site's ceil and
+                // leaves the site's rate to the outer class `1:(2+s)`.
+                q.add_class(Handle::new(major, 1), Handle::new(major, 0), Self::class(self.link, self.link), t0)?;
                 for j in 0..hi - lo {
                     q.add_class(Handle::new(major, 2 + j as u16), Handle::new(major, 1), leaf.clone(), t0)?;
                 }
+                q.shrink_to_fit();
                 root.set_leaf_qdisc(sid, Box::new(q))?;
             } else {
                 for i in lo..hi {
@@ -139,6 +144,7 @@ impl TreeSpec {
                 }
             }
         }
+        root.shrink_to_fit();
         Ok(root)
     }
 

@@ -57,6 +57,7 @@ pub enum DevKind {
 }
 
 /// One emulated device and its traffic-control tree.
+#[serde_with::skip_serializing_none]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Device {
     /// Interface name.
@@ -73,7 +74,6 @@ pub struct Device {
     #[serde(default = "default_txqlen")]
     pub txqueuelen: u32,
     /// Line rate of the link behind this device in bit/s, when known (lint: shaper vs modem).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub link_rate: Option<u64>,
     /// Qdiscs in creation order (root, children, ingress).
     #[serde(default)]
@@ -296,10 +296,10 @@ impl QdiscOpts {
 }
 
 /// pfifo/bfifo/pfifo_head_drop.
+#[serde_with::skip_serializing_none]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct FifoOpts {
     /// Packets (pfifo) or bytes (bfifo); default from txqueuelen.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<u32>,
 }
 
@@ -322,6 +322,7 @@ impl Default for PrioOpts {
 }
 
 /// HTB qdisc options.
+#[serde_with::skip_serializing_none]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct HtbOpts {
     /// Rate to quantum divisor (10).
@@ -330,7 +331,6 @@ pub struct HtbOpts {
     #[serde(with = "crate::serde_units::hex_minor")]
     pub default: u32,
     /// Direct queue length (txqueuelen when absent).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub direct_qlen: Option<u32>,
     /// Hardware offload requested.
     #[serde(default, skip_serializing_if = "is_false")]
@@ -348,6 +348,7 @@ fn is_false(b: &bool) -> bool {
 }
 
 /// TBF options (as the kernel keeps them: `latency` is converted to `limit` by tc).
+#[serde_with::skip_serializing_none]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct TbfOpts {
     /// bit/s.
@@ -363,7 +364,6 @@ pub struct TbfOpts {
     #[serde(default, skip_serializing_if = "Option::is_none", with = "crate::serde_units::opt_rate")]
     pub peakrate: Option<u64>,
     /// Peak bucket (minburst) in bytes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mtu: Option<u32>,
     /// Per-packet overhead.
     #[serde(default, skip_serializing_if = "is_zero_i32")]
@@ -387,31 +387,26 @@ fn is_ethernet(l: &LinkLayer) -> bool {
 }
 
 /// SFQ options.
+#[serde_with::skip_serializing_none]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct SfqOpts {
     /// Packets (127).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<u32>,
     /// DRR quantum in bytes (psched_mtu).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quantum: Option<u32>,
     /// Seconds between hash perturbations (0: never).
     #[serde(default, skip_serializing_if = "is_zero_u32")]
     pub perturb: u32,
     /// Hash buckets (1024).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub divisor: Option<u32>,
     /// Packets per flow (127).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub depth: Option<u32>,
     /// Flows (127).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flows: Option<u32>,
     /// Drop from the head of a full flow.
     #[serde(default, skip_serializing_if = "is_false")]
     pub headdrop: bool,
     /// Per-flow RED.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub red: Option<SfqRed>,
 }
 
@@ -437,58 +432,47 @@ pub struct SfqRed {
 }
 
 /// CoDel options.
+#[serde_with::skip_serializing_none]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct CodelOpts {
     /// Packets (1000).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<u32>,
     /// Target delay µs (5000).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<u32>,
     /// Interval µs (100000).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interval: Option<u32>,
     /// CE marking threshold µs.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ce_threshold: Option<u32>,
     /// ECN marking (off).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ecn: Option<bool>,
 }
 
 /// fq_codel options.
+#[serde_with::skip_serializing_none]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct FqCodelOpts {
     /// Packets (10240).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<u32>,
     /// Flow buckets (1024).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flows: Option<u32>,
     /// DRR quantum bytes (psched_mtu).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quantum: Option<u32>,
     /// Target µs (5000).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<u32>,
     /// Interval µs (100000).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interval: Option<u32>,
     /// CE threshold µs.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ce_threshold: Option<u32>,
     /// Memory limit bytes (32 MiB).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_limit: Option<u32>,
     /// ECN (on).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ecn: Option<bool>,
     /// Packets dropped per overflow (64).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drop_batch: Option<u32>,
 }
 
 /// Class kinds.
+#[serde_with::skip_serializing_none]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ClassOpts {
@@ -497,12 +481,12 @@ pub enum ClassOpts {
     /// DRR class.
     Drr {
         /// Quantum bytes (psched_mtu).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
         quantum: Option<u32>,
     },
 }
 
 /// HTB class options, with tc's defaults already resolved (as tc sends them).
+#[serde_with::skip_serializing_none]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct HtbClassOpts {
     /// Guaranteed rate, bit/s.
@@ -528,7 +512,6 @@ pub struct HtbClassOpts {
     #[serde(default)]
     pub prio: u32,
     /// DRR quantum when given; otherwise rate/r2q clamped by the kernel.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quantum: Option<u32>,
     /// Largest packet for the rate table (1600).
     #[serde(default = "htb_mtu")]
@@ -607,6 +590,7 @@ pub struct U32Key {
 }
 
 /// u32 key node.
+#[serde_with::skip_serializing_none]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct U32Opts {
     /// Keys, all must match.
@@ -615,13 +599,10 @@ pub struct U32Opts {
     #[serde(default, skip_serializing_if = "Option::is_none", with = "crate::serde_units::opt_handle")]
     pub classid: Option<u32>,
     /// Hash table to continue in.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub link: Option<u32>,
     /// Hash key (mask, offset) used with `link`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hashkey: Option<(u32, i32)>,
     /// Input device match.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub indev: Option<String>,
 }
 
@@ -661,6 +642,7 @@ pub fn flow_key_name(i: usize) -> Option<&'static str> {
 }
 
 /// flow classifier options.
+#[serde_with::skip_serializing_none]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct FlowOpts {
     /// `hash` (true) or `map` mode.
@@ -674,22 +656,17 @@ pub struct FlowOpts {
     #[serde(default)]
     pub xor: u32,
     /// Right shift.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rshift: Option<u32>,
     /// Addend.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub addend: Option<u32>,
     /// Divisor.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub divisor: Option<u32>,
     /// Base class (kernel default `qdisc:1`).
     #[serde(default, skip_serializing_if = "Option::is_none", with = "crate::serde_units::opt_handle")]
     pub baseclass: Option<u32>,
     /// Perturbation period, seconds.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub perturb: Option<u32>,
     /// ematch tree as written (printed back in kernel form).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ematch: Option<String>,
 }
 
@@ -698,13 +675,13 @@ fn all_ones() -> u32 {
 }
 
 /// fw options.
+#[serde_with::skip_serializing_none]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct FwOpts {
     /// Result class.
     #[serde(default, skip_serializing_if = "Option::is_none", with = "crate::serde_units::opt_handle")]
     pub classid: Option<u32>,
     /// Mark mask.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mask: Option<u32>,
 }
 
@@ -717,13 +694,13 @@ pub struct SimpleResult {
 }
 
 /// basic options.
+#[serde_with::skip_serializing_none]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct BasicOpts {
     /// Result class.
     #[serde(default, skip_serializing_if = "Option::is_none", with = "crate::serde_units::opt_handle")]
     pub classid: Option<u32>,
     /// ematch tree text.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ematch: Option<String>,
 }
 
@@ -773,6 +750,7 @@ pub enum Action {
 }
 
 /// Police action options.
+#[serde_with::skip_serializing_none]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct PoliceOpts {
     /// bit/s.
@@ -782,10 +760,8 @@ pub struct PoliceOpts {
     #[serde(with = "crate::serde_units::size")]
     pub burst: u32,
     /// Largest packet (bytes).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mtu: Option<u32>,
     /// Peak rate bit/s.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peakrate: Option<u64>,
     /// Verdict above the rate (`reclassify` by default in tc; `drop` usual).
     pub exceed: Verdict,

@@ -503,18 +503,12 @@ impl Qdisc for Codel {
 
     fn dequeue(&mut self, now: Time) -> Option<Packet> {
         let pkt = self.dequeue_inner(now)?;
-        self.stats.bytes += pkt.len as u64;
-        self.stats.packets += pkt.gso_segs.max(1) as u64;
+        self.stats.on_dequeue(&pkt); // its backlog and qlen are unused: stats() computes them
         Some(pkt)
     }
 
     fn peek(&mut self, now: Time) -> Option<&Packet> {
-        // Like the kernel's qdisc_peek_dequeued: run the dequeue (and its AQM) now, keep the result.
-        if self.held.is_empty() {
-            let pkt = self.dequeue_inner(now)?;
-            self.held.push_back(pkt);
-        }
-        self.held.front()
+        peek_held(self, now, |q| &mut q.held, Codel::dequeue_inner)
     }
 
     fn next_event(&self, now: Time) -> Option<Time> {
@@ -542,14 +536,39 @@ impl Qdisc for Codel {
         self.dropped.pop_front()
     }
 
-    /// Puts the packet back at the head. "Sent" counts it once: the earlier dequeue is undone.
+    /// Puts the packet back at the head ([`requeue_held`]).
     fn requeue(&mut self, pkt: Packet, _now: Time) -> Result<(), Dropped> {
-        self.stats.bytes = self.stats.bytes.saturating_sub(pkt.len as u64);
-        self.stats.packets = self.stats.packets.saturating_sub(pkt.gso_segs.max(1) as u64);
-        self.stats.requeues += 1;
-        self.held.push_front(pkt);
-        Ok(())
+        requeue_held(&mut self.stats, &mut self.held, pkt)
     }
+}
+
+/// Peek for codel and fq_codel, like the kernel's qdisc_peek_dequeued: run the dequeue (and its
+/// AQM) now and hold the result in `held`, which their dequeue takes from first.
+pub(crate) fn peek_held<Q>(
+    q: &mut Q,
+    now: Time,
+    held: fn(&mut Q) -> &mut VecDeque<Packet>,
+    dequeue: fn(&mut Q, Time) -> Option<Packet>,
+) -> Option<&Packet> {
+    if held(q).is_empty() {
+        let pkt = dequeue(q, now)?;
+        held(q).push_back(pkt);
+    }
+    held(q).front()
+}
+
+/// Requeue for codel and fq_codel, whose `peek` holds dequeued packets: the packet goes back at
+/// the head of the held queue, and "sent" counts it once: the earlier dequeue is undone.
+pub(crate) fn requeue_held(
+    stats: &mut QdiscStats,
+    held: &mut VecDeque<Packet>,
+    pkt: Packet,
+) -> Result<(), Dropped> {
+    stats.bytes = stats.bytes.saturating_sub(pkt.len as u64);
+    stats.packets = stats.packets.saturating_sub(pkt.gso_segs.max(1) as u64);
+    stats.requeues += 1;
+    held.push_front(pkt);
+    Ok(())
 }
 
 #[cfg(test)]

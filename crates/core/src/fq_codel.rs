@@ -760,18 +760,12 @@ impl Qdisc for FqCodel {
 
     fn dequeue(&mut self, now: Time) -> Option<Packet> {
         let pkt = self.dequeue_inner(now)?;
-        self.stats.bytes += pkt.len as u64;
-        self.stats.packets += pkt.gso_segs.max(1) as u64;
+        self.stats.on_dequeue(&pkt); // its backlog and qlen are unused: stats() computes them
         Some(pkt)
     }
 
     fn peek(&mut self, now: Time) -> Option<&Packet> {
-        // As the kernel's qdisc_peek_dequeued: dequeue (running CoDel) now and hold the result.
-        if self.held.is_empty() {
-            let pkt = self.dequeue_inner(now)?;
-            self.held.push_back(pkt);
-        }
-        self.held.front()
+        crate::codel::peek_held(self, now, |q| &mut q.held, FqCodel::dequeue_inner)
     }
 
     fn next_event(&self, now: Time) -> Option<Time> {
@@ -806,13 +800,9 @@ impl Qdisc for FqCodel {
         self.dropped.pop_front()
     }
 
-    /// Puts the packet back at the head. "Sent" counts it once: the earlier dequeue is undone.
+    /// Puts the packet back at the head ([`crate::codel::requeue_held`]).
     fn requeue(&mut self, pkt: Packet, _now: Time) -> Result<(), Dropped> {
-        self.stats.bytes = self.stats.bytes.saturating_sub(pkt.len as u64);
-        self.stats.packets = self.stats.packets.saturating_sub(pkt.gso_segs.max(1) as u64);
-        self.stats.requeues += 1;
-        self.held.push_front(pkt);
-        Ok(())
+        crate::codel::requeue_held(&mut self.stats, &mut self.held, pkt)
     }
 }
 

@@ -10,9 +10,11 @@ use crate::results::{FlowResult, Latency};
 use crate::LabError;
 use sluice_core::Rate;
 use socket2::SockRef;
-use std::io::{ErrorKind, Read, Write};
+use std::io::{self, ErrorKind, Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream, UdpSocket};
+use std::ops::ControlFlow;
 use std::sync::mpsc;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// Where traffic runs: two namespaces and the server's address.
@@ -114,43 +116,94 @@ fn dscp_to_tos(dscp: u8) -> u32 {
     ((dscp & 0x3f) as u32) << 2
 }
 
+/// Timeouts, would-block and interrupts: a bounded loop tries again.
+fn is_transient(e: &io::Error) -> bool {
+    matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted)
+}
+
+/// The one bounded loop every generator runs: `step` until `end` (or until it breaks). Transient
+/// errors are retried; any other ends the loop and is returned. Every step blocks for at most
+/// [`IO_TIMEOUT`] (or a pacing sleep that ends before `end`), so the loop stops by itself.
+fn until(end: Instant, mut step: impl FnMut() -> io::Result<ControlFlow<()>>) -> io::Result<()> {
+    while Instant::now() < end {
+        match step() {
+            Ok(ControlFlow::Continue(())) => {}
+            Ok(ControlFlow::Break(())) => break,
+            Err(e) if is_transient(&e) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
 /// Read from `s` until `end`, counting bytes that arrive inside [`from`, `to`).
 fn count_reader<R: Read>(s: &mut R, from: Instant, to: Instant, end: Instant) -> u64 {
     let mut buf = vec![0u8; 256 * 1024];
     let mut counted = 0u64;
-    while Instant::now() < end {
-        match s.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => {
-                let now = Instant::now();
-                if now >= from && now < to {
-                    counted += n as u64;
-                }
-            }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
-                ) => {}
-            Err(_) => break,
+    // A reset connection just ends the count.
+    let _ = until(end, || {
+        let n = s.read(&mut buf)?;
+        if n == 0 {
+            return Ok(ControlFlow::Break(()));
         }
-    }
+        let now = Instant::now();
+        if now >= from && now < to {
+            counted += n as u64;
+        }
+        Ok(ControlFlow::Continue(()))
+    });
     counted
 }
 
 fn write_until<W: Write>(s: &mut W, end: Instant) {
     let buf = vec![0x5au8; 128 * 1024];
-    while Instant::now() < end {
-        match s.write(&buf) {
-            Ok(_) => {}
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
-                ) => {}
-            Err(_) => break,
+    let _ = until(end, || s.write(&buf).map(|_| ControlFlow::Continue(())));
+}
+
+/// Spawns a server in `ns` and waits until `bind` has its socket ready (or failed), so the
+/// client never races the bind; then the server goes on with `run`.
+fn start_server<S, T>(
+    ns: &str,
+    what: &str,
+    addr: SocketAddrV4,
+    bind: impl FnOnce() -> io::Result<S> + Send + 'static,
+    run: impl FnOnce(S) -> Result<T, LabError> + Send + 'static,
+) -> Result<JoinHandle<Result<T, LabError>>, LabError>
+where
+    T: Send + 'static,
+{
+    let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
+    let server = spawn_in_netns(ns, move || match bind() {
+        Ok(sock) => {
+            let _ = ready_tx.send(Ok(()));
+            run(sock)
         }
+        Err(e) => {
+            let _ = ready_tx.send(Err(e.to_string()));
+            Err(LabError::Io(e))
+        }
+    })?;
+    match ready_rx.recv_timeout(Duration::from_secs(5)) {
+        Ok(Ok(())) => Ok(server),
+        Ok(Err(e)) => Err(LabError::Setup(format!("{what} on {addr}: {e}"))),
+        Err(_) => Err(LabError::Setup(format!("{what} did not start"))),
     }
+}
+
+/// Joins a generator thread; a panic becomes `what panicked`.
+fn joined<T>(h: JoinHandle<Result<T, LabError>>, what: &str) -> Result<T, LabError> {
+    h.join().map_err(|_| LabError::Lab(format!("{what} panicked")))?
+}
+
+/// Joins per-flow workers, in flow order (a panicked worker counted nothing).
+fn join_counts(workers: Vec<JoinHandle<u64>>) -> Vec<u64> {
+    workers.into_iter().map(|w| w.join().unwrap_or(0)).collect()
+}
+
+/// Sets the timeouts that bound every blocking call on a TCP stream.
+fn bound_io(s: &TcpStream) -> io::Result<()> {
+    s.set_read_timeout(Some(IO_TIMEOUT))?;
+    s.set_write_timeout(Some(IO_TIMEOUT))
 }
 
 /// `n` bulk TCP flows in direction `dir` on `port`, each marked with `dscp` if given.
@@ -166,47 +219,42 @@ pub fn bulk_tcp(
     let start = Instant::now();
     let (from, to) = (start + win.warmup, start + win.total());
     let end = to + Duration::from_millis(200);
-    let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
-    let server = spawn_in_netns(&ep.server_ns, move || {
-        let l = match TcpListener::bind(addr) {
-            Ok(l) => l,
-            Err(e) => {
-                let _ = ready_tx.send(Err(e.to_string()));
-                return Err(LabError::Io(e));
-            }
-        };
+    let bind = move || {
+        let l = TcpListener::bind(addr)?;
         l.set_nonblocking(true)?;
-        let _ = ready_tx.send(Ok(()));
+        Ok(l)
+    };
+    let server = start_server(&ep.server_ns, "TCP server", addr, bind, move |l: TcpListener| {
         let mut workers = Vec::new();
         let accept_until = start + Duration::from_secs(3).min(win.total());
-        while workers.len() < n && Instant::now() < accept_until {
-            match l.accept() {
-                Ok((mut s, _)) => {
-                    s.set_nonblocking(false)?;
-                    s.set_read_timeout(Some(IO_TIMEOUT))?;
-                    s.set_write_timeout(Some(IO_TIMEOUT))?;
-                    if let Some(d) = dscp {
-                        let _ = SockRef::from(&s).set_tos(dscp_to_tos(d));
-                    }
-                    workers.push(std::thread::spawn(move || match dir {
-                        Direction::Up => count_reader(&mut s, from, to, end),
-                        Direction::Down => {
-                            write_until(&mut s, to);
-                            0
-                        }
-                    }));
-                }
-                Err(e) if e.kind() == ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(2)),
-                Err(e) => return Err(LabError::Io(e)),
+        until(accept_until, || {
+            if workers.len() >= n {
+                return Ok(ControlFlow::Break(()));
             }
-        }
-        Ok(workers.into_iter().map(|w| w.join().unwrap_or(0)).collect::<Vec<u64>>())
+            let mut s = match l.accept() {
+                Ok((s, _)) => s,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    std::thread::sleep(Duration::from_millis(2));
+                    return Ok(ControlFlow::Continue(()));
+                }
+                Err(e) => return Err(e),
+            };
+            s.set_nonblocking(false)?;
+            bound_io(&s)?;
+            if let Some(d) = dscp {
+                let _ = SockRef::from(&s).set_tos(dscp_to_tos(d));
+            }
+            workers.push(std::thread::spawn(move || match dir {
+                Direction::Up => count_reader(&mut s, from, to, end),
+                Direction::Down => {
+                    write_until(&mut s, to);
+                    0
+                }
+            }));
+            Ok(ControlFlow::Continue(()))
+        })?;
+        Ok(join_counts(workers))
     })?;
-    match ready_rx.recv_timeout(Duration::from_secs(5)) {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => return Err(LabError::Setup(format!("TCP server on {addr}: {e}"))),
-        Err(_) => return Err(LabError::Setup("TCP server did not start".into())),
-    }
     let client = spawn_in_netns(&ep.client_ns, move || {
         let mut workers = Vec::new();
         for _ in 0..n {
@@ -216,8 +264,7 @@ pub fn bulk_tcp(
             }
             sock.connect_timeout(&SocketAddr::V4(addr).into(), Duration::from_secs(2))?;
             let mut s: TcpStream = sock.into();
-            s.set_read_timeout(Some(IO_TIMEOUT))?;
-            s.set_write_timeout(Some(IO_TIMEOUT))?;
+            bound_io(&s)?;
             workers.push(std::thread::spawn(move || match dir {
                 Direction::Up => {
                     write_until(&mut s, to);
@@ -226,10 +273,10 @@ pub fn bulk_tcp(
                 Direction::Down => count_reader(&mut s, from, to, end),
             }));
         }
-        Ok(workers.into_iter().map(|w| w.join().unwrap_or(0)).collect::<Vec<u64>>())
+        Ok(join_counts(workers))
     })?;
-    let c = client.join().map_err(|_| LabError::Lab("client thread panicked".into()))?;
-    let s = server.join().map_err(|_| LabError::Lab("server thread panicked".into()))?;
+    let c = joined(client, "client thread");
+    let s = joined(server, "server thread");
     let (c, s) = (c?, s?);
     let counts = if dir == Direction::Up { s } else { c };
     let secs = win.measure.as_secs_f64();
@@ -260,44 +307,26 @@ pub fn udp_stream(
     let start = Instant::now();
     let (from, to) = (start + win.warmup, start + win.total());
     let end = to + Duration::from_millis(300);
-    let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
-    let server = spawn_in_netns(&ep.server_ns, move || {
-        let s = match UdpSocket::bind(addr) {
-            Ok(s) => s,
-            Err(e) => {
-                let _ = ready_tx.send(Err(e.to_string()));
-                return Err(LabError::Io(e));
-            }
-        };
+    let bind = move || {
+        let s = UdpSocket::bind(addr)?;
         let _ = SockRef::from(&s).set_recv_buffer_size(4 << 20);
         s.set_read_timeout(Some(IO_TIMEOUT))?;
-        let _ = ready_tx.send(Ok(()));
+        Ok(s)
+    };
+    let server = start_server(&ep.server_ns, "UDP sink", addr, bind, move |s: UdpSocket| {
         let mut buf = vec![0u8; 65536];
         let (mut bytes, mut received) = (0u64, 0u64);
-        while Instant::now() < end {
-            match s.recv(&mut buf) {
-                Ok(n) => {
-                    received += 1;
-                    let now = Instant::now();
-                    if now >= from && now < to {
-                        bytes += n as u64;
-                    }
-                }
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
-                    ) => {}
-                Err(e) => return Err(LabError::Io(e)),
+        until(end, || {
+            let n = s.recv(&mut buf)?;
+            received += 1;
+            let now = Instant::now();
+            if now >= from && now < to {
+                bytes += n as u64;
             }
-        }
+            Ok(ControlFlow::Continue(()))
+        })?;
         Ok((bytes, received))
     })?;
-    match ready_rx.recv_timeout(Duration::from_secs(5)) {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => return Err(LabError::Setup(format!("UDP sink on {addr}: {e}"))),
-        Err(_) => return Err(LabError::Setup("UDP sink did not start".into())),
-    }
     let client = spawn_in_netns(&ep.client_ns, move || {
         let s = UdpSocket::bind("0.0.0.0:0")?;
         if let Some(d) = dscp {
@@ -309,7 +338,7 @@ pub fn udp_stream(
         let mut buf = vec![0u8; size];
         let mut sent = 0u64;
         let t0 = Instant::now();
-        while Instant::now() < to {
+        until(to, || {
             if let Some(gap) = gap {
                 // Pace on an absolute schedule: a late wake-up is caught up, never accumulated.
                 let due = t0 + Duration::from_nanos(gap.saturating_mul(sent));
@@ -321,19 +350,16 @@ pub fn udp_stream(
             buf[..8].copy_from_slice(&sent.to_be_bytes());
             match s.send(&buf) {
                 Ok(_) => sent += 1,
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
-                    ) => {}
                 // ENOBUFS / ECONNREFUSED on a flood: keep going until the deadline.
-                Err(_) => std::thread::yield_now(),
+                Err(e) if !is_transient(&e) => std::thread::yield_now(),
+                Err(_) => {}
             }
-        }
+            Ok(ControlFlow::Continue(()))
+        })?;
         Ok(sent)
     })?;
-    let sent = client.join().map_err(|_| LabError::Lab("UDP sender panicked".into()))??;
-    let (bytes, received) = server.join().map_err(|_| LabError::Lab("UDP sink panicked".into()))??;
+    let sent = joined(client, "UDP sender")?;
+    let (bytes, received) = joined(server, "UDP sink")?;
     Ok(FlowCount { name: name.to_string(), bytes, secs: win.measure.as_secs_f64(), sent, received })
 }
 
@@ -397,41 +423,23 @@ pub fn probes(
     let start = Instant::now();
     let send_end = start + duration;
     let end = send_end + Duration::from_secs(1);
-    let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
-    let server = spawn_in_netns(&ep.server_ns, move || {
-        let s = match UdpSocket::bind(addr) {
-            Ok(s) => s,
-            Err(e) => {
-                let _ = ready_tx.send(Err(e.to_string()));
-                return Err(LabError::Io(e));
-            }
-        };
+    let bind = move || {
+        let s = UdpSocket::bind(addr)?;
         if let Some(d) = dscp {
             SockRef::from(&s).set_tos(dscp_to_tos(d))?;
         }
         s.set_read_timeout(Some(IO_TIMEOUT))?;
-        let _ = ready_tx.send(Ok(()));
+        Ok(s)
+    };
+    let server = start_server(&ep.server_ns, "probe echo", addr, bind, move |s: UdpSocket| {
         let mut buf = [0u8; 2048];
-        while Instant::now() < end {
-            match s.recv_from(&mut buf) {
-                Ok((n, from)) => {
-                    let _ = s.send_to(&buf[..n], from);
-                }
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
-                    ) => {}
-                Err(e) => return Err(LabError::Io(e)),
-            }
-        }
+        until(end, || {
+            let (n, from) = s.recv_from(&mut buf)?;
+            let _ = s.send_to(&buf[..n], from);
+            Ok(ControlFlow::Continue(()))
+        })?;
         Ok(())
     })?;
-    match ready_rx.recv_timeout(Duration::from_secs(5)) {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => return Err(LabError::Setup(format!("probe echo on {addr}: {e}"))),
-        Err(_) => return Err(LabError::Setup("probe echo did not start".into())),
-    }
     let client = spawn_in_netns(&ep.client_ns, move || {
         let s = UdpSocket::bind("0.0.0.0:0")?;
         if let Some(d) = dscp {
@@ -444,20 +452,18 @@ pub fn probes(
         let receiver = std::thread::spawn(move || {
             let mut got: Vec<(u64, f64)> = Vec::new();
             let mut buf = [0u8; 2048];
-            while Instant::now() < end {
-                match rx.recv(&mut buf) {
-                    Ok(n) if n >= 16 => {
-                        let now_ns = epoch.elapsed().as_nanos() as u64;
-                        let seq = u64::from_be_bytes(buf[..8].try_into().unwrap_or([0; 8]));
-                        let sent_ns = u64::from_be_bytes(buf[8..16].try_into().unwrap_or([0; 8]));
-                        if now_ns >= sent_ns {
-                            got.push((seq, (now_ns - sent_ns) as f64 / 1e6));
-                        }
+            // Short datagrams and errors alike are passed over until the deadline.
+            let _ = until(end, || {
+                if let Ok(16..) = rx.recv(&mut buf) {
+                    let now_ns = epoch.elapsed().as_nanos() as u64;
+                    let seq = u64::from_be_bytes(buf[..8].try_into().unwrap_or([0; 8]));
+                    let sent_ns = u64::from_be_bytes(buf[8..16].try_into().unwrap_or([0; 8]));
+                    if now_ns >= sent_ns {
+                        got.push((seq, (now_ns - sent_ns) as f64 / 1e6));
                     }
-                    Ok(_) => {}
-                    Err(_) => {}
                 }
-            }
+                Ok(ControlFlow::Continue(()))
+            });
             got
         });
         let mut buf = vec![0u8; size];
@@ -481,8 +487,8 @@ pub fn probes(
         got.dedup_by_key(|g| g.0);
         Ok((seq, got.into_iter().map(|g| g.1).collect::<Vec<f64>>()))
     })?;
-    let (sent, rtts_ms) = client.join().map_err(|_| LabError::Lab("prober panicked".into()))??;
-    server.join().map_err(|_| LabError::Lab("echo panicked".into()))??;
+    let (sent, rtts_ms) = joined(client, "prober")?;
+    joined(server, "echo")?;
     let name = match dscp {
         Some(d) => format!("probe-dscp{d}"),
         None => "probe".into(),

@@ -1,9 +1,10 @@
 //! Where scenarios meet the real qdiscs: link queues from short specs, and the shaper from a
 //! tc script or the structured form. This is the one place to wire new core components in.
 
+use crate::leaves::{first_then_rebuild, leaf_queue, LeafGen, LeafQueue, LeafReport, MAX_LEAVES};
 use crate::legacy::LegacyHtbClass;
 use crate::model::{ClassSpec, QueueFactory};
-use crate::scenario::file::ShaperFile;
+use crate::scenario::file::{LeavesFile, ShaperFile};
 use crate::scenario::Ctx;
 use crate::scenario::ScenarioError;
 use crate::shaper::ExactShaper;
@@ -132,12 +133,23 @@ pub(crate) fn shared_queue(spec: &str) -> Result<SharedFactory, String> {
     }
 }
 
+/// The shaper of a case as the backend built it.
+pub(crate) struct ShaperParts {
+    pub factory: SharedFactory,
+    /// Classes to report.
+    pub classes: Vec<ClassSpec>,
+    /// The `[shaper.leaves]` generator, if any.
+    pub leaves: Option<Arc<LeafGen>>,
+    /// Wall-clock milliseconds of the validation build (handed to the first run).
+    pub build_ms: f64,
+}
+
+fn parts(factory: SharedFactory, classes: Vec<ClassSpec>) -> ShaperParts {
+    ShaperParts { factory, classes, leaves: None, build_ms: 0.0 }
+}
+
 /// Builds the shaper of a case.
-pub(crate) fn shaper(
-    ctx: &Ctx,
-    s: &ShaperFile,
-    wire: WireSpec,
-) -> Result<(SharedFactory, Vec<ClassSpec>), ScenarioError> {
+pub(crate) fn shaper(ctx: &Ctx, s: &ShaperFile, wire: WireSpec) -> Result<ShaperParts, ScenarioError> {
     if s.tc.is_some() || s.file.is_some() {
         let q = s.tc.as_ref().or(s.file.as_ref()).expect("checked");
         return Err(ctx.err(
@@ -203,7 +215,7 @@ pub(crate) fn shaper(
                     Some("leaf = \"pfifo N\""),
                 ));
             };
-            Ok((
+            Ok(parts(
                 Arc::new(move || Box::new(LegacyHtbClass::new(rate, mtu, timer, limit)) as Box<dyn Qdisc>),
                 classes,
             ))
@@ -229,7 +241,7 @@ pub(crate) fn shaper(
                     Some("leaf = \"pfifo N\""),
                 ));
             };
-            Ok((
+            Ok(parts(
                 Arc::new(move || Box::new(ExactShaper::new(rate, burst, wire, limit)) as Box<dyn Qdisc>),
                 classes,
             ))
@@ -251,6 +263,103 @@ pub(crate) fn default_burst(rate: Rate) -> u64 {
     (rate.bytes_per_sec() / 1000).max(1600) + 1600
 }
 
+/// The naive reference HTB holds at most this many generated leaves: it scans every class per
+/// packet, so 65 000 leaves already take minutes (seed 001's point).
+const REFERENCE_MAX_LEAVES: u64 = 65_000;
+
+/// Resolves `[shaper.leaves]` for a root qdisc of major `major`.
+fn leaf_gen(
+    ctx: &Ctx,
+    g: &LeavesFile,
+    major: u16,
+    classes: &[ClassSpec],
+    reference: bool,
+) -> Result<LeafGen, ScenarioError> {
+    let count = ctx.uint(&g.count, MAX_LEAVES)?;
+    if count == 0 {
+        return Err(ctx.err(Some(g.count.span()), "count must be at least 1", None));
+    }
+    let parent = ctx.handle(&g.parent)?;
+    let first = ctx.handle(&g.first)?;
+    if first.major() != major || first.minor() == 0 {
+        return Err(ctx.err(
+            Some(g.first.span()),
+            format!("first leaf {first} is not a class of {major:x}:"),
+            None,
+        ));
+    }
+    let sites = match &g.sites {
+        Some(q) if ctx.text(q)?.trim() != "auto" => match ctx.uint(q, 0xffff)? {
+            0 => return Err(ctx.err(Some(q.span()), "sites must be at least 1", Some("1 is flat"))),
+            1 => 0,
+            n => n,
+        },
+        _ => LeafGen::auto_sites(count, first.minor()),
+    };
+    let rate = ctx.rate(&g.rate)?;
+    let ceil = g.ceil.as_ref().map(|q| ctx.rate(q)).transpose()?.unwrap_or(rate);
+    if ceil < rate {
+        return Err(ctx.err(g.ceil.as_ref().map(|q| q.span()), "ceil is below rate", Some("ceil >= rate")));
+    }
+    let parent_class = classes.iter().find(|c| c.id == parent);
+    let site_rate = match &g.site_rate {
+        Some(q) => ctx.rate(q)?,
+        None => match parent_class {
+            Some(p) => Rate::from_bps((p.rate.bps() / sites.max(1)).max(8_000)),
+            None => Rate::from_bps(rate.bps().saturating_mul(count.div_ceil(sites.max(1)))),
+        },
+    };
+    let site_ceil = match &g.site_ceil {
+        Some(q) => ctx.rate(q)?,
+        None => parent_class.map(|p| p.ceil).unwrap_or(ceil).max(site_rate),
+    };
+    if site_ceil < site_rate {
+        return Err(ctx.err(g.site_ceil.as_ref().map(|q| q.span()), "site_ceil is below site_rate", None));
+    }
+    let report = match &g.report {
+        None => LeafReport::All,
+        Some(q) => match ctx.text(q)?.as_str() {
+            "true" => LeafReport::All,
+            "false" => LeafReport::None,
+            "active" => LeafReport::Active,
+            o => {
+                return Err(ctx.err(
+                    Some(q.span()),
+                    format!("report = `{o}`"),
+                    Some("true, false or \"active\""),
+                ))
+            }
+        },
+    };
+    if reference && count > REFERENCE_MAX_LEAVES {
+        return Err(ctx.err(
+            Some(g.count.span()),
+            format!(
+                "the naive reference HTB scans every class per packet: {count} leaves would take hours \
+                 (at most {REFERENCE_MAX_LEAVES})"
+            ),
+            Some("use variant=sluice for larger trees"),
+        ));
+    }
+    let gen = LeafGen {
+        count: count as u32,
+        sites: sites as u32,
+        first,
+        parent,
+        site_major0: major.saturating_add(1),
+        rate,
+        ceil,
+        site_rate,
+        site_ceil,
+        parent_ceil: parent_class.map(|p| p.ceil),
+        report,
+        reference,
+    };
+    gen.check()
+        .map_err(|m| ctx.err(Some(g.count.span()), m, Some("sites = \"auto\" picks about sqrt(count)")))?;
+    Ok(gen)
+}
+
 /// Sluice's HTB (`sluice_core::htb`) from the structured form.
 fn htb(
     ctx: &Ctx,
@@ -259,7 +368,7 @@ fn htb(
     wire: WireSpec,
     mut classes: Vec<ClassSpec>,
     reference: bool,
-) -> Result<(SharedFactory, Vec<ClassSpec>), ScenarioError> {
+) -> Result<ShaperParts, ScenarioError> {
     let major = classes[0].id.major();
     let handle = Handle::new(major, 0);
     let default_class = match &s.default {
@@ -278,10 +387,9 @@ fn htb(
     };
     let cfg = HtbConfig { default_class, ..HtbConfig::default() };
     let mut list = Vec::new();
-    let mut leaves: Vec<(Handle, SharedFactory)> = Vec::new();
-    let parents: Vec<Handle> =
+    let mut leaves: Vec<(Handle, LeafQueue)> = Vec::new();
+    let mut parents: Vec<Handle> =
         active.iter().filter_map(|c| c.parent.as_ref()).map(|q| ctx.handle(q)).collect::<Result<_, _>>()?;
-    let mut parents = parents;
     if let Some(g) = &s.leaves {
         parents.push(ctx.handle(&g.parent)?);
     }
@@ -315,7 +423,7 @@ fn htb(
                     Some("pfifo N, bfifo SIZE, pfifo_fast, fq_codel [...]"),
                 )
             })?;
-            leaves.push((spec.id, f));
+            leaves.push((spec.id, leaf_queue(&text, f)));
         } else if let Some(q) = &c.leaf {
             return Err(ctx.err(
                 Some(q.span()),
@@ -324,32 +432,31 @@ fn htb(
             ));
         }
     }
+    let mut gen = None;
     if let Some(g) = &s.leaves {
-        let n = ctx.uint(&g.count, 65000)? as u16;
-        let parent = ctx.handle(&g.parent)?;
-        let first = ctx.handle(&g.first)?;
-        if first.minor() as u32 + n as u32 > 0xFFFF {
-            return Err(ctx.err(Some(g.count.span()), "generated leaves run past minor 0xffff", None));
-        }
-        let rate = ctx.rate(&g.rate)?;
-        let ceil = g.ceil.as_ref().map(|q| ctx.rate(q)).transpose()?.unwrap_or(rate);
+        let lg = leaf_gen(ctx, g, major, &classes, reference)?;
         let text = g.leaf.as_ref().map(|q| ctx.text(q)).transpose()?.unwrap_or_else(|| "pfifo 1000".into());
         let f = shared_queue(&text).map_err(|m| ctx.err(g.leaf.as_ref().map(|q| q.span()), m, None))?;
-        for i in 0..n {
-            let id = Handle::new(first.major(), first.minor() + i);
-            let mut cc = HtbClassConfig::new(rate).ceil(ceil);
-            cc.wire = wire;
-            list.push((id, parent, cc));
-            leaves.push((id, f.clone()));
-            if g.report.unwrap_or(true) {
-                classes.push(ClassSpec { id, rate, ceil });
+        if lg.report == LeafReport::All {
+            for i in 0..lg.count {
+                classes.push(ClassSpec { id: lg.leaf(i), rate: lg.rate, ceil: lg.ceil });
             }
         }
+        gen = Some((Arc::new(lg), leaf_queue(&text, f)));
     }
+    let span = active.first().map(|c| c.id.span());
+    let reported: Vec<ClassSpec> = classes.into_iter().filter(|c| !parents.contains(&c.id)).collect();
+    let leaf_gen = gen.as_ref().map(|(g, _)| g.clone());
     if reference {
         // sluice_core::reference_htb: the naive O(backlogged leaves) HTB, the "old HTB" baseline
         // of seed 001. pfifo leaves only; burst/cburst 1600 bytes, quantum 1500.
-        let rlist: Vec<(Handle, Handle, RefClassParams)> = list
+        let pfifo = |q: &LeafQueue| match q {
+            LeafQueue::Pfifo(n) => *n,
+            LeafQueue::Other(_) => 1000,
+        };
+        let limits: std::collections::HashMap<Handle, u32> =
+            leaves.iter().map(|(id, q)| (*id, pfifo(q))).collect();
+        let mut rlist: Vec<(Handle, Handle, RefClassParams)> = list
             .iter()
             .map(|(id, parent, cc)| {
                 let mut p = RefClassParams::new(cc.rate);
@@ -361,9 +468,20 @@ fn htb(
                     p.cburst = b;
                 }
                 p.prio = cc.prio;
+                if let Some(l) = limits.get(id) {
+                    p.limit = *l;
+                }
                 (*id, *parent, p)
             })
             .collect();
+        if let Some((g, q)) = &gen {
+            for (id, parent, rate, ceil) in g.reference_classes() {
+                let mut p = RefClassParams::new(rate);
+                p.ceil = ceil;
+                p.limit = pfifo(q);
+                rlist.push((id, parent, p));
+            }
+        }
         let build_ref = move || -> Result<RefHtb, ConfigError> {
             let mut h = RefHtb::new(handle);
             for (id, parent, p) in &rlist {
@@ -371,22 +489,26 @@ fn htb(
             }
             Ok(h)
         };
-        build_ref().map_err(|e| ctx.err(active.first().map(|c| c.id.span()), e.to_string(), None))?;
-        let reported = classes.into_iter().filter(|c| !parents.contains(&c.id)).collect();
-        return Ok((
-            Arc::new(move || Box::new(build_ref().expect("validated above")) as Box<dyn Qdisc>),
-            reported,
-        ));
+        let t0 = std::time::Instant::now();
+        let first = build_ref().map_err(|e| ctx.err(span, e.to_string(), None))?;
+        let build_ms = t0.elapsed().as_secs_f64() * 1e3;
+        let factory = first_then_rebuild(first, move || build_ref().expect("validated above"));
+        return Ok(ShaperParts { factory, classes: reported, leaves: leaf_gen, build_ms });
     }
     let build = move || -> Result<Htb, ConfigError> {
         let (mut h, _warnings) = Htb::build(handle, cfg.clone(), &list, Time::ZERO)?;
-        for (id, f) in &leaves {
-            h.set_leaf_qdisc(*id, f())?;
+        for (id, q) in &leaves {
+            q.install(&mut h, *id)?;
+        }
+        if let Some((g, q)) = &gen {
+            g.install(&mut h, q, wire)?;
         }
         Ok(h)
     };
-    build().map_err(|e| ctx.err(active.first().map(|c| c.id.span()), e.to_string(), None))?;
+    let t0 = std::time::Instant::now();
+    let first = build().map_err(|e| ctx.err(span, e.to_string(), None))?;
+    let build_ms = t0.elapsed().as_secs_f64() * 1e3;
     // Report the leaves: the simulator accounts each packet to its leaf class.
-    let reported = classes.into_iter().filter(|c| !parents.contains(&c.id)).collect();
-    Ok((Arc::new(move || Box::new(build().expect("validated above")) as Box<dyn Qdisc>), reported))
+    let factory = first_then_rebuild(first, move || build().expect("validated above"));
+    Ok(ShaperParts { factory, classes: reported, leaves: leaf_gen, build_ms })
 }

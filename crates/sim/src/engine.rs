@@ -128,7 +128,9 @@ impl Sim {
         }
         let names = spec.forward.iter().chain(spec.reverse.iter()).map(|l| l.name.clone()).collect();
         let end = Time::ZERO + spec.duration;
-        let flows = spec.flows.iter().map(|f| Self::make_flow(f, spec, end)).collect();
+        let class_index: std::collections::HashMap<sluice_core::Handle, u32> =
+            spec.classes.iter().enumerate().map(|(i, c)| (c.id, i as u32)).collect();
+        let flows = spec.flows.iter().map(|f| Self::make_flow(f, &class_index, end)).collect();
         let rec = Recorder::new(
             spec.flows.len(),
             spec.classes.len(),
@@ -168,7 +170,11 @@ impl Sim {
         sim
     }
 
-    fn make_flow(f: &FlowSpec, spec: &SimSpec, end: Time) -> Flow {
+    fn make_flow(
+        f: &FlowSpec,
+        class_index: &std::collections::HashMap<sluice_core::Handle, u32>,
+        end: Time,
+    ) -> Flow {
         let mut tmpl = Packet::new(f.size * f.gso_segs.max(1) as u32, 0);
         if f.gso_segs > 1 {
             tmpl.gso_segs = f.gso_segs;
@@ -179,6 +185,7 @@ impl Sim {
             tmpl.dsfield = (tmpl.dsfield & !3) | 2; // ECT(0)
         }
         tmpl.mark = f.mark;
+        tmpl.priority = f.priority;
         tmpl.src_host_hash = crate::model::name_hash(&f.host);
         tmpl.dst_host_hash = crate::model::name_hash(&f.dst);
         if let Some((src, dst)) = f.host_hashes {
@@ -189,12 +196,8 @@ impl Sim {
         for h in &f.class_path {
             tmpl.push_class(*h);
         }
-        let class = f
-            .class_path
-            .first()
-            .and_then(|h| spec.classes.iter().position(|c| c.id == *h))
-            .map(|i| i as u32)
-            .unwrap_or(u32::MAX);
+        // The innermost reported class on the path (a leaf of a nested qdisc comes last).
+        let class = f.class_path.iter().rev().find_map(|h| class_index.get(h).copied()).unwrap_or(u32::MAX);
         let start = Time::ZERO + f.start;
         let src = match &f.traffic {
             TrafficSpec::Cbr { rate } => Src::Cbr { rate: *rate, k: 0 },

@@ -30,5 +30,6 @@ pub use engine::{EngineStats, Sim};
 pub use results::case_results;
 mod backend;
 pub mod builtin;
+mod leaves;
 pub mod run;
 pub mod scenario;

@@ -146,6 +146,8 @@ pub struct FlowSpec {
     pub mark: u32,
     /// Pre-classification result for the shaper (outermost first).
     pub class_path: Vec<Handle>,
+    /// `skb->priority` (0: none). HTB-like qdiscs take it as a classid of theirs.
+    pub priority: u32,
     /// Flow hash as the parser would compute it for the outer headers.
     pub flow_hash: u32,
     /// Start time.
@@ -197,6 +199,7 @@ impl FlowSpec {
             dsfield: 0,
             mark: 0,
             class_path: Vec::new(),
+            priority: 0,
             flow_hash: 0,
             start: Span::ZERO,
             stop: None,

@@ -62,6 +62,9 @@ pub fn run(
             for (k, v) in &c.references {
                 res.extra.insert(k.clone(), *v);
             }
+            if let Some(a) = &c.leaf_accuracy {
+                a.summarize(&mut res);
+            }
             (res, st, c.spec.duration.as_nanos() as f64 / 1e9)
         })
         .collect();

@@ -29,9 +29,6 @@ pub fn run(args: Args) -> Result<ExitCode> {
         "tc" => sluice_config::export::to_tc_script(&loaded.state),
         _ => sluice_config::export::to_toml(&loaded.state)?,
     };
-    match args.output {
-        Some(p) => std::fs::write(p, text)?,
-        None => outp!("{text}"),
-    }
+    super::write_output(args.output.as_deref(), &text)?;
     Ok(ExitCode::SUCCESS)
 }

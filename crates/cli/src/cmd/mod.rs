@@ -17,6 +17,17 @@ macro_rules! outp {
     }};
 }
 
+/// Writes a command's result to `-o FILE`, or to stdout (pipe-safe) without one.
+fn write_output(output: Option<&std::path::Path>, text: &str) -> std::io::Result<()> {
+    match output {
+        Some(p) => std::fs::write(p, text),
+        None => {
+            outp!("{text}");
+            Ok(())
+        }
+    }
+}
+
 pub mod apply;
 pub mod bench;
 pub mod compare;

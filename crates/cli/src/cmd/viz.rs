@@ -42,9 +42,6 @@ pub fn run(args: Args) -> Result<ExitCode> {
         _ => "dot".into(),
     });
     let text = if fmt == "svg" { to_svg(&g) } else { to_dot(&g) };
-    match args.output {
-        Some(p) => std::fs::write(p, text)?,
-        None => outp!("{text}"),
-    }
+    super::write_output(args.output.as_deref(), &text)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -114,28 +114,64 @@ pub(crate) struct Cur<'a> {
 }
 
 impl<'a> Cur<'a> {
-    fn peek(&self) -> Option<&'a str> {
+    pub(crate) fn peek(&self) -> Option<&'a str> {
         self.argv.get(self.pos).map(|s| s.as_str())
     }
-    fn done(&self) -> bool {
-        self.pos >= self.argv.len()
-    }
-    fn bump(&mut self) -> &'a str {
-        let s = self.argv[self.pos].as_str();
+    /// The next word and its argv index, consumed; the head of every option loop.
+    pub(crate) fn next_word(&mut self) -> Option<(usize, &'a str)> {
+        let w = self.peek()?;
         self.pos += 1;
-        s
+        Some((self.pos - 1, w))
     }
     /// NEXT_ARG: the value after a keyword, or tc's "not complete" exit.
-    fn value(&mut self) -> Result<(usize, &'a str), TcError> {
-        if self.done() {
-            return Err(TcError::fatal(
+    pub(crate) fn value(&mut self) -> Result<(usize, &'a str), TcError> {
+        self.next_word().ok_or_else(|| {
+            TcError::fatal(
                 "Command line is not complete. Try option \"help\"",
                 Some(self.pos.saturating_sub(1)),
-            ));
-        }
-        let i = self.pos;
-        Ok((i, self.bump()))
+            )
+        })
     }
+    /// Skips `n` values (options Sluice accepts and ignores, such as `estimator`).
+    fn skip(&mut self, n: usize) -> Result<(), TcError> {
+        for _ in 0..n {
+            self.value()?;
+        }
+        Ok(())
+    }
+    /// `KEY VALUE` that may be given once: tc's `duparg` on a second one, else `parse(value, index)`.
+    fn once<T>(
+        &mut self,
+        slot: &mut Option<T>,
+        key: &str,
+        parse: impl FnOnce(&'a str, usize) -> Result<T, TcError>,
+    ) -> Result<(), TcError> {
+        let (i, v) = self.value()?;
+        if slot.is_some() {
+            return Err(TcError::duparg(key, v, i));
+        }
+        *slot = Some(parse(v, i)?);
+        Ok(())
+    }
+}
+
+/// A parent keyword without a value (`root`, `ingress`, ...): only one parent may be given.
+fn set_parent(parent: &mut Option<u32>, to: u32, dup: impl Into<String>, at: usize) -> Result<(), TcError> {
+    if parent.is_some() {
+        return Err(TcError::fatal(dup, Some(at)));
+    }
+    *parent = Some(to);
+    Ok(())
+}
+
+/// `dev NAME`, kept with its argv index.
+fn dev_value(v: &str, i: usize) -> Result<(String, usize), TcError> {
+    Ok((v.to_string(), i))
+}
+
+/// A class ID value, or tc's `invarg` with `msg`.
+fn classid_value(msg: &'static str) -> impl Fn(&str, usize) -> Result<u32, TcError> {
+    move |v, i| get_tc_classid(v).ok_or_else(|| TcError::invarg(msg, v, i))
 }
 
 /// iproute2's `matches(arg, word)`: `arg` is a non-empty prefix of `word`.
@@ -292,51 +328,21 @@ fn unknown_verb(word: &str, obj: &str) -> TcError {
 fn parse_qdisc(verb: Verb, cur: &mut Cur) -> Result<QdiscCmd, TcError> {
     let mut c =
         QdiscCmd { verb, dev: None, handle: None, parent: None, kind: None, opts: None, unknown_kind: false };
-    while let Some(w) = cur.peek() {
-        let at = cur.pos;
-        cur.pos += 1;
+    while let Some((at, w)) = cur.next_word() {
         match w {
-            "dev" => {
-                let (i, v) = cur.value()?;
-                if c.dev.is_some() {
-                    return Err(TcError::duparg("dev", v, i));
-                }
-                c.dev = Some((v.to_string(), i));
-            }
-            "handle" => {
-                let (i, v) = cur.value()?;
-                if c.handle.is_some() {
-                    return Err(TcError::duparg("handle", v, i));
-                }
-                c.handle =
-                    Some(get_qdisc_handle(v).ok_or_else(|| TcError::invarg("invalid qdisc ID", v, i))?);
-            }
-            "root" => {
-                if c.parent.is_some() {
-                    return Err(TcError::fatal("Error: \"root\" is duplicate parent ID", Some(at)));
-                }
-                c.parent = Some(H_ROOT);
-            }
+            "dev" => cur.once(&mut c.dev, "dev", dev_value)?,
+            "handle" => cur.once(&mut c.handle, "handle", |v, i| {
+                get_qdisc_handle(v).ok_or_else(|| TcError::invarg("invalid qdisc ID", v, i))
+            })?,
+            "root" => set_parent(&mut c.parent, H_ROOT, "Error: \"root\" is duplicate parent ID", at)?,
             "ingress" | "clsact" => {
-                if c.parent.is_some() {
-                    return Err(TcError::fatal("Error: Qdisc can't have more than one parent", Some(at)));
-                }
-                c.parent = Some(H_INGRESS);
+                set_parent(&mut c.parent, H_INGRESS, "Error: Qdisc can't have more than one parent", at)?;
                 c.handle = Some(0xFFFF_0000);
                 c.kind = Some((w.to_string(), at));
                 break;
             }
-            "parent" => {
-                let (i, v) = cur.value()?;
-                if c.parent.is_some() {
-                    return Err(TcError::duparg("parent", v, i));
-                }
-                c.parent = Some(get_tc_classid(v).ok_or_else(|| TcError::invarg("invalid parent ID", v, i))?);
-            }
-            "estimator" | "est" => {
-                cur.value()?;
-                cur.value()?;
-            }
+            "parent" => cur.once(&mut c.parent, "parent", classid_value("invalid parent ID"))?,
+            "estimator" | "est" => cur.skip(2)?,
             w if matches(w, "help") => return Err(TcError::usage(QDISC_USAGE, Some(at))),
             _ => {
                 c.kind = Some((w.to_string(), at));
@@ -407,6 +413,12 @@ fn u32_arg(cur: &mut Cur, what: &str) -> Result<u32, TcError> {
     get_u32(v).ok_or_else(|| illegal(what, i, None))
 }
 
+/// `overhead BYTES`, which may be negative.
+fn overhead_arg(cur: &mut Cur) -> Result<i32, TcError> {
+    let (i, v) = cur.value()?;
+    v.parse().map_err(|_| illegal("overhead", i, None))
+}
+
 fn linklayer_arg(cur: &mut Cur) -> Result<LinkLayer, TcError> {
     let (i, v) = cur.value()?;
     match v {
@@ -420,9 +432,7 @@ fn parse_qdisc_opts(kind: &str, cur: &mut Cur) -> Result<Option<QdiscOpts>, TcEr
     Ok(Some(match kind {
         "pfifo" | "bfifo" | "pfifo_head_drop" => {
             let mut o = FifoOpts::default();
-            while let Some(w) = cur.peek() {
-                let at = cur.pos;
-                cur.pos += 1;
+            while let Some((at, w)) = cur.next_word() {
                 if w == "limit" {
                     o.limit =
                         Some(if kind == "bfifo" { size_arg(cur, "limit")? } else { u32_arg(cur, "limit")? });
@@ -468,9 +478,7 @@ fn parse_prio(cur: &mut Cur) -> Result<PrioOpts, TcError> {
     let mut o = PrioOpts::default();
     let mut pmap = false;
     let mut idx = 0usize;
-    while let Some(w) = cur.peek() {
-        let at = cur.pos;
-        cur.pos += 1;
+    while let Some((at, w)) = cur.next_word() {
         match w {
             "bands" => {
                 if pmap {
@@ -515,9 +523,7 @@ const HTB_USAGE: &str =
 
 fn parse_htb(cur: &mut Cur) -> Result<HtbOpts, TcError> {
     let mut o = HtbOpts::default();
-    while let Some(w) = cur.peek() {
-        let at = cur.pos;
-        cur.pos += 1;
+    while let Some((at, w)) = cur.next_word() {
         match w {
             "r2q" => {
                 let (i, v) = cur.value()?;
@@ -535,9 +541,7 @@ fn parse_htb(cur: &mut Cur) -> Result<HtbOpts, TcError> {
                     Some(get_u32(v).ok_or_else(|| TcError::usage("Illegal \"direct_qlen\"", Some(i)))?);
             }
             "offload" => o.offload = true,
-            "debug" => {
-                cur.value()?;
-            }
+            "debug" => cur.skip(1)?,
             _ => return Err(what_is(w, at, HTB_USAGE)),
         }
     }
@@ -570,17 +574,12 @@ pub(crate) fn parse_htb_class(cur: &mut Cur) -> Result<HtbClassOpts, TcError> {
         overhead: 0,
         linklayer: LinkLayer::Ethernet,
     };
-    while let Some(w) = cur.peek() {
-        let at = cur.pos;
-        cur.pos += 1;
+    while let Some((at, w)) = cur.next_word() {
         match w {
             "prio" => o.prio = u32_arg(cur, "prio")?,
             "mtu" => o.mtu = u32_arg(cur, "mtu")?,
             "mpu" => o.mpu = u32_arg(cur, "mpu")?,
-            "overhead" => {
-                let (i, v) = cur.value()?;
-                o.overhead = v.parse().map_err(|_| illegal("overhead", i, None))?;
-            }
+            "overhead" => o.overhead = overhead_arg(cur)?,
             "linklayer" => o.linklayer = linklayer_arg(cur)?,
             "quantum" => o.quantum = Some(u32_arg(cur, "quantum")?),
             "burst" | "buffer" | "maxburst" => burst = size_arg(cur, "buffer")?,
@@ -597,9 +596,7 @@ pub(crate) fn parse_htb_class(cur: &mut Cur) -> Result<HtbClassOpts, TcError> {
                 }
                 rate = rate_arg(cur, "rate")?;
             }
-            "slot" | "pslot" => {
-                cur.value()?;
-            }
+            "slot" | "pslot" => cur.skip(1)?,
             "help" => return Err(TcError::usage(HTB_CLASS_USAGE, Some(at))),
             _ => return Err(what_is(w, at, HTB_CLASS_USAGE)),
         }
@@ -632,9 +629,7 @@ fn parse_tbf(cur: &mut Cur) -> Result<TbfOpts, TcError> {
     let mut o = TbfOpts::default();
     let mut latency: u32 = 0;
     let mut limit: u32 = 0;
-    while let Some(w) = cur.peek() {
-        let at = cur.pos;
-        cur.pos += 1;
+    while let Some((at, w)) = cur.next_word() {
         match w {
             "limit" => {
                 if latency != 0 {
@@ -682,10 +677,7 @@ fn parse_tbf(cur: &mut Cur) -> Result<TbfOpts, TcError> {
                 }
                 o.peakrate = Some(rate_arg(cur, "peakrate")?);
             }
-            "overhead" => {
-                let (i, v) = cur.value()?;
-                o.overhead = v.parse().map_err(|_| illegal("overhead", i, None))?;
-            }
+            "overhead" => o.overhead = overhead_arg(cur)?,
             "linklayer" => o.linklayer = linklayer_arg(cur)?,
             "help" => return Err(TcError::usage(TBF_USAGE, Some(at))),
             _ => return Err(what_is(w, at, TBF_USAGE)),
@@ -726,9 +718,7 @@ fn parse_sfq(cur: &mut Cur) -> Result<SfqOpts, TcError> {
     let (mut flowlimit, mut qmin, mut qmax, mut avpkt, mut burst) = (0u32, 0u32, 0u32, 1000u32, 0u32);
     let mut prob = 0.02f64;
     let (mut ecn, mut harddrop) = (false, false);
-    while let Some(w) = cur.peek() {
-        let at = cur.pos;
-        cur.pos += 1;
+    while let Some((at, w)) = cur.next_word() {
         match w {
             "quantum" => o.quantum = Some(size_arg(cur, "quantum")?),
             "perturb" => {
@@ -804,9 +794,7 @@ const CODEL_USAGE: &str = "Usage: ... codel [ limit PACKETS ] [ target TIME ]\n 
 
 fn parse_codel(cur: &mut Cur) -> Result<CodelOpts, TcError> {
     let mut o = CodelOpts::default();
-    while let Some(w) = cur.peek() {
-        let at = cur.pos;
-        cur.pos += 1;
+    while let Some((at, w)) = cur.next_word() {
         match w {
             "limit" => o.limit = Some(u32_arg(cur, "limit")?),
             "target" => o.target = Some(time_arg(cur, "target")?),
@@ -825,9 +813,7 @@ const FQ_CODEL_USAGE: &str = "Usage: ... fq_codel [ limit PACKETS ] [ flows NUMB
 
 fn parse_fq_codel(cur: &mut Cur) -> Result<FqCodelOpts, TcError> {
     let mut o = FqCodelOpts::default();
-    while let Some(w) = cur.peek() {
-        let at = cur.pos;
-        cur.pos += 1;
+    while let Some((at, w)) = cur.next_word() {
         match w {
             "limit" => o.limit = Some(u32_arg(cur, "limit")?),
             "flows" => o.flows = Some(u32_arg(cur, "flows")?),
@@ -854,44 +840,16 @@ fn parse_fq_codel(cur: &mut Cur) -> Result<FqCodelOpts, TcError> {
 
 fn parse_class(verb: Verb, cur: &mut Cur) -> Result<ClassCmd, TcError> {
     let mut c = ClassCmd { verb, dev: None, classid: None, parent: None, kind: None, opts: None };
-    while let Some(w) = cur.peek() {
-        let at = cur.pos;
-        cur.pos += 1;
+    while let Some((at, w)) = cur.next_word() {
         match w {
-            "dev" => {
-                let (i, v) = cur.value()?;
-                if c.dev.is_some() {
-                    return Err(TcError::duparg("dev", v, i));
-                }
-                c.dev = Some((v.to_string(), i));
-            }
-            "classid" => {
-                let (i, v) = cur.value()?;
-                if c.classid.is_some() {
-                    return Err(TcError::duparg("classid", v, i));
-                }
-                c.classid = Some(get_tc_classid(v).ok_or_else(|| TcError::invarg("invalid class ID", v, i))?);
-            }
+            "dev" => cur.once(&mut c.dev, "dev", dev_value)?,
+            "classid" => cur.once(&mut c.classid, "classid", classid_value("invalid class ID"))?,
             "handle" => {
                 return Err(TcError::fatal("Error: try \"classid\" instead of \"handle\"", Some(at)));
             }
-            "root" => {
-                if c.parent.is_some() {
-                    return Err(TcError::fatal("Error: \"root\" is duplicate parent ID.", Some(at)));
-                }
-                c.parent = Some(H_ROOT);
-            }
-            "parent" => {
-                let (i, v) = cur.value()?;
-                if c.parent.is_some() {
-                    return Err(TcError::duparg("parent", v, i));
-                }
-                c.parent = Some(get_tc_classid(v).ok_or_else(|| TcError::invarg("invalid parent ID", v, i))?);
-            }
-            "estimator" | "est" => {
-                cur.value()?;
-                cur.value()?;
-            }
+            "root" => set_parent(&mut c.parent, H_ROOT, "Error: \"root\" is duplicate parent ID.", at)?,
+            "parent" => cur.once(&mut c.parent, "parent", classid_value("invalid parent ID"))?,
+            "estimator" | "est" => cur.skip(2)?,
             w if matches(w, "help") => {
                 return Err(TcError::usage("Usage: tc class [ add | del | change | replace | show ] dev STRING\n       [ classid CLASSID ] [ root | parent CLASSID ]\n       [ [ QDISC_KIND ] [ help | OPTIONS ] ]", Some(at)))
             }
@@ -909,9 +867,7 @@ fn parse_class(verb: Verb, cur: &mut Cur) -> Result<ClassCmd, TcError> {
             "htb" => ClassOpts::Htb(parse_htb_class(cur)?),
             "drr" => {
                 let mut quantum = None;
-                while let Some(w) = cur.peek() {
-                    let at = cur.pos;
-                    cur.pos += 1;
+                while let Some((at, w)) = cur.next_word() {
                     if w == "quantum" {
                         let q = size_arg(cur, "quantum")?;
                         if q == 0 {
@@ -954,43 +910,16 @@ fn parse_filter(verb: Verb, cur: &mut Cur) -> Result<FilterCmd, TcError> {
         spec: None,
     };
     let mut fhandle: Option<(usize, String)> = None;
-    while let Some(w) = cur.peek() {
-        let at = cur.pos;
-        cur.pos += 1;
+    while let Some((at, w)) = cur.next_word() {
         match w {
-            "dev" => {
-                let (i, v) = cur.value()?;
-                if c.dev.is_some() {
-                    return Err(TcError::duparg("dev", v, i));
-                }
-                c.dev = Some((v.to_string(), i));
-            }
-            "root" => {
-                if c.parent.is_some() {
-                    return Err(TcError::fatal("Error: \"root\" is duplicate parent ID", Some(at)));
-                }
-                c.parent = Some(H_ROOT);
-            }
+            "dev" => cur.once(&mut c.dev, "dev", dev_value)?,
+            "root" => set_parent(&mut c.parent, H_ROOT, "Error: \"root\" is duplicate parent ID", at)?,
             "ingress" | "egress" => {
-                if c.parent.is_some() {
-                    return Err(TcError::fatal(format!("Error: \"{w}\" is duplicate parent ID"), Some(at)));
-                }
-                c.parent = Some(if w == "ingress" { H_MIN_INGRESS } else { H_MIN_EGRESS });
+                let to = if w == "ingress" { H_MIN_INGRESS } else { H_MIN_EGRESS };
+                set_parent(&mut c.parent, to, format!("Error: \"{w}\" is duplicate parent ID"), at)?;
             }
-            "parent" => {
-                let (i, v) = cur.value()?;
-                if c.parent.is_some() {
-                    return Err(TcError::duparg("parent", v, i));
-                }
-                c.parent = Some(get_tc_classid(v).ok_or_else(|| TcError::invarg("Invalid parent ID", v, i))?);
-            }
-            "handle" => {
-                let (i, v) = cur.value()?;
-                if fhandle.is_some() {
-                    return Err(TcError::duparg("handle", v, i));
-                }
-                fhandle = Some((i, v.to_string()));
-            }
+            "parent" => cur.once(&mut c.parent, "parent", classid_value("Invalid parent ID"))?,
+            "handle" => cur.once(&mut fhandle, "handle", |v, i| Ok((i, v.to_string())))?,
             "chain" => {
                 let (i, v) = cur.value()?;
                 c.chain = Some(get_u32(v).ok_or_else(|| TcError::invarg("invalid chain index value", v, i))?);
@@ -1002,17 +931,10 @@ fn parse_filter(verb: Verb, cur: &mut Cur) -> Result<FilterCmd, TcError> {
                 }
                 c.prio = get_u32(v).filter(|&p| p <= 0xFFFF).ok_or_else(|| TcError::invarg("invalid priority value", v, i))?;
             }
-            w if matches(w, "protocol") => {
-                let (i, v) = cur.value()?;
-                if c.protocol.is_some() {
-                    return Err(TcError::duparg("protocol", v, i));
-                }
-                c.protocol = Some(proto_from_name(v).ok_or_else(|| TcError::invarg("invalid protocol", v, i))?);
-            }
-            "estimator" | "est" => {
-                cur.value()?;
-                cur.value()?;
-            }
+            w if matches(w, "protocol") => cur.once(&mut c.protocol, "protocol", |v, i| {
+                proto_from_name(v).ok_or_else(|| TcError::invarg("invalid protocol", v, i))
+            })?,
+            "estimator" | "est" => cur.skip(2)?,
             w if matches(w, "help") => {
                 return Err(TcError::usage("Usage: tc filter [ add | del | change | replace | show ] [ dev STRING ]\n       tc filter get dev STRING parent CLASSID protocol PROTO handle FILTERID pref PRIO FILTER_TYPE", Some(at)))
             }

@@ -83,38 +83,46 @@ fn pack_key8(keys: &mut Vec<U32Key>, val: u32, mask: u32, off: i32, nexthdr: boo
 }
 
 fn num(cur: &mut Cur, what: &str) -> Result<u32, TcError> {
-    let (i, v) = value(cur)?;
+    let (i, v) = cur.value()?;
     get_u32(v).ok_or_else(|| illegal(what, i, None))
 }
 
 /// Masks in u32 selectors are hexadecimal even without `0x` (tc's `get_u32(.., 16)`).
 fn mask(cur: &mut Cur) -> Result<u32, TcError> {
-    let (i, v) = value(cur)?;
+    let (i, v) = cur.value()?;
     u32::from_str_radix(v.trim_start_matches("0x").trim_start_matches("0X"), 16)
         .map_err(|_| illegal("match", i, None))
 }
 
-fn value<'a>(cur: &mut Cur<'a>) -> Result<(usize, &'a str), TcError> {
-    if cur.pos >= cur.argv.len() {
-        return Err(TcError::fatal(
-            "Command line is not complete. Try option \"help\"",
-            Some(cur.pos.saturating_sub(1)),
-        ));
-    }
-    let i = cur.pos;
-    cur.pos += 1;
-    Ok((i, cur.argv[i].as_str()))
+/// A u32 selector's `VALUE MASK` pair.
+fn val_mask(cur: &mut Cur) -> Result<(u32, u32), TcError> {
+    Ok((num(cur, "match")?, mask(cur)?))
 }
 
-fn peek<'a>(cur: &Cur<'a>) -> Option<&'a str> {
-    cur.argv.get(cur.pos).map(|s| s.as_str())
+/// `classid`/`flowid CLASSID`, the result every filter kind may set.
+fn classid_arg(cur: &mut Cur) -> Result<Option<u32>, TcError> {
+    let (i, v) = cur.value()?;
+    get_tc_classid(v).map(Some).ok_or_else(|| illegal("classid", i, None))
+}
+
+/// A handle that is one number (flow, matchall, basic); 0 when none was given.
+fn plain_handle(handle: Option<(usize, &str)>) -> Result<u32, TcError> {
+    match handle {
+        Some((i, s)) => get_u32(s).ok_or_else(|| TcError::usage("Illegal \"handle\"", Some(i))),
+        None => Ok(0),
+    }
+}
+
+/// The spec of a kind with no hash tables and no partial `change`.
+fn simple_spec(opts: FilterOpts, handle: u32, actions: Vec<Action>) -> FilterSpec {
+    FilterSpec { opts, handle, u32_htid: None, actions, given: vec![] }
 }
 
 /// `[at [nexthdr+]OFF]` after a raw u8/u16/u32 sample.
 fn at_offset(cur: &mut Cur) -> Result<(i32, bool), TcError> {
-    if peek(cur) == Some("at") {
+    if cur.peek() == Some("at") {
         cur.pos += 1;
-        let (i, v) = value(cur)?;
+        let (i, v) = cur.value()?;
         let (nh, rest) = match v.strip_prefix("nexthdr+") {
             Some(r) => (true, r),
             None => (false, v),
@@ -140,13 +148,12 @@ fn ipv4_prefix(s: &str) -> Option<(u32, u32)> {
 
 /// One `match` selector: appends its key(s).
 fn parse_selector(cur: &mut Cur, keys: &mut Vec<U32Key>) -> Result<(), TcError> {
-    let (ti, t) = value(cur)?;
+    let (ti, t) = cur.value()?;
     let bad = |what: &str, i: usize| TcError::usage(format!("Illegal \"{what}\""), Some(i));
     let key_err = |i: usize| TcError::usage("Illegal \"match\"", Some(i));
     match t {
         "u32" | "u16" | "u8" => {
-            let v = num(cur, "match")?;
-            let m = mask(cur)?;
+            let (v, m) = val_mask(cur)?;
             let (off, nh) = at_offset(cur)?;
             let r = match t {
                 "u32" => pack_key(keys, v, m, off, nh),
@@ -156,16 +163,15 @@ fn parse_selector(cur: &mut Cur, keys: &mut Vec<U32Key>) -> Result<(), TcError> 
             r.map_err(|_| key_err(ti))
         }
         "ip" => {
-            let (fi, f) = value(cur)?;
+            let (fi, f) = cur.value()?;
             match f {
                 "src" | "dst" => {
-                    let (ai, a) = value(cur)?;
+                    let (ai, a) = cur.value()?;
                     let (v, m) = ipv4_prefix(a).ok_or_else(|| bad("match", ai))?;
                     pack_key(keys, v, m, if f == "src" { 12 } else { 16 }, false).map_err(|_| key_err(ti))
                 }
                 "tos" | "dsfield" | "protocol" | "ihl" | "icmp_type" | "icmp_code" => {
-                    let v = num(cur, "match")?;
-                    let m = mask(cur)?;
+                    let (v, m) = val_mask(cur)?;
                     let off = match f {
                         "tos" | "dsfield" => 1,
                         "protocol" => 9,
@@ -176,8 +182,7 @@ fn parse_selector(cur: &mut Cur, keys: &mut Vec<U32Key>) -> Result<(), TcError> 
                     pack_key8(keys, v, m, off, false).map_err(|_| key_err(ti))
                 }
                 "sport" | "dport" => {
-                    let v = num(cur, "match")?;
-                    let m = mask(cur)?;
+                    let (v, m) = val_mask(cur)?;
                     pack_key16(keys, v, m, if f == "sport" { 20 } else { 22 }, false).map_err(|_| key_err(ti))
                 }
                 "nofrag" | "firstfrag" | "df" | "mf" => {
@@ -193,9 +198,8 @@ fn parse_selector(cur: &mut Cur, keys: &mut Vec<U32Key>) -> Result<(), TcError> 
             }
         }
         "tcp" | "udp" | "icmp" => {
-            let (fi, f) = value(cur)?;
-            let v = num(cur, "match")?;
-            let m = mask(cur)?;
+            let (fi, f) = cur.value()?;
+            let (v, m) = val_mask(cur)?;
             let r = match (t, f) {
                 ("icmp", "type") => pack_key8(keys, v, m, 0, true),
                 ("icmp", "code") => pack_key8(keys, v, m, 1, true),
@@ -221,25 +225,23 @@ pub(crate) fn parse_u32(cur: &mut Cur, handle: Option<(usize, &str)>) -> Result<
     let mut htid: Option<u32> = None;
     let mut order = 0u32;
     let mut actions = Vec::new();
-    while let Some(w) = peek(cur) {
-        let at = cur.pos;
-        cur.pos += 1;
+    while let Some((at, w)) = cur.next_word() {
         match w {
             "match" => {
                 parse_selector(cur, &mut o.keys)?;
                 sel = true;
             }
             "divisor" => {
-                let (i, v) = value(cur)?;
+                let (i, v) = cur.value()?;
                 let d = get_u32(v).filter(|&d| d > 0 && d <= 0x100 && d & (d - 1) == 0);
                 divisor = Some(d.ok_or_else(|| illegal("divisor", i, None))?);
             }
             "order" => {
-                let (i, v) = value(cur)?;
+                let (i, v) = cur.value()?;
                 order = get_u32(v).filter(|&o| o <= 0xFFF).ok_or_else(|| illegal("order", i, None))?;
             }
             "link" => {
-                let (i, v) = value(cur)?;
+                let (i, v) = cur.value()?;
                 let l = get_u32_handle(v).ok_or_else(|| illegal("link", i, None))?;
                 if l & 0xFFF != 0 {
                     return Err(TcError::usage("\"link\" must be a hash table.", Some(i)));
@@ -247,7 +249,7 @@ pub(crate) fn parse_u32(cur: &mut Cur, handle: Option<(usize, &str)>) -> Result<
                 o.link = Some(l);
             }
             "ht" => {
-                let (i, v) = value(cur)?;
+                let (i, v) = cur.value()?;
                 let t = get_u32_handle(v).ok_or_else(|| illegal("ht", i, None))?;
                 if t & 0xFFF != 0 {
                     return Err(TcError::usage("\"ht\" must be a hash table.", Some(i)));
@@ -270,24 +272,21 @@ pub(crate) fn parse_u32(cur: &mut Cur, handle: Option<(usize, &str)>) -> Result<
                 htid = Some((htid.unwrap_or(0) & 0xFFF0_0000) | (bucket << 12));
             }
             "indev" => {
-                let (_, v) = value(cur)?;
+                let (_, v) = cur.value()?;
                 o.indev = Some(v.to_string());
             }
-            "classid" | "flowid" => {
-                let (i, v) = value(cur)?;
-                o.classid = Some(get_tc_classid(v).ok_or_else(|| illegal("classid", i, None))?);
-            }
+            "classid" | "flowid" => o.classid = classid_arg(cur)?,
             "hashkey" => {
-                let (mi, m) = value(cur)?;
+                let (mi, m) = cur.value()?;
                 if m != "mask" {
                     return Err(illegal("hashkey", mi, None));
                 }
                 let mask = num(cur, "mask")?;
-                let (ai, a) = value(cur)?;
+                let (ai, a) = cur.value()?;
                 if a != "at" {
                     return Err(illegal("hashkey", ai, None));
                 }
-                let (oi, off) = value(cur)?;
+                let (oi, off) = cur.value()?;
                 let off: i32 = off.parse().map_err(|_| illegal("hashkey", oi, None))?;
                 o.hashkey = Some((mask, off));
             }
@@ -317,24 +316,19 @@ pub(crate) fn parse_u32(cur: &mut Cur, handle: Option<(usize, &str)>) -> Result<
 }
 
 pub(crate) fn parse_flow(cur: &mut Cur, handle: Option<(usize, &str)>) -> Result<FilterSpec, TcError> {
-    let mut h = 0;
-    if let Some((i, s)) = handle {
-        h = get_u32(s).ok_or_else(|| TcError::usage("Illegal \"handle\"", Some(i)))?;
-    }
+    let h = plain_handle(handle)?;
     let mut o = FlowOpts { mask: u32::MAX, ..Default::default() };
     let mut nkeys = 0;
     let mut actions = Vec::new();
     let mut given: Vec<&'static str> = Vec::new();
     let usage = "Usage: ... flow ...\n\n [mapping mode]: map key KEY [ OPS ] ...\n [hashing mode]: hash keys KEY-LIST ... [ perturb SECS ]\n\n                 [ divisor NUM ] [ baseclass ID ] [ match EMATCH_TREE ]\n                 [ action ACTION_SPEC ]";
-    while let Some(w) = peek(cur) {
-        let at = cur.pos;
-        cur.pos += 1;
+    while let Some((at, w)) = cur.next_word() {
         if matches(w, "map") {
             o.hash = false;
         } else if matches(w, "hash") {
             o.hash = true;
         } else if matches(w, "keys") || w == "key" {
-            let (_, v) = value(cur)?;
+            let (_, v) = cur.value()?;
             o.keys = 0;
             nkeys = 0;
             for k in v.split(',') {
@@ -351,7 +345,7 @@ pub(crate) fn parse_flow(cur: &mut Cur, handle: Option<(usize, &str)>) -> Result
             }
             given.push("keys");
         } else if matches(w, "and") || matches(w, "or") || matches(w, "xor") {
-            let (i, v) = value(cur)?;
+            let (i, v) = cur.value()?;
             let t =
                 get_u32(v).ok_or_else(|| illegal(if w.starts_with('a') { "mask" } else { w }, i, None))?;
             let (m, x) = if matches(w, "and") {
@@ -368,7 +362,7 @@ pub(crate) fn parse_flow(cur: &mut Cur, handle: Option<(usize, &str)>) -> Result
             o.rshift = Some(num(cur, "rshift")?);
             given.push("rshift");
         } else if matches(w, "addend") {
-            let (i, v) = value(cur)?;
+            let (i, v) = cur.value()?;
             let (neg, s) = match v.strip_prefix('-') {
                 Some(s) => (true, s),
                 None => (false, v),
@@ -382,7 +376,7 @@ pub(crate) fn parse_flow(cur: &mut Cur, handle: Option<(usize, &str)>) -> Result
             o.divisor = Some(num(cur, "divisor")?);
             given.push("divisor");
         } else if matches(w, "baseclass") {
-            let (i, v) = value(cur)?;
+            let (i, v) = cur.value()?;
             let b =
                 get_tc_classid(v).filter(|b| b & 0xFFFF != 0).ok_or_else(|| illegal("baseclass", i, None))?;
             o.baseclass = Some(b);
@@ -414,7 +408,7 @@ pub(crate) fn parse_flow(cur: &mut Cur, handle: Option<(usize, &str)>) -> Result
 /// kernel's printed form (`layer link` is printed as `layer 0`).
 fn parse_ematch(cur: &mut Cur) -> Result<String, TcError> {
     let mut words = Vec::new();
-    while let Some(w) = peek(cur) {
+    while let Some(w) = cur.peek() {
         if !words.is_empty() && ["action", "police", "classid", "flowid", "baseclass", "divisor"].contains(&w)
         {
             break;
@@ -449,18 +443,13 @@ pub(crate) fn parse_fw(cur: &mut Cur, handle: Option<(usize, &str)>) -> Result<F
         }
     }
     let mut actions = Vec::new();
-    while let Some(w) = peek(cur) {
-        let at = cur.pos;
-        cur.pos += 1;
+    while let Some((at, w)) = cur.next_word() {
         match w {
-            "classid" | "flowid" => {
-                let (i, v) = value(cur)?;
-                o.classid = Some(get_tc_classid(v).ok_or_else(|| illegal("classid", i, None))?);
-            }
+            "classid" | "flowid" => o.classid = classid_arg(cur)?,
             "action" => parse_actions(cur, &mut actions)?,
             "police" => actions.push(Action::Police(parse_police(cur)?)),
             "indev" => {
-                value(cur)?;
+                cur.value()?;
             }
             _ => {
                 return Err(what_is(
@@ -471,47 +460,31 @@ pub(crate) fn parse_fw(cur: &mut Cur, handle: Option<(usize, &str)>) -> Result<F
             }
         }
     }
-    Ok(FilterSpec { opts: FilterOpts::Fw(o), handle: h, u32_htid: None, actions, given: vec![] })
+    Ok(simple_spec(FilterOpts::Fw(o), h, actions))
 }
 
 pub(crate) fn parse_matchall(cur: &mut Cur, handle: Option<(usize, &str)>) -> Result<FilterSpec, TcError> {
-    let mut h = 0;
-    if let Some((i, s)) = handle {
-        h = get_u32(s).ok_or_else(|| TcError::usage("Illegal \"handle\"", Some(i)))?;
-    }
+    let h = plain_handle(handle)?;
     let mut o = SimpleResult::default();
     let mut actions = Vec::new();
-    while let Some(w) = peek(cur) {
-        let at = cur.pos;
-        cur.pos += 1;
+    while let Some((at, w)) = cur.next_word() {
         match w {
-            "classid" | "flowid" => {
-                let (i, v) = value(cur)?;
-                o.classid = Some(get_tc_classid(v).ok_or_else(|| illegal("classid", i, None))?);
-            }
+            "classid" | "flowid" => o.classid = classid_arg(cur)?,
             "action" => parse_actions(cur, &mut actions)?,
             "skip_hw" | "skip_sw" => {}
             _ => return Err(what_is(w, at, "Usage: ... matchall [skip_sw | skip_hw]\n                 [ action ACTION_SPEC ] [ classid CLASSID ]")),
         }
     }
-    Ok(FilterSpec { opts: FilterOpts::Matchall(o), handle: h, u32_htid: None, actions, given: vec![] })
+    Ok(simple_spec(FilterOpts::Matchall(o), h, actions))
 }
 
 pub(crate) fn parse_basic(cur: &mut Cur, handle: Option<(usize, &str)>) -> Result<FilterSpec, TcError> {
-    let mut h = 0;
-    if let Some((i, s)) = handle {
-        h = get_u32(s).ok_or_else(|| TcError::usage("Illegal \"handle\"", Some(i)))?;
-    }
+    let h = plain_handle(handle)?;
     let mut o = BasicOpts::default();
     let mut actions = Vec::new();
-    while let Some(w) = peek(cur) {
-        let at = cur.pos;
-        cur.pos += 1;
+    while let Some((at, w)) = cur.next_word() {
         match w {
-            "classid" | "flowid" => {
-                let (i, v) = value(cur)?;
-                o.classid = Some(get_tc_classid(v).ok_or_else(|| illegal("classid", i, None))?);
-            }
+            "classid" | "flowid" => o.classid = classid_arg(cur)?,
             "match" => o.ematch = Some(parse_ematch(cur)?),
             "action" => parse_actions(cur, &mut actions)?,
             "police" => actions.push(Action::Police(parse_police(cur)?)),
@@ -524,7 +497,7 @@ pub(crate) fn parse_basic(cur: &mut Cur, handle: Option<(usize, &str)>) -> Resul
             }
         }
     }
-    Ok(FilterSpec { opts: FilterOpts::Basic(o), handle: h, u32_htid: None, actions, given: vec![] })
+    Ok(simple_spec(FilterOpts::Basic(o), h, actions))
 }
 
 fn verdict(w: &str) -> Option<Verdict> {
@@ -541,22 +514,22 @@ fn verdict(w: &str) -> Option<Verdict> {
 /// After the `action` keyword: `[gact] VERDICT [index N]` or `police ...`; repeated `action`s chain.
 fn parse_actions(cur: &mut Cur, out: &mut Vec<Action>) -> Result<(), TcError> {
     loop {
-        let (i, w) = value(cur)?;
+        let (i, w) = cur.value()?;
         if w == "police" {
             out.push(Action::Police(parse_police(cur)?));
         } else {
-            let w = if w == "gact" { value(cur)?.1 } else { w };
+            let w = if w == "gact" { cur.value()?.1 } else { w };
             let v = verdict(w).ok_or_else(|| {
                 TcError::usage(format!("bad action type {w}\nUsage: ... gact <ACTTYPE> [INDEX]"), Some(i))
             })?;
             let mut index = 0;
-            if peek(cur) == Some("index") {
+            if cur.peek() == Some("index") {
                 cur.pos += 1;
                 index = num(cur, "index")?;
             }
             out.push(Action::Gact { verdict: v, index });
         }
-        if peek(cur) == Some("action") {
+        if cur.peek() == Some("action") {
             cur.pos += 1;
             continue;
         }
@@ -569,7 +542,7 @@ fn parse_actions(cur: &mut Cur, out: &mut Vec<Action>) -> Result<(), TcError> {
 pub(crate) fn parse_police(cur: &mut Cur) -> Result<PoliceOpts, TcError> {
     let mut p = PoliceOpts { exceed: Verdict::Reclassify, conform: Verdict::Pass, ..Default::default() };
     let start = cur.pos;
-    while let Some(w) = peek(cur) {
+    while let Some(w) = cur.peek() {
         match w {
             "rate" => {
                 cur.pos += 1;
@@ -589,7 +562,7 @@ pub(crate) fn parse_police(cur: &mut Cur) -> Result<PoliceOpts, TcError> {
             }
             "conform-exceed" => {
                 cur.pos += 1;
-                let (i, v) = value(cur)?;
+                let (i, v) = cur.value()?;
                 let (e, c) = v.split_once('/').unwrap_or((v, ""));
                 p.exceed = verdict(e).ok_or_else(|| illegal("conform-exceed", i, None))?;
                 if !c.is_empty() {

@@ -160,6 +160,23 @@ fn prefix_mask(bits: u8) -> u32 {
     }
 }
 
+/// Defines `pub fn NAME(&mut self, val, mask)` for each `NAME: u8|u16 at [nexthdr +] OFF;` row:
+/// the one builder behind tc's fixed-offset shorthands, each shorthand a row of the table.
+macro_rules! field_shorthands {
+    (@add u8) => { U32Selector::add_u8 };
+    (@add u16) => { U32Selector::add_u16 };
+    (@nexthdr) => { false };
+    (@nexthdr nexthdr) => { true };
+    ($($(#[$doc:meta])* $name:ident: $ty:ident at $($nh:ident +)? $off:literal;)*) => {
+        $(
+            $(#[$doc])*
+            pub fn $name(&mut self, val: $ty, mask: $ty) -> Result<(), FilterError> {
+                field_shorthands!(@add $ty)(self, val, mask, $off, field_shorthands!(@nexthdr $($nh)?))
+            }
+        )*
+    };
+}
+
 impl U32Selector {
     /// An empty selector (matches everything).
     pub fn new() -> U32Selector {
@@ -223,30 +240,6 @@ impl U32Selector {
     pub fn ip_dst(&mut self, addr: Ipv4Addr, len: u8) -> Result<(), FilterError> {
         self.add_u32(u32::from(addr), prefix_mask(len), 16, false)
     }
-    /// `match ip tos|dsfield|precedence VAL MASK`.
-    pub fn ip_tos(&mut self, val: u8, mask: u8) -> Result<(), FilterError> {
-        self.add_u8(val, mask, 1, false)
-    }
-    /// `match ip protocol VAL MASK`.
-    pub fn ip_protocol(&mut self, val: u8, mask: u8) -> Result<(), FilterError> {
-        self.add_u8(val, mask, 9, false)
-    }
-    /// `match ip sport VAL MASK` (fixed offset 20: assumes no IP options, as tc does).
-    pub fn ip_sport(&mut self, val: u16, mask: u16) -> Result<(), FilterError> {
-        self.add_u16(val, mask, 20, false)
-    }
-    /// `match ip dport VAL MASK` (fixed offset 22).
-    pub fn ip_dport(&mut self, val: u16, mask: u16) -> Result<(), FilterError> {
-        self.add_u16(val, mask, 22, false)
-    }
-    /// `match ip icmp_type VAL MASK` (offset 20).
-    pub fn ip_icmp_type(&mut self, val: u8, mask: u8) -> Result<(), FilterError> {
-        self.add_u8(val, mask, 20, false)
-    }
-    /// `match ip icmp_code VAL MASK` (offset 21).
-    pub fn ip_icmp_code(&mut self, val: u8, mask: u8) -> Result<(), FilterError> {
-        self.add_u8(val, mask, 21, false)
-    }
     /// `match ip6 src ADDR/LEN` (one key per 32-bit word the prefix covers).
     pub fn ip6_src(&mut self, addr: Ipv6Addr, len: u8) -> Result<(), FilterError> {
         self.ip6_addr(addr, len, 8)
@@ -271,38 +264,40 @@ impl U32Selector {
     pub fn ip6_priority(&mut self, val: u8, mask: u8) -> Result<(), FilterError> {
         self.add_u32((val as u32) << 20, (mask as u32) << 20, 0, false)
     }
-    /// `match ip6 protocol VAL MASK` (next header at offset 6).
-    pub fn ip6_protocol(&mut self, val: u8, mask: u8) -> Result<(), FilterError> {
-        self.add_u8(val, mask, 6, false)
-    }
     /// `match ip6 flowlabel VAL MASK`.
     pub fn ip6_flowlabel(&mut self, val: u32, mask: u32) -> Result<(), FilterError> {
         self.add_u32(val & 0x000F_FFFF, mask & 0x000F_FFFF, 0, false)
     }
-    /// `match ip6 sport VAL MASK` (offset 40: assumes no extension headers).
-    pub fn ip6_sport(&mut self, val: u16, mask: u16) -> Result<(), FilterError> {
-        self.add_u16(val, mask, 40, false)
+
+    field_shorthands! {
+        /// `match ip tos|dsfield|precedence VAL MASK`.
+        ip_tos: u8 at 1;
+        /// `match ip protocol VAL MASK`.
+        ip_protocol: u8 at 9;
+        /// `match ip sport VAL MASK` (fixed offset 20: assumes no IP options, as tc does).
+        ip_sport: u16 at 20;
+        /// `match ip dport VAL MASK` (fixed offset 22).
+        ip_dport: u16 at 22;
+        /// `match ip icmp_type VAL MASK` (offset 20).
+        ip_icmp_type: u8 at 20;
+        /// `match ip icmp_code VAL MASK` (offset 21).
+        ip_icmp_code: u8 at 21;
+        /// `match ip6 protocol VAL MASK` (next header at offset 6).
+        ip6_protocol: u8 at 6;
+        /// `match ip6 sport VAL MASK` (offset 40: assumes no extension headers).
+        ip6_sport: u16 at 40;
+        /// `match ip6 dport VAL MASK` (offset 42).
+        ip6_dport: u16 at 42;
+        /// `match tcp|udp src VAL MASK` (`at nexthdr+0`).
+        l4_src: u16 at nexthdr + 0;
+        /// `match tcp|udp dst VAL MASK` (`at nexthdr+2`).
+        l4_dst: u16 at nexthdr + 2;
+        /// `match icmp type VAL MASK` (`at nexthdr+0`).
+        icmp_type: u8 at nexthdr + 0;
+        /// `match icmp code VAL MASK` (`at nexthdr+1`).
+        icmp_code: u8 at nexthdr + 1;
     }
-    /// `match ip6 dport VAL MASK` (offset 42).
-    pub fn ip6_dport(&mut self, val: u16, mask: u16) -> Result<(), FilterError> {
-        self.add_u16(val, mask, 42, false)
-    }
-    /// `match tcp|udp src VAL MASK` (`at nexthdr+0`).
-    pub fn l4_src(&mut self, val: u16, mask: u16) -> Result<(), FilterError> {
-        self.add_u16(val, mask, 0, true)
-    }
-    /// `match tcp|udp dst VAL MASK` (`at nexthdr+2`).
-    pub fn l4_dst(&mut self, val: u16, mask: u16) -> Result<(), FilterError> {
-        self.add_u16(val, mask, 2, true)
-    }
-    /// `match icmp type VAL MASK` (`at nexthdr+0`).
-    pub fn icmp_type(&mut self, val: u8, mask: u8) -> Result<(), FilterError> {
-        self.add_u8(val, mask, 0, true)
-    }
-    /// `match icmp code VAL MASK` (`at nexthdr+1`).
-    pub fn icmp_code(&mut self, val: u8, mask: u8) -> Result<(), FilterError> {
-        self.add_u8(val, mask, 1, true)
-    }
+
     /// The usual IPv4 link to a table of transport matches: `offset at 0 mask 0x0f00 shift 6`
     /// (header length × 4), so that `nexthdr+N` lands in the transport header.
     pub fn ipv4_nexthdr_offset(&mut self, eat: bool) {
@@ -671,17 +666,10 @@ impl U32Block {
             self.tables.remove(i);
             return Ok(());
         }
-        let i = self
-            .index(handle)
-            .ok_or_else(|| FilterError::NotFound(format!("u32 filter {}", format_handle(handle))))?;
-        let v = self.tables[i]
-            .buckets
-            .get_mut(bucket_of(handle) as usize)
-            .ok_or_else(|| FilterError::NotFound(format!("u32 filter {}", format_handle(handle))))?;
-        let p = v
-            .iter()
-            .position(|n| n.handle == handle)
-            .ok_or_else(|| FilterError::NotFound(format!("u32 filter {}", format_handle(handle))))?;
+        let not_found = || FilterError::NotFound(format!("u32 filter {}", format_handle(handle)));
+        let i = self.index(handle).ok_or_else(not_found)?;
+        let v = self.tables[i].buckets.get_mut(bucket_of(handle) as usize).ok_or_else(not_found)?;
+        let p = v.iter().position(|n| n.handle == handle).ok_or_else(not_found)?;
         v.remove(p);
         Ok(())
     }
@@ -822,6 +810,30 @@ mod tests {
         assert_eq!(s.keys[2].to_string(), "match 00060000/00ff0000 at 8");
         assert!(s.add_u8(17, 0xff, 9, false).is_err(), "conflicting protocol");
         assert!(s.add_u16(1, 0xffff, 3, false).is_err());
+    }
+
+    #[test]
+    fn every_field_shorthand_packs_where_tc_puts_it() {
+        type Add = fn(&mut U32Selector) -> Result<(), FilterError>;
+        let cases: [(Add, &str); 11] = [
+            (|s| s.ip_sport(80, 0xffff), "match 00500000/ffff0000 at 20"),
+            (|s| s.ip_dport(80, 0xffff), "match 00000050/0000ffff at 20"),
+            (|s| s.ip_icmp_type(8, 0xff), "match 08000000/ff000000 at 20"),
+            (|s| s.ip_icmp_code(3, 0xff), "match 00030000/00ff0000 at 20"),
+            (|s| s.ip6_protocol(6, 0xff), "match 00000600/0000ff00 at 4"),
+            (|s| s.ip6_sport(80, 0xffff), "match 00500000/ffff0000 at 40"),
+            (|s| s.ip6_dport(80, 0xffff), "match 00000050/0000ffff at 40"),
+            (|s| s.l4_src(80, 0xffff), "match 00500000/ffff0000 at nexthdr+0"),
+            (|s| s.l4_dst(80, 0xffff), "match 00000050/0000ffff at nexthdr+0"),
+            (|s| s.icmp_type(8, 0xff), "match 08000000/ff000000 at nexthdr+0"),
+            (|s| s.icmp_code(1, 0xff), "match 00010000/00ff0000 at nexthdr+0"),
+        ];
+        for (add, want) in cases {
+            let mut s = U32Selector::new();
+            add(&mut s).unwrap();
+            assert_eq!(s.keys.len(), 1);
+            assert_eq!(s.keys[0].to_string(), want);
+        }
     }
 
     #[test]

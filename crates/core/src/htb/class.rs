@@ -1,15 +1,11 @@
-//! Class storage: an arena of hot scheduling state addressed by `u32` index, with leaf- and
-//! inner-only parts in side arenas and cold data (config, counters) kept apart.
+//! Class storage: an arena of one-cache-line hot states addressed by `u32` index, with leaf- and
+//! inner-only parts in side arenas, configuration in shared plans and `tc -s` counters apart.
 
-use super::config::{ClassParams, HtbClassConfig, NUM_PRIO};
+use super::config::{ClassParams, HtbClassConfig};
 use crate::handle::Handle;
-use crate::qdisc::Qdisc;
-use crate::rate::WireSpec;
 
 /// "No index".
 pub(super) const NONE: u32 = u32::MAX;
-/// Token units per byte: bit·ns, as in [`crate::rate`] (one ns at R bit/s earns R units).
-pub(super) const UNITS_PER_BYTE: i128 = 8_000_000_000;
 
 /// A class's mode, as in the kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
@@ -22,102 +18,49 @@ pub enum HtbMode {
     CanSend = 2,
 }
 
-/// One link of an intrusive doubly-linked list of class indices.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct Link {
-    pub prev: u32,
-    pub next: u32,
-}
-
-impl Link {
-    pub const EMPTY: Link = Link { prev: NONE, next: NONE };
-}
-
-/// A round-robin list (a kernel "row" or "feed") in classid order, with its DRR cursor.
-/// `cursor == NONE` means "past the end", like the kernel's NULL `ptr`. `resume` is the classid
-/// of the class that held a feed's cursor when it left (the kernel's `last_ptr_id`, `NONE` if
-/// unset): until the cursor is used, it points at the first class whose classid is at least that
-/// one, so the class gets its turn back if it returns in time.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct List {
-    pub first: u32,
-    pub last: u32,
-    pub cursor: u32,
-    pub resume: u32,
-}
-
-impl List {
-    pub const EMPTY: List = List { first: NONE, last: NONE, cursor: NONE, resume: NONE };
-}
-
-/// Hot per-class scheduling state.
-#[derive(Debug)]
+/// Hot per-class state: everything a packet touches in the leaf and each ancestor, in one cache
+/// line. Tokens are in the units of the class's [`super::plan::Bucket`]s.
+#[derive(Clone, Debug)]
+#[repr(align(64))]
 pub(super) struct Class {
-    /// Rate tokens in bit·ns (may be negative).
-    pub tokens: i128,
-    /// Ceil tokens in bit·ns.
-    pub ctokens: i128,
-    /// Rate bucket size in bit·ns.
-    pub buffer: i128,
-    /// Ceil bucket size in bit·ns.
-    pub cbuffer: i128,
+    pub tokens: i64,
+    pub ctokens: i64,
     /// Last time the tokens were brought up to date (the kernel's `t_c`), ns.
     pub t_c: u64,
-    /// Rate in bit/s.
-    pub rate: u64,
-    /// Ceil in bit/s.
-    pub ceil: u64,
+    /// Bytes sent (a leaf's own, or all of an inner class's descendants').
+    pub bytes: u64,
     pub parent: u32,
-    /// Distance from the root (root classes have depth 0).
-    pub depth: u32,
-    pub children: u32,
-    /// Index into `leaves` or `inners`.
+    /// Index into the plans.
+    pub plan: u32,
+    /// Index into the leaf slots (leaf) or the inner slots (inner class).
     pub ext: u32,
-    pub quantum: u32,
-    /// A leaf's membership in its row or parent's feed (at `aprio`).
-    pub link: Link,
-    pub wire: WireSpec,
+    /// Position among the parent's children: the class's bit in the parent's feeds.
+    pub srank: u32,
+    pub lends: u32,
+    pub borrows: u32,
+    /// The classid's minor (the major is the qdisc's).
+    pub minor: u16,
+    /// Distance from the root (root classes have depth 0).
+    pub depth: u8,
     pub mode: HtbMode,
-    pub prio: u8,
     /// Priority the leaf was activated with.
     pub aprio: u8,
     /// Bit p set = the class takes part in priority p (leaf: backlogged; inner: a feed is non-empty).
     pub activity: u8,
     pub leaf: bool,
+    /// A leaf whose qdisc is throttled, out of the rows until its wake-up (see `park`).
+    pub parked: bool,
 }
 
-/// Leaf-only state.
-pub(super) struct LeafData {
-    pub qdisc: Box<dyn Qdisc>,
-    /// DRR deficit per lending row (index 0: own row; 1 + d: ancestor at depth d).
-    pub deficit: Vec<i64>,
-}
+// A packet touches one cache line per class on its path.
+const _: () = assert!(size_of::<Class>() == 64);
 
-/// Inner-only state.
-#[derive(Debug)]
-pub(super) struct InnerData {
-    pub feed: [List; NUM_PRIO as usize],
-    pub links: [Link; NUM_PRIO as usize],
-}
-
-impl InnerData {
-    pub fn new() -> InnerData {
-        InnerData { feed: [List::EMPTY; NUM_PRIO as usize], links: [Link::EMPTY; NUM_PRIO as usize] }
-    }
-}
-
-/// Cold per-class data: identity, configuration and counters.
-#[derive(Clone, Debug)]
+/// Per-class counters read only by `tc -s`.
+#[derive(Clone, Copy, Debug, Default)]
 pub(super) struct ClassCold {
-    pub classid: Handle,
-    pub config: HtbClassConfig,
-    pub params: ClassParams,
-    pub bytes: u64,
     pub packets: u64,
-    pub drops: u64,
-    pub overlimits: u64,
-    pub lends: u64,
-    pub borrows: u64,
+    pub drops: u32,
+    pub overlimits: u32,
 }
 
 /// Counters and state of one class, as `tc -s class show` prints them.
@@ -168,14 +111,6 @@ pub struct ClassInfo {
     pub depth: u32,
     /// True for leaf classes (those with a qdisc).
     pub is_leaf: bool,
-}
-
-/// Transmission time in ns of `units` bit·ns at `rate` bit/s, floored (the kernel's ns tokens).
-pub(super) fn units_to_ns(units: i128, rate: u64) -> i64 {
-    if rate == 0 {
-        return 0;
-    }
-    units.div_euclid(rate as i128).clamp(i64::MIN as i128, i64::MAX as i128) as i64
 }
 
 /// ns → psched ticks (arithmetic shift by 6, as `PSCHED_NS2TICKS`), clamped to `i32`.

@@ -59,7 +59,7 @@ impl HtbConfig {
 
 /// Options of one HTB class (`tc class add ... htb rate R ceil C burst B ...`).
 /// `None` fields take tc's defaults; see [`HtbClassConfig::resolve`].
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct HtbClassConfig {
     /// Guaranteed rate. Must not be zero.
     pub rate: Rate,
@@ -184,7 +184,7 @@ fn quantum_warning(classid: Handle, what: &str) -> String {
 }
 
 /// A class's effective parameters after defaults (what `tc class show` prints).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct ClassParams {
     /// Guaranteed rate.
     pub rate: Rate,

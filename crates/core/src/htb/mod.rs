@@ -16,10 +16,21 @@
 //!
 //! # Scale
 //!
-//! Classes live in arenas addressed by `u32` index (hot scheduling state apart from config and
-//! counters). Rows and feeds are intrusive doubly-linked lists with a DRR cursor, the event
-//! queue is an indexed binary heap, and classid lookup is a hash map. Per packet: O(depth) list
-//! and bucket work plus O(depth · log N) heap updates, and no allocation in steady state.
+//! Per packet the work is O(depth) and independent of the number of classes:
+//!
+//! - Classes live in an arena addressed by `u32` index. The state a packet touches in each class
+//!   (tokens, `t_c`, byte counter, mode, links) is one 64-byte cache line; the configuration is
+//!   in a plan shared by every class configured alike ([`plan`]), so an idle leaf costs about 100
+//!   bytes all told. Classid lookup is a direct minor → index table.
+//! - Rows and feeds are hierarchical bitmaps of member ranks with find-next-set
+//!   ([`crate::sched::bitmap::RankSet`]): joining, leaving and moving the DRR cursor are a few
+//!   word operations, also with a million active classes.
+//! - Classes waiting for tokens sit in a timing wheel ([`crate::sched::wheel::TimerWheel`]) that is
+//!   touched only when a class changes mode, as in the kernel.
+//! - Tokens are exact 64-bit integers ([`plan::Bucket`]): no division per packet.
+//! - pfifo leaves (the default) are inline queues threaded through one shared packet slab.
+//!
+//! Nothing allocates per packet once the slab and bitmaps have grown (tests/perf_alloc.rs).
 //!
 //! # Classification
 //!
@@ -33,25 +44,28 @@
 //!
 //! # Deviations from the kernel, and why
 //!
-//! - **Exact token arithmetic.** Tokens are bit·ns in 128-bit integers; the kernel truncates
-//!   every packet's time to whole ns (1199 ns instead of 1200 at 10 Gbit/s) and keeps tokens as
-//!   ns of the *current* rate. Consequently `change_class` keeps the bytes a bucket holds when its
-//!   rate changes, where the kernel keeps the time.
+//! - **Exact token arithmetic.** Tokens are exact integers (bit·ns divided by
+//!   `gcd(rate, 8·10⁹)`, see [`plan`]); the kernel truncates every packet's time to whole ns
+//!   (1199 ns instead of 1200 at 10 Gbit/s) and keeps tokens as ns of the *current* rate.
+//!   Consequently `change_class` keeps the bytes a bucket holds when its rate changes, where the
+//!   kernel keeps the time. The 60 s debt floor is held to 2⁶² units, which is less than 60 s
+//!   only for rates with few factors of 2 and 5 above ~76 Mbit/s; bursts too large for 2⁶²
+//!   units are refused.
 //! - **Own bucket code, not [`crate::rate::TokenBucket`].** The arithmetic is the same, but HTB
 //!   needs one shared `t_c` for both buckets, the kernel's 60 s `mbuffer` floor and cap, and a
 //!   compact layout for a million classes.
 //! - **GSO packets** are charged per segment (overhead, mpu and ATM cells apply to each wire
 //!   packet, see [`crate::rate::WireSpec::packet_cost`]); the kernel charges the super-packet once.
-//! - **Rows and feeds are sorted intrusive lists** instead of rbtrees: the same classid order and
-//!   the same cursor rules (a row's cursor moves on when its class leaves; a feed's remembers the
-//!   classid, `last_ptr_id`, and resumes at the first class at or above it), so the round robin is
-//!   the kernel's. Insertion walks the list (O(n) in the classes active at that row or feed, where
-//!   the kernel's is O(log n)).
+//! - **Round-robin order.** Rows and feeds serve their members in a fixed order with the
+//!   kernel's cursor rules (a row's cursor moves on when its class leaves; a feed's remembers
+//!   the class, `last_ptr_id`, and resumes at the first one at or after it), but the order is
+//!   the class's arena slot in rows and its place among its siblings in feeds, not the classid:
+//!   creation order, which is classid order when classes are created in classid order (as
+//!   generated configurations are). The shares are the same; only who goes first differs.
 //! - **No depth or class-count limit.** Inner classes are ordered by depth instead of the kernel's
 //!   fixed levels 0..7 (identical order for trees the kernel accepts); handles stay `u16:u16`.
 //! - **Events**: all mode changes due are applied at each dequeue (the kernel gives up after two
-//!   jiffies with "htb: too many events!"), and a class's wake-up time is updated on every charge
-//!   (the kernel keeps a stale, earlier one until it fires). Neither changes which packet is sent.
+//!   jiffies with "htb: too many events!"). This does not change which packet is sent.
 //! - **Elapsed time is not capped at `mbuffer`** when tokens are refilled (the kernel caps it to
 //!   keep 64-bit ns arithmetic from overflowing; buckets are capped at their burst anyway), and the
 //!   60 s debt floor is applied *below* the packet just charged, so a single packet longer than
@@ -67,6 +81,12 @@
 //! - **`giants`** is always 0, as in kernels without rate tables; `rate`/`pps` estimators are not
 //!   kept (the simulator and live shaper measure rates themselves).
 //! - **No `offload`**: there is no hardware here.
+//! - **Throttled leaf qdiscs are parked.** A leaf whose own qdisc holds packets but sends none
+//!   (a nested HTB or a TBF waiting for tokens) leaves the rows until the time that qdisc names,
+//!   or until a packet is enqueued to it; the kernel polls it at every dequeue, which costs
+//!   O(throttled leaves) per packet when thousands of nested HTBs wait.
+//! - **`leaf_qdisc`** returns only qdiscs grafted with [`Htb::set_leaf_qdisc`]; the default
+//!   pfifo is built in (its counters are in the class statistics).
 //!
 //! # Excess sharing
 //!
@@ -75,12 +95,16 @@
 //! `fast_htb_shares_excess_by_quantum`). This used to be off by up to 1.5x while rows and feeds
 //! were kept in activation order.
 
+
 mod class;
 mod config;
-mod heap;
+mod leaves;
+mod plan;
+mod rr;
 mod sched;
 #[cfg(test)]
 mod tests;
+mod waitq;
 
 pub use class::{ClassInfo, HtbClassStats, HtbMode};
 pub use config::{
@@ -88,38 +112,19 @@ pub use config::{
     MBUFFER, MIN_QUANTUM, NUM_PRIO, PSCHED_HZ,
 };
 
-use crate::fifo::{Fifo, DEFAULT_TXQUEUELEN};
+use crate::fifo::DEFAULT_TXQUEUELEN;
 use crate::handle::Handle;
 use crate::packet::Packet;
 use crate::qdisc::{ConfigError, DropReason, Dropped, Qdisc, QdiscStats};
 use crate::time::Time;
-use class::{
-    ns_to_ticks, units_to_ns, Class, ClassCold, InnerData, LeafData, Link, List, NONE, UNITS_PER_BYTE,
-};
-use heap::EventHeap;
+use class::{ns_to_ticks, Class, ClassCold, NONE};
+use leaves::Leaves;
+use plan::Plans;
+use rr::RrList;
+use sched::Inner;
+use waitq::WaitQueue;
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, VecDeque};
-use std::hash::{BuildHasherDefault, Hasher};
-
-/// A multiplicative hash for `u32` classids (SipHash is needlessly slow for this).
-#[derive(Default)]
-struct IdHasher(u64);
-
-impl Hasher for IdHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        }
-    }
-    fn write_u32(&mut self, n: u32) {
-        self.0 = (n as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
-}
-
-type IdMap = HashMap<u32, u32, BuildHasherDefault<IdHasher>>;
+use std::collections::{BinaryHeap, VecDeque};
 
 /// Where a packet goes.
 enum Target {
@@ -134,14 +139,16 @@ pub struct Htb {
     classes: Vec<Class>,
     cold: Vec<ClassCold>,
     free: Vec<u32>,
-    leaves: Vec<Option<LeafData>>,
-    free_leaves: Vec<u32>,
-    inners: Vec<Option<InnerData>>,
+    /// Arena index of each minor (`NONE` if no such class).
+    by_minor: Vec<u32>,
+    count: usize,
+    plans: Plans,
+    leaves: Leaves,
+    inners: Vec<Inner>,
     free_inners: Vec<u32>,
-    by_id: IdMap,
-    rows: Vec<[List; 8]>,
+    rows: Vec<[RrList; 8]>,
     row_mask: Vec<u8>,
-    events: EventHeap,
+    waitq: WaitQueue,
     child_wake: BinaryHeap<Reverse<(u64, u32)>>,
     direct: VecDeque<Packet>,
     direct_pkts: u64,
@@ -160,7 +167,7 @@ impl std::fmt::Debug for Htb {
         f.debug_struct("Htb")
             .field("handle", &self.handle)
             .field("cfg", &self.cfg)
-            .field("classes", &self.by_id.len())
+            .field("classes", &self.count)
             .field("stats", &self.stats)
             .finish()
     }
@@ -184,14 +191,15 @@ impl Htb {
             classes: Vec::new(),
             cold: Vec::new(),
             free: Vec::new(),
-            leaves: Vec::new(),
-            free_leaves: Vec::new(),
+            by_minor: Vec::new(),
+            count: 0,
+            plans: Plans::default(),
+            leaves: Leaves::new(),
             inners: Vec::new(),
             free_inners: Vec::new(),
-            by_id: IdMap::default(),
             rows: Vec::new(),
             row_mask: Vec::new(),
-            events: EventHeap::default(),
+            waitq: WaitQueue::default(),
             child_wake: BinaryHeap::new(),
             direct: VecDeque::new(),
             direct_pkts: 0,
@@ -206,6 +214,8 @@ impl Htb {
     /// Builds a qdisc and its classes given in any order, as `(classid, parent, config)` with
     /// `parent` the qdisc handle for root classes. Reports duplicate classids, unknown parents and
     /// cycles, then checks the default class ([`Htb::validate`]; a missing default is a warning).
+    /// Classes are created parents first, each level in classid order, so that the round-robin
+    /// order is the classid order.
     pub fn build(
         handle: Handle,
         cfg: HtbConfig,
@@ -214,19 +224,21 @@ impl Htb {
     ) -> Result<(Htb, Vec<String>), ConfigError> {
         let mut htb = Htb::new(handle, cfg)?;
         let mut warnings = Vec::new();
-        let mut seen = std::collections::HashSet::new();
+        let mut seen = std::collections::HashSet::with_capacity(classes.len());
         for (id, _, _) in classes {
             if !seen.insert(*id) {
                 return Err(ConfigError::Hierarchy(format!("htb: class {id} is defined twice")));
             }
         }
         let mut pending: Vec<usize> = (0..classes.len()).collect();
+        pending.sort_by_key(|&i| classes[i].0);
+        htb.reserve(classes.len());
         while !pending.is_empty() {
             let before = pending.len();
             let mut rest = Vec::new();
             for i in pending {
                 let (id, parent, c) = &classes[i];
-                if *parent == handle || htb.by_id.contains_key(&parent.0) {
+                if *parent == handle || htb.find(*parent).is_some() {
                     warnings.extend(htb.add_class(*id, *parent, c.clone(), now)?);
                 } else if !seen.contains(parent) {
                     return Err(ConfigError::Hierarchy(format!(
@@ -245,12 +257,34 @@ impl Htb {
             }
             pending = rest;
         }
+        htb.shrink_to_fit();
         match htb.validate() {
             Ok(()) => {}
             Err(e @ ConfigError::Hierarchy(_)) if htb.default_is_inner() => return Err(e),
             Err(e) => warnings.push(e.to_string()),
         }
         Ok((htb, warnings))
+    }
+
+    /// Makes room for `n` more classes, so that adding them reallocates nothing.
+    pub fn reserve(&mut self, n: usize) {
+        self.classes.reserve_exact(n);
+        self.cold.reserve_exact(n);
+        self.by_minor.reserve(n);
+        self.leaves.reserve(n);
+        self.waitq.reserve(self.classes.len() + n);
+    }
+
+    /// Gives back the spare capacity of the class tables (after a bulk build; adding a class
+    /// afterwards grows them again).
+    pub fn shrink_to_fit(&mut self) {
+        self.classes.shrink_to_fit();
+        self.cold.shrink_to_fit();
+        self.free.shrink_to_fit();
+        self.by_minor.shrink_to_fit();
+        self.leaves.shrink_to_fit();
+        self.waitq.shrink_to_fit();
+        self.inners.iter_mut().for_each(|i| i.children.shrink_to_fit());
     }
 
     /// Checks what the kernel only discovers at classification time: the default class must
@@ -305,26 +339,24 @@ impl Htb {
 
     /// Number of classes.
     pub fn class_count(&self) -> usize {
-        self.by_id.len()
+        self.count
     }
 
+    /// Number of distinct class configurations (plans) the classes share.
+    pub fn plan_count(&self) -> usize {
+        self.plans.len()
+    }
+
+    #[inline]
     fn find(&self, id: Handle) -> Option<u32> {
         if id.major() != self.handle.major() {
             return None;
         }
-        self.by_id.get(&id.0).copied()
+        self.by_minor.get(id.minor() as usize).copied().filter(|&c| c != NONE)
     }
 
-    fn inner(&self, c: u32) -> &InnerData {
-        self.inners[self.classes[c as usize].ext as usize].as_ref().expect("inner class has inner data")
-    }
-
-    fn leaf(&self, c: u32) -> &LeafData {
-        self.leaves[self.classes[c as usize].ext as usize].as_ref().expect("leaf class has leaf data")
-    }
-
-    fn leaf_mut(&mut self, c: u32) -> &mut LeafData {
-        self.leaves[self.classes[c as usize].ext as usize].as_mut().expect("leaf class has leaf data")
+    fn id_of(&self, c: u32) -> Handle {
+        Handle::new(self.handle.major(), self.classes[c as usize].minor)
     }
 
     fn observe(&mut self, now: Time) -> Time {
@@ -334,34 +366,19 @@ impl Htb {
         self.now
     }
 
-    fn alloc_leaf(&mut self, depth: u32) -> u32 {
-        let data = LeafData {
-            qdisc: Box::new(Fifo::pfifo(DEFAULT_TXQUEUELEN.max(1))),
-            deficit: vec![0; depth as usize + 1],
-        };
-        match self.free_leaves.pop() {
-            Some(i) => {
-                self.leaves[i as usize] = Some(data);
-                i
-            }
+    fn alloc_inner(&mut self) -> u32 {
+        match self.free_inners.pop() {
+            Some(i) => i,
             None => {
-                self.leaves.push(Some(data));
-                (self.leaves.len() - 1) as u32
+                self.inners.push(Inner::default());
+                (self.inners.len() - 1) as u32
             }
         }
     }
 
-    fn alloc_inner(&mut self) -> u32 {
-        match self.free_inners.pop() {
-            Some(i) => {
-                self.inners[i as usize] = Some(InnerData::new());
-                i
-            }
-            None => {
-                self.inners.push(Some(InnerData::new()));
-                (self.inners.len() - 1) as u32
-            }
-        }
+    fn release_inner(&mut self, i: u32) {
+        self.inners[i as usize] = Inner::default();
+        self.free_inners.push(i);
     }
 
     /// Adds a class (`tc class add dev D parent P classid C htb ...`). `parent` is the qdisc
@@ -383,7 +400,7 @@ impl Htb {
                 self.handle.major()
             )));
         }
-        if self.by_id.contains_key(&classid.0) {
+        if self.find(classid).is_some() {
             return Err(ConfigError::Hierarchy(format!("htb class {classid} already exists")));
         }
         let parent_idx = if parent == self.handle {
@@ -396,9 +413,13 @@ impl Htb {
                 ))
             })?
         };
+        let depth = if parent_idx == NONE { 0 } else { self.classes[parent_idx as usize].depth as u32 + 1 };
+        if depth > u8::MAX as u32 - 2 {
+            return Err(ConfigError::Hierarchy(format!("htb class {classid}: the tree is too deep")));
+        }
         let mut warnings = Vec::new();
         let params = cfg.resolve(classid, self.cfg.r2q, &mut warnings)?;
-        let depth = if parent_idx == NONE { 0 } else { self.classes[parent_idx as usize].depth + 1 };
+        let plan = self.plans.acquire(&cfg, params, &format!("htb class {classid}"))?;
         if parent_idx != NONE && self.classes[parent_idx as usize].leaf {
             let flushed = self.leaf_to_inner(parent_idx, now);
             if flushed > 0 {
@@ -407,57 +428,52 @@ impl Htb {
                 ));
             }
         }
-        let ext = self.alloc_leaf(depth);
+        let p = self.plans.get(plan);
         let class = Class {
-            tokens: params.burst as i128 * UNITS_PER_BYTE,
-            ctokens: params.cburst as i128 * UNITS_PER_BYTE,
-            buffer: params.burst as i128 * UNITS_PER_BYTE,
-            cbuffer: params.cburst as i128 * UNITS_PER_BYTE,
+            tokens: p.rate.size,
+            ctokens: p.ceil.size,
             t_c: now.as_nanos(),
-            rate: params.rate.bps(),
-            ceil: params.ceil.bps(),
-            parent: parent_idx,
-            depth,
-            children: 0,
-            ext,
-            quantum: params.quantum,
-            link: Link::EMPTY,
-            wire: cfg.wire,
-            mode: HtbMode::CanSend,
-            prio: params.prio,
-            aprio: params.prio,
-            activity: 0,
-            leaf: true,
-        };
-        let cold = ClassCold {
-            classid,
-            config: cfg,
-            params,
             bytes: 0,
-            packets: 0,
-            drops: 0,
-            overlimits: 0,
+            parent: parent_idx,
+            plan,
+            ext: self.leaves.alloc(DEFAULT_TXQUEUELEN.max(1), depth as usize + 1),
+            srank: 0,
             lends: 0,
             borrows: 0,
+            minor: classid.minor(),
+            depth: depth as u8,
+            mode: HtbMode::CanSend,
+            aprio: p.prio,
+            activity: 0,
+            leaf: true,
+            parked: false,
         };
         let idx = match self.free.pop() {
             Some(i) => {
                 self.classes[i as usize] = class;
-                self.cold[i as usize] = cold;
+                self.cold[i as usize] = ClassCold::default();
                 i
             }
             None => {
                 self.classes.push(class);
-                self.cold.push(cold);
+                self.cold.push(ClassCold::default());
                 (self.classes.len() - 1) as u32
             }
         };
-        self.by_id.insert(classid.0, idx);
+        let minor = classid.minor() as usize;
+        if self.by_minor.len() <= minor {
+            self.by_minor.resize(minor + 1, NONE);
+        }
+        self.by_minor[minor] = idx;
+        self.count += 1;
         if parent_idx != NONE {
-            self.classes[parent_idx as usize].children += 1;
+            let ext = self.classes[parent_idx as usize].ext as usize;
+            let children = &mut self.inners[ext].children;
+            self.classes[idx as usize].srank = children.len() as u32;
+            children.push(idx);
         }
         self.ensure_rows(depth);
-        self.events.ensure(self.classes.len());
+        self.waitq.reserve(self.classes.len());
         self.stalled = false;
         Ok(warnings)
     }
@@ -469,14 +485,11 @@ impl Htb {
         for pkt in pkts {
             self.dropped.push_back(Dropped { pkt, reason: DropReason::Flushed });
         }
-        let ext = self.classes[c as usize].ext;
-        self.leaves[ext as usize] = None;
-        self.free_leaves.push(ext);
+        self.leaves.release(self.classes[c as usize].ext);
         let inner = self.alloc_inner();
         let cl = &mut self.classes[c as usize];
         cl.leaf = false;
         cl.ext = inner;
-        cl.link = Link::EMPTY;
         self.update_mode(c, now.as_nanos());
         n
     }
@@ -484,25 +497,25 @@ impl Htb {
     /// Turns an inner class whose last child went away back into a leaf with a fresh pfifo
     /// (htb_parent_to_leaf: full buckets, CAN_SEND).
     fn inner_to_leaf(&mut self, c: u32, now: Time) {
-        let ext = self.classes[c as usize].ext;
-        self.inners[ext as usize] = None;
-        self.free_inners.push(ext);
-        let depth = self.classes[c as usize].depth;
-        let leaf = self.alloc_leaf(depth);
+        self.release_inner(self.classes[c as usize].ext);
+        let depth = self.classes[c as usize].depth as usize;
+        let leaf = self.leaves.alloc(DEFAULT_TXQUEUELEN.max(1), depth + 1);
+        let p = self.plans.get(self.classes[c as usize].plan);
+        let (size, csize) = (p.rate.size, p.ceil.size);
         let cl = &mut self.classes[c as usize];
         cl.leaf = true;
         cl.ext = leaf;
-        cl.link = Link::EMPTY;
         cl.activity = 0;
-        cl.tokens = cl.buffer;
-        cl.ctokens = cl.cbuffer;
+        cl.tokens = size;
+        cl.ctokens = csize;
         cl.t_c = now.as_nanos();
         cl.mode = HtbMode::CanSend;
-        self.events.remove(c);
+        self.waitq.cancel(c);
     }
 
     /// Changes a class's parameters (`tc class change`), keeping its queue and its place in the
-    /// tree. Tokens are brought up to `now` with the old rates and then capped at the new bursts.
+    /// tree. Tokens are brought up to `now` with the old rates, converted to the new rates
+    /// keeping the bytes they stand for, and capped at the new bursts.
     pub fn change_class(
         &mut self,
         classid: Handle,
@@ -515,37 +528,31 @@ impl Htb {
             .ok_or_else(|| ConfigError::Hierarchy(format!("htb class {classid} does not exist")))?;
         let mut warnings = Vec::new();
         let mut params = cfg.resolve(classid, self.cfg.r2q, &mut warnings)?;
-        let n = now.as_nanos();
         let is_leaf = self.classes[c as usize].leaf;
+        let old_plan = self.classes[c as usize].plan;
         if !is_leaf {
             // The kernel sets quantum and prio of leaves only.
             warnings.clear();
-            let old = self.cold[c as usize].params;
+            let old = self.plans.get(old_plan).params;
             params.quantum = old.quantum;
             params.prio = old.prio;
         }
+        let plan = self.plans.acquire(&cfg, params, &format!("htb class {classid}"))?;
         let was_active = is_leaf && self.classes[c as usize].activity != 0;
         if was_active {
             self.deactivate(c);
         }
+        let n = now.as_nanos();
+        let (old, new) = (self.plans.get(old_plan), self.plans.get(plan));
         let cl = &mut self.classes[c as usize];
-        let d = n.saturating_sub(cl.t_c) as i128;
-        let buffer = params.burst as i128 * UNITS_PER_BYTE;
-        let cbuffer = params.cburst as i128 * UNITS_PER_BYTE;
-        cl.tokens = (cl.tokens + d * cl.rate as i128).min(cl.buffer).min(buffer);
-        cl.ctokens = (cl.ctokens + d * cl.ceil as i128).min(cl.cbuffer).min(cbuffer);
+        let d = n.saturating_sub(cl.t_c);
+        cl.tokens = new.rate.convert(old.rate.refill(cl.tokens, d), &old.rate);
+        cl.ctokens = new.ceil.convert(old.ceil.refill(cl.ctokens, d), &old.ceil);
         cl.t_c = n;
-        cl.buffer = buffer;
-        cl.cbuffer = cbuffer;
-        cl.rate = params.rate.bps();
-        cl.ceil = params.ceil.bps();
-        cl.quantum = params.quantum;
-        cl.prio = params.prio;
-        cl.wire = cfg.wire;
-        self.cold[c as usize].config = cfg;
-        self.cold[c as usize].params = params;
+        cl.plan = plan;
+        self.plans.release(old_plan);
         self.update_mode(c, n);
-        if was_active || (is_leaf && self.leaf(c).qdisc.qlen() > 0) {
+        if was_active || (is_leaf && self.leaves.qlen(self.classes[c as usize].ext) > 0) {
             self.activate(c);
         }
         self.stalled = false;
@@ -560,31 +567,48 @@ impl Htb {
         let c = self
             .find(classid)
             .ok_or_else(|| ConfigError::Hierarchy(format!("htb class {classid} does not exist")))?;
-        let children = self.classes[c as usize].children;
-        if children > 0 {
+        if !self.classes[c as usize].leaf {
+            let children = self.inners[self.classes[c as usize].ext as usize].children.len();
             return Err(ConfigError::Hierarchy(format!(
                 "HTB class in use: {classid} has {children} child class(es); delete them first"
             )));
         }
-        // A class without children is a leaf.
         let pkts = self.flush_leaf(c);
-        self.events.remove(c);
-        let ext = self.classes[c as usize].ext;
-        self.leaves[ext as usize] = None;
-        self.free_leaves.push(ext);
+        self.waitq.cancel(c);
+        self.leaves.release(self.classes[c as usize].ext);
         let parent = self.classes[c as usize].parent;
         if parent != NONE {
-            self.classes[parent as usize].children -= 1;
-            if self.classes[parent as usize].children == 0 {
+            // Take the class out of its parent's children; the last child takes its rank.
+            let rank = self.classes[c as usize].srank;
+            let ext = self.classes[parent as usize].ext as usize;
+            let children = &mut self.inners[ext].children;
+            children.swap_remove(rank as usize);
+            if let Some(&moved) = children.get(rank as usize) {
+                self.renumber_child(parent, moved, rank);
+            }
+            if self.inners[ext].children.is_empty() {
                 self.inner_to_leaf(parent, now);
             }
         }
-        self.by_id.remove(&classid.0);
-        self.cold[c as usize].classid = Handle::UNSPEC;
+        self.plans.release(self.classes[c as usize].plan);
+        self.by_minor[classid.minor() as usize] = NONE;
         self.classes[c as usize].parent = NONE;
         self.free.push(c);
+        self.count -= 1;
         self.stalled = false;
         Ok(pkts)
+    }
+
+    fn find_leaf(&self, classid: Handle) -> Result<u32, ConfigError> {
+        let c = self
+            .find(classid)
+            .ok_or_else(|| ConfigError::Hierarchy(format!("htb class {classid} does not exist")))?;
+        if !self.classes[c as usize].leaf {
+            return Err(ConfigError::Hierarchy(format!(
+                "htb class {classid} is an inner class; only leaves have a qdisc"
+            )));
+        }
+        Ok(c)
     }
 
     /// Replaces a leaf's qdisc (`tc qdisc add parent 1:10 ...`). The old qdisc's packets are
@@ -594,20 +618,14 @@ impl Htb {
         classid: Handle,
         qdisc: Box<dyn Qdisc>,
     ) -> Result<Vec<Packet>, ConfigError> {
-        let c = self
-            .find(classid)
-            .ok_or_else(|| ConfigError::Hierarchy(format!("htb class {classid} does not exist")))?;
-        if !self.classes[c as usize].leaf {
-            return Err(ConfigError::Hierarchy(format!(
-                "htb class {classid} is an inner class; only leaves have a qdisc"
-            )));
-        }
+        let c = self.find_leaf(classid)?;
         let pkts = self.flush_leaf(c);
         let s = qdisc.stats();
         self.stats.qlen += s.qlen;
         self.stats.backlog_bytes += s.backlog_bytes;
-        self.leaf_mut(c).qdisc = qdisc;
-        if self.leaf(c).qdisc.qlen() > 0 {
+        let ext = self.classes[c as usize].ext;
+        self.leaves.replace(ext, Some(qdisc), 0);
+        if self.leaves.qlen(ext) > 0 {
             self.activate(c);
         }
         self.stalled = false;
@@ -615,16 +633,23 @@ impl Htb {
     }
 
     /// Gives a leaf a plain `pfifo limit N` (the default leaf qdisc, with another limit). Prefer
-    /// this to [`Self::set_leaf_qdisc`] with a boxed pfifo: the scheduler keeps pfifo leaves
-    /// inline, without a trait object per packet. The old queue's packets are returned.
+    /// this to [`Self::set_leaf_qdisc`] with a boxed pfifo: pfifo leaves are kept inline, with no
+    /// trait object per packet and about 20 bytes per idle leaf. The old queue's packets are
+    /// returned.
     pub fn set_leaf_pfifo(&mut self, classid: Handle, limit: u32) -> Result<Vec<Packet>, ConfigError> {
-        self.set_leaf_qdisc(classid, Box::new(Fifo::pfifo(limit.max(1))))
+        let c = self.find_leaf(classid)?;
+        let pkts = self.flush_leaf(c);
+        self.leaves.replace(self.classes[c as usize].ext, None, limit);
+        self.stalled = false;
+        Ok(pkts)
     }
 
-    /// A leaf's qdisc, for its statistics and `tc qdisc show`.
+    /// A leaf's qdisc grafted with [`Self::set_leaf_qdisc`], for its statistics and `tc qdisc
+    /// show`; `None` for the built-in pfifo.
     pub fn leaf_qdisc(&self, classid: Handle) -> Option<&dyn Qdisc> {
         let c = self.find(classid)?;
-        self.classes[c as usize].leaf.then(|| self.leaf(c).qdisc.as_ref())
+        let cl = &self.classes[c as usize];
+        cl.leaf.then(|| self.leaves.qdisc(cl.ext)).flatten()
     }
 
     /// Counters of one class, as `tc -s class show` prints them.
@@ -632,24 +657,20 @@ impl Htb {
         let c = self.find(classid)?;
         let cl = &self.classes[c as usize];
         let cold = &self.cold[c as usize];
-        let (qlen, backlog) = if cl.leaf {
-            let s = self.leaf(c).qdisc.stats();
-            (s.qlen, s.backlog_bytes)
-        } else {
-            (0, 0)
-        };
+        let plan = self.plans.get(cl.plan);
+        let (qlen, backlog) = if cl.leaf { self.leaves.backlog(cl.ext) } else { (0, 0) };
         Some(HtbClassStats {
-            bytes: cold.bytes,
+            bytes: cl.bytes,
             packets: cold.packets,
-            drops: cold.drops,
-            overlimits: cold.overlimits,
+            drops: cold.drops as u64,
+            overlimits: cold.overlimits as u64,
             backlog,
             qlen,
-            lends: cold.lends,
-            borrows: cold.borrows,
+            lends: cl.lends as u64,
+            borrows: cl.borrows as u64,
             giants: 0,
-            tokens: ns_to_ticks(units_to_ns(cl.tokens, cl.rate)),
-            ctokens: ns_to_ticks(units_to_ns(cl.ctokens, cl.ceil)),
+            tokens: ns_to_ticks(plan.rate.to_ns(cl.tokens)),
+            ctokens: ns_to_ticks(plan.ceil.to_ns(cl.ctokens)),
             mode: Some(cl.mode),
         })
     }
@@ -662,31 +683,40 @@ impl Htb {
 
     /// Every class, sorted by classid.
     pub fn classes(&self) -> impl Iterator<Item = ClassInfo> + '_ {
-        let deepest_inner = self
-            .by_id
-            .values()
-            .filter(|&&c| !self.classes[c as usize].leaf)
-            .map(|&c| self.classes[c as usize].depth)
-            .max();
+        let live = || self.by_minor.iter().copied().filter(|&c| c != NONE);
+        let deepest_inner =
+            live().filter(|&c| !self.classes[c as usize].leaf).map(|c| self.classes[c as usize].depth as u32).max();
         let top = deepest_inner.map_or(7, |d| (d + 1).max(7));
-        let mut ids: Vec<u32> = self.by_id.values().copied().collect();
-        ids.sort_by_key(|&c| self.cold[c as usize].classid);
-        ids.into_iter().map(move |c| {
+        live().map(move |c| {
             let cl = &self.classes[c as usize];
-            let cold = &self.cold[c as usize];
+            let plan = self.plans.get(cl.plan);
             ClassInfo {
-                classid: cold.classid,
-                parent: if cl.parent == NONE { self.handle } else { self.cold[cl.parent as usize].classid },
-                config: cold.config.clone(),
-                params: cold.params,
-                level: if cl.leaf { 0 } else { top - cl.depth },
-                depth: cl.depth,
+                classid: self.id_of(c),
+                parent: if cl.parent == NONE { self.handle } else { self.id_of(cl.parent) },
+                config: plan.config.clone(),
+                params: plan.params,
+                level: if cl.leaf { 0 } else { top - cl.depth as u32 },
+                depth: cl.depth as u32,
                 is_leaf: cl.leaf,
             }
         })
     }
 
+    /// Heap bytes held by the scheduler's own structures (excluding boxed leaf qdiscs), for
+    /// the memory-per-class figures.
+    pub fn heap_bytes(&self) -> usize {
+        self.classes.capacity() * size_of::<Class>()
+            + self.cold.capacity() * size_of::<ClassCold>()
+            + self.waitq.heap_bytes()
+            + self.free.capacity() * 4
+            + self.by_minor.capacity() * 4
+            + self.leaves.heap_bytes()
+            + self.inners.iter().map(|i| i.children.capacity() * 4).sum::<usize>()
+            + self.rows.iter().flatten().map(RrList::heap_bytes).sum::<usize>()
+    }
+
     /// Classification (htb_classify), see the module docs.
+    #[inline]
     fn classify(&self, pkt: &Packet) -> Target {
         if pkt.priority == self.handle.0 {
             return Target::Direct;
@@ -716,7 +746,7 @@ impl Htb {
     pub fn classify_packet(&self, pkt: &Packet) -> Option<Handle> {
         match self.classify(pkt) {
             Target::Direct => None,
-            Target::Leaf(c) => Some(self.cold[c as usize].classid),
+            Target::Leaf(c) => Some(self.id_of(c)),
         }
     }
 
@@ -746,16 +776,20 @@ impl Qdisc for Htb {
                 self.direct_pkts += 1;
             }
             Target::Leaf(c) => {
-                let res = self.leaf_mut(c).qdisc.enqueue(pkt, now);
-                if let Err(d) = res {
+                let ext = self.classes[c as usize].ext;
+                let len = pkt.len;
+                if let Err(d) = self.leaves.push(ext, pkt, now) {
                     self.stats.drops += 1;
-                    self.cold[c as usize].drops += 1;
+                    self.cold[c as usize].drops = self.cold[c as usize].drops.wrapping_add(1);
                     self.drain_child_drops(c);
                     return Err(d);
                 }
-                self.stats.on_enqueue(&pkt);
+                self.stats.backlog_bytes += len as u64;
+                self.stats.qlen += 1;
                 self.drain_child_drops(c);
-                if self.leaf(c).qdisc.qlen() > 0 {
+                if self.classes[c as usize].parked {
+                    self.unpark(c);
+                } else if self.leaves.qlen(ext) > 0 {
                     self.activate(c);
                 }
                 self.stalled = false;
@@ -803,7 +837,7 @@ impl Qdisc for Htb {
         if !self.stalled && self.any_row_active() {
             return Some(now);
         }
-        let ev = self.events.peek().map(|(t, _)| t);
+        let ev = self.waitq.earliest();
         let child = self.child_wake.peek().map(|Reverse((t, _))| *t);
         let t = match (ev, child) {
             (Some(a), Some(b)) => a.min(b),
@@ -812,31 +846,29 @@ impl Qdisc for Htb {
             // kernel's watchdog does when its event queues are empty.
             (None, None) => now.as_nanos().saturating_add(1_000_000_000),
         };
-        Some(Time::from_nanos(t))
+        Some(Time::from_nanos(t).max(now))
     }
 
     fn reset(&mut self) -> Vec<Packet> {
         let mut out: Vec<Packet> = self.front.drain(..).chain(self.direct.drain(..)).collect();
+        self.waitq.clear();
         for c in 0..self.classes.len() as u32 {
-            if self.cold[c as usize].classid.is_unspec() {
-                continue;
+            if self.by_minor.get(self.classes[c as usize].minor as usize) != Some(&c) {
+                continue; // a free slot
             }
             let cl = &mut self.classes[c as usize];
             cl.activity = 0;
-            cl.link = Link::EMPTY;
+            cl.parked = false;
             cl.mode = HtbMode::CanSend;
+            let ext = cl.ext;
             if cl.leaf {
-                out.extend(self.leaf_mut(c).qdisc.reset());
+                out.extend(self.leaves.flush(ext));
             } else {
-                let ext = self.classes[c as usize].ext as usize;
-                self.inners[ext] = Some(InnerData::new());
+                self.inners[ext as usize].feeds.iter_mut().for_each(RrList::clear);
             }
         }
-        for row in &mut self.rows {
-            *row = [List::EMPTY; 8];
-        }
+        self.rows.iter_mut().flatten().for_each(RrList::clear);
         self.row_mask.iter_mut().for_each(|m| *m = 0);
-        self.events.clear();
         self.child_wake.clear();
         self.stats.qlen = 0;
         self.stats.backlog_bytes = 0;

@@ -1,11 +1,11 @@
 //! The scheduler proper: rows and feeds, class modes, the wait queue, leaf lookup, DRR and
 //! charging. It mirrors `sch_htb.c`'s algorithm (see the module docs for where it differs).
 
-use super::class::{HtbMode, Link, List, NONE, UNITS_PER_BYTE};
-use super::config::MBUFFER;
+use super::class::{HtbMode, NONE};
+use super::rr::RrList;
 use super::Htb;
 use crate::packet::Packet;
-use crate::time::Time;
+use crate::time::{Span, Time};
 
 /// Which list: a row of self-feeding classes (row index, see [`Htb::row_of`]) or an inner
 /// class's feed of borrowing children.
@@ -15,151 +15,76 @@ pub(super) enum ListRef {
     Feed(u32),
 }
 
-const MBUFFER_NS: u64 = MBUFFER.as_nanos();
-
-fn ceil_div(a: i128, b: i128) -> i128 {
-    (a + b - 1) / b
+/// Inner-only state: the children in rank order and one feed per priority.
+#[derive(Debug, Default)]
+pub(super) struct Inner {
+    pub children: Vec<u32>,
+    pub feeds: [RrList; 8],
 }
 
 impl Htb {
     /// Row index of a class: 0 for leaves, `1 + depth` for inner classes. The kernel's levels
     /// order the same way (leaves first, then inner classes deepest first) without a depth cap.
+    #[inline]
     pub(super) fn row_of(&self, c: u32) -> u32 {
         let cl = &self.classes[c as usize];
         if cl.leaf {
             0
         } else {
-            1 + cl.depth
+            1 + cl.depth as u32
         }
     }
 
     pub(super) fn ensure_rows(&mut self, depth: u32) {
         let need = depth as usize + 2;
         if self.rows.len() < need {
-            self.rows.resize(need, [List::EMPTY; 8]);
+            self.rows.resize_with(need, Default::default);
             self.row_mask.resize(need, 0);
         }
     }
 
-    // ---- intrusive lists -------------------------------------------------------------------
-
-    fn link(&self, c: u32, prio: usize) -> Link {
-        let cl = &self.classes[c as usize];
-        if cl.leaf {
-            cl.link
-        } else {
-            self.inner(c).links[prio]
-        }
+    #[inline]
+    fn inner_of(&self, c: u32) -> &Inner {
+        &self.inners[self.classes[c as usize].ext as usize]
     }
 
-    fn set_link(&mut self, c: u32, prio: usize, l: Link) {
-        let cl = &mut self.classes[c as usize];
-        if cl.leaf {
-            cl.link = l;
-        } else {
-            let ext = cl.ext as usize;
-            self.inners[ext].as_mut().expect("inner class has inner data").links[prio] = l;
-        }
-    }
-
-    pub(super) fn list(&self, r: ListRef, prio: usize) -> List {
+    #[inline]
+    fn list_mut(&mut self, r: ListRef, prio: usize) -> &mut RrList {
         match r {
-            ListRef::Row(row) => self.rows[row as usize][prio],
-            ListRef::Feed(c) => self.inner(c).feed[prio],
-        }
-    }
-
-    fn set_list(&mut self, r: ListRef, prio: usize, l: List) {
-        match r {
-            ListRef::Row(row) => self.rows[row as usize][prio] = l,
+            ListRef::Row(row) => &mut self.rows[row as usize][prio],
             ListRef::Feed(c) => {
                 let ext = self.classes[c as usize].ext as usize;
-                self.inners[ext].as_mut().expect("inner class has inner data").feed[prio] = l;
+                &mut self.inners[ext].feeds[prio]
             }
         }
     }
 
-    /// Inserts a class into a list at its classid position (the kernel's rbtrees are ordered by
-    /// classid). The cursor stays on the class it points at, so a class inserted before it waits
-    /// for the next round. If the cursor's class left a feed and the cursor has not been used since
-    /// (the kernel's `last_ptr_id`), the cursor is the first class whose classid is at least the
-    /// departed one's (`htb_id_find_next_upper`), which the newcomer may now be.
+    /// The class at `rank` of a list.
+    #[inline]
+    fn member(&self, r: ListRef, rank: u32) -> u32 {
+        match r {
+            ListRef::Row(_) => rank,
+            ListRef::Feed(p) => self.inner_of(p).children[rank as usize],
+        }
+    }
+
+    /// A class's rank in a list, and the size the list's bitmap should grow to.
+    #[inline]
+    fn rank(&self, r: ListRef, c: u32) -> (u32, u32) {
+        match r {
+            ListRef::Row(_) => (c, self.classes.capacity() as u32),
+            ListRef::Feed(p) => (self.classes[c as usize].srank, self.inner_of(p).children.capacity() as u32),
+        }
+    }
+
     fn list_push(&mut self, r: ListRef, prio: usize, c: u32) {
-        let mut l = self.list(r, prio);
-        let id = self.cold[c as usize].classid.0;
-        let mut before = l.first;
-        while before != NONE && self.cold[before as usize].classid.0 < id {
-            before = self.link(before, prio).next;
-        }
-        if before == NONE {
-            self.set_link(c, prio, Link { prev: l.last, next: NONE });
-            if l.last == NONE {
-                l.first = c;
-            } else {
-                let mut prev = self.link(l.last, prio);
-                prev.next = c;
-                self.set_link(l.last, prio, prev);
-            }
-            l.last = c;
-        } else {
-            let mut next = self.link(before, prio);
-            self.set_link(c, prio, Link { prev: next.prev, next: before });
-            if next.prev == NONE {
-                l.first = c;
-            } else {
-                let mut prev = self.link(next.prev, prio);
-                prev.next = c;
-                self.set_link(next.prev, prio, prev);
-            }
-            next.prev = c;
-            self.set_link(before, prio, next);
-        }
-        if l.resume != NONE
-            && id >= l.resume
-            && (l.cursor == NONE || id < self.cold[l.cursor as usize].classid.0)
-        {
-            l.cursor = c;
-        }
-        self.set_list(r, prio, l);
+        let (rank, room) = self.rank(r, c);
+        self.list_mut(r, prio).push(rank, room);
     }
 
     fn list_remove(&mut self, r: ListRef, prio: usize, c: u32) {
-        let me = self.link(c, prio);
-        let mut l = self.list(r, prio);
-        if l.cursor == c {
-            // The cursor moves to the next class in classid order. For a feed the kernel instead
-            // forgets the pointer and remembers the classid (only the first time: its ptr is NULL
-            // from then on), which [`Self::list_push`] reproduces.
-            l.cursor = me.next;
-            if matches!(r, ListRef::Feed(_)) && l.resume == NONE {
-                l.resume = self.cold[c as usize].classid.0;
-            }
-        }
-        if me.prev == NONE {
-            l.first = me.next;
-        } else {
-            let mut p = self.link(me.prev, prio);
-            p.next = me.next;
-            self.set_link(me.prev, prio, p);
-        }
-        if me.next == NONE {
-            l.last = me.prev;
-        } else {
-            let mut n = self.link(me.next, prio);
-            n.prev = me.prev;
-            self.set_link(me.next, prio, n);
-        }
-        self.set_link(c, prio, Link::EMPTY);
-        self.set_list(r, prio, l);
-    }
-
-    /// Moves a list's cursor one step on (to "past the end" after the last element).
-    fn advance(&mut self, r: ListRef, prio: usize) {
-        let mut l = self.list(r, prio);
-        if l.cursor != NONE {
-            l.cursor = self.link(l.cursor, prio).next;
-            self.set_list(r, prio, l);
-        }
+        let (rank, _) = self.rank(r, c);
+        self.list_mut(r, prio).remove(rank, matches!(r, ListRef::Feed(_)));
     }
 
     // ---- activation (htb_activate_prios / htb_deactivate_prios) -------------------------------
@@ -183,7 +108,7 @@ impl Htb {
             let prio = m.trailing_zeros() as usize;
             m &= m - 1;
             self.list_remove(ListRef::Row(r), prio, c);
-            if self.rows[r as usize][prio].first == NONE {
+            if self.rows[r as usize][prio].is_empty() {
                 emptied |= 1 << prio;
             }
         }
@@ -192,7 +117,7 @@ impl Htb {
 
     /// Links an active class into its parent's feeds (while it borrows) or its row (when it can
     /// send), climbing as long as the ancestors borrow too.
-    pub(super) fn activate_prios(&mut self, c: u32) {
+    fn activate_prios(&mut self, c: u32) {
         let mut cl = c;
         let mut mask = self.classes[c as usize].activity;
         let mut p = self.classes[c as usize].parent;
@@ -201,7 +126,7 @@ impl Htb {
             while m != 0 {
                 let prio = m.trailing_zeros() as usize;
                 m &= m - 1;
-                if self.inner(p).feed[prio].first != NONE {
+                if !self.inner_of(p).feeds[prio].is_empty() {
                     // The parent already takes part in this prio.
                     mask &= !(1 << prio);
                 }
@@ -217,7 +142,7 @@ impl Htb {
     }
 
     /// The reverse of [`Self::activate_prios`]; the class's mode must still be the old one.
-    pub(super) fn deactivate_prios(&mut self, c: u32) {
+    fn deactivate_prios(&mut self, c: u32) {
         let mut cl = c;
         let mut mask = self.classes[c as usize].activity;
         let mut p = self.classes[c as usize].parent;
@@ -229,7 +154,7 @@ impl Htb {
                 let prio = m.trailing_zeros() as usize;
                 m &= m - 1;
                 self.list_remove(ListRef::Feed(p), prio, cl);
-                if self.inner(p).feed[prio].first == NONE {
+                if self.inner_of(p).feeds[prio].is_empty() {
                     mask |= 1 << prio;
                 }
             }
@@ -243,11 +168,12 @@ impl Htb {
     }
 
     /// Makes a backlogged leaf take part in scheduling (no-op if it already does).
+    #[inline]
     pub(super) fn activate(&mut self, c: u32) {
         let cl = &mut self.classes[c as usize];
         if cl.activity == 0 {
-            cl.aprio = cl.prio;
-            cl.activity = 1 << cl.prio;
+            cl.aprio = self.plans.get(cl.plan).prio;
+            cl.activity = 1 << cl.aprio;
             self.activate_prios(c);
         }
     }
@@ -260,34 +186,44 @@ impl Htb {
         }
     }
 
-    // ---- modes and the wait queue ------------------------------------------------------------
-
-    /// The class's mode at `now` and, unless it can send, when that changes (always > `now`).
-    pub(super) fn mode_at(&self, c: u32, now: u64) -> (HtbMode, Option<u64>) {
-        let cl = &self.classes[c as usize];
-        let d = now.saturating_sub(cl.t_c) as i128;
-        let ct = cl.ctokens + d * cl.ceil as i128;
-        if ct < 0 {
-            let wait = ceil_div(-ct, cl.ceil as i128);
-            return (HtbMode::CantSend, Some(now.saturating_add(wait.min(u64::MAX as i128) as u64)));
-        }
-        let t = cl.tokens + d * cl.rate as i128;
-        if t >= 0 {
-            (HtbMode::CanSend, None)
-        } else {
-            let wait = ceil_div(-t, cl.rate as i128);
-            (HtbMode::MayBorrow, Some(now.saturating_add(wait.min(u64::MAX as i128) as u64)))
+    /// Moves a child that took rank `to` in its parent's feeds (a sibling was deleted).
+    pub(super) fn renumber_child(&mut self, parent: u32, child: u32, to: u32) {
+        let from = self.classes[child as usize].srank;
+        self.classes[child as usize].srank = to;
+        let ext = self.classes[parent as usize].ext as usize;
+        let room = self.inners[ext].children.capacity() as u32;
+        for feed in self.inners[ext].feeds.iter_mut() {
+            feed.renumber(from, to, room);
         }
     }
 
-    /// Recomputes a class's mode at `now`, relinks it if the mode changed, and (re)schedules its
-    /// wake-up (htb_change_class_mode plus the wait-queue update done by its callers).
-    pub(super) fn update_mode(&mut self, c: u32, now: u64) {
-        let (new, wake) = self.mode_at(c, now);
+    // ---- modes and the wait queue ------------------------------------------------------------
+
+    /// The class's mode at `now` from its buckets, and the ns until that changes (0 for CanSend).
+    pub(super) fn mode_at(&self, c: u32, now: u64) -> (HtbMode, u64) {
+        let cl = &self.classes[c as usize];
+        let plan = self.plans.get(cl.plan);
+        let d = now.saturating_sub(cl.t_c);
+        let ct = cl.ctokens.saturating_add(plan.ceil.earned(d));
+        if ct < 0 {
+            return (HtbMode::CantSend, plan.ceil.wait_ns(ct));
+        }
+        let t = cl.tokens.saturating_add(plan.rate.earned(d));
+        if t >= 0 {
+            (HtbMode::CanSend, 0)
+        } else {
+            (HtbMode::MayBorrow, plan.rate.wait_ns(t))
+        }
+    }
+
+    /// Puts a class in `new` mode: relinks it if it is active, counts the overlimit, and puts it
+    /// in the wait queue until `now + wait` unless it can send (htb_change_class_mode plus the
+    /// wait-queue update of its callers).
+    fn set_mode(&mut self, c: u32, new: HtbMode, wait: u64, now: u64) {
         let old = self.classes[c as usize].mode;
         if new != old {
             if new == HtbMode::CantSend {
-                self.cold[c as usize].overlimits += 1;
+                self.cold[c as usize].overlimits = self.cold[c as usize].overlimits.wrapping_add(1);
                 self.stats.overlimits += 1;
             }
             if self.classes[c as usize].activity != 0 {
@@ -302,18 +238,24 @@ impl Htb {
                 self.classes[c as usize].mode = new;
             }
         }
-        match wake {
-            Some(t) => self.events.set(c, t),
-            None => self.events.remove(c),
+        if new == HtbMode::CanSend {
+            self.waitq.cancel(c);
+        } else {
+            self.waitq.insert(c, now.saturating_add(wait));
         }
     }
 
+    /// Recomputes a class's mode at `now` (used when its wake-up fires and after changes).
+    pub(super) fn update_mode(&mut self, c: u32, now: u64) {
+        let (mode, wait) = self.mode_at(c, now);
+        self.set_mode(c, mode, wait, now);
+    }
+
     /// Applies every mode change due by `now` (htb_do_events, without the kernel's time budget).
-    pub(super) fn run_events(&mut self, now: u64) {
-        while let Some((t, c)) = self.events.peek() {
-            if t > now {
-                break;
-            }
+    /// A class keeps the wake-up of its last mode change even when a later charge pushed its real
+    /// one further (as the kernel does), so a class that fires early just goes back to waiting.
+    fn run_events(&mut self, now: u64) {
+        while let Some(c) = self.waitq.pop_expired(now) {
             self.update_mode(c, now);
         }
     }
@@ -322,40 +264,45 @@ impl Htb {
 
     /// Charges a sent packet to the leaf and every ancestor (htb_charge_class). `row` is the row
     /// the packet was found in: classes at or above the lender pay rate tokens, classes below it
-    /// borrowed; everybody pays ceil tokens.
-    pub(super) fn charge(&mut self, leaf: u32, row: u32, pkt: &Packet, now: u64) {
+    /// borrowed; everybody pays ceil tokens. The wait queue is touched only on a mode change.
+    fn charge(&mut self, leaf: u32, row: u32, pkt: &Packet, now: u64) {
+        let segs = pkt.gso_segs.max(1) as u64;
         let mut c = leaf;
         while c != NONE {
             let cl = &mut self.classes[c as usize];
-            let d = now.saturating_sub(cl.t_c) as i128;
-            let cost = cl.wire.packet_cost(pkt) as i128 * UNITS_PER_BYTE;
+            let plan = self.plans.get(cl.plan);
+            let d = now.saturating_sub(cl.t_c);
+            let bytes = plan.wire.packet_cost(pkt) as i64;
             let (lender, at_or_above) = if row == 0 {
                 (cl.leaf, true)
             } else {
-                (!cl.leaf && cl.depth + 1 == row, !cl.leaf && cl.depth < row)
+                let depth = cl.depth as u32;
+                (!cl.leaf && depth + 1 == row, !cl.leaf && depth < row)
             };
             if at_or_above {
-                cl.tokens = account(cl.tokens, d * cl.rate as i128, cl.buffer, cost, cl.rate);
-            } else {
-                cl.tokens = (cl.tokens + d * cl.rate as i128).min(cl.buffer);
-            }
-            cl.ctokens = account(cl.ctokens, d * cl.ceil as i128, cl.cbuffer, cost, cl.ceil);
-            cl.t_c = now;
-            let is_leaf = cl.leaf;
-            let parent = cl.parent;
-            let cold = &mut self.cold[c as usize];
-            if at_or_above {
+                cl.tokens = plan.rate.account(cl.tokens, d, bytes * plan.rate.per_byte as i64);
                 if lender {
-                    cold.lends += 1;
+                    cl.lends = cl.lends.wrapping_add(1);
                 }
             } else {
-                cold.borrows += 1;
+                cl.tokens = plan.rate.refill(cl.tokens, d);
+                cl.borrows = cl.borrows.wrapping_add(1);
             }
-            if !is_leaf {
-                cold.bytes += pkt.len as u64;
-                cold.packets += pkt.gso_segs.max(1) as u64;
+            cl.ctokens = plan.ceil.account(cl.ctokens, d, bytes * plan.ceil.per_byte as i64);
+            cl.t_c = now;
+            cl.bytes += pkt.len as u64;
+            let (mode, wait) = if cl.ctokens < 0 {
+                (HtbMode::CantSend, plan.ceil.wait_ns(cl.ctokens))
+            } else if cl.tokens < 0 {
+                (HtbMode::MayBorrow, plan.rate.wait_ns(cl.tokens))
+            } else {
+                (HtbMode::CanSend, 0)
+            };
+            let (old, parent) = (cl.mode, cl.parent);
+            self.cold[c as usize].packets += segs;
+            if mode != old {
+                self.set_mode(c, mode, wait, now);
             }
-            self.update_mode(c, now);
             c = parent;
         }
     }
@@ -379,89 +326,79 @@ impl Htb {
         let mut cur = ListRef::Row(row);
         let bound = 4 * (self.rows.len() + 4);
         for _ in 0..bound {
-            let mut l = self.list(cur, prio);
-            if l.first == NONE {
+            let l = self.list_mut(cur, prio);
+            if l.is_empty() {
                 return NONE;
             }
-            if l.resume != NONE {
-                // The cursor is being used: the interrupted class lost its claim (kernel: pid = 0).
-                l.resume = NONE;
-                self.set_list(cur, prio, l);
-            }
+            // The cursor is being used: an interrupted class lost its claim (kernel: pid = 0).
+            l.resume = NONE;
             if l.cursor == NONE {
-                self.set_list(cur, prio, List { cursor: l.first, ..l });
+                l.cursor = l.first();
                 if let ListRef::Feed(owner) = cur {
                     let up = self.container(owner);
-                    if self.list(up, prio).cursor == NONE {
+                    let ul = self.list_mut(up, prio);
+                    if ul.cursor == NONE {
                         return NONE;
                     }
-                    self.advance(up, prio);
+                    ul.advance();
                     cur = up;
                 }
-            } else if self.classes[l.cursor as usize].leaf {
-                return l.cursor;
             } else {
-                cur = ListRef::Feed(l.cursor);
+                let cursor = l.cursor;
+                let c = self.member(cur, cursor);
+                if self.classes[c as usize].leaf {
+                    return c;
+                }
+                cur = ListRef::Feed(c);
             }
         }
         NONE
     }
 
-    /// Dequeues from the best leaf of row `row` at `prio` (htb_dequeue_tree).
+    /// The list a leaf served from row `row` sits in.
+    fn leaf_list(&self, c: u32, row: u32) -> ListRef {
+        if row > 0 {
+            ListRef::Feed(self.classes[c as usize].parent)
+        } else {
+            ListRef::Row(0)
+        }
+    }
+
+    /// Dequeues from the best leaf of row `row` at `prio` (htb_dequeue_tree). Every pass of
+    /// the loop either sends or takes a leaf out of the row, so it ends.
     fn dequeue_tree(&mut self, prio: usize, row: u32, now: Time) -> Option<Packet> {
-        let mut start = self.lookup_leaf(row, prio);
-        let mut c = start;
+        let mut c = self.lookup_leaf(row, prio);
         let pkt = loop {
             if c == NONE {
                 return None;
             }
-            let ext = self.classes[c as usize].ext as usize;
-            if self.leaves[ext].as_ref().expect("leaf").qdisc.qlen() == 0 {
+            let ext = self.classes[c as usize].ext;
+            if self.leaves.qlen(ext) == 0 {
                 // Emptied behind our back (the leaf qdisc dropped or was grafted).
                 self.deactivate(c);
-                if self.row_mask[row as usize] & (1 << prio) == 0 {
-                    return None;
+            } else {
+                let got = self.leaves.pop(ext, now);
+                self.drain_child_drops(c);
+                if let Some(p) = got {
+                    break p;
                 }
-                let next = self.lookup_leaf(row, prio);
-                if c == start {
-                    start = next;
-                }
-                c = next;
-                continue;
+                self.park(c, now);
             }
-            let q = &mut self.leaves[ext].as_mut().expect("leaf").qdisc;
-            let got = q.dequeue(now);
-            self.drain_child_drops(c);
-            if let Some(p) = got {
-                break p;
-            }
-            // A non-work-conserving leaf qdisc: remember when it wants to run and skip it.
-            let q = &self.leaves[ext].as_ref().expect("leaf").qdisc;
-            if q.qlen() > 0 {
-                let t = q.next_event(now).unwrap_or(now).max(now + crate::time::Span::from_nanos(1));
-                self.child_wake.push(std::cmp::Reverse((t.as_nanos(), c)));
-            }
-            let l = if row > 0 { ListRef::Feed(self.classes[c as usize].parent) } else { ListRef::Row(0) };
-            self.advance(l, prio);
-            c = self.lookup_leaf(row, prio);
-            if c == start {
+            if self.row_mask[row as usize] & (1 << prio) == 0 {
                 return None;
             }
+            c = self.lookup_leaf(row, prio);
         };
-        let cold = &mut self.cold[c as usize];
-        cold.bytes += pkt.len as u64;
-        cold.packets += pkt.gso_segs.max(1) as u64;
-        let quantum = self.classes[c as usize].quantum as i64;
-        let ext = self.classes[c as usize].ext as usize;
-        let leaf = self.leaves[ext].as_mut().expect("leaf");
-        let slot = (row as usize).min(leaf.deficit.len() - 1);
-        leaf.deficit[slot] -= pkt.len as i64;
-        if leaf.deficit[slot] < 0 {
-            leaf.deficit[slot] += quantum;
-            let l = if row > 0 { ListRef::Feed(self.classes[c as usize].parent) } else { ListRef::Row(0) };
-            self.advance(l, prio);
+        let ext = self.classes[c as usize].ext;
+        let quantum = self.plans.get(self.classes[c as usize].plan).quantum.min(i32::MAX as u32) as i32;
+        let deficit = self.leaves.deficit(ext, row);
+        *deficit = deficit.saturating_sub(pkt.len.min(i32::MAX as u32) as i32);
+        if *deficit < 0 {
+            *deficit = deficit.saturating_add(quantum);
+            let l = self.leaf_list(c, row);
+            self.list_mut(l, prio).advance();
         }
-        if self.leaves[ext].as_ref().expect("leaf").qdisc.qlen() == 0 {
+        if self.leaves.qlen(ext) == 0 {
             self.deactivate(c);
         }
         self.charge(c, row, &pkt, now.as_nanos());
@@ -472,12 +409,7 @@ impl Htb {
     /// qdisc-level counters.
     pub(super) fn dequeue_shaped(&mut self, now: Time) -> Option<Packet> {
         let n = now.as_nanos();
-        while let Some(std::cmp::Reverse((t, _))) = self.child_wake.peek() {
-            if *t > n {
-                break;
-            }
-            self.child_wake.pop();
-        }
+        self.unpark_due(n);
         self.run_events(n);
         // Leaves first, then inner rows from the deepest up: the kernel's level order.
         let rows = self.rows.len() as u32;
@@ -494,11 +426,51 @@ impl Htb {
         None
     }
 
+    /// Takes a leaf whose qdisc holds packets but sends none now (a shaper of its own, such as
+    /// a nested HTB or TBF) out of the rows until the time it names, instead of polling it at
+    /// every dequeue as the kernel does. A packet enqueued to it brings it back early.
+    fn park(&mut self, c: u32, now: Time) {
+        self.deactivate(c);
+        let ext = self.classes[c as usize].ext;
+        if self.leaves.qlen(ext) > 0 {
+            let t = self.leaves.next_event(ext, now).unwrap_or(now).max(now + Span::from_nanos(1));
+            self.classes[c as usize].parked = true;
+            self.child_wake.push(std::cmp::Reverse((t.as_nanos(), c)));
+        }
+    }
+
+    /// Brings back the parked leaves whose time has come.
+    fn unpark_due(&mut self, now: u64) {
+        while let Some(&std::cmp::Reverse((t, c))) = self.child_wake.peek() {
+            if t > now {
+                break;
+            }
+            self.child_wake.pop();
+            self.unpark(c);
+        }
+    }
+
+    /// Ends a leaf's parking (no-op for a class that is not parked, e.g. a stale entry).
+    #[inline]
+    pub(super) fn unpark(&mut self, c: u32) {
+        let cl = &mut self.classes[c as usize];
+        if cl.parked {
+            cl.parked = false;
+            if cl.leaf && self.leaves.qlen(cl.ext) > 0 {
+                self.activate(c);
+            }
+        }
+    }
+
     /// Moves drops that a leaf's qdisc made on its own into our counters and drop queue.
+    #[inline]
     pub(super) fn drain_child_drops(&mut self, c: u32) {
-        let ext = self.classes[c as usize].ext as usize;
-        while let Some(d) = self.leaves[ext].as_mut().expect("leaf").qdisc.take_dropped() {
-            self.cold[c as usize].drops += 1;
+        let ext = self.classes[c as usize].ext;
+        if !self.leaves.is_boxed(ext) {
+            return; // the inline pfifo only refuses at enqueue
+        }
+        while let Some(d) = self.leaves.take_dropped(ext) {
+            self.cold[c as usize].drops = self.cold[c as usize].drops.wrapping_add(1);
             self.stats.on_drop_queued(&d.pkt);
             self.dropped.push_back(d);
         }
@@ -507,22 +479,12 @@ impl Htb {
     /// Flushes a leaf's queue (class deleted, turned into an inner class, or regrafted).
     pub(super) fn flush_leaf(&mut self, c: u32) -> Vec<Packet> {
         self.deactivate(c);
-        let ext = self.classes[c as usize].ext as usize;
-        let pkts = self.leaves[ext].as_mut().expect("leaf").qdisc.reset();
+        self.classes[c as usize].parked = false;
+        let pkts = self.leaves.flush(self.classes[c as usize].ext);
         for p in &pkts {
             self.stats.backlog_bytes = self.stats.backlog_bytes.saturating_sub(p.len as u64);
             self.stats.qlen = self.stats.qlen.saturating_sub(1);
         }
         pkts
     }
-}
-
-/// The kernel's htb_accnt_tokens in exact units: earn, cap at the bucket, pay, and never owe
-/// more than `mbuffer` (60 s) worth *plus the packet just charged*. The kernel's floor is 60 s
-/// flat, which forgives part of a packet that alone takes longer than 60 s (64 KiB at 8 bit/s)
-/// and so breaks the rate; keeping the packet's own cost keeps the long-run rate exact.
-fn account(tokens: i128, earned: i128, bucket: i128, cost: i128, rate: u64) -> i128 {
-    let t = (tokens + earned).min(bucket) - cost;
-    let floor = MBUFFER_NS as i128 * rate as i128 + cost;
-    t.max(-floor)
 }

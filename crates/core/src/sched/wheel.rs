@@ -34,6 +34,9 @@ pub struct TimerWheel {
     heads: Vec<u32>,
     entries: Vec<Entry>,
     len: usize,
+    /// No timer is due before this (a lower bound, refreshed when a poll finds nothing due), so
+    /// that a poll with nothing due costs one comparison.
+    quiet_until: u64,
 }
 
 impl Default for TimerWheel {
@@ -51,6 +54,7 @@ impl TimerWheel {
             heads: vec![NONE; LEVELS * 64],
             entries: Vec::new(),
             len: 0,
+            quiet_until: u64::MAX,
         }
     }
 
@@ -59,6 +63,11 @@ impl TimerWheel {
         if self.entries.len() < n {
             self.entries.resize(n, Entry { deadline: 0, prev: NONE, next: NONE, at: ABSENT });
         }
+    }
+
+    /// Heap bytes held.
+    pub fn heap_bytes(&self) -> usize {
+        self.heads.capacity() * 4 + self.entries.capacity() * size_of::<Entry>()
     }
 
     /// Number of scheduled timers.
@@ -84,6 +93,7 @@ impl TimerWheel {
         self.entries[id as usize].deadline = deadline;
         self.link(id);
         self.len += 1;
+        self.quiet_until = self.quiet_until.min(deadline.max(self.elapsed));
     }
 
     /// Unschedules timer `id`; returns whether it was scheduled.
@@ -104,11 +114,60 @@ impl TimerWheel {
         self.first_slot().map(|(_, _, start)| start)
     }
 
+    /// The earliest deadline: exact when it lies in a level-0 slot or in a slot of at most
+    /// `scan` timers (which are then scanned), otherwise the start of its slot, a lower bound
+    /// (the wheel only sorts timers finely as they come near). `None` if empty.
+    pub fn earliest(&self, scan: usize) -> Option<u64> {
+        let (level, slot, start) = self.first_slot()?;
+        if level == 0 {
+            return Some(start);
+        }
+        let mut id = self.heads[level * 64 + slot];
+        let mut min = u64::MAX;
+        for _ in 0..scan {
+            if id == NONE {
+                return Some(min);
+            }
+            let e = &self.entries[id as usize];
+            min = min.min(e.deadline.max(self.elapsed));
+            id = e.next;
+        }
+        Some(if id == NONE { min } else { start })
+    }
+
+    /// Unschedules every timer.
+    pub fn clear(&mut self) {
+        for level in 0..LEVELS {
+            let mut occ = self.occupied[level];
+            while occ != 0 {
+                let slot = occ.trailing_zeros() as usize;
+                occ &= occ - 1;
+                let mut id = self.heads[level * 64 + slot];
+                while id != NONE {
+                    let next = self.entries[id as usize].next;
+                    self.entries[id as usize].at = ABSENT;
+                    id = next;
+                }
+                self.heads[level * 64 + slot] = NONE;
+            }
+            self.occupied[level] = 0;
+        }
+        self.len = 0;
+        self.quiet_until = u64::MAX;
+    }
+
     /// Takes one timer due at or before `now`, with its deadline. Call until `None`.
     pub fn pop_expired(&mut self, now: u64) -> Option<(u64, u32)> {
+        if now < self.quiet_until {
+            return None;
+        }
         loop {
-            let (level, slot, start) = self.first_slot()?;
+            let Some((level, slot, start)) = self.first_slot() else {
+                self.quiet_until = u64::MAX;
+                return None;
+            };
             if start > now {
+                self.quiet_until = start;
                 return None;
             }
             self.elapsed = self.elapsed.max(start);
@@ -262,6 +321,9 @@ mod tests {
                     assert!(model.first().is_none_or(|&(d, _)| d > now), "a due timer did not fire");
                     if let (Some(wake), Some(&(d, _))) = (w.next_wake(), model.first()) {
                         assert!(wake <= d, "next_wake {wake} after the earliest deadline {d}");
+                        let exact = w.earliest(usize::MAX).unwrap();
+                        assert_eq!(exact, d.max(now), "earliest with a full scan is exact");
+                        assert!(w.earliest(1).unwrap() <= d);
                     }
                 }
             }

@@ -3,6 +3,7 @@
 use super::file::{FlowFile, LinkFile, Scalar, ShaperFile, Q};
 use super::{Point, Scenario, ScenarioError};
 use crate::backend;
+use crate::leaves::{LeafGen, LeafReport};
 use crate::model::*;
 use sluice_core::units::{parse_rate, parse_size, parse_time};
 use sluice_core::{Handle, LinkLayer, Rate, Span, WireSpec};
@@ -19,6 +20,23 @@ pub struct CaseSpec {
     pub spec: SimSpec,
     /// Seed-document figures for this case: (key, value) for `extra`.
     pub references: Vec<(String, f64)>,
+    /// Per-leaf accuracy of the generated leaves (`[shaper.leaves] report = "active"`).
+    pub leaf_accuracy: Option<LeafAccuracy>,
+}
+
+/// What to summarise about the backlogged generated leaves after the run.
+pub struct LeafAccuracy {
+    /// Generated leaves and sites (0: flat).
+    pub leaves: u32,
+    /// Sites (0: flat).
+    pub sites: u32,
+    /// Indexes into [`SimSpec::classes`] of the leaves some backlog flow is sent to.
+    pub classes: Vec<usize>,
+    /// Their fluid fair rates (bit/s), when the case allows computing them (only backlog flows,
+    /// all into generated leaves, under a configured parent class).
+    pub ideal_bps: Option<Vec<f64>>,
+    /// Wall-clock ms to build the shaper once.
+    pub build_ms: f64,
 }
 
 /// Resolution context: the scenario and this case's parameter values.
@@ -262,15 +280,23 @@ pub fn build_case(sc: &Scenario, point: &Point) -> Result<CaseSpec, ScenarioErro
     }
 
     let mut flows = Vec::new();
+    // Leaf index of each flow sent to a generated leaf.
+    let mut leaf_of: Vec<Option<u32>> = Vec::new();
     for fl in &f.flow {
         if !ctx.when(&fl.when)? {
             continue;
         }
-        build_flows(&ctx, fl, built.as_ref(), &mut flows)?;
+        build_flows(&ctx, fl, built.as_ref(), &mut flows, &mut leaf_of)?;
     }
-    let (classes, shaper_wire) = match &built {
+    let (mut classes, shaper_wire) = match &built {
         Some(b) => (b.classes.clone(), b.wire),
         None => (Vec::new(), WireSpec::default()),
+    };
+    let leaf_accuracy = match built.as_ref().and_then(|b| b.leaves.as_ref().map(|g| (b, g))) {
+        Some((b, g)) if g.report == LeafReport::Active => {
+            Some(active_leaves(g, &flows, &leaf_of, &mut classes, b.build_ms))
+        }
+        _ => None,
     };
     let spec = SimSpec {
         duration,
@@ -291,7 +317,43 @@ pub fn build_case(sc: &Scenario, point: &Point) -> Result<CaseSpec, ScenarioErro
             references.push((format!("seed_mbit.{}", r.flow), r.mbit));
         }
     }
-    Ok(CaseSpec { name: point.name(), params: point.params.clone(), spec, references })
+    Ok(CaseSpec { name: point.name(), params: point.params.clone(), spec, references, leaf_accuracy })
+}
+
+/// Lists the generated leaves that flows are sent to among the reported classes, and what to
+/// summarise about the backlogged ones.
+fn active_leaves(
+    g: &LeafGen,
+    flows: &[FlowSpec],
+    leaf_of: &[Option<u32>],
+    classes: &mut Vec<ClassSpec>,
+    build_ms: f64,
+) -> LeafAccuracy {
+    let mut used: Vec<u32> = leaf_of.iter().flatten().copied().collect();
+    used.sort_unstable();
+    used.dedup();
+    let first = classes.len();
+    classes.extend(used.iter().map(|&i| ClassSpec { id: g.leaf(i), rate: g.rate, ceil: g.ceil }));
+    let backlogged: Vec<u32> = {
+        let mut b: Vec<u32> = flows
+            .iter()
+            .zip(leaf_of)
+            .filter(|(f, _)| matches!(f.traffic, TrafficSpec::Backlog { .. }))
+            .filter_map(|(_, l)| *l)
+            .collect();
+        b.sort_unstable();
+        b.dedup();
+        b
+    };
+    // The fair rates hold only if nothing but these backlogged leaves competes.
+    let only_backlog = flows.len() == leaf_of.len()
+        && flows
+            .iter()
+            .zip(leaf_of)
+            .all(|(f, l)| l.is_some() && matches!(f.traffic, TrafficSpec::Backlog { .. }));
+    let ideal_bps = if only_backlog { g.ideal_rates(&backlogged) } else { None };
+    let classes = backlogged.iter().map(|i| first + used.binary_search(i).expect("a used leaf")).collect();
+    LeafAccuracy { leaves: g.count, sites: g.sites, classes, ideal_bps, build_ms }
 }
 
 /// The shaper as built for one case.
@@ -303,6 +365,10 @@ pub(crate) struct BuiltShaper {
     pub hash: Option<(String, Vec<Handle>)>,
     pub default: Option<Handle>,
     pub tc: Option<std::sync::Arc<crate::tcscript::TcShaper>>,
+    /// The `[shaper.leaves]` generator.
+    pub leaves: Option<std::sync::Arc<LeafGen>>,
+    /// Wall-clock ms of the validation build.
+    pub build_ms: f64,
 }
 
 pub(crate) enum RuleKey {
@@ -400,10 +466,30 @@ fn build_shaper(ctx: &Ctx, s: &ShaperFile) -> Result<BuiltShaper, ScenarioError>
         let f = sh.clone();
         let factory: std::sync::Arc<dyn Fn() -> Box<dyn sluice_core::Qdisc> + Send + Sync> =
             std::sync::Arc::new(move || f.root());
-        return Ok(BuiltShaper { factory, classes, wire, rules, hash, default, tc: Some(sh) });
+        return Ok(BuiltShaper {
+            factory,
+            classes,
+            wire,
+            rules,
+            hash,
+            default,
+            tc: Some(sh),
+            leaves: None,
+            build_ms: 0.0,
+        });
     }
-    let (factory, classes) = backend::shaper(ctx, s, wire)?;
-    Ok(BuiltShaper { factory, classes, wire, rules, hash, default, tc: None })
+    let p = backend::shaper(ctx, s, wire)?;
+    Ok(BuiltShaper {
+        factory: p.factory,
+        classes: p.classes,
+        wire,
+        rules,
+        hash,
+        default,
+        tc: None,
+        leaves: p.leaves,
+        build_ms: p.build_ms,
+    })
 }
 
 /// `${name}` of scenario parameters substituted; other `$...` is left to the script's own shell
@@ -446,6 +532,7 @@ fn build_flows(
     fl: &FlowFile,
     b: Option<&BuiltShaper>,
     out: &mut Vec<FlowSpec>,
+    leaf_of: &mut Vec<Option<u32>>,
 ) -> Result<(), ScenarioError> {
     let kind = ctx.text(&fl.kind)?;
     let need = |q: &Option<Q>, what: &str| -> Result<Q, ScenarioError> {
@@ -480,11 +567,31 @@ fn build_flows(
     let start = fl.start.as_ref().map(|q| ctx.time(q)).transpose()?.unwrap_or(Span::ZERO);
     let stop = fl.stop.as_ref().map(|q| ctx.time(q)).transpose()?;
     let explicit = fl.class.as_ref().map(|q| ctx.handle(q)).transpose()?;
-    let spread = fl.spread.as_ref().map(|q| ctx.uint(q, 65535)).transpose()?;
+    // A class among the generated leaves names a leaf index; `spread` then counts leaves.
+    let gen = b.and_then(|b| b.leaves.as_deref());
+    let base = match (gen, explicit) {
+        (Some(g), Some(c)) => g.index_of(c).map(|j| (g, j)),
+        _ => None,
+    };
+    let spread = fl.spread.as_ref().map(|q| ctx.uint(q, u32::MAX as u64)).transpose()?;
     let dport = fl.port.as_ref().map(|q| ctx.uint(q, 65535)).transpose()?.unwrap_or(5001) as u16;
     if let (Some(n), Some(c)) = (spread, explicit) {
-        if c.minor() as u64 + n > 65535 {
-            return Err(ctx.err(fl.spread.as_ref().map(|q| q.span()), "spread runs past minor 0xffff", None));
+        match base {
+            Some((g, j)) if j as u64 + n > g.count as u64 => {
+                return Err(ctx.err(
+                    fl.spread.as_ref().map(|q| q.span()),
+                    format!("spread runs past the last of the {} generated leaves", g.count),
+                    None,
+                ));
+            }
+            None if c.minor() as u64 + n > 65535 => {
+                return Err(ctx.err(
+                    fl.spread.as_ref().map(|q| q.span()),
+                    "spread runs past minor 0xffff",
+                    None,
+                ));
+            }
+            _ => {}
         }
     }
     let mut tunnel = fl.tunnel.as_ref().map(|q| ctx.text(q)).transpose()?;
@@ -612,6 +719,16 @@ fn build_flows(
                 None => fs.class_path = Vec::new(),
             }
             out.push(fs);
+            leaf_of.push(None);
+            continue;
+        }
+        if let (Some((g, j)), false) = (base, matches!(traffic, TrafficSpec::StreamGroup { .. })) {
+            let idx = j + spread.map(|n| (i * n / count) as u32).unwrap_or(0);
+            let (path, priority) = g.path(idx);
+            fs.class_path = path;
+            fs.priority = priority;
+            out.push(fs);
+            leaf_of.push(Some(idx));
             continue;
         }
         let class = match (explicit, spread) {
@@ -623,6 +740,7 @@ fn build_flows(
         if let TrafficSpec::StreamGroup { rate, .. } = &traffic {
             let group_idx = out.len();
             out.push(fs);
+            leaf_of.push(None);
             let mut streams = Vec::new();
             for st in &fl.stream {
                 let ssize = ctx.size(&st.size)? as u32;
@@ -641,6 +759,7 @@ fn build_flows(
                 m.class_path = c.into_iter().collect();
                 streams.push(StreamSpec { flow: out.len(), size: ssize, burst });
                 out.push(m);
+                leaf_of.push(None);
             }
             if streams.is_empty() {
                 return Err(ctx.err(
@@ -652,7 +771,43 @@ fn build_flows(
             out[group_idx].traffic = TrafficSpec::StreamGroup { rate: *rate, streams };
         } else {
             out.push(fs);
+            leaf_of.push(None);
         }
     }
     Ok(())
+}
+
+impl LeafAccuracy {
+    /// Adds the summary to the results' `extra`, under `leaves.*`: counts, the measured rates
+    /// of the backlogged leaves (min, median, max) and, when known, their fair rate and the
+    /// relative error against it (max and mean of |measured - ideal| / ideal, in %).
+    pub fn summarize(&self, case: &mut sluice_report::Case) {
+        let x = &mut case.extra;
+        x.insert("leaves.count".into(), self.leaves as f64);
+        x.insert("leaves.sites".into(), self.sites.max(1) as f64);
+        x.insert("leaves.backlogged".into(), self.classes.len() as f64);
+        x.insert("leaves.build_ms".into(), self.build_ms);
+        let rates: Vec<f64> =
+            self.classes.iter().filter_map(|&i| case.classes.get(i)).map(|c| c.achieved_bps).collect();
+        if rates.is_empty() || rates.len() != self.classes.len() {
+            return;
+        }
+        let mut sorted = rates.clone();
+        sorted.sort_by(f64::total_cmp);
+        let n = sorted.len();
+        let median = if n % 2 == 1 { sorted[n / 2] } else { (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0 };
+        x.insert("leaves.rate_min_bps".into(), sorted[0]);
+        x.insert("leaves.rate_median_bps".into(), median);
+        x.insert("leaves.rate_max_bps".into(), sorted[n - 1]);
+        if let Some(ideal) = &self.ideal_bps {
+            let errs: Vec<f64> = rates
+                .iter()
+                .zip(ideal)
+                .map(|(m, i)| if *i > 0.0 { (m - i).abs() / i * 100.0 } else { 0.0 })
+                .collect();
+            x.insert("leaves.ideal_bps".into(), ideal.iter().sum::<f64>() / ideal.len() as f64);
+            x.insert("leaves.err_max_pct".into(), errs.iter().cloned().fold(0.0, f64::max));
+            x.insert("leaves.err_mean_pct".into(), errs.iter().sum::<f64>() / errs.len() as f64);
+        }
+    }
 }

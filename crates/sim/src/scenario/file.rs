@@ -225,12 +225,24 @@ pub struct ClassFile {
     pub leaf: Option<Q>,
 }
 
-/// `count` identical leaves `major:first`, `major:first+1`, ... under `parent`.
+/// `count` identical leaves `major:first`, `major:first+1`, ... under `parent`, or in two levels
+/// (sites, each with its own HTB qdisc, then subscribers) when `sites` asks for it or the leaves
+/// do not fit in one qdisc's 16-bit minors.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LeavesFile {
     /// How many.
     pub count: Q,
+    /// `"auto"` (default: 1 while the leaves fit in one qdisc, else about sqrt(count)), 1 (flat)
+    /// or the number of sites. Site `s` is class `major:(first+s)` carrying qdisc `(major+1+s):`.
+    #[serde(default)]
+    pub sites: Option<Q>,
+    /// Rate of each site (default: the parent's rate / sites).
+    #[serde(default)]
+    pub site_rate: Option<Q>,
+    /// Ceil of each site (default: the parent's ceil).
+    #[serde(default)]
+    pub site_ceil: Option<Q>,
     /// Parent class.
     pub parent: Q,
     /// First class id.
@@ -243,9 +255,10 @@ pub struct LeavesFile {
     /// Leaf qdisc (default pfifo 1000).
     #[serde(default)]
     pub leaf: Option<Q>,
-    /// List them among the results' classes (default true).
+    /// List them among the results' classes: `true` (default), `false`, or `"active"` (only the
+    /// leaves some flow is sent to, with an accuracy summary of the backlogged ones in `extra`).
     #[serde(default)]
-    pub report: Option<bool>,
+    pub report: Option<Q>,
 }
 
 /// A classification rule.

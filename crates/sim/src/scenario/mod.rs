@@ -5,7 +5,7 @@ mod build;
 mod error;
 pub mod file;
 
-pub use build::{build_case, CaseSpec, Ctx};
+pub use build::{build_case, CaseSpec, Ctx, LeafAccuracy};
 pub use error::{line_col, ScenarioError};
 
 use file::{Scalar, ScenarioFile, SweepFile};

@@ -1,0 +1,309 @@
+//! Leaf queues. The default leaf qdisc, a pfifo, is kept inline: each leaf has the head and tail
+//! of a singly-linked list threaded through one packet slab shared by all leaves, so an idle leaf
+//! costs 20 bytes and a packet costs no allocation once the slab has grown to the peak backlog.
+//! Any other leaf qdisc is a boxed [`Qdisc`]. The DRR deficits of all leaves sit in one table
+//! with a stride of one entry per row a leaf can be served in.
+
+use super::class::NONE;
+use crate::packet::Packet;
+use crate::qdisc::{DropReason, Dropped, Qdisc};
+use crate::time::Time;
+
+/// One leaf's queue.
+#[derive(Clone, Copy, Debug)]
+struct LeafSlot {
+    head: u32,
+    tail: u32,
+    qlen: u32,
+    /// The inline pfifo's limit in packets, or `BOXED | index` of a boxed qdisc.
+    queue: u32,
+}
+
+const BOXED: u32 = 1 << 31;
+
+impl LeafSlot {
+    /// Index into `boxed`, or `NONE` for the inline pfifo.
+    #[inline]
+    fn boxed(&self) -> u32 {
+        if self.queue & BOXED != 0 {
+            self.queue & !BOXED
+        } else {
+            NONE
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Node {
+    pkt: Packet,
+    next: u32,
+}
+
+/// All leaf queues of one HTB. See the [module docs](self).
+#[derive(Default)]
+pub(super) struct Leaves {
+    slots: Vec<LeafSlot>,
+    free_slots: Vec<u32>,
+    nodes: Vec<Node>,
+    free_node: u32,
+    boxed: Vec<Option<Box<dyn Qdisc>>>,
+    free_boxed: Vec<u32>,
+    deficits: Vec<i32>,
+    stride: usize,
+}
+
+impl Leaves {
+    pub fn new() -> Leaves {
+        Leaves { free_node: NONE, stride: 1, ..Default::default() }
+    }
+
+    /// A new leaf with an empty inline pfifo of `limit` packets, served in up to `rows` rows.
+    pub fn alloc(&mut self, limit: u32, rows: usize) -> u32 {
+        self.ensure_stride(rows);
+        let slot = LeafSlot { head: NONE, tail: NONE, qlen: 0, queue: limit.clamp(1, BOXED - 1) };
+        let i = match self.free_slots.pop() {
+            Some(i) => {
+                self.slots[i as usize] = slot;
+                i
+            }
+            None => {
+                self.slots.push(slot);
+                self.deficits.resize(self.slots.len() * self.stride, 0);
+                (self.slots.len() - 1) as u32
+            }
+        };
+        let s = i as usize * self.stride;
+        self.deficits[s..s + self.stride].fill(0);
+        i
+    }
+
+    /// Makes room for `n` more leaves.
+    pub fn reserve(&mut self, n: usize) {
+        self.slots.reserve_exact(n);
+        self.deficits.reserve_exact(n * self.stride);
+    }
+
+    pub fn shrink_to_fit(&mut self) {
+        self.slots.shrink_to_fit();
+        self.free_slots.shrink_to_fit();
+        self.deficits.shrink_to_fit();
+    }
+
+    /// Frees a leaf; returns its packets.
+    pub fn release(&mut self, i: u32) -> Vec<Packet> {
+        let pkts = self.replace(i, None, 1);
+        self.free_slots.push(i);
+        pkts
+    }
+
+    /// Makes the deficit table hold `rows` entries per leaf.
+    fn ensure_stride(&mut self, rows: usize) {
+        if rows <= self.stride {
+            return;
+        }
+        let mut d = Vec::with_capacity(self.slots.capacity() * rows);
+        d.resize(self.slots.len() * rows, 0);
+        for (i, chunk) in self.deficits.chunks(self.stride).enumerate() {
+            d[i * rows..i * rows + self.stride].copy_from_slice(chunk);
+        }
+        self.deficits = d;
+        self.stride = rows;
+    }
+
+    /// The DRR deficit of leaf `i` in row `row`.
+    #[inline]
+    pub fn deficit(&mut self, i: u32, row: u32) -> &mut i32 {
+        let r = (row as usize).min(self.stride - 1);
+        &mut self.deficits[i as usize * self.stride + r]
+    }
+
+    #[inline]
+    pub fn qlen(&self, i: u32) -> u32 {
+        let s = &self.slots[i as usize];
+        match s.boxed() {
+            NONE => s.qlen,
+            b => self.boxed[b as usize].as_ref().map_or(0, |q| q.qlen() as u32),
+        }
+    }
+
+    /// Queues a packet; a refusal comes back as the drop.
+    #[inline]
+    pub fn push(&mut self, i: u32, pkt: Packet, now: Time) -> Result<(), Dropped> {
+        let s = self.slots[i as usize];
+        if s.boxed() != NONE {
+            return self.boxed[s.boxed() as usize].as_mut().expect("boxed leaf qdisc").enqueue(pkt, now);
+        }
+        if s.qlen >= s.queue {
+            return Err(Dropped { pkt, reason: DropReason::QueueFull });
+        }
+        let n = match self.free_node {
+            NONE => {
+                self.nodes.push(Node { pkt, next: NONE });
+                (self.nodes.len() - 1) as u32
+            }
+            n => {
+                self.free_node = self.nodes[n as usize].next;
+                self.nodes[n as usize] = Node { pkt, next: NONE };
+                n
+            }
+        };
+        let s = &mut self.slots[i as usize];
+        if s.tail == NONE {
+            s.head = n;
+        } else {
+            self.nodes[s.tail as usize].next = n;
+        }
+        s.tail = n;
+        s.qlen += 1;
+        Ok(())
+    }
+
+    /// Takes the next packet of leaf `i`.
+    #[inline]
+    pub fn pop(&mut self, i: u32, now: Time) -> Option<Packet> {
+        let s = &mut self.slots[i as usize];
+        if s.boxed() != NONE {
+            return self.boxed[s.boxed() as usize].as_mut().expect("boxed leaf qdisc").dequeue(now);
+        }
+        let n = s.head;
+        if n == NONE {
+            return None;
+        }
+        let node = self.nodes[n as usize];
+        s.head = node.next;
+        if s.head == NONE {
+            s.tail = NONE;
+        }
+        s.qlen -= 1;
+        self.nodes[n as usize].next = self.free_node;
+        self.free_node = n;
+        Some(node.pkt)
+    }
+
+    /// True if leaf `i` has a boxed qdisc.
+    #[inline]
+    pub fn is_boxed(&self, i: u32) -> bool {
+        self.slots[i as usize].queue & BOXED != 0
+    }
+
+    /// A drop the leaf's qdisc made on its own (boxed qdiscs only: a pfifo only refuses).
+    #[inline]
+    pub fn take_dropped(&mut self, i: u32) -> Option<Dropped> {
+        match self.slots[i as usize].boxed() {
+            NONE => None,
+            b => self.boxed[b as usize].as_mut().and_then(|q| q.take_dropped()),
+        }
+    }
+
+    /// When a throttled boxed qdisc wants to run again.
+    pub fn next_event(&self, i: u32, now: Time) -> Option<Time> {
+        match self.slots[i as usize].boxed() {
+            NONE => (self.slots[i as usize].qlen > 0).then_some(now),
+            b => self.boxed[b as usize].as_ref().and_then(|q| q.next_event(now)),
+        }
+    }
+
+    /// Empties leaf `i`'s queue.
+    pub fn flush(&mut self, i: u32) -> Vec<Packet> {
+        match self.slots[i as usize].boxed() {
+            NONE => {
+                let mut out = Vec::with_capacity(self.slots[i as usize].qlen as usize);
+                while let Some(p) = self.pop(i, Time::ZERO) {
+                    out.push(p);
+                }
+                out
+            }
+            b => self.boxed[b as usize].as_mut().map(|q| q.reset()).unwrap_or_default(),
+        }
+    }
+
+    /// Replaces leaf `i`'s queue by `q` (a boxed qdisc) or an inline pfifo of `limit` packets;
+    /// returns the old queue's packets.
+    pub fn replace(&mut self, i: u32, q: Option<Box<dyn Qdisc>>, limit: u32) -> Vec<Packet> {
+        let pkts = self.flush(i);
+        let old = self.slots[i as usize].boxed();
+        if old != NONE {
+            self.boxed[old as usize] = None;
+            self.free_boxed.push(old);
+        }
+        self.slots[i as usize].queue = limit.clamp(1, BOXED - 1);
+        if let Some(q) = q {
+            let b = match self.free_boxed.pop() {
+                Some(b) => {
+                    self.boxed[b as usize] = Some(q);
+                    b
+                }
+                None => {
+                    self.boxed.push(Some(q));
+                    (self.boxed.len() - 1) as u32
+                }
+            };
+            self.slots[i as usize].queue = BOXED | b;
+        }
+        pkts
+    }
+
+    /// The boxed qdisc of leaf `i` (`None` for the inline pfifo).
+    pub fn qdisc(&self, i: u32) -> Option<&dyn Qdisc> {
+        match self.slots[i as usize].boxed() {
+            NONE => None,
+            b => self.boxed[b as usize].as_deref(),
+        }
+    }
+
+    /// Packets and bytes queued in leaf `i`.
+    pub fn backlog(&self, i: u32) -> (u64, u64) {
+        let s = &self.slots[i as usize];
+        if s.boxed() != NONE {
+            let st = self.boxed[s.boxed() as usize].as_ref().map(|q| q.stats()).unwrap_or_default();
+            return (st.qlen, st.backlog_bytes);
+        }
+        let (mut bytes, mut n) = (0u64, s.head);
+        while n != NONE {
+            bytes += self.nodes[n as usize].pkt.len as u64;
+            n = self.nodes[n as usize].next;
+        }
+        (s.qlen as u64, bytes)
+    }
+
+    /// Heap bytes held (for the memory-per-class figures).
+    pub fn heap_bytes(&self) -> usize {
+        self.slots.capacity() * size_of::<LeafSlot>()
+            + self.free_slots.capacity() * 4
+            + self.nodes.capacity() * size_of::<Node>()
+            + self.deficits.capacity() * 4
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inline_fifos_share_the_slab_in_order() {
+        let mut l = Leaves::new();
+        let a = l.alloc(2, 1);
+        let b = l.alloc(10, 3);
+        for k in 0..3 {
+            let r = l.push(a, Packet::new(100, k), Time::ZERO);
+            assert_eq!(r.is_ok(), k < 2, "limit 2");
+            l.push(b, Packet::new(50, 10 + k), Time::ZERO).unwrap();
+        }
+        assert_eq!(l.backlog(a), (2, 200));
+        assert_eq!(l.pop(a, Time::ZERO).unwrap().payload, 0);
+        l.push(a, Packet::new(100, 7), Time::ZERO).unwrap();
+        let got: Vec<u64> = std::iter::from_fn(|| l.pop(a, Time::ZERO)).map(|p| p.payload).collect();
+        assert_eq!(got, vec![1, 7]);
+        assert_eq!(l.flush(b).iter().map(|p| p.payload).collect::<Vec<_>>(), vec![10, 11, 12]);
+        // Freed nodes are reused: no growth past the peak backlog.
+        let cap = l.nodes.len();
+        for k in 0..100 {
+            l.push(a, Packet::new(1, k), Time::ZERO).unwrap();
+            l.pop(a, Time::ZERO).unwrap();
+        }
+        assert_eq!(l.nodes.len(), cap);
+        *l.deficit(b, 2) = -5;
+        assert_eq!(*l.deficit(b, 9), -5, "rows past the stride share the last entry");
+        assert_eq!(*l.deficit(a, 0), 0);
+    }
+}
