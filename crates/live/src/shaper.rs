@@ -213,6 +213,19 @@ impl Snapshot {
             "Bytes queued now.",
             per(&|d| d.qdisc.map(|q| q.backlog_bytes).unwrap_or(0) as f64),
         );
+        let p = &self.pacing;
+        for (name, help, v) in [
+            ("late_services_total", "Services that found a deadline already past.", p.late_services),
+            ("late_us_total", "Sum of their lateness, microseconds.", p.late_us_total),
+            (
+                "catchup_given_up_us_total",
+                "Time not replayed (gap beyond the catch-up cap), microseconds.",
+                p.given_up_us,
+            ),
+            ("sendmmsg_calls_total", "sendmmsg calls.", p.tx_calls),
+        ] {
+            s += &format!("# HELP sluice_{name} {help}\n# TYPE sluice_{name} counter\nsluice_{name} {v}\n");
+        }
         s
     }
 }
@@ -733,4 +746,27 @@ pub fn stop_on_signals(stop: &Arc<AtomicBool>) -> Result<(), LiveError> {
 fn load_model(path: &str, dev: &str, floor: Span) -> Result<engine::ModelBuilt, LiveError> {
     let text = std::fs::read_to_string(path).map_err(|e| LiveError::Config(format!("{path}: {e}")))?;
     engine::build_model(path, &text, dev, floor).map_err(|e| LiveError::Config(e.0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pacing_counters_reach_stats_and_metrics() {
+        let mut p = PacingStats::default();
+        for us in [50, 500, 2_000, 12_000, 30_000] {
+            p.note_late(Span::from_micros(us));
+        }
+        assert_eq!(p.late_hist, [1, 1, 1, 1, 1]);
+        assert_eq!((p.late_services, p.late_us_max, p.late_us_total), (5, 30_000, 44_550));
+        p.given_up_us = 7;
+        let line = p.describe(&Pacing::default());
+        assert!(line.contains("mean 8910us") && line.contains("7us given up"), "{line}");
+        let snap = Snapshot { uptime_s: 1.0, directions: vec![], calibration: line, reloads: 0, pacing: p };
+        let prom = snap.to_prometheus();
+        assert!(prom.contains("sluice_late_services_total 5\n"), "{prom}");
+        assert!(prom.contains("sluice_catchup_given_up_us_total 7\n"), "{prom}");
+        assert!(snap.to_text().contains("pacing: catch-up 20000us"));
+    }
 }
