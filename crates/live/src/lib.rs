@@ -7,6 +7,7 @@
 //! - [`frame`]: frame → packet descriptor, and the buffer pool;
 //! - [`engine`]: configuration → qdisc, and hitless reload;
 //! - [`timing`]: wake-up jitter calibration and the burst floor;
+//! - [`pacing`]: replaying deadlines the loop missed, so late wake-ups cost no rate;
 //! - [`control`]: owner-only control socket and Prometheus endpoint;
 //! - [`shaper`]: the forwarding loop.
 #![deny(unsafe_code)]
@@ -15,6 +16,7 @@
 pub mod control;
 pub mod engine;
 pub mod frame;
+pub mod pacing;
 pub mod shaper;
 pub mod sys;
 pub mod timing;

@@ -8,6 +8,7 @@
 use crate::control::{self, Request};
 use crate::engine::{self, DirQueue};
 use crate::frame::{self, Parsed, Pool};
+use crate::pacing::{self, Pacing};
 use crate::sys::{self, RxRing, TxSock};
 use crate::timing::{Calibration, SPIN_BELOW};
 use crate::LiveError;
@@ -54,6 +55,52 @@ pub struct Options {
     pub reverse_script: Option<String>,
     /// Network namespace to forward in (the calling thread enters it; metrics stay outside).
     pub netns: Option<String>,
+    /// How deadlines are waited for and late ones caught up ([`Pacing::default`] is right for
+    /// most uses).
+    pub pacing: Pacing,
+}
+
+/// How the loop kept time (see [`crate::pacing`]).
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
+pub struct PacingStats {
+    /// Services that found a deadline already past (the loop woke late or was descheduled).
+    pub late_services: u64,
+    /// Sum of their lateness, µs.
+    pub late_us_total: u64,
+    /// Worst lateness, µs.
+    pub late_us_max: u64,
+    /// Late services by lateness: < 100 µs, < 1 ms, < 5 ms, < 20 ms, more.
+    pub late_hist: [u64; 5],
+    /// Time not replayed because a gap exceeded the catch-up cap, µs (rate lost for good).
+    pub given_up_us: u64,
+    /// `sendmmsg` calls (frames sent / calls = batch size).
+    pub tx_calls: u64,
+}
+
+impl PacingStats {
+    fn note_late(&mut self, l: Span) {
+        let us = l.as_micros();
+        self.late_services += 1;
+        self.late_us_total += us;
+        self.late_us_max = self.late_us_max.max(us);
+        let k = [100, 1000, 5000, 20_000].iter().position(|&b| us < b).unwrap_or(4);
+        self.late_hist[k] += 1;
+    }
+
+    /// One line for `stats` and the final report.
+    pub fn describe(&self, p: &Pacing) -> String {
+        format!(
+            "pacing: catch-up {}us{}, {} late services (mean {}us, max {}us; <0.1/1/5/20ms/more: {:?}), {}us given up, {} sendmmsg calls",
+            p.catch_up.as_micros(),
+            if p.busy_poll { ", busy poll" } else { "" },
+            self.late_services,
+            self.late_us_total.checked_div(self.late_services).unwrap_or(0),
+            self.late_us_max,
+            self.late_hist,
+            self.given_up_us,
+            self.tx_calls
+        )
+    }
 }
 
 /// Counters of one direction.
@@ -90,6 +137,8 @@ pub struct Snapshot {
     pub calibration: String,
     /// Reloads done.
     pub reloads: u64,
+    /// How the loop kept time.
+    pub pacing: PacingStats,
 }
 
 /// One direction in a snapshot.
@@ -164,6 +213,19 @@ impl Snapshot {
             "Bytes queued now.",
             per(&|d| d.qdisc.map(|q| q.backlog_bytes).unwrap_or(0) as f64),
         );
+        let p = &self.pacing;
+        for (name, help, v) in [
+            ("late_services_total", "Services that found a deadline already past.", p.late_services),
+            ("late_us_total", "Sum of their lateness, microseconds.", p.late_us_total),
+            (
+                "catchup_given_up_us_total",
+                "Time not replayed (gap beyond the catch-up cap), microseconds.",
+                p.given_up_us,
+            ),
+            ("sendmmsg_calls_total", "sendmmsg calls.", p.tx_calls),
+        ] {
+            s += &format!("# HELP sluice_{name} {help}\n# TYPE sluice_{name} counter\nsluice_{name} {v}\n");
+        }
         s
     }
 }
@@ -292,18 +354,21 @@ pub fn run(opts: Options) -> Result<Snapshot, LiveError> {
     let mut pool = Pool::new(1 << 17);
     let epoch = Instant::now();
     let clock = || Time::from_nanos(epoch.elapsed().as_nanos() as u64);
+    let pacing = opts.pacing;
     let mut reloads = 0u64;
-    let mut last_house = Instant::now();
-    // Run-time view of wake-up lateness: the floor rises when the machine gets busier.
-    let mut floor = cal.floor;
-    let mut late: Vec<u64> = Vec::with_capacity(4096);
-    let mut last_floor_check = Instant::now();
-    let mut floor_note = String::new();
+    let mut last_house = Time::ZERO;
+    let floor = cal.floor;
+    let mut pstats = PacingStats::default();
+    // Per direction: the time its qdisc was last served up to (the replay starts there).
+    let mut served = [clock(); 2];
+    let mut pending: Vec<sluice_core::Packet> = Vec::with_capacity(sys::MAX_BATCH);
+    let max_duration = opts.max_duration.map(|m| Time::from_nanos(m.as_nanos() as u64));
     let paths = [format!("{} -> {}", opts.in_if, opts.out_if), format!("{} -> {}", opts.out_if, opts.in_if)];
-    let snapshot = |dirs: &[Dir; 2], reloads: u64, floor_note: &str| Snapshot {
+    let snapshot = |dirs: &[Dir; 2], reloads: u64, p: &PacingStats| Snapshot {
         uptime_s: epoch.elapsed().as_secs_f64(),
-        calibration: format!("{cal}{floor_note}"),
+        calibration: format!("{cal}; {}", p.describe(&pacing)),
         reloads,
+        pacing: *p,
         directions: dirs
             .iter()
             .zip(paths.iter())
@@ -316,45 +381,59 @@ pub fn run(opts: Options) -> Result<Snapshot, LiveError> {
             .collect(),
     };
     loop {
-        if opts.stop.load(Ordering::Relaxed) || opts.max_duration.is_some_and(|m| epoch.elapsed() >= m) {
+        let now = clock();
+        if opts.stop.load(Ordering::Relaxed) || max_duration.is_some_and(|m| now >= m) {
             break;
         }
-        let now = clock();
-        // Receive: frames from port i go in direction i (toward port 1 - i). Few blocks per turn and
-        // many sends: the ring (16 MiB) is the buffer, the qdisc should not overflow from batching.
+        // Replay the deadlines that passed while the loop was away (asleep past its deadline or
+        // descheduled), before new arrivals are enqueued at `now`.
+        // Per direction: frames are enqueued at their receive timestamps, each after replaying the
+        // qdisc up to that time (deadlines missed while the loop was away, see `pacing`), then the
+        // qdisc is served up to now. Sends go out in `sendmmsg` batches. The kernel stamps frames
+        // with CLOCK_REALTIME: map to our clock with the offset read now, and clamp into
+        // [served, now] so the qdisc's clock never goes back.
+        let real_off = realtime_ns() as i128 - now.as_nanos() as i128;
         let mut got = 0;
-        #[allow(clippy::needless_range_loop)] // `i` picks both the source port and the direction
         for i in 0..2 {
             let (a, b) = ports.split_at_mut(1);
-            let (src, dst) = if i == 0 { (&mut a[0], &b[0]) } else { (&mut b[0], &a[0]) };
+            let (src, dst) = if i == 0 { (&mut a[0], &mut b[0]) } else { (&mut b[0], &mut a[0]) };
             let d = &mut dirs[i];
+            let served = &mut served[i];
+            let mut tx = Tx {
+                pool: &mut pool,
+                pacing: &pacing,
+                stats: &mut pstats,
+                pending: &mut pending,
+                noted: false,
+                wall: now,
+                verbose: opts.verbose,
+            };
             if let Some(rx) = src.rx.as_mut() {
-                got += rx.drain(2, |f| ingest(f, now, d, &mut pool, dst));
+                // Few blocks per turn: the ring (16 MiB) is the buffer.
+                got += rx.drain(2, |f, ts| {
+                    let stamp = Time::from_nanos((ts as i128 - real_off).max(0) as u64);
+                    let t = pacing::arrival_time(stamp, *served, now);
+                    serve(d, dst, served, t, usize::MAX, &mut tx);
+                    ingest(f, t, d, tx.pool, dst);
+                });
+            }
+            // At most 8192 frames at `now`, so a huge backlog cannot starve the receive side
+            // (everything is served at `now`, so stopping early leaves nothing to replay).
+            serve(d, dst, served, now, 8192, &mut tx);
+            flush(d, dst, &mut tx);
+        }
+        // Control requests are answered at once (they time measurement windows).
+        if let Some(rx) = &control {
+            while let Ok(req) = rx.try_recv() {
+                let answer = handle_request(&req.line, &mut dirs, &opts, floor, &mut reloads, &|d, r| {
+                    snapshot(d, r, &pstats)
+                });
+                let _ = req.reply.send(answer);
             }
         }
-        // Transmit whatever the qdiscs release now.
-        for i in 0..2 {
-            let dst = &mut ports[1 - i];
-            let d = &mut dirs[i];
-            if let Some(q) = d.queue.as_mut() {
-                for _ in 0..8192 {
-                    match q.next_event(now) {
-                        Some(t) if t <= now => {}
-                        _ => break,
-                    }
-                    let Some(p) = q.dequeue(now) else { break };
-                    transmit(pool.finish(p.payload, p.dsfield), dst, &mut d.c, opts.verbose);
-                    pool.free(p.payload);
-                }
-                while let Some(dr) = q.take_dropped() {
-                    pool.free(dr.pkt.payload);
-                    d.c.qdisc_drops += 1;
-                }
-            }
-        }
-        // Housekeeping: control requests, metrics, ring statistics, lost interfaces.
-        if last_house.elapsed() >= Duration::from_millis(100) {
-            last_house = Instant::now();
+        // Housekeeping: metrics, ring statistics, lost interfaces.
+        if now - last_house >= Span::from_millis(100) {
+            last_house = now;
             for (i, p) in ports.iter_mut().enumerate() {
                 if let Some(rx) = &p.rx {
                     dirs[i].c.ring_drops += rx.take_stats().1;
@@ -366,65 +445,17 @@ pub fn run(opts: Options) -> Result<Snapshot, LiveError> {
                     p.close(opts.verbose, "it disappeared");
                 }
             }
-            if last_floor_check.elapsed() >= Duration::from_secs(1) {
-                last_floor_check = Instant::now();
-                if late.len() >= 20 {
-                    late.sort_unstable();
-                    let p99 = Span::from_nanos(late[(late.len() * 99).div_ceil(100) - 1]);
-                    let cap = Span::from_millis(20);
-                    if p99 > floor && floor < cap {
-                        let new = Span::from_nanos((p99.as_nanos() * 3 / 2).min(cap.as_nanos()));
-                        for (i, d) in dirs.iter_mut().enumerate() {
-                            let dev = if i == 0 { &opts.out_if } else { &opts.in_if };
-                            if let (Some(q), Some(path)) = (d.queue.as_mut(), d.script.as_ref()) {
-                                if let Ok(m) = load_model(path, dev, new) {
-                                    q.reload(m.qdisc);
-                                    d.classifier = Some(m.classifier);
-                                    d.summary = m.summary;
-                                }
-                            } else if let (Some(q), Some(t)) = (d.queue.as_mut(), d.tree.as_ref()) {
-                                if let Ok(b) = engine::build(t, new) {
-                                    q.reload(b.qdisc);
-                                    d.summary = b.summary;
-                                }
-                            }
-                        }
-                        floor_note = format!(
-                            "; raised at run time to {}us after wake-ups late by {}us (p99 of the last second)",
-                            new.as_micros(),
-                            p99.as_micros()
-                        );
-                        if opts.verbose {
-                            eprintln!(
-                                "sluice shape: burst floor {}us -> {}us (wake-ups late by {}us at p99)",
-                                floor.as_micros(),
-                                new.as_micros(),
-                                p99.as_micros()
-                            );
-                        }
-                        floor = new;
-                    }
-                }
-                late.clear();
-            }
-            if let Some(rx) = &control {
-                while let Ok(req) = rx.try_recv() {
-                    let answer = handle_request(&req.line, &mut dirs, &opts, floor, &mut reloads, &|d, r| {
-                        snapshot(d, r, &floor_note)
-                    });
-                    let _ = req.reply.send(answer);
-                }
-            }
             if opts.metrics.is_some() {
                 if let Ok(mut t) = metrics_text.lock() {
-                    *t = snapshot(&dirs, reloads, &floor_note).to_prometheus();
+                    *t = snapshot(&dirs, reloads, &pstats).to_prometheus();
                 }
             }
         }
         if got > 0 {
             continue; // more may be waiting in the rings
         }
-        // Sleep until the next deadline (or spin if it is very near), waking for new frames.
+        // Sleep until the next deadline, waking for new frames. A late wake-up costs no rate (the
+        // next turn replays it), so near deadlines are slept for too unless busy polling.
         let now = clock();
         let next = dirs.iter().filter_map(|d| d.queue.as_ref().and_then(|q| q.next_event(now))).min();
         let wait = match next {
@@ -432,7 +463,7 @@ pub fn run(opts: Options) -> Result<Snapshot, LiveError> {
             Some(t) => (t - now).min(Span::from_millis(20)),
             None => Span::from_millis(20),
         };
-        if wait < SPIN_BELOW {
+        if wait.as_nanos() == 0 || (pacing.busy_poll && wait < SPIN_BELOW) {
             continue;
         }
         let mut fds: Vec<nix::poll::PollFd> = ports
@@ -441,12 +472,7 @@ pub fn run(opts: Options) -> Result<Snapshot, LiveError> {
             .map(|r| nix::poll::PollFd::new(r.as_fd(), nix::poll::PollFlags::POLLIN))
             .collect();
         let ts = nix::sys::time::TimeSpec::from_duration(Duration::from_nanos(wait.as_nanos()));
-        let before = clock();
-        let woke = nix::poll::ppoll(&mut fds, Some(ts), None);
-        if matches!(woke, Ok(0)) && next.is_some() {
-            // A timer wake-up for a deadline: how late was it?
-            late.push(clock().as_nanos().saturating_sub(before.as_nanos() + wait.as_nanos()));
-        }
+        let _ = nix::poll::ppoll(&mut fds, Some(ts), None);
         let bad: Vec<bool> = fds
             .iter()
             .map(|f| {
@@ -470,7 +496,108 @@ pub fn run(opts: Options) -> Result<Snapshot, LiveError> {
             }
         }
     }
-    Ok(snapshot(&dirs, reloads, &floor_note))
+    Ok(snapshot(&dirs, reloads, &pstats))
+}
+
+/// What sending needs besides the direction: the frames, how to batch, where to count.
+struct Tx<'a> {
+    pool: &'a mut Pool,
+    pacing: &'a Pacing,
+    stats: &'a mut PacingStats,
+    /// Released, not yet sent (their pool slots are still held).
+    pending: &'a mut Vec<sluice_core::Packet>,
+    /// Whether this turn's lateness was recorded.
+    noted: bool,
+    /// The real time of this turn.
+    wall: Time,
+    verbose: bool,
+}
+
+/// Release what direction `d`'s qdisc makes eligible from `served` up to `to` (replaying missed
+/// deadlines, see [`crate::pacing`]), at most `budget` frames, sending to `dst` whenever a
+/// `sendmmsg` batch is full.
+fn serve(d: &mut Dir, dst: &mut Port, served: &mut Time, to: Time, budget: usize, tx: &mut Tx<'_>) {
+    let Some(q) = d.queue.as_mut() else { return };
+    let per_call = tx.pacing.tx_batch.clamp(1, sys::MAX_BATCH);
+    let mut budget = budget;
+    loop {
+        let want = per_call.saturating_sub(tx.pending.len()).max(1).min(budget);
+        let r = pacing::release(q, *served, to, tx.pacing.catch_up, want, tx.pending);
+        // The next call starts where this one stopped.
+        *served = r.reached;
+        tx.stats.given_up_us += r.given_up.as_micros();
+        if let (false, Some(due)) = (tx.noted, r.first_due) {
+            // Lateness against the real time of the turn, once per turn and direction.
+            tx.stats.note_late(tx.wall - due);
+            tx.noted = true;
+        }
+        budget -= r.packets.min(budget);
+        while let Some(dr) = q.take_dropped() {
+            tx.pool.free(dr.pkt.payload);
+            d.c.qdisc_drops += 1;
+        }
+        if tx.pending.len() >= per_call {
+            flush_to(&mut d.c, dst, tx);
+        }
+        if r.packets < want || budget == 0 {
+            break;
+        }
+    }
+}
+
+/// Send the released frames of direction `d`.
+fn flush(d: &mut Dir, dst: &mut Port, tx: &mut Tx<'_>) {
+    flush_to(&mut d.c, dst, tx);
+}
+
+fn flush_to(c: &mut DirCounters, dst: &mut Port, tx: &mut Tx<'_>) {
+    if tx.pending.is_empty() {
+        return;
+    }
+    for p in tx.pending.iter() {
+        tx.pool.finish(p.payload, p.dsfield);
+    }
+    let pool = &*tx.pool;
+    let mut frames = [&[][..]; sys::MAX_BATCH];
+    let mut at = 0;
+    while at < tx.pending.len() {
+        let n = (tx.pending.len() - at).min(sys::MAX_BATCH);
+        for (k, p) in tx.pending[at..at + n].iter().enumerate() {
+            frames[k] = pool.get(p.payload);
+        }
+        let mut k = 0;
+        while k < n {
+            let (sent, err) = match dst.tx.as_ref() {
+                Some(s) => s.send_many(&frames[k..n]),
+                None => (0, Some(std::io::Error::from_raw_os_error(libc::ENODEV))),
+            };
+            tx.stats.tx_calls += 1;
+            for f in &frames[k..k + sent] {
+                c.tx_frames += 1;
+                c.tx_bytes += f.len() as u64;
+            }
+            k += sent;
+            if let Some(e) = err {
+                // The frame at `k` failed: count it lost and go on after it.
+                c.tx_errors += 1;
+                k += 1;
+                if matches!(e.raw_os_error(), Some(libc::ENXIO | libc::ENODEV)) && dst.tx.is_some() {
+                    dst.close(tx.verbose, &e.to_string());
+                }
+            }
+        }
+        at += n;
+    }
+    for p in tx.pending.drain(..) {
+        tx.pool.free(p.payload);
+    }
+}
+
+fn realtime_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
 }
 
 fn ingest(f: &[u8], now: Time, d: &mut Dir, pool: &mut Pool, dst: &Port) {
@@ -536,22 +663,6 @@ fn send_counted(f: &[u8], dst: &Port, c: &mut DirCounters) {
             c.tx_bytes += f.len() as u64;
         }
         _ => c.tx_errors += 1,
-    }
-}
-
-fn transmit(f: &[u8], dst: &mut Port, c: &mut DirCounters, verbose: bool) {
-    match dst.tx.as_ref().map(|t| t.send(f)) {
-        Some(Ok(())) => {
-            c.tx_frames += 1;
-            c.tx_bytes += f.len() as u64;
-        }
-        Some(Err(e)) => {
-            c.tx_errors += 1;
-            if matches!(e.raw_os_error(), Some(libc::ENXIO | libc::ENODEV)) {
-                dst.close(verbose, &e.to_string());
-            }
-        }
-        None => c.tx_errors += 1,
     }
 }
 
@@ -635,4 +746,27 @@ pub fn stop_on_signals(stop: &Arc<AtomicBool>) -> Result<(), LiveError> {
 fn load_model(path: &str, dev: &str, floor: Span) -> Result<engine::ModelBuilt, LiveError> {
     let text = std::fs::read_to_string(path).map_err(|e| LiveError::Config(format!("{path}: {e}")))?;
     engine::build_model(path, &text, dev, floor).map_err(|e| LiveError::Config(e.0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pacing_counters_reach_stats_and_metrics() {
+        let mut p = PacingStats::default();
+        for us in [50, 500, 2_000, 12_000, 30_000] {
+            p.note_late(Span::from_micros(us));
+        }
+        assert_eq!(p.late_hist, [1, 1, 1, 1, 1]);
+        assert_eq!((p.late_services, p.late_us_max, p.late_us_total), (5, 30_000, 44_550));
+        p.given_up_us = 7;
+        let line = p.describe(&Pacing::default());
+        assert!(line.contains("mean 8910us") && line.contains("7us given up"), "{line}");
+        let snap = Snapshot { uptime_s: 1.0, directions: vec![], calibration: line, reloads: 0, pacing: p };
+        let prom = snap.to_prometheus();
+        assert!(prom.contains("sluice_late_services_total 5\n"), "{prom}");
+        assert!(prom.contains("sluice_catchup_given_up_us_total 7\n"), "{prom}");
+        assert!(snap.to_text().contains("pacing: catch-up 20000us"));
+    }
 }

@@ -167,9 +167,10 @@ impl RxRing {
         unsafe { &*(self.map.add(b * self.block_size + 8) as *const AtomicU32) }
     }
 
-    /// Hand every frame of every ready block to `f`, oldest first, then return the blocks to the
-    /// kernel. At most `max_blocks` blocks per call. Returns the number of frames.
-    pub fn drain(&mut self, max_blocks: usize, mut f: impl FnMut(&[u8])) -> usize {
+    /// Hand every frame of every ready block to `f` with its receive timestamp (ns since the Unix
+    /// epoch, `CLOCK_REALTIME`, as the kernel stamps it), oldest first, then return the blocks to
+    /// the kernel. At most `max_blocks` blocks per call. Returns the number of frames.
+    pub fn drain(&mut self, max_blocks: usize, mut f: impl FnMut(&[u8], u64)) -> usize {
         let mut frames = 0;
         for _ in 0..max_blocks.min(self.block_nr) {
             let b = self.next_block;
@@ -194,11 +195,13 @@ impl RxRing {
                 if off + 28 > block.len() {
                     break;
                 }
+                // struct tpacket3_hdr: next_offset, sec, nsec, snaplen, len, status (u32), mac (u16).
                 let next = rd(off);
+                let ts = rd(off + 4) as u64 * 1_000_000_000 + rd(off + 8) as u64;
                 let snaplen = rd(off + 12);
                 let mac = u16::from_ne_bytes([block[off + 24], block[off + 25]]) as usize;
                 if let Some(frame) = block.get(off + mac..off + mac + snaplen) {
-                    f(frame);
+                    f(frame, ts);
                     frames += 1;
                 }
                 if next == 0 {
@@ -249,6 +252,9 @@ impl Drop for RxRing {
     }
 }
 
+/// Most frames per `sendmmsg` call.
+pub const MAX_BATCH: usize = 64;
+
 /// A transmit socket bound to one interface, bypassing that interface's qdisc.
 pub struct TxSock {
     fd: OwnedFd,
@@ -262,6 +268,46 @@ impl TxSock {
         setsockopt(&fd, libc::SOL_SOCKET, libc::SO_SNDBUF, &(4 << 20) as &libc::c_int)?;
         bind(&fd, ifindex)?;
         Ok(TxSock { fd })
+    }
+
+    /// Send `frames` with one `sendmmsg` per [`MAX_BATCH`]. Returns how many went before the
+    /// first failure and that failure (the caller counts that frame lost and goes on after it).
+    pub fn send_many(&self, frames: &[&[u8]]) -> (usize, Option<io::Error>) {
+        let mut done = 0;
+        while done < frames.len() {
+            let chunk = &frames[done..frames.len().min(done + MAX_BATCH)];
+            // SAFETY: iovec and mmsghdr are plain old data; all-zero is a valid value (null
+            // pointers, zero lengths) that is filled in below.
+            let mut iov: [libc::iovec; MAX_BATCH] = unsafe { std::mem::zeroed() };
+            // SAFETY: as above.
+            let mut msgs: [libc::mmsghdr; MAX_BATCH] = unsafe { std::mem::zeroed() };
+            for (k, f) in chunk.iter().enumerate() {
+                iov[k] = libc::iovec { iov_base: f.as_ptr() as *mut libc::c_void, iov_len: f.len() };
+                msgs[k].msg_hdr.msg_iov = &mut iov[k];
+                msgs[k].msg_hdr.msg_iovlen = 1;
+            }
+            // SAFETY: `msgs[..chunk.len()]` each point to one iovec in `iov`, which points into a
+            // frame of `frames`; all of them outlive the call, and the kernel only reads the
+            // frames (it writes `msg_len`, inside `msgs`). The socket is bound, so no address.
+            let r = unsafe {
+                libc::sendmmsg(
+                    self.fd.as_raw_fd(),
+                    msgs.as_mut_ptr(),
+                    chunk.len() as libc::c_uint,
+                    libc::MSG_DONTWAIT,
+                )
+            };
+            if r < 0 {
+                return (done, Some(io::Error::last_os_error()));
+            }
+            if r == 0 {
+                return (done, Some(io::Error::from(io::ErrorKind::WouldBlock)));
+            }
+            // A partial batch goes on at the frame that did not go: if it fails again, the
+            // next call returns its error.
+            done += r as usize;
+        }
+        (done, None)
     }
 
     /// Send one frame.

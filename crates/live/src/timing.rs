@@ -1,9 +1,10 @@
 //! Timer calibration: how late does a wake-up come on this machine?
 //!
-//! The shaper sleeps in `ppoll` until its next deadline. A late wake-up cannot lose rate as long
-//! as the token bucket can hold the credit earned while asleep, so at start-up we measure the
-//! overshoot of short sleeps and size the burst floor from it. Deadlines closer than
-//! [`SPIN_BELOW`] are not slept for: the loop polls without blocking (hybrid sleep + spin).
+//! The shaper sleeps in `ppoll` until its next deadline. Late wake-ups are caught up by replaying
+//! the missed deadlines ([`crate::pacing`]); the bucket still matters when a queue starts from
+//! idle, so at start-up we measure the overshoot of short sleeps and raise every bucket to hold
+//! at least that much credit (the burst floor). With busy polling, deadlines closer than
+//! [`SPIN_BELOW`] are spun for instead of slept for.
 
 use sluice_core::Span;
 use std::time::{Duration, Instant};
@@ -63,13 +64,12 @@ impl std::fmt::Display for Calibration {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "timer calibration: {} sleeps of 200us overshot by mean {}us, p99 {}us, max {}us -> burst floor {}us of rate; deadlines < {}us are spun",
+            "timer calibration: {} sleeps of 200us overshot by mean {}us, p99 {}us, max {}us -> burst floor {}us of rate",
             self.samples,
             self.mean.as_micros(),
             self.p99.as_micros(),
             self.max.as_micros(),
-            self.floor.as_micros(),
-            SPIN_BELOW.as_micros()
+            self.floor.as_micros()
         )
     }
 }

@@ -54,6 +54,7 @@ fn start_with(
         forward_script: script,
         reverse_script: None,
         netns: Some(lab.shaper_ns()),
+        pacing: Default::default(),
     };
     let h = std::thread::spawn(move || shaper::run(opts).expect("shaper runs"));
     std::thread::sleep(Duration::from_millis(400)); // calibration + ring set-up

@@ -108,6 +108,7 @@ impl Shaper for LiveShaper {
             forward_script: None,
             reverse_script: None,
             netns: Some(lab.shaper_ns()),
+            pacing: Default::default(),
         };
         let handle = std::thread::spawn(move || shaper::run(opts));
         let t0 = Instant::now();

@@ -44,6 +44,13 @@ pub struct Args {
     /// Print only the final counters.
     #[arg(long)]
     quiet: bool,
+    /// Replay deadlines missed by up to this many ms (late wake-ups, descheduling), so they cost
+    /// no rate; a longer gap gives up the rest.
+    #[arg(long, value_name = "MS", default_value_t = 20.0)]
+    catch_up: f64,
+    /// Spin instead of sleeping for deadlines under 50 us (less jitter, one core busy).
+    #[arg(long)]
+    busy_poll: bool,
 }
 
 pub(crate) fn load_tree(path: &str, dev: &str) -> Result<Tree> {
@@ -75,6 +82,11 @@ pub fn run(args: Args) -> Result<ExitCode> {
         forward_script,
         reverse_script,
         netns: args.netns,
+        pacing: sluice_live::pacing::Pacing {
+            catch_up: sluice_core::Span::from_nanos((args.catch_up.clamp(0.0, 1000.0) * 1e6) as u64),
+            busy_poll: args.busy_poll,
+            ..Default::default()
+        },
     };
     let snap = shaper::run(opts)?;
     println!("final counters:\n{}", snap.to_text());
