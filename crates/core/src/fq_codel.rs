@@ -45,6 +45,7 @@ use crate::handle::Handle;
 use crate::packet::Packet;
 use crate::qdisc::{ConfigError, DropReason, Dropped, Qdisc, QdiscStats};
 use crate::time::{Span, Time};
+use crate::sched::slab::{QueueEnds, QueueSlab};
 use std::collections::VecDeque;
 use std::fmt;
 use std::str::FromStr;
@@ -70,7 +71,6 @@ pub const MAX_MEMORY_LIMIT: u32 = 1 << 31;
 
 /// Deficits are kept in 1/65536 bytes (see the module docs).
 const DEFICIT_SHIFT: u32 = 16;
-const NIL: u32 = u32::MAX;
 
 /// How packets are grouped into queues and how hosts share the link (CAKE's flow modes).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -315,13 +315,11 @@ struct Node {
     pkt: Packet,
     enqueued: Time,
     mem: u32,
-    next: u32,
 }
 
 #[derive(Clone, Debug)]
 struct Flow {
-    head: u32,
-    tail: u32,
+    queue: QueueEnds,
     qlen: u32,
     backlog: u64,
     /// In 1/65536 bytes.
@@ -337,8 +335,7 @@ struct Flow {
 impl Flow {
     fn new() -> Flow {
         Flow {
-            head: NIL,
-            tail: NIL,
+            queue: QueueEnds::EMPTY,
             qlen: 0,
             backlog: 0,
             deficit: 0,
@@ -358,8 +355,7 @@ pub struct FqCodel {
     handle: Handle,
     flows: Vec<Flow>,
     /// Packet arena shared by all flows; each flow is a singly linked list through `next`.
-    nodes: Vec<Node>,
-    free: u32,
+    nodes: QueueSlab<Node>,
     new_flows: VecDeque<u32>,
     old_flows: VecDeque<u32>,
     src_bulk: Vec<u32>,
@@ -405,8 +401,7 @@ impl FqCodel {
             cfg,
             handle: Handle::UNSPEC,
             flows: vec![Flow::new(); n],
-            nodes: Vec::new(),
-            free: NIL,
+            nodes: QueueSlab::default(),
             new_flows: VecDeque::with_capacity(n),
             old_flows: VecDeque::with_capacity(n),
             src_bulk: Vec::new(),
@@ -583,23 +578,8 @@ impl FqCodel {
     }
 
     fn push_node(&mut self, idx: usize, pkt: Packet, now: Time, mem: u32) -> u32 {
-        let node = Node { pkt, enqueued: now, mem, next: NIL };
-        let id = if self.free != NIL {
-            let id = self.free;
-            self.free = self.nodes[id as usize].next;
-            self.nodes[id as usize] = node;
-            id
-        } else {
-            self.nodes.push(node);
-            (self.nodes.len() - 1) as u32
-        };
         let f = &mut self.flows[idx];
-        if f.tail == NIL {
-            f.head = id;
-        } else {
-            self.nodes[f.tail as usize].next = id;
-        }
-        f.tail = id;
+        let id = self.nodes.push_back(&mut f.queue, Node { pkt, enqueued: now, mem });
         f.qlen += 1;
         f.backlog += pkt.len as u64;
         self.qlen += 1;
@@ -610,22 +590,12 @@ impl FqCodel {
 
     fn pop_node(&mut self, idx: usize) -> Option<(u32, Node)> {
         let f = &mut self.flows[idx];
-        if f.head == NIL {
-            return None;
-        }
-        let id = f.head;
-        let node = self.nodes[id as usize];
-        f.head = node.next;
-        if f.head == NIL {
-            f.tail = NIL;
-        }
+        let (id, node) = self.nodes.pop_front(&mut f.queue)?;
         f.qlen -= 1;
         f.backlog -= node.pkt.len as u64;
         self.qlen -= 1;
         self.backlog -= node.pkt.len as u64;
         self.memory_usage -= node.mem as u64;
-        self.nodes[id as usize].next = self.free;
-        self.free = id;
         Some((id, node))
     }
 
@@ -786,7 +756,6 @@ impl Qdisc for FqCodel {
         self.new_flows.clear();
         self.old_flows.clear();
         self.nodes.clear();
-        self.free = NIL;
         self.reset_host_counts();
         out
     }

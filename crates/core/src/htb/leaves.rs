@@ -7,13 +7,13 @@
 use super::class::NONE;
 use crate::packet::Packet;
 use crate::qdisc::{DropReason, Dropped, Qdisc};
+use crate::sched::slab::{QueueEnds, QueueSlab};
 use crate::time::Time;
 
 /// One leaf's queue.
 #[derive(Clone, Copy, Debug)]
 struct LeafSlot {
-    head: u32,
-    tail: u32,
+    ends: QueueEnds,
     qlen: u32,
     /// The inline pfifo's limit in packets, or `BOXED | index` of a boxed qdisc.
     queue: u32,
@@ -33,19 +33,12 @@ impl LeafSlot {
     }
 }
 
-#[derive(Clone, Copy, Debug)]
-struct Node {
-    pkt: Packet,
-    next: u32,
-}
-
 /// All leaf queues of one HTB. See the [module docs](self).
 #[derive(Default)]
 pub(super) struct Leaves {
     slots: Vec<LeafSlot>,
     free_slots: Vec<u32>,
-    nodes: Vec<Node>,
-    free_node: u32,
+    slab: QueueSlab<Packet>,
     boxed: Vec<Option<Box<dyn Qdisc>>>,
     free_boxed: Vec<u32>,
     deficits: Vec<i32>,
@@ -54,13 +47,13 @@ pub(super) struct Leaves {
 
 impl Leaves {
     pub fn new() -> Leaves {
-        Leaves { free_node: NONE, stride: 1, ..Default::default() }
+        Leaves { stride: 1, ..Default::default() }
     }
 
     /// A new leaf with an empty inline pfifo of `limit` packets, served in up to `rows` rows.
     pub fn alloc(&mut self, limit: u32, rows: usize) -> u32 {
         self.ensure_stride(rows);
-        let slot = LeafSlot { head: NONE, tail: NONE, qlen: 0, queue: limit.clamp(1, BOXED - 1) };
+        let slot = LeafSlot { ends: QueueEnds::EMPTY, qlen: 0, queue: limit.clamp(1, BOXED - 1) };
         let i = match self.free_slots.pop() {
             Some(i) => {
                 self.slots[i as usize] = slot;
@@ -136,24 +129,8 @@ impl Leaves {
         if s.qlen >= s.queue {
             return Err(Dropped { pkt, reason: DropReason::QueueFull });
         }
-        let n = match self.free_node {
-            NONE => {
-                self.nodes.push(Node { pkt, next: NONE });
-                (self.nodes.len() - 1) as u32
-            }
-            n => {
-                self.free_node = self.nodes[n as usize].next;
-                self.nodes[n as usize] = Node { pkt, next: NONE };
-                n
-            }
-        };
         let s = &mut self.slots[i as usize];
-        if s.tail == NONE {
-            s.head = n;
-        } else {
-            self.nodes[s.tail as usize].next = n;
-        }
-        s.tail = n;
+        self.slab.push_back(&mut s.ends, pkt);
         s.qlen += 1;
         Ok(())
     }
@@ -165,19 +142,9 @@ impl Leaves {
         if s.boxed() != NONE {
             return self.boxed[s.boxed() as usize].as_mut().expect("boxed leaf qdisc").dequeue(now);
         }
-        let n = s.head;
-        if n == NONE {
-            return None;
-        }
-        let node = self.nodes[n as usize];
-        s.head = node.next;
-        if s.head == NONE {
-            s.tail = NONE;
-        }
+        let (_, pkt) = self.slab.pop_front(&mut s.ends)?;
         s.qlen -= 1;
-        self.nodes[n as usize].next = self.free_node;
-        self.free_node = n;
-        Some(node.pkt)
+        Some(pkt)
     }
 
     /// True if leaf `i` has a boxed qdisc.
@@ -258,19 +225,14 @@ impl Leaves {
             let st = self.boxed[s.boxed() as usize].as_ref().map(|q| q.stats()).unwrap_or_default();
             return (st.qlen, st.backlog_bytes);
         }
-        let (mut bytes, mut n) = (0u64, s.head);
-        while n != NONE {
-            bytes += self.nodes[n as usize].pkt.len as u64;
-            n = self.nodes[n as usize].next;
-        }
-        (s.qlen as u64, bytes)
+        (s.qlen as u64, self.slab.iter(&s.ends).map(|p| p.len as u64).sum())
     }
 
     /// Heap bytes held (for the memory-per-class figures).
     pub fn heap_bytes(&self) -> usize {
         self.slots.capacity() * size_of::<LeafSlot>()
             + self.free_slots.capacity() * 4
-            + self.nodes.capacity() * size_of::<Node>()
+            + self.slab.heap_bytes()
             + self.deficits.capacity() * 4
     }
 }
@@ -295,13 +257,6 @@ mod tests {
         let got: Vec<u64> = std::iter::from_fn(|| l.pop(a, Time::ZERO)).map(|p| p.payload).collect();
         assert_eq!(got, vec![1, 7]);
         assert_eq!(l.flush(b).iter().map(|p| p.payload).collect::<Vec<_>>(), vec![10, 11, 12]);
-        // Freed nodes are reused: no growth past the peak backlog.
-        let cap = l.nodes.len();
-        for k in 0..100 {
-            l.push(a, Packet::new(1, k), Time::ZERO).unwrap();
-            l.pop(a, Time::ZERO).unwrap();
-        }
-        assert_eq!(l.nodes.len(), cap);
         *l.deficit(b, 2) = -5;
         assert_eq!(*l.deficit(b, 9), -5, "rows past the stride share the last entry");
         assert_eq!(*l.deficit(a, 0), 0);
