@@ -10,7 +10,11 @@
 //! of the turn holder, and whether its turn is over) are kept. They follow the kernel's pointer
 //! rules: a turn ending on the last class leaves the cursor past the end (the next lookup rewinds
 //! and, in a feed, moves the list above on); a row's turn holder that stops being a member loses
-//! its turn; a feed's cursor resumes at the first class at or above the turn holder. [`Qdisc::next_event`] is the earliest mode change of a
+//! its turn; a feed's cursor resumes at the first class at or above the turn holder. A feed has
+//! one cursor per prio whatever level it is served at (the kernel's `inner.clprio[prio].ptr`),
+//! so a class's turn ended while it sent on its own rate can cost it its next turn in its
+//! parent's feed: with quantum > packet size, borrowing siblings' shares wander around the fluid
+//! share as the kernel's do (see `tests/htb_three_level_sites.rs`). [`Qdisc::next_event`] is the earliest mode change of a
 //! class on the path of a backlogged leaf, kept in a [`BinaryHeap`]. Per packet this is
 //! O(backlogged leaves × depth): the old O(N) HTB of seed 001, on purpose.
 //!
