@@ -191,6 +191,15 @@ impl RefHtb {
         self.find(id).map(|c| self.classes[c].queue.len())
     }
 
+    /// A class's mode at `now` (`"can_send"`, `"may_borrow"`, `"cant_send"`), for debugging.
+    pub fn class_mode(&self, id: Handle, now: Time) -> Option<&'static str> {
+        self.find(id).map(|c| match self.mode(c, now) {
+            Mode::CanSend => "can_send",
+            Mode::MayBorrow => "may_borrow",
+            Mode::CantSend => "cant_send",
+        })
+    }
+
     fn find(&self, id: Handle) -> Option<usize> {
         self.index.get(&id.0).copied()
     }
@@ -312,7 +321,8 @@ impl RefHtb {
                 return None;
             }
             let pick = match self.cursors.get(&list) {
-                None => Some(m[0]),
+                // A list never used yet has the kernel's zeroed (NULL) pointer: past the end.
+                None => None,
                 Some(cur) => m.iter().copied().find(|&c| {
                     let id = self.classes[c].id;
                     if cur.turn_over {

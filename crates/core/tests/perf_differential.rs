@@ -155,7 +155,63 @@ fn scenario(seed: u64, borrow: bool) -> Scenario {
     if std::env::var("SLUICE_DIFF_DEBUG").is_ok() {
         eprintln!("link {link_bps:?}");
     }
-    Scenario { classes, sources, link_bps, secs: 10, one_packet_turns }
+    Scenario { classes, sources, link_bps, secs: secs(), one_packet_turns }
+}
+
+/// A tree shaped like an ISP's (and the simulator's `htb-scaling` with sites): one root class,
+/// 3 to 8 "site" classes whose rates share part of the root's and whose ceils let them borrow
+/// from it, each with 2 to 5 small-rate leaves that may borrow up to the site's ceil or beyond.
+/// Per site none, one or two greedy leaves and maybe a CBR one, so most of the traffic is lent
+/// by the root to sites in its feed, and sites move between their own row and the root's feed.
+fn sites_scenario(seed: u64) -> Scenario {
+    let mut rng = Rng(seed ^ 0x5173_5173);
+    let one_packet_turns = seed % 3 < 1;
+    let root_rate = rng.range(5, 40) * 1_000_000;
+    let mut classes = vec![class_def(&mut rng, 0, ROOT, root_rate, root_rate, false)];
+    let sites = rng.range(3, 8);
+    let mut sources = Vec::new();
+    for _ in 0..sites {
+        let rate = (root_rate * rng.range(40, 100) / 100 / sites).max(64_000);
+        let ceil = if rng.chance(75) { root_rate } else { rng.range(rate, root_rate) };
+        classes.push(class_def(&mut rng, classes.len(), classes[0].id, rate, ceil, false));
+        let site = classes.len() - 1;
+        let greedy = rng.range(0, 2);
+        for k in 0..rng.range(2, 5) {
+            let rate = rng.range(8, 200) * 1000;
+            let ceil = if rng.chance(50) { ceil } else { 100_000_000 };
+            let mut c = class_def(&mut rng, classes.len(), classes[site].id, rate, ceil, true);
+            let size = [64u32, 200, 576, 1000, 1500][rng.range(0, 4) as usize];
+            if one_packet_turns {
+                c.quantum = size;
+            }
+            let src = if k < greedy {
+                Some(Source::Greedy)
+            } else if rng.chance(20) {
+                Some(Source::Cbr {
+                    bps: rate.max(ceil / 8) * rng.range(20, 90) / 100,
+                    start: rng.range(0, 2_000_000_000),
+                })
+            } else {
+                None
+            };
+            classes.push(c);
+            if let Some(src) = src {
+                sources.push((classes.len() - 1, size, src));
+            }
+        }
+    }
+    if sources.is_empty() {
+        let leaf = classes.iter().position(|c| c.leaf).unwrap();
+        sources.push((leaf, 1000, Source::Greedy));
+    }
+    let link_bps = if rng.chance(30) { Some(root_rate * rng.range(80, 150) / 100) } else { None };
+    let link_bps = if std::env::var("SLUICE_DIFF_NOLINK").is_ok() { None } else { link_bps };
+    Scenario { classes, sources, link_bps, secs: secs(), one_packet_turns }
+}
+
+/// Virtual seconds per run (`SLUICE_DIFF_SECS`, default 10).
+fn secs() -> u64 {
+    std::env::var("SLUICE_DIFF_SECS").ok().and_then(|v| v.parse().ok()).unwrap_or(10)
 }
 
 fn build_fast(s: &Scenario) -> Htb {
@@ -263,8 +319,7 @@ fn run(s: &Scenario, q: &mut dyn Qdisc) -> Vec<u64> {
     bytes
 }
 
-fn check(seed: u64, borrow: bool) -> (u64, f64) {
-    let s = scenario(seed, borrow);
+fn check(seed: u64, s: Scenario) -> (u64, f64) {
     let fast = run(&s, &mut build_fast(&s));
     let reference = run(&s, &mut build_ref(&s));
     let pkt_max = s.sources.iter().map(|x| x.1 as u64).max().unwrap();
@@ -336,23 +391,23 @@ fn check(seed: u64, borrow: bool) -> (u64, f64) {
     (total, worst_pkts)
 }
 
-fn run_seeds(borrow: bool, default_seeds: u64) {
+fn run_seeds(what: &str, default_seeds: u64, make: impl Fn(u64) -> Scenario) {
     let seeds = std::env::var("SLUICE_DIFF_SEEDS").ok().and_then(|v| v.parse().ok()).unwrap_or(default_seeds);
     let first = std::env::var("SLUICE_DIFF_FIRST").ok().and_then(|v| v.parse().ok()).unwrap_or(0u64);
     let mut worst = 0f64;
     for seed in first..first + seeds {
-        let (total, w) = check(seed, borrow);
+        let (total, w) = check(seed, make(seed));
         assert!(total > 0, "seed {seed}: nothing was sent");
         worst = worst.max(w);
     }
-    eprintln!("{seeds} seeds (borrowing {borrow}): worst per-class difference {worst:.2} packets");
+    eprintln!("{seeds} seeds ({what}): worst per-class difference {worst:.2} packets");
 }
 
 /// rate == ceil everywhere (bursts still differ, so classes do borrow briefly): token buckets,
 /// modes, prio and the leaf row. The two schedulers agree to the byte on every seed so far.
 #[test]
 fn fast_htb_matches_the_reference_without_excess_sharing() {
-    run_seeds(false, 40);
+    run_seeds("no borrowing", 40, |seed| scenario(seed, false));
 }
 
 /// Full borrowing. Both schedulers keep rows and feeds in classid order with nested round robin
@@ -361,7 +416,14 @@ fn fast_htb_matches_the_reference_without_excess_sharing() {
 /// ~38% of a class's bytes (seed 13).
 #[test]
 fn fast_htb_matches_the_reference_with_borrowing() {
-    run_seeds(true, 40);
+    run_seeds("borrowing", 40, |seed| scenario(seed, true));
+}
+
+/// Site trees ([`sites_scenario`]): several sites borrowing from the root for one or two
+/// backlogged leaves each, the shape of `tests/htb_three_level_sites.rs`.
+#[test]
+fn fast_htb_matches_the_reference_on_site_trees() {
+    run_seeds("site trees", 16, sites_scenario);
 }
 
 fn max_classes() -> usize {
@@ -464,4 +526,95 @@ fn reference_shares_excess_by_quantum() {
 #[test]
 fn fast_htb_shares_excess_by_quantum() {
     share_check(true);
+}
+
+/// Debug aid: runs both schedulers in lockstep on one clock and reports the first dequeue where
+/// they pick different leaves (`SLUICE_DIFF_TRACE=seed`, site trees).
+#[test]
+fn trace_first_divergence() {
+    let Some(seed) = std::env::var("SLUICE_DIFF_TRACE").ok().and_then(|v| v.parse().ok()) else { return };
+    let s = sites_scenario(seed);
+    for (i, c) in s.classes.iter().enumerate() {
+        let src = s.sources.iter().find(|x| x.0 == i).map(|x| (x.1, x.2.clone()));
+        eprintln!(
+            "{} parent {} rate {} ceil {} prio {} q {} burst {} cburst {} {:?}",
+            c.id, c.parent, c.rate, c.ceil, c.prio, c.quantum, c.burst, c.cburst, src
+        );
+    }
+    eprintln!("link {:?}", s.link_bps);
+    let mut f = build_fast(&s);
+    let mut r = build_ref(&s);
+    let pkt = |src: usize, seq: u64| {
+        let (ci, size, _) = &s.sources[src];
+        let mut p = Packet::new(*size, (src as u64) << 32 | seq);
+        p.push_class(s.classes[*ci].id);
+        p
+    };
+    let greedy: Vec<usize> =
+        (0..s.sources.len()).filter(|&k| matches!(s.sources[k].2, Source::Greedy)).collect();
+    let mut now = Time::ZERO;
+    for &k in &greedy {
+        for j in 0..4 {
+            f.enqueue(pkt(k, j), now).unwrap();
+            r.enqueue(pkt(k, j), now).unwrap();
+        }
+    }
+    let mut recent: Vec<String> = Vec::new();
+    for step in 0..2_000_000u64 {
+        let state: Vec<String> = s
+            .classes
+            .iter()
+            .map(|c| {
+                let st = f.class_stats(c.id).unwrap();
+                format!(
+                    "  {} fast {:?} tok {} ctok {} q {} | ref {:?} q {:?}",
+                    c.id,
+                    st.mode,
+                    st.tokens,
+                    st.ctokens,
+                    st.qlen,
+                    r.class_mode(c.id, now),
+                    r.class_qlen(c.id)
+                )
+            })
+            .collect();
+        let a = f.dequeue(now);
+        let b = r.dequeue(now);
+        let name =
+            |p: &Option<Packet>| p.map(|p| s.classes[s.sources[(p.payload >> 32) as usize].0].id.to_string());
+        if name(&a) != name(&b) {
+            for l in &recent {
+                eprintln!("{l}");
+            }
+            eprintln!("step {step} at {now:?}: fast {:?} reference {:?}", name(&a), name(&b));
+            for l in &state {
+                eprintln!("{l}");
+            }
+            return;
+        }
+        match a {
+            Some(p) => {
+                let m = |h: u16| r.class_mode(Handle::new(1, h), now).unwrap();
+                let watch: Vec<u16> = std::env::var("SLUICE_DIFF_WATCH")
+                    .map(|v| v.split(',').filter_map(|x| u16::from_str_radix(x, 16).ok()).collect())
+                    .unwrap_or_default();
+                let ms: Vec<String> = watch.iter().map(|&h| format!("{h:x}:{}", m(h))).collect();
+                recent.push(format!("{step} {now:?} {} {}", name(&a).unwrap(), ms.join(" ")));
+                if recent.len() > 40 {
+                    recent.remove(0);
+                }
+                let src = (p.payload >> 32) as usize;
+                if matches!(s.sources[src].2, Source::Greedy) {
+                    f.enqueue(pkt(src, step + 100), now).unwrap();
+                    r.enqueue(pkt(src, step + 100), now).unwrap();
+                }
+            }
+            None => {
+                let t = f.next_event(now).unwrap().max(now + Span::from_nanos(1));
+                let t2 = r.next_event(now).unwrap().max(now + Span::from_nanos(1));
+                now = t.min(t2);
+            }
+        }
+    }
+    eprintln!("no divergence");
 }
