@@ -298,13 +298,18 @@ impl RefHtb {
         m
     }
 
-    /// Ends the turn of a list's cursor holder. With no class after it, the cursor is past the end
+    /// Ends the turn of a list's cursor holder: the cursor moves to the class after it *now*
+    /// (the kernel's `htb_next_rb_node`, a pointer to that node: a class joining in between
+    /// later does not get the turn first). With no class after it, the cursor is past the end
     /// (the kernel's NULL pointer): the next lookup rewinds, even if a class joins after it.
     fn end_turn(&mut self, list: ListId, now: Time) {
         let Some(cur) = self.cursors.get(&list).copied() else { return };
-        let more = self.members(list, now).iter().any(|&c| self.classes[c].id > cur.id);
-        let id = if more { cur.id } else { Handle(u32::MAX) };
-        self.cursors.insert(list, Cursor { id, turn_over: true });
+        let next = self.members(list, now).into_iter().map(|c| self.classes[c].id).find(|&id| id > cur.id);
+        let cursor = match next {
+            Some(id) => Cursor { id, turn_over: false },
+            None => Cursor { id: Handle(u32::MAX), turn_over: true },
+        };
+        self.cursors.insert(list, cursor);
     }
 
     /// Finds the leaf to serve for `key`, walking the row and the feeds below it with their

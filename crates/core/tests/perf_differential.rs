@@ -168,7 +168,7 @@ fn sites_scenario(seed: u64) -> Scenario {
     let one_packet_turns = seed % 3 < 1;
     let root_rate = rng.range(5, 40) * 1_000_000;
     let mut classes = vec![class_def(&mut rng, 0, ROOT, root_rate, root_rate, false)];
-    let sites = rng.range(3, 8);
+    let sites = rng.range(3, 6);
     let mut sources = Vec::new();
     for _ in 0..sites {
         let rate = (root_rate * rng.range(40, 100) / 100 / sites).max(64_000);
@@ -176,7 +176,7 @@ fn sites_scenario(seed: u64) -> Scenario {
         classes.push(class_def(&mut rng, classes.len(), classes[0].id, rate, ceil, false));
         let site = classes.len() - 1;
         let greedy = rng.range(0, 2);
-        for k in 0..rng.range(2, 5) {
+        for k in 0..rng.range(2, 4) {
             let rate = rng.range(8, 200) * 1000;
             let ceil = if rng.chance(50) { ceil } else { 100_000_000 };
             let mut c = class_def(&mut rng, classes.len(), classes[site].id, rate, ceil, true);
@@ -423,7 +423,7 @@ fn fast_htb_matches_the_reference_with_borrowing() {
 /// backlogged leaves each, the shape of `tests/htb_three_level_sites.rs`.
 #[test]
 fn fast_htb_matches_the_reference_on_site_trees() {
-    run_seeds("site trees", 16, sites_scenario);
+    run_seeds("site trees", 24, sites_scenario);
 }
 
 fn max_classes() -> usize {
