@@ -6,15 +6,17 @@
 //! class on the way may borrow), keys the leaf by (lender level, prio), and serves the smallest key
 //! by deficit round robin in classid order, nested as in the kernel: the row of that level picks a
 //! lender, whose feed of borrowing children picks a child, and so on down to a leaf. The members
-//! of every row and feed are recomputed from the modes at each dequeue; only the cursors (classid
-//! of the turn holder, and whether its turn is over) are kept. They follow the kernel's pointer
-//! rules: a turn ending on the last class leaves the cursor past the end (the next lookup rewinds
-//! and, in a feed, moves the list above on); a row's turn holder that stops being a member loses
-//! its turn; a feed's cursor resumes at the first class at or above the turn holder. A feed has
-//! one cursor per prio whatever level it is served at (the kernel's `inner.clprio[prio].ptr`),
-//! so a class's turn ended while it sent on its own rate can cost it its next turn in its
-//! parent's feed: with quantum > packet size, borrowing siblings' shares wander around the fluid
-//! share as the kernel's do (see `tests/htb_three_level_sites.rs`). [`Qdisc::next_event`] is the earliest mode change of a
+//! of every row and feed are recomputed from the modes at each dequeue; only the cursors (the
+//! classid the kernel's pointer points at, or "past the end") are kept. They follow the kernel's
+//! pointer rules: a list never used yet is past the end (the zeroed pointer); a turn's end
+//! points the cursor at the class after the holder at that moment, or past the end after the
+//! last (the next lookup rewinds and, in a feed, moves the list above on); a row's turn holder
+//! that stops being a member passes the cursor to the class after it; a feed's cursor whose
+//! class left resumes at the first class at or above it (`last_ptr_id`). A feed has one cursor
+//! per prio whatever level it is served at (the kernel's `inner.clprio[prio].ptr`), so a turn
+//! ended while the class sent on its own rate can cost it its next turn in its parent's feed:
+//! with quantum > packet size, borrowing siblings' shares wander around the fluid share as the
+//! kernel's do (see `tests/htb_three_level_sites.rs`). [`Qdisc::next_event`] is the earliest mode change of a
 //! class on the path of a backlogged leaf, kept in a [`BinaryHeap`]. Per packet this is
 //! O(backlogged leaves × depth): the old O(N) HTB of seed 001, on purpose.
 //!
