@@ -6,11 +6,17 @@
 //! class on the way may borrow), keys the leaf by (lender level, prio), and serves the smallest key
 //! by deficit round robin in classid order, nested as in the kernel: the row of that level picks a
 //! lender, whose feed of borrowing children picks a child, and so on down to a leaf. The members
-//! of every row and feed are recomputed from the modes at each dequeue; only the cursors (classid
-//! of the turn holder, and whether its turn is over) are kept. They follow the kernel's pointer
-//! rules: a turn ending on the last class leaves the cursor past the end (the next lookup rewinds
-//! and, in a feed, moves the list above on); a row's turn holder that stops being a member loses
-//! its turn; a feed's cursor resumes at the first class at or above the turn holder. [`Qdisc::next_event`] is the earliest mode change of a
+//! of every row and feed are recomputed from the modes at each dequeue; only the cursors (the
+//! classid the kernel's pointer points at, or "past the end") are kept. They follow the kernel's
+//! pointer rules: a list never used yet is past the end (the zeroed pointer); a turn's end
+//! points the cursor at the class after the holder at that moment, or past the end after the
+//! last (the next lookup rewinds and, in a feed, moves the list above on); a row's turn holder
+//! that stops being a member passes the cursor to the class after it; a feed's cursor whose
+//! class left resumes at the first class at or above it (`last_ptr_id`). A feed has one cursor
+//! per prio whatever level it is served at (the kernel's `inner.clprio[prio].ptr`), so a turn
+//! ended while the class sent on its own rate can cost it its next turn in its parent's feed:
+//! with quantum > packet size, borrowing siblings' shares wander around the fluid share as the
+//! kernel's do (see `tests/htb_three_level_sites.rs`). [`Qdisc::next_event`] is the earliest mode change of a
 //! class on the path of a backlogged leaf, kept in a [`BinaryHeap`]. Per packet this is
 //! O(backlogged leaves × depth): the old O(N) HTB of seed 001, on purpose.
 //!
@@ -187,6 +193,15 @@ impl RefHtb {
         self.find(id).map(|c| self.classes[c].queue.len())
     }
 
+    /// A class's mode at `now` (`"can_send"`, `"may_borrow"`, `"cant_send"`), for debugging.
+    pub fn class_mode(&self, id: Handle, now: Time) -> Option<&'static str> {
+        self.find(id).map(|c| match self.mode(c, now) {
+            Mode::CanSend => "can_send",
+            Mode::MayBorrow => "may_borrow",
+            Mode::CantSend => "cant_send",
+        })
+    }
+
     fn find(&self, id: Handle) -> Option<usize> {
         self.index.get(&id.0).copied()
     }
@@ -285,13 +300,18 @@ impl RefHtb {
         m
     }
 
-    /// Ends the turn of a list's cursor holder. With no class after it, the cursor is past the end
+    /// Ends the turn of a list's cursor holder: the cursor moves to the class after it *now*
+    /// (the kernel's `htb_next_rb_node`, a pointer to that node: a class joining in between
+    /// later does not get the turn first). With no class after it, the cursor is past the end
     /// (the kernel's NULL pointer): the next lookup rewinds, even if a class joins after it.
     fn end_turn(&mut self, list: ListId, now: Time) {
         let Some(cur) = self.cursors.get(&list).copied() else { return };
-        let more = self.members(list, now).iter().any(|&c| self.classes[c].id > cur.id);
-        let id = if more { cur.id } else { Handle(u32::MAX) };
-        self.cursors.insert(list, Cursor { id, turn_over: true });
+        let next = self.members(list, now).into_iter().map(|c| self.classes[c].id).find(|&id| id > cur.id);
+        let cursor = match next {
+            Some(id) => Cursor { id, turn_over: false },
+            None => Cursor { id: Handle(u32::MAX), turn_over: true },
+        };
+        self.cursors.insert(list, cursor);
     }
 
     /// Finds the leaf to serve for `key`, walking the row and the feeds below it with their
@@ -308,7 +328,8 @@ impl RefHtb {
                 return None;
             }
             let pick = match self.cursors.get(&list) {
-                None => Some(m[0]),
+                // A list never used yet has the kernel's zeroed (NULL) pointer: past the end.
+                None => None,
                 Some(cur) => m.iter().copied().find(|&c| {
                     let id = self.classes[c].id;
                     if cur.turn_over {
