@@ -458,28 +458,12 @@ fn htb(
             leaves.iter().map(|(id, q)| (*id, pfifo(q))).collect();
         let mut rlist: Vec<(Handle, Handle, RefClassParams)> = list
             .iter()
-            .map(|(id, parent, cc)| {
-                let mut p = RefClassParams::new(cc.rate);
-                p.ceil = cc.ceil.unwrap_or(cc.rate);
-                if let Some(b) = cc.burst {
-                    p.burst = b;
-                }
-                if let Some(b) = cc.cburst {
-                    p.cburst = b;
-                }
-                p.prio = cc.prio;
-                if let Some(l) = limits.get(id) {
-                    p.limit = *l;
-                }
-                (*id, *parent, p)
-            })
+            .map(|(id, parent, cc)| (*id, *parent, ref_params(*id, cc, cfg.r2q, limits.get(id).copied())))
             .collect();
         if let Some((g, q)) = &gen {
             for (id, parent, rate, ceil) in g.reference_classes() {
-                let mut p = RefClassParams::new(rate);
-                p.ceil = ceil;
-                p.limit = pfifo(q);
-                rlist.push((id, parent, p));
+                let cc = HtbClassConfig::new(rate).ceil(ceil);
+                rlist.push((id, parent, ref_params(id, &cc, cfg.r2q, Some(pfifo(q)))));
             }
         }
         let build_ref = move || -> Result<RefHtb, ConfigError> {
@@ -511,4 +495,21 @@ fn htb(
     // Report the leaves: the simulator accounts each packet to its leaf class.
     let factory = first_then_rebuild(first, move || build().expect("validated above"));
     Ok(ShaperParts { factory, classes: reported, leaves: leaf_gen, build_ms })
+}
+
+/// The reference scheduler's parameters for a class, resolved as the HTB resolves them (tc's
+/// default burst, quantum from r2q), so that both variants run the same configuration.
+fn ref_params(id: Handle, cc: &HtbClassConfig, r2q: u32, limit: Option<u32>) -> RefClassParams {
+    let mut p = RefClassParams::new(cc.rate);
+    if let Ok(r) = cc.resolve(id, r2q, &mut Vec::new()) {
+        p.ceil = r.ceil;
+        p.burst = r.burst;
+        p.cburst = r.cburst;
+        p.prio = r.prio;
+        p.quantum = r.quantum;
+    }
+    if let Some(l) = limit {
+        p.limit = l;
+    }
+    p
 }

@@ -257,11 +257,12 @@ fn htb_scaling_small_two_level_tree_runs_on_both_schedulers() {
     // / r2q 10 = 31 250 B, plus one packet) of 5 Mbit/s over the 1 s window: 5.2%. (Seen: 0.3%.)
     let c = get("sluice");
     assert!(c.extra["leaves.err_max_pct"] < (31_250.0 + 1000.0) * 8.0 / 5e6 * 100.0, "{:?}", c.extra);
-    // The reference (one qdisc, three levels of classes) shares less evenly between sites that
-    // borrow from the root: 4.6-5.4 Mbit/s here, and still 4.7-5.3 over 4 s, while its flat tree
-    // is within 0.2%. Checked loosely: it must stay a fair-ish share, not that close.
+    // The reference (one qdisc, three levels of classes) gets the same resolved parameters (leaf
+    // quantum 1000 B from r2q, one packet per turn), which shares evenly: the same bound. (Seen:
+    // 0.16%.) With a quantum above the packet size both schedulers, and Linux, share unevenly
+    // between sites for a while: see crates/core/tests/htb_three_level_sites.rs.
     let c = get("reference-htb");
-    assert!(c.extra["leaves.err_max_pct"] < 15.0, "{:?}", c.extra);
+    assert!(c.extra["leaves.err_max_pct"] < (31_250.0 + 1000.0) * 8.0 / 5e6 * 100.0, "{:?}", c.extra);
 }
 
 #[test]
