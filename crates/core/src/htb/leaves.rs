@@ -1,6 +1,6 @@
 //! Leaf queues. The default leaf qdisc, a pfifo, is kept inline: each leaf has the head and tail
 //! of a singly-linked list threaded through one packet slab shared by all leaves, so an idle leaf
-//! costs 20 bytes and a packet costs no allocation once the slab has grown to the peak backlog.
+//! costs 16 bytes (plus its DRR deficits) and a packet costs no allocation once the slab has grown to the peak backlog.
 //! Any other leaf qdisc is a boxed [`Qdisc`]. The DRR deficits of all leaves sit in one table
 //! with a stride of one entry per row a leaf can be served in.
 

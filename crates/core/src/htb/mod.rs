@@ -20,8 +20,8 @@
 //!
 //! - Classes live in an arena addressed by `u32` index. The state a packet touches in each class
 //!   (tokens, `t_c`, byte counter, mode, links) is one 64-byte cache line; the configuration is
-//!   in a plan shared by every class configured alike ([`plan`]), so an idle leaf costs about 100
-//!   bytes all told. Classid lookup is a direct minor → index table.
+//!   in a plan shared by every class configured alike ([`plan`]), so an idle leaf costs about 120
+//!   bytes all told (BENCHMARKS.md, Scale). Classid lookup is a direct minor → index table.
 //! - Rows and feeds are hierarchical bitmaps of member ranks with find-next-set
 //!   ([`crate::sched::bitmap::RankSet`]): joining, leaving and moving the DRR cursor are a few
 //!   word operations, also with a million active classes.
@@ -633,7 +633,7 @@ impl Htb {
 
     /// Gives a leaf a plain `pfifo limit N` (the default leaf qdisc, with another limit). Prefer
     /// this to [`Self::set_leaf_qdisc`] with a boxed pfifo: pfifo leaves are kept inline, with no
-    /// trait object per packet and about 20 bytes per idle leaf. The old queue's packets are
+    /// trait object per packet and about 16 bytes per idle leaf. The old queue's packets are
     /// returned.
     pub fn set_leaf_pfifo(&mut self, classid: Handle, limit: u32) -> Result<Vec<Packet>, ConfigError> {
         let c = self.find_leaf(classid)?;
