@@ -260,16 +260,9 @@ fn build_ref(s: &Scenario) -> RefHtb {
 }
 
 /// Runs a scenario; returns bytes sent per class (indexed like `s.classes`).
-fn run(s: &Scenario, q: &mut dyn Qdisc) -> Vec<u64> {
-    let end = Time::from_secs(s.secs);
-    let pkt = |src: usize, seq: u64| {
-        let (ci, size, _) = &s.sources[src];
-        let mut p = Packet::new(*size, (src as u64) << 32 | seq);
-        p.push_class(s.classes[*ci].id);
-        p
-    };
-    // Pre-computed CBR arrivals, merged in time order.
-    let mut arrivals: Vec<(Time, usize)> = Vec::new();
+/// Every CBR source's arrivals before `end`, as (time, source), in time order.
+fn cbr_arrivals(s: &Scenario, end: Time) -> Vec<(Time, usize)> {
+    let mut arrivals = Vec::new();
     for (k, (_, size, src)) in s.sources.iter().enumerate() {
         if let Source::Cbr { bps, start } = src {
             let gap = Rate::from_bps(*bps).time_to_send(*size as u64);
@@ -281,6 +274,18 @@ fn run(s: &Scenario, q: &mut dyn Qdisc) -> Vec<u64> {
         }
     }
     arrivals.sort();
+    arrivals
+}
+
+fn run(s: &Scenario, q: &mut dyn Qdisc) -> Vec<u64> {
+    let end = Time::from_secs(s.secs);
+    let pkt = |src: usize, seq: u64| {
+        let (ci, size, _) = &s.sources[src];
+        let mut p = Packet::new(*size, (src as u64) << 32 | seq);
+        p.push_class(s.classes[*ci].id);
+        p
+    };
+    let arrivals = cbr_arrivals(s, end);
     let mut now = Time::ZERO;
     for (k, (_, _, src)) in s.sources.iter().enumerate() {
         if matches!(src, Source::Greedy) {
@@ -574,18 +579,7 @@ fn trace_first_divergence() {
         }
     }
     let end = Time::from_secs(s.secs);
-    let mut arrivals: Vec<(Time, usize)> = Vec::new();
-    for (k, (_, size, src)) in s.sources.iter().enumerate() {
-        if let Source::Cbr { bps, start } = src {
-            let gap = Rate::from_bps(*bps).time_to_send(*size as u64);
-            let mut t = Time::from_nanos(*start);
-            while t < end {
-                arrivals.push((t, k));
-                t += gap;
-            }
-        }
-    }
-    arrivals.sort();
+    let arrivals = cbr_arrivals(&s, end);
     let (mut ai, mut link_free) = (0usize, Time::ZERO);
     let mut recent: Vec<String> = Vec::new();
     for step in 0..20_000_000u64 {
