@@ -341,15 +341,7 @@ pub fn apply(dev: &str, tree: &Tree, policy: BurstPolicy) -> Result<ApplyReport,
         Err(e) => rep.refused.push(format!("{what}: {e}")),
     };
     for q in tree.qdiscs.iter().filter(|q| q.parent == Parent::Root) {
-        if let QdiscKind::Other { args, .. } = &q.kind {
-            if !args.is_empty() {
-                rep.notes.push(format!(
-                    "{} options `{}` are not encoded; kernel defaults apply if it accepts the kind",
-                    q.kind.name(),
-                    args.join(" ")
-                ));
-            }
-        }
+        note_unencoded_options(q, &mut rep.notes);
         try_req(
             &mut nl,
             format!("qdisc {} {}", q.kind.name(), handle_str(q.handle)),
@@ -369,15 +361,7 @@ pub fn apply(dev: &str, tree: &Tree, policy: BurstPolicy) -> Result<ApplyReport,
         try_req(&mut nl, what, class_msg(ifindex, &c), &mut rep);
     }
     for q in tree.qdiscs.iter().filter(|q| q.parent != Parent::Root) {
-        if let QdiscKind::Other { args, .. } = &q.kind {
-            if !args.is_empty() {
-                rep.notes.push(format!(
-                    "{} options `{}` are not encoded; kernel defaults apply if it accepts the kind",
-                    q.kind.name(),
-                    args.join(" ")
-                ));
-            }
-        }
+        note_unencoded_options(q, &mut rep.notes);
         try_req(
             &mut nl,
             format!("qdisc {} {} {}", q.kind.name(), handle_str(q.handle), parent_str(q.parent)),
@@ -390,6 +374,19 @@ pub fn apply(dev: &str, tree: &Tree, policy: BurstPolicy) -> Result<ApplyReport,
             .push(format!("filter `{}`: the kernel backend does not program filters yet", f.args.join(" ")));
     }
     Ok(rep)
+}
+
+/// Notes that options of a kind this backend does not encode are left to the kernel's defaults.
+fn note_unencoded_options(q: &QdiscSpec, notes: &mut Vec<String>) {
+    if let QdiscKind::Other { args, .. } = &q.kind {
+        if !args.is_empty() {
+            notes.push(format!(
+                "{} options `{}` are not encoded; kernel defaults apply if it accepts the kind",
+                q.kind.name(),
+                args.join(" ")
+            ));
+        }
+    }
 }
 
 /// Delete the root qdisc of `dev` (idempotent).

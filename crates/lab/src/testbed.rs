@@ -150,7 +150,6 @@ impl Lab {
         for ns in &all {
             ip(&["netns", "add", ns])?;
             ip(&["-n", ns, "link", "set", "lo", "up"])?;
-            let ns2 = ns.clone();
             netns::in_netns(Some(ns), move || {
                 for (path, v) in [
                     ("/proc/sys/net/ipv6/conf/all/disable_ipv6", "1"),
@@ -159,78 +158,16 @@ impl Lab {
                     // Absent when IPv6 is compiled out: nothing to quiet then.
                     let _ = std::fs::write(path, v);
                 }
-                let _ = ns2;
                 Ok(())
             })?;
         }
-        ip(&[
-            "-n",
-            &cli,
-            "link",
-            "add",
-            IF_CLIENT,
-            "address",
-            CLIENT_MAC,
-            "type",
-            "veth",
-            "peer",
-            "name",
-            IF_SHAPER_CLIENT,
-            "netns",
-            &shp,
-        ])?;
-        let server_side = if opts.modem.is_some() {
-            ip(&[
-                "-n",
-                &shp,
-                "link",
-                "add",
-                IF_SHAPER_SERVER,
-                "type",
-                "veth",
-                "peer",
-                "name",
-                IF_MODEM_SHAPER,
-                "netns",
-                &mdm,
-            ])?;
-            ip(&[
-                "-n",
-                &mdm,
-                "link",
-                "add",
-                IF_MODEM_SERVER,
-                "type",
-                "veth",
-                "peer",
-                "name",
-                IF_SERVER,
-                "address",
-                SERVER_MAC,
-                "netns",
-                &srv,
-            ])?;
-            &mdm
+        veth(&cli, IF_CLIENT, Some(CLIENT_MAC), &shp, IF_SHAPER_CLIENT, None)?;
+        if opts.modem.is_some() {
+            veth(&shp, IF_SHAPER_SERVER, None, &mdm, IF_MODEM_SHAPER, None)?;
+            veth(&mdm, IF_MODEM_SERVER, None, &srv, IF_SERVER, Some(SERVER_MAC))?;
         } else {
-            ip(&[
-                "-n",
-                &shp,
-                "link",
-                "add",
-                IF_SHAPER_SERVER,
-                "type",
-                "veth",
-                "peer",
-                "name",
-                IF_SERVER,
-                "address",
-                SERVER_MAC,
-                "netns",
-                &srv,
-            ])?;
-            &shp
-        };
-        let _ = server_side;
+            veth(&shp, IF_SHAPER_SERVER, None, &srv, IF_SERVER, Some(SERVER_MAC))?;
+        }
         ip(&["-n", &cli, "addr", "add", &format!("{CLIENT_ADDR}/24"), "dev", IF_CLIENT])?;
         ip(&["-n", &srv, "addr", "add", &format!("{SERVER_ADDR}/24"), "dev", IF_SERVER])?;
         ip(&[
@@ -400,4 +337,26 @@ pub fn modem_tree(rate: Rate) -> Tree {
         }],
         ..Tree::default()
     }
+}
+
+/// Creates a veth pair: `name` in namespace `ns` and `peer` in `peer_ns`, with fixed MACs where
+/// given (the lab's static neighbour entries rely on them).
+fn veth(
+    ns: &str,
+    name: &str,
+    mac: Option<&str>,
+    peer_ns: &str,
+    peer: &str,
+    peer_mac: Option<&str>,
+) -> Result<(), LabError> {
+    let mut args = vec!["-n", ns, "link", "add", name];
+    if let Some(m) = mac {
+        args.extend(["address", m]);
+    }
+    args.extend(["type", "veth", "peer", "name", peer]);
+    if let Some(m) = peer_mac {
+        args.extend(["address", m]);
+    }
+    args.extend(["netns", peer_ns]);
+    ip(&args).map(|_| ())
 }
