@@ -423,14 +423,9 @@ pub fn class_modify(state: &mut State, c: &ClassCmd) -> Result<Vec<String>, TcEr
                 }
             }
             if exists {
-                if let Some(cl) = dev.classes.iter_mut().find(|x| x.classid == clid) {
-                    cl.opts = opts;
-                }
-                return Ok(warnings);
+                return Ok(set_class_opts(dev, clid, opts, warnings));
             }
-            if clid == 0 || clid & 0xFFFF == 0 {
-                return Err(TcError::errno("Invalid argument"));
-            }
+            check_new_classid(clid)?;
             // Kernel HTB: an unknown parent id makes a root class (lint reports it).
             let pclass = if parent == H_ROOT { None } else { dev.class(parent).cloned() };
             let parent_id = pclass.as_ref().map(|p| p.classid).unwrap_or(q.handle);
@@ -448,19 +443,30 @@ pub fn class_modify(state: &mut State, c: &ClassCmd) -> Result<Vec<String>, TcEr
         }
         (QdiscOpts::Drr, ClassOpts::Drr { .. }) => {
             if exists {
-                if let Some(cl) = dev.classes.iter_mut().find(|x| x.classid == clid) {
-                    cl.opts = opts;
-                }
-                return Ok(warnings);
+                return Ok(set_class_opts(dev, clid, opts, warnings));
             }
-            if clid == 0 || clid & 0xFFFF == 0 {
-                return Err(TcError::errno("Invalid argument"));
-            }
+            check_new_classid(clid)?;
             dev.classes.push(ClassNode { classid: clid, parent: q.handle, opts, stats: Default::default() });
         }
         _ => return Err(TcError::errno("Operation not supported")),
     }
     Ok(warnings)
+}
+
+/// `tc class change` (or `replace`) of an existing class: it takes the new options.
+fn set_class_opts(dev: &mut Device, clid: u32, opts: ClassOpts, warnings: Vec<String>) -> Vec<String> {
+    if let Some(cl) = dev.classes.iter_mut().find(|x| x.classid == clid) {
+        cl.opts = opts;
+    }
+    warnings
+}
+
+/// A new class needs a minor (the kernel refuses `X:0` with EINVAL).
+fn check_new_classid(clid: u32) -> Result<(), TcError> {
+    if clid == 0 || clid & 0xFFFF == 0 {
+        return Err(TcError::errno("Invalid argument"));
+    }
+    Ok(())
 }
 
 fn class_depth(dev: &Device, mut classid: u32) -> usize {
