@@ -11,7 +11,7 @@
 
 use criterion::{criterion_group, BenchmarkId, Criterion, Throughput};
 use sluice_core::htb::{Htb, HtbClassConfig, HtbConfig};
-use sluice_core::{Handle, Packet, Qdisc, Rate, Time};
+use sluice_core::{Handle, Packet, Qdisc, Rate, Span, Time};
 use std::hint::black_box;
 
 const ROOT_BPS: u64 = 10_000_000_000;
@@ -37,6 +37,20 @@ fn setup(n: u32) -> (Htb, Time) {
     (q, t0)
 }
 
+/// One packet: dequeue (waiting on the virtual clock if throttled), enqueue it again, and move
+/// the clock on by one packet time.
+#[inline]
+fn step(q: &mut Htb, now: &mut Time, tick: Span) {
+    let p = loop {
+        match q.dequeue(*now) {
+            Some(p) => break p,
+            None => *now = q.next_event(*now).expect("backlogged"),
+        }
+    };
+    q.enqueue(black_box(p), *now).unwrap();
+    *now += tick;
+}
+
 fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("htb_enqueue_dequeue");
     g.throughput(Throughput::Elements(1));
@@ -44,16 +58,7 @@ fn bench(c: &mut Criterion) {
     for n in [1u32, 100, 10_000] {
         let (mut q, mut now) = setup(n);
         g.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {
-            b.iter(|| {
-                let p = loop {
-                    match q.dequeue(now) {
-                        Some(p) => break p,
-                        None => now = q.next_event(now).expect("backlogged"),
-                    }
-                };
-                q.enqueue(black_box(p), now).unwrap();
-                now += tick;
-            })
+            b.iter(|| step(&mut q, &mut now, tick))
         });
     }
     g.finish();
@@ -66,14 +71,7 @@ fn fixed_run(n: u32, iters: u64) {
     let (mut q, mut now) = setup(n);
     let tick = Rate::from_bps(ROOT_BPS).time_to_send(PKT as u64);
     for _ in 0..iters {
-        let p = loop {
-            match q.dequeue(now) {
-                Some(p) => break p,
-                None => now = q.next_event(now).expect("backlogged"),
-            }
-        };
-        q.enqueue(black_box(p), now).unwrap();
-        now += tick;
+        step(&mut q, &mut now, tick);
     }
     black_box(q.stats());
 }
