@@ -227,14 +227,6 @@ impl Leaves {
         }
         (s.qlen as u64, self.slab.iter(&s.ends).map(|p| p.len as u64).sum())
     }
-
-    /// Heap bytes held (for the memory-per-class figures).
-    pub fn heap_bytes(&self) -> usize {
-        self.slots.capacity() * size_of::<LeafSlot>()
-            + self.free_slots.capacity() * 4
-            + self.slab.heap_bytes()
-            + self.deficits.capacity() * 4
-    }
 }
 
 #[cfg(test)]

@@ -341,11 +341,6 @@ impl Htb {
         self.count
     }
 
-    /// Number of distinct class configurations (plans) the classes share.
-    pub fn plan_count(&self) -> usize {
-        self.plans.len()
-    }
-
     #[inline]
     fn find(&self, id: Handle) -> Option<u32> {
         if id.major() != self.handle.major() {
@@ -703,19 +698,6 @@ impl Htb {
         })
     }
 
-    /// Heap bytes held by the scheduler's own structures (excluding boxed leaf qdiscs), for
-    /// the memory-per-class figures.
-    pub fn heap_bytes(&self) -> usize {
-        self.classes.capacity() * size_of::<Class>()
-            + self.cold.capacity() * size_of::<ClassCold>()
-            + self.waitq.heap_bytes()
-            + self.free.capacity() * 4
-            + self.by_minor.capacity() * 4
-            + self.leaves.heap_bytes()
-            + self.inners.iter().map(|i| i.children.capacity() * 4).sum::<usize>()
-            + self.rows.iter().flatten().map(RrList::heap_bytes).sum::<usize>()
-    }
-
     /// Classification (htb_classify), see the module docs.
     #[inline]
     fn classify(&self, pkt: &Packet) -> Target {
@@ -778,15 +760,13 @@ impl Qdisc for Htb {
             }
             Target::Leaf(c) => {
                 let ext = self.classes[c as usize].ext;
-                let len = pkt.len;
                 if let Err(d) = self.leaves.push(ext, pkt, now) {
                     self.stats.drops += 1;
                     self.cold[c as usize].drops = self.cold[c as usize].drops.wrapping_add(1);
                     self.drain_child_drops(c);
                     return Err(d);
                 }
-                self.stats.backlog_bytes += len as u64;
-                self.stats.qlen += 1;
+                self.stats.on_enqueue(&pkt);
                 self.drain_child_drops(c);
                 if self.classes[c as usize].parked {
                     self.unpark(c);

@@ -174,11 +174,6 @@ impl Plans {
     pub fn get(&self, i: u32) -> &Plan {
         &self.plans[i as usize]
     }
-
-    /// Number of distinct plans in use.
-    pub fn len(&self) -> usize {
-        self.plans.len() - self.free.len()
-    }
 }
 
 #[cfg(test)]

@@ -92,8 +92,4 @@ impl RrList {
         self.cursor = NONE;
         self.resume = NONE;
     }
-
-    pub fn heap_bytes(&self) -> usize {
-        self.members.heap_bytes()
-    }
 }

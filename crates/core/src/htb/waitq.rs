@@ -85,9 +85,4 @@ impl WaitQueue {
             }
         }
     }
-
-    pub fn heap_bytes(&self) -> usize {
-        (self.timer_of.capacity() + self.class_of.capacity() + self.free.capacity()) * 4
-            + self.wheel.heap_bytes()
-    }
 }

@@ -155,11 +155,6 @@ impl RankSet {
             Some(cur)
         })
     }
-
-    /// Heap bytes held.
-    pub fn heap_bytes(&self) -> usize {
-        self.words.capacity() * 8
-    }
 }
 
 #[cfg(test)]

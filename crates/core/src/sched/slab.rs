@@ -117,11 +117,6 @@ impl<T: Copy> QueueSlab<T> {
     pub fn nodes(&self) -> usize {
         self.nodes.len()
     }
-
-    /// Heap bytes held.
-    pub fn heap_bytes(&self) -> usize {
-        self.nodes.capacity() * size_of::<Node<T>>()
-    }
 }
 
 #[cfg(test)]

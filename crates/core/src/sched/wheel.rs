@@ -65,11 +65,6 @@ impl TimerWheel {
         }
     }
 
-    /// Heap bytes held.
-    pub fn heap_bytes(&self) -> usize {
-        self.heads.capacity() * 4 + self.entries.capacity() * size_of::<Entry>()
-    }
-
     /// Number of scheduled timers.
     pub fn len(&self) -> usize {
         self.len
