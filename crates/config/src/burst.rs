@@ -11,6 +11,8 @@
 //! at the class mtu (a bucket must hold one packet) and rounded up to whole KiB so tc prints it
 //! compactly.
 
+use sluice_core::Rate;
+
 /// Wake-up lateness, in µs, that a bucket sized by [`recommended_burst`] absorbs without loss.
 pub const JITTER_BUDGET_US: f64 = 1000.0;
 
@@ -19,6 +21,24 @@ pub const JITTER_BUDGET_US: f64 = 1000.0;
 pub fn recommended_burst(rate_bps: u64, mtu: u32, jitter_us: f64) -> u64 {
     let cover = (rate_bps as f64 / 8.0 * jitter_us.max(0.0) * 1e-6).ceil() as u64;
     cover.max(mtu as u64).max(1).div_ceil(1024).saturating_mul(1024)
+}
+
+/// How to size bursts that the configuration leaves out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BurstPolicy {
+    /// Sluice's burst rule, [`recommended_burst`].
+    #[default]
+    Sluice,
+    /// tc's default: `rate / HZ + mtu` with HZ = 1e9, i.e. the mtu.
+    TcDefault,
+}
+
+/// The burst (bytes) for `rate` when none is configured.
+pub fn auto_burst(rate: Rate, mtu: u32, policy: BurstPolicy) -> u64 {
+    match policy {
+        BurstPolicy::Sluice => recommended_burst(rate.bps(), mtu, JITTER_BUDGET_US),
+        BurstPolicy::TcDefault => mtu as u64,
+    }
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@
 use crate::netlink::{self, flags, rtm, tca, Msg, Netlink, TcMsg, TcObject};
 use crate::tree::{ClassSpec, Parent, QdiscKind, QdiscSpec, Tree};
 use crate::LabError;
+use sluice_config::burst::{auto_burst, BurstPolicy};
 use sluice_core::units::{format_rate, format_size};
 use sluice_core::{Handle, Rate};
 
@@ -19,27 +20,6 @@ use sluice_core::{Handle, Rate};
 const TICKS_PER_USEC: f64 = 1000.0 / 64.0;
 
 const TC_LINKLAYER_ETHERNET: u8 = 1;
-
-/// How to size bursts that the configuration leaves out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum BurstPolicy {
-    /// Sluice's burst rule, [`sluice_config::burst::recommended_burst`].
-    #[default]
-    Sluice,
-    /// tc's default: `rate / HZ + mtu` with HZ = 1e9, i.e. the mtu.
-    TcDefault,
-}
-
-/// The burst (bytes) for `rate` when none is configured.
-pub fn auto_burst(rate: Rate, mtu: u32, policy: BurstPolicy) -> u64 {
-    match policy {
-        BurstPolicy::Sluice => {
-            use sluice_config::burst::{recommended_burst, JITTER_BUDGET_US};
-            recommended_burst(rate.bps(), mtu, JITTER_BUDGET_US)
-        }
-        BurstPolicy::TcDefault => mtu as u64,
-    }
-}
 
 /// tc's transmit time of `size` bytes at `bytes_per_sec`, in psched ticks (truncated like tc).
 pub fn xmittime_ticks(bytes_per_sec: u64, size: u64) -> u32 {

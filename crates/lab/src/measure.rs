@@ -7,13 +7,14 @@
 //! this machine) is refused by the kernel and the class keeps HTB's default leaf, a pfifo of
 //! txqueuelen packets; the case's params record what the kernel actually ran.
 
-use crate::kernel::{self, BurstPolicy, KStats};
+use crate::kernel::{self, KStats};
 use crate::netns;
 use crate::results::{Case, ClassResult, FlowResult, QdiscResult, Results};
 use crate::testbed::{Lab, PathMode, IF_SHAPER_SERVER};
 use crate::traffic::{self, Direction, Endpoints, ProbeResult, Window};
 use crate::tree::{QdiscKind, QdiscSpec, Tree};
 use crate::LabError;
+use sluice_config::burst::BurstPolicy;
 use sluice_core::units::{format_rate, parse_rate};
 use sluice_core::{Handle, Rate};
 use std::collections::{BTreeMap, HashMap};

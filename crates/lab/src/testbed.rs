@@ -13,10 +13,11 @@
 //! Every name starts with `slc-`: namespaces are `slc-<tag>-{cli,shp,mdm,srv}`, which is how
 //! `down` (and `up`, before it builds) finds leftovers of a crashed run.
 
-use crate::kernel::{self, BurstPolicy};
+use crate::kernel;
 use crate::netns::{self, ip};
 use crate::tree::{Parent, QdiscKind, QdiscSpec, Tree};
 use crate::LabError;
+use sluice_config::burst::BurstPolicy;
 use sluice_core::{Handle, Rate, Span};
 
 /// Client address.
@@ -327,7 +328,7 @@ impl Lab {
 /// The modem: tbf at `rate`, a 1 ms-or-more bucket and a deliberately deep 100 ms buffer, like the
 /// DSL modem of seed 003 whose queue the home shaper must keep empty.
 pub fn modem_tree(rate: Rate) -> Tree {
-    let burst = kernel::auto_burst(rate, 1514, BurstPolicy::Sluice);
+    let burst = sluice_config::burst::auto_burst(rate, 1514, BurstPolicy::Sluice);
     let limit = (rate.bytes_in(Span::from_millis(100)) + burst).max(3 * 1514);
     Tree {
         qdiscs: vec![QdiscSpec {

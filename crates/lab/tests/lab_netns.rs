@@ -1,8 +1,9 @@
 //! Root-only integration tests on real namespaces: the kernel backend's netlink round trip and
 //! real TCP/UDP traffic through the lab. They skip loudly when namespaces are unavailable.
 
+use sluice_config::burst::BurstPolicy;
 use sluice_core::Rate;
-use sluice_lab::kernel::{self, BurstPolicy};
+use sluice_lab::kernel;
 use sluice_lab::netns::{self, ip};
 use sluice_lab::testbed::{Lab, LabOptions, IF_SHAPER_SERVER};
 use sluice_lab::traffic::{self, Direction, Endpoints, Window};

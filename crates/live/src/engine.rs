@@ -161,7 +161,7 @@ pub fn build_model(path: &str, text: &str, dev: &str, floor: Span) -> Result<Mod
         if let ClassOpts::Htb(o) = &mut c.opts {
             let want = |rate: u64, mtu: u32| {
                 let r = Rate::from_bps(rate);
-                sluice_lab::kernel::auto_burst(r, mtu, sluice_lab::kernel::BurstPolicy::Sluice)
+                sluice_config::burst::auto_burst(r, mtu, sluice_config::burst::BurstPolicy::Sluice)
                     .max(r.bytes_in(floor))
             };
             let (b, cb) = (want(o.rate, o.mtu), want(o.ceil, o.mtu));
@@ -212,15 +212,15 @@ pub fn build(tree: &Tree, floor: Span) -> Result<Built, EngineError> {
                 default_class: (*default).min(u16::MAX as u32) as u16,
                 direct_qlen: direct_qlen.unwrap_or(1000),
             };
-            let policy = sluice_lab::kernel::BurstPolicy::Sluice;
+            let policy = sluice_config::burst::BurstPolicy::Sluice;
             let classes: Vec<_> = tree
                 .classes
                 .iter()
                 .map(|c| {
                     let burst =
-                        c.burst.unwrap_or_else(|| sluice_lab::kernel::auto_burst(c.rate, c.mtu, policy));
+                        c.burst.unwrap_or_else(|| sluice_config::burst::auto_burst(c.rate, c.mtu, policy));
                     let cburst =
-                        c.cburst.unwrap_or_else(|| sluice_lab::kernel::auto_burst(c.ceil, c.mtu, policy));
+                        c.cburst.unwrap_or_else(|| sluice_config::burst::auto_burst(c.ceil, c.mtu, policy));
                     let mut k = HtbClassConfig::new(c.rate);
                     k.ceil = Some(c.ceil);
                     k.burst = Some(with_floor(c.rate, burst));

@@ -2,7 +2,8 @@
 //! compare; `--dry-run` prints the equivalent tc commands instead.
 
 use anyhow::{bail, Context, Result};
-use sluice_lab::kernel::{self, BurstPolicy};
+use sluice_config::burst::BurstPolicy;
+use sluice_lab::kernel;
 use sluice_lab::tree::Tree;
 use std::collections::HashMap;
 use std::process::ExitCode;
