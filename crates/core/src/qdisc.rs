@@ -48,6 +48,8 @@ pub enum DropReason {
     Unclassified,
     /// Removed by `reset` or by deleting the class that held it.
     Flushed,
+    /// A frame too short to be forwarded (shorter than its link-layer header).
+    Malformed,
 }
 
 impl fmt::Display for DropReason {
@@ -62,6 +64,7 @@ impl fmt::Display for DropReason {
             DropReason::Policed => "policed",
             DropReason::Unclassified => "unclassified",
             DropReason::Flushed => "flushed",
+            DropReason::Malformed => "malformed frame",
         };
         f.write_str(s)
     }

@@ -1,0 +1,352 @@
+//! The [`Engine`]: one direction's packet path (see the crate docs for the contract).
+
+use crate::program::Program;
+use serde::Serialize;
+use sluice_core::classify::{Classifier, ClassifyOutcome};
+use sluice_core::{DropReason, Dropped, FlowKeys, Packet, Qdisc, QdiscStats, Time};
+use sluice_wire::{parse_frame, ParseOptions, Start};
+use std::collections::VecDeque;
+
+/// Shortest frame forwarded when frames start at an Ethernet header.
+const ETH_HLEN: usize = 14;
+
+/// What happened to a packet offered to [`Engine::ingress`] or [`Engine::ingress_frame`].
+///
+/// Informational only: a dropped payload comes back from [`Engine::take_dropped`] whatever the
+/// verdict says, and a `Queued` packet may have pushed others out (head drop, fq_codel's fattest
+/// flow), which come back the same way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Accepted by the root qdisc.
+    Queued,
+    /// Not accepted, for this reason.
+    Dropped(DropReason),
+}
+
+/// Counters of an [`Engine`], over every configuration it has run.
+///
+/// Conservation: `received = sent_packets + dropped + queued` at every moment.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct EngineStats {
+    /// The root qdisc's counters as `tc -s qdisc show` prints them, summed over every generation
+    /// (backlog: the generations still queueing). `drops` also counts packets a filter dropped,
+    /// as the kernel counts them at the root qdisc.
+    pub qdisc: QdiscStats,
+    /// Packets offered (frames and pre-parsed packets).
+    pub received: u64,
+    /// Frames sluice-wire could not parse: classified with empty flow keys and queued (counted
+    /// here, and as `runts` too when they were too short to forward).
+    pub parse_errors: u64,
+    /// Frames shorter than a link-layer header: dropped ([`DropReason::Malformed`]).
+    pub runts: u64,
+    /// Packets a filter or action dropped ([`DropReason::Policed`]).
+    pub classify_drops: u64,
+    /// Packets the root qdisc refused on enqueue.
+    pub enqueue_drops: u64,
+    /// Packets a qdisc dropped on its own initiative (AQM, head drop, another flow's overflow).
+    pub qdisc_drops: u64,
+    /// Packets removed by [`Engine::flush`].
+    pub flushed: u64,
+    /// Every payload handed back by [`Engine::take_dropped`] or waiting there: the sum of
+    /// `runts`, `classify_drops`, `enqueue_drops`, `qdisc_drops` and `flushed`.
+    pub dropped: u64,
+    /// Packets handed out by [`Engine::dequeue`] (descriptors: a GSO packet counts once here and
+    /// once per segment in `qdisc.packets`).
+    pub sent_packets: u64,
+    /// Their bytes.
+    pub sent_bytes: u64,
+    /// Packets queued now, over every generation.
+    pub queued: u64,
+    /// Configurations loaded by [`Engine::reload`].
+    pub reloads: u64,
+    /// Old configurations still sending their backlog.
+    pub draining: u64,
+}
+
+/// One direction's packet engine: root qdisc, classifier, payload ownership and counters. See the
+/// [crate docs](crate) for the calling order.
+pub struct Engine {
+    current: Box<dyn Qdisc>,
+    classifier: Classifier,
+    summary: String,
+    /// Older generations still sending their backlog, oldest first.
+    draining: VecDeque<Box<dyn Qdisc>>,
+    /// Counters of generations that were replaced and have drained.
+    retired: QdiscStats,
+    dropped: VecDeque<Dropped>,
+    parse: ParseOptions,
+    now: Time,
+    c: EngineStats,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("root", &self.current.kind())
+            .field("summary", &self.summary)
+            .field("draining", &self.draining.len())
+            .field("stats", &self.c)
+            .finish()
+    }
+}
+
+impl Engine {
+    /// An engine running `program`, its clock at `now`. Frames start at an Ethernet header.
+    pub fn new(program: Program, now: Time) -> Engine {
+        let Program { root, classifier, summary, .. } = program;
+        Engine {
+            current: root,
+            classifier,
+            summary,
+            draining: VecDeque::new(),
+            retired: QdiscStats::default(),
+            dropped: VecDeque::with_capacity(64),
+            parse: ParseOptions::default(),
+            now,
+            c: EngineStats::default(),
+        }
+    }
+
+    /// How [`Engine::ingress_frame`] parses (where frames start, the hash seed).
+    pub fn with_parse_options(mut self, parse: ParseOptions) -> Engine {
+        self.parse = parse;
+        self
+    }
+
+    /// Time never goes backwards: an earlier `now` is taken as the latest seen.
+    #[inline]
+    fn observe(&mut self, now: Time) -> Time {
+        if now > self.now {
+            self.now = now;
+        }
+        self.now
+    }
+
+    /// Offers a frame: parses it with sluice-wire, classifies and enqueues it. `payload` is the
+    /// caller's handle for the bytes; it comes back exactly once, from [`Engine::dequeue`] or
+    /// from [`Engine::take_dropped`]. A frame that does not parse is classified with empty flow
+    /// keys (the filters still see its bytes) and queued; one shorter than an Ethernet header is
+    /// dropped as [`DropReason::Malformed`].
+    pub fn ingress_frame(&mut self, frame: &[u8], payload: u64, now: Time) -> Verdict {
+        self.c.received += 1;
+        match parse_frame(frame, self.parse) {
+            Ok(parsed) => {
+                let pkt = parsed.to_packet(payload);
+                self.admit(pkt, &parsed.keys, frame, now)
+            }
+            Err(_) => {
+                self.c.parse_errors += 1;
+                let pkt = Packet::new(frame.len() as u32, payload);
+                if self.parse.start == Start::Ethernet && frame.len() < ETH_HLEN {
+                    self.c.runts += 1;
+                    return self.drop_now(pkt, DropReason::Malformed);
+                }
+                self.admit(pkt, &FlowKeys::default(), frame, now)
+            }
+        }
+    }
+
+    /// Offers a packet that is already described: `keys` and `frame` are what the filters look
+    /// at (a simulator caches them per flow; `frame` may be empty when no filter reads bytes).
+    /// The packet's `class_path` is recomputed; its `mark`, `priority`, `dsfield` and hashes are
+    /// what the filters and qdiscs see. Same ownership rule as [`Engine::ingress_frame`].
+    #[inline]
+    pub fn ingress(&mut self, pkt: Packet, keys: &FlowKeys, frame: &[u8], now: Time) -> Verdict {
+        self.c.received += 1;
+        self.admit(pkt, keys, frame, now)
+    }
+
+    #[inline]
+    fn admit(&mut self, mut pkt: Packet, keys: &FlowKeys, frame: &[u8], now: Time) -> Verdict {
+        let now = self.observe(now);
+        if self.classifier.classify(&mut pkt, keys, frame, now) == ClassifyOutcome::Drop {
+            self.c.classify_drops += 1;
+            return self.drop_now(pkt, DropReason::Policed);
+        }
+        pkt.enqueue_time = now;
+        let verdict = match self.current.enqueue(pkt, now) {
+            Ok(()) => Verdict::Queued,
+            Err(d) => {
+                self.c.enqueue_drops += 1;
+                self.c.dropped += 1;
+                self.dropped.push_back(d);
+                Verdict::Dropped(d.reason)
+            }
+        };
+        collect(&mut *self.current, &mut self.dropped, &mut self.c);
+        verdict
+    }
+
+    fn drop_now(&mut self, pkt: Packet, reason: DropReason) -> Verdict {
+        self.c.dropped += 1;
+        self.dropped.push_back(Dropped { pkt, reason });
+        Verdict::Dropped(reason)
+    }
+
+    /// The next packet to send at `now`, if any may go. While a reload drains, the older
+    /// configuration sends its backlog first and the new one waits, so nothing is reordered.
+    pub fn dequeue(&mut self, now: Time) -> Option<Packet> {
+        let now = self.observe(now);
+        while let Some(old) = self.draining.front_mut() {
+            if old.qlen() > 0 {
+                let got = old.dequeue(now);
+                collect(&mut **old, &mut self.dropped, &mut self.c);
+                if let Some(p) = got {
+                    return Some(self.sent(p));
+                }
+                if old.qlen() > 0 {
+                    if old.next_event(now).is_some() {
+                        return None; // throttled: the new configuration waits behind it
+                    }
+                    // Holding packets it will never release: give them back rather than block
+                    // the direction for ever.
+                    let held = old.reset();
+                    self.flush_packets(held);
+                }
+            }
+            self.retire_front();
+        }
+        let got = self.current.dequeue(now);
+        collect(&mut *self.current, &mut self.dropped, &mut self.c);
+        got.map(|p| self.sent(p))
+    }
+
+    #[inline]
+    fn sent(&mut self, p: Packet) -> Packet {
+        self.c.sent_packets += 1;
+        self.c.sent_bytes += p.len as u64;
+        p
+    }
+
+    fn retire_front(&mut self) {
+        if let Some(mut old) = self.draining.pop_front() {
+            collect(&mut *old, &mut self.dropped, &mut self.c);
+            add_stats(&mut self.retired, &old.stats());
+        }
+    }
+
+    /// When to call [`Engine::dequeue`] next: `None` if nothing is queued, `Some(t <= now)` for
+    /// at once, `Some(t > now)` when every queued packet is throttled until `t`. Calling
+    /// `dequeue` early is harmless; calling it late delays packets.
+    pub fn next_event(&self, now: Time) -> Option<Time> {
+        let now = now.max(self.now);
+        for old in &self.draining {
+            if old.qlen() > 0 {
+                // A generation that holds packets but names no time is flushed by `dequeue`.
+                return Some(old.next_event(now).unwrap_or(now));
+            }
+        }
+        self.current.next_event(now)
+    }
+
+    /// A payload dropped since the last call, whatever dropped it (parse, filter, enqueue
+    /// refusal, a qdisc's own decision, [`Engine::flush`]). Drain it after every ingress,
+    /// dequeue, reload and flush: each dropped payload comes out exactly once.
+    #[inline]
+    pub fn take_dropped(&mut self) -> Option<Dropped> {
+        self.dropped.pop_front()
+    }
+
+    /// Switches to `program` without losing or reordering anything: new packets are classified
+    /// and queued by `program`; packets already queued leave first, under the configuration that
+    /// queued them (a reload during a reload keeps the older generation first). A generation is
+    /// retired, its counters kept in [`Engine::stats`], once it is empty.
+    pub fn reload(&mut self, program: Program, now: Time) {
+        self.observe(now);
+        let Program { root, classifier, summary, .. } = program;
+        let mut old = std::mem::replace(&mut self.current, root);
+        self.classifier = classifier;
+        self.summary = summary;
+        self.c.reloads += 1;
+        collect(&mut *old, &mut self.dropped, &mut self.c);
+        if old.qlen() == 0 {
+            add_stats(&mut self.retired, &old.stats());
+        } else {
+            self.draining.push_back(old);
+        }
+    }
+
+    /// Drops everything queued, in every generation ([`DropReason::Flushed`]); the payloads come
+    /// back from [`Engine::take_dropped`]. Returns how many.
+    pub fn flush(&mut self, now: Time) -> usize {
+        self.observe(now);
+        let mut n = 0;
+        while let Some(mut old) = self.draining.pop_front() {
+            let held = old.reset();
+            n += held.len();
+            self.flush_packets(held);
+            collect(&mut *old, &mut self.dropped, &mut self.c);
+            add_stats(&mut self.retired, &old.stats());
+        }
+        let held = self.current.reset();
+        n += held.len();
+        self.flush_packets(held);
+        collect(&mut *self.current, &mut self.dropped, &mut self.c);
+        n
+    }
+
+    fn flush_packets(&mut self, held: Vec<Packet>) {
+        for pkt in held {
+            self.c.flushed += 1;
+            self.c.dropped += 1;
+            self.dropped.push_back(Dropped { pkt, reason: DropReason::Flushed });
+        }
+    }
+
+    /// Counters over every configuration run so far (see [`EngineStats`]).
+    pub fn stats(&self) -> EngineStats {
+        let mut s = self.c;
+        let mut q = self.retired;
+        q.qlen = 0;
+        q.backlog_bytes = 0;
+        add_stats(&mut q, &self.current.stats());
+        for d in &self.draining {
+            add_stats(&mut q, &d.stats());
+        }
+        q.drops += self.c.classify_drops;
+        s.queued = q.qlen;
+        s.qdisc = q;
+        s.draining = self.draining.len() as u64;
+        s
+    }
+
+    /// Packets queued now, over every generation.
+    pub fn qlen(&self) -> u64 {
+        self.current.qlen() + self.draining.iter().map(|d| d.qlen()).sum::<u64>()
+    }
+
+    /// The running configuration's summary.
+    pub fn summary(&self) -> &str {
+        &self.summary
+    }
+
+    /// The running root qdisc's tc kind.
+    pub fn kind(&self) -> &'static str {
+        self.current.kind()
+    }
+
+    /// The running classifier (filters and their hit counters, for `show`).
+    pub fn classifier(&self) -> &Classifier {
+        &self.classifier
+    }
+}
+
+/// Moves what `q` dropped on its own into the engine's queue of dropped payloads.
+#[inline]
+fn collect(q: &mut dyn Qdisc, out: &mut VecDeque<Dropped>, c: &mut EngineStats) {
+    while let Some(d) = q.take_dropped() {
+        c.qdisc_drops += 1;
+        c.dropped += 1;
+        out.push_back(d);
+    }
+}
+
+fn add_stats(a: &mut QdiscStats, b: &QdiscStats) {
+    a.bytes += b.bytes;
+    a.packets += b.packets;
+    a.drops += b.drops;
+    a.overlimits += b.overlimits;
+    a.requeues += b.requeues;
+    a.backlog_bytes += b.backlog_bytes;
+    a.qlen += b.qlen;
+}

@@ -1,0 +1,148 @@
+//! A [`Program`]: what one configuration turns into (root qdisc, classifier, description).
+
+use sluice_config::build::{build_device, BuildError};
+use sluice_config::burst::{auto_burst, BurstPolicy};
+use sluice_config::model::{ClassOpts, State, H_MIN_EGRESS, H_MIN_INGRESS};
+use sluice_core::classify::Classifier;
+use sluice_core::{Qdisc, Rate, Span};
+
+/// Why a configuration cannot be turned into a [`Program`].
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EngineError {
+    /// The configuration has no root qdisc on the device.
+    #[error("the configuration has no qdisc on {dev} (write the device as $DEV)")]
+    NoDevice {
+        /// The device asked for.
+        dev: String,
+    },
+    /// The model could not be built into core objects (unsupported object, rejected parameter).
+    #[error(transparent)]
+    Build(#[from] BuildError),
+}
+
+/// How [`Program::from_model`] builds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ProgramOptions {
+    /// The live path's burst floor. When set, every HTB bucket (burst and cburst) is raised to at
+    /// least `max(auto_burst(rate, mtu), rate × floor)` (the [`BurstPolicy::Sluice`] rule and
+    /// the wake-up jitter the live loop measured): a bucket smaller than the time between two
+    /// services cannot be honoured by a user-space loop. `None` (the simulator, tests) builds
+    /// the configuration exactly as written.
+    pub burst_floor: Option<Span>,
+}
+
+impl ProgramOptions {
+    /// The live shaper's options: buckets raised to the burst rule and `floor`.
+    pub fn live(floor: Span) -> ProgramOptions {
+        ProgramOptions { burst_floor: Some(floor) }
+    }
+}
+
+/// One configuration ready to run: the root qdisc, the classifier that holds the filters and the
+/// tree shape, a one-line summary and build warnings. Hand it to [`crate::Engine::new`] or
+/// [`crate::Engine::reload`].
+pub struct Program {
+    pub(crate) root: Box<dyn Qdisc>,
+    pub(crate) classifier: Classifier,
+    pub(crate) summary: String,
+    warnings: Vec<String>,
+}
+
+impl std::fmt::Debug for Program {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Program")
+            .field("root", &self.root.kind())
+            .field("summary", &self.summary)
+            .field("warnings", &self.warnings)
+            .finish()
+    }
+}
+
+impl Program {
+    /// Builds the egress tree of device `dev` in `state` (the tc grammar, TOML or any other form
+    /// that became a [`sluice_config::model`]): its root qdisc and the classifier with its
+    /// filters.
+    pub fn from_model(state: &State, dev: &str, opts: &ProgramOptions) -> Result<Program, EngineError> {
+        let device = state
+            .devices
+            .iter()
+            .find(|d| d.name == dev && d.root().is_some())
+            .ok_or_else(|| EngineError::NoDevice { dev: dev.to_string() })?;
+        let mut warnings = Vec::new();
+        let skipped = device.filters.iter().filter(|f| f.parent == H_MIN_INGRESS || f.parent == H_MIN_EGRESS);
+        let skipped = skipped.count();
+        if skipped > 0 {
+            warnings.push(format!(
+                "{skipped} filter(s) on an ingress/clsact parent are not run on the egress path"
+            ));
+        }
+        let (built, raised) = match opts.burst_floor {
+            None => (build_device(state, dev)?, None),
+            Some(floor) => {
+                let mut state = state.clone();
+                let raised = raise_buckets(&mut state, dev, floor);
+                (build_device(&state, dev)?, Some((raised, floor)))
+            }
+        };
+        let classes = device.classes.len();
+        let filters = device.filters.len() - skipped;
+        let mut summary = format!("{} root, {classes} classes", built.root.kind());
+        if let Some((raised, floor)) = raised {
+            summary += &format!(" ({raised} buckets raised to rate x max(1ms, {}us))", floor.as_micros());
+        }
+        summary += &format!(", {filters} filters");
+        Ok(Program { root: built.root, classifier: built.classifier, summary, warnings })
+    }
+
+    /// A program from core objects built elsewhere (the simulator's link queues and structured
+    /// shaper form, tests). `classifier` may be empty: every qdisc then applies its own
+    /// fallback (HTB's `skb->priority` and `default`, prio's priomap).
+    pub fn from_parts(root: Box<dyn Qdisc>, classifier: Classifier) -> Program {
+        let summary = root.kind().to_string();
+        Program { root, classifier, summary, warnings: Vec::new() }
+    }
+
+    /// Replaces the one-line summary.
+    pub fn with_summary(mut self, summary: impl Into<String>) -> Program {
+        self.summary = summary.into();
+        self
+    }
+
+    /// One line describing the configuration (printed at start-up and reload).
+    pub fn summary(&self) -> &str {
+        &self.summary
+    }
+
+    /// What the build noticed but did not refuse.
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
+    /// The root qdisc's tc kind.
+    pub fn kind(&self) -> &'static str {
+        self.root.kind()
+    }
+}
+
+/// Raises the HTB buckets of `dev` to `max(burst, auto_burst(rate, mtu), rate × floor)`; returns
+/// how many classes had a bucket raised.
+fn raise_buckets(state: &mut State, dev: &str, floor: Span) -> usize {
+    let Some(device) = state.devices.iter_mut().find(|d| d.name == dev) else { return 0 };
+    let want = |rate: u64, mtu: u32| {
+        let r = Rate::from_bps(rate);
+        auto_burst(r, mtu, BurstPolicy::Sluice).max(r.bytes_in(floor)).min(u32::MAX as u64) as u32
+    };
+    let mut raised = 0;
+    for c in device.classes.iter_mut() {
+        if let ClassOpts::Htb(o) = &mut c.opts {
+            let (b, cb) = (want(o.rate, o.mtu), want(o.ceil, o.mtu));
+            if o.burst < b || o.cburst < cb {
+                raised += 1;
+            }
+            o.burst = o.burst.max(b);
+            o.cburst = o.cburst.max(cb);
+        }
+    }
+    raised
+}

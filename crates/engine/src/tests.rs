@@ -1,0 +1,175 @@
+//! Unit tests of the engine's contract: ownership, counters, reload order.
+
+use crate::{Engine, Program, ProgramOptions, Verdict};
+use sluice_config::script::load_tc_script;
+use sluice_core::fifo::Fifo;
+use sluice_core::{DropReason, Packet, Span, Time};
+
+fn program(script: &str) -> Program {
+    let state = load_tc_script("t.tc", script, &Default::default()).expect("script loads").state;
+    Program::from_model(&state, "e", &ProgramOptions::default()).expect("builds")
+}
+
+fn ingress(e: &mut Engine, payload: u64, now: Time) -> Verdict {
+    e.ingress(Packet::new(1000, payload), &Default::default(), &[], now)
+}
+
+fn drain(e: &mut Engine) -> Vec<(u64, DropReason)> {
+    std::iter::from_fn(|| e.take_dropped()).map(|d| (d.pkt.payload, d.reason)).collect()
+}
+
+/// Serves `e` until empty, stepping to each `next_event`; returns the payloads in order.
+fn serve_all(e: &mut Engine, mut now: Time) -> Vec<u64> {
+    let mut out = Vec::new();
+    while let Some(t) = e.next_event(now) {
+        now = t.max(now);
+        while let Some(p) = e.dequeue(now) {
+            out.push(p.payload);
+        }
+        assert!(now < Time::from_secs(1000), "never drained");
+    }
+    out
+}
+
+#[test]
+fn a_missing_device_is_named() {
+    let state =
+        load_tc_script("t.tc", "tc qdisc add dev eth0 root pfifo\n", &Default::default()).unwrap().state;
+    let e = Program::from_model(&state, "eth1", &ProgramOptions::default()).unwrap_err();
+    assert!(e.to_string().contains("eth1") && e.to_string().contains("$DEV"), "{e}");
+    let e = Program::from_model(
+        &load_tc_script("t", "tc qdisc add dev e root handle 1: drr\n", &Default::default()).unwrap().state,
+        "e",
+        &ProgramOptions::default(),
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("drr"), "{e}");
+}
+
+#[test]
+fn the_live_floor_raises_htb_buckets_and_says_so() {
+    let script = "tc qdisc add dev e root handle 1: htb default 1\ntc class add dev e parent 1: classid 1:1 htb rate 100mbit burst 1600 cburst 1600\n";
+    let exact = program(script);
+    assert!(!exact.summary().contains("raised"), "{}", exact.summary());
+    let state = load_tc_script("t.tc", script, &Default::default()).unwrap().state;
+    let live = Program::from_model(&state, "e", &ProgramOptions::live(Span::from_millis(2))).unwrap();
+    assert!(live.summary().contains("1 buckets raised"), "{}", live.summary());
+    // 2 ms at 100 Mbit/s is 25 000 bytes: that much leaves at once from a full queue.
+    let burst = |p: Program| {
+        let mut e = Engine::new(p, Time::ZERO);
+        for i in 0..100 {
+            let _ = ingress(&mut e, i, Time::ZERO);
+        }
+        std::iter::from_fn(|| e.dequeue(Time::ZERO)).count()
+    };
+    assert!(burst(exact) <= 3);
+    assert!(burst(live) >= 24);
+}
+
+#[test]
+fn refused_packets_come_back_once_and_are_counted() {
+    let mut e = Engine::new(program("tc qdisc add dev e root pfifo limit 2\n"), Time::ZERO);
+    assert_eq!(ingress(&mut e, 1, Time::ZERO), Verdict::Queued);
+    assert_eq!(ingress(&mut e, 2, Time::ZERO), Verdict::Queued);
+    assert_eq!(ingress(&mut e, 3, Time::ZERO), Verdict::Dropped(DropReason::QueueFull));
+    assert_eq!(drain(&mut e), vec![(3, DropReason::QueueFull)]);
+    assert!(drain(&mut e).is_empty());
+    let s = e.stats();
+    assert_eq!((s.received, s.enqueue_drops, s.dropped, s.queued, s.qdisc.drops), (3, 1, 1, 2, 1));
+    assert_eq!(serve_all(&mut e, Time::ZERO), vec![1, 2]);
+    assert_eq!(e.stats().sent_packets, 2);
+}
+
+#[test]
+fn head_drops_of_queued_packets_come_back_too() {
+    let mut e = Engine::new(program("tc qdisc add dev e root pfifo_head_drop limit 2\n"), Time::ZERO);
+    for i in 1..=3 {
+        assert_eq!(ingress(&mut e, i, Time::ZERO), Verdict::Queued);
+    }
+    assert_eq!(drain(&mut e), vec![(1, DropReason::HeadDrop)]);
+    assert_eq!(e.stats().qdisc_drops, 1);
+    assert_eq!(serve_all(&mut e, Time::ZERO), vec![2, 3]);
+}
+
+#[test]
+fn filter_drops_and_runts_are_counted_and_handed_back() {
+    let mut e = Engine::new(
+        program("tc qdisc add dev e root handle 1: prio\ntc filter add dev e parent 1: protocol all prio 1 matchall action drop\n"),
+        Time::ZERO,
+    );
+    assert_eq!(ingress(&mut e, 7, Time::ZERO), Verdict::Dropped(DropReason::Policed));
+    assert_eq!(e.ingress_frame(&[0u8; 10], 8, Time::ZERO), Verdict::Dropped(DropReason::Malformed));
+    assert_eq!(drain(&mut e), vec![(7, DropReason::Policed), (8, DropReason::Malformed)]);
+    let s = e.stats();
+    assert_eq!((s.classify_drops, s.runts, s.parse_errors, s.dropped, s.qdisc.drops), (1, 1, 1, 2, 1));
+}
+
+#[test]
+fn reload_keeps_order_and_loses_nothing_even_during_a_reload() {
+    let slow = "tc qdisc add dev e root tbf rate 1mbit burst 2000 limit 100000\n";
+    let fast = "tc qdisc add dev e root tbf rate 100mbit burst 2000 limit 100000\n";
+    let mut e = Engine::new(program(slow), Time::ZERO);
+    let now = Time::ZERO;
+    for i in 0..20 {
+        assert_eq!(ingress(&mut e, i, now), Verdict::Queued);
+    }
+    e.reload(program(fast), now);
+    for i in 20..40 {
+        assert_eq!(ingress(&mut e, i, now), Verdict::Queued);
+    }
+    e.reload(program(slow), now);
+    assert_eq!(e.stats().draining, 2);
+    for i in 40..50 {
+        assert_eq!(ingress(&mut e, i, now), Verdict::Queued);
+    }
+    assert_eq!(serve_all(&mut e, now), (0..50).collect::<Vec<u64>>());
+    assert!(drain(&mut e).is_empty());
+    let s = e.stats();
+    assert_eq!((s.sent_packets, s.dropped, s.queued, s.reloads, s.draining), (50, 0, 0, 2, 0));
+    assert_eq!((s.qdisc.packets, s.qdisc.drops, s.qdisc.qlen), (50, 0, 0));
+}
+
+#[test]
+fn drops_in_a_draining_generation_are_counted_once() {
+    // The old fq_codel drops on its own while it drains behind a throttle-free new root.
+    let mut e = Engine::new(
+        program("tc qdisc add dev e root handle 1: htb default 1\ntc class add dev e parent 1: classid 1:1 htb rate 1mbit\ntc qdisc add dev e parent 1:1 fq_codel limit 5\n"),
+        Time::ZERO,
+    );
+    for i in 0..8 {
+        let _ = ingress(&mut e, i, Time::ZERO);
+    }
+    let early = drain(&mut e);
+    assert_eq!(early.len(), 3, "{early:?}");
+    e.reload(program("tc qdisc add dev e root pfifo limit 1\n"), Time::ZERO);
+    assert_eq!(ingress(&mut e, 8, Time::ZERO), Verdict::Queued);
+    assert_eq!(ingress(&mut e, 9, Time::ZERO), Verdict::Dropped(DropReason::QueueFull));
+    let mut sent = serve_all(&mut e, Time::ZERO);
+    let mut dropped: Vec<u64> = early.iter().map(|d| d.0).chain(drain(&mut e).iter().map(|d| d.0)).collect();
+    assert_eq!(*sent.last().unwrap(), 8, "the new generation sends last");
+    let s = e.stats();
+    assert_eq!(s.dropped as usize, dropped.len());
+    assert_eq!(s.sent_packets as usize, sent.len());
+    sent.append(&mut dropped);
+    sent.sort_unstable();
+    assert_eq!(sent, (0..10).collect::<Vec<u64>>());
+}
+
+#[test]
+fn flush_gives_back_every_queued_payload() {
+    let mut e = Engine::new(Program::from_parts(Box::new(Fifo::pfifo(100)), Default::default()), Time::ZERO);
+    for i in 0..5 {
+        let _ = ingress(&mut e, i, Time::ZERO);
+    }
+    e.reload(Program::from_parts(Box::new(Fifo::pfifo(100)), Default::default()), Time::ZERO);
+    for i in 5..7 {
+        let _ = ingress(&mut e, i, Time::ZERO);
+    }
+    assert_eq!(e.flush(Time::ZERO), 7);
+    let d = drain(&mut e);
+    assert_eq!(d.iter().map(|d| d.0).collect::<Vec<_>>(), (0..7).collect::<Vec<u64>>());
+    assert!(d.iter().all(|d| d.1 == DropReason::Flushed));
+    let s = e.stats();
+    assert_eq!((s.flushed, s.dropped, s.queued, s.draining), (7, 7, 0, 0));
+    assert_eq!(e.next_event(Time::ZERO), None);
+}
