@@ -1,15 +1,14 @@
 //! Seed 003's composition, end to end through the real components: a tc script (HTB classes
-//! chosen by `flow hash keys src divisor N`, fq_codel under each class) is loaded, built into core
-//! objects, and fed real frames (sluice-wire builds and parses them). Host A runs three greedy
+//! chosen by `flow hash keys src divisor N`, fq_codel under each class) is loaded, built into an
+//! engine program, and fed real frames (sluice-wire builds them, the engine parses them). Host A runs three greedy
 //! flows and host B one; per-host hashing must give the two hosts equal shares, while a plain
 //! fq_codel (per-flow fairness only) gives host A three quarters.
 
-use sluice_config::build::build_device;
 use sluice_config::script::load_tc_script;
 use sluice_config::shell::Vars;
-use sluice_core::classify::ClassifyOutcome;
 use sluice_core::{Rate, Time};
-use sluice_wire::{parse_frame, FrameSpec, ParseOptions};
+use sluice_engine::{Engine, Program, ProgramOptions, Verdict};
+use sluice_wire::FrameSpec;
 use std::net::{IpAddr, Ipv4Addr};
 
 const PER_HOST: &str = "\
@@ -52,8 +51,9 @@ struct Flow {
 /// time and returns host A's share of the bytes the shaper sent, plus the classes they used.
 fn host_a_share(script: &str, secs: u64) -> (f64, Vec<String>) {
     let loaded = load_tc_script("test.tc", script, &Vars::new()).expect("script loads");
-    let built = build_device(&loaded.state, "eth0").expect("tree builds");
-    let (mut root, mut classifier) = (built.root, built.classifier);
+    let program =
+        Program::from_model(&loaded.state, "eth0", &ProgramOptions::default()).expect("tree builds");
+    let mut engine = Engine::new(program, Time::ZERO);
 
     let a = IpAddr::V4(Ipv4Addr::new(198, 18, 1, 10));
     let b = IpAddr::V4(Ipv4Addr::new(198, 18, 1, 20));
@@ -72,51 +72,46 @@ fn host_a_share(script: &str, secs: u64) -> (f64, Vec<String>) {
     let warmup = Time::from_secs(2);
     let mut now = Time::ZERO;
     let mut sent = [0u64; 2];
-    let mut classes = Vec::new();
-    let mut dropped: Vec<usize> = Vec::new();
+    let mut classes = vec![String::new(); flows.len()];
     while now < end {
         // Greedy senders keep 30 packets each in the shaper (a window), like bulk TCP in steady state.
         for (i, f) in flows.iter_mut().enumerate() {
             while f.queued < 30 {
-                let parsed = parse_frame(&f.frame, ParseOptions::default()).expect("parses");
-                let mut pkt = parsed.to_packet(i as u64);
-                match classifier.classify(&mut pkt, &parsed.keys, &f.frame, now) {
-                    ClassifyOutcome::Enqueue => {}
-                    ClassifyOutcome::Drop => panic!("nothing polices here"),
-                }
-                if now == Time::ZERO && f.queued == 0 {
-                    classes.push(format!("{:?}", pkt.class_path[0]));
-                }
-                match root.enqueue(pkt, now) {
-                    Ok(()) => f.queued += 1,
-                    Err(_) => break,
-                }
-                while let Some(d) = root.take_dropped() {
-                    dropped.push(d.pkt.payload as usize);
+                // In flight until it comes back from `dequeue` or `take_dropped`.
+                f.queued += 1;
+                if engine.ingress_frame(&f.frame, i as u64, now) != Verdict::Queued {
+                    break;
                 }
             }
         }
-        for i in dropped.drain(..) {
-            flows[i].queued -= 1;
+        // Every dropped payload comes back once (fq_codel drops from the fattest flow).
+        while let Some(d) = engine.take_dropped() {
+            flows[d.pkt.payload as usize].queued -= 1;
         }
-        match root.dequeue(now) {
+        match engine.dequeue(now) {
             Some(pkt) => {
-                let f = &mut flows[pkt.payload as usize];
+                let i = pkt.payload as usize;
+                if classes[i].is_empty() {
+                    classes[i] = format!("{:?}", pkt.class_path[0]);
+                }
+                let f = &mut flows[i];
                 f.queued -= 1;
                 if now >= warmup {
                     sent[f.host] += pkt.len as u64;
                 }
                 now += link.time_to_send(pkt.len as u64);
             }
-            None => match root.next_event(now) {
+            None => match engine.next_event(now) {
                 Some(t) if t > now => now = t,
                 _ => now += link.time_to_send(1),
             },
         }
-        while let Some(d) = root.take_dropped() {
+        while let Some(d) = engine.take_dropped() {
             flows[d.pkt.payload as usize].queued -= 1;
         }
     }
+    let s = engine.stats();
+    assert_eq!(s.received, s.sent_packets + s.dropped + s.queued, "{s:?}");
     (sent[0] as f64 / (sent[0] + sent[1]) as f64, classes)
 }
 
