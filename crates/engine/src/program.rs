@@ -2,9 +2,9 @@
 
 use sluice_config::build::{build_device, BuildError};
 use sluice_config::burst::{auto_burst, BurstPolicy};
-use sluice_config::model::{ClassOpts, State, H_MIN_EGRESS, H_MIN_INGRESS};
+use sluice_config::model::{ClassNode, ClassOpts, FilterOpts, State, H_MIN_EGRESS, H_MIN_INGRESS};
 use sluice_core::classify::Classifier;
-use sluice_core::{Qdisc, Rate, Span};
+use sluice_core::{Handle, Qdisc, Rate, Span};
 
 /// Why a configuration cannot be turned into a [`Program`].
 #[derive(Debug, thiserror::Error)]
@@ -85,13 +85,18 @@ impl Program {
                 (build_device(&state, dev)?, Some((raised, floor)))
             }
         };
-        let classes = device.classes.len();
-        let filters = device.filters.len() - skipped;
-        let mut summary = format!("{} root, {classes} classes", built.root.kind());
+        // u32 hash tables are containers, not filters of their own.
+        let filters = device
+            .filters
+            .iter()
+            .filter(|f| f.parent != H_MIN_INGRESS && f.parent != H_MIN_EGRESS)
+            .filter(|f| !matches!(f.opts, FilterOpts::U32Table { .. }))
+            .count();
+        let mut summary =
+            format!("{} root, {}, {filters} filters", built.root.kind(), classes_line(&device.classes));
         if let Some((raised, floor)) = raised {
-            summary += &format!(" ({raised} buckets raised to rate x max(1ms, {}us))", floor.as_micros());
+            summary += &format!("; {raised} buckets raised to rate x max(1ms, {}us)", floor.as_micros());
         }
-        summary += &format!(", {filters} filters");
         Ok(Program { root: built.root, classifier: built.classifier, summary, warnings })
     }
 
@@ -123,6 +128,37 @@ impl Program {
     pub fn kind(&self) -> &'static str {
         self.root.kind()
     }
+}
+
+/// The model's class id as a core handle (the one place to change when model handles widen).
+fn handle(raw: u32) -> Handle {
+    Handle(raw)
+}
+
+/// `N classes` and, for up to [`LISTED`] HTB classes, their rates: `3 classes (1:1 rate 30Mbit, ...)`.
+fn classes_line(classes: &[ClassNode]) -> String {
+    const LISTED: usize = 3;
+    let mut listed: Vec<String> = classes
+        .iter()
+        .filter_map(|c| match &c.opts {
+            ClassOpts::Htb(o) if o.ceil > o.rate => Some(format!(
+                "{} rate {} ceil {}",
+                handle(c.classid),
+                Rate::from_bps(o.rate),
+                Rate::from_bps(o.ceil)
+            )),
+            ClassOpts::Htb(o) => Some(format!("{} rate {}", handle(c.classid), Rate::from_bps(o.rate))),
+            _ => None,
+        })
+        .take(LISTED + 1)
+        .collect();
+    if listed.is_empty() {
+        return format!("{} classes", classes.len());
+    }
+    if listed.len() > LISTED {
+        listed[LISTED] = "...".into();
+    }
+    format!("{} classes ({})", classes.len(), listed.join(", "))
 }
 
 /// Raises the HTB buckets of `dev` to `max(burst, auto_burst(rate, mtu), rate × floor)`; returns

@@ -53,7 +53,10 @@ fn the_live_floor_raises_htb_buckets_and_says_so() {
     assert!(!exact.summary().contains("raised"), "{}", exact.summary());
     let state = load_tc_script("t.tc", script, &Default::default()).unwrap().state;
     let live = Program::from_model(&state, "e", &ProgramOptions::live(Span::from_millis(2))).unwrap();
-    assert!(live.summary().contains("1 buckets raised"), "{}", live.summary());
+    assert_eq!(
+        live.summary(),
+        "htb root, 1 classes (1:1 rate 100Mbit), 0 filters; 1 buckets raised to rate x max(1ms, 2000us)"
+    );
     // 2 ms at 100 Mbit/s is 25 000 bytes: that much leaves at once from a full queue.
     let burst = |p: Program| {
         let mut e = Engine::new(p, Time::ZERO);
@@ -172,4 +175,15 @@ fn flush_gives_back_every_queued_payload() {
     let s = e.stats();
     assert_eq!((s.flushed, s.dropped, s.queued, s.draining), (7, 7, 0, 0));
     assert_eq!(e.next_event(Time::ZERO), None);
+}
+
+#[test]
+fn the_summary_counts_filters_not_u32_tables() {
+    let p = program(
+        "tc qdisc add dev e root handle 1: htb default 20\n\
+         tc class add dev e parent 1: classid 1:10 htb rate 5mbit\n\
+         tc class add dev e parent 1: classid 1:20 htb rate 40mbit ceil 50mbit\n\
+         tc filter add dev e parent 1: protocol ip prio 1 u32 match ip dport 7401 0xffff flowid 1:10\n",
+    );
+    assert_eq!(p.summary(), "htb root, 2 classes (1:10 rate 5Mbit, 1:20 rate 40Mbit ceil 50Mbit), 1 filters");
 }

@@ -1,24 +1,7 @@
-//! From frame bytes to a [`Packet`] descriptor, and the buffer pool that holds frames while
-//! their descriptors are queued.
+//! The buffer pool that holds frames while the engine holds their payload handles, and the
+//! write-back of a TOS byte a qdisc changed (CE marks).
 //!
-//! Parsing is `sluice-wire`'s (`parse_frame`: VLANs, IPv4/IPv6, tunnels, keyed hashes).
-//!
-//! Malformed frames: a frame shorter than an Ethernet header is counted and dropped (it cannot
-//! be forwarded meaningfully). A frame whose IP header is truncated or inconsistent is counted
-//! as malformed and forwarded, shaped in the default class with no flow keys.
-
-use sluice_core::Packet;
-
-/// Result of looking at one frame.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Parsed {
-    /// A descriptor to queue.
-    Ok(Packet),
-    /// Queue it, but its network header was malformed.
-    Malformed(Packet),
-    /// Too short to be an Ethernet frame: drop.
-    Runt,
-}
+//! Parsing and classification are the engine's ([`sluice_engine::Engine::ingress_frame`]).
 
 /// Offset of the network header after Ethernet and any VLAN tags (0 if the frame has no IP).
 pub fn network_offset(frame: &[u8]) -> usize {
@@ -35,17 +18,6 @@ pub fn network_offset(frame: &[u8]) -> usize {
         off + 2
     } else {
         0
-    }
-}
-
-/// Build a descriptor for `frame` with `sluice-wire`; `payload` is the pool slot that holds it.
-pub fn describe(frame: &[u8], payload: u64) -> Parsed {
-    if frame.len() < 14 {
-        return Parsed::Runt;
-    }
-    match sluice_wire::parse_frame(frame, sluice_wire::ParseOptions::default()) {
-        Ok(p) => Parsed::Ok(p.to_packet(payload)),
-        Err(_) => Parsed::Malformed(Packet::new(frame.len() as u32, payload)),
     }
 }
 
@@ -129,19 +101,10 @@ mod tests {
     }
 
     #[test]
-    fn reads_dsfield_and_separates_flows() {
-        let Parsed::Ok(a) = describe(&ipv4_udp(0xb8, 1000), 1) else { panic!() };
-        let Parsed::Ok(b) = describe(&ipv4_udp(0, 1001), 2) else { panic!() };
-        assert_eq!(a.dscp(), 46);
-        assert_ne!(a.flow_hash, b.flow_hash);
-        assert_eq!(a.src_host_hash, b.src_host_hash);
-    }
-
-    #[test]
     fn a_ce_mark_is_written_back_with_a_valid_checksum() {
         let mut pool = Pool::new(4);
         let id = pool.put(&ipv4_udp(0x02, 1)).unwrap(); // ECT(0)
-        let Parsed::Ok(mut p) = describe(pool.get(id), id) else { panic!() };
+        let mut p = sluice_wire::parse_frame(pool.get(id), Default::default()).unwrap().to_packet(id);
         assert!(p.set_ce());
         let out = pool.finish(id, p.dsfield).to_vec();
         let again = sluice_wire::parse_frame(&out, sluice_wire::ParseOptions::default()).unwrap();
@@ -149,20 +112,6 @@ mod tests {
         // Unchanged TOS: the frame goes out byte for byte.
         let id2 = pool.put(&ipv4_udp(0x00, 2)).unwrap();
         assert_eq!(pool.finish(id2, 0), &ipv4_udp(0x00, 2)[..]);
-    }
-
-    #[test]
-    fn bad_input_is_classified_not_panicked_on() {
-        assert_eq!(describe(&[0u8; 5], 0), Parsed::Runt);
-        let mut f = ipv4_udp(0, 1);
-        f[14] = 0x41; // IHL 4 bytes: shorter than an IPv4 header
-        assert!(matches!(describe(&f, 0), Parsed::Malformed(_)));
-        f.truncate(20);
-        assert!(matches!(describe(&f, 0), Parsed::Malformed(_)));
-        for n in 0..64 {
-            let junk: Vec<u8> = (0..n).map(|i| (i * 37 + n) as u8).collect();
-            let _ = describe(&junk, 0);
-        }
     }
 
     #[test]

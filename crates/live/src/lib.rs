@@ -1,11 +1,13 @@
 //! # sluice-live
 //!
-//! The live dataplane: real frames from AF_PACKET TPACKET_V3 rings through the same core qdiscs the
-//! simulator runs, timed by their `next_event`.
+//! The live dataplane: real frames from AF_PACKET TPACKET_V3 rings through the same packet engine
+//! the simulator runs ([`sluice_engine::Engine`]: parse, classify, enqueue, drops, counters,
+//! hitless reload), timed by its `next_event`.
 //!
 //! - [`sys`]: the only unsafe code in Sluice (packet sockets, the mmap ring);
-//! - [`frame`]: frame → packet descriptor, and the buffer pool;
-//! - [`engine`]: configuration → qdisc, and hitless reload;
+//! - [`frame`]: the buffer pool that holds frames while the engine holds their payload handles;
+//! - [`config`]: configuration file → model → engine program, with the live burst floor;
+//! - [`netns`]: entering a network namespace;
 //! - [`timing`]: wake-up jitter calibration and the burst floor;
 //! - [`pacing`]: replaying deadlines the loop missed, so late wake-ups cost no rate;
 //! - [`control`]: owner-only control socket and Prometheus endpoint;
@@ -13,9 +15,10 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod config;
 pub mod control;
-pub mod engine;
 pub mod frame;
+pub mod netns;
 pub mod pacing;
 pub mod shaper;
 pub mod sys;

@@ -15,8 +15,8 @@
 //! clamped to the replayed interval), each after the replay up to that time, so the qdisc's
 //! clock never goes backwards and a queue that ran dry in the gap refills when it would have.
 
-use crate::engine::DirQueue;
 use sluice_core::{Packet, Span, Time};
+use sluice_engine::Engine;
 
 /// How the loop waits for deadlines.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,9 +56,10 @@ pub struct Released {
 
 /// Append to `out` every packet `q` releases between `served` (the time it was last served up to)
 /// and `now`, stepping from deadline to deadline, at most `max` packets. Gaps longer than
-/// `catch_up` are replayed only over their last `catch_up`.
+/// `catch_up` are replayed only over their last `catch_up`. Payloads the engine drops meanwhile
+/// wait in [`Engine::take_dropped`] for the caller.
 pub fn release(
-    q: &mut DirQueue,
+    q: &mut Engine,
     served: Time,
     now: Time,
     catch_up: Span,
@@ -115,23 +116,27 @@ pub fn arrival_time(stamp: Time, served: Time, now: Time) -> Time {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::build;
-    use std::collections::HashMap;
+    use sluice_core::FlowKeys;
 
-    fn htb(rate: &str) -> DirQueue {
-        let t = sluice_lab::tree::Tree::parse_script(
-            &format!("tc qdisc add dev x root handle 1: htb default 1\ntc class add dev x parent 1: classid 1:1 htb rate {rate}\n"),
-            &HashMap::new(),
-            None,
+    fn htb(rate: &str) -> Engine {
+        let s = crate::config::from_script(
+            "t.tc",
+            &format!("tc qdisc add dev $DEV root handle 1: htb default 1\ntc class add dev $DEV parent 1: classid 1:1 htb rate {rate}\n"),
+            "x",
         )
         .unwrap();
         // A bucket far smaller than the gaps below (the burst rule's rate × 1 ms; floor 250 us).
-        DirQueue::new(build(&t, Span::from_micros(250)).unwrap().qdisc)
+        Engine::new(crate::config::program(&s, "x", Span::from_micros(250)).unwrap(), Time::ZERO)
+    }
+
+    fn enqueue(q: &mut Engine, len: u32, id: u64, now: Time) {
+        let _ = q.ingress(Packet::new(len, id), &FlowKeys::default(), &[], now);
+        assert!(q.take_dropped().is_none());
     }
 
     /// Keep the queue full and serve it from a loop that wakes 0..`max_late` after each
     /// deadline; returns the delivered bit/s over 10 s of virtual time.
-    fn run(q: &mut DirQueue, max_late: u64, catch_up: Span) -> (f64, Span) {
+    fn run(q: &mut Engine, max_late: u64, catch_up: Span) -> (f64, Span) {
         let (mut now, mut served, mut sent, mut id, mut lost) =
             (Time::ZERO, Time::ZERO, 0u64, 0u64, Span::ZERO);
         let mut out = Vec::new();
@@ -140,9 +145,9 @@ mod tests {
             out.clear();
             let r = release(q, served, now, catch_up, usize::MAX, &mut out);
             lost = lost + r.given_up;
-            while q.current.qlen() < 500 {
+            while q.qlen() < 500 {
                 id += 1;
-                let _ = q.enqueue(Packet::new(1500, id), now);
+                enqueue(q, 1500, id, now);
             }
             release(q, r.reached, now, catch_up, usize::MAX, &mut out);
             served = now;
@@ -170,7 +175,7 @@ mod tests {
         let mut q = htb("100mbit");
         let mut out = Vec::new();
         for i in 0..1000 {
-            q.enqueue(Packet::new(1500, i), Time::ZERO).unwrap();
+            enqueue(&mut q, 1500, i, Time::ZERO);
         }
         // First service after 50 ms with a 20 ms cap: 20 ms of rate plus the bucket.
         let now = Time::from_millis(50);
@@ -214,7 +219,7 @@ mod tests {
             for (k, &a) in arrivals.iter().enumerate() {
                 let t = if stamped { arrival_time(a, served, now) } else { now };
                 served = release(&mut q, served, t, Span::from_millis(20), usize::MAX, &mut out).reached;
-                q.enqueue(Packet::new(1500, k as u64), t).unwrap();
+                enqueue(&mut q, 1500, k as u64, t);
             }
             release(&mut q, served, now, Span::from_millis(20), usize::MAX, &mut out);
             out.len()

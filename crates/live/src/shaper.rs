@@ -1,20 +1,22 @@
-//! The forwarding loop: frames in from one interface's ring, through the core qdisc, out of the
-//! other interface, timed by the qdisc's `next_event`.
+//! The forwarding loop: frames in from one interface's ring, through the packet engine
+//! ([`sluice_engine::Engine`]), out of the other interface, timed by the engine's `next_event`.
 //!
+//! Each frame is copied into a [`Pool`] slot whose index is the payload handle given to the
+//! engine; the slot is freed when the engine hands the payload back, sent or dropped.
 //! One thread does everything (rx, enqueue, dequeue, tx, control), so the engine needs no locks.
 //! The reverse direction is forwarded unshaped unless a reverse configuration is given
 //! (`--bidirectional`): TCP acknowledgements must get through either way.
 
 use crate::control::{self, Request};
-use crate::engine::{self, DirQueue};
-use crate::frame::{self, Parsed, Pool};
+use crate::frame::Pool;
 use crate::pacing::{self, Pacing};
 use crate::sys::{self, RxRing, TxSock};
 use crate::timing::{Calibration, SPIN_BELOW};
 use crate::LiveError;
 use serde::Serialize;
+use sluice_config::model::State;
 use sluice_core::{Span, Time};
-use sluice_lab::tree::Tree;
+use sluice_engine::{Engine, EngineStats};
 use std::net::SocketAddr;
 use std::os::fd::AsFd;
 use std::path::PathBuf;
@@ -23,8 +25,9 @@ use std::sync::mpsc::Receiver;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// Reads a configuration file (for `reload PATH`).
-pub type ConfigLoader = Box<dyn Fn(&str) -> Result<Tree, String> + Send>;
+/// Reads a configuration file for `reload PATH` into the model, for the forward direction's
+/// device (`$DEV` = the out interface).
+pub type ConfigLoader = Box<dyn Fn(&str) -> Result<State, String> + Send>;
 
 /// How to run the shaper.
 pub struct Options {
@@ -32,10 +35,10 @@ pub struct Options {
     pub in_if: String,
     /// Interface frames leave by.
     pub out_if: String,
-    /// Configuration for in → out.
-    pub forward: Tree,
-    /// Configuration for out → in (None: forwarded unshaped).
-    pub reverse: Option<Tree>,
+    /// Configuration for in → out: the tree of device `out_if` in this model.
+    pub forward: State,
+    /// Configuration for out → in: the tree of device `in_if` (None: forwarded unshaped).
+    pub reverse: Option<State>,
     /// Control socket path (None: no control socket).
     pub control: Option<PathBuf>,
     /// Prometheus endpoint (loopback only).
@@ -44,15 +47,10 @@ pub struct Options {
     pub max_duration: Option<Duration>,
     /// Set to stop (signals, tests).
     pub stop: Arc<AtomicBool>,
-    /// Reads a configuration file for `reload PATH` (the CLI passes its tc-script reader).
+    /// Reads a configuration file for `reload PATH` (e.g. [`crate::config::load`]).
     pub load_config: ConfigLoader,
     /// Print start-up and event lines to stderr.
     pub verbose: bool,
-    /// tc script for in → out built with `sluice-config` (full grammar, filters); overrides
-    /// `forward` when given.
-    pub forward_script: Option<String>,
-    /// Same for out → in; overrides `reverse`.
-    pub reverse_script: Option<String>,
     /// Network namespace to forward in (the calling thread enters it; metrics stay outside).
     pub netns: Option<String>,
     /// How deadlines are waited for and late ones caught up ([`Pacing::default`] is right for
@@ -108,10 +106,6 @@ impl PacingStats {
 pub struct DirCounters {
     /// Frames read from the ring.
     pub rx_frames: u64,
-    /// Frames with a malformed network header (forwarded in the default class).
-    pub malformed: u64,
-    /// Frames too short for Ethernet (dropped).
-    pub runts: u64,
     /// Frames dropped because the buffer pool was full.
     pub pool_full: u64,
     /// Frames the kernel dropped because our receive ring was full.
@@ -122,8 +116,6 @@ pub struct DirCounters {
     pub tx_bytes: u64,
     /// Sends that failed (interface down, frame too big, buffer full).
     pub tx_errors: u64,
-    /// Frames dropped by the qdisc.
-    pub qdisc_drops: u64,
 }
 
 /// A snapshot for `sluice stats` and the final report.
@@ -139,6 +131,9 @@ pub struct Snapshot {
     pub reloads: u64,
     /// How the loop kept time.
     pub pacing: PacingStats,
+    /// Frames held in the buffer pool: queued in an engine or about to be sent. Once the loop
+    /// has stopped, this equals the frames the engines still queue (every other slot was freed).
+    pub pool_frames: u64,
 }
 
 /// One direction in a snapshot.
@@ -148,8 +143,10 @@ pub struct DirSnapshot {
     pub path: String,
     /// What shapes it ("unshaped" when nothing).
     pub config: String,
-    /// Qdisc counters (`tc -s`).
+    /// Qdisc counters (`tc -s`), over every configuration loaded.
     pub qdisc: Option<sluice_core::QdiscStats>,
+    /// The engine's counters (malformed frames, filter and qdisc drops...); None when unshaped.
+    pub engine: Option<EngineStats>,
     /// Forwarder counters.
     pub counters: DirCounters,
 }
@@ -169,10 +166,24 @@ impl Snapshot {
                     q.bytes, q.packets, q.drops, q.overlimits, q.requeues, q.backlog_bytes, q.qlen
                 );
             }
+            if let Some(e) = &d.engine {
+                s += &format!(
+                    " engine: received {} sent {}; dropped {} (filters {}, enqueue {}, qdisc {}, runts {}); unparsed {}; queued {}\n",
+                    e.received,
+                    e.sent_packets,
+                    e.dropped,
+                    e.classify_drops,
+                    e.enqueue_drops,
+                    e.qdisc_drops,
+                    e.runts,
+                    e.parse_errors,
+                    e.queued
+                );
+            }
             let c = &d.counters;
             s += &format!(
-                " rx {} frames, tx {} frames {} bytes; malformed {}, runts {}, ring full {}, pool full {}, tx errors {}\n",
-                c.rx_frames, c.tx_frames, c.tx_bytes, c.malformed, c.runts, c.ring_drops, c.pool_full, c.tx_errors
+                " rx {} frames, tx {} frames {} bytes; ring full {}, pool full {}, tx errors {}\n",
+                c.rx_frames, c.tx_frames, c.tx_bytes, c.ring_drops, c.pool_full, c.tx_errors
             );
         }
         s
@@ -205,8 +216,8 @@ impl Snapshot {
         );
         metric(
             "malformed_total",
-            "Frames with a malformed network header.",
-            per(&|d| d.counters.malformed as f64),
+            "Frames sluice-wire could not parse.",
+            per(&|d| d.engine.map(|e| e.parse_errors).unwrap_or(0) as f64),
         );
         metric(
             "backlog_bytes",
@@ -263,12 +274,23 @@ impl Port {
 }
 
 struct Dir {
-    queue: Option<DirQueue>,
-    tree: Option<Tree>,
-    script: Option<String>,
-    classifier: Option<sluice_core::classify::Classifier>,
-    summary: String,
+    /// None: forwarded unshaped.
+    engine: Option<Engine>,
     c: DirCounters,
+}
+
+impl Dir {
+    fn new(config: Option<&State>, dev: &str, floor: Span, now: Time) -> Result<Dir, LiveError> {
+        let engine = match config {
+            Some(state) => Some(Engine::new(crate::config::program(state, dev, floor)?, now)),
+            None => None,
+        };
+        Ok(Dir { engine, c: DirCounters::default() })
+    }
+
+    fn summary(&self) -> &str {
+        self.engine.as_ref().map(|e| e.summary()).unwrap_or("unshaped")
+    }
 }
 
 /// Run until stopped; returns the final snapshot.
@@ -277,69 +299,21 @@ pub fn run(opts: Options) -> Result<Snapshot, LiveError> {
     if opts.verbose {
         eprintln!("sluice shape: {cal}");
     }
-    let fwd = if opts.forward_script.is_some() {
-        engine::Built { qdisc: Box::new(sluice_core::fifo::Fifo::pfifo(1)), summary: String::new() }
-    } else {
-        engine::build(&opts.forward, cal.floor).map_err(|e| LiveError::Config(e.0))?
-    };
-    let rev = opts
-        .reverse
-        .as_ref()
-        .map(|t| engine::build(t, cal.floor))
-        .transpose()
-        .map_err(|e| LiveError::Config(e.0))?;
+    let epoch = Instant::now();
+    let clock = || Time::from_nanos(epoch.elapsed().as_nanos() as u64);
+    let mut dirs = [
+        Dir::new(Some(&opts.forward), &opts.out_if, cal.floor, clock())?,
+        Dir::new(opts.reverse.as_ref(), &opts.in_if, cal.floor, clock())?,
+    ];
     let metrics_text = Arc::new(Mutex::new(String::new()));
     if let Some(addr) = opts.metrics {
         control::serve_metrics(addr, metrics_text.clone(), opts.stop.clone())
             .map_err(|e| LiveError::Io(format!("metrics {addr}: {e}")))?;
     }
     if let Some(ns) = &opts.netns {
-        sluice_lab::netns::enter_netns(ns).map_err(|e| LiveError::Io(e.to_string()))?;
+        crate::netns::enter(ns)?;
     }
     let mut ports = [Port::open(&opts.in_if)?, Port::open(&opts.out_if)?];
-    let mut dirs = [
-        Dir {
-            queue: Some(DirQueue::new(fwd.qdisc)),
-            tree: Some(opts.forward.clone()),
-            script: None,
-            classifier: None,
-            summary: fwd.summary,
-            c: DirCounters::default(),
-        },
-        match rev {
-            Some(b) => Dir {
-                queue: Some(DirQueue::new(b.qdisc)),
-                tree: opts.reverse.clone(),
-                script: None,
-                classifier: None,
-                summary: b.summary,
-                c: DirCounters::default(),
-            },
-            None => Dir {
-                queue: None,
-                tree: None,
-                script: None,
-                classifier: None,
-                summary: "unshaped".into(),
-                c: DirCounters::default(),
-            },
-        },
-    ];
-    for (i, (script, dev)) in
-        [(&opts.forward_script, &opts.out_if), (&opts.reverse_script, &opts.in_if)].into_iter().enumerate()
-    {
-        if let Some(path) = script {
-            let m = load_model(path, dev, cal.floor)?;
-            dirs[i] = Dir {
-                queue: Some(DirQueue::new(m.qdisc)),
-                tree: None,
-                script: Some(path.clone()),
-                classifier: Some(m.classifier),
-                summary: m.summary,
-                c: DirCounters::default(),
-            };
-        }
-    }
     let control: Option<Receiver<Request>> = match &opts.control {
         Some(p) => Some(
             control::serve(p, opts.stop.clone())
@@ -348,12 +322,10 @@ pub fn run(opts: Options) -> Result<Snapshot, LiveError> {
         None => None,
     };
     if opts.verbose {
-        eprintln!("sluice shape: {} -> {}: {}", opts.in_if, opts.out_if, dirs[0].summary);
-        eprintln!("sluice shape: {} -> {}: {}", opts.out_if, opts.in_if, dirs[1].summary);
+        eprintln!("sluice shape: {} -> {}: {}", opts.in_if, opts.out_if, dirs[0].summary());
+        eprintln!("sluice shape: {} -> {}: {}", opts.out_if, opts.in_if, dirs[1].summary());
     }
     let mut pool = Pool::new(1 << 17);
-    let epoch = Instant::now();
-    let clock = || Time::from_nanos(epoch.elapsed().as_nanos() as u64);
     let pacing = opts.pacing;
     let mut reloads = 0u64;
     let mut last_house = Time::ZERO;
@@ -364,19 +336,24 @@ pub fn run(opts: Options) -> Result<Snapshot, LiveError> {
     let mut pending: Vec<sluice_core::Packet> = Vec::with_capacity(sys::MAX_BATCH);
     let max_duration = opts.max_duration.map(|m| Time::from_nanos(m.as_nanos() as u64));
     let paths = [format!("{} -> {}", opts.in_if, opts.out_if), format!("{} -> {}", opts.out_if, opts.in_if)];
-    let snapshot = |dirs: &[Dir; 2], reloads: u64, p: &PacingStats| Snapshot {
+    let snapshot = |dirs: &[Dir; 2], reloads: u64, p: &PacingStats, pool_frames: u64| Snapshot {
         uptime_s: epoch.elapsed().as_secs_f64(),
         calibration: format!("{cal}; {}", p.describe(&pacing)),
         reloads,
         pacing: *p,
+        pool_frames,
         directions: dirs
             .iter()
             .zip(paths.iter())
-            .map(|(d, p)| DirSnapshot {
-                path: p.clone(),
-                config: d.summary.clone(),
-                qdisc: d.queue.as_ref().map(|q| q.stats()),
-                counters: d.c,
+            .map(|(d, p)| {
+                let engine = d.engine.as_ref().map(|e| e.stats());
+                DirSnapshot {
+                    path: p.clone(),
+                    config: d.summary().to_string(),
+                    qdisc: engine.map(|e| e.qdisc),
+                    engine,
+                    counters: d.c,
+                }
             })
             .collect(),
     };
@@ -425,9 +402,11 @@ pub fn run(opts: Options) -> Result<Snapshot, LiveError> {
         // Control requests are answered at once (they time measurement windows).
         if let Some(rx) = &control {
             while let Ok(req) = rx.try_recv() {
-                let answer = handle_request(&req.line, &mut dirs, &opts, floor, &mut reloads, &|d, r| {
-                    snapshot(d, r, &pstats)
-                });
+                let in_use = pool.in_use() as u64;
+                let answer =
+                    handle_request(&req.line, &mut dirs, &opts, floor, clock(), &mut reloads, &|d, r| {
+                        snapshot(d, r, &pstats, in_use)
+                    });
                 let _ = req.reply.send(answer);
             }
         }
@@ -447,7 +426,7 @@ pub fn run(opts: Options) -> Result<Snapshot, LiveError> {
             }
             if opts.metrics.is_some() {
                 if let Ok(mut t) = metrics_text.lock() {
-                    *t = snapshot(&dirs, reloads, &pstats).to_prometheus();
+                    *t = snapshot(&dirs, reloads, &pstats, pool.in_use() as u64).to_prometheus();
                 }
             }
         }
@@ -457,7 +436,7 @@ pub fn run(opts: Options) -> Result<Snapshot, LiveError> {
         // Sleep until the next deadline, waking for new frames. A late wake-up costs no rate (the
         // next turn replays it), so near deadlines are slept for too unless busy polling.
         let now = clock();
-        let next = dirs.iter().filter_map(|d| d.queue.as_ref().and_then(|q| q.next_event(now))).min();
+        let next = dirs.iter().filter_map(|d| d.engine.as_ref().and_then(|e| e.next_event(now))).min();
         let wait = match next {
             Some(t) if t <= now => Span::ZERO,
             Some(t) => (t - now).min(Span::from_millis(20)),
@@ -496,7 +475,7 @@ pub fn run(opts: Options) -> Result<Snapshot, LiveError> {
             }
         }
     }
-    Ok(snapshot(&dirs, reloads, &pstats))
+    Ok(snapshot(&dirs, reloads, &pstats, pool.in_use() as u64))
 }
 
 /// What sending needs besides the direction: the frames, how to batch, where to count.
@@ -517,7 +496,7 @@ struct Tx<'a> {
 /// deadlines, see [`crate::pacing`]), at most `budget` frames, sending to `dst` whenever a
 /// `sendmmsg` batch is full.
 fn serve(d: &mut Dir, dst: &mut Port, served: &mut Time, to: Time, budget: usize, tx: &mut Tx<'_>) {
-    let Some(q) = d.queue.as_mut() else { return };
+    let Some(q) = d.engine.as_mut() else { return };
     let per_call = tx.pacing.tx_batch.clamp(1, sys::MAX_BATCH);
     let mut budget = budget;
     loop {
@@ -532,10 +511,7 @@ fn serve(d: &mut Dir, dst: &mut Port, served: &mut Time, to: Time, budget: usize
             tx.noted = true;
         }
         budget -= r.packets.min(budget);
-        while let Some(dr) = q.take_dropped() {
-            tx.pool.free(dr.pkt.payload);
-            d.c.qdisc_drops += 1;
-        }
+        free_dropped(q, tx.pool);
         if tx.pending.len() >= per_call {
             flush_to(&mut d.c, dst, tx);
         }
@@ -602,7 +578,7 @@ fn realtime_ns() -> u64 {
 
 fn ingest(f: &[u8], now: Time, d: &mut Dir, pool: &mut Pool, dst: &Port) {
     d.c.rx_frames += 1;
-    let Some(q) = d.queue.as_mut() else {
+    let Some(engine) = d.engine.as_mut() else {
         // Unshaped direction: straight through.
         send_counted(f, dst, &mut d.c);
         return;
@@ -611,48 +587,15 @@ fn ingest(f: &[u8], now: Time, d: &mut Dir, pool: &mut Pool, dst: &Port) {
         d.c.pool_full += 1;
         return;
     };
-    let mut pkt = if let Some(cls) = d.classifier.as_mut() {
-        // Filters need the flow keys, so parse here rather than in `describe`.
-        if f.len() < 14 {
-            d.c.runts += 1;
-            pool.free(id);
-            return;
-        }
-        let (mut p, keys) = match sluice_wire::parse_frame(f, sluice_wire::ParseOptions::default()) {
-            Ok(parsed) => (parsed.to_packet(id), parsed.keys),
-            Err(_) => {
-                d.c.malformed += 1;
-                (sluice_core::Packet::new(f.len() as u32, id), sluice_core::FlowKeys::default())
-            }
-        };
-        if cls.classify(&mut p, &keys, f, now) == sluice_core::classify::ClassifyOutcome::Drop {
-            pool.free(id);
-            d.c.qdisc_drops += 1;
-            return;
-        }
-        p
-    } else {
-        match frame::describe(f, id) {
-            Parsed::Ok(p) => p,
-            Parsed::Malformed(p) => {
-                d.c.malformed += 1;
-                p
-            }
-            Parsed::Runt => {
-                d.c.runts += 1;
-                pool.free(id);
-                return;
-            }
-        }
-    };
-    pkt.enqueue_time = now;
-    if let Err(dr) = q.enqueue(pkt, now) {
+    // The slot is freed when the engine hands `id` back: sent (`flush_to`) or dropped (here).
+    let _ = engine.ingress_frame(f, id, now);
+    free_dropped(engine, pool);
+}
+
+/// Frees the pool slot of every payload the engine dropped.
+fn free_dropped(engine: &mut Engine, pool: &mut Pool) {
+    while let Some(dr) = engine.take_dropped() {
         pool.free(dr.pkt.payload);
-        d.c.qdisc_drops += 1;
-    }
-    while let Some(dr) = q.take_dropped() {
-        pool.free(dr.pkt.payload);
-        d.c.qdisc_drops += 1;
     }
 }
 
@@ -671,6 +614,7 @@ fn handle_request(
     dirs: &mut [Dir; 2],
     opts: &Options,
     floor: Span,
+    now: Time,
     reloads: &mut u64,
     snapshot: &dyn Fn(&[Dir; 2], u64) -> Snapshot,
 ) -> String {
@@ -681,53 +625,26 @@ fn handle_request(
             serde_json::to_string_pretty(&snapshot(dirs, *reloads)).unwrap_or_default() + "\n"
         }
         (Some("stats"), None) => snapshot(dirs, *reloads).to_text(),
-        (Some("reload"), Some(path)) if dirs[0].script.is_some() => {
-            match load_model(path, &opts.out_if, floor) {
-                Ok(m) => {
-                    let Some(q) = dirs[0].queue.as_mut() else {
-                        return "error: nothing to reload
-"
-                        .into();
-                    };
-                    let backlog = q.stats().qlen;
-                    q.reload(m.qdisc);
-                    dirs[0].classifier = Some(m.classifier);
-                    dirs[0].summary = m.summary.clone();
-                    dirs[0].script = Some(path.to_string());
-                    *reloads += 1;
-                    format!(
-                        "reloaded: {}; {backlog} queued packet(s) drain under the old configuration first
-",
-                        m.summary
-                    )
-                }
-                Err(e) => format!(
-                    "error: {e}; the running configuration is unchanged
-"
-                ),
-            }
-        }
         (Some("reload"), Some(path)) => {
-            let tree = match (opts.load_config)(path) {
-                Ok(t) => t,
-                Err(e) => return format!("error: {e}\n"),
+            let Some(engine) = dirs[0].engine.as_mut() else {
+                return "error: nothing to reload\n".into();
             };
-            match engine::build(&tree, floor) {
-                Ok(b) => {
-                    let Some(q) = dirs[0].queue.as_mut() else {
-                        return "error: nothing to reload\n".into();
-                    };
-                    let backlog = q.stats().qlen;
-                    q.reload(b.qdisc);
-                    dirs[0].summary = b.summary.clone();
-                    dirs[0].tree = Some(tree);
+            let program = (opts.load_config)(path)
+                .map_err(LiveError::Config)
+                .and_then(|state| crate::config::program(&state, &opts.out_if, floor));
+            match program {
+                Ok(p) => {
+                    let backlog = engine.qlen();
+                    // Hitless: the backlog drains under the old configuration first, and nothing
+                    // is dropped by the switch itself.
+                    engine.reload(p, now);
                     *reloads += 1;
                     format!(
                         "reloaded: {}; {backlog} queued packet(s) drain under the old configuration first\n",
-                        b.summary
+                        engine.summary()
                     )
                 }
-                Err(e) => format!("error: {}; the running configuration is unchanged\n", e.0),
+                Err(e) => format!("error: {e}; the running configuration is unchanged\n"),
             }
         }
         _ => format!("error: unknown command `{line}` (stats, stats json, reload PATH, ping)\n"),
@@ -741,11 +658,6 @@ pub fn stop_on_signals(stop: &Arc<AtomicBool>) -> Result<(), LiveError> {
             .map_err(|e| LiveError::Io(format!("signal handler: {e}")))?;
     }
     Ok(())
-}
-
-fn load_model(path: &str, dev: &str, floor: Span) -> Result<engine::ModelBuilt, LiveError> {
-    let text = std::fs::read_to_string(path).map_err(|e| LiveError::Config(format!("{path}: {e}")))?;
-    engine::build_model(path, &text, dev, floor).map_err(|e| LiveError::Config(e.0))
 }
 
 #[cfg(test)]
@@ -763,7 +675,14 @@ mod tests {
         p.given_up_us = 7;
         let line = p.describe(&Pacing::default());
         assert!(line.contains("mean 8910us") && line.contains("7us given up"), "{line}");
-        let snap = Snapshot { uptime_s: 1.0, directions: vec![], calibration: line, reloads: 0, pacing: p };
+        let snap = Snapshot {
+            uptime_s: 1.0,
+            directions: vec![],
+            calibration: line,
+            reloads: 0,
+            pacing: p,
+            pool_frames: 0,
+        };
         let prom = snap.to_prometheus();
         assert!(prom.contains("sluice_late_services_total 5\n"), "{prom}");
         assert!(prom.contains("sluice_catchup_given_up_us_total 7\n"), "{prom}");

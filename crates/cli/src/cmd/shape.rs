@@ -1,10 +1,9 @@
 //! `sluice shape --config CFG --in IF_A --out IF_B`: shape real frames between two interfaces.
 
-use anyhow::{Context, Result};
-use sluice_lab::tree::Tree;
+use anyhow::Result;
+use sluice_config::model::State;
 use sluice_live::shaper::{self, Options};
-use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -53,18 +52,30 @@ pub struct Args {
     busy_poll: bool,
 }
 
-pub(crate) fn load_tree(path: &str, dev: &str) -> Result<Tree> {
-    Tree::load_file(std::path::Path::new(path), &HashMap::new(), dev).with_context(|| format!("in {path}"))
+/// Reads a configuration for device `dev` (`$DEV`), printing a diagnostic on error.
+fn load_config(path: &str, dev: &str) -> Result<Option<State>> {
+    let vars = [format!("DEV={dev}")];
+    Ok(super::config_load::load(Path::new(path), &vars)?.map(|l| l.state))
 }
 
 /// Runs `sluice shape`.
 pub fn run(args: Args) -> Result<ExitCode> {
-    // Configurations are built by sluice-config (full tc grammar, filters); the unlimited FIFO
-    // for benchmarks is the same kind of tree.
-    let forward = Tree::parse_script("tc qdisc add dev x root pfifo limit 10000", &HashMap::new(), None)?;
-    let forward_script = args.config.clone();
-    let reverse_script = args.bidirectional.clone();
-    let reverse = None;
+    // Every configuration becomes the model and runs in the packet engine; `--unlimited` is one
+    // FIFO of 10 000 frames.
+    let forward = match &args.config {
+        Some(path) => match load_config(path, &args.out_if)? {
+            Some(s) => s,
+            None => return Ok(ExitCode::from(2)),
+        },
+        None => sluice_live::config::unlimited(&args.out_if),
+    };
+    let reverse = match &args.bidirectional {
+        Some(path) => match load_config(path, &args.in_if)? {
+            Some(s) => Some(s),
+            None => return Ok(ExitCode::from(2)),
+        },
+        None => None,
+    };
     let stop = Arc::new(AtomicBool::new(false));
     shaper::stop_on_signals(&stop)?;
     let dev = args.out_if.clone();
@@ -77,10 +88,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
         metrics: args.metrics,
         max_duration: args.duration.map(Duration::from_secs_f64),
         stop,
-        load_config: Box::new(move |p| load_tree(p, &dev).map_err(|e| format!("{e:#}"))),
+        load_config: Box::new(move |p| sluice_live::config::load(p, &dev).map_err(|e| e.to_string())),
         verbose: !args.quiet,
-        forward_script,
-        reverse_script,
         netns: args.netns,
         pacing: sluice_live::pacing::Pacing {
             catch_up: sluice_core::Span::from_nanos((args.catch_up.clamp(0.0, 1000.0) * 1e6) as u64),

@@ -4,9 +4,8 @@
 use sluice_core::Rate;
 use sluice_lab::testbed::{Lab, LabOptions, PathMode, IF_SHAPER_CLIENT, IF_SHAPER_SERVER};
 use sluice_lab::traffic::{self, Direction, Endpoints, Window};
-use sluice_lab::tree::Tree;
+use sluice_live::config;
 use sluice_live::shaper::{self, Options, Snapshot};
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -30,44 +29,38 @@ impl Drop for Guard {
     }
 }
 
-fn start_with(
+/// One HTB class at `rate` with a pfifo of `limit` packets, as a tc script.
+fn single_htb(rate: &str, limit: u32) -> String {
+    format!(
+        "tc qdisc add dev $DEV root handle 1: htb default 1\n\
+         tc class add dev $DEV parent 1: classid 1:1 htb rate {rate}\n\
+         tc qdisc add dev $DEV parent 1:1 pfifo limit {limit}\n"
+    )
+}
+
+fn start(
     lab: &Lab,
-    tree: Tree,
-    script: Option<String>,
+    script: &str,
     control: Option<std::path::PathBuf>,
     stop: Arc<AtomicBool>,
 ) -> JoinHandle<Snapshot> {
     let opts = Options {
         in_if: IF_SHAPER_CLIENT.into(),
         out_if: IF_SHAPER_SERVER.into(),
-        forward: tree,
+        forward: config::from_script("test.tc", script, IF_SHAPER_SERVER).expect("configuration loads"),
         reverse: None,
         control,
         metrics: None,
         max_duration: Some(Duration::from_secs(40)),
         stop,
-        load_config: Box::new(|p| {
-            let text = std::fs::read_to_string(p).map_err(|e| e.to_string())?;
-            Tree::parse_script(&text, &HashMap::new(), None).map_err(|e| e.to_string())
-        }),
+        load_config: Box::new(|p| config::load(p, IF_SHAPER_SERVER).map_err(|e| e.to_string())),
         verbose: true,
-        forward_script: script,
-        reverse_script: None,
         netns: Some(lab.shaper_ns()),
         pacing: Default::default(),
     };
     let h = std::thread::spawn(move || shaper::run(opts).expect("shaper runs"));
     std::thread::sleep(Duration::from_millis(400)); // calibration + ring set-up
     h
-}
-
-fn start(
-    lab: &Lab,
-    tree: Tree,
-    control: Option<std::path::PathBuf>,
-    stop: Arc<AtomicBool>,
-) -> JoinHandle<Snapshot> {
-    start_with(lab, tree, None, control, stop)
 }
 
 #[test]
@@ -81,7 +74,7 @@ fn shapes_real_tcp_to_the_configured_rate_and_reloads() {
     lab.up(&LabOptions::default()).unwrap();
     lab.set_path(PathMode::Open).unwrap();
     let sock = std::env::temp_dir().join(format!("sluice-test-{}/shape.sock", std::process::id()));
-    let h = start(&lab, Tree::single_htb(Rate::from_bps(30_000_000), 300), Some(sock.clone()), stop.clone());
+    let h = start(&lab, &single_htb("30mbit", 300), Some(sock.clone()), stop.clone());
     let ep = Endpoints::of_lab(&lab);
     let win = Window { warmup: Duration::from_millis(800), measure: Duration::from_secs(2) };
     let ep2 = ep.clone();
@@ -105,7 +98,7 @@ fn shapes_real_tcp_to_the_configured_rate_and_reloads() {
     let stats = sluice_live::control::request(&sock, "stats").unwrap();
     assert!(stats.contains("Sent") && stats.contains("rate 30Mbit"), "{stats}");
     let cfg = std::env::temp_dir().join(format!("sluice-test-{}/60.tc", std::process::id()));
-    std::fs::write(&cfg, "tc qdisc add dev x root handle 1: htb default 1\ntc class add dev x parent 1: classid 1:1 htb rate 60mbit\n").unwrap();
+    std::fs::write(&cfg, single_htb("60mbit", 300)).unwrap();
     let ep3 = ep.clone();
     let load = std::thread::spawn(move || {
         traffic::bulk_tcp(
@@ -127,6 +120,12 @@ fn shapes_real_tcp_to_the_configured_rate_and_reloads() {
     let snap = h.join().unwrap();
     let d = &snap.directions[0];
     assert_eq!(snap.reloads, 1);
+    // The reload under load lost no count and leaked no buffer: every frame the engine received
+    // was sent, dropped (and its slot freed) or is still queued.
+    let e = d.engine.unwrap();
+    assert_eq!(e.received, e.sent_packets + e.dropped + e.queued, "{e:?}");
+    assert_eq!(e.qdisc.drops, e.enqueue_drops + e.qdisc_drops + e.classify_drops, "{e:?}");
+    assert_eq!(snap.pool_frames, e.queued, "pool slots held vs frames queued");
     assert!(d.counters.tx_frames > 1000 && d.counters.tx_errors == 0, "{:?}", d.counters);
     let _ = std::fs::remove_dir_all(sock.parent().unwrap());
 }
@@ -141,7 +140,7 @@ fn udp_flood_is_held_to_rate_and_the_loop_survives_a_vanishing_interface() {
     let _g = Guard(lab.clone(), stop.clone());
     lab.up(&LabOptions::default()).unwrap();
     lab.set_path(PathMode::Open).unwrap();
-    let h = start(&lab, Tree::single_htb(Rate::from_bps(20_000_000), 100), None, stop.clone());
+    let h = start(&lab, &single_htb("20mbit", 100), None, stop.clone());
     let ep = Endpoints::of_lab(&lab);
     let win = Window { warmup: Duration::from_millis(300), measure: Duration::from_millis(1500) };
     let f = traffic::udp_stream(&ep, Some(Rate::from_bps(60_000_000)), 1200, None, 7300, win, "udp").unwrap();
@@ -174,16 +173,11 @@ fn filters_from_a_tc_script_steer_traffic_on_the_live_path() {
     lab.up(&LabOptions::default()).unwrap();
     lab.set_path(PathMode::Open).unwrap();
     // UDP to port 7401 is held to 5 Mbit by a u32 filter; everything else gets 40 Mbit.
-    let script = std::env::temp_dir().join(format!("sluice-filt-{}.tc", std::process::id()));
-    std::fs::write(
-        &script,
-        "tc qdisc add dev $DEV root handle 1: htb default 20\n\
+    let script = "tc qdisc add dev $DEV root handle 1: htb default 20\n\
          tc class add dev $DEV parent 1: classid 1:10 htb rate 5mbit\n\
          tc class add dev $DEV parent 1: classid 1:20 htb rate 40mbit\n\
-         tc filter add dev $DEV parent 1: protocol ip prio 1 u32 match ip dport 7401 0xffff flowid 1:10\n",
-    )
-    .unwrap();
-    let h = start_with(&lab, Tree::default(), Some(script.display().to_string()), None, stop.clone());
+         tc filter add dev $DEV parent 1: protocol ip prio 1 u32 match ip dport 7401 0xffff flowid 1:10\n";
+    let h = start(&lab, script, None, stop.clone());
     let ep = Endpoints::of_lab(&lab);
     let win = Window { warmup: Duration::from_millis(400), measure: Duration::from_millis(1500) };
     let ep2 = ep.clone();
@@ -198,6 +192,10 @@ fn filters_from_a_tc_script_steer_traffic_on_the_live_path() {
     assert!(other.bps() > 25e6, "{other:?}");
     stop.store(true, Ordering::Relaxed);
     let snap = h.join().unwrap();
-    assert!(snap.directions[0].config.contains("filters (sluice-config)"), "{}", snap.directions[0].config);
-    let _ = std::fs::remove_file(&script);
+    let d = &snap.directions[0];
+    assert!(d.config.contains("1 filters"), "{}", d.config);
+    // Every frame the engine received is accounted for: sent, dropped or still queued.
+    let e = d.engine.unwrap();
+    assert_eq!(e.received, e.sent_packets + e.dropped + e.queued, "{e:?}");
+    assert!(e.dropped > 0 && e.qdisc.drops == e.enqueue_drops + e.qdisc_drops + e.classify_drops, "{e:?}");
 }
