@@ -3,13 +3,14 @@
 use crate::driver::{summarize, Driver, Traffic};
 use crate::mem;
 use crate::tree::{Scheduler, TreeSpec};
-use sluice_core::classify::{ClassShape, Classifier, ClassifyOutcome, Fallback, QdiscShape, ShapeKind};
+use sluice_core::classify::{ClassShape, Classifier, Fallback, QdiscShape, ShapeKind};
 use sluice_core::filter::u32::{U32Config, U32Selector};
 use sluice_core::filter::{FilterConfig, FilterSpec, Upsert};
 use sluice_core::fq_codel::{FqCodel, FqCodelConfig};
 use sluice_core::htb::{Htb, HtbClassConfig, HtbConfig};
-use sluice_core::{Handle, Packet, Qdisc, Rate, Span, Time};
-use sluice_wire::{parse_frame, FrameSpec, ParseOptions};
+use sluice_core::{Handle, Packet, Rate, Span, Time};
+use sluice_engine::{Engine, Program};
+use sluice_wire::FrameSpec;
 use std::hint::black_box;
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Instant;
@@ -178,12 +179,14 @@ pub fn fq_codel_case(flows: usize, active_pct: u32, effort: Effort) -> BenchResu
     }
 }
 
-/// The full path of a 64-byte frame: parse, classify (u32 on the destination address to one of
-/// `classes` HTB leaves), fq_codel by flow hash inside the leaf, HTB enqueue and dequeue.
+/// The full path of a 64-byte frame through the packet engine (`sluice_engine::Engine`, as the
+/// live shaper runs it): parse, classify (u32 on the destination address to one of `classes` HTB
+/// leaves), fq_codel by flow hash inside the leaf, HTB enqueue and dequeue, drops handed back.
 pub struct FullPath {
     frames: Vec<Vec<u8>>,
-    classifier: Classifier,
-    htb: Htb,
+    engine: Engine,
+    /// HTB leaf classes.
+    classes: usize,
     now: Time,
 }
 
@@ -234,7 +237,8 @@ impl FullPath {
                 frames.push(frame);
             }
         }
-        FullPath { frames, classifier, htb, now: Time::ZERO }
+        let engine = Engine::new(Program::from_parts(Box::new(htb), classifier), Time::ZERO);
+        FullPath { frames, engine, classes, now: Time::ZERO }
     }
 
     /// Frames in the traffic mix.
@@ -253,14 +257,9 @@ impl FullPath {
         let mut sent = 0;
         for k in 0..n {
             let frame = &self.frames[(start + k) % self.frames.len()];
-            let Ok(parsed) = parse_frame(black_box(frame), ParseOptions::default()) else { continue };
-            let mut pkt = parsed.to_packet(k as u64);
-            if self.classifier.classify(&mut pkt, &parsed.keys, frame, self.now) == ClassifyOutcome::Drop {
-                continue;
-            }
-            let _ = self.htb.enqueue(pkt, self.now);
-            while self.htb.take_dropped().is_some() {}
-            if let Some(p) = self.htb.dequeue(self.now) {
+            let _ = self.engine.ingress_frame(black_box(frame), k as u64, self.now);
+            while self.engine.take_dropped().is_some() {}
+            if let Some(p) = self.engine.dequeue(self.now) {
                 black_box(p);
                 sent += 1;
             }
@@ -288,13 +287,16 @@ pub fn full_path_case(classes: usize, effort: Effort) -> BenchResult {
     BenchResult {
         scheduler: Scheduler::Sluice,
         case: "full-path".into(),
-        classes: fp.htb.class_count() - 1,
+        classes: fp.classes,
         active_pct: 100,
         ns_per_pkt_p50: p50,
         ns_per_pkt_p99: p99,
         mpps: 1e3 / mean,
         bytes_per_class: None,
         packets: samples.len() * effort.batch,
-        note: Some("64-byte UDP frame: parse + u32 classify + HTB/fq_codel enqueue + dequeue".into()),
+        note: Some(
+            "64-byte UDP frame through the engine: parse + u32 classify + HTB/fq_codel enqueue + dequeue"
+                .into(),
+        ),
     }
 }

@@ -3,7 +3,8 @@
 use crate::program::Program;
 use serde::Serialize;
 use sluice_core::classify::{Classifier, ClassifyOutcome};
-use sluice_core::{DropReason, Dropped, FlowKeys, Packet, Qdisc, QdiscStats, Time};
+use sluice_core::packet::MAX_CLASS_PATH;
+use sluice_core::{DropReason, Dropped, FlowKeys, Handle, Packet, Qdisc, QdiscStats, Time};
 use sluice_wire::{parse_frame, ParseOptions, Start};
 use std::collections::VecDeque;
 
@@ -68,6 +69,8 @@ pub struct EngineStats {
 pub struct Engine {
     current: Box<dyn Qdisc>,
     classifier: Classifier,
+    /// The classifier has a root qdisc to walk from (else every result is the qdiscs' fallback).
+    classify: bool,
     summary: String,
     /// Older generations still sending their backlog, oldest first.
     draining: VecDeque<Box<dyn Qdisc>>,
@@ -96,6 +99,7 @@ impl Engine {
         let Program { root, classifier, summary, .. } = program;
         Engine {
             current: root,
+            classify: classifier.root().is_some(),
             classifier,
             summary,
             draining: VecDeque::new(),
@@ -159,7 +163,10 @@ impl Engine {
     #[inline]
     fn admit(&mut self, mut pkt: Packet, keys: &FlowKeys, frame: &[u8], now: Time) -> Verdict {
         let now = self.observe(now);
-        if self.classifier.classify(&mut pkt, keys, frame, now) == ClassifyOutcome::Drop {
+        if !self.classify {
+            // What the classifier would do with no root: no results, every qdisc's fallback.
+            pkt.class_path = [Handle::UNSPEC; MAX_CLASS_PATH];
+        } else if self.classifier.classify(&mut pkt, keys, frame, now) == ClassifyOutcome::Drop {
             self.c.classify_drops += 1;
             return self.drop_now(pkt, DropReason::Policed);
         }
@@ -185,18 +192,33 @@ impl Engine {
 
     /// The next packet to send at `now`, if any may go. While a reload drains, the older
     /// configuration sends its backlog first and the new one waits, so nothing is reordered.
+    #[inline]
     pub fn dequeue(&mut self, now: Time) -> Option<Packet> {
         let now = self.observe(now);
+        if !self.draining.is_empty() {
+            if let Some(p) = self.dequeue_draining(now) {
+                return p;
+            }
+        }
+        let got = self.current.dequeue(now);
+        collect(&mut *self.current, &mut self.dropped, &mut self.c);
+        got.map(|p| self.sent(p))
+    }
+
+    /// Serves the older generations: `Some(result)` while one of them still holds packets
+    /// (the new generation must wait), `None` once they have all drained.
+    #[cold]
+    fn dequeue_draining(&mut self, now: Time) -> Option<Option<Packet>> {
         while let Some(old) = self.draining.front_mut() {
             if old.qlen() > 0 {
                 let got = old.dequeue(now);
                 collect(&mut **old, &mut self.dropped, &mut self.c);
                 if let Some(p) = got {
-                    return Some(self.sent(p));
+                    return Some(Some(self.sent(p)));
                 }
                 if old.qlen() > 0 {
                     if old.next_event(now).is_some() {
-                        return None; // throttled: the new configuration waits behind it
+                        return Some(None); // throttled: the new configuration waits behind it
                     }
                     // Holding packets it will never release: give them back rather than block
                     // the direction for ever.
@@ -206,9 +228,7 @@ impl Engine {
             }
             self.retire_front();
         }
-        let got = self.current.dequeue(now);
-        collect(&mut *self.current, &mut self.dropped, &mut self.c);
-        got.map(|p| self.sent(p))
+        None
     }
 
     #[inline]
@@ -228,8 +248,12 @@ impl Engine {
     /// When to call [`Engine::dequeue`] next: `None` if nothing is queued, `Some(t <= now)` for
     /// at once, `Some(t > now)` when every queued packet is throttled until `t`. Calling
     /// `dequeue` early is harmless; calling it late delays packets.
+    #[inline]
     pub fn next_event(&self, now: Time) -> Option<Time> {
         let now = now.max(self.now);
+        if self.draining.is_empty() {
+            return self.current.next_event(now);
+        }
         for old in &self.draining {
             if old.qlen() > 0 {
                 // A generation that holds packets but names no time is flushed by `dequeue`.
@@ -247,6 +271,12 @@ impl Engine {
         self.dropped.pop_front()
     }
 
+    /// Whether [`Engine::take_dropped`] has something (a cheap check for hot loops).
+    #[inline]
+    pub fn has_dropped(&self) -> bool {
+        !self.dropped.is_empty()
+    }
+
     /// Switches to `program` without losing or reordering anything: new packets are classified
     /// and queued by `program`; packets already queued leave first, under the configuration that
     /// queued them (a reload during a reload keeps the older generation first). A generation is
@@ -255,6 +285,7 @@ impl Engine {
         self.observe(now);
         let Program { root, classifier, summary, .. } = program;
         let mut old = std::mem::replace(&mut self.current, root);
+        self.classify = classifier.root().is_some();
         self.classifier = classifier;
         self.summary = summary;
         self.c.reloads += 1;
@@ -313,6 +344,11 @@ impl Engine {
     /// Packets queued now, over every generation.
     pub fn qlen(&self) -> u64 {
         self.current.qlen() + self.draining.iter().map(|d| d.qlen()).sum::<u64>()
+    }
+
+    /// Bytes queued now, over every generation.
+    pub fn backlog_bytes(&self) -> u64 {
+        self.current.backlog_bytes() + self.draining.iter().map(|d| d.backlog_bytes()).sum::<u64>()
     }
 
     /// The running configuration's summary.

@@ -11,7 +11,7 @@ use sluice_sim::Sim;
 fn spec(ms: u64) -> SimSpec {
     let class = Handle::new(1, 1);
     let mut f = FlowSpec::new("cbr", "a", TrafficSpec::Cbr { rate: Rate::from_bps(9_900_000_000) });
-    f.class_path = vec![class];
+    f.priority = class.0; // the sending host names the class (skb->priority)
     SimSpec {
         duration: Span::from_millis(ms),
         warmup: Span::ZERO,
@@ -22,7 +22,7 @@ fn spec(ms: u64) -> SimSpec {
             rate: Some(Rate::from_bps(10_000_000_000)),
             delay: Span::ZERO,
             overhead: 0,
-            queue: Box::new(|| {
+            queue: queue(|| {
                 Box::new(ExactShaper::new(Rate::from_bps(10_000_000_000), 16000, WireSpec::default(), 1000))
             }),
             is_shaper: true,
@@ -33,6 +33,7 @@ fn spec(ms: u64) -> SimSpec {
             rate: Rate::from_bps(10_000_000_000),
             ceil: Rate::from_bps(10_000_000_000),
         }],
+        default_class: None,
         shaper_wire: WireSpec::default(),
         flows: vec![f],
         series: false,

@@ -1,5 +1,7 @@
-//! Where scenarios meet the real qdiscs: link queues from short specs, and the shaper from a
-//! tc script or the structured form. This is the one place to wire new core components in.
+//! Where scenarios meet the real qdiscs: link queues from short specs, and the shaper's program
+//! (root qdisc and classifier, run by a [`sluice_engine::Engine`]) from the structured form. A tc
+//! script shaper is built by `sluice-config` ([`crate::tcscript`]). This is the one place to wire
+//! new core components into the structured form.
 
 use crate::leaves::{first_then_rebuild, leaf_queue, LeafGen, LeafQueue, LeafReport, MAX_LEAVES};
 use crate::legacy::LegacyHtbClass;
@@ -15,16 +17,28 @@ use sluice_core::prio::{PfifoFast, PfifoFastConfig};
 use sluice_core::reference_htb::{RefClassParams, RefHtb};
 use sluice_core::sfq::{PerturbMode, Sfq, SfqConfig};
 
+use sluice_core::classify::Classifier;
+use sluice_core::filter::fw::FwConfig;
+use sluice_core::filter::{FilterConfig, FilterSpec, Protocol, Upsert};
 use sluice_core::units::{parse_size, parse_time};
 use sluice_core::{ConfigError, Handle, Qdisc, Rate, Span, Time, WireSpec};
+use sluice_engine::Program;
 use std::sync::Arc;
 
 /// A shared queue builder.
 pub(crate) type SharedFactory = Arc<dyn Fn() -> Box<dyn Qdisc> + Send + Sync>;
 
-pub(crate) fn clone_factory(f: &SharedFactory) -> QueueFactory {
+/// A shared program builder (the shaper of every case of a sweep point).
+pub(crate) type SharedProgram = Arc<dyn Fn() -> Program + Send + Sync>;
+
+pub(crate) fn clone_factory(f: &SharedProgram) -> QueueFactory {
     let f = f.clone();
     Box::new(move || f())
+}
+
+/// A program of `queue`'s qdiscs with no filters.
+fn plain(queue: SharedFactory) -> SharedProgram {
+    Arc::new(move || Program::from_parts(queue(), Classifier::new()))
 }
 
 /// A queue (link queue or leaf qdisc) from a short tc-like spec:
@@ -33,7 +47,7 @@ pub(crate) fn clone_factory(f: &SharedFactory) -> QueueFactory {
 /// where ISOLATION is a CAKE flow mode (`flows`, `srchost`, `dual-srchost`, `triple-isolate`...).
 pub(crate) fn queue_factory(spec: &str) -> Result<QueueFactory, String> {
     let f = shared_queue(spec)?;
-    Ok(Box::new(move || f()))
+    Ok(crate::model::queue(move || f()))
 }
 
 pub(crate) fn shared_queue(spec: &str) -> Result<SharedFactory, String> {
@@ -135,7 +149,7 @@ pub(crate) fn shared_queue(spec: &str) -> Result<SharedFactory, String> {
 
 /// The shaper of a case as the backend built it.
 pub(crate) struct ShaperParts {
-    pub factory: SharedFactory,
+    pub factory: SharedProgram,
     /// Classes to report.
     pub classes: Vec<ClassSpec>,
     /// The `[shaper.leaves]` generator, if any.
@@ -145,7 +159,7 @@ pub(crate) struct ShaperParts {
 }
 
 fn parts(factory: SharedFactory, classes: Vec<ClassSpec>) -> ShaperParts {
-    ShaperParts { factory, classes, leaves: None, build_ms: 0.0 }
+    ShaperParts { factory: plain(factory), classes, leaves: None, build_ms: 0.0 }
 }
 
 /// Builds the shaper of a case.
@@ -477,7 +491,7 @@ fn htb(
         let first = build_ref().map_err(|e| ctx.err(span, e.to_string(), None))?;
         let build_ms = t0.elapsed().as_secs_f64() * 1e3;
         let factory = first_then_rebuild(first, move || build_ref().expect("validated above"));
-        return Ok(ShaperParts { factory, classes: reported, leaves: leaf_gen, build_ms });
+        return Ok(ShaperParts { factory: plain(factory), classes: reported, leaves: leaf_gen, build_ms });
     }
     let build = move || -> Result<Htb, ConfigError> {
         let (mut h, _warnings) = Htb::build(handle, cfg.clone(), &list, Time::ZERO)?;
@@ -490,10 +504,29 @@ fn htb(
         Ok(h)
     };
     let t0 = std::time::Instant::now();
-    let first = build().map_err(|e| ctx.err(span, e.to_string(), None))?;
+    let first = build().map_err(|e| ctx.err(span.clone(), e.to_string(), None))?;
     let build_ms = t0.elapsed().as_secs_f64() * 1e3;
-    // Report the leaves: the simulator accounts each packet to its leaf class.
     let factory = first_then_rebuild(first, move || build().expect("validated above"));
+    // Packets name their class in `priority` (see `scenario::build`); the root qdisc honours it.
+    // A two-level tree also needs the site class at the root: the flow's mark names it, read by
+    // an fw filter in its old mode (no elements: the mark is the classid).
+    let classifier = match &leaf_gen {
+        Some(g) if g.nested() => {
+            let mut c = Classifier::new();
+            c.set_root(Some(handle));
+            let fw = FilterSpec {
+                chain: 0,
+                pref: Some(1),
+                protocol: Protocol::ALL,
+                handle: None,
+                config: FilterConfig::Fw(FwConfig::default()),
+            };
+            c.add_filter(handle, fw, Upsert::Add).map_err(|e| ctx.err(span, e.to_string(), None))?;
+            c
+        }
+        _ => Classifier::new(),
+    };
+    let factory: SharedProgram = Arc::new(move || Program::from_parts(factory(), classifier.clone()));
     Ok(ShaperParts { factory, classes: reported, leaves: leaf_gen, build_ms })
 }
 

@@ -1,7 +1,12 @@
 //! The discrete-event engine: hops (queue + transmitter + wire), sources, receivers.
 //!
-//! A hop never polls: after each enqueue or transmission it asks its qdisc for a packet and, if
-//! the qdisc is throttled, schedules one wake-up at `next_event`. Stale wake-ups are recognised
+//! Every hop's queue is a packet engine ([`sluice_engine::Engine`]): it classifies each packet
+//! (the shaper's filters and policers act per packet, on the flow's cached keys and template
+//! frame), enqueues it, counts and hands back every drop. The simulator only moves slots: a slot
+//! index is the payload handle, freed when the engine hands it back dropped.
+//!
+//! A hop never polls: after each enqueue or transmission it asks its engine for a packet and, if
+//! the engine is throttled, schedules one wake-up at `next_event`. Stale wake-ups are recognised
 //! by their time and ignored.
 
 use crate::event::{Ev, EventQueue};
@@ -10,7 +15,10 @@ use crate::recorder::Recorder;
 use crate::tcp::{Out, Tcp};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use sluice_core::{Packet, Qdisc, Rate, Span, Time, WireSpec};
+use sluice_core::{FlowKeys, Handle, Packet, Rate, Span, Time, WireSpec};
+use sluice_engine::Engine;
+use std::collections::HashMap;
+use std::sync::Arc;
 
 const ACK_LEN: u32 = 66;
 /// Dequeues allowed at one instant on an unlimited-rate hop before yielding 1 ns.
@@ -38,7 +46,7 @@ struct Slot {
 }
 
 struct Hop {
-    q: Box<dyn Qdisc>,
+    e: Engine,
     rate: Option<Rate>,
     delay: Span,
     overhead: u64,
@@ -66,7 +74,11 @@ enum Src {
 
 struct Flow {
     tmpl: Packet,
-    class: u32,
+    /// What the shaper's filters see (see [`crate::model::FlowSpec::keys`]).
+    keys: FlowKeys,
+    frame: Arc<[u8]>,
+    /// The last classification results seen at the shaper and the reported class they mean.
+    class_of: ([Handle; sluice_core::packet::MAX_CLASS_PATH], u32, u32),
     src: Src,
     seq: u64,
     start: Time,
@@ -94,6 +106,11 @@ pub struct Sim {
     slots: Vec<Slot>,
     free: Vec<u32>,
     flows: Vec<Flow>,
+    /// Reported class index by id, and the index of the shaper's default class.
+    class_index: HashMap<Handle, u32>,
+    default_class: u32,
+    /// The keys of packets on the reverse route (no filter looks at them).
+    no_keys: FlowKeys,
     shaper_wire: WireSpec,
     rng: ChaCha8Rng,
     pub(crate) rec: Recorder,
@@ -112,7 +129,7 @@ impl Sim {
         for (route, links) in [(0u8, &spec.forward), (1u8, &spec.reverse)] {
             for (pos, l) in links.iter().enumerate() {
                 hops.push(Hop {
-                    q: (l.queue)(),
+                    e: Engine::new((l.queue)(), Time::ZERO),
                     rate: l.rate.filter(|r| !r.is_zero()),
                     delay: l.delay,
                     overhead: l.overhead as u64,
@@ -128,9 +145,10 @@ impl Sim {
         }
         let names = spec.forward.iter().chain(spec.reverse.iter()).map(|l| l.name.clone()).collect();
         let end = Time::ZERO + spec.duration;
-        let class_index: std::collections::HashMap<sluice_core::Handle, u32> =
+        let class_index: HashMap<Handle, u32> =
             spec.classes.iter().enumerate().map(|(i, c)| (c.id, i as u32)).collect();
-        let flows = spec.flows.iter().map(|f| Self::make_flow(f, &class_index, end)).collect();
+        let default_class = spec.default_class.and_then(|d| class_index.get(&d).copied()).unwrap_or(u32::MAX);
+        let flows = spec.flows.iter().map(|f| Self::make_flow(f, end)).collect();
         let rec = Recorder::new(
             spec.flows.len(),
             spec.classes.len(),
@@ -150,6 +168,9 @@ impl Sim {
             slots: Vec::new(),
             free: Vec::new(),
             flows,
+            class_index,
+            default_class,
+            no_keys: FlowKeys::default(),
             shaper_wire: spec.shaper_wire,
             rng: ChaCha8Rng::seed_from_u64(spec.seed),
             rec,
@@ -170,11 +191,7 @@ impl Sim {
         sim
     }
 
-    fn make_flow(
-        f: &FlowSpec,
-        class_index: &std::collections::HashMap<sluice_core::Handle, u32>,
-        end: Time,
-    ) -> Flow {
+    fn make_flow(f: &FlowSpec, end: Time) -> Flow {
         let mut tmpl = Packet::new(f.size * f.gso_segs.max(1) as u32, 0);
         if f.gso_segs > 1 {
             tmpl.gso_segs = f.gso_segs;
@@ -193,11 +210,6 @@ impl Sim {
             tmpl.dst_host_hash = dst;
         }
         tmpl.flow_hash = if f.flow_hash != 0 { f.flow_hash } else { crate::model::name_hash(&f.name) };
-        for h in &f.class_path {
-            tmpl.push_class(*h);
-        }
-        // The innermost reported class on the path (a leaf of a nested qdisc comes last).
-        let class = f.class_path.iter().rev().find_map(|h| class_index.get(h).copied()).unwrap_or(u32::MAX);
         let start = Time::ZERO + f.start;
         let src = match &f.traffic {
             TrafficSpec::Cbr { rate } => Src::Cbr { rate: *rate, k: 0 },
@@ -224,7 +236,10 @@ impl Sim {
         };
         Flow {
             tmpl,
-            class,
+            keys: f.keys,
+            frame: f.frame.clone(),
+            // Never a real packet's: the first packet at the shaper resolves its class.
+            class_of: ([Handle::ROOT; sluice_core::packet::MAX_CLASS_PATH], u32::MAX, u32::MAX),
             src,
             seq: 0,
             start,
@@ -259,7 +274,7 @@ impl Sim {
                 Ev::Rto { flow, gen } => self.on_rto(flow as usize, gen),
                 Ev::Sample => {
                     for (i, h) in self.hops.iter().enumerate() {
-                        let b = h.q.backlog_bytes();
+                        let b = h.e.backlog_bytes();
                         let r = &mut self.rec.hops[i];
                         r.samples.push(b);
                         r.max_backlog = r.max_backlog.max(b);
@@ -300,8 +315,9 @@ impl Sim {
             pkt = Packet { len: ACK_LEN, gso_segs: 1, gso_size: 0, ..pkt };
             pkt.dsfield &= !3;
         }
+        // The shaper's class is known once its engine has classified the packet.
         let slot =
-            Slot { pkt, flow: flow as u32, class: f.class, seq, sent: self.now, echo, kind, ece, route };
+            Slot { pkt, flow: flow as u32, class: u32::MAX, seq, sent: self.now, echo, kind, ece, route };
         if matches!(kind, Kind::Data | Kind::EchoReq) {
             self.rec.on_sent(flow as u32, self.now);
         }
@@ -315,14 +331,16 @@ impl Sim {
         let s = self.slots[slot as usize];
         match self.hop_index(s.route, pos) {
             Some(h) => {
-                let mut pkt = s.pkt;
-                pkt.enqueue_time = self.now;
+                let (keys, frame) = match s.route {
+                    0 => {
+                        let f = &self.flows[s.flow as usize];
+                        (&f.keys, &f.frame[..])
+                    }
+                    _ => (&self.no_keys, &[][..]),
+                };
                 let t0 = self.profile_start(h);
-                let res = self.hops[h].q.enqueue(pkt, self.now);
+                let _ = self.hops[h].e.ingress(s.pkt, keys, frame, self.now);
                 self.profile_end(t0);
-                if let Err(d) = res {
-                    self.drop_slot(d.pkt.payload as u32);
-                }
                 self.drain_drops(h);
                 self.kick(h);
             }
@@ -330,10 +348,46 @@ impl Sim {
         }
     }
 
+    /// Frees the slots of the payloads hop `h`'s engine dropped.
+    #[inline]
     fn drain_drops(&mut self, h: usize) {
-        while let Some(d) = self.hops[h].q.take_dropped() {
-            self.drop_slot(d.pkt.payload as u32);
+        if self.hops[h].e.has_dropped() {
+            self.free_dropped(h);
         }
+    }
+
+    #[cold]
+    fn free_dropped(&mut self, h: usize) {
+        while let Some(d) = self.hops[h].e.take_dropped() {
+            let slot = d.pkt.payload as u32;
+            if self.hops[h].is_shaper {
+                let class = self.class_of(self.slots[slot as usize].flow as usize, &d.pkt);
+                self.slots[slot as usize].class = class;
+            }
+            self.drop_slot(slot);
+        }
+    }
+
+    /// The reported class a packet classified by the shaper is accounted to: the innermost
+    /// reported class among its classification results, else the class its `priority` names
+    /// (HTB honours it without recording it), else the shaper's default class. Cached per flow.
+    #[inline]
+    fn class_of(&mut self, flow: usize, pkt: &Packet) -> u32 {
+        let f = &mut self.flows[flow];
+        if f.class_of.0 == pkt.class_path && f.class_of.1 == pkt.priority {
+            return f.class_of.2;
+        }
+        let idx = &self.class_index;
+        let class = pkt
+            .class_path
+            .iter()
+            .rev()
+            .filter(|h| !h.is_unspec())
+            .find_map(|h| idx.get(h).copied())
+            .or_else(|| (pkt.priority != 0).then(|| idx.get(&Handle(pkt.priority)).copied()).flatten())
+            .unwrap_or(self.default_class);
+        f.class_of = (pkt.class_path, pkt.priority, class);
+        class
     }
 
     fn drop_slot(&mut self, slot: u32) {
@@ -374,12 +428,12 @@ impl Sim {
             }
             let now = self.now;
             let t0 = self.profile_start(h);
-            let got = self.hops[h].q.dequeue(now);
+            let got = self.hops[h].e.dequeue(now);
             self.profile_end(t0);
             self.drain_drops(h);
             let Some(pkt) = got else {
                 let hop = &mut self.hops[h];
-                if let Some(t) = hop.q.next_event(now) {
+                if let Some(t) = hop.e.next_event(now) {
                     // A qdisc that says "now" but gave nothing is retried 1 ns later, never spun.
                     let t = if t > now { t } else { now + Span::from_nanos(1) };
                     if t < hop.wake_at {
@@ -392,12 +446,14 @@ impl Sim {
             self.stats.transmissions += 1;
             let slot = pkt.payload as u32;
             self.slots[slot as usize].pkt = pkt;
+            if self.hops[h].is_shaper {
+                let class = self.class_of(self.slots[slot as usize].flow as usize, &pkt);
+                self.slots[slot as usize].class = class;
+                let cost = self.shaper_wire.packet_cost(&pkt);
+                self.rec.on_class_tx(class, cost, pkt.gso_segs.max(1) as u64, now);
+            }
             let s = self.slots[slot as usize];
             let hop = &mut self.hops[h];
-            if hop.is_shaper {
-                let cost = self.shaper_wire.packet_cost(&pkt);
-                self.rec.on_class_tx(s.class, cost, pkt.gso_segs.max(1) as u64, now);
-            }
             let ser = match hop.rate {
                 Some(r) => {
                     let bits = (pkt.len as u128 + hop.overhead as u128 * pkt.gso_segs.max(1) as u128) * 8;
@@ -665,7 +721,7 @@ impl Sim {
             .iter()
             .enumerate()
             .map(|(i, h)| {
-                (self.spec_names.0[i].clone(), h.q.kind(), h.q.stats(), self.rec.hops[i].max_backlog)
+                (self.spec_names.0[i].clone(), h.e.kind(), h.e.stats().qdisc, self.rec.hops[i].max_backlog)
             })
             .collect()
     }
@@ -679,7 +735,7 @@ impl Sim {
 
     /// Packets the shaper hop(s) dequeued.
     pub(crate) fn shaper_packets(&self) -> u64 {
-        self.hops.iter().filter(|h| h.is_shaper).map(|h| h.q.stats().packets).sum()
+        self.hops.iter().filter(|h| h.is_shaper).map(|h| h.e.stats().qdisc.packets).sum()
     }
 
     /// Engine counters.

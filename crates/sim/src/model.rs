@@ -1,10 +1,18 @@
 //! The resolved, typed description of one simulation run. Scenario files are parsed and checked
 //! into this form (see [`crate::scenario`]); tests and benchmarks may build it directly.
 
-use sluice_core::{Handle, Qdisc, Rate, Span, WireSpec};
+use sluice_core::{FlowKeys, Handle, Qdisc, Rate, Span, WireSpec};
+use sluice_engine::Program;
+use std::sync::Arc;
 
-/// Builds a fresh queue for a link (each run and each sweep case gets its own).
-pub type QueueFactory = Box<dyn Fn() -> Box<dyn Qdisc> + Send + Sync>;
+/// Builds a fresh program (root qdisc and classifier) for a link's engine; each run and each
+/// sweep case gets its own.
+pub type QueueFactory = Box<dyn Fn() -> Program + Send + Sync>;
+
+/// A [`QueueFactory`] for a plain queue: `make`'s qdisc with no filters.
+pub fn queue(make: impl Fn() -> Box<dyn Qdisc> + Send + Sync + 'static) -> QueueFactory {
+    Box::new(move || Program::from_parts(make(), Default::default()))
+}
 
 /// One hop of a path: a queue, then a transmitter of finite (or unlimited) rate, then a wire.
 pub struct LinkSpec {
@@ -16,7 +24,7 @@ pub struct LinkSpec {
     pub delay: Span,
     /// Bytes the wire adds per frame (preamble, FCS, ...), for serialisation only.
     pub overhead: u32,
-    /// The queue in front of the transmitter.
+    /// The queue in front of the transmitter: every hop runs a [`sluice_engine::Engine`].
     pub queue: QueueFactory,
     /// True if this queue is the configured shaper: its dequeues are accounted per class.
     pub is_shaper: bool,
@@ -142,12 +150,17 @@ pub struct FlowSpec {
     pub gso_segs: u16,
     /// TOS byte (DSCP << 2 | ECN).
     pub dsfield: u8,
-    /// Firewall mark.
+    /// Firewall mark (`skb->mark`), as the sending host sets it (`fw` filters match it).
     pub mark: u32,
-    /// Pre-classification result for the shaper (outermost first).
-    pub class_path: Vec<Handle>,
-    /// `skb->priority` (0: none). HTB-like qdiscs take it as a classid of theirs.
+    /// `skb->priority` as the sending host sets it (0: none), e.g. with `SO_PRIORITY` or
+    /// iptables `CLASSIFY`: HTB takes it as a classid of its own before running filters.
     pub priority: u32,
+    /// What the shaper's filters see of each packet of the flow: the flow keys and a template
+    /// frame (headers; `size` stays the packet length). Parsed once per flow, so the engine
+    /// classifies every packet without building or parsing a frame.
+    pub keys: FlowKeys,
+    /// The template frame (empty when no filter reads bytes).
+    pub frame: Arc<[u8]>,
     /// Flow hash as the parser would compute it for the outer headers.
     pub flow_hash: u32,
     /// Start time.
@@ -176,6 +189,9 @@ pub struct SimSpec {
     pub reverse: Vec<LinkSpec>,
     /// Classes to report.
     pub classes: Vec<ClassSpec>,
+    /// The class the shaper queues packets in when neither its filters nor `priority` name one
+    /// (HTB's `default`), for per-class accounting.
+    pub default_class: Option<Handle>,
     /// Wire accounting of the shaper (overhead, mpu, linklayer) for `achieved_bps`.
     pub shaper_wire: WireSpec,
     /// Flows.
@@ -198,8 +214,9 @@ impl FlowSpec {
             gso_segs: 1,
             dsfield: 0,
             mark: 0,
-            class_path: Vec::new(),
             priority: 0,
+            keys: FlowKeys::default(),
+            frame: Arc::from(&[][..]),
             flow_hash: 0,
             start: Span::ZERO,
             stop: None,

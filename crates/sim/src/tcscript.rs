@@ -1,25 +1,30 @@
-//! The shaper from a tc script: parsed and built by `sluice-config`, packets classified by the
-//! real filters (`sluice_core::classify`) on frames built and parsed by `sluice-wire`.
+//! The shaper from a tc script: parsed by `sluice-config` into the model, built into an engine
+//! [`Program`] for every run; the engine's classifier runs the real filters on every packet.
 //!
-//! Each flow is classified once, at set-up, from a representative frame (its addresses, ports,
-//! protocol and TOS): filters that look only at headers give the same answer for every packet
-//! of a flow. The flow's hashes (used by fq_codel, SFQ and `flow` filters) come from the same
-//! parse, so they are what the live shaper would compute.
+//! Each flow gets a representative frame (its addresses, ports, protocol and TOS) built and parsed
+//! once by `sluice-wire`: the engine classifies each packet from those cached keys and headers
+//! with the packet's own length, mark and priority (so policers meter every packet). The flow's
+//! hashes (used by fq_codel, SFQ and `flow` filters) come from the same parse, so they are what
+//! the live shaper would compute.
 
 use crate::model::name_hash;
-use sluice_config::build::build_device;
-use sluice_config::model::{ClassOpts, State};
+use sluice_config::model::{ClassOpts, QdiscOpts, State};
 use sluice_config::script::load_tc_script;
-use sluice_core::classify::{Classifier, ClassifyOutcome};
-use sluice_core::{Handle, Packet, Qdisc, Rate, Time};
+use sluice_core::{FlowKeys, Handle, Rate};
+use sluice_engine::{Program, ProgramOptions};
 use sluice_wire::{parse_frame, FrameSpec, ParseOptions, L4};
 use std::net::{IpAddr, Ipv4Addr};
+use std::sync::Arc;
 
 /// A loaded tc script.
 pub(crate) struct TcShaper {
     pub state: State,
     pub dev: String,
-    pub classifier: std::sync::Mutex<Classifier>,
+}
+
+/// The model's handle as a core handle (the one place to change when model handles widen).
+fn handle(raw: u32) -> Handle {
+    Handle(raw)
 }
 
 /// Loads and builds the script once (to report errors); `Err` is a message with line info.
@@ -32,14 +37,15 @@ pub(crate) fn load(file: &str, text: &str) -> Result<TcShaper, String> {
         .find(|d| !d.qdiscs.is_empty())
         .map(|d| d.name.clone())
         .ok_or_else(|| "the tc script adds no qdisc".to_string())?;
-    let built = build_device(&state, &dev).map_err(|e| e.to_string())?;
-    Ok(TcShaper { state, dev, classifier: std::sync::Mutex::new(built.classifier) })
+    // Built once here so that what the engine cannot run is reported before any case runs.
+    Program::from_model(&state, &dev, &ProgramOptions::default()).map_err(|e| e.to_string())?;
+    Ok(TcShaper { state, dev })
 }
 
 impl TcShaper {
-    /// A fresh root qdisc.
-    pub(crate) fn root(&self) -> Box<dyn Qdisc> {
-        build_device(&self.state, &self.dev).expect("built once already").root
+    /// A fresh program (root qdisc and filters).
+    pub(crate) fn program(&self) -> Program {
+        Program::from_model(&self.state, &self.dev, &ProgramOptions::default()).expect("built once already")
     }
 
     /// HTB classes of the root qdisc that have no child classes (what packets are charged to).
@@ -53,11 +59,20 @@ impl TcShaper {
             .filter(|c| !d.classes.iter().any(|o| o.parent == c.classid))
             .filter_map(|c| match &c.opts {
                 ClassOpts::Htb(h) => {
-                    Some((Handle(c.classid), Rate::from_bps(h.rate), Rate::from_bps(h.ceil)))
+                    Some((handle(c.classid), Rate::from_bps(h.rate), Rate::from_bps(h.ceil)))
                 }
                 _ => None,
             })
             .collect()
+    }
+
+    /// The root HTB's `default` class, when it is a leaf (where unclassified packets go).
+    pub(crate) fn default_class(&self) -> Option<Handle> {
+        let d = self.state.devices.iter().find(|d| d.name == self.dev)?;
+        let root = d.root()?;
+        let QdiscOpts::Htb(h) = &root.opts else { return None };
+        let id = root.handle | h.default;
+        (h.default != 0 && d.class(id).is_some() && d.child_classes(id).next().is_none()).then(|| handle(id))
     }
 }
 
@@ -77,33 +92,37 @@ pub(crate) struct FlowWire<'a> {
     pub tunnel: Option<&'a str>,
 }
 
-/// A flow's classification: (class path, flow hash, src host hash, dst host hash).
-pub(crate) type FlowClass = (Vec<Handle>, u32, u32, u32);
+/// A flow as the shaper's filters see it.
+pub(crate) struct FlowParsed {
+    /// The representative frame (headers and a short payload).
+    pub frame: Arc<[u8]>,
+    pub keys: FlowKeys,
+    pub flow_hash: u32,
+    /// Source and destination host hashes.
+    pub host_hashes: (u32, u32),
+}
 
-/// Classifies a flow, or None if a filter drops it.
-pub(crate) fn classify(sh: &TcShaper, w: &FlowWire) -> Result<Option<FlowClass>, String> {
-    let mut spec = FrameSpec::udp(addr(w.host, 18), addr(w.dst, 19), w.sport, w.dport, 64);
-    spec.proto = w.proto;
-    spec.dsfield = w.dsfield;
-    if let Some(t) = w.tunnel {
-        spec.tunnel = Some(sluice_wire::Tunnel {
-            kind: sluice_wire::TunnelKind::Ipip,
-            src: addr(&format!("{t}-a"), 18),
-            dst: addr(&format!("{t}-b"), 19),
-            gre: Default::default(),
-        });
-    }
-    let frame = spec.build().map_err(|e| e.to_string())?;
-    let parsed = parse_frame(&frame, ParseOptions::default()).map_err(|e| e.to_string())?;
-    let mut pkt: Packet = parsed.to_packet(0);
-    let mut c = sh.classifier.lock().unwrap_or_else(|p| p.into_inner());
-    match c.classify(&mut pkt, &parsed.keys, &frame, Time::ZERO) {
-        ClassifyOutcome::Drop => Ok(None),
-        ClassifyOutcome::Enqueue => Ok(Some((
-            pkt.class_path.iter().copied().filter(|h| !h.is_unspec()).collect(),
-            parsed.flow_hash,
-            parsed.src_host_hash,
-            parsed.dst_host_hash,
-        ))),
+impl TcShaper {
+    /// Builds and parses the representative frame of a flow.
+    pub(crate) fn flow_wire(&self, w: &FlowWire) -> Result<FlowParsed, String> {
+        let mut spec = FrameSpec::udp(addr(w.host, 18), addr(w.dst, 19), w.sport, w.dport, 64);
+        spec.proto = w.proto;
+        spec.dsfield = w.dsfield;
+        if let Some(t) = w.tunnel {
+            spec.tunnel = Some(sluice_wire::Tunnel {
+                kind: sluice_wire::TunnelKind::Ipip,
+                src: addr(&format!("{t}-a"), 18),
+                dst: addr(&format!("{t}-b"), 19),
+                gre: Default::default(),
+            });
+        }
+        let frame = spec.build().map_err(|e| e.to_string())?;
+        let parsed = parse_frame(&frame, ParseOptions::default()).map_err(|e| e.to_string())?;
+        Ok(FlowParsed {
+            frame: Arc::from(frame),
+            keys: parsed.keys,
+            flow_hash: parsed.flow_hash,
+            host_hashes: (parsed.src_host_hash, parsed.dst_host_hash),
+        })
     }
 }

@@ -13,7 +13,7 @@ fn link(name: &str, rate: Option<u64>, delay_ms: u64, fifo_bytes: u64) -> LinkSp
         rate: rate.map(Rate::from_bps),
         delay: Span::from_millis(delay_ms),
         overhead: 0,
-        queue: Box::new(move || Box::new(Fifo::bfifo(fifo_bytes))),
+        queue: queue(move || Box::new(Fifo::bfifo(fifo_bytes))),
         is_shaper: false,
     }
 }
@@ -27,6 +27,7 @@ fn spec(forward: Vec<LinkSpec>, reverse: Vec<LinkSpec>, flows: Vec<FlowSpec>, se
         forward,
         reverse,
         classes: vec![],
+        default_class: None,
         shaper_wire: WireSpec::default(),
         flows,
         series: true,
@@ -107,7 +108,7 @@ fn two_reno_flows_share_fairly() {
 fn exact_shaper_class_is_within_a_tenth_of_a_percent() {
     let class = Handle::new(1, 1);
     let mut f = FlowSpec::new("g", "a", TrafficSpec::Backlog { depth: 4 });
-    f.class_path = vec![class];
+    f.priority = class.0; // the sending host names the class (skb->priority)
     f.size = 1514;
     f.gso_segs = 44;
     let shaper = LinkSpec {
@@ -115,7 +116,7 @@ fn exact_shaper_class_is_within_a_tenth_of_a_percent() {
         rate: None,
         delay: Span::ZERO,
         overhead: 0,
-        queue: Box::new(|| {
+        queue: queue(|| {
             Box::new(ExactShaper::new(Rate::from_bps(100_000_000), 66616, WireSpec::default(), 100))
         }),
         is_shaper: true,

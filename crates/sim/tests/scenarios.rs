@@ -333,3 +333,50 @@ fn tc_script_errors_point_into_the_scenario() {
     assert_eq!(e.line, 8, "{e}");
     assert!(e.message.contains("tc script"), "{e}");
 }
+
+#[test]
+fn a_tc_script_policer_meters_every_packet() {
+    // 8 Mbit/s of UDP into a 2 Mbit/s policer on a 100 Mbit/s shaper: the engine classifies each
+    // packet, so the policer passes about its rate and drops the rest (classifying once per flow
+    // would pass or drop the whole flow). TCP-less, so nothing backs off.
+    let src = r#"
+name = "police"
+description = "per-packet policing"
+duration = "4s"
+warmup = "1s"
+[[link]]
+name = "eth"
+rate = "100mbit"
+queue = "shaper"
+[shaper]
+tc = """
+tc qdisc add dev eth0 root handle 1: htb default 10
+tc class add dev eth0 parent 1: classid 1:10 htb rate 100mbit
+tc filter add dev eth0 parent 1: protocol ip prio 1 u32 match ip dport 5001 0xffff flowid 1:10 action police rate 2mbit burst 20k drop
+"""
+[[flow]]
+name = "flood"
+type = "cbr"
+rate = "8mbit"
+size = 1000
+port = 5001
+[[flow]]
+name = "other"
+type = "cbr"
+rate = "8mbit"
+size = 1000
+port = 6000
+"#;
+    let sc = Scenario::parse("police.toml", src).unwrap_or_else(|e| panic!("{e}"));
+    let r = run(&sc, &RunOptions::default(), &|_| {}).unwrap_or_else(|e| panic!("{e}")).0;
+    let c = &r.cases[0];
+    let flow = |n: &str| c.flows.iter().find(|f| f.name == n).unwrap();
+    let policed = flow("flood");
+    assert!((policed.achieved_bps - 2e6).abs() < 0.1e6, "policed flow {} bit/s", policed.achieved_bps);
+    assert!((policed.loss_pct - 75.0).abs() < 3.0, "loss {}", policed.loss_pct);
+    assert_eq!(flow("other").loss_pct, 0.0);
+    assert!((flow("other").achieved_bps - 8e6).abs() < 0.1e6);
+    // The shaper's tc -s counters include the filter drops.
+    let q = c.qdiscs.iter().find(|q| q.link == "eth").unwrap();
+    assert!(q.drops > 1000, "{q:?}");
+}

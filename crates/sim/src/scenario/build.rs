@@ -288,9 +288,9 @@ pub fn build_case(sc: &Scenario, point: &Point) -> Result<CaseSpec, ScenarioErro
         }
         build_flows(&ctx, fl, built.as_ref(), &mut flows, &mut leaf_of)?;
     }
-    let (mut classes, shaper_wire) = match &built {
-        Some(b) => (b.classes.clone(), b.wire),
-        None => (Vec::new(), WireSpec::default()),
+    let (mut classes, shaper_wire, default_class) = match &built {
+        Some(b) => (b.classes.clone(), b.wire, b.default_class),
+        None => (Vec::new(), WireSpec::default(), None),
     };
     let leaf_accuracy = match built.as_ref().and_then(|b| b.leaves.as_ref().map(|g| (b, g))) {
         Some((b, g)) if g.report == LeafReport::Active => {
@@ -306,6 +306,7 @@ pub fn build_case(sc: &Scenario, point: &Point) -> Result<CaseSpec, ScenarioErro
         forward,
         reverse,
         classes,
+        default_class,
         shaper_wire,
         flows,
         series,
@@ -358,12 +359,14 @@ fn active_leaves(
 
 /// The shaper as built for one case.
 pub(crate) struct BuiltShaper {
-    pub factory: std::sync::Arc<dyn Fn() -> Box<dyn sluice_core::Qdisc> + Send + Sync>,
+    pub factory: backend::SharedProgram,
     pub classes: Vec<ClassSpec>,
     pub wire: WireSpec,
+    /// `[[shaper.match]]` and `[shaper.hash]`: what the sending hosts put in `skb->priority`.
     pub rules: Vec<Rule>,
     pub hash: Option<(String, Vec<Handle>)>,
-    pub default: Option<Handle>,
+    /// The class packets that name none end up in (HTB's `default`), for accounting.
+    pub default_class: Option<Handle>,
     pub tc: Option<std::sync::Arc<crate::tcscript::TcShaper>>,
     /// The `[shaper.leaves]` generator.
     pub leaves: Option<std::sync::Arc<LeafGen>>,
@@ -464,15 +467,14 @@ fn build_shaper(ctx: &Ctx, s: &ShaperFile) -> Result<BuiltShaper, ScenarioError>
         let classes =
             sh.leaf_classes().into_iter().map(|(id, rate, ceil)| ClassSpec { id, rate, ceil }).collect();
         let f = sh.clone();
-        let factory: std::sync::Arc<dyn Fn() -> Box<dyn sluice_core::Qdisc> + Send + Sync> =
-            std::sync::Arc::new(move || f.root());
+        let factory: backend::SharedProgram = std::sync::Arc::new(move || f.program());
         return Ok(BuiltShaper {
             factory,
             classes,
             wire,
             rules,
             hash,
-            default,
+            default_class: sh.default_class(),
             tc: Some(sh),
             leaves: None,
             build_ms: 0.0,
@@ -485,7 +487,7 @@ fn build_shaper(ctx: &Ctx, s: &ShaperFile) -> Result<BuiltShaper, ScenarioError>
         wire,
         rules,
         hash,
-        default,
+        default_class: default,
         tc: None,
         leaves: p.leaves,
         build_ms: p.build_ms,
@@ -502,7 +504,18 @@ fn tc_text(ctx: &Ctx, raw: &str) -> String {
     out
 }
 
-fn classify(b: &BuiltShaper, name: &str, host: &str, dscp: u8, mark: u32, flow_hash: u32) -> Option<Handle> {
+/// The class a sending host names in `skb->priority` (as iptables `CLASSIFY` or `SO_PRIORITY`
+/// do) by the scenario's `[[shaper.match]]` rules and `[shaper.hash]`: the shaper's engine then
+/// honours it per packet, before its filters (HTB's order). A host decides per flow, so this runs
+/// once per flow; the shaper's own classification runs per packet in the engine.
+fn host_priority(
+    b: &BuiltShaper,
+    name: &str,
+    host: &str,
+    dscp: u8,
+    mark: u32,
+    flow_hash: u32,
+) -> Option<Handle> {
     for r in &b.rules {
         let hit = r.keys.iter().all(|k| match k {
             RuleKey::Flow(f) => f == name || name.starts_with(&format!("{f}.")),
@@ -520,11 +533,9 @@ fn classify(b: &BuiltShaper, name: &str, host: &str, dscp: u8, mark: u32, flow_h
             "flow" => flow_hash,
             _ => 0,
         };
-        // Host names hash unevenly over tiny divisors; a stable sorted index keeps it readable
-        // is not available here, so use the hash like the kernel's flow classifier does.
         return Some(classes[(h % classes.len() as u32) as usize]);
     }
-    b.default
+    None
 }
 
 fn build_flows(
@@ -695,7 +706,8 @@ fn build_flows(
             Some(t) => name_hash(t),
             None => name_hash(&format!("{host}>{dst}:{name}")),
         };
-        if let (Some(tc), None) = (b.and_then(|b| b.tc.as_ref()), explicit) {
+        if let Some(tc) = b.and_then(|b| b.tc.as_ref()) {
+            // The tc script's filters read the packet: give the flow its keys and headers.
             let proto = match kind.as_str() {
                 "tcp" => sluice_wire::L4::Tcp,
                 "probe" => sluice_wire::L4::Icmp,
@@ -710,23 +722,15 @@ fn build_flows(
                 dsfield,
                 tunnel: tunnel.as_deref(),
             };
-            match crate::tcscript::classify(tc, &w).map_err(|m| ctx.err(Some(fl.kind.span()), m, None))? {
-                Some((path, fh, sh, dh)) => {
-                    fs.class_path = path;
-                    fs.flow_hash = fh;
-                    fs.host_hashes = Some((sh, dh));
-                }
-                None => fs.class_path = Vec::new(),
-            }
-            out.push(fs);
-            leaf_of.push(None);
-            continue;
+            let parsed = tc.flow_wire(&w).map_err(|m| ctx.err(Some(fl.kind.span()), m, None))?;
+            fs.keys = parsed.keys;
+            fs.frame = parsed.frame;
+            fs.flow_hash = parsed.flow_hash;
+            fs.host_hashes = Some(parsed.host_hashes);
         }
         if let (Some((g, j)), false) = (base, matches!(traffic, TrafficSpec::StreamGroup { .. })) {
             let idx = j + spread.map(|n| (i * n / count) as u32).unwrap_or(0);
-            let (path, priority) = g.path(idx);
-            fs.class_path = path;
-            fs.priority = priority;
+            set_host_class(&mut fs, &g.path(idx).0);
             out.push(fs);
             leaf_of.push(Some(idx));
             continue;
@@ -734,9 +738,9 @@ fn build_flows(
         let class = match (explicit, spread) {
             (Some(c), Some(n)) => Some(Handle::new(c.major(), (c.minor() as u64 + i * n / count) as u16)),
             _ => explicit
-                .or_else(|| b.and_then(|b| classify(b, &name, &host, dsfield >> 2, mark, fs.flow_hash))),
+                .or_else(|| b.and_then(|b| host_priority(b, &name, &host, dsfield >> 2, mark, fs.flow_hash))),
         };
-        fs.class_path = class.into_iter().collect();
+        set_host_class(&mut fs, &class.into_iter().collect::<Vec<_>>());
         if let TrafficSpec::StreamGroup { rate, .. } = &traffic {
             let group_idx = out.len();
             out.push(fs);
@@ -754,9 +758,9 @@ fn build_flows(
                 m.flow_hash = name_hash(&format!("{host}>{dst}:{}", st.name));
                 let c = match &st.class {
                     Some(q) => Some(ctx.handle(q)?),
-                    None => b.and_then(|b| classify(b, &st.name, &host, m.dsfield >> 2, 0, m.flow_hash)),
+                    None => b.and_then(|b| host_priority(b, &st.name, &host, m.dsfield >> 2, 0, m.flow_hash)),
                 };
-                m.class_path = c.into_iter().collect();
+                set_host_class(&mut m, &c.into_iter().collect::<Vec<_>>());
                 streams.push(StreamSpec { flow: out.len(), size: ssize, burst });
                 out.push(m);
                 leaf_of.push(None);
@@ -775,6 +779,18 @@ fn build_flows(
         }
     }
     Ok(())
+}
+
+/// What the sending host puts on a flow's packets to name its class `path` (outermost first):
+/// the innermost class in `skb->priority`, which HTB honours; for a generated two-level tree
+/// also the site class in the firewall mark, which the root's fw filter reads.
+fn set_host_class(fs: &mut FlowSpec, path: &[Handle]) {
+    if let Some(leaf) = path.last() {
+        fs.priority = leaf.0;
+    }
+    if let [site, _, ..] = path {
+        fs.mark = site.0;
+    }
 }
 
 impl LeafAccuracy {
