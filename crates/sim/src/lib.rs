@@ -1,13 +1,19 @@
 //! # sluice-sim
 //!
-//! A deterministic discrete-event simulator that drives the same `sluice-core` qdiscs as the live
-//! shaper, on a virtual clock.
+//! A deterministic discrete-event simulator that drives the same packet engine as the live shaper
+//! ([`sluice_engine::Engine`]: classification, qdiscs, drops, counters), on a virtual clock.
 //!
 //! Layers, bottom up:
 //! - [`model`]: the typed description of a run (links, flows, classes).
-//! - the engine ([`Sim`]): an event heap with deterministic tie-breaking, hops made of a queue,
-//!   a transmitter and a wire, traffic sources (CBR, Poisson, on/off, Ixia stream groups, TCP
-//!   Reno/CUBIC, paced senders, ping probes) and receivers that measure.
+//! - the event loop ([`Sim`]): an event heap with deterministic tie-breaking, hops made of a
+//!   packet engine, a transmitter and a wire, traffic sources (CBR, Poisson, on/off, Ixia stream
+//!   groups, TCP Reno/CUBIC, paced senders, ping probes) and receivers that measure.
+//!
+//! Every packet is classified by the hop's engine. A flow of a tc-script shaper carries its flow
+//! keys and a template frame (parsed once), so filters and policers act per packet; the
+//! structured form's `[[shaper.match]]` rules, `[shaper.hash]` and a flow's `class` are what the
+//! sending host sets on its packets (`skb->priority`, which HTB honours first; a generated
+//! two-level tree also names the site class in the mark, read by an fw filter at the root).
 //! - [`scenario`]: TOML scenario files, parameters and sweeps, built-in scenarios.
 //! - [`run`]: runs a scenario (sweeps in parallel) into a [`sluice_report::Results`].
 #![forbid(unsafe_code)]

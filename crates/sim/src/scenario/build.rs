@@ -706,28 +706,14 @@ fn build_flows(
             Some(t) => name_hash(t),
             None => name_hash(&format!("{host}>{dst}:{name}")),
         };
-        if let Some(tc) = b.and_then(|b| b.tc.as_ref()) {
-            // The tc script's filters read the packet: give the flow its keys and headers.
-            let proto = match kind.as_str() {
-                "tcp" => sluice_wire::L4::Tcp,
-                "probe" => sluice_wire::L4::Icmp,
-                _ => sluice_wire::L4::Udp,
-            };
-            let w = crate::tcscript::FlowWire {
-                host: &host,
-                dst: &dst,
-                proto,
-                sport: 10000 + out.len() as u16,
-                dport,
-                dsfield,
-                tunnel: tunnel.as_deref(),
-            };
-            let parsed = tc.flow_wire(&w).map_err(|m| ctx.err(Some(fl.kind.span()), m, None))?;
-            fs.keys = parsed.keys;
-            fs.frame = parsed.frame;
-            fs.flow_hash = parsed.flow_hash;
-            fs.host_hashes = Some(parsed.host_hashes);
-        }
+        // A tc script's filters read the packet: give the flow its keys and headers.
+        let proto = match kind.as_str() {
+            "tcp" => sluice_wire::L4::Tcp,
+            "probe" => sluice_wire::L4::Icmp,
+            _ => sluice_wire::L4::Udp,
+        };
+        let sport = 10000 + out.len() as u16;
+        tc_wire(ctx, fl, b, &mut fs, proto, sport, dport, tunnel.as_deref())?;
         if let (Some((g, j)), false) = (base, matches!(traffic, TrafficSpec::StreamGroup { .. })) {
             let idx = j + spread.map(|n| (i * n / count) as u32).unwrap_or(0);
             set_host_class(&mut fs, &g.path(idx).0);
@@ -761,6 +747,8 @@ fn build_flows(
                     None => b.and_then(|b| host_priority(b, &st.name, &host, m.dsfield >> 2, 0, m.flow_hash)),
                 };
                 set_host_class(&mut m, &c.into_iter().collect::<Vec<_>>());
+                let sport = 10000 + out.len() as u16;
+                tc_wire(ctx, fl, b, &mut m, sluice_wire::L4::Udp, sport, dport, None)?;
                 streams.push(StreamSpec { flow: out.len(), size: ssize, burst });
                 out.push(m);
                 leaf_of.push(None);
@@ -778,6 +766,37 @@ fn build_flows(
             leaf_of.push(None);
         }
     }
+    Ok(())
+}
+
+/// For a tc-script shaper, what its filters see of `fs`'s packets: the flow keys and template
+/// frame of a `proto` flow from `fs.host` to `fs.dst` (and the hashes that parse gives).
+#[allow(clippy::too_many_arguments)]
+fn tc_wire(
+    ctx: &Ctx,
+    fl: &FlowFile,
+    b: Option<&BuiltShaper>,
+    fs: &mut FlowSpec,
+    proto: sluice_wire::L4,
+    sport: u16,
+    dport: u16,
+    tunnel: Option<&str>,
+) -> Result<(), ScenarioError> {
+    let Some(tc) = b.and_then(|b| b.tc.as_ref()) else { return Ok(()) };
+    let w = crate::tcscript::FlowWire {
+        host: &fs.host,
+        dst: &fs.dst,
+        proto,
+        sport,
+        dport,
+        dsfield: fs.dsfield,
+        tunnel,
+    };
+    let parsed = tc.flow_wire(&w).map_err(|m| ctx.err(Some(fl.kind.span()), m, None))?;
+    fs.keys = parsed.keys;
+    fs.frame = parsed.frame;
+    fs.flow_hash = parsed.flow_hash;
+    fs.host_hashes = Some(parsed.host_hashes);
     Ok(())
 }
 
