@@ -295,6 +295,11 @@ impl Dir {
 
 /// Run until stopped; returns the final snapshot.
 pub fn run(opts: Options) -> Result<Snapshot, LiveError> {
+    // Refuse a configuration the engine cannot run before spending time on calibration.
+    crate::config::program(&opts.forward, &opts.out_if, Span::ZERO)?;
+    if let Some(r) = &opts.reverse {
+        crate::config::program(r, &opts.in_if, Span::ZERO)?;
+    }
     let cal = Calibration::measure(300);
     if opts.verbose {
         eprintln!("sluice shape: {cal}");
