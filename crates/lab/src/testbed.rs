@@ -20,6 +20,18 @@ use crate::LabError;
 use sluice_config::burst::BurstPolicy;
 use sluice_core::{Handle, Rate, Span};
 
+/// Whether [`Lab::up`] can build a lab with `opts` here: namespaces (root, iproute2) and, unless
+/// offloads stay on, `ethtool` to turn them off. Tests skip loudly on `Err`.
+pub fn testbed_available(opts: &LabOptions) -> Result<(), String> {
+    netns::netns_available()?;
+    if !opts.offloads && std::process::Command::new("ethtool").arg("--version").output().is_err() {
+        return Err(
+            "the `ethtool` command is missing (apt install ethtool), needed to turn offloads off".into()
+        );
+    }
+    Ok(())
+}
+
 /// Client address.
 pub const CLIENT_ADDR: &str = "198.18.0.1";
 /// Server address.
@@ -134,6 +146,9 @@ impl Lab {
 
     /// Build the lab (removing leftovers of an earlier run first). Returns the leftovers removed.
     pub fn up(&self, opts: &LabOptions) -> Result<Vec<String>, LabError> {
+        if let Err(why) = testbed_available(opts) {
+            return Err(LabError::Setup(why));
+        }
         let leftovers = self.down()?;
         let r = self.build(opts);
         if r.is_err() {

@@ -21,6 +21,16 @@ fn netns_or_skip(test: &str) -> bool {
     }
 }
 
+fn lab_or_skip(test: &str) -> bool {
+    match sluice_lab::testbed::testbed_available(&LabOptions::default()) {
+        Ok(()) => true,
+        Err(why) => {
+            eprintln!("\n*** SKIPPING {test}: the netns lab cannot be built here ({why}) ***\n");
+            false
+        }
+    }
+}
+
 /// Removes the lab even when the test fails.
 struct Guard(Lab);
 impl Drop for Guard {
@@ -97,7 +107,7 @@ fn apply_round_trips_through_netlink_on_a_veth() {
 
 #[test]
 fn kernel_htb_shapes_real_tcp_and_probes_see_it() {
-    if !netns_or_skip("kernel_htb_shapes_real_tcp_and_probes_see_it") {
+    if !lab_or_skip("kernel_htb_shapes_real_tcp_and_probes_see_it") {
         return;
     }
     let lab = Lab::new("tkern").unwrap();
@@ -136,7 +146,7 @@ fn kernel_htb_shapes_real_tcp_and_probes_see_it() {
 
 #[test]
 fn udp_cbr_and_flood_cross_the_bridge() {
-    if !netns_or_skip("udp_cbr_and_flood_cross_the_bridge") {
+    if !lab_or_skip("udp_cbr_and_flood_cross_the_bridge") {
         return;
     }
     let lab = Lab::new("tudp").unwrap();
@@ -159,7 +169,7 @@ fn udp_cbr_and_flood_cross_the_bridge() {
 
 #[test]
 fn measure_rate_sweep_writes_results_for_kernel_and_none() {
-    if !netns_or_skip("measure_rate_sweep_writes_results_for_kernel_and_none") {
+    if !lab_or_skip("measure_rate_sweep_writes_results_for_kernel_and_none") {
         return;
     }
     use sluice_lab::measure::{self, Backend, Settings};
