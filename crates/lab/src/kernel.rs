@@ -10,7 +10,7 @@
 //! as written.
 
 use crate::netlink::{self, flags, rtm, tca, Msg, Netlink, TcMsg, TcObject};
-use crate::tree::{ClassSpec, Parent, QdiscKind, QdiscSpec, Tree};
+use crate::tree::{tc_handle, ClassSpec, Parent, QdiscKind, QdiscSpec, Tree};
 use crate::LabError;
 use sluice_config::burst::{auto_burst, BurstPolicy};
 use sluice_core::units::{format_rate, format_size};
@@ -108,8 +108,11 @@ mod tbf_attr {
 /// The netlink request that creates qdisc `q` on `ifindex`.
 pub fn qdisc_msg(ifindex: i32, q: &QdiscSpec, replace: bool) -> Msg {
     let fl = flags::REQUEST | flags::ACK | flags::CREATE | if replace { flags::REPLACE } else { flags::EXCL };
-    let mut m =
-        Msg::tc(rtm::NEWQDISC, fl, TcMsg { ifindex, handle: q.handle.0, parent: q.parent.raw(), info: 0 });
+    let mut m = Msg::tc(
+        rtm::NEWQDISC,
+        fl,
+        TcMsg { ifindex, handle: tc_handle(q.handle), parent: q.parent.raw(), info: 0 },
+    );
     m.attr_str(tca::KIND, q.kind.name());
     match &q.kind {
         QdiscKind::Htb { default, r2q, direct_qlen } => {
@@ -167,8 +170,11 @@ pub fn qdisc_msg(ifindex: i32, q: &QdiscSpec, replace: bool) -> Msg {
 pub fn class_msg(ifindex: i32, c: &ResolvedClass) -> Msg {
     let s = &c.spec;
     let fl = flags::REQUEST | flags::ACK | flags::CREATE | flags::REPLACE;
-    let mut m =
-        Msg::tc(rtm::NEWTCLASS, fl, TcMsg { ifindex, handle: s.classid.0, parent: s.parent.0, info: 0 });
+    let mut m = Msg::tc(
+        rtm::NEWTCLASS,
+        fl,
+        TcMsg { ifindex, handle: tc_handle(s.classid), parent: tc_handle(s.parent), info: 0 },
+    );
     m.attr_str(tca::KIND, "htb");
     let (r, rtab) = ratespec(s.rate, s.mtu, s.overhead, s.mpu);
     let (cr, ctab) = ratespec(s.ceil, s.mtu, s.overhead, s.mpu);
@@ -462,7 +468,7 @@ fn decode(o: &TcObject, is_qdisc: bool) -> KObject {
     let opts = o.options();
     let mut k = KObject {
         is_qdisc,
-        handle: Handle(o.tc.handle),
+        handle: Handle::from_tc(o.tc.handle),
         parent: o.tc.parent,
         kind: kind.clone(),
         rate: None,
@@ -618,13 +624,14 @@ pub fn compare(tree: &Tree, policy: BurstPolicy, kernel: &[KObject]) -> Vec<Stri
             }
         }
         // The kernel reports a top-level class's parent as the root, not the qdisc handle.
-        let parent_ok = k.parent == s.parent.0 || (s.parent.minor() == 0 && k.parent == netlink::TC_H_ROOT);
+        let parent_ok =
+            k.parent == tc_handle(s.parent) || (s.parent.minor() == 0 && k.parent == netlink::TC_H_ROOT);
         if !parent_ok {
             diffs.push(format!(
                 "class {}: parent {:#x} in the kernel, {:#x} in the model",
                 handle_str(s.classid),
                 k.parent,
-                s.parent.0
+                tc_handle(s.parent)
             ));
         }
     }

@@ -207,11 +207,8 @@ pub fn build(tree: &Tree, floor: Span) -> Result<Built, EngineError> {
         }),
         QdiscKind::Htb { default, r2q, direct_qlen } => {
             use sluice_core::htb::{Htb, HtbClassConfig, HtbConfig};
-            let cfg = HtbConfig {
-                r2q: *r2q,
-                default_class: (*default).min(u16::MAX as u32) as u16,
-                direct_qlen: direct_qlen.unwrap_or(1000),
-            };
+            let cfg =
+                HtbConfig { r2q: *r2q, default_class: *default, direct_qlen: direct_qlen.unwrap_or(1000) };
             let policy = sluice_config::burst::BurstPolicy::Sluice;
             let classes: Vec<_> = tree
                 .classes

@@ -53,7 +53,7 @@ impl TcShaper {
             .filter(|c| !d.classes.iter().any(|o| o.parent == c.classid))
             .filter_map(|c| match &c.opts {
                 ClassOpts::Htb(h) => {
-                    Some((Handle(c.classid), Rate::from_bps(h.rate), Rate::from_bps(h.ceil)))
+                    Some((Handle::from_tc(c.classid), Rate::from_bps(h.rate), Rate::from_bps(h.ceil)))
                 }
                 _ => None,
             })

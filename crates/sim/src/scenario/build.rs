@@ -732,7 +732,7 @@ fn build_flows(
             continue;
         }
         let class = match (explicit, spread) {
-            (Some(c), Some(n)) => Some(Handle::new(c.major(), (c.minor() as u64 + i * n / count) as u16)),
+            (Some(c), Some(n)) => Some(Handle::new(c.major(), (c.minor() as u64 + i * n / count) as u32)),
             _ => explicit
                 .or_else(|| b.and_then(|b| classify(b, &name, &host, dsfield >> 2, mark, fs.flow_hash))),
         };
