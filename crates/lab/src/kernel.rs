@@ -39,6 +39,7 @@ use sluice_config::model::{
 use sluice_config::tc::args::proto_name;
 use sluice_core::units::{format_rate, format_size};
 use sluice_core::Rate;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 
 /// tc's default HTB class mtu (also the default burst on hrtimer kernels).
@@ -189,7 +190,7 @@ enum Step<'a> {
 }
 
 /// An object of the plan, by its kernel handle (filters by their index in the model device).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ObjectId {
     /// A qdisc.
     Qdisc(u32),
@@ -219,7 +220,6 @@ impl fmt::Display for Finding {
 #[derive(Debug, Clone)]
 pub struct Plan<'a> {
     ifname: String,
-    device: &'a Device,
     policy: BurstPolicy,
     steps: Vec<Step<'a>>,
     filters: Vec<(usize, &'a FilterNode)>,
@@ -333,22 +333,7 @@ impl<'a> Plan<'a> {
             // A u32 root hash table is created by the kernel with the first u32 filter.
             .filter(|(_, f)| !(matches!(f.opts, FilterOpts::U32Table { .. }) && f.handle >> 20 >= 0x800))
             .collect();
-        Ok(Plan { ifname: ifname.to_string(), device: dev, policy, steps: order(qdiscs, classes), filters })
-    }
-
-    /// The interface programmed.
-    pub fn ifname(&self) -> &str {
-        &self.ifname
-    }
-
-    /// The model device planned.
-    pub fn device(&self) -> &'a Device {
-        self.device
-    }
-
-    /// How missing bursts were sized.
-    pub fn policy(&self) -> BurstPolicy {
-        self.policy
+        Ok(Plan { ifname: ifname.to_string(), policy, steps: order(qdiscs, classes), filters })
     }
 
     /// The qdiscs, in the order they are created.
@@ -458,12 +443,14 @@ impl<'a> Plan<'a> {
 
     /// Differences between the plan and what the kernel reports (empty: they match).
     pub fn compare(&self, kernel: &[KObject]) -> Vec<Finding> {
+        let by_id: HashMap<(bool, u32), &KObject> =
+            kernel.iter().map(|k| ((k.is_qdisc, k.handle), k)).collect();
         let mut diffs = Vec::new();
         let mut diff = |object: ObjectId, text: String| diffs.push(Finding { object, text });
         for q in self.qdiscs() {
             let id = ObjectId::Qdisc(q.handle);
             let name = handle_str(q.handle);
-            let Some(k) = kernel.iter().find(|k| k.is_qdisc && k.handle == q.handle) else {
+            let Some(k) = by_id.get(&(true, q.handle)) else {
                 diff(id, format!("qdisc {name} ({}) is missing in the kernel", q.kind()));
                 continue;
             };
@@ -520,7 +507,7 @@ impl<'a> Plan<'a> {
         for c in self.classes() {
             let id = ObjectId::Class(c.classid);
             let name = handle_str(c.classid);
-            let Some(k) = kernel.iter().find(|k| !k.is_qdisc && k.handle == c.classid) else {
+            let Some(k) = by_id.get(&(false, c.classid)) else {
                 diff(id, format!("class {name} is missing in the kernel"));
                 continue;
             };
@@ -577,6 +564,15 @@ impl<'a> Plan<'a> {
 /// attached to those classes and their classes, level by level, each level in model order.
 /// Objects not reachable from the root come last, in model order (the kernel refuses them by name).
 fn order<'a>(qdiscs: Vec<PlannedQdisc<'a>>, classes: Vec<ResolvedClass<'a>>) -> Vec<Step<'a>> {
+    // Classes by the qdisc that owns them, and qdiscs by the qdisc that owns their parent class.
+    let mut classes_of: HashMap<u32, Vec<usize>> = HashMap::new();
+    for (i, c) in classes.iter().enumerate() {
+        classes_of.entry(qdisc_of(c.classid)).or_default().push(i);
+    }
+    let mut qdiscs_under: HashMap<u32, Vec<usize>> = HashMap::new();
+    for (i, q) in qdiscs.iter().enumerate().filter(|(_, q)| q.parent != H_ROOT) {
+        qdiscs_under.entry(qdisc_of(q.parent)).or_default().push(i);
+    }
     let mut q_done = vec![false; qdiscs.len()];
     let mut c_done = vec![false; classes.len()];
     let mut steps = Vec::with_capacity(qdiscs.len() + classes.len());
@@ -584,20 +580,22 @@ fn order<'a>(qdiscs: Vec<PlannedQdisc<'a>>, classes: Vec<ResolvedClass<'a>>) -> 
     while !level.is_empty() {
         let mut next = Vec::new();
         for &qi in &level {
-            if q_done[qi] {
+            if std::mem::replace(&mut q_done[qi], true) {
                 continue;
             }
-            q_done[qi] = true;
             let q = &qdiscs[qi];
             steps.push(Step::Qdisc(q.clone()));
-            // This qdisc's classes, each once its parent (the qdisc or a class) is in.
-            let mut placed = vec![q.handle];
+            // This qdisc's classes in model order, each once its parent (the qdisc or a class) is
+            // in: one pass when the model lists parents first, as tc requires.
+            let mine = classes_of.get(&q.handle).map(Vec::as_slice).unwrap_or_default();
+            let mut placed: HashSet<u32> = HashSet::from([q.handle]);
             loop {
                 let before = placed.len();
-                for (ci, c) in classes.iter().enumerate() {
-                    if !c_done[ci] && qdisc_of(c.classid) == q.handle && placed.contains(&c.parent) {
+                for &ci in mine {
+                    let c = &classes[ci];
+                    if !c_done[ci] && placed.contains(&c.parent) {
                         c_done[ci] = true;
-                        placed.push(c.classid);
+                        placed.insert(c.classid);
                         steps.push(Step::Class(c.clone()));
                     }
                 }
@@ -605,9 +603,7 @@ fn order<'a>(qdiscs: Vec<PlannedQdisc<'a>>, classes: Vec<ResolvedClass<'a>>) -> 
                     break;
                 }
             }
-            next.extend((0..qdiscs.len()).filter(|&i| {
-                !q_done[i] && qdiscs[i].parent != H_ROOT && qdisc_of(qdiscs[i].parent) == q.handle
-            }));
+            next.extend(qdiscs_under.get(&q.handle).into_iter().flatten().filter(|&&i| !q_done[i]));
         }
         level = next;
     }
@@ -827,6 +823,7 @@ pub fn apply(plan: &Plan<'_>) -> Result<ApplyReport, LabError> {
     let mut nl = Netlink::open()?;
     let ifindex = nl.ifindex(&plan.ifname)?;
     let mut rep = ApplyReport { applied: vec![], refused: vec![], notes: vec![] };
+    let mut refused: HashSet<ObjectId> = HashSet::new();
     clear_root(&mut nl, ifindex)?;
     for step in &plan.steps {
         let (object, what, mut msg, parents) = match step {
@@ -860,7 +857,7 @@ pub fn apply(plan: &Plan<'_>) -> Result<ApplyReport, LabError> {
                 (ObjectId::Class(c.classid), what, class_msg(ifindex, c), parents)
             }
         };
-        if let Some(p) = parents.iter().find(|p| rep.was_refused(**p)) {
+        if let Some(p) = parents.iter().find(|p| refused.contains(p)) {
             let p = match p {
                 ObjectId::Qdisc(h) => format!("qdisc {}", handle_str(*h)),
                 ObjectId::Class(h) => format!("class {}", handle_str(*h)),
@@ -868,9 +865,14 @@ pub fn apply(plan: &Plan<'_>) -> Result<ApplyReport, LabError> {
             };
             rep.refused
                 .push(Finding { object, text: format!("{what}: not sent, its parent {p} was refused") });
+            refused.insert(object);
             continue;
         }
-        match nl.request(&mut msg) {
+        let result = nl.request(&mut msg);
+        if result.is_err() {
+            refused.insert(object);
+        }
+        match result {
             Ok(()) => rep.applied.push(what),
             Err(LabError::Kernel { errno, message, strerror }) => rep.refused.push(Finding {
                 object,
