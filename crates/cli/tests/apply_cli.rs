@@ -116,7 +116,7 @@ fn a_real_apply_exits_0_when_whole_and_2_when_filters_are_left_out() {
     assert!(err.contains("REFUSED  `tc filter add dev slc-ca parent 1: protocol ip prio 1"), "{err}");
     assert!(
         err.contains("1 filter(s) not programmed")
-            && err.contains("holds 8 of its 8 qdiscs and classes and no filters"),
+            && err.contains("holds 8 of the configuration's 8 qdiscs and classes and no filters"),
         "{err}"
     );
 }

@@ -3,7 +3,7 @@
 //! model.
 //!
 //! [`Plan::new`] reads the model once: it picks the device, converts every model handle to the
-//! kernel's 32-bit `major:minor` through one function ([`kernel_handle`]), refuses by name what the
+//! kernel's 32-bit `major:minor` through one function (`kernel_handle`), refuses by name what the
 //! encoder cannot send (ingress/clsact, ATM link layer, tbf overhead/mpu, HTB offload, classes of
 //! other kinds, minors the kernel cannot hold), resolves the bursts the configuration left out,
 //! and orders the objects so that every parent exists before its children (a qdisc, then its
@@ -37,6 +37,7 @@ use sluice_config::model::{
     H_INGRESS, H_MIN_EGRESS, H_MIN_INGRESS, H_ROOT,
 };
 use sluice_config::tc::args::proto_name;
+use sluice_config::tc::show::classid_str;
 use sluice_core::units::{format_rate, format_size};
 use sluice_core::Rate;
 use std::collections::{HashMap, HashSet};
@@ -262,7 +263,7 @@ impl<'a> Plan<'a> {
         let mut qdiscs = Vec::new();
         for q in &dev.qdiscs {
             let kind = q.opts.kind();
-            let what = || format!("qdisc {kind} {}", sluice_config::tc::show::classid_str(q.handle));
+            let what = || format!("qdisc {kind} {}", classid_str(q.handle));
             match &q.opts {
                 QdiscOpts::Ingress | QdiscOpts::Clsact => unencoded.push(format!("{kind} qdisc")),
                 _ if q.parent == H_INGRESS => unencoded.push(format!("{kind} qdisc on ingress")),
@@ -283,7 +284,7 @@ impl<'a> Plan<'a> {
         }
         let mut classes = Vec::new();
         for c in &dev.classes {
-            let id = sluice_config::tc::show::classid_str(c.classid);
+            let id = classid_str(c.classid);
             let ClassOpts::Htb(htb) = &c.opts else {
                 unencoded.push(format!("class {id} (only htb classes)"));
                 continue;
@@ -312,14 +313,14 @@ impl<'a> Plan<'a> {
                  classes each (one per site, as LibreQoS does), or shape it with `sluice shape`, \
                  which takes 32-bit minors",
                 dev.name,
-                too_wide.join(", ")
+                first_few(&too_wide)
             )));
         }
         if !unencoded.is_empty() {
             return Err(LabError::Config(format!(
                 "{}: {} {} not encoded by the kernel backend",
                 dev.name,
-                unencoded.join(", "),
+                first_few(&unencoded),
                 if unencoded.len() == 1 { "is" } else { "are" }
             )));
         }
@@ -560,6 +561,17 @@ impl<'a> Plan<'a> {
     }
 }
 
+/// The first few of `items`, and how many more (a million-class model must not make a
+/// million-item message).
+fn first_few(items: &[String]) -> String {
+    const SHOWN: usize = 5;
+    let mut s = items[..items.len().min(SHOWN)].join(", ");
+    if items.len() > SHOWN {
+        s += &format!(" and {} more", items.len() - SHOWN);
+    }
+    s
+}
+
 /// Parents first: the root qdisc and its classes (each after its parent class), then the qdiscs
 /// attached to those classes and their classes, level by level, each level in model order.
 /// Objects not reachable from the root come last, in model order (the kernel refuses them by name).
@@ -654,7 +666,7 @@ fn filter_command(dev: &str, f: &FilterNode) -> String {
     let parent = match f.parent {
         H_MIN_INGRESS => "ingress".to_string(),
         H_MIN_EGRESS => "egress".to_string(),
-        p => format!("parent {}", sluice_config::tc::show::classid_str(p)),
+        p => format!("parent {}", classid_str(p)),
     };
     format!(
         "tc filter add dev {dev} {parent} protocol {} prio {}{}{}",
@@ -1236,6 +1248,8 @@ mod tests {
             e.contains("class 1:1 (only htb classes), class 1:2 (only htb classes) are not encoded"),
             "{e}"
         );
+        let many: Vec<String> = (0..8).map(|i| format!("class 1:{i}")).collect();
+        assert_eq!(first_few(&many), "class 1:0, class 1:1, class 1:2, class 1:3, class 1:4 and 3 more");
         // A kind with options the encoder does not send is sent by name, with the options shown.
         let st = state("tc qdisc add dev $DEV root handle 1: sfq perturb 10\n");
         let plan = Plan::new(&st, "eth0", BurstPolicy::Sluice).unwrap();

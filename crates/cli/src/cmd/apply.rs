@@ -108,7 +108,11 @@ pub fn run(args: Args) -> Result<ExitCode> {
     }
     let root = plan.qdiscs().find(|q| q.parent == sluice_config::model::H_ROOT).map(|q| q.handle);
     let now = if root.is_some_and(|h| !rep.was_refused(ObjectId::Qdisc(h))) {
-        let mut s = format!("{} now holds {} of its {total} qdiscs and classes", args.dev, rep.applied.len());
+        let mut s = format!(
+            "{} now holds {} of the configuration's {total} qdiscs and classes",
+            args.dev,
+            rep.applied.len()
+        );
         if rep.filters_refused() > 0 {
             s += &format!(" and no filters: all its traffic goes to {}", plan.unclassified_destination());
         }
