@@ -2,9 +2,9 @@
 //! the results JSON, plots and report.html with the simulator's writer (`sluice-report`).
 
 use anyhow::{bail, Context, Result};
+use sluice_config::model::State;
 use sluice_lab::measure::{self, Backend, Counters, Running, Settings, Shaper};
 use sluice_lab::testbed::{Lab, IF_SHAPER_CLIENT, IF_SHAPER_SERVER};
-use sluice_lab::tree::Tree;
 use sluice_lab::LabError;
 use sluice_live::shaper::{self, Options};
 use std::collections::HashMap;
@@ -89,7 +89,9 @@ impl Drop for LiveRunning {
 }
 
 impl Shaper for LiveShaper {
-    fn start(&self, lab: &Lab, tree: &Tree) -> Result<Box<dyn Running>, LabError> {
+    fn start(&self, lab: &Lab, config: &State) -> Result<Box<dyn Running>, LabError> {
+        // The live shaper still takes the old tree; this bridge goes when it takes the model.
+        let forward = sluice_lab::tree::Tree::from_state(config, Some(IF_SHAPER_SERVER))?;
         let stop = Arc::new(AtomicBool::new(false));
         let sock = std::env::temp_dir()
             .join(format!("sluice-measure-{}", std::process::id()))
@@ -97,7 +99,7 @@ impl Shaper for LiveShaper {
         let opts = Options {
             in_if: IF_SHAPER_CLIENT.into(),
             out_if: IF_SHAPER_SERVER.into(),
-            forward: tree.clone(),
+            forward,
             reverse: None,
             control: Some(sock.clone()),
             metrics: None,
