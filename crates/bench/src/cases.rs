@@ -194,7 +194,7 @@ impl FullPath {
     /// `classes` leaves (at most 250), each with a u32 filter on its /32 and an fq_codel leaf.
     pub fn new(classes: usize, flows_per_class: usize) -> FullPath {
         let classes = classes.clamp(1, 250);
-        let h = |m: u16| Handle::new(1, m);
+        let h = |m: u32| Handle::new(1, m);
         let link = Rate::from_bps(100_000_000_000);
         let mut htb = Htb::new(h(0), HtbConfig::default()).expect("valid");
         let class = |r: Rate| HtbClassConfig::new(r).ceil(link).burst(1600).cburst(1600).quantum(1500);
@@ -204,7 +204,7 @@ impl FullPath {
         classifier.set_root(Some(h(0)));
         let mut filters = Vec::new();
         for k in 0..classes {
-            let id = h(0x10 + k as u16);
+            let id = h(0x10 + k as u32);
             let rate = Rate::from_bps(link.bps() / classes as u64);
             htb.add_class(id, h(1), class(rate), Time::ZERO).expect("valid");
             let fq = FqCodel::new(FqCodelConfig::default()).expect("valid");

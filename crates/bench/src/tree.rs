@@ -122,7 +122,7 @@ impl TreeSpec {
         let site = Self::class(self.site_rate(), self.link);
         let leaf = Self::class(self.leaf_rate, self.leaf_ceil);
         for s in 0..self.sites {
-            let sid = Handle::new(1, 2 + s as u16);
+            let sid = Handle::new(1, 2 + s as u32);
             root.add_class(sid, Handle::new(1, 1), site.clone(), t0)?;
             let (lo, hi) = (self.first_leaf(s), self.first_leaf(s + 1));
             if self.nested() {
@@ -138,13 +138,13 @@ impl TreeSpec {
                     t0,
                 )?;
                 for j in 0..hi - lo {
-                    q.add_class(Handle::new(major, 2 + j as u16), Handle::new(major, 1), leaf.clone(), t0)?;
+                    q.add_class(Handle::new(major, 2 + j as u32), Handle::new(major, 1), leaf.clone(), t0)?;
                 }
                 q.shrink_to_fit();
                 root.set_leaf_qdisc(sid, Box::new(q))?;
             } else {
                 for i in lo..hi {
-                    let id = Handle::new(1, (2 + self.sites + i) as u16);
+                    let id = Handle::new(1, (2 + self.sites + i) as u32);
                     root.add_class(id, sid, leaf.clone(), t0)?;
                 }
             }
@@ -167,14 +167,19 @@ impl TreeSpec {
             limit: 1000,
         };
         let mut q = RefHtb::new(Handle::new(1, 0));
-        let root = Handle(0x0001_0001);
+        let root = Handle::from_tc(0x0001_0001);
         q.add_class(root, Handle::new(1, 0), p(self.link, self.link), t0)?;
         for s in 0..self.sites {
-            q.add_class(Handle(0x0002_0000 + s as u32), root, p(self.site_rate(), self.link), t0)?;
+            q.add_class(Handle::from_tc(0x0002_0000 + s as u32), root, p(self.site_rate(), self.link), t0)?;
         }
         for i in 0..self.leaves {
-            let site = Handle(0x0002_0000 + self.site_of(i) as u32);
-            q.add_class(Handle(0x0100_0000 + i as u32), site, p(self.leaf_rate, self.leaf_ceil), t0)?;
+            let site = Handle::from_tc(0x0002_0000 + self.site_of(i) as u32);
+            q.add_class(
+                Handle::from_tc(0x0100_0000 + i as u32),
+                site,
+                p(self.leaf_rate, self.leaf_ceil),
+                t0,
+            )?;
         }
         Ok(q)
     }
@@ -187,11 +192,11 @@ impl TreeSpec {
             Scheduler::Sluice => {
                 let s = self.site_of(i);
                 if self.nested() {
-                    pkt.push_class(Handle::new(1, 2 + s as u16));
+                    pkt.push_class(Handle::new(1, 2 + s as u32));
                     let major = 2 + s as u16;
-                    pkt.push_class(Handle::new(major, 2 + (i - self.first_leaf(s)) as u16));
+                    pkt.push_class(Handle::new(major, 2 + (i - self.first_leaf(s)) as u32));
                 } else {
-                    pkt.push_class(Handle::new(1, (2 + self.sites + i) as u16));
+                    pkt.push_class(Handle::new(1, (2 + self.sites + i) as u32));
                 }
             }
         }

@@ -74,14 +74,14 @@ pub fn build_device(state: &State, dev_name: &str) -> Result<Built, BuildError> 
         .ok_or_else(|| BuildError::Missing(format!("no device {dev_name}")))?;
     let root = dev.root().ok_or_else(|| BuildError::Missing(format!("{dev_name} has no root qdisc")))?;
     let mut classifier = Classifier::new();
-    classifier.set_root(Some(Handle(root.handle)));
+    classifier.set_root(Some(Handle::from_tc(root.handle)));
     let q = build_qdisc(dev, root, &mut classifier)?;
     for f in &dev.filters {
         if f.parent == H_MIN_INGRESS || f.parent == H_MIN_EGRESS {
             continue;
         }
         if let Some(spec) = filter_spec(f)? {
-            classifier.add_filter(Handle(f.parent), spec, Upsert::Replace)?;
+            classifier.add_filter(Handle::from_tc(f.parent), spec, Upsert::Replace)?;
         }
     }
     Ok(Built { root: q, classifier })
@@ -150,7 +150,7 @@ fn filter_spec(f: &FilterNode) -> Result<Option<FilterSpec>, BuildError> {
                     hashkey: u.hashkey.map(|(mask, at)| HashKey { mask, at }),
                 },
                 link: u.link,
-                classid: u.classid.map(Handle),
+                classid: u.classid.map(Handle::from_tc),
                 actions: acts,
                 indev: None,
                 mark: None,
@@ -166,7 +166,7 @@ fn filter_spec(f: &FilterNode) -> Result<Option<FilterSpec>, BuildError> {
                 rshift: x.rshift.unwrap_or(0).min(31) as u8,
                 addend: x.addend.unwrap_or(0),
                 divisor: x.divisor.unwrap_or(0),
-                baseclass: x.baseclass.map(Handle),
+                baseclass: x.baseclass.map(Handle::from_tc),
                 perturb: x.perturb.filter(|&p| p > 0).map(|p| Span::from_secs(p as u64)),
                 actions: acts,
                 ..FlowConfig::default()
@@ -176,14 +176,14 @@ fn filter_spec(f: &FilterNode) -> Result<Option<FilterSpec>, BuildError> {
         FilterOpts::Fw(x) => (
             FilterConfig::Fw(FwConfig {
                 mask: x.mask,
-                classid: x.classid.map(Handle),
+                classid: x.classid.map(Handle::from_tc),
                 actions: acts,
                 indev: None,
             }),
             Some(f.handle),
         ),
         FilterOpts::Matchall(m) => (
-            FilterConfig::Matchall(MatchallConfig { classid: m.classid.map(Handle), actions: acts }),
+            FilterConfig::Matchall(MatchallConfig { classid: m.classid.map(Handle::from_tc), actions: acts }),
             Some(f.handle),
         ),
         FilterOpts::Basic(_) => return Err(BuildError::Unsupported("the basic filter (ematch)".into())),
@@ -242,17 +242,17 @@ fn build_qdisc(dev: &Device, q: &QdiscNode, cls: &mut Classifier) -> Result<Box<
                     prio.set_band_qdisc(b as usize, build_qdisc(dev, c, cls)?)?;
                 }
                 classes.push(ClassShape {
-                    classid: Handle(id),
+                    classid: Handle::from_tc(id),
                     inner: false,
-                    child: child.filter(|c| c.opts.is_classful()).map(|c| Handle(c.handle)),
+                    child: child.filter(|c| c.opts.is_classful()).map(|c| Handle::from_tc(c.handle)),
                 });
             }
-            let mut fb = [Handle(0); 16];
+            let mut fb = [Handle::from_tc(0); 16];
             for (i, b) in p.priomap.iter().enumerate().take(16) {
-                fb[i] = Handle(q.handle | (*b as u32 + 1));
+                fb[i] = Handle::from_tc(q.handle | (*b as u32 + 1));
             }
             cls.set_shape(QdiscShape {
-                handle: Handle(q.handle),
+                handle: Handle::from_tc(q.handle),
                 kind: ShapeKind::Bands,
                 classes,
                 fallback: Fallback::Priomap(fb),
@@ -331,10 +331,10 @@ fn build_htb(
 ) -> Result<Box<dyn Qdisc>, BuildError> {
     let cfg = HtbConfig {
         r2q: h.r2q,
-        default_class: h.default as u16,
+        default_class: h.default,
         direct_qlen: h.direct_qlen.unwrap_or(dev.txqueuelen),
     };
-    let mut htb = Htb::new(Handle(q.handle), cfg)?;
+    let mut htb = Htb::new(Handle::from_tc(q.handle), cfg)?;
     let mut shapes = Vec::new();
     let classes: Vec<&ClassNode> =
         dev.classes.iter().filter(|c| c.classid & 0xFFFF_0000 == q.handle).collect();
@@ -348,16 +348,16 @@ fn build_htb(
         cc.quantum = x.quantum;
         cc.mtu = x.mtu;
         cc.wire = wire(x.overhead, x.mpu, x.linklayer);
-        htb.add_class(Handle(c.classid), Handle(c.parent), cc, Time::ZERO)?;
+        htb.add_class(Handle::from_tc(c.classid), Handle::from_tc(c.parent), cc, Time::ZERO)?;
     }
     for c in &classes {
         let leaf = dev.child_classes(c.classid).next().is_none();
         let child = dev.qdisc_at(c.classid);
         if let (true, Some(l)) = (leaf, child) {
-            htb.set_leaf_qdisc(Handle(c.classid), build_qdisc(dev, l, cls)?)?;
+            htb.set_leaf_qdisc(Handle::from_tc(c.classid), build_qdisc(dev, l, cls)?)?;
         }
-        let classful_child = child.filter(|l| l.opts.is_classful()).map(|l| Handle(l.handle));
-        shapes.push(ClassShape { classid: Handle(c.classid), inner: !leaf, child: classful_child });
+        let classful_child = child.filter(|l| l.opts.is_classful()).map(|l| Handle::from_tc(l.handle));
+        shapes.push(ClassShape { classid: Handle::from_tc(c.classid), inner: !leaf, child: classful_child });
     }
     let def = q.handle | h.default;
     let fallback = if h.default != 0 && dev.class(def).is_some() && dev.child_classes(def).next().is_none() {
@@ -366,10 +366,10 @@ fn build_htb(
         q.handle
     };
     cls.set_shape(QdiscShape {
-        handle: Handle(q.handle),
+        handle: Handle::from_tc(q.handle),
         kind: ShapeKind::Htb,
         classes: shapes,
-        fallback: Fallback::Class(Handle(fallback)),
+        fallback: Fallback::Class(Handle::from_tc(fallback)),
     })
     .map_err(BuildError::Filter)?;
     Ok(Box::new(htb))
@@ -392,7 +392,7 @@ mod tests {
         let pkt = Packet::new(1000, 1);
         b.root.enqueue(pkt, Time::ZERO).unwrap();
         assert!(b.root.dequeue(Time::ZERO).is_some());
-        assert!(b.classifier.filters(Handle(0x1_0000)).is_some());
+        assert!(b.classifier.filters(Handle::from_tc(0x1_0000)).is_some());
     }
 
     #[test]

@@ -77,7 +77,7 @@ fn bench(c: &mut Criterion) {
     let mut cl = Classifier::new();
     cl.set_root(Some(h("1:")));
     let mut classes = vec![ClassShape { classid: h("1:1"), inner: true, child: None }];
-    classes.extend((0..1024u16).map(|i| ClassShape {
+    classes.extend((0..1024u32).map(|i| ClassShape {
         classid: Handle::new(1, 0x10 + i),
         inner: false,
         child: None,

@@ -25,7 +25,7 @@ fn setup(n: u32) -> (Htb, Time) {
     // Minors 2..; u16 handles allow up to 65534 leaves here.
     let leaf_rate = Rate::from_bps((ROOT_BPS / 2 / n as u64).max(8));
     for i in 0..n {
-        let id = Handle::new(1, 2 + i as u16);
+        let id = Handle::new(1, 2 + i as u32);
         let cfg = HtbClassConfig::new(leaf_rate).ceil(Rate::from_bps(ROOT_BPS));
         q.add_class(id, Handle::new(1, 1), cfg, t0).unwrap();
         for k in 0..8 {

@@ -101,8 +101,8 @@ pub struct QdiscShape {
 #[derive(Clone, Debug)]
 struct ShapeIndex {
     shape: QdiscShape,
-    by_id: Map<u32, usize>,
-    by_minor: Map<u16, usize>,
+    by_id: Map<Handle, usize>,
+    by_minor: Map<u32, usize>,
 }
 
 /// The outcome of classifying a packet.
@@ -131,7 +131,7 @@ enum Step {
 #[derive(Clone, Debug, Default)]
 pub struct Classifier {
     root: Option<Handle>,
-    lists: Map<u32, FilterList>,
+    lists: Map<Handle, FilterList>,
     shapes: Map<u16, ShapeIndex>,
 }
 
@@ -173,7 +173,7 @@ impl Classifier {
                     format!("{} is not a class of {}", c.classid, shape.handle),
                 ));
             }
-            by_id.insert(c.classid.0, i);
+            by_id.insert(c.classid, i);
             by_minor.insert(c.classid.minor(), i);
         }
         self.shapes.insert(shape.handle.major(), ShapeIndex { shape, by_id, by_minor });
@@ -188,7 +188,7 @@ impl Classifier {
     /// Forgets a qdisc: its shape and the filters of it and its classes.
     pub fn remove_qdisc(&mut self, handle: Handle) {
         self.shapes.remove(&handle.major());
-        self.lists.retain(|p, _| Handle(*p).major() != handle.major());
+        self.lists.retain(|p, _| p.major() != handle.major());
         if self.root == Some(handle.qdisc()) {
             self.root = None;
         }
@@ -210,10 +210,10 @@ impl Classifier {
         mode: Upsert,
     ) -> Result<(u16, u32), FilterError> {
         let parent = self.resolve(parent)?;
-        let list = self.lists.entry(parent.0).or_default();
+        let list = self.lists.entry(parent).or_default();
         let r = list.apply(spec, mode, parent.major());
         if list.is_empty() {
-            self.lists.remove(&parent.0);
+            self.lists.remove(&parent);
         }
         r
     }
@@ -229,14 +229,14 @@ impl Classifier {
         let parent = self.resolve(parent)?;
         let list = self
             .lists
-            .get_mut(&parent.0)
+            .get_mut(&parent)
             .ok_or_else(|| FilterError::NotFound(format!("no filters on {parent}")))?;
         match pref {
             Some(p) => list.delete(chain, p, handle)?,
             None => list.flush(),
         }
         if list.is_empty() {
-            self.lists.remove(&parent.0);
+            self.lists.remove(&parent);
         }
         Ok(())
     }
@@ -244,12 +244,12 @@ impl Classifier {
     /// The filters of one parent (`tc filter show dev D parent P`).
     pub fn filters(&self, parent: Handle) -> Option<&FilterList> {
         let parent = self.resolve(parent).ok()?;
-        self.lists.get(&parent.0)
+        self.lists.get(&parent)
     }
 
     /// Every parent with filters, sorted by handle.
     pub fn parents(&self) -> Vec<Handle> {
-        let mut v: Vec<Handle> = self.lists.keys().map(|k| Handle(*k)).collect();
+        let mut v: Vec<Handle> = self.lists.keys().copied().collect();
         v.sort();
         v
     }
@@ -272,7 +272,7 @@ impl Classifier {
             return TcfOutcome::NoMatch;
         };
         let input = ClassifyInput { pkt, keys, frame };
-        match self.lists.get_mut(&parent.0) {
+        match self.lists.get_mut(&parent) {
             Some(l) => l.classify(&input, now),
             None => TcfOutcome::NoMatch,
         }
@@ -312,7 +312,7 @@ impl Classifier {
             let child = self
                 .shapes
                 .get(&q.major())
-                .and_then(|s| s.by_id.get(&class.0).map(|i| s.shape.classes[*i]))
+                .and_then(|s| s.by_id.get(&class).map(|i| s.shape.classes[*i]))
                 .and_then(|c| c.child);
             match child {
                 Some(next) if class != q && next.major() != q.major() => q = next,
@@ -326,17 +326,18 @@ impl Classifier {
     fn classify_qdisc(&mut self, q: Handle, input: &ClassifyInput<'_>, now: Time) -> Step {
         let Some(si) = self.shapes.get(&q.major()) else {
             // Unknown shape: report the raw result and let the qdisc interpret it.
-            return match self.lists.get_mut(&q.0).map(|l| l.classify(input, now)) {
+            return match self.lists.get_mut(&q).map(|l| l.classify(input, now)) {
                 Some(TcfOutcome::Classified(r)) if !r.classid.is_unspec() => Step::Class(r.classid),
                 Some(TcfOutcome::Drop) => Step::Drop,
                 _ => Step::NoResult,
             };
         };
-        let prio = input.pkt.priority;
+        // `skb->priority` is a 32-bit tc handle.
+        let prio = Handle::from_tc(input.pkt.priority);
         match si.shape.kind {
             ShapeKind::Htb => {
                 let mut start = q;
-                if prio == q.0 {
+                if prio == q {
                     return Step::Class(q);
                 }
                 if let Some(&i) = si.by_id.get(&prio) {
@@ -349,7 +350,7 @@ impl Classifier {
                 // Each step goes one level down the class tree, so this terminates; the bound
                 // guards against a malformed shape that claims a cycle.
                 for _ in 0..=si.shape.classes.len() {
-                    let Some(list) = self.lists.get_mut(&start.0) else {
+                    let Some(list) = self.lists.get_mut(&start) else {
                         break;
                     };
                     match list.classify(input, now) {
@@ -359,7 +360,7 @@ impl Classifier {
                             if r.classid == q {
                                 return Step::Class(q);
                             }
-                            let Some(&i) = si.by_id.get(&r.classid.0) else {
+                            let Some(&i) = si.by_id.get(&r.classid) else {
                                 break;
                             };
                             let c = si.shape.classes[i];
@@ -373,10 +374,10 @@ impl Classifier {
                 Step::Fallback(fallback(&si.shape, prio))
             }
             ShapeKind::Bands => {
-                let minor = if prio & 0xFFFF_0000 == q.0 {
-                    prio as u16
+                let minor = if prio.major() == q.major() {
+                    prio.minor()
                 } else {
-                    match self.lists.get_mut(&q.0).map(|l| l.classify(input, now)) {
+                    match self.lists.get_mut(&q).map(|l| l.classify(input, now)) {
                         Some(TcfOutcome::Drop) => return Step::Drop,
                         Some(TcfOutcome::Classified(r)) => r.classid.minor(),
                         _ => return Step::Fallback(fallback(&si.shape, prio)),
@@ -387,18 +388,20 @@ impl Classifier {
                 match si.by_minor.get(&minor) {
                     Some(&i) => Step::Class(si.shape.classes[i].classid),
                     // Out of range: prio itself maps it to priomap[0]; follow that band.
-                    None => Step::Recorded(Handle::new(q.major(), minor), fallback(&si.shape, 0)),
+                    None => {
+                        Step::Recorded(Handle::new(q.major(), minor), fallback(&si.shape, Handle::UNSPEC))
+                    }
                 }
             }
         }
     }
 }
 
-fn fallback(shape: &QdiscShape, prio: u32) -> Handle {
+fn fallback(shape: &QdiscShape, prio: Handle) -> Handle {
     match shape.fallback {
         Fallback::Class(c) => c,
         Fallback::Priomap(map) => {
-            let i = if prio & 0xFFFF_0000 != 0 { 0 } else { (prio & 15) as usize };
+            let i = if prio.major() != 0 { 0 } else { (prio.minor() & 15) as usize };
             map[i]
         }
     }

@@ -508,12 +508,12 @@ impl FqCodel {
         let n = self.cfg.flows;
         if !self.handle.is_unspec() {
             let major = self.handle.major();
-            let prio = Handle(pkt.priority);
-            if prio.major() == major && prio.minor() > 0 && prio.minor() as u32 <= n {
-                return Some(prio.minor() as u32 - 1);
+            let prio = Handle::from_tc(pkt.priority);
+            if prio.major() == major && prio.minor() > 0 && prio.minor() <= n {
+                return Some(prio.minor() - 1);
             }
             if let Some(class) = pkt.class_for(major) {
-                let minor = class.minor() as u32;
+                let minor = class.minor();
                 return (minor > 0 && minor <= n).then(|| minor - 1);
             }
         }

@@ -21,6 +21,7 @@
 //! comparison.
 
 use crate::fifo::{Fifo, DEFAULT_TXQUEUELEN};
+use crate::handle::Handle;
 use crate::packet::Packet;
 use crate::qdisc::{ConfigError, DropReason, Dropped, Qdisc, QdiscStats};
 use crate::time::Time;
@@ -266,7 +267,7 @@ impl Prio {
     /// A classid whose minor is not a band falls back to `priomap[0]`.
     pub fn classify(&self, pkt: &Packet) -> usize {
         let n = self.bands.len();
-        let by_minor = |minor: u16| -> usize {
+        let by_minor = |minor: u32| -> usize {
             let b = (minor as usize).wrapping_sub(1);
             if b < n {
                 b
@@ -275,13 +276,15 @@ impl Prio {
             }
         };
         let maj = self.cfg.major;
-        if maj != 0 && (pkt.priority >> 16) as u16 == maj {
-            return by_minor(pkt.priority as u16);
+        // `skb->priority` is a 32-bit tc handle.
+        let prio = Handle::from_tc(pkt.priority);
+        if maj != 0 && prio.major() == maj {
+            return by_minor(prio.minor());
         }
         if let Some(h) = pkt.class_for(maj).filter(|_| maj != 0) {
             return by_minor(h.minor());
         }
-        if pkt.priority >> 16 != 0 {
+        if prio.major() != 0 {
             // A classid of some other qdisc: the kernel uses priomap[0].
             return self.cfg.priomap[0] as usize;
         }
@@ -583,11 +586,11 @@ mod tests {
         assert_eq!(q.classify(&p), 1); // priority 0 -> priomap[0]
         p.priority = 6; // TC_PRIO_INTERACTIVE
         assert_eq!(q.classify(&p), 0);
-        p.priority = Handle::new(0x10, 3).0; // classid 10:3 -> band 2
+        p.priority = Handle::new(0x10, 3).to_tc().unwrap(); // classid 10:3 -> band 2
         assert_eq!(q.classify(&p), 2);
-        p.priority = Handle::new(0x10, 9).0; // no band 9 -> priomap[0]
+        p.priority = Handle::new(0x10, 9).to_tc().unwrap(); // no band 9 -> priomap[0]
         assert_eq!(q.classify(&p), 1);
-        p.priority = Handle::new(0x20, 1).0; // someone else's classid -> priomap[0]
+        p.priority = Handle::new(0x20, 1).to_tc().unwrap(); // someone else's classid -> priomap[0]
         assert_eq!(q.classify(&p), 1);
         p.priority = 0;
         p.push_class(Handle::new(0x10, 1));

@@ -108,7 +108,7 @@ struct Cursor {
 pub struct RefHtb {
     handle: Handle,
     classes: Vec<RefClass>,
-    index: HashMap<u32, usize>,
+    index: HashMap<Handle, usize>,
     wire: WireSpec,
     cursors: HashMap<ListId, Cursor>,
     front: Option<Packet>,
@@ -166,7 +166,7 @@ impl RefHtb {
             self.classes[p].children += 1;
             (Some(p), self.classes[p].depth + 1)
         };
-        self.index.insert(id.0, self.classes.len());
+        self.index.insert(id, self.classes.len());
         self.classes.push(RefClass {
             id,
             parent,
@@ -203,7 +203,7 @@ impl RefHtb {
     }
 
     fn find(&self, id: Handle) -> Option<usize> {
-        self.index.get(&id.0).copied()
+        self.index.get(&id).copied()
     }
 
     fn is_leaf(&self, c: usize) -> bool {
@@ -309,7 +309,7 @@ impl RefHtb {
         let next = self.members(list, now).into_iter().map(|c| self.classes[c].id).find(|&id| id > cur.id);
         let cursor = match next {
             Some(id) => Cursor { id, turn_over: false },
-            None => Cursor { id: Handle(u32::MAX), turn_over: true },
+            None => Cursor { id: Handle::new(u16::MAX, u32::MAX), turn_over: true },
         };
         self.cursors.insert(list, cursor);
     }
@@ -424,7 +424,7 @@ impl Qdisc for RefHtb {
         if pkt.enqueue_time == Time::ZERO {
             pkt.enqueue_time = self.now;
         }
-        let target = [Some(Handle(pkt.priority)), pkt.class_for(self.handle.major())]
+        let target = [Some(Handle::from_tc(pkt.priority)), pkt.class_for(self.handle.major())]
             .into_iter()
             .flatten()
             .filter_map(|h| self.find(h))
@@ -501,11 +501,11 @@ impl Qdisc for RefHtb {
 mod tests {
     use super::*;
 
-    fn h(minor: u16) -> Handle {
+    fn h(minor: u32) -> Handle {
         Handle::new(1, minor)
     }
 
-    fn pkt(class: u16, len: u32) -> Packet {
+    fn pkt(class: u32, len: u32) -> Packet {
         let mut p = Packet::new(len, 0);
         p.push_class(h(class));
         p
@@ -513,7 +513,7 @@ mod tests {
 
     /// Drains `q` on a virtual clock that jumps to each next event, for `secs` seconds, keeping
     /// the given leaves backlogged with `len`-byte packets.
-    fn run_greedy(q: &mut RefHtb, leaves: &[u16], len: u32, secs: u64) {
+    fn run_greedy(q: &mut RefHtb, leaves: &[u32], len: u32, secs: u64) {
         let mut now = Time::ZERO;
         for &l in leaves {
             for _ in 0..10 {
@@ -551,7 +551,7 @@ mod tests {
         q.add_class(h(0x11), h(1), b, Time::ZERO).unwrap();
         q.add_class(h(0x12), h(1), c, Time::ZERO).unwrap();
         run_greedy(&mut q, &[0x10, 0x11, 0x12], 1000, 20);
-        let mb = |m: u16| q.class_bytes(h(m)).unwrap() as f64 * 8.0 / 20e6;
+        let mb = |m: u32| q.class_bytes(h(m)).unwrap() as f64 * 8.0 / 20e6;
         // c is capped at 2 Mbit; a and b split the remaining 6 Mbit of excess 1:3.
         assert!((mb(0x12) - 2.0).abs() < 0.01, "{}", mb(0x12));
         assert!((mb(0x10) - 2.5).abs() < 0.01, "{}", mb(0x10));
@@ -568,7 +568,7 @@ mod tests {
         q.add_class(h(0x10), h(1), hi, Time::ZERO).unwrap();
         q.add_class(h(0x11), h(1), lo, Time::ZERO).unwrap();
         run_greedy(&mut q, &[0x10, 0x11], 1000, 10);
-        let mb = |m: u16| q.class_bytes(h(m)).unwrap() as f64 * 8.0 / 10e6;
+        let mb = |m: u32| q.class_bytes(h(m)).unwrap() as f64 * 8.0 / 10e6;
         assert!((mb(0x10) - 9.0).abs() < 0.01 && (mb(0x11) - 1.0).abs() < 0.01, "{} {}", mb(0x10), mb(0x11));
     }
 

@@ -442,7 +442,7 @@ impl Sfq {
         let minor = if (pkt.priority >> 16) as u16 == maj {
             pkt.priority & 0xFFFF
         } else {
-            pkt.class_for(maj)?.minor() as u32
+            pkt.class_for(maj)?.minor()
         };
         (1..=self.p.divisor).contains(&minor).then(|| minor - 1)
     }
@@ -936,7 +936,7 @@ mod tests {
     fn classid_selects_the_bucket() {
         let mut q = Sfq::new(SfqConfig { major: 1, ..SfqConfig::default() }).unwrap();
         let mut a = pkt(1, 100, 1);
-        a.priority = Handle::new(1, 5).0;
+        a.priority = Handle::new(1, 5).to_tc().unwrap();
         let mut b = pkt(2, 100, 2);
         b.push_class(Handle::new(1, 5));
         q.enqueue(a, Time::ZERO).unwrap();

@@ -124,16 +124,16 @@ fn direct_unknown_and_priority() {
     assert_eq!(b.pkt.class_for(1), None, "unknown class: HTB applies its default");
     // skb->priority naming a leaf wins over filters; naming the qdisc means direct.
     let mut b = v4([198, 18, 0, 1], [198, 19, 0, 1], L4::Udp(1, 2));
-    b.pkt.priority = h("1:20").0;
+    b.pkt.priority = h("1:20").to_tc().unwrap();
     outcome(&mut c, &mut b);
     assert_eq!(b.pkt.class_for(1), Some(h("1:20")));
     let mut b = v4([198, 18, 0, 1], [198, 19, 0, 2], L4::Udp(1, 2));
-    b.pkt.priority = h("1:").0;
+    b.pkt.priority = h("1:").to_tc().unwrap();
     outcome(&mut c, &mut b);
     assert_eq!(b.pkt.class_for(1), Some(h("1:0")));
     // priority naming a prio band selects it inside prio.
     let mut b = v4([198, 18, 0, 1], [198, 18, 0, 9], L4::Udp(1, 2));
-    b.pkt.priority = h("1:10").0;
+    b.pkt.priority = h("1:10").to_tc().unwrap();
     outcome(&mut c, &mut b);
     assert_eq!(b.pkt.class_for(1), Some(h("1:10")));
     assert_eq!(b.pkt.class_for(0x10), None, "prio's own priomap decides");
@@ -312,10 +312,10 @@ fn fw_marks_with_mask_and_old_method() {
     let mut c = tree();
     c.add_filter(h("1:"), FilterSpec::new(1, FilterConfig::Fw(FwConfig::default())), Upsert::Add).unwrap();
     let mut b = v4([1, 1, 1, 1], [2, 2, 2, 2], L4::Udp(1, 2));
-    b.pkt.mark = h("1:20").0;
+    b.pkt.mark = h("1:20").to_tc().unwrap();
     outcome(&mut c, &mut b);
     assert_eq!(b.pkt.class_for(1), Some(h("1:20")));
-    b.pkt.mark = h("2:20").0; // other qdisc's major: ignored
+    b.pkt.mark = h("2:20").to_tc().unwrap(); // other qdisc's major: ignored
     outcome(&mut c, &mut b);
     assert_eq!(b.pkt.class_for(1), None, "HTB's default");
 }
@@ -375,7 +375,7 @@ fn matchall_is_one_per_priority_and_ingress_parent_is_standalone() {
 /// each class. HostA's three bulk flows share one class; HostB's flow has another.
 #[test]
 fn per_host_composition_picks_one_htb_class_per_host() {
-    let n = 16u16;
+    let n = 16u32;
     let mut c = Classifier::new();
     c.set_root(Some(h("1:")));
     let mut classes = vec![ClassShape { classid: h("1:1"), inner: true, child: None }];
@@ -391,7 +391,7 @@ fn per_host_composition_picks_one_htb_class_per_host() {
         fallback: Fallback::Class(h("1:10")),
     })
     .unwrap();
-    let flow = sluice_core::filter::FlowConfig::hash("src", n as u32, Some(h("1:10"))).unwrap();
+    let flow = sluice_core::filter::FlowConfig::hash("src", n, Some(h("1:10"))).unwrap();
     c.add_filter(h("1:"), FilterSpec::new(1, FilterConfig::Flow(flow)), Upsert::Add).unwrap();
     let mut class_of = |src: [u8; 4], l4: L4| {
         let mut b = v4(src, [198, 19, 0, 1], l4);

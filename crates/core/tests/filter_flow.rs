@@ -37,7 +37,7 @@ fn class(l: &mut FilterList, b: &Built) -> Handle {
 /// The minor that map mode gives for one key (baseclass 1:1 → minor = 1 + value).
 fn mapped(key: FlowKey, b: &Built) -> u32 {
     let mut l = list(FlowConfig::map(key));
-    class(&mut l, b).minor() as u32 - 1
+    class(&mut l, b).minor() - 1
 }
 
 #[test]
@@ -253,7 +253,7 @@ fn per_host_hashing_groups_flows_by_source() {
         assert_eq!(classes.len(), 1, "host {host}: all flows in one class");
         let c = *classes.iter().next().unwrap();
         assert_eq!(c.major(), 1);
-        assert!((0x10..0x10 + n as u16).contains(&c.minor()));
+        assert!((0x10..0x10 + n).contains(&c.minor()));
         hosts.insert(c);
     }
     // 50 hosts in 1024 buckets: expected collisions ≈ 1.2; allow a few.

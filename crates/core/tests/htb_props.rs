@@ -23,7 +23,7 @@ fn tree() -> impl Strategy<Value = Tree> {
         for (i, (r, c, prio, grand, burst)) in kids.into_iter().enumerate() {
             let rate = root_rate * r / 16;
             let ceil = (rate * c).min(root_rate).max(rate);
-            let id = h(0x10 + i as u16);
+            let id = h(0x10 + i as u32);
             let cfg = HtbClassConfig::new(Rate::from_bps(rate))
                 .ceil(Rate::from_bps(ceil))
                 .prio(prio)
@@ -32,7 +32,7 @@ fn tree() -> impl Strategy<Value = Tree> {
             classes.push((id, h(1), cfg));
             for g in 0..grand {
                 let grate = rate / 2;
-                let gid = h(0x100 + 0x10 * i as u16 + g as u16);
+                let gid = h(0x100 + 0x10 * i as u32 + g as u32);
                 classes.push((
                     gid,
                     id,
@@ -78,7 +78,7 @@ struct Harness {
     enqueued: u64,
     dequeued: u64,
     dropped: u64,
-    next_minor: u16,
+    next_minor: u32,
     /// Per class: (time, bytes) of every packet it sent (a packet counts for all its ancestors).
     log: HashMap<Handle, Vec<(u64, u64)>>,
     parents: HashMap<Handle, Handle>,
@@ -285,7 +285,7 @@ fn greedy(root: u64, kids: &[(u64, u32)]) -> Vec<f64> {
     let mut classes = vec![(h(1), ROOT, HtbClassConfig::new(Rate::from_bps(root)).burst(10_000))];
     let mut src = Vec::new();
     for (i, &(rate, quantum)) in kids.iter().enumerate() {
-        let id = h(0x10 + i as u16);
+        let id = h(0x10 + i as u32);
         let cfg = HtbClassConfig::new(Rate::from_bps(rate)).ceil(Rate::from_bps(root)).quantum(quantum);
         classes.push((id, h(1), cfg));
         src.push(Source::new(id, Rate::from_bps(root), 500).phase(i as u64 * 77_777));

@@ -31,8 +31,8 @@ use sluice_core::reference_htb::{RefClassParams, RefHtb};
 use sluice_core::{Handle, Packet, Qdisc, Rate, Span, Time};
 
 const ROOT: Handle = Handle::new(1, 0);
-const SITES: u16 = 12;
-const PER_SITE: u16 = 20;
+const SITES: u32 = 12;
+const PER_SITE: u32 = 20;
 const MBIT: u64 = 1_000_000;
 
 /// (classid, parent, rate, ceil, quantum) for the whole tree, parents first.

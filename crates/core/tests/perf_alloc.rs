@@ -13,8 +13,8 @@ static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
 
 /// Root 1:1, `sites` inner classes, `per_site` leaves each; leaves have rate `leaf_bps` and
 /// ceil `leaf_ceil`. Returns the qdisc and one packet template per leaf.
-fn tree(sites: u16, per_site: u16, leaf_bps: u64, leaf_ceil: u64) -> (Htb, Vec<Packet>) {
-    let h = |m: u16| Handle::new(1, m);
+fn tree(sites: u32, per_site: u32, leaf_bps: u64, leaf_ceil: u64) -> (Htb, Vec<Packet>) {
+    let h = |m: u32| Handle::new(1, m);
     let cfg = |r: u64, c: u64| {
         HtbClassConfig::new(Rate::from_bps(r)).ceil(Rate::from_bps(c)).burst(1600).cburst(1600).quantum(1500)
     };

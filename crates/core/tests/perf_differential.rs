@@ -103,7 +103,7 @@ const ROOT: Handle = Handle::new(1, 0);
 
 fn class_def(rng: &mut Rng, index: usize, parent: Handle, rate: u64, ceil: u64, leaf: bool) -> ClassDef {
     ClassDef {
-        id: Handle::new(1, 1 + index as u16),
+        id: Handle::new(1, 1 + index as u32),
         parent,
         rate,
         ceil,
@@ -455,7 +455,7 @@ fn max_classes() -> usize {
 fn two_leaves(q: &mut dyn Qdisc, size: [u32; 2]) -> [f64; 2] {
     let pkt = |i: usize| {
         let mut p = Packet::new(size[i], i as u64);
-        p.push_class(Handle::new(1, 2 + i as u16));
+        p.push_class(Handle::new(1, 2 + i as u32));
         p
     };
     let mut now = Time::ZERO;
@@ -629,9 +629,9 @@ fn trace_first_divergence() {
         }
         match a {
             Some(p) => {
-                let m = |h: u16| r.class_mode(Handle::new(1, h), now).unwrap();
-                let watch: Vec<u16> = std::env::var("SLUICE_DIFF_WATCH")
-                    .map(|v| v.split(',').filter_map(|x| u16::from_str_radix(x, 16).ok()).collect())
+                let m = |h: u32| r.class_mode(Handle::new(1, h), now).unwrap();
+                let watch: Vec<u32> = std::env::var("SLUICE_DIFF_WATCH")
+                    .map(|v| v.split(',').filter_map(|x| u32::from_str_radix(x, 16).ok()).collect())
                     .unwrap_or_default();
                 let ms: Vec<String> = watch.iter().map(|&h| format!("{h:x}:{}", m(h))).collect();
                 recent.push(format!("{step} {now:?} {} {}", name(&a).unwrap(), ms.join(" ")));

@@ -132,7 +132,7 @@ impl Program {
 
 /// The model's class id as a core handle (the one place to change when model handles widen).
 fn handle(raw: u32) -> Handle {
-    Handle(raw)
+    Handle::from_tc(raw)
 }
 
 /// `N classes` and, for up to [`LISTED`] HTB classes, their rates: `3 classes (1:1 rate 30Mbit, ...)`.

@@ -1,5 +1,18 @@
-//! The kernel backend: program a [`Tree`] into Linux tc over rtnetlink, print the equivalent tc
-//! commands, read the result back and compare it with the model.
+//! The kernel backend: program one device of a `sluice_config::model` configuration into Linux tc
+//! over rtnetlink, print the equivalent tc commands, read the result back and compare it with the
+//! model.
+//!
+//! [`Plan::new`] reads the model once: it picks the device, converts every model handle to the
+//! kernel's 32-bit `major:minor` through one function (`kernel_handle`), refuses by name what the
+//! encoder cannot send (ingress/clsact, ATM link layer, tbf overhead/mpu, HTB offload, classes of
+//! other kinds, minors the kernel cannot hold), resolves the bursts the configuration left out,
+//! and orders the objects so that every parent exists before its children (a qdisc, then its
+//! classes, then the qdiscs attached to them, level by level). [`apply`], [`Plan::tc_commands`]
+//! and [`Plan::compare`] all work from that plan.
+//!
+//! HTB, TBF, pfifo and bfifo are encoded with their options; other qdisc kinds are sent by kind
+//! alone (the kernel's defaults apply, and a kernel that lacks the kind refuses it by name).
+//! Filters are not programmed yet: each one is reported as refused, never dropped silently.
 //!
 //! ## Burst rule (shared with `sluice lint`)
 //! Bursts the configuration leaves out are sized by [`sluice_config::burst::recommended_burst`]
@@ -8,13 +21,70 @@
 //! (1600 b on hrtimer kernels), which measured −19 % at 10 Gbit (DESIGN.md).
 //! [`BurstPolicy::TcDefault`] keeps tc's rule for comparisons. An explicit burst is always kept
 //! as written.
+//!
+//! ## Class ids the kernel cannot hold
+//! The kernel's handles are 16-bit major, 16-bit minor, so one qdisc holds at most 65 535
+//! classes. A model whose minors do not fit (a default class above `0xffff` today; classes too
+//! once model handles are 48-bit) is refused before anything is sent, with a hint to split the
+//! tree into nested HTB qdiscs or to use the live shaper, which takes 32-bit minors.
 
 use crate::netlink::{self, flags, rtm, tca, Msg, Netlink, TcMsg, TcObject};
-use crate::tree::{ClassSpec, Parent, QdiscKind, QdiscSpec, Tree};
 use crate::LabError;
 use sluice_config::burst::{auto_burst, BurstPolicy};
+use sluice_config::export::{filter_args, qdisc_args};
+use sluice_config::model::{
+    ClassOpts, Device, FilterNode, FilterOpts, HtbClassOpts, LinkLayer, QdiscNode, QdiscOpts, State,
+    H_INGRESS, H_MIN_EGRESS, H_MIN_INGRESS, H_ROOT,
+};
+use sluice_config::tc::args::proto_name;
+use sluice_config::tc::show::classid_str;
 use sluice_core::units::{format_rate, format_size};
-use sluice_core::{Handle, Rate};
+use sluice_core::Rate;
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+
+/// tc's default HTB class mtu (also the default burst on hrtimer kernels).
+pub const HTB_DEFAULT_MTU: u32 = 1600;
+
+/// The model's handle type: a raw `major << 16 | minor` today, `sluice_core::Handle` (16-bit
+/// major, 32-bit minor) once handles are wide.
+type ModelHandle = u32;
+
+/// A model handle as the kernel's 32-bit handle (16-bit major, 16-bit minor), or `None` when its
+/// minor does not fit. The only place this module turns a model handle into a netlink value
+/// (with wide handles: `h.to_tc()`).
+fn kernel_handle(h: ModelHandle) -> Option<u32> {
+    Some(h)
+}
+
+/// An HTB `default` minor as the kernel's 16-bit one (the kernel masks wider values to 0, which
+/// sends the traffic to the direct queue instead).
+fn kernel_minor(minor: u32) -> Option<u32> {
+    (minor <= 0xFFFF).then_some(minor)
+}
+
+/// tc's `major:minor` form of a kernel handle (`1:`, `1:10`).
+fn handle_str(h: u32) -> String {
+    let (major, minor) = (h >> 16, h & 0xFFFF);
+    if minor == 0 {
+        format!("{major:x}:")
+    } else {
+        format!("{major:x}:{minor:x}")
+    }
+}
+
+fn parent_str(parent: u32) -> String {
+    if parent == H_ROOT {
+        "root".into()
+    } else {
+        format!("parent {}", handle_str(parent))
+    }
+}
+
+/// The kernel's handle of the qdisc that owns `h` (`1:10` → `1:`).
+fn qdisc_of(h: u32) -> u32 {
+    h & 0xFFFF_0000
+}
 
 /// Kernel psched ticks per microsecond (`/proc/net/psched`: 1000 ns per µs over 64 ns per tick).
 const TICKS_PER_USEC: f64 = 1000.0 / 64.0;
@@ -59,30 +129,557 @@ fn ratespec(rate: Rate, mtu: u32, overhead: i32, mpu: u32) -> ([u8; 12], Vec<u8>
     (r, table)
 }
 
-/// HTB class with its bursts resolved.
+/// A qdisc of the plan, with its kernel handle and parent.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ResolvedClass {
-    /// The class as configured.
-    pub spec: ClassSpec,
+pub struct PlannedQdisc<'a> {
+    /// Kernel handle (`major:0`).
+    pub handle: u32,
+    /// Kernel parent: `TC_H_ROOT` or a class id.
+    pub parent: u32,
+    /// The model's qdisc.
+    pub node: &'a QdiscNode,
+}
+
+impl PlannedQdisc<'_> {
+    /// The tc kind.
+    pub fn kind(&self) -> &'static str {
+        self.node.opts.kind()
+    }
+
+    /// Options of a kind the encoder sends by name only, as tc would write them (empty otherwise).
+    pub fn unencoded_options(&self) -> String {
+        match &self.node.opts {
+            QdiscOpts::Htb(_) | QdiscOpts::Tbf(_) | QdiscOpts::Pfifo(_) | QdiscOpts::Bfifo(_) => {
+                String::new()
+            }
+            other => qdisc_args(other).trim().to_string(),
+        }
+    }
+}
+
+/// An HTB class of the plan, with its kernel ids and its bursts resolved.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResolvedClass<'a> {
+    /// Kernel class id.
+    pub classid: u32,
+    /// Kernel parent (a class id, or the qdisc's handle for a top-level class).
+    pub parent: u32,
+    /// The model's HTB options.
+    pub htb: &'a HtbClassOpts,
     /// Burst bytes used.
     pub burst: u64,
     /// Cburst bytes used.
     pub cburst: u64,
-    /// Whether the burst came from the rule rather than the configuration.
-    pub burst_auto: bool,
 }
 
-/// Resolve bursts for every class.
-pub fn resolve_classes(tree: &Tree, policy: BurstPolicy) -> Vec<ResolvedClass> {
-    tree.classes
-        .iter()
-        .map(|c| ResolvedClass {
-            burst: c.burst.unwrap_or_else(|| auto_burst(c.rate, c.mtu, policy)),
-            cburst: c.cburst.unwrap_or_else(|| auto_burst(c.ceil, c.mtu, policy)),
-            burst_auto: c.burst.is_none(),
-            spec: c.clone(),
+impl ResolvedClass<'_> {
+    /// Guaranteed rate.
+    pub fn rate(&self) -> Rate {
+        Rate::from_bps(self.htb.rate)
+    }
+    /// Ceiling.
+    pub fn ceil(&self) -> Rate {
+        Rate::from_bps(self.htb.ceil)
+    }
+}
+
+/// One object to create, in the plan's order.
+#[derive(Debug, Clone, PartialEq)]
+enum Step<'a> {
+    Qdisc(PlannedQdisc<'a>),
+    Class(ResolvedClass<'a>),
+}
+
+/// An object of the plan, by its kernel handle (filters by their index in the model device).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ObjectId {
+    /// A qdisc.
+    Qdisc(u32),
+    /// A class.
+    Class(u32),
+    /// A filter: its index in the device's filters.
+    Filter(usize),
+}
+
+/// Something about one object: why the kernel refused it, or how the kernel differs from the model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    /// The object.
+    pub object: ObjectId,
+    /// What happened, for a person.
+    pub text: String,
+}
+
+impl fmt::Display for Finding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+/// What the kernel backend will do with one device of a configuration: the checked, ordered
+/// objects with kernel handles and resolved bursts. Build with [`Plan::new`].
+#[derive(Debug, Clone)]
+pub struct Plan<'a> {
+    ifname: String,
+    policy: BurstPolicy,
+    steps: Vec<Step<'a>>,
+    filters: Vec<(usize, &'a FilterNode)>,
+}
+
+/// The device of `state` that interface `ifname` gets: the device of that name, or the model's
+/// only device. Several devices and none named `ifname` is an error.
+pub fn select_device<'a>(state: &'a State, ifname: &str) -> Result<&'a Device, LabError> {
+    if let Some(d) = state.devices.iter().find(|d| d.name == ifname) {
+        return Ok(d);
+    }
+    match state.devices.as_slice() {
+        [only] => Ok(only),
+        [] => Err(LabError::Config("the configuration has no tc objects".into())),
+        all => {
+            let names: Vec<&str> = all.iter().map(|d| d.name.as_str()).collect();
+            Err(LabError::Config(format!(
+                "the configuration has several devices ({}); none is {ifname}",
+                names.join(", ")
+            )))
+        }
+    }
+}
+
+impl<'a> Plan<'a> {
+    /// Plans interface `ifname` from `state` (see [`select_device`]), sizing missing bursts by
+    /// `policy`. Everything the encoder cannot send, and every minor the kernel cannot hold, is
+    /// listed in one error; nothing is partly planned.
+    pub fn new(state: &'a State, ifname: &str, policy: BurstPolicy) -> Result<Plan<'a>, LabError> {
+        let dev = select_device(state, ifname)?;
+        let mut unencoded: Vec<String> = Vec::new();
+        let mut too_wide: Vec<String> = Vec::new();
+        // Every model handle becomes a kernel one here, or is listed as too wide.
+        let conv = |h: ModelHandle, what: &dyn Fn() -> String, too_wide: &mut Vec<String>| {
+            kernel_handle(h).unwrap_or_else(|| {
+                too_wide.push(what());
+                0
+            })
+        };
+        let mut qdiscs = Vec::new();
+        for q in &dev.qdiscs {
+            let kind = q.opts.kind();
+            let what = || format!("qdisc {kind} {}", classid_str(q.handle));
+            match &q.opts {
+                QdiscOpts::Ingress | QdiscOpts::Clsact => unencoded.push(format!("{kind} qdisc")),
+                _ if q.parent == H_INGRESS => unencoded.push(format!("{kind} qdisc on ingress")),
+                QdiscOpts::Htb(h) if h.offload => unencoded.push("htb offload".into()),
+                QdiscOpts::Htb(h) if kernel_minor(h.default).is_none() => too_wide.push(format!(
+                    "the default class {:#x} of {} (the kernel would send its traffic to the direct queue)",
+                    h.default,
+                    what()
+                )),
+                QdiscOpts::Tbf(t) if t.overhead != 0 || t.mpu != 0 || t.linklayer != LinkLayer::Ethernet => {
+                    unencoded.push("tbf overhead/mpu/linklayer".into())
+                }
+                _ => {}
+            }
+            let handle = conv(q.handle, &what, &mut too_wide);
+            let parent = conv(q.parent, &|| format!("the parent of {}", what()), &mut too_wide);
+            qdiscs.push(PlannedQdisc { handle, parent, node: q });
+        }
+        let mut classes = Vec::new();
+        for c in &dev.classes {
+            let id = classid_str(c.classid);
+            let ClassOpts::Htb(htb) = &c.opts else {
+                unencoded.push(format!("class {id} (only htb classes)"));
+                continue;
+            };
+            if htb.linklayer != LinkLayer::Ethernet {
+                unencoded.push(format!("class {id} linklayer"));
+            }
+            let classid = conv(c.classid, &|| format!("class {id}"), &mut too_wide);
+            let parent = conv(c.parent, &|| format!("the parent of class {id}"), &mut too_wide);
+            let burst = if htb.burst_auto {
+                auto_burst(Rate::from_bps(htb.rate), htb.mtu, policy)
+            } else {
+                htb.burst as u64
+            };
+            let cburst = if htb.cburst_auto {
+                auto_burst(Rate::from_bps(htb.ceil), htb.mtu, policy)
+            } else {
+                htb.cburst as u64
+            };
+            classes.push(ResolvedClass { classid, parent, htb, burst, cburst });
+        }
+        if !too_wide.is_empty() {
+            return Err(LabError::Config(format!(
+                "{}: the kernel holds 16-bit minors (at most 65 535 classes under one qdisc), and \
+                 these are above 0xffff: {}. Split the tree into nested HTB qdiscs of at most 65 535 \
+                 classes each (one per site, as LibreQoS does), or shape it with `sluice shape`, \
+                 which takes 32-bit minors",
+                dev.name,
+                first_few(&too_wide)
+            )));
+        }
+        if !unencoded.is_empty() {
+            return Err(LabError::Config(format!(
+                "{}: {} {} not encoded by the kernel backend",
+                dev.name,
+                first_few(&unencoded),
+                if unencoded.len() == 1 { "is" } else { "are" }
+            )));
+        }
+        if !qdiscs.iter().any(|q| q.parent == H_ROOT) {
+            return Err(LabError::Config(format!("{}: the configuration has no root qdisc", dev.name)));
+        }
+        let filters = dev
+            .filters
+            .iter()
+            .enumerate()
+            // A u32 root hash table is created by the kernel with the first u32 filter.
+            .filter(|(_, f)| !(matches!(f.opts, FilterOpts::U32Table { .. }) && f.handle >> 20 >= 0x800))
+            .collect();
+        Ok(Plan { ifname: ifname.to_string(), policy, steps: order(qdiscs, classes), filters })
+    }
+
+    /// The qdiscs, in the order they are created.
+    pub fn qdiscs(&self) -> impl Iterator<Item = &PlannedQdisc<'a>> {
+        self.steps.iter().filter_map(|s| match s {
+            Step::Qdisc(q) => Some(q),
+            Step::Class(_) => None,
         })
-        .collect()
+    }
+
+    /// The HTB classes with their bursts, in the order they are created.
+    pub fn classes(&self) -> impl Iterator<Item = &ResolvedClass<'a>> {
+        self.steps.iter().filter_map(|s| match s {
+            Step::Class(c) => Some(c),
+            Step::Qdisc(_) => None,
+        })
+    }
+
+    /// The filters of the device (not programmed yet), each as a tc command and its index.
+    pub fn filters(&self) -> Vec<(usize, String)> {
+        self.filters.iter().map(|(i, f)| (*i, filter_command(&self.ifname, f))).collect()
+    }
+
+    /// Where traffic goes when no filter classifies it: the root HTB's default class, or the
+    /// root's own behaviour.
+    pub fn unclassified_destination(&self) -> String {
+        match self.qdiscs().find(|q| q.parent == H_ROOT).map(|q| (q.handle, &q.node.opts)) {
+            Some((h, QdiscOpts::Htb(o))) if o.default == 0 => {
+                format!("the direct queue of htb {} (unshaped)", handle_str(h))
+            }
+            Some((h, QdiscOpts::Htb(o))) => {
+                let class = h | (o.default & 0xFFFF);
+                if self.classes().any(|c| c.classid == class) {
+                    format!("class {}, the default of htb {}", handle_str(class), handle_str(h))
+                } else {
+                    format!(
+                        "the direct queue of htb {} (unshaped: its default {} is not a class)",
+                        handle_str(h),
+                        handle_str(class)
+                    )
+                }
+            }
+            Some((h, o)) => format!("where {} {} puts it without filters", o.kind(), handle_str(h)),
+            None => "nowhere (no root qdisc)".into(),
+        }
+    }
+
+    /// The tc commands equivalent to what [`apply`] sends (for `--dry-run`), then each filter as a
+    /// comment saying it is not programmed.
+    pub fn tc_commands(&self) -> Vec<String> {
+        let dev = &self.ifname;
+        let rule = match self.policy {
+            BurstPolicy::Sluice => "the jitter rule",
+            BurstPolicy::TcDefault => "tc's default (the mtu)",
+        };
+        let mut out = vec![format!("tc qdisc del dev {dev} root 2>/dev/null")];
+        for step in &self.steps {
+            out.push(match step {
+                Step::Qdisc(q) => qdisc_command(dev, q),
+                Step::Class(c) => {
+                    let h = c.htb;
+                    let mut line = format!(
+                        "tc class replace dev {dev} parent {} classid {} htb rate {} ceil {} burst {}b cburst {}b",
+                        handle_str(c.parent),
+                        handle_str(c.classid),
+                        format_rate(c.rate()),
+                        format_rate(c.ceil()),
+                        c.burst,
+                        c.cburst
+                    );
+                    if h.prio != 0 {
+                        line += &format!(" prio {}", h.prio);
+                    }
+                    if let Some(q) = h.quantum {
+                        line += &format!(" quantum {q}");
+                    }
+                    if h.mtu != HTB_DEFAULT_MTU {
+                        line += &format!(" mtu {}", h.mtu);
+                    }
+                    if h.overhead != 0 {
+                        line += &format!(" overhead {}", h.overhead);
+                    }
+                    if h.mpu != 0 {
+                        line += &format!(" mpu {}", h.mpu);
+                    }
+                    match (h.burst_auto, h.cburst_auto) {
+                        (true, true) => {
+                            line += &format!(
+                                "   # burst and cburst from {rule} ({}, {})",
+                                format_size(c.burst),
+                                format_size(c.cburst)
+                            )
+                        }
+                        (true, false) => line += &format!("   # burst from {rule} ({})", format_size(c.burst)),
+                        (false, true) => line += &format!("   # cburst from {rule} ({})", format_size(c.cburst)),
+                        (false, false) => {}
+                    }
+                    line
+                }
+            });
+        }
+        for (_, f) in self.filters() {
+            out.push(format!("# not programmed by sluice apply yet: {f}"));
+        }
+        out
+    }
+
+    /// Differences between the plan and what the kernel reports (empty: they match).
+    pub fn compare(&self, kernel: &[KObject]) -> Vec<Finding> {
+        let by_id: HashMap<(bool, u32), &KObject> =
+            kernel.iter().map(|k| ((k.is_qdisc, k.handle), k)).collect();
+        let mut diffs = Vec::new();
+        let mut diff = |object: ObjectId, text: String| diffs.push(Finding { object, text });
+        for q in self.qdiscs() {
+            let id = ObjectId::Qdisc(q.handle);
+            let name = handle_str(q.handle);
+            let Some(k) = by_id.get(&(true, q.handle)) else {
+                diff(id, format!("qdisc {name} ({}) is missing in the kernel", q.kind()));
+                continue;
+            };
+            if k.kind != q.kind() {
+                diff(id, format!("qdisc {name}: kind {} in the kernel, {} in the model", k.kind, q.kind()));
+            }
+            if k.parent != q.parent {
+                diff(
+                    id,
+                    format!(
+                        "qdisc {name}: parent {:#x} in the kernel, {:#x} in the model",
+                        k.parent, q.parent
+                    ),
+                );
+            }
+            match &q.node.opts {
+                QdiscOpts::Htb(h) if k.htb_default != Some(h.default) => diff(
+                    id,
+                    format!(
+                        "qdisc {name}: default {:?} in the kernel, {:#x} in the model",
+                        k.htb_default, h.default
+                    ),
+                ),
+                QdiscOpts::Tbf(t) => {
+                    let rate = Rate::from_bps(t.rate);
+                    if k.rate != Some(rate) {
+                        diff(id, format!("tbf {name}: rate {:?} in the kernel, {rate} in the model", k.rate));
+                    }
+                    if k.limit != Some(t.limit) {
+                        diff(
+                            id,
+                            format!(
+                                "tbf {name}: limit {:?} in the kernel, {} in the model",
+                                k.limit, t.limit
+                            ),
+                        );
+                    }
+                }
+                QdiscOpts::Pfifo(f) | QdiscOpts::Bfifo(f) => {
+                    if let Some(l) = f.limit.filter(|l| k.limit != Some(*l)) {
+                        diff(
+                            id,
+                            format!(
+                                "{} {name}: limit {:?} in the kernel, {l} in the model",
+                                q.kind(),
+                                k.limit
+                            ),
+                        );
+                    }
+                }
+                _ => {}
+            }
+        }
+        for c in self.classes() {
+            let id = ObjectId::Class(c.classid);
+            let name = handle_str(c.classid);
+            let Some(k) = by_id.get(&(false, c.classid)) else {
+                diff(id, format!("class {name} is missing in the kernel"));
+                continue;
+            };
+            if k.rate != Some(c.rate()) || k.ceil != Some(c.ceil()) {
+                diff(
+                    id,
+                    format!(
+                        "class {name}: rate/ceil {:?}/{:?} in the kernel, {}/{} in the model",
+                        k.rate,
+                        k.ceil,
+                        c.rate(),
+                        c.ceil()
+                    ),
+                );
+            }
+            let want = (
+                xmittime_ticks(c.rate().bytes_per_sec(), c.burst),
+                xmittime_ticks(c.ceil().bytes_per_sec(), c.cburst),
+            );
+            if let Some(got) = k.buffer_ticks {
+                // The kernel stores ns and dumps ns >> 6: equal up to one tick.
+                if got.0.abs_diff(want.0) > 1 || got.1.abs_diff(want.1) > 1 {
+                    diff(
+                        id,
+                        format!(
+                            "class {name}: buffer/cbuffer {got:?} ticks in the kernel, {want:?} in the model"
+                        ),
+                    );
+                }
+            }
+            if let Some((prio, _)) = k.prio_quantum {
+                if prio != c.htb.prio.min(7) {
+                    diff(id, format!("class {name}: prio {prio} in the kernel, {} in the model", c.htb.prio));
+                }
+            }
+            // The kernel reports a top-level class's parent as the root, not the qdisc handle.
+            let parent_ok =
+                k.parent == c.parent || (c.parent & 0xFFFF == 0 && k.parent == netlink::TC_H_ROOT);
+            if !parent_ok {
+                diff(
+                    id,
+                    format!(
+                        "class {name}: parent {:#x} in the kernel, {:#x} in the model",
+                        k.parent, c.parent
+                    ),
+                );
+            }
+        }
+        diffs
+    }
+}
+
+/// The first few of `items`, and how many more (a million-class model must not make a
+/// million-item message).
+fn first_few(items: &[String]) -> String {
+    const SHOWN: usize = 5;
+    let mut s = items[..items.len().min(SHOWN)].join(", ");
+    if items.len() > SHOWN {
+        s += &format!(" and {} more", items.len() - SHOWN);
+    }
+    s
+}
+
+/// Parents first: the root qdisc and its classes (each after its parent class), then the qdiscs
+/// attached to those classes and their classes, level by level, each level in model order.
+/// Objects not reachable from the root come last, in model order (the kernel refuses them by name).
+fn order<'a>(qdiscs: Vec<PlannedQdisc<'a>>, classes: Vec<ResolvedClass<'a>>) -> Vec<Step<'a>> {
+    // Classes by the qdisc that owns them, and qdiscs by the qdisc that owns their parent class.
+    let mut classes_of: HashMap<u32, Vec<usize>> = HashMap::new();
+    for (i, c) in classes.iter().enumerate() {
+        classes_of.entry(qdisc_of(c.classid)).or_default().push(i);
+    }
+    let mut qdiscs_under: HashMap<u32, Vec<usize>> = HashMap::new();
+    for (i, q) in qdiscs.iter().enumerate().filter(|(_, q)| q.parent != H_ROOT) {
+        qdiscs_under.entry(qdisc_of(q.parent)).or_default().push(i);
+    }
+    let mut q_done = vec![false; qdiscs.len()];
+    let mut c_done = vec![false; classes.len()];
+    let mut steps = Vec::with_capacity(qdiscs.len() + classes.len());
+    let mut level: Vec<usize> = (0..qdiscs.len()).filter(|&i| qdiscs[i].parent == H_ROOT).collect();
+    while !level.is_empty() {
+        let mut next = Vec::new();
+        for &qi in &level {
+            if std::mem::replace(&mut q_done[qi], true) {
+                continue;
+            }
+            let q = &qdiscs[qi];
+            steps.push(Step::Qdisc(q.clone()));
+            // This qdisc's classes in model order, each once its parent (the qdisc or a class) is
+            // in: one pass when the model lists parents first, as tc requires.
+            let mine = classes_of.get(&q.handle).map(Vec::as_slice).unwrap_or_default();
+            let mut placed: HashSet<u32> = HashSet::from([q.handle]);
+            loop {
+                let before = placed.len();
+                for &ci in mine {
+                    let c = &classes[ci];
+                    if !c_done[ci] && placed.contains(&c.parent) {
+                        c_done[ci] = true;
+                        placed.insert(c.classid);
+                        steps.push(Step::Class(c.clone()));
+                    }
+                }
+                if placed.len() == before {
+                    break;
+                }
+            }
+            next.extend(qdiscs_under.get(&q.handle).into_iter().flatten().filter(|&&i| !q_done[i]));
+        }
+        level = next;
+    }
+    steps.extend(qdiscs.into_iter().zip(q_done).filter(|(_, d)| !d).map(|(q, _)| Step::Qdisc(q)));
+    steps.extend(classes.into_iter().zip(c_done).filter(|(_, d)| !d).map(|(c, _)| Step::Class(c)));
+    steps
+}
+
+fn qdisc_command(dev: &str, q: &PlannedQdisc<'_>) -> String {
+    let mut s = format!(
+        "tc qdisc replace dev {dev} {} handle {} {}",
+        parent_str(q.parent),
+        handle_str(q.handle),
+        q.kind()
+    );
+    match &q.node.opts {
+        QdiscOpts::Htb(h) => {
+            s += &format!(" default 0x{:x} r2q {}", h.default, h.r2q);
+            if let Some(d) = h.direct_qlen {
+                s += &format!(" direct_qlen {d}");
+            }
+        }
+        QdiscOpts::Tbf(t) => {
+            s += &format!(
+                " rate {} burst {}b limit {}b",
+                format_rate(Rate::from_bps(t.rate)),
+                t.burst,
+                t.limit
+            );
+            if let Some(p) = t.peakrate {
+                s += &format!(" peakrate {} mtu {}", format_rate(Rate::from_bps(p)), tbf_peak_mtu(t.mtu));
+            }
+        }
+        QdiscOpts::Pfifo(f) => s += &f.limit.map(|l| format!(" limit {l}")).unwrap_or_default(),
+        QdiscOpts::Bfifo(f) => s += &f.limit.map(|l| format!(" limit {l}b")).unwrap_or_default(),
+        _ => {
+            let opts = q.unencoded_options();
+            if !opts.is_empty() {
+                s += &format!("   # not encoded, the kernel's defaults apply: {opts}");
+            }
+        }
+    }
+    s
+}
+
+/// A filter as the tc command that would add it.
+fn filter_command(dev: &str, f: &FilterNode) -> String {
+    let parent = match f.parent {
+        H_MIN_INGRESS => "ingress".to_string(),
+        H_MIN_EGRESS => "egress".to_string(),
+        p => format!("parent {}", classid_str(p)),
+    };
+    format!(
+        "tc filter add dev {dev} {parent} protocol {} prio {}{}{}",
+        proto_name(f.protocol),
+        f.prio,
+        if f.chain != 0 { format!(" chain {}", f.chain) } else { String::new() },
+        filter_args(f)
+    )
+}
+
+/// TBF's peak bucket (`mtu`/`minburst`) when the configuration gives none.
+fn tbf_peak_mtu(mtu: Option<u32>) -> u32 {
+    mtu.unwrap_or(1514)
 }
 
 mod htb_attr {
@@ -106,38 +703,41 @@ mod tbf_attr {
 }
 
 /// The netlink request that creates qdisc `q` on `ifindex`.
-pub fn qdisc_msg(ifindex: i32, q: &QdiscSpec, replace: bool) -> Msg {
+pub fn qdisc_msg(ifindex: i32, q: &PlannedQdisc<'_>, replace: bool) -> Msg {
     let fl = flags::REQUEST | flags::ACK | flags::CREATE | if replace { flags::REPLACE } else { flags::EXCL };
-    let mut m =
-        Msg::tc(rtm::NEWQDISC, fl, TcMsg { ifindex, handle: q.handle.0, parent: q.parent.raw(), info: 0 });
-    m.attr_str(tca::KIND, q.kind.name());
-    match &q.kind {
-        QdiscKind::Htb { default, r2q, direct_qlen } => {
+    let mut m = Msg::tc(rtm::NEWQDISC, fl, TcMsg { ifindex, handle: q.handle, parent: q.parent, info: 0 });
+    m.attr_str(tca::KIND, q.kind());
+    match &q.node.opts {
+        QdiscOpts::Htb(h) => {
             let mut glob = Vec::with_capacity(20);
-            for v in [3u32, *r2q, *default, 0, 0] {
+            // Plan::new refused a default that does not fit 16 bits.
+            let default = kernel_minor(h.default).unwrap_or(0);
+            for v in [3u32, h.r2q, default, 0, 0] {
                 glob.extend_from_slice(&v.to_ne_bytes());
             }
             m.begin_nest(tca::OPTIONS);
             m.attr(htb_attr::INIT, &glob);
-            if let Some(d) = direct_qlen {
+            if let Some(d) = h.direct_qlen {
                 m.attr(htb_attr::DIRECT_QLEN, &d.to_ne_bytes());
             }
             m.end_nest();
         }
-        QdiscKind::Tbf { rate, burst, limit, peak } => {
-            let (r, rtab) = ratespec(*rate, 0, 0, 0);
+        QdiscOpts::Tbf(t) => {
+            let rate = Rate::from_bps(t.rate);
+            let peak = t.peakrate.map(|p| (Rate::from_bps(p), tbf_peak_mtu(t.mtu)));
+            let (r, rtab) = ratespec(rate, 0, 0, 0);
             let mut opt = Vec::with_capacity(36);
             opt.extend_from_slice(&r);
             let (p, ptab, mtu_ticks) = match peak {
                 Some((prate, mtu)) => {
-                    let (p, t) = ratespec(*prate, *mtu, 0, 0);
-                    (p, Some(t), xmittime_ticks(prate.bytes_per_sec(), *mtu as u64))
+                    let (p, t) = ratespec(prate, mtu, 0, 0);
+                    (p, Some(t), xmittime_ticks(prate.bytes_per_sec(), mtu as u64))
                 }
                 None => ([0u8; 12], None, 0),
             };
             opt.extend_from_slice(&p);
-            opt.extend_from_slice(&((*limit).min(u32::MAX as u64) as u32).to_ne_bytes());
-            opt.extend_from_slice(&xmittime_ticks(rate.bytes_per_sec(), *burst).to_ne_bytes());
+            opt.extend_from_slice(&t.limit.to_ne_bytes());
+            opt.extend_from_slice(&xmittime_ticks(rate.bytes_per_sec(), t.burst as u64).to_ne_bytes());
             opt.extend_from_slice(&mtu_ticks.to_ne_bytes());
             m.begin_nest(tca::OPTIONS);
             m.attr(tbf_attr::PARMS, &opt);
@@ -145,7 +745,7 @@ pub fn qdisc_msg(ifindex: i32, q: &QdiscSpec, replace: bool) -> Msg {
                 m.attr(tbf_attr::RATE64, &rate.bytes_per_sec().to_ne_bytes());
             }
             m.attr(tbf_attr::RTAB, &rtab);
-            m.attr(tbf_attr::BURST, &((*burst).min(u32::MAX as u64) as u32).to_ne_bytes());
+            m.attr(tbf_attr::BURST, &t.burst.to_ne_bytes());
             if let (Some((prate, mtu)), Some(ptab)) = (peak, ptab) {
                 if prate.bytes_per_sec() >= 1 << 32 {
                     m.attr(tbf_attr::PRATE64, &prate.bytes_per_sec().to_ne_bytes());
@@ -155,42 +755,45 @@ pub fn qdisc_msg(ifindex: i32, q: &QdiscSpec, replace: bool) -> Msg {
             }
             m.end_nest();
         }
-        QdiscKind::Pfifo(Some(l)) | QdiscKind::Bfifo(Some(l)) => {
-            m.attr(tca::OPTIONS, &l.to_ne_bytes());
+        QdiscOpts::Pfifo(f) | QdiscOpts::Bfifo(f) => {
+            if let Some(l) = f.limit {
+                m.attr(tca::OPTIONS, &l.to_ne_bytes());
+            }
         }
-        QdiscKind::Pfifo(None) | QdiscKind::Bfifo(None) | QdiscKind::Other { .. } => {}
+        // Sent by kind alone: the kernel's defaults apply (see `PlannedQdisc::unencoded_options`).
+        _ => {}
     }
     m
 }
 
 /// The netlink request that creates HTB class `c` on `ifindex`.
-pub fn class_msg(ifindex: i32, c: &ResolvedClass) -> Msg {
-    let s = &c.spec;
+pub fn class_msg(ifindex: i32, c: &ResolvedClass<'_>) -> Msg {
+    let h = c.htb;
     let fl = flags::REQUEST | flags::ACK | flags::CREATE | flags::REPLACE;
-    let mut m =
-        Msg::tc(rtm::NEWTCLASS, fl, TcMsg { ifindex, handle: s.classid.0, parent: s.parent.0, info: 0 });
+    let mut m = Msg::tc(rtm::NEWTCLASS, fl, TcMsg { ifindex, handle: c.classid, parent: c.parent, info: 0 });
     m.attr_str(tca::KIND, "htb");
-    let (r, rtab) = ratespec(s.rate, s.mtu, s.overhead, s.mpu);
-    let (cr, ctab) = ratespec(s.ceil, s.mtu, s.overhead, s.mpu);
+    let (rate, ceil) = (c.rate(), c.ceil());
+    let (r, rtab) = ratespec(rate, h.mtu, h.overhead, h.mpu);
+    let (cr, ctab) = ratespec(ceil, h.mtu, h.overhead, h.mpu);
     let mut opt = Vec::with_capacity(44);
     opt.extend_from_slice(&r);
     opt.extend_from_slice(&cr);
     for v in [
-        xmittime_ticks(s.rate.bytes_per_sec(), c.burst),
-        xmittime_ticks(s.ceil.bytes_per_sec(), c.cburst),
-        s.quantum.unwrap_or(0),
+        xmittime_ticks(rate.bytes_per_sec(), c.burst),
+        xmittime_ticks(ceil.bytes_per_sec(), c.cburst),
+        h.quantum.unwrap_or(0),
         0,
-        s.prio,
+        h.prio,
     ] {
         opt.extend_from_slice(&v.to_ne_bytes());
     }
     m.begin_nest(tca::OPTIONS);
     m.attr(htb_attr::PARMS, &opt);
-    if s.rate.bytes_per_sec() >= 1 << 32 {
-        m.attr(htb_attr::RATE64, &s.rate.bytes_per_sec().to_ne_bytes());
+    if rate.bytes_per_sec() >= 1 << 32 {
+        m.attr(htb_attr::RATE64, &rate.bytes_per_sec().to_ne_bytes());
     }
-    if s.ceil.bytes_per_sec() >= 1 << 32 {
-        m.attr(htb_attr::CEIL64, &s.ceil.bytes_per_sec().to_ne_bytes());
+    if ceil.bytes_per_sec() >= 1 << 32 {
+        m.attr(htb_attr::CEIL64, &ceil.bytes_per_sec().to_ne_bytes());
     }
     m.attr(htb_attr::RTAB, &rtab);
     m.attr(htb_attr::CTAB, &ctab);
@@ -198,175 +801,108 @@ pub fn class_msg(ifindex: i32, c: &ResolvedClass) -> Msg {
     m
 }
 
-fn handle_str(h: Handle) -> String {
-    format!("{:x}:{}", h.major(), if h.minor() == 0 { String::new() } else { format!("{:x}", h.minor()) })
-}
-
-fn parent_str(p: Parent) -> String {
-    match p {
-        Parent::Root => "root".into(),
-        Parent::Handle(h) => format!("parent {}", handle_str(h)),
-    }
-}
-
-/// The tc commands equivalent to what [`apply`] sends (for `--dry-run`).
-pub fn tc_commands(dev: &str, tree: &Tree, policy: BurstPolicy) -> Vec<String> {
-    let mut out = vec![format!("tc qdisc del dev {dev} root 2>/dev/null")];
-    let push_q = |q: &QdiscSpec, out: &mut Vec<String>| {
-        let head = format!(
-            "tc qdisc replace dev {dev} {} handle {} {}",
-            parent_str(q.parent),
-            handle_str(q.handle),
-            q.kind.name()
-        );
-        let opts = match &q.kind {
-            QdiscKind::Htb { default, r2q, direct_qlen } => {
-                let mut s = format!(" default 0x{default:x} r2q {r2q}");
-                if let Some(d) = direct_qlen {
-                    s += &format!(" direct_qlen {d}");
-                }
-                s
-            }
-            QdiscKind::Tbf { rate, burst, limit, peak } => {
-                let mut s = format!(" rate {} burst {burst}b limit {limit}b", format_rate(*rate));
-                if let Some((p, mtu)) = peak {
-                    s += &format!(" peakrate {} mtu {mtu}", format_rate(*p));
-                }
-                s
-            }
-            QdiscKind::Pfifo(Some(l)) => format!(" limit {l}"),
-            QdiscKind::Bfifo(Some(l)) => format!(" limit {l}b"),
-            QdiscKind::Other { args, .. } if !args.is_empty() => format!(" {}", args.join(" ")),
-            _ => String::new(),
-        };
-        out.push(head + &opts);
-    };
-    for q in tree.qdiscs.iter().filter(|q| q.parent == Parent::Root) {
-        push_q(q, &mut out);
-    }
-    for c in resolve_classes(tree, policy) {
-        let s = &c.spec;
-        let mut line = format!(
-            "tc class replace dev {dev} parent {} classid {} htb rate {} ceil {} burst {}b cburst {}b",
-            handle_str(s.parent),
-            handle_str(s.classid),
-            format_rate(s.rate),
-            format_rate(s.ceil),
-            c.burst,
-            c.cburst
-        );
-        if s.prio != 0 {
-            line += &format!(" prio {}", s.prio);
-        }
-        if let Some(q) = s.quantum {
-            line += &format!(" quantum {q}");
-        }
-        if s.mtu != crate::tree::HTB_DEFAULT_MTU {
-            line += &format!(" mtu {}", s.mtu);
-        }
-        if s.overhead != 0 {
-            line += &format!(" overhead {}", s.overhead);
-        }
-        if s.mpu != 0 {
-            line += &format!(" mpu {}", s.mpu);
-        }
-        if c.burst_auto {
-            line += &format!("   # burst from the jitter rule ({})", format_size(c.burst));
-        }
-        out.push(line);
-    }
-    for q in tree.qdiscs.iter().filter(|q| q.parent != Parent::Root) {
-        push_q(q, &mut out);
-    }
-    for f in &tree.filters {
-        out.push(format!(
-            "# not programmed by sluice apply yet: tc filter add dev {dev} {}",
-            f.args.join(" ")
-        ));
-    }
-    out
-}
-
 /// What happened to each object during [`apply`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct ApplyReport {
     /// One line per object that the kernel accepted.
     pub applied: Vec<String>,
-    /// Objects the kernel refused (kind, handle, the kernel's error).
-    pub refused: Vec<String>,
-    /// Notes (defaults used, filters not programmed).
+    /// Objects not installed: refused by the kernel (with its error), not sent because their
+    /// parent was refused, and filters (not programmed yet).
+    pub refused: Vec<Finding>,
+    /// Notes (options left to the kernel's defaults).
     pub notes: Vec<String>,
 }
 
-/// Replace `dev`'s root qdisc with `tree`, in the calling thread's namespace.
-///
-/// Every object is attempted; a refusal (for example a qdisc kind this kernel lacks) is recorded
-/// with the kernel's own error in [`ApplyReport::refused`] and makes the overall result an error
-/// only when the caller checks `refused`. The objects below a refused one are then refused too.
-pub fn apply(dev: &str, tree: &Tree, policy: BurstPolicy) -> Result<ApplyReport, LabError> {
-    let mut nl = Netlink::open()?;
-    let ifindex = nl.ifindex(dev)?;
-    let mut rep = ApplyReport { applied: vec![], refused: vec![], notes: vec![] };
-    if tree.root().is_none() {
-        return Err(LabError::Config("the configuration has no root qdisc".into()));
+impl ApplyReport {
+    /// Whether `object` was refused.
+    pub fn was_refused(&self, object: ObjectId) -> bool {
+        self.refused.iter().any(|r| r.object == object)
     }
-    clear_root(&mut nl, ifindex)?;
-    let try_req = |nl: &mut Netlink, what: String, mut m: Msg, rep: &mut ApplyReport| match nl.request(&mut m)
-    {
-        Ok(()) => rep.applied.push(what),
-        Err(LabError::Kernel { errno, message, strerror }) => rep.refused.push(format!(
-            "{what}: kernel said: {} ({strerror}, errno {errno})",
-            if message.is_empty() { "no message".to_string() } else { message }
-        )),
-        Err(e) => rep.refused.push(format!("{what}: {e}")),
-    };
-    for q in tree.qdiscs.iter().filter(|q| q.parent == Parent::Root) {
-        note_unencoded_options(q, &mut rep.notes);
-        try_req(
-            &mut nl,
-            format!("qdisc {} {}", q.kind.name(), handle_str(q.handle)),
-            qdisc_msg(ifindex, q, true),
-            &mut rep,
-        );
+
+    /// The filters among the refused objects.
+    pub fn filters_refused(&self) -> usize {
+        self.refused.iter().filter(|r| matches!(r.object, ObjectId::Filter(_))).count()
     }
-    for c in resolve_classes(tree, policy) {
-        let what = format!(
-            "class htb {} rate {} ceil {} burst {}b cburst {}b",
-            handle_str(c.spec.classid),
-            format_rate(c.spec.rate),
-            format_rate(c.spec.ceil),
-            c.burst,
-            c.cburst
-        );
-        try_req(&mut nl, what, class_msg(ifindex, &c), &mut rep);
-    }
-    for q in tree.qdiscs.iter().filter(|q| q.parent != Parent::Root) {
-        note_unencoded_options(q, &mut rep.notes);
-        try_req(
-            &mut nl,
-            format!("qdisc {} {} {}", q.kind.name(), handle_str(q.handle), parent_str(q.parent)),
-            qdisc_msg(ifindex, q, true),
-            &mut rep,
-        );
-    }
-    for f in &tree.filters {
-        rep.refused
-            .push(format!("filter `{}`: the kernel backend does not program filters yet", f.args.join(" ")));
-    }
-    Ok(rep)
 }
 
-/// Notes that options of a kind this backend does not encode are left to the kernel's defaults.
-fn note_unencoded_options(q: &QdiscSpec, notes: &mut Vec<String>) {
-    if let QdiscKind::Other { args, .. } = &q.kind {
-        if !args.is_empty() {
-            notes.push(format!(
-                "{} options `{}` are not encoded; kernel defaults apply if it accepts the kind",
-                q.kind.name(),
-                args.join(" ")
-            ));
+/// Replaces `plan`'s interface's root qdisc with the plan, in the calling thread's namespace.
+///
+/// Every object is attempted, parents first; a refusal (for example a qdisc kind this kernel
+/// lacks) is recorded with the kernel's own error in [`ApplyReport::refused`], and the objects
+/// below a refused one are not sent and are recorded as refused because of it. Filters are
+/// recorded as refused (not programmed yet). The caller decides what a refusal means.
+pub fn apply(plan: &Plan<'_>) -> Result<ApplyReport, LabError> {
+    let mut nl = Netlink::open()?;
+    let ifindex = nl.ifindex(&plan.ifname)?;
+    let mut rep = ApplyReport { applied: vec![], refused: vec![], notes: vec![] };
+    let mut refused: HashSet<ObjectId> = HashSet::new();
+    clear_root(&mut nl, ifindex)?;
+    for step in &plan.steps {
+        let (object, what, mut msg, parents) = match step {
+            Step::Qdisc(q) => {
+                let opts = q.unencoded_options();
+                if !opts.is_empty() {
+                    rep.notes.push(format!(
+                        "{} options `{opts}` are not encoded; kernel defaults apply if it accepts the kind",
+                        q.kind()
+                    ));
+                }
+                let what = if q.parent == H_ROOT {
+                    format!("qdisc {} {}", q.kind(), handle_str(q.handle))
+                } else {
+                    format!("qdisc {} {} {}", q.kind(), handle_str(q.handle), parent_str(q.parent))
+                };
+                // A qdisc hangs from a class, or from an implicit class of a refused qdisc.
+                let parents = [ObjectId::Class(q.parent), ObjectId::Qdisc(qdisc_of(q.parent))];
+                (ObjectId::Qdisc(q.handle), what, qdisc_msg(ifindex, q, true), parents)
+            }
+            Step::Class(c) => {
+                let what = format!(
+                    "class htb {} rate {} ceil {} burst {}b cburst {}b",
+                    handle_str(c.classid),
+                    format_rate(c.rate()),
+                    format_rate(c.ceil()),
+                    c.burst,
+                    c.cburst
+                );
+                let parents = [ObjectId::Class(c.parent), ObjectId::Qdisc(qdisc_of(c.classid))];
+                (ObjectId::Class(c.classid), what, class_msg(ifindex, c), parents)
+            }
+        };
+        if let Some(p) = parents.iter().find(|p| refused.contains(p)) {
+            let p = match p {
+                ObjectId::Qdisc(h) => format!("qdisc {}", handle_str(*h)),
+                ObjectId::Class(h) => format!("class {}", handle_str(*h)),
+                ObjectId::Filter(_) => unreachable!("a parent is a qdisc or a class"),
+            };
+            rep.refused
+                .push(Finding { object, text: format!("{what}: not sent, its parent {p} was refused") });
+            refused.insert(object);
+            continue;
+        }
+        let result = nl.request(&mut msg);
+        if result.is_err() {
+            refused.insert(object);
+        }
+        match result {
+            Ok(()) => rep.applied.push(what),
+            Err(LabError::Kernel { errno, message, strerror }) => rep.refused.push(Finding {
+                object,
+                text: format!(
+                    "{what}: kernel said: {} ({strerror}, errno {errno})",
+                    if message.is_empty() { "no message".to_string() } else { message }
+                ),
+            }),
+            Err(e) => rep.refused.push(Finding { object, text: format!("{what}: {e}") }),
         }
     }
+    for (i, f) in plan.filters() {
+        rep.refused.push(Finding {
+            object: ObjectId::Filter(i),
+            text: format!("`{f}`: not programmed, sluice apply does not program filters yet"),
+        });
+    }
+    Ok(rep)
 }
 
 /// Delete the root qdisc of `dev` (idempotent).
@@ -412,9 +948,9 @@ pub struct KStats {
 pub struct KObject {
     /// Qdisc (true) or class (false).
     pub is_qdisc: bool,
-    /// Handle or classid.
-    pub handle: Handle,
-    /// Parent (raw).
+    /// Handle or classid, as the kernel holds it (`major << 16 | minor`).
+    pub handle: u32,
+    /// Parent, as the kernel holds it.
     pub parent: u32,
     /// Kind.
     pub kind: String,
@@ -462,7 +998,7 @@ fn decode(o: &TcObject, is_qdisc: bool) -> KObject {
     let opts = o.options();
     let mut k = KObject {
         is_qdisc,
-        handle: Handle(o.tc.handle),
+        handle: o.tc.handle,
         parent: o.tc.parent,
         kind: kind.clone(),
         rate: None,
@@ -518,119 +1054,6 @@ pub fn read_back(dev: &str) -> Result<Vec<KObject>, LabError> {
     Ok(out)
 }
 
-/// Differences between the model and what the kernel reports (empty: they match).
-pub fn compare(tree: &Tree, policy: BurstPolicy, kernel: &[KObject]) -> Vec<String> {
-    let mut diffs = Vec::new();
-    for q in &tree.qdiscs {
-        let Some(k) = kernel.iter().find(|k| k.is_qdisc && k.handle == q.handle) else {
-            diffs.push(format!(
-                "qdisc {} ({}) is missing in the kernel",
-                handle_str(q.handle),
-                q.kind.name()
-            ));
-            continue;
-        };
-        if k.kind != q.kind.name() {
-            diffs.push(format!(
-                "qdisc {}: kind {} in the kernel, {} in the model",
-                handle_str(q.handle),
-                k.kind,
-                q.kind.name()
-            ));
-        }
-        if k.parent != q.parent.raw() {
-            diffs.push(format!(
-                "qdisc {}: parent {:#x} in the kernel, {:#x} in the model",
-                handle_str(q.handle),
-                k.parent,
-                q.parent.raw()
-            ));
-        }
-        match &q.kind {
-            QdiscKind::Htb { default, .. } if k.htb_default != Some(*default) => diffs.push(format!(
-                "qdisc {}: default {:?} in the kernel, {default:#x} in the model",
-                handle_str(q.handle),
-                k.htb_default
-            )),
-            QdiscKind::Tbf { rate, limit, .. } => {
-                if k.rate != Some(*rate) {
-                    diffs.push(format!(
-                        "tbf {}: rate {:?} in the kernel, {rate} in the model",
-                        handle_str(q.handle),
-                        k.rate
-                    ));
-                }
-                if k.limit != Some((*limit).min(u32::MAX as u64) as u32) {
-                    diffs.push(format!(
-                        "tbf {}: limit {:?} in the kernel, {limit} in the model",
-                        handle_str(q.handle),
-                        k.limit
-                    ));
-                }
-            }
-            QdiscKind::Pfifo(Some(l)) | QdiscKind::Bfifo(Some(l)) if k.limit != Some(*l) => {
-                diffs.push(format!(
-                    "{} {}: limit {:?} in the kernel, {l} in the model",
-                    q.kind.name(),
-                    handle_str(q.handle),
-                    k.limit
-                ))
-            }
-            _ => {}
-        }
-    }
-    for c in resolve_classes(tree, policy) {
-        let s = &c.spec;
-        let Some(k) = kernel.iter().find(|k| !k.is_qdisc && k.handle == s.classid) else {
-            diffs.push(format!("class {} is missing in the kernel", handle_str(s.classid)));
-            continue;
-        };
-        if k.rate != Some(s.rate) || k.ceil != Some(s.ceil) {
-            diffs.push(format!(
-                "class {}: rate/ceil {:?}/{:?} in the kernel, {}/{} in the model",
-                handle_str(s.classid),
-                k.rate,
-                k.ceil,
-                s.rate,
-                s.ceil
-            ));
-        }
-        let want = (
-            xmittime_ticks(s.rate.bytes_per_sec(), c.burst),
-            xmittime_ticks(s.ceil.bytes_per_sec(), c.cburst),
-        );
-        if let Some(got) = k.buffer_ticks {
-            // The kernel stores ns and dumps ns >> 6: equal up to one tick.
-            if got.0.abs_diff(want.0) > 1 || got.1.abs_diff(want.1) > 1 {
-                diffs.push(format!(
-                    "class {}: buffer/cbuffer {got:?} ticks in the kernel, {want:?} in the model",
-                    handle_str(s.classid)
-                ));
-            }
-        }
-        if let Some((prio, _)) = k.prio_quantum {
-            if prio != s.prio.min(7) {
-                diffs.push(format!(
-                    "class {}: prio {prio} in the kernel, {} in the model",
-                    handle_str(s.classid),
-                    s.prio
-                ));
-            }
-        }
-        // The kernel reports a top-level class's parent as the root, not the qdisc handle.
-        let parent_ok = k.parent == s.parent.0 || (s.parent.minor() == 0 && k.parent == netlink::TC_H_ROOT);
-        if !parent_ok {
-            diffs.push(format!(
-                "class {}: parent {:#x} in the kernel, {:#x} in the model",
-                handle_str(s.classid),
-                k.parent,
-                s.parent.0
-            ));
-        }
-    }
-    diffs
-}
-
 /// `tc -s`-like lines for what the kernel reports.
 pub fn format_objects(objs: &[KObject]) -> Vec<String> {
     objs.iter()
@@ -670,9 +1093,30 @@ pub fn format_objects(objs: &[KObject]) -> Vec<String> {
         .collect()
 }
 
+/// Loads a tc script (`$DEV` and other variables from `vars`) into a model, for configurations
+/// written in code (the lab's measurements, tests).
+pub fn script_state(text: &str, vars: &[(&str, &str)]) -> Result<State, LabError> {
+    let vars: sluice_config::shell::Vars = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    sluice_config::script::load_tc_script("<script>", text, &vars)
+        .map(|l| l.state)
+        .map_err(|e| LabError::Config(e.to_string()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn state(text: &str) -> State {
+        script_state(text, &[("DEV", "eth0")]).unwrap()
+    }
+
+    fn single_htb(rate: &str) -> State {
+        state(&format!(
+            "tc qdisc add dev $DEV root handle 1: htb default 1\n\
+             tc class add dev $DEV parent 1: classid 1:1 htb rate {rate}\n\
+             tc qdisc add dev $DEV parent 1:1 handle 10: pfifo limit 100\n"
+        ))
+    }
 
     #[test]
     fn burst_rule_covers_a_millisecond_and_never_goes_below_mtu() {
@@ -696,13 +1140,14 @@ mod tests {
 
     #[test]
     fn high_rates_use_the_64_bit_attributes() {
-        let opts_of = |rate: u64| {
-            let t = Tree::single_htb(Rate::from_bps(rate), 100);
-            let m = class_msg(1, &resolve_classes(&t, BurstPolicy::Sluice)[0]);
+        let opts_of = |rate: &str| {
+            let st = single_htb(rate);
+            let plan = Plan::new(&st, "eth0", BurstPolicy::Sluice).unwrap();
+            let m = class_msg(1, plan.classes().next().unwrap());
             netlink::find(&m.bytes()[36..], tca::OPTIONS).unwrap().to_vec()
         };
         // 40 Gbit = 5e9 B/s does not fit the u32 ratespec.
-        let big = opts_of(40_000_000_000);
+        let big = opts_of("40gbit");
         assert_eq!(
             netlink::find(&big, htb_attr::RATE64).and_then(|b| netlink::u64_at(b, 0)),
             Some(5_000_000_000)
@@ -711,25 +1156,131 @@ mod tests {
         let parms = netlink::find(&big, htb_attr::PARMS).unwrap();
         assert_eq!(parms.len(), 44);
         assert_eq!(netlink::u32_at(parms, 8), Some(u32::MAX));
-        let small = opts_of(1_000_000_000);
+        let small = opts_of("1gbit");
         assert!(netlink::find(&small, htb_attr::RATE64).is_none());
         assert_eq!(netlink::u32_at(netlink::find(&small, htb_attr::PARMS).unwrap(), 8), Some(125_000_000));
     }
 
     #[test]
+    fn bursts_left_out_follow_the_policy_and_explicit_ones_are_kept() {
+        let st = state(
+            "tc qdisc add dev $DEV root handle 1: htb default 10\n\
+             tc class add dev $DEV parent 1: classid 1:10 htb rate 100mbit ceil 1gbit burst 10k mtu 9000\n",
+        );
+        for policy in [BurstPolicy::Sluice, BurstPolicy::TcDefault] {
+            let plan = Plan::new(&st, "eth0", policy).unwrap();
+            let c = plan.classes().next().unwrap();
+            assert_eq!(c.burst, 10 * 1024, "explicit burst kept");
+            assert_eq!(c.cburst, auto_burst(Rate::from_bps(1_000_000_000), 9000, policy));
+        }
+        let plan = Plan::new(&st, "eth0", BurstPolicy::Sluice).unwrap();
+        let q = plan.qdiscs().next().unwrap();
+        let m = qdisc_msg(1, q, true);
+        let glob =
+            netlink::find(netlink::find(&m.bytes()[36..], tca::OPTIONS).unwrap(), htb_attr::INIT).unwrap();
+        assert_eq!(netlink::u32_at(glob, 8), Some(0x10), "`default 10` is hex, as in tc");
+    }
+
+    #[test]
     fn dry_run_names_burst_source_and_unprogrammed_filters() {
-        let mut t = Tree::single_htb(Rate::from_bps(100_000_000), 100);
-        t.filters.push(crate::tree::FilterSpec { args: vec!["parent".into(), "1:".into(), "u32".into()] });
-        let lines = tc_commands("eth0", &t, BurstPolicy::Sluice);
-        let b = auto_burst(Rate::from_bps(100_000_000), crate::tree::HTB_DEFAULT_MTU, BurstPolicy::Sluice);
+        let st = state(
+            "tc qdisc add dev $DEV root handle 1: htb default 1\n\
+             tc class add dev $DEV parent 1: classid 1:1 htb rate 100mbit\n\
+             tc filter add dev $DEV parent 1: protocol ip prio 1 u32 match ip dport 22 0xffff flowid 1:1\n",
+        );
+        let plan = Plan::new(&st, "eth0", BurstPolicy::Sluice).unwrap();
+        let lines = plan.tc_commands();
+        let b = auto_burst(Rate::from_bps(100_000_000), HTB_DEFAULT_MTU, BurstPolicy::Sluice);
         let shown = format!("burst {b}b");
         assert!(
             lines.iter().any(|l| l.contains(&shown) && l.contains("jitter rule")),
             "{shown} in {lines:?}"
         );
         assert!(
-            lines.iter().any(|l| l.contains("not programmed") && l.contains("dev eth0 parent 1: u32")),
+            lines
+                .iter()
+                .any(|l| l.contains("not programmed") && l.contains("dev eth0 parent 1: protocol ip")),
             "{lines:?}"
         );
+        assert_eq!(plan.filters().len(), 1, "the u32 root table is implicit: one filter");
+        let tc = Plan::new(&st, "eth0", BurstPolicy::TcDefault).unwrap().tc_commands();
+        assert!(tc.iter().any(|l| l.contains("burst 1600b") && l.contains("tc's default")), "{tc:?}");
+    }
+
+    #[test]
+    fn parents_come_before_children_at_every_level() {
+        // Classes of a nested HTB must follow their qdisc, which follows its parent class.
+        let st = state(
+            "tc qdisc add dev $DEV root handle 1: htb default 20\n\
+             tc class add dev $DEV parent 1: classid 1:1 htb rate 1mbit\n\
+             tc class add dev $DEV parent 1:1 classid 1:10 htb rate 300kbit ceil 1mbit\n\
+             tc class add dev $DEV parent 1:1 classid 1:20 htb rate 600kbit ceil 1mbit\n\
+             tc qdisc add dev $DEV parent 1:10 handle 10: pfifo\n\
+             tc qdisc add dev $DEV parent 1:20 handle 20: htb default 1\n\
+             tc class add dev $DEV parent 20: classid 20:1 htb rate 150kbit\n\
+             tc class add dev $DEV parent 20:1 classid 20:2 htb rate 100kbit\n\
+             tc qdisc add dev $DEV parent 20:2 handle 202: bfifo\n",
+        );
+        let plan = Plan::new(&st, "eth0", BurstPolicy::Sluice).unwrap();
+        let order: Vec<String> = plan
+            .steps
+            .iter()
+            .map(|s| match s {
+                Step::Qdisc(q) => handle_str(q.handle),
+                Step::Class(c) => handle_str(c.classid),
+            })
+            .collect();
+        assert_eq!(order, ["1:", "1:1", "1:10", "1:20", "10:", "20:", "20:1", "20:2", "202:"]);
+        assert_eq!(plan.unclassified_destination(), "class 1:20, the default of htb 1:");
+    }
+
+    #[test]
+    fn what_the_encoder_cannot_send_is_refused_by_name() {
+        let e = Plan::new(&state("tc qdisc add dev $DEV ingress"), "eth0", BurstPolicy::Sluice).unwrap_err();
+        assert!(e.to_string().contains("ingress qdisc is not encoded"), "{e}");
+        let st = state(
+            "tc qdisc add dev $DEV root handle 1: drr\n\
+             tc class add dev $DEV parent 1: classid 1:1 drr\n\
+             tc class add dev $DEV parent 1: classid 1:2 drr\n",
+        );
+        let e = Plan::new(&st, "eth0", BurstPolicy::Sluice).unwrap_err().to_string();
+        assert!(
+            e.contains("class 1:1 (only htb classes), class 1:2 (only htb classes) are not encoded"),
+            "{e}"
+        );
+        let many: Vec<String> = (0..8).map(|i| format!("class 1:{i}")).collect();
+        assert_eq!(first_few(&many), "class 1:0, class 1:1, class 1:2, class 1:3, class 1:4 and 3 more");
+        // A kind with options the encoder does not send is sent by name, with the options shown.
+        let st = state("tc qdisc add dev $DEV root handle 1: sfq perturb 10\n");
+        let plan = Plan::new(&st, "eth0", BurstPolicy::Sluice).unwrap();
+        let q = plan.qdiscs().next().unwrap();
+        assert!(q.unencoded_options().contains("perturb 10"), "{}", q.unencoded_options());
+        assert!(plan.tc_commands()[1].contains("# not encoded"), "{:?}", plan.tc_commands());
+        assert_eq!(qdisc_msg(1, q, true).bytes().len(), 36 + 8, "kind only");
+    }
+
+    #[test]
+    fn a_minor_the_kernel_cannot_hold_is_refused_with_a_hint() {
+        // The TOML form takes a 32-bit default minor; the kernel's is 16 bits and would silently
+        // send the default traffic to the direct queue.
+        let mut st = single_htb("1mbit");
+        let QdiscOpts::Htb(h) = &mut st.devices[0].qdiscs[0].opts else { panic!() };
+        h.default = 0x1_0001;
+        let toml = sluice_config::export::to_toml(&st).unwrap();
+        let st = sluice_config::export::from_toml(&toml).unwrap();
+        let e = Plan::new(&st, "eth0", BurstPolicy::Sluice).unwrap_err().to_string();
+        assert!(e.contains("the default class 0x10001 of qdisc htb 1:"), "{e}");
+        assert!(e.contains("above 0xffff") && e.contains("nested HTB") && e.contains("sluice shape"), "{e}");
+    }
+
+    #[test]
+    fn device_choice() {
+        let st = state("tc qdisc add dev a root pfifo limit 5\ntc qdisc add dev b root pfifo limit 6\n");
+        assert_eq!(select_device(&st, "b").unwrap().name, "b");
+        let e = select_device(&st, "c").unwrap_err().to_string();
+        assert!(e.contains("several devices (a, b); none is c"), "{e}");
+        let one = state("tc qdisc add dev a root pfifo\n");
+        assert_eq!(select_device(&one, "eth9").unwrap().name, "a", "the only device is taken");
+        assert!(select_device(&State::default(), "a").is_err());
     }
 }

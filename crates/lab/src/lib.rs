@@ -5,9 +5,9 @@
 //!   (addresses only from 198.18.0.0/15), with an optional tbf "modem" before the server;
 //! - [`traffic`]: a built-in load generator (bulk TCP, UDP CBR and flood) and latency prober
 //!   (isochronous UDP probes like irtt, per-DSCP probes like ping-exp), every loop bounded in time;
-//! - [`kernel`] over [`netlink`]: the kernel backend that programs Linux tc (HTB, TBF, FIFOs)
-//!   through rtnetlink, prints the equivalent tc commands and reads the result back;
-//! - [`tree`]: the small configuration model the kernel backend and live shaper share for now;
+//! - [`kernel`] over [`netlink`]: the kernel backend that programs one device of a
+//!   `sluice_config::model` configuration into Linux tc (HTB, TBF, FIFOs) through rtnetlink,
+//!   prints the equivalent tc commands and reads the result back;
 //! - [`results`]: the results JSON shared with the simulator.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -19,6 +19,9 @@ pub mod netns;
 pub mod results;
 pub mod testbed;
 pub mod traffic;
+// Removed once live stops using it: nothing in sluice-lab or the CLI uses it any more; every
+// configuration is a `sluice_config::model::State`.
+#[doc(hidden)]
 pub mod tree;
 
 /// Errors from the lab, the traffic tools and the kernel backend.

@@ -12,11 +12,11 @@ use crate::netns;
 use crate::results::{Case, ClassResult, FlowResult, QdiscResult, Results};
 use crate::testbed::{Lab, PathMode, IF_SHAPER_SERVER};
 use crate::traffic::{self, Direction, Endpoints, ProbeResult, Window};
-use crate::tree::{QdiscKind, QdiscSpec, Tree};
 use crate::LabError;
 use sluice_config::burst::BurstPolicy;
+use sluice_config::model::State;
 use sluice_core::units::{format_rate, parse_rate};
-use sluice_core::{Handle, Rate};
+use sluice_core::Rate;
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
@@ -41,10 +41,11 @@ pub trait Running {
     fn stop(self: Box<Self>) -> Result<Counters, LabError>;
 }
 
-/// Something that can shape the lab's client → server direction with a [`Tree`].
+/// Something that can shape the lab's client → server direction with a configuration whose
+/// device is [`IF_SHAPER_SERVER`].
 pub trait Shaper {
     /// Start shaping (the lab path is already open).
-    fn start(&self, lab: &Lab, tree: &Tree) -> Result<Box<dyn Running>, LabError>;
+    fn start(&self, lab: &Lab, config: &State) -> Result<Box<dyn Running>, LabError>;
 }
 
 /// Which backend shapes.
@@ -142,8 +143,8 @@ fn kernel_counters(lab: &Lab) -> Result<Counters, LabError> {
     Ok(Counters { bytes: root.bytes, packets: root.packets, drops: root.drops, overlimits: root.overlimits })
 }
 
-fn shape(lab: &Lab, backend: &Backend<'_>, tree: Option<&Tree>, s: &Settings) -> Result<Active, LabError> {
-    match (backend, tree) {
+fn shape(lab: &Lab, backend: &Backend<'_>, config: Option<&State>, s: &Settings) -> Result<Active, LabError> {
+    match (backend, config) {
         (Backend::Sluice(sh), Some(t)) => {
             lab.set_path(PathMode::Open)?;
             Ok(Active { running: Some(sh.start(lab, t)?), kernel_note: String::new(), kind: "sluice".into() })
@@ -151,14 +152,7 @@ fn shape(lab: &Lab, backend: &Backend<'_>, tree: Option<&Tree>, s: &Settings) ->
         (Backend::Sluice(sh), None) => {
             // Unshaped rows still go through Sluice, with one unlimited FIFO.
             lab.set_path(PathMode::Open)?;
-            let t = Tree {
-                qdiscs: vec![QdiscSpec {
-                    handle: Handle::new(1, 0),
-                    parent: crate::tree::Parent::Root,
-                    kind: QdiscKind::Pfifo(Some(10_000)),
-                }],
-                ..Tree::default()
-            };
+            let t = shaper_config("tc qdisc add dev $DEV root handle 1: pfifo limit 10000\n")?;
             Ok(Active {
                 running: Some(sh.start(lab, &t)?),
                 kernel_note: String::new(),
@@ -172,14 +166,15 @@ fn shape(lab: &Lab, backend: &Backend<'_>, tree: Option<&Tree>, s: &Settings) ->
             } else {
                 BurstPolicy::TcDefault
             };
-            let t2 = t.clone();
+            let config = t.clone();
             let rep = netns::in_netns(Some(&lab.shaper_ns()), move || {
-                kernel::apply(IF_SHAPER_SERVER, &t2, policy)
+                kernel::apply(&kernel::Plan::new(&config, IF_SHAPER_SERVER, policy)?)
             })?;
             let mut note = format!("burst policy {policy:?}");
             if !rep.refused.is_empty() {
-                note += &format!("; refused: {}", rep.refused.join("; "));
-                s.note(&format!("  kernel: {}", rep.refused.join("; ")));
+                let refused: Vec<String> = rep.refused.iter().map(ToString::to_string).collect();
+                note += &format!("; refused: {}", refused.join("; "));
+                s.note(&format!("  kernel: {}", refused.join("; ")));
             }
             Ok(Active { running: None, kernel_note: note, kind: "kernel".into() })
         }
@@ -214,14 +209,21 @@ fn unshape(lab: &Lab, backend: &Backend<'_>) -> Result<(), LabError> {
     lab.set_path(PathMode::Bridge)
 }
 
-/// HTB `1:` default 1, class 1:1 at `rate`, with `leaf` under it.
-fn htb_with_leaf(rate: Rate, leaf: &str) -> Tree {
-    let mut t = Tree::single_htb(rate, 1000);
-    t.qdiscs[1].kind = match leaf {
-        "fq_codel" => QdiscKind::Other { kind: "fq_codel".into(), args: vec![] },
-        _ => QdiscKind::Pfifo(Some(1000)),
-    };
-    t
+/// A tc script for the shaper's server-facing port (`$DEV`) as a model.
+fn shaper_config(script: &str) -> Result<State, LabError> {
+    kernel::script_state(script, &[("DEV", IF_SHAPER_SERVER)])
+}
+
+/// HTB `1:` default 1, class 1:1 at `rate` (bursts left to the backend's rule), with `leaf`
+/// (`fq_codel`, or a 1000-packet pfifo) under it as `10:`.
+fn htb_with_leaf(rate: Rate, leaf: &str) -> Result<State, LabError> {
+    let leaf = if leaf == "fq_codel" { "fq_codel" } else { "pfifo limit 1000" };
+    shaper_config(&format!(
+        "tc qdisc add dev $DEV root handle 1: htb default 1\n\
+         tc class add dev $DEV parent 1: classid 1:1 htb rate {}bit\n\
+         tc qdisc add dev $DEV parent 1:1 handle 10: {leaf}\n",
+        rate.bps()
+    ))
 }
 
 fn class_result(id: &str, rate: Rate, delta: Counters, secs: f64) -> ClassResult {
@@ -280,8 +282,8 @@ fn rate_sweep(lab: &Lab, backend: &Backend<'_>, s: &Settings, r: &mut Results) -
     let win = Window { warmup: s.secs("warmup", 2.0)?, measure: s.secs("duration", 4.0)? };
     let ep = Endpoints::of_lab(lab);
     for (i, &target) in targets.iter().enumerate() {
-        let tree = htb_with_leaf(target, "pfifo");
-        let act = shape(lab, backend, Some(&tree), s)?;
+        let config = htb_with_leaf(target, "pfifo")?;
+        let act = shape(lab, backend, Some(&config), s)?;
         let port = 9000 + (i as u16) * 4;
         let ep2 = ep.clone();
         let udp = s.get("load") == Some("udp");
@@ -370,8 +372,8 @@ fn rrul(lab: &Lab, backend: &Backend<'_>, s: &Settings, r: &mut Results) -> Resu
     let leaf = s.get("leaf").unwrap_or("fq_codel").to_string();
     let win = Window { warmup: s.secs("warmup", 2.0)?, measure: s.secs("duration", 5.0)? };
     let ep = Endpoints::of_lab(lab);
-    let tree = htb_with_leaf(rate, &leaf);
-    let act = shape(lab, backend, Some(&tree), s)?;
+    let config = htb_with_leaf(rate, &leaf)?;
+    let act = shape(lab, backend, Some(&config), s)?;
     let (out, delta) = with_window(lab, &act, win, {
         let ep = ep.clone();
         move || {
@@ -446,7 +448,7 @@ fn home_uplink(lab: &Lab, backend: &Backend<'_>, s: &Settings, r: &mut Results) 
     let shaped = Rate::from_bps(modem_rate.bps() * s.usize("shape_pct", 90)? as u64 / 100);
     let win = Window { warmup: s.secs("warmup", 2.0)?, measure: s.secs("duration", 5.0)? };
     let ep = Endpoints::of_lab(lab);
-    let tree = htb_with_leaf(shaped, s.get("leaf").unwrap_or("fq_codel"));
+    let config = htb_with_leaf(shaped, s.get("leaf").unwrap_or("fq_codel"))?;
     let rows: [(&str, &str, bool); 6] = [
         ("1 unloaded", "none", false),
         ("2 unloaded, shaped", "none", true),
@@ -456,7 +458,7 @@ fn home_uplink(lab: &Lab, backend: &Backend<'_>, s: &Settings, r: &mut Results) 
         ("6 UDP flood, shaped", "flood", true),
     ];
     for (i, (name, load, shaped_row)) in rows.iter().enumerate() {
-        let act = shape(lab, backend, if *shaped_row { Some(&tree) } else { None }, s)?;
+        let act = shape(lab, backend, if *shaped_row { Some(&config) } else { None }, s)?;
         let base = 9200 + i as u16 * 10;
         let (ep2, load2) = (ep.clone(), load.to_string());
         let flood_rate = Rate::from_bps(modem_rate.bps() * 12 / 10);

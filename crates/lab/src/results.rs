@@ -7,7 +7,7 @@ pub use sluice_report::{Case, ClassResult, FlowResult, Latency, QdiscResult, Res
 const CDF_POINTS: usize = 200;
 
 /// The empirical CDF of `samples_ms`: (ms, fraction of samples at or below it), at most
-/// [`CDF_POINTS`] points, always ending at the maximum with fraction 1.
+/// `CDF_POINTS` points, always ending at the maximum with fraction 1.
 pub fn latency_cdf(samples_ms: &[f64]) -> Vec<(f64, f64)> {
     let mut v = samples_ms.to_vec();
     v.sort_by(|a, b| a.total_cmp(b));

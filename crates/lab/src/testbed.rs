@@ -15,10 +15,22 @@
 
 use crate::kernel;
 use crate::netns::{self, ip};
-use crate::tree::{Parent, QdiscKind, QdiscSpec, Tree};
 use crate::LabError;
 use sluice_config::burst::BurstPolicy;
-use sluice_core::{Handle, Rate, Span};
+use sluice_config::model::State;
+use sluice_core::{Rate, Span};
+
+/// Whether [`Lab::up`] can build a lab with `opts` here: namespaces (root, iproute2) and, unless
+/// offloads stay on, `ethtool` to turn them off. Tests skip loudly on `Err`.
+pub fn testbed_available(opts: &LabOptions) -> Result<(), String> {
+    netns::netns_available()?;
+    if !opts.offloads && std::process::Command::new("ethtool").arg("--version").output().is_err() {
+        return Err(
+            "the `ethtool` command is missing (apt install ethtool), needed to turn offloads off".into()
+        );
+    }
+    Ok(())
+}
 
 /// Client address.
 pub const CLIENT_ADDR: &str = "198.18.0.1";
@@ -134,6 +146,9 @@ impl Lab {
 
     /// Build the lab (removing leftovers of an earlier run first). Returns the leftovers removed.
     pub fn up(&self, opts: &LabOptions) -> Result<Vec<String>, LabError> {
+        if let Err(why) = testbed_available(opts) {
+            return Err(LabError::Setup(why));
+        }
         let leftovers = self.down()?;
         let r = self.build(opts);
         if r.is_err() {
@@ -211,12 +226,13 @@ impl Lab {
             }
             ip(&["-n", &mdm, "link", "set", IF_MODEM_BRIDGE, "up"])?;
             for port in [IF_MODEM_SHAPER, IF_MODEM_SERVER] {
-                let tree = modem_tree(rate);
+                let config = modem_config(rate)?;
                 let port = port.to_string();
-                let rep =
-                    netns::in_netns(Some(&mdm), move || kernel::apply(&port, &tree, BurstPolicy::Sluice))?;
-                if !rep.refused.is_empty() {
-                    return Err(LabError::Setup(format!("modem tbf refused: {}", rep.refused.join("; "))));
+                let rep = netns::in_netns(Some(&mdm), move || {
+                    kernel::apply(&kernel::Plan::new(&config, &port, BurstPolicy::Sluice)?)
+                })?;
+                if let Some(r) = rep.refused.first() {
+                    return Err(LabError::Setup(format!("modem tbf refused: {r}")));
                 }
             }
         }
@@ -327,17 +343,16 @@ impl Lab {
 
 /// The modem: tbf at `rate`, a 1 ms-or-more bucket and a deliberately deep 100 ms buffer, like the
 /// DSL modem of seed 003 whose queue the home shaper must keep empty.
-pub fn modem_tree(rate: Rate) -> Tree {
+pub fn modem_config(rate: Rate) -> Result<State, LabError> {
     let burst = sluice_config::burst::auto_burst(rate, 1514, BurstPolicy::Sluice);
     let limit = (rate.bytes_in(Span::from_millis(100)) + burst).max(3 * 1514);
-    Tree {
-        qdiscs: vec![QdiscSpec {
-            handle: Handle::new(0x5ee, 0),
-            parent: Parent::Root,
-            kind: QdiscKind::Tbf { rate, burst, limit, peak: None },
-        }],
-        ..Tree::default()
-    }
+    kernel::script_state(
+        &format!(
+            "tc qdisc add dev modem root handle 5ee: tbf rate {}bit burst {burst}b limit {limit}b\n",
+            rate.bps()
+        ),
+        &[],
+    )
 }
 
 /// Creates a veth pair: `name` in namespace `ns` and `peer` in `peer_ns`, with fixed MACs where

@@ -32,9 +32,15 @@ impl Parent {
     pub fn raw(self) -> u32 {
         match self {
             Parent::Root => crate::netlink::TC_H_ROOT,
-            Parent::Handle(h) => h.0,
+            Parent::Handle(h) => tc_handle(h),
         }
     }
+}
+
+/// The kernel's 32-bit handle of `h`. Trees are built from tc-sized handles
+/// ([`Tree::from_model`]), so a minor above `ffff` cannot reach the kernel from here.
+pub fn tc_handle(h: Handle) -> u32 {
+    h.to_tc().expect("tree handles fit tc's 16-bit minors")
 }
 
 /// A qdisc and its options.
@@ -247,7 +253,7 @@ impl Tree {
             let parent = match q.parent {
                 H_ROOT => Parent::Root,
                 H_INGRESS => return Err(bad(format!("{} qdisc", q.opts.kind()))),
-                p => Parent::Handle(Handle(p)),
+                p => Parent::Handle(Handle::from_tc(p)),
             };
             let kind = match &q.opts {
                 QdiscOpts::Htb(h) => {
@@ -277,7 +283,7 @@ impl Tree {
                     args: qdisc_args(other).split_whitespace().map(String::from).collect(),
                 },
             };
-            tree.qdiscs.push(QdiscSpec { handle: Handle(q.handle), parent, kind });
+            tree.qdiscs.push(QdiscSpec { handle: Handle::from_tc(q.handle), parent, kind });
         }
         for c in &dev.classes {
             let ClassOpts::Htb(h) = &c.opts else {
@@ -287,8 +293,8 @@ impl Tree {
                 return Err(bad(format!("class {} linklayer", classid_str(c.classid))));
             }
             tree.classes.push(ClassSpec {
-                classid: Handle(c.classid),
-                parent: Handle(c.parent),
+                classid: Handle::from_tc(c.classid),
+                parent: Handle::from_tc(c.parent),
                 rate: Rate::from_bps(h.rate),
                 ceil: Rate::from_bps(h.ceil),
                 burst: (!h.burst_auto).then_some(h.burst as u64),

@@ -2,12 +2,12 @@
 //! real TCP/UDP traffic through the lab. They skip loudly when namespaces are unavailable.
 
 use sluice_config::burst::BurstPolicy;
+use sluice_config::model::{ClassOpts, State};
 use sluice_core::Rate;
-use sluice_lab::kernel;
+use sluice_lab::kernel::{self, ApplyReport, ObjectId, Plan};
 use sluice_lab::netns::{self, ip};
 use sluice_lab::testbed::{Lab, LabOptions, IF_SHAPER_SERVER};
 use sluice_lab::traffic::{self, Direction, Endpoints, Window};
-use sluice_lab::tree::Tree;
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -21,6 +21,16 @@ fn netns_or_skip(test: &str) -> bool {
     }
 }
 
+fn lab_or_skip(test: &str) -> bool {
+    match sluice_lab::testbed::testbed_available(&LabOptions::default()) {
+        Ok(()) => true,
+        Err(why) => {
+            eprintln!("\n*** SKIPPING {test}: the netns lab cannot be built here ({why}) ***\n");
+            false
+        }
+    }
+}
+
 /// Removes the lab even when the test fails.
 struct Guard(Lab);
 impl Drop for Guard {
@@ -29,84 +39,157 @@ impl Drop for Guard {
     }
 }
 
+/// A namespace of the test's own with a veth pair `slc-a`/`slc-b`, removed on drop.
+struct VethNs(&'static str);
+impl VethNs {
+    fn new(ns: &'static str) -> VethNs {
+        let _ = ip(&["netns", "del", ns]);
+        ip(&["netns", "add", ns]).unwrap();
+        let g = VethNs(ns);
+        ip(&["-n", ns, "link", "add", "slc-a", "type", "veth", "peer", "name", "slc-b"]).unwrap();
+        ip(&["-n", ns, "link", "set", "slc-a", "up"]).unwrap();
+        g
+    }
+    /// Applies `config` to slc-a and reads it back.
+    fn apply(&self, config: &State, policy: BurstPolicy) -> (ApplyReport, Vec<kernel::KObject>) {
+        let config = config.clone();
+        netns::in_netns(Some(self.0), move || {
+            let rep = kernel::apply(&Plan::new(&config, "slc-a", policy)?)?;
+            Ok((rep, kernel::read_back("slc-a")?))
+        })
+        .unwrap()
+    }
+}
+impl Drop for VethNs {
+    fn drop(&mut self) {
+        let _ = ip(&["netns", "del", self.0]);
+    }
+}
+
+fn script(text: &str) -> State {
+    kernel::script_state(text, &[("DEV", "slc-a")]).unwrap()
+}
+
+/// Every netlink request a plan makes, in order.
+fn messages(plan: &Plan<'_>) -> Vec<Vec<u8>> {
+    let q = plan.qdiscs().map(|q| kernel::qdisc_msg(1, q, true).bytes().to_vec());
+    q.chain(plan.classes().map(|c| kernel::class_msg(1, c).bytes().to_vec())).collect()
+}
+
 #[test]
 fn apply_round_trips_through_netlink_on_a_veth() {
     if !netns_or_skip("apply_round_trips_through_netlink_on_a_veth") {
         return;
     }
-    let ns = "slc-tapply-x";
-    let _ = ip(&["netns", "del", ns]);
-    ip(&["netns", "add", ns]).unwrap();
-    struct Ns(&'static str);
-    impl Drop for Ns {
-        fn drop(&mut self) {
-            let _ = ip(&["netns", "del", self.0]);
-        }
-    }
-    let _g = Ns(ns);
-    ip(&["-n", ns, "link", "add", "slc-a", "type", "veth", "peer", "name", "slc-b"]).unwrap();
-    ip(&["-n", ns, "link", "set", "slc-a", "up"]).unwrap();
-    let script = "tc qdisc add dev $DEV root handle 1: htb default 20 r2q 100\n\
+    let ns = VethNs::new("slc-tapply-x");
+    let text = "tc qdisc add dev $DEV root handle 1: htb default 20 r2q 100\n\
         tc class add dev $DEV parent 1: classid 1:1 htb rate 20gbit\n\
         tc class add dev $DEV parent 1:1 classid 1:10 htb rate 5gbit ceil 20gbit prio 1\n\
         tc class add dev $DEV parent 1:1 classid 1:20 htb rate 2mbit ceil 10mbit burst 3000 prio 3\n\
         tc qdisc add dev $DEV parent 1:10 handle 10: pfifo limit 77\n\
         tc qdisc add dev $DEV parent 1:20 handle 20: tbf rate 1mbit burst 4k limit 30000\n";
-    let vars = HashMap::from([("DEV".to_string(), "slc-a".to_string())]);
-    let tree = Tree::parse_script(script, &vars, None).unwrap();
-    // The TOML form of the same configuration maps to the same tree (apply takes either).
-    let state = sluice_config::script::load_tc_script("t", script, &vars.clone().into_iter().collect())
-        .unwrap()
-        .state;
+    let state = script(text);
+    // The TOML form of the same configuration plans the same requests (apply takes either).
     let toml_path = std::env::temp_dir().join(format!("slc-tapply-{}.toml", std::process::id()));
     std::fs::write(&toml_path, sluice_config::export::to_toml(&state).unwrap()).unwrap();
-    let from_toml = Tree::load_file(&toml_path, &HashMap::new(), "slc-a");
+    let from_toml = sluice_config::script::load_file(&toml_path, &Default::default());
     let _ = std::fs::remove_file(&toml_path);
-    assert_eq!(from_toml.unwrap(), tree);
-    let t2 = tree.clone();
-    let (rep, objs) = netns::in_netns(Some(ns), move || {
-        let rep = kernel::apply("slc-a", &t2, BurstPolicy::Sluice)?;
-        Ok((rep, kernel::read_back("slc-a")?))
-    })
-    .unwrap();
+    let from_toml = from_toml.unwrap().state;
+    let plan = Plan::new(&state, "slc-a", BurstPolicy::Sluice).unwrap();
+    let plan_toml = Plan::new(&from_toml, "slc-a", BurstPolicy::Sluice).unwrap();
+    assert_eq!(messages(&plan_toml), messages(&plan));
+    assert_eq!(plan_toml.tc_commands(), plan.tc_commands());
+
+    let (rep, objs) = ns.apply(&state, BurstPolicy::Sluice);
     assert!(rep.refused.is_empty(), "{:?}", rep.refused);
     assert_eq!(rep.applied.len(), 6);
-    assert_eq!(kernel::compare(&tree, BurstPolicy::Sluice, &objs), Vec::<String>::new());
+    assert_eq!(plan.compare(&objs), vec![]);
     // 20 Gbit needs the 64-bit attributes; the kernel must report the same rate back.
-    let c1 = objs.iter().find(|o| !o.is_qdisc && o.handle.minor() == 1).unwrap();
+    let c1 = objs.iter().find(|o| !o.is_qdisc && o.handle == 0x1_0001).unwrap();
     assert_eq!(c1.rate, Some(Rate::from_bps(20_000_000_000)));
     // The comparison is not vacuous: a different model is reported as different.
-    let mut other = tree.clone();
-    other.classes[1].ceil = Rate::from_bps(19_000_000_000);
-    assert_eq!(kernel::compare(&other, BurstPolicy::Sluice, &objs).len(), 1);
+    let mut other = state.clone();
+    let ClassOpts::Htb(h) = &mut other.devices[0].classes[1].opts else { panic!("htb class") };
+    h.ceil = 19_000_000_000;
+    let diffs = Plan::new(&other, "slc-a", BurstPolicy::Sluice).unwrap().compare(&objs);
+    assert_eq!(diffs.len(), 1, "{diffs:?}");
+    assert_eq!(diffs[0].object, ObjectId::Class(0x1_0010));
 
     // A qdisc this kernel may lack is reported with the kernel's own error, never dropped.
-    let lacking =
-        Tree::parse_script("tc qdisc add dev x root handle 1: sfq perturb 10", &HashMap::new(), None)
-            .unwrap();
-    let rep =
-        netns::in_netns(Some(ns), move || kernel::apply("slc-a", &lacking, BurstPolicy::Sluice)).unwrap();
-    let have_sfq = std::path::Path::new("/sys/module/sch_sfq").exists();
-    if !have_sfq {
+    let (rep, _) = ns.apply(&script("tc qdisc add dev x root handle 1: sfq perturb 10"), BurstPolicy::Sluice);
+    assert!(rep.notes.iter().any(|n| n.contains("perturb 10")), "{rep:?}");
+    if !std::path::Path::new("/sys/module/sch_sfq").exists() {
         assert_eq!(rep.refused.len(), 1, "{rep:?}");
-        assert!(rep.refused[0].contains("kernel said"), "{rep:?}");
+        assert!(rep.refused[0].text.contains("kernel said"), "{rep:?}");
     }
     // Clearing is idempotent.
-    netns::in_netns(Some(ns), || kernel::clear("slc-a").and_then(|_| kernel::clear("slc-a"))).unwrap();
+    netns::in_netns(Some(ns.0), || kernel::clear("slc-a").and_then(|_| kernel::clear("slc-a"))).unwrap();
+}
+
+#[test]
+fn apply_nests_htb_in_order_and_reports_what_it_did_not_install() {
+    if !netns_or_skip("apply_nests_htb_in_order_and_reports_what_it_did_not_install") {
+        return;
+    }
+    let ns = VethNs::new("slc-tapply-n");
+    // A nested HTB (as examples/home-003.tc): its classes can only follow the qdisc, which can
+    // only follow its parent class.
+    let state = script(
+        "tc qdisc add dev $DEV root handle 1: htb default 20\n\
+         tc class add dev $DEV parent 1: classid 1:1 htb rate 900kbit\n\
+         tc class add dev $DEV parent 1:1 classid 1:10 htb rate 300kbit ceil 900kbit\n\
+         tc class add dev $DEV parent 1:1 classid 1:20 htb rate 600kbit ceil 900kbit prio 1\n\
+         tc qdisc add dev $DEV parent 1:10 handle 10: pfifo\n\
+         tc qdisc add dev $DEV parent 1:20 handle 20: htb default 1\n\
+         tc class add dev $DEV parent 20: classid 20:1 htb rate 150kbit ceil 900kbit\n\
+         tc class add dev $DEV parent 20: classid 20:2 htb rate 150kbit ceil 900kbit\n\
+         tc qdisc add dev $DEV parent 20:1 handle 201: bfifo limit 30000\n\
+         tc qdisc add dev $DEV parent 20:2 handle 202: pfifo limit 50\n\
+         tc filter add dev $DEV parent 1: protocol ip prio 1 u32 match ip dport 22 0xffff flowid 1:10\n",
+    );
+    let (rep, objs) = ns.apply(&state, BurstPolicy::Sluice);
+    let plan = Plan::new(&state, "slc-a", BurstPolicy::Sluice).unwrap();
+    assert_eq!(rep.applied.len(), 10, "{rep:?}");
+    assert_eq!(plan.compare(&objs), vec![]);
+    // The filter is reported, not dropped: one refusal naming it.
+    assert_eq!(rep.refused.len(), 1, "{rep:?}");
+    assert_eq!(rep.filters_refused(), 1);
+    assert!(rep.refused[0].text.contains("tc filter add dev slc-a parent 1: protocol ip prio 1"), "{rep:?}");
+    assert!(rep.refused[0].text.contains("not programmed"), "{rep:?}");
+    assert_eq!(plan.unclassified_destination(), "class 1:20, the default of htb 1:");
+
+    // Below a refused qdisc nothing is sent, and each object says why.
+    if !std::path::Path::new("/sys/module/sch_prio").exists() {
+        let (rep, _) = ns.apply(
+            &script(
+                "tc qdisc add dev $DEV root handle 1: prio\n\
+                 tc qdisc add dev $DEV parent 1:1 handle 10: pfifo\n",
+            ),
+            BurstPolicy::Sluice,
+        );
+        assert_eq!(rep.refused.len(), 2, "{rep:?}");
+        assert!(rep.refused[0].text.contains("kernel said"), "{rep:?}");
+        assert!(rep.refused[1].text.contains("not sent, its parent qdisc 1: was refused"), "{rep:?}");
+    }
 }
 
 #[test]
 fn kernel_htb_shapes_real_tcp_and_probes_see_it() {
-    if !netns_or_skip("kernel_htb_shapes_real_tcp_and_probes_see_it") {
+    if !lab_or_skip("kernel_htb_shapes_real_tcp_and_probes_see_it") {
         return;
     }
     let lab = Lab::new("tkern").unwrap();
     let _g = Guard(lab.clone());
     lab.up(&LabOptions::default()).unwrap();
-    let target = Rate::from_bps(40_000_000);
-    let tree = Tree::single_htb(target, 200);
+    let config = kernel::script_state(
+        "tc qdisc add dev $DEV root handle 1: htb default 1\n\
+         tc class add dev $DEV parent 1: classid 1:1 htb rate 40mbit\n\
+         tc qdisc add dev $DEV parent 1:1 handle 10: pfifo limit 200\n",
+        &[("DEV", IF_SHAPER_SERVER)],
+    )
+    .unwrap();
     let rep = netns::in_netns(Some(&lab.shaper_ns()), move || {
-        kernel::apply(IF_SHAPER_SERVER, &tree, BurstPolicy::Sluice)
+        kernel::apply(&Plan::new(&config, IF_SHAPER_SERVER, BurstPolicy::Sluice)?)
     })
     .unwrap();
     assert!(rep.refused.is_empty(), "{rep:?}");
@@ -136,7 +219,7 @@ fn kernel_htb_shapes_real_tcp_and_probes_see_it() {
 
 #[test]
 fn udp_cbr_and_flood_cross_the_bridge() {
-    if !netns_or_skip("udp_cbr_and_flood_cross_the_bridge") {
+    if !lab_or_skip("udp_cbr_and_flood_cross_the_bridge") {
         return;
     }
     let lab = Lab::new("tudp").unwrap();
@@ -159,7 +242,7 @@ fn udp_cbr_and_flood_cross_the_bridge() {
 
 #[test]
 fn measure_rate_sweep_writes_results_for_kernel_and_none() {
-    if !netns_or_skip("measure_rate_sweep_writes_results_for_kernel_and_none") {
+    if !lab_or_skip("measure_rate_sweep_writes_results_for_kernel_and_none") {
         return;
     }
     use sluice_lab::measure::{self, Backend, Settings};

@@ -12,10 +12,10 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 fn netns_or_skip(test: &str) -> bool {
-    match sluice_lab::netns::netns_available() {
+    match sluice_lab::testbed::testbed_available(&LabOptions::default()) {
         Ok(()) => true,
         Err(why) => {
-            eprintln!("\n*** SKIPPING {test}: network namespaces unavailable ({why}) ***\n");
+            eprintln!("\n*** SKIPPING {test}: the netns lab cannot be built here ({why}) ***\n");
             false
         }
     }

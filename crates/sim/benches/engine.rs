@@ -11,7 +11,7 @@ use sluice_sim::Sim;
 fn spec(ms: u64) -> SimSpec {
     let class = Handle::new(1, 1);
     let mut f = FlowSpec::new("cbr", "a", TrafficSpec::Cbr { rate: Rate::from_bps(9_900_000_000) });
-    f.priority = class.0; // the sending host names the class (skb->priority)
+    f.priority = class.to_tc().unwrap(); // the sending host names the class (skb->priority)
     SimSpec {
         duration: Span::from_millis(ms),
         warmup: Span::ZERO,

@@ -384,7 +384,9 @@ impl Sim {
             .rev()
             .filter(|h| !h.is_unspec())
             .find_map(|h| idx.get(h).copied())
-            .or_else(|| (pkt.priority != 0).then(|| idx.get(&Handle(pkt.priority)).copied()).flatten())
+            .or_else(|| {
+                (pkt.priority != 0).then(|| idx.get(&Handle::from_tc(pkt.priority)).copied()).flatten()
+            })
             .unwrap_or(self.default_class);
         f.class_of = (pkt.class_path, pkt.priority, class);
         class

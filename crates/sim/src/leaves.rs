@@ -74,7 +74,7 @@ pub(crate) struct LeafGen {
 impl LeafGen {
     /// Sites for `count` leaves when the file says `auto`: one qdisc while the leaves fit in its
     /// minors, else about sqrt(count) sites (LibreQoS-like trees of similar fan-out per level).
-    pub(crate) fn auto_sites(count: u64, first_minor: u16) -> u64 {
+    pub(crate) fn auto_sites(count: u64, first_minor: u32) -> u64 {
         if count <= MAX_FLAT_LEAVES && first_minor as u64 + count <= 0x10000 {
             0
         } else {
@@ -132,7 +132,7 @@ impl LeafGen {
 
     /// Class of site `s` in the root qdisc.
     pub(crate) fn site(&self, s: u32) -> Handle {
-        Handle::new(self.first.major(), self.first.minor() + s as u16)
+        Handle::new(self.first.major(), self.first.minor() + s)
     }
 
     fn site_major(&self, s: u32) -> u16 {
@@ -142,10 +142,10 @@ impl LeafGen {
     /// The class id of leaf `i`.
     pub(crate) fn leaf(&self, i: u32) -> Handle {
         if !self.nested() {
-            return Handle::new(self.first.major(), self.first.minor() + i as u16);
+            return Handle::new(self.first.major(), self.first.minor() + i);
         }
         let s = self.site_of(i);
-        Handle::new(self.site_major(s), 2 + (i - self.first_leaf(s)) as u16)
+        Handle::new(self.site_major(s), 2 + (i - self.first_leaf(s)))
     }
 
     /// Classification results of a packet of leaf `i` (outermost first) and its `priority`.
@@ -154,20 +154,20 @@ impl LeafGen {
             return (vec![self.leaf(i)], 0);
         }
         let leaf = self.leaf(i);
-        (vec![self.site(self.site_of(i)), leaf], if self.reference { leaf.0 } else { 0 })
+        (vec![self.site(self.site_of(i)), leaf], if self.reference { leaf.to_tc().unwrap_or(0) } else { 0 })
     }
 
     /// The leaf index a flow's `class` names: `first + j` is leaf `j` (in both layouts, so that
     /// `class` + `spread` keep their flat meaning), and a two-level leaf may be named by its id.
     pub(crate) fn index_of(&self, h: Handle) -> Option<u32> {
         if h.major() == self.first.major() && h.minor() >= self.first.minor() {
-            let j = (h.minor() - self.first.minor()) as u32;
+            let j = h.minor() - self.first.minor();
             return (j < self.count).then_some(j);
         }
         if self.nested() && h.major() >= self.site_major0 && h.minor() >= 2 {
             let s = (h.major() - self.site_major0) as u32;
             if s < self.sites {
-                let i = self.first_leaf(s) + (h.minor() - 2) as u32;
+                let i = self.first_leaf(s) + (h.minor() - 2);
                 return (i < self.first_leaf(s + 1)).then_some(i);
             }
         }
@@ -362,7 +362,7 @@ mod tests {
                 let id = g.leaf(i);
                 assert!(seen.insert(id), "{count}/{sites}: {id} twice");
                 assert_eq!(g.index_of(id), Some(i), "{id}");
-                assert_eq!(g.index_of(Handle::new(1, 10 + i.min(100) as u16)), Some(i.min(100)));
+                assert_eq!(g.index_of(Handle::new(1, 10 + i.min(100))), Some(i.min(100)));
                 let (path, _) = g.path(i);
                 assert_eq!(*path.last().unwrap(), id);
                 if sites > 0 {

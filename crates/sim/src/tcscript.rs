@@ -24,7 +24,7 @@ pub(crate) struct TcShaper {
 
 /// The model's handle as a core handle (the one place to change when model handles widen).
 fn handle(raw: u32) -> Handle {
-    Handle(raw)
+    Handle::from_tc(raw)
 }
 
 /// Loads and builds the script once (to report errors); `Err` is a message with line info.

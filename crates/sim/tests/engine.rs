@@ -108,7 +108,7 @@ fn two_reno_flows_share_fairly() {
 fn exact_shaper_class_is_within_a_tenth_of_a_percent() {
     let class = Handle::new(1, 1);
     let mut f = FlowSpec::new("g", "a", TrafficSpec::Backlog { depth: 4 });
-    f.priority = class.0; // the sending host names the class (skb->priority)
+    f.priority = class.to_tc().unwrap(); // the sending host names the class (skb->priority)
     f.size = 1514;
     f.gso_segs = 44;
     let shaper = LinkSpec {

@@ -2,13 +2,12 @@
 //! the results JSON, plots and report.html with the simulator's writer (`sluice-report`).
 
 use anyhow::{bail, Context, Result};
+use sluice_config::model::State;
 use sluice_lab::measure::{self, Backend, Counters, Running, Settings, Shaper};
 use sluice_lab::testbed::{Lab, IF_SHAPER_CLIENT, IF_SHAPER_SERVER};
-use sluice_lab::tree::{Parent, QdiscKind, Tree};
 use sluice_lab::LabError;
 use sluice_live::shaper::{self, Options};
 use std::collections::HashMap;
-use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -89,68 +88,10 @@ impl Drop for LiveRunning {
     }
 }
 
-/// The lab's measurement tree as a tc script for the live shaper's model (`$DEV`).
-fn tree_script(tree: &Tree) -> String {
-    let mut s = String::new();
-    for q in &tree.qdiscs {
-        let parent = match q.parent {
-            Parent::Root => "root".to_string(),
-            Parent::Handle(h) => format!("parent {h}"),
-        };
-        let opts = match &q.kind {
-            QdiscKind::Htb { default, r2q, direct_qlen } => {
-                let mut o = format!("htb default {default:x} r2q {r2q}");
-                if let Some(d) = direct_qlen {
-                    let _ = write!(o, " direct_qlen {d}");
-                }
-                o
-            }
-            QdiscKind::Tbf { rate, burst, limit, peak } => {
-                let mut o = format!("tbf rate {}bit burst {burst} limit {limit}", rate.bps());
-                if let Some((p, mtu)) = peak {
-                    let _ = write!(o, " peakrate {}bit mtu {mtu}", p.bps());
-                }
-                o
-            }
-            QdiscKind::Pfifo(l) | QdiscKind::Bfifo(l) => {
-                let limit = l.map(|l| format!(" limit {l}")).unwrap_or_default();
-                format!("{}{limit}", q.kind.name())
-            }
-            QdiscKind::Other { kind, args } => format!("{kind} {}", args.join(" ")),
-        };
-        let _ = writeln!(s, "tc qdisc add dev $DEV {parent} handle {} {opts}", q.handle);
-    }
-    for c in &tree.classes {
-        let _ = write!(
-            s,
-            "tc class add dev $DEV parent {} classid {} htb rate {}bit ceil {}bit prio {} mtu {}",
-            c.parent,
-            c.classid,
-            c.rate.bps(),
-            c.ceil.bps(),
-            c.prio,
-            c.mtu
-        );
-        for (k, v) in [("burst", c.burst), ("cburst", c.cburst), ("quantum", c.quantum.map(u64::from))] {
-            if let Some(v) = v {
-                let _ = write!(s, " {k} {v}");
-            }
-        }
-        if c.overhead != 0 || c.mpu != 0 {
-            let _ = write!(s, " overhead {} mpu {}", c.overhead, c.mpu);
-        }
-        s.push('\n');
-    }
-    for f in &tree.filters {
-        let _ = writeln!(s, "tc filter add dev $DEV {}", f.args.join(" "));
-    }
-    s
-}
-
 impl Shaper for LiveShaper {
-    fn start(&self, lab: &Lab, tree: &Tree) -> Result<Box<dyn Running>, LabError> {
-        let forward = sluice_live::config::from_script("measure", &tree_script(tree), IF_SHAPER_SERVER)
-            .map_err(|e| LabError::Lab(e.to_string()))?;
+    fn start(&self, lab: &Lab, config: &State) -> Result<Box<dyn Running>, LabError> {
+        // The model's tree of the shaper's out interface runs in the live shaper's engine.
+        let forward = config.clone();
         let stop = Arc::new(AtomicBool::new(false));
         let sock = std::env::temp_dir()
             .join(format!("sluice-measure-{}", std::process::id()))

@@ -434,7 +434,10 @@ impl FlowFilter {
             v %= c.divisor;
         }
         let base = c.baseclass.unwrap_or(Handle::new(0, 1));
-        Handle::new(base.major(), (base.minor() as u32).wrapping_add(v) as u16)
+        // The kernel's TC_H_MAKE keeps 16 bits of the sum; a wide (native) base class keeps 32.
+        let minor = base.minor().wrapping_add(v);
+        let minor = if base.minor() <= Handle::TC_MAX_MINOR { minor & 0xFFFF } else { minor };
+        Handle::new(base.major(), minor)
     }
 }
 

@@ -111,7 +111,7 @@ impl FwTp {
     pub fn classify(&mut self, input: &ClassifyInput<'_>, now: Time) -> Option<(Verdict, Handle)> {
         let mark = input.pkt.mark;
         if self.elems.is_empty() {
-            let h = Handle(mark);
+            let h = Handle::from_tc(mark);
             return (mark != 0 && (h.major() == 0 || h.major() == self.qdisc_major))
                 .then_some((Verdict::Ok, h));
         }

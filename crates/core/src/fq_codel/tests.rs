@@ -278,10 +278,10 @@ fn priority_and_filter_results_pick_the_bucket() {
     assert_eq!(q.active_classes().collect::<Vec<_>>(), vec![5]);
 
     let mut p = Packet::new(100, 1);
-    p.priority = Handle::new(1, 7).0;
+    p.priority = Handle::new(1, 7).to_tc().unwrap();
     assert_eq!(q.bucket_of(&p), Some(6));
     // A priority naming another qdisc is ignored; a filter result of minor 0 or > flows drops.
-    p.priority = Handle::new(2, 7).0;
+    p.priority = Handle::new(2, 7).to_tc().unwrap();
     p.flow_hash = u32::MAX;
     assert_eq!(q.bucket_of(&p), Some(15));
     for minor in [0, 17] {

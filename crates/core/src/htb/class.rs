@@ -39,17 +39,38 @@ pub(super) struct Class {
     pub lends: u32,
     pub borrows: u32,
     /// The classid's minor (the major is the qdisc's).
-    pub minor: u16,
+    pub minor: u32,
     /// Distance from the root (root classes have depth 0).
     pub depth: u8,
     pub mode: HtbMode,
-    /// Priority the leaf was activated with.
-    pub aprio: u8,
     /// Bit p set = the class takes part in priority p (leaf: backlogged; inner: a feed is non-empty).
     pub activity: u8,
-    pub leaf: bool,
-    /// A leaf whose qdisc is throttled, out of the rows until its wake-up (see `park`).
-    pub parked: bool,
+    /// [`LEAF`] and [`PARKED`] (two flags in one byte keep the 32-bit minor in the cache line).
+    pub flags: u8,
+}
+
+/// `Class::flags`: a leaf (has a queue), not an inner class.
+pub(super) const LEAF: u8 = 1;
+/// `Class::flags`: a leaf whose qdisc is throttled, out of the rows until its wake-up (see `park`).
+pub(super) const PARKED: u8 = 2;
+
+impl Class {
+    #[inline]
+    pub fn is_leaf(&self) -> bool {
+        self.flags & LEAF != 0
+    }
+    #[inline]
+    pub fn is_parked(&self) -> bool {
+        self.flags & PARKED != 0
+    }
+    #[inline]
+    pub fn set_flag(&mut self, flag: u8, on: bool) {
+        if on {
+            self.flags |= flag;
+        } else {
+            self.flags &= !flag;
+        }
+    }
 }
 
 // A packet touches one cache line per class on its path.

@@ -31,7 +31,7 @@ pub struct HtbConfig {
     pub r2q: u32,
     /// Minor number of the class that gets unclassified traffic (tc reads it in hex);
     /// 0 = none, unclassified traffic goes to the direct queue.
-    pub default_class: u16,
+    pub default_class: u32,
     /// Packet limit of the unshaped direct queue (1000 = txqueuelen).
     pub direct_qlen: u32,
 }
@@ -178,9 +178,13 @@ impl HtbClassConfig {
     }
 }
 
-/// The kernel's extack text, with the classid as one 32-bit hex number like `%X` prints it.
+/// The kernel's extack text, with the classid as one 32-bit hex number like `%X` prints it
+/// (`MAJOR:MINOR` for a class with a minor wider than tc's 16 bits).
 fn quantum_warning(classid: Handle, what: &str) -> String {
-    format!("quantum of class {:X} is {what}. Consider r2q change.", classid.0)
+    match classid.to_tc() {
+        Some(id) => format!("quantum of class {id:X} is {what}. Consider r2q change."),
+        None => format!("quantum of class {classid} is {what}. Consider r2q change."),
+    }
 }
 
 /// A class's effective parameters after defaults (what `tc class show` prints).
@@ -204,7 +208,7 @@ pub struct ClassParams {
 mod tests {
     use super::*;
 
-    fn h(minor: u16) -> Handle {
+    fn h(minor: u32) -> Handle {
         Handle::new(1, minor)
     }
 

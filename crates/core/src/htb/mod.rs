@@ -116,7 +116,7 @@ use crate::handle::Handle;
 use crate::packet::Packet;
 use crate::qdisc::{ConfigError, DropReason, Dropped, Qdisc, QdiscStats};
 use crate::time::Time;
-use class::{ns_to_ticks, Class, ClassCold, NONE};
+use class::{ns_to_ticks, Class, ClassCold, LEAF, NONE, PARKED};
 use leaves::Leaves;
 use plan::Plans;
 use rr::RrList;
@@ -299,7 +299,7 @@ impl Htb {
                 "htb {}: default class {id} does not exist; unclassified packets go unshaped to the direct queue",
                 self.handle
             ))),
-            Some(c) if !self.classes[c as usize].leaf => Err(ConfigError::Hierarchy(format!(
+            Some(c) if !self.classes[c as usize].is_leaf() => Err(ConfigError::Hierarchy(format!(
                 "htb {}: default class {id} is an inner class; only a leaf can take packets \
                  (unclassified packets would go unshaped to the direct queue)",
                 self.handle
@@ -310,7 +310,7 @@ impl Htb {
 
     fn default_is_inner(&self) -> bool {
         let id = Handle::new(self.handle.major(), self.cfg.default_class);
-        self.find(id).is_some_and(|c| !self.classes[c as usize].leaf)
+        self.find(id).is_some_and(|c| !self.classes[c as usize].is_leaf())
     }
 
     /// The qdisc handle.
@@ -414,7 +414,7 @@ impl Htb {
         let mut warnings = Vec::new();
         let params = cfg.resolve(classid, self.cfg.r2q, &mut warnings)?;
         let plan = self.plans.acquire(&cfg, params, &format!("htb class {classid}"))?;
-        if parent_idx != NONE && self.classes[parent_idx as usize].leaf {
+        if parent_idx != NONE && self.classes[parent_idx as usize].is_leaf() {
             let flushed = self.leaf_to_inner(parent_idx, now);
             if flushed > 0 {
                 warnings.push(format!(
@@ -437,10 +437,8 @@ impl Htb {
             minor: classid.minor(),
             depth: depth as u8,
             mode: HtbMode::CanSend,
-            aprio: p.prio,
             activity: 0,
-            leaf: true,
-            parked: false,
+            flags: LEAF,
         };
         let idx = match self.free.pop() {
             Some(i) => {
@@ -482,7 +480,7 @@ impl Htb {
         self.leaves.release(self.classes[c as usize].ext);
         let inner = self.alloc_inner();
         let cl = &mut self.classes[c as usize];
-        cl.leaf = false;
+        cl.set_flag(LEAF, false);
         cl.ext = inner;
         self.update_mode(c, now.as_nanos());
         n
@@ -497,7 +495,7 @@ impl Htb {
         let p = self.plans.get(self.classes[c as usize].plan);
         let (size, csize) = (p.rate.size, p.ceil.size);
         let cl = &mut self.classes[c as usize];
-        cl.leaf = true;
+        cl.set_flag(LEAF, true);
         cl.ext = leaf;
         cl.activity = 0;
         cl.tokens = size;
@@ -522,7 +520,7 @@ impl Htb {
             .ok_or_else(|| ConfigError::Hierarchy(format!("htb class {classid} does not exist")))?;
         let mut warnings = Vec::new();
         let mut params = cfg.resolve(classid, self.cfg.r2q, &mut warnings)?;
-        let is_leaf = self.classes[c as usize].leaf;
+        let is_leaf = self.classes[c as usize].is_leaf();
         let old_plan = self.classes[c as usize].plan;
         if !is_leaf {
             // The kernel sets quantum and prio of leaves only.
@@ -561,7 +559,7 @@ impl Htb {
         let c = self
             .find(classid)
             .ok_or_else(|| ConfigError::Hierarchy(format!("htb class {classid} does not exist")))?;
-        if !self.classes[c as usize].leaf {
+        if !self.classes[c as usize].is_leaf() {
             let children = self.inners[self.classes[c as usize].ext as usize].children.len();
             return Err(ConfigError::Hierarchy(format!(
                 "HTB class in use: {classid} has {children} child class(es); delete them first"
@@ -597,7 +595,7 @@ impl Htb {
         let c = self
             .find(classid)
             .ok_or_else(|| ConfigError::Hierarchy(format!("htb class {classid} does not exist")))?;
-        if !self.classes[c as usize].leaf {
+        if !self.classes[c as usize].is_leaf() {
             return Err(ConfigError::Hierarchy(format!(
                 "htb class {classid} is an inner class; only leaves have a qdisc"
             )));
@@ -643,7 +641,7 @@ impl Htb {
     pub fn leaf_qdisc(&self, classid: Handle) -> Option<&dyn Qdisc> {
         let c = self.find(classid)?;
         let cl = &self.classes[c as usize];
-        cl.leaf.then(|| self.leaves.qdisc(cl.ext)).flatten()
+        cl.is_leaf().then(|| self.leaves.qdisc(cl.ext)).flatten()
     }
 
     /// Counters of one class, as `tc -s class show` prints them.
@@ -652,7 +650,7 @@ impl Htb {
         let cl = &self.classes[c as usize];
         let cold = &self.cold[c as usize];
         let plan = self.plans.get(cl.plan);
-        let (qlen, backlog) = if cl.leaf { self.leaves.backlog(cl.ext) } else { (0, 0) };
+        let (qlen, backlog) = if cl.is_leaf() { self.leaves.backlog(cl.ext) } else { (0, 0) };
         Some(HtbClassStats {
             bytes: cl.bytes,
             packets: cold.packets,
@@ -679,7 +677,7 @@ impl Htb {
     pub fn classes(&self) -> impl Iterator<Item = ClassInfo> + '_ {
         let live = || self.by_minor.iter().copied().filter(|&c| c != NONE);
         let deepest_inner = live()
-            .filter(|&c| !self.classes[c as usize].leaf)
+            .filter(|&c| !self.classes[c as usize].is_leaf())
             .map(|c| self.classes[c as usize].depth as u32)
             .max();
         let top = deepest_inner.map_or(7, |d| (d + 1).max(7));
@@ -691,9 +689,9 @@ impl Htb {
                 parent: if cl.parent == NONE { self.handle } else { self.id_of(cl.parent) },
                 config: plan.config.clone(),
                 params: plan.params,
-                level: if cl.leaf { 0 } else { top - cl.depth as u32 },
+                level: if cl.is_leaf() { 0 } else { top - cl.depth as u32 },
                 depth: cl.depth as u32,
-                is_leaf: cl.leaf,
+                is_leaf: cl.is_leaf(),
             }
         })
     }
@@ -701,11 +699,13 @@ impl Htb {
     /// Classification (htb_classify), see the module docs.
     #[inline]
     fn classify(&self, pkt: &Packet) -> Target {
-        if pkt.priority == self.handle.0 {
+        // `skb->priority` is a 32-bit tc handle.
+        let prio = Handle::from_tc(pkt.priority);
+        if prio == self.handle {
             return Target::Direct;
         }
-        if let Some(c) = self.find(Handle(pkt.priority)) {
-            if self.classes[c as usize].leaf {
+        if let Some(c) = self.find(prio) {
+            if self.classes[c as usize].is_leaf() {
                 return Target::Leaf(c);
             }
         }
@@ -714,13 +714,13 @@ impl Htb {
                 return Target::Direct;
             }
             if let Some(c) = self.find(h) {
-                if self.classes[c as usize].leaf {
+                if self.classes[c as usize].is_leaf() {
                     return Target::Leaf(c);
                 }
             }
         }
         match self.find(Handle::new(self.handle.major(), self.cfg.default_class)) {
-            Some(c) if self.cfg.default_class != 0 && self.classes[c as usize].leaf => Target::Leaf(c),
+            Some(c) if self.cfg.default_class != 0 && self.classes[c as usize].is_leaf() => Target::Leaf(c),
             _ => Target::Direct,
         }
     }
@@ -768,7 +768,7 @@ impl Qdisc for Htb {
                 }
                 self.stats.on_enqueue(&pkt);
                 self.drain_child_drops(c);
-                if self.classes[c as usize].parked {
+                if self.classes[c as usize].is_parked() {
                     self.unpark(c);
                 } else if self.leaves.qlen(ext) > 0 {
                     self.activate(c);
@@ -839,10 +839,10 @@ impl Qdisc for Htb {
             }
             let cl = &mut self.classes[c as usize];
             cl.activity = 0;
-            cl.parked = false;
+            cl.set_flag(PARKED, false);
             cl.mode = HtbMode::CanSend;
             let ext = cl.ext;
-            if cl.leaf {
+            if cl.is_leaf() {
                 out.extend(self.leaves.flush(ext));
             } else {
                 self.inners[ext as usize].feeds.iter_mut().for_each(RrList::clear);

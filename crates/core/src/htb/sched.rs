@@ -1,7 +1,7 @@
 //! The scheduler proper: rows and feeds, class modes, the wait queue, leaf lookup, DRR and
 //! charging. It mirrors `sch_htb.c`'s algorithm (see the module docs for where it differs).
 
-use super::class::{HtbMode, NONE};
+use super::class::{HtbMode, NONE, PARKED};
 use super::rr::RrList;
 use super::Htb;
 use crate::packet::Packet;
@@ -28,7 +28,7 @@ impl Htb {
     #[inline]
     pub(super) fn row_of(&self, c: u32) -> u32 {
         let cl = &self.classes[c as usize];
-        if cl.leaf {
+        if cl.is_leaf() {
             0
         } else {
             1 + cl.depth as u32
@@ -172,8 +172,7 @@ impl Htb {
     pub(super) fn activate(&mut self, c: u32) {
         let cl = &mut self.classes[c as usize];
         if cl.activity == 0 {
-            cl.aprio = self.plans.get(cl.plan).prio;
-            cl.activity = 1 << cl.aprio;
+            cl.activity = 1 << self.plans.get(cl.plan).prio;
             self.activate_prios(c);
         }
     }
@@ -274,10 +273,10 @@ impl Htb {
             let d = now.saturating_sub(cl.t_c);
             let bytes = plan.wire.packet_cost(pkt) as i64;
             let (lender, at_or_above) = if row == 0 {
-                (cl.leaf, true)
+                (cl.is_leaf(), true)
             } else {
                 let depth = cl.depth as u32;
-                (!cl.leaf && depth + 1 == row, !cl.leaf && depth < row)
+                (!cl.is_leaf() && depth + 1 == row, !cl.is_leaf() && depth < row)
             };
             if at_or_above {
                 cl.tokens = plan.rate.account(cl.tokens, d, bytes * plan.rate.per_byte as i64);
@@ -346,7 +345,7 @@ impl Htb {
             } else {
                 let cursor = l.cursor;
                 let c = self.member(cur, cursor);
-                if self.classes[c as usize].leaf {
+                if self.classes[c as usize].is_leaf() {
                     return c;
                 }
                 cur = ListRef::Feed(c);
@@ -434,7 +433,7 @@ impl Htb {
         let ext = self.classes[c as usize].ext;
         if self.leaves.qlen(ext) > 0 {
             let t = self.leaves.next_event(ext, now).unwrap_or(now).max(now + Span::from_nanos(1));
-            self.classes[c as usize].parked = true;
+            self.classes[c as usize].set_flag(PARKED, true);
             self.child_wake.push(std::cmp::Reverse((t.as_nanos(), c)));
         }
     }
@@ -454,9 +453,9 @@ impl Htb {
     #[inline]
     pub(super) fn unpark(&mut self, c: u32) {
         let cl = &mut self.classes[c as usize];
-        if cl.parked {
-            cl.parked = false;
-            if cl.leaf && self.leaves.qlen(cl.ext) > 0 {
+        if cl.is_parked() {
+            cl.set_flag(PARKED, false);
+            if cl.is_leaf() && self.leaves.qlen(cl.ext) > 0 {
                 self.activate(c);
             }
         }
@@ -479,7 +478,7 @@ impl Htb {
     /// Flushes a leaf's queue (class deleted, turned into an inner class, or regrafted).
     pub(super) fn flush_leaf(&mut self, c: u32) -> Vec<Packet> {
         self.deactivate(c);
-        self.classes[c as usize].parked = false;
+        self.classes[c as usize].set_flag(PARKED, false);
         let pkts = self.leaves.flush(self.classes[c as usize].ext);
         for p in &pkts {
             self.stats.backlog_bytes = self.stats.backlog_bytes.saturating_sub(p.len as u64);

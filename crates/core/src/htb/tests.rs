@@ -4,13 +4,13 @@ use super::*;
 use crate::fifo::Fifo;
 use crate::rate::Rate;
 
-fn h(minor: u16) -> Handle {
+fn h(minor: u32) -> Handle {
     Handle::new(1, minor)
 }
 
 const ROOT: Handle = Handle::new(1, 0);
 
-fn pkt_to(class: u16, len: u32, id: u64) -> Packet {
+fn pkt_to(class: u32, len: u32, id: u64) -> Packet {
     let mut p = Packet::new(len, id);
     p.push_class(h(class));
     p
@@ -137,11 +137,11 @@ fn classification_follows_the_kernel() {
     assert!(q.validate().is_ok());
     assert_eq!(q.classify_packet(&p), Some(h(0x20)));
     // priority naming the qdisc: direct; naming a leaf: that leaf; naming an inner class: ignored.
-    p.priority = ROOT.0;
+    p.priority = ROOT.to_tc().unwrap();
     assert_eq!(q.classify_packet(&p), None);
-    p.priority = h(0x10).0;
+    p.priority = h(0x10).to_tc().unwrap();
     assert_eq!(q.classify_packet(&p), Some(h(0x10)));
-    p.priority = h(1).0;
+    p.priority = h(1).to_tc().unwrap();
     assert_eq!(q.classify_packet(&p), Some(h(0x20)));
     // A classifier result: X:0 is direct, a leaf is that leaf, an inner class falls back.
     p.priority = 0;
@@ -154,7 +154,7 @@ fn classification_follows_the_kernel() {
     p.push_class(h(0x99));
     assert_eq!(q.classify_packet(&p), Some(h(0x20)));
     // Priority is looked at before the classifier's result, as in the kernel.
-    p.priority = ROOT.0;
+    p.priority = ROOT.to_tc().unwrap();
     assert_eq!(q.classify_packet(&p), None);
     // Results for another qdisc's major do not count.
     let mut other = Packet::new(100, 0);
@@ -283,7 +283,7 @@ fn class_listing_has_kernel_levels() {
     assert_eq!(l, vec![(h(1), ROOT, 7, false), (h(0x10), h(1), 6, false), (h(0x11), h(0x10), 0, true)]);
     // Deeper than the kernel's 8 levels works.
     let mut parent = h(0x11);
-    for m in 0x100..0x110u16 {
+    for m in 0x100..0x110u32 {
         q.add_class(h(m), parent, r.clone(), t(0)).unwrap();
         parent = h(m);
     }

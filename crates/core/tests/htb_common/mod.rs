@@ -7,7 +7,7 @@ use sluice_core::{Handle, Packet, Qdisc, Rate, Time};
 
 pub const ROOT: Handle = Handle::new(1, 0);
 
-pub fn h(minor: u16) -> Handle {
+pub fn h(minor: u32) -> Handle {
     Handle::new(1, minor)
 }
 

@@ -716,17 +716,18 @@ fn build_flows(
         tc_wire(ctx, fl, b, &mut fs, proto, sport, dport, tunnel.as_deref())?;
         if let (Some((g, j)), false) = (base, matches!(traffic, TrafficSpec::StreamGroup { .. })) {
             let idx = j + spread.map(|n| (i * n / count) as u32).unwrap_or(0);
-            set_host_class(&mut fs, &g.path(idx).0);
+            set_host_class(&mut fs, &g.path(idx).0).map_err(|m| ctx.err(Some(fl.kind.span()), m, None))?;
             out.push(fs);
             leaf_of.push(Some(idx));
             continue;
         }
         let class = match (explicit, spread) {
-            (Some(c), Some(n)) => Some(Handle::new(c.major(), (c.minor() as u64 + i * n / count) as u16)),
+            (Some(c), Some(n)) => Some(Handle::new(c.major(), (c.minor() as u64 + i * n / count) as u32)),
             _ => explicit
                 .or_else(|| b.and_then(|b| host_priority(b, &name, &host, dsfield >> 2, mark, fs.flow_hash))),
         };
-        set_host_class(&mut fs, &class.into_iter().collect::<Vec<_>>());
+        set_host_class(&mut fs, &class.into_iter().collect::<Vec<_>>())
+            .map_err(|m| ctx.err(Some(fl.kind.span()), m, None))?;
         if let TrafficSpec::StreamGroup { rate, .. } = &traffic {
             let group_idx = out.len();
             out.push(fs);
@@ -746,7 +747,8 @@ fn build_flows(
                     Some(q) => Some(ctx.handle(q)?),
                     None => b.and_then(|b| host_priority(b, &st.name, &host, m.dsfield >> 2, 0, m.flow_hash)),
                 };
-                set_host_class(&mut m, &c.into_iter().collect::<Vec<_>>());
+                set_host_class(&mut m, &c.into_iter().collect::<Vec<_>>())
+                    .map_err(|m| ctx.err(st.class.as_ref().map(|q| q.span()), m, None))?;
                 let sport = 10000 + out.len() as u16;
                 tc_wire(ctx, fl, b, &mut m, sluice_wire::L4::Udp, sport, dport, None)?;
                 streams.push(StreamSpec { flow: out.len(), size: ssize, burst });
@@ -802,14 +804,20 @@ fn tc_wire(
 
 /// What the sending host puts on a flow's packets to name its class `path` (outermost first):
 /// the innermost class in `skb->priority`, which HTB honours; for a generated two-level tree
-/// also the site class in the firewall mark, which the root's fw filter reads.
-fn set_host_class(fs: &mut FlowSpec, path: &[Handle]) {
+/// also the site class in the firewall mark, which the root's fw filter reads. Both are 32-bit
+/// tc handles: a class whose minor does not fit in 16 bits cannot be named this way.
+fn set_host_class(fs: &mut FlowSpec, path: &[Handle]) -> Result<(), String> {
+    let tc = |h: &Handle| {
+        h.to_tc()
+            .ok_or_else(|| format!("class {h} cannot be named in skb->priority (its minor is above ffff)"))
+    };
     if let Some(leaf) = path.last() {
-        fs.priority = leaf.0;
+        fs.priority = tc(leaf)?;
     }
     if let [site, _, ..] = path {
-        fs.mark = site.0;
+        fs.mark = tc(site)?;
     }
+    Ok(())
 }
 
 impl LeafAccuracy {
