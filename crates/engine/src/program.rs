@@ -4,7 +4,7 @@ use sluice_config::build::{build_device, BuildError};
 use sluice_config::burst::{auto_burst, BurstPolicy};
 use sluice_config::model::{ClassNode, ClassOpts, FilterOpts, State, H_MIN_EGRESS, H_MIN_INGRESS};
 use sluice_core::classify::Classifier;
-use sluice_core::{Handle, Qdisc, Rate, Span};
+use sluice_core::{Qdisc, Rate, Span};
 
 /// Why a configuration cannot be turned into a [`Program`].
 #[derive(Debug, thiserror::Error)]
@@ -130,24 +130,16 @@ impl Program {
     }
 }
 
-/// The model's class id as a core handle (the one place to change when model handles widen).
-fn handle(raw: u32) -> Handle {
-    Handle::from_tc(raw)
-}
-
 /// `N classes` and, for up to [`LISTED`] HTB classes, their rates: `3 classes (1:1 rate 30Mbit, ...)`.
 fn classes_line(classes: &[ClassNode]) -> String {
     const LISTED: usize = 3;
     let mut listed: Vec<String> = classes
         .iter()
         .filter_map(|c| match &c.opts {
-            ClassOpts::Htb(o) if o.ceil > o.rate => Some(format!(
-                "{} rate {} ceil {}",
-                handle(c.classid),
-                Rate::from_bps(o.rate),
-                Rate::from_bps(o.ceil)
-            )),
-            ClassOpts::Htb(o) => Some(format!("{} rate {}", handle(c.classid), Rate::from_bps(o.rate))),
+            ClassOpts::Htb(o) if o.ceil > o.rate => {
+                Some(format!("{} rate {} ceil {}", c.classid, Rate::from_bps(o.rate), Rate::from_bps(o.ceil)))
+            }
+            ClassOpts::Htb(o) => Some(format!("{} rate {}", c.classid, Rate::from_bps(o.rate))),
             _ => None,
         })
         .take(LISTED + 1)

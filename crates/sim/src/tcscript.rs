@@ -22,11 +22,6 @@ pub(crate) struct TcShaper {
     pub dev: String,
 }
 
-/// The model's handle as a core handle (the one place to change when model handles widen).
-fn handle(raw: u32) -> Handle {
-    Handle::from_tc(raw)
-}
-
 /// Loads and builds the script once (to report errors); `Err` is a message with line info.
 pub(crate) fn load(file: &str, text: &str) -> Result<TcShaper, String> {
     let loaded = load_tc_script(file, text, &Default::default()).map_err(|e| e.to_string())?;
@@ -52,15 +47,13 @@ impl TcShaper {
     pub(crate) fn leaf_classes(&self) -> Vec<(Handle, Rate, Rate)> {
         let Some(d) = self.state.devices.iter().find(|d| d.name == self.dev) else { return vec![] };
         let Some(root) = d.root() else { return vec![] };
-        let major = root.handle >> 16;
+        let major = root.handle.major();
         d.classes
             .iter()
-            .filter(|c| c.classid >> 16 == major)
+            .filter(|c| c.classid.major() == major)
             .filter(|c| !d.classes.iter().any(|o| o.parent == c.classid))
             .filter_map(|c| match &c.opts {
-                ClassOpts::Htb(h) => {
-                    Some((handle(c.classid), Rate::from_bps(h.rate), Rate::from_bps(h.ceil)))
-                }
+                ClassOpts::Htb(h) => Some((c.classid, Rate::from_bps(h.rate), Rate::from_bps(h.ceil))),
                 _ => None,
             })
             .collect()
@@ -71,8 +64,8 @@ impl TcShaper {
         let d = self.state.devices.iter().find(|d| d.name == self.dev)?;
         let root = d.root()?;
         let QdiscOpts::Htb(h) = &root.opts else { return None };
-        let id = root.handle | h.default;
-        (h.default != 0 && d.class(id).is_some() && d.child_classes(id).next().is_none()).then(|| handle(id))
+        let id = Handle::new(root.handle.major(), h.default);
+        (h.default != 0 && d.class(id).is_some() && d.child_classes(id).next().is_none()).then_some(id)
     }
 }
 
