@@ -187,3 +187,18 @@ fn the_summary_counts_filters_not_u32_tables() {
     );
     assert_eq!(p.summary(), "htb root, 2 classes (1:10 rate 5Mbit, 1:20 rate 40Mbit ceil 50Mbit), 1 filters");
 }
+
+#[test]
+fn a_native_configuration_with_a_wide_minor_runs_and_filters_reach_it() {
+    // The TOML form takes 32-bit minors; a matchall filter sends everything to 1:12345.
+    let text = include_str!("../tests/wide-minor.toml");
+    let state = sluice_config::export::from_toml(text).expect("toml loads");
+    let mut e =
+        Engine::new(Program::from_model(&state, "e", &ProgramOptions::default()).unwrap(), Time::ZERO);
+    assert!(e.summary().contains("1:12345 rate 100Mbit"), "{}", e.summary());
+    for i in 0..3 {
+        assert_eq!(ingress(&mut e, i, Time::ZERO), Verdict::Queued);
+    }
+    let p = e.dequeue(Time::ZERO).expect("the 100 Mbit/s class sends at once");
+    assert_eq!(p.class_path[0], sluice_core::Handle::new(1, 0x12345));
+}
