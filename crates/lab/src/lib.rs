@@ -19,10 +19,6 @@ pub mod netns;
 pub mod results;
 pub mod testbed;
 pub mod traffic;
-// Removed once live stops using it: nothing in sluice-lab or the CLI uses it any more; every
-// configuration is a `sluice_config::model::State`.
-#[doc(hidden)]
-pub mod tree;
 
 /// Errors from the lab, the traffic tools and the kernel backend.
 #[derive(Debug, thiserror::Error)]
