@@ -40,6 +40,8 @@ pub struct Figures {
     pub groups: Vec<Group>,
     /// Files written (SVG and PNG).
     pub files: usize,
+    /// Figures that could not be drawn (by file base name); empty unless something is broken.
+    pub failed: Vec<String>,
 }
 
 /// File-name-safe version of a case name.
@@ -51,9 +53,13 @@ pub fn slug(s: &str) -> String {
 }
 
 impl Figures {
-    fn add(&mut self, files: Vec<PathBuf>) -> Option<Panel> {
+    fn add(&mut self, base: &Path, files: Vec<PathBuf>) -> Option<Panel> {
         self.files += files.len();
-        files.into_iter().find(|p| p.extension().is_some_and(|e| e == "svg")).map(|svg| Panel { svg })
+        let svg = files.into_iter().find(|p| p.extension().is_some_and(|e| e == "svg"));
+        if svg.is_none() {
+            self.failed.push(base.file_name().map(|f| f.to_string_lossy().to_string()).unwrap_or_default());
+        }
+        svg.map(|svg| Panel { svg })
     }
     fn push(&mut self, title: &str, note: &str, panels: Vec<Panel>, columns: usize, primary: bool) {
         if !panels.is_empty() {
@@ -148,7 +154,7 @@ fn row_series(
                 c.y = Some((0.0, (y1 * 1.05).max(1e-9)));
             }
             let base = dir.join(format!("{}-{what}", slug(&r.cases[i].name)));
-            if let Some(p) = figs.add(plot::chart(&base, &c)) {
+            if let Some(p) = figs.add(&base, plot::chart(&base, &c)) {
                 panels.push(p);
             }
         }
@@ -166,14 +172,9 @@ pub fn draw(r: &Results, dir: &Path) -> Figures {
     if !ach.is_empty() {
         let unit = r.cases.iter().find_map(|c| c.params.get(&x)).map(|v| plot::param_unit(v)).unwrap_or("");
         let xl = if unit.is_empty() { x.clone() } else { format!("{x} ({unit})") };
-        let f = sweep_chart(
-            &dir.join("sweep"),
-            &format!("{}: achieved against target", r.scenario),
-            &xl,
-            &ach,
-            &err,
-        );
-        let p = figs.add(f).into_iter().collect();
+        let base = dir.join("sweep");
+        let f = sweep_chart(&base, &format!("{}: achieved against target", r.scenario), &xl, &ach, &err);
+        let p = figs.add(&base, f).into_iter().collect();
         figs.push(
             "Achieved against target",
             "Each line is one group of cases; the lower panel is the error against the target (0 is exact).",
@@ -218,7 +219,7 @@ pub fn draw(r: &Results, dir: &Path) -> Figures {
         }
         c.y = Some((0.0, 1.02));
         let base = dir.join(format!("cdf-{}", slug(name)));
-        if let Some(p) = figs.add(plot::chart(&base, &c)) {
+        if let Some(p) = figs.add(&base, plot::chart(&base, &c)) {
             cdf_panels.push(p);
         }
     }
@@ -272,7 +273,9 @@ pub fn draw(r: &Results, dir: &Path) -> Figures {
         for &(ri, ci, i) in class_cases.iter().take(2 * MAX_ROWS) {
             let base = dir.join(format!("{}-classes", slug(&r.cases[i].name)));
             let t = title_of(&lay, &lay.rows[ri], ci);
-            if let Some(p) = figs.add(class_bars(&base, &t, "Mbit/s", &bars_of(&r.cases[i]), Some(ymax))) {
+            if let Some(p) =
+                figs.add(&base, class_bars(&base, &t, "Mbit/s", &bars_of(&r.cases[i]), Some(ymax)))
+            {
                 panels.push(p);
             }
         }

@@ -20,4 +20,4 @@ pub mod seeds;
 mod write;
 
 pub use schema::{Case, ClassResult, FlowResult, Latency, PlotHints, QdiscResult, Results, Series};
-pub use write::write_report;
+pub use write::{write_report, write_report_checked, Written};

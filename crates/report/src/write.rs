@@ -5,8 +5,22 @@ use crate::figures::slug;
 use crate::schema::Results;
 use std::path::Path;
 
+/// What [`write_report_checked`] wrote.
+#[derive(Clone, Debug, Default)]
+pub struct Written {
+    /// Files written.
+    pub files: usize,
+    /// Figures that could not be drawn (reported on stderr too).
+    pub failed_figures: Vec<String>,
+}
+
 /// Writes everything into `dir`; returns the number of files written.
 pub fn write_report(r: &Results, dir: &Path) -> std::io::Result<usize> {
+    write_report_checked(r, dir).map(|w| w.files)
+}
+
+/// [`write_report`], also saying which figures could not be drawn.
+pub fn write_report_checked(r: &Results, dir: &Path) -> std::io::Result<Written> {
     std::fs::create_dir_all(dir)?;
     let mut n = 0;
     std::fs::write(dir.join("results.json"), r.to_json())?;
@@ -22,6 +36,9 @@ pub fn write_report(r: &Results, dir: &Path) -> std::io::Result<usize> {
     }
     let figs = crate::figures::draw(r, dir);
     n += figs.files;
+    for f in &figs.failed {
+        eprintln!("sluice-report: figure {f} could not be drawn");
+    }
     std::fs::write(dir.join("report.html"), crate::html::render(r, &figs.groups, &flent_files))?;
-    Ok(n + 1)
+    Ok(Written { files: n + 1, failed_figures: figs.failed })
 }
