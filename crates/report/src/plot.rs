@@ -153,6 +153,8 @@ pub struct Chart {
     pub y_from_zero: bool,
     /// Pixel size.
     pub size: (u32, u32),
+    /// Categorical x axis: ticks only at whole numbers, points marked.
+    pub integer_x: bool,
 }
 
 impl Chart {
@@ -167,6 +169,7 @@ impl Chart {
             y: None,
             y_from_zero: true,
             size: (640, 400),
+            integer_x: false,
         }
     }
     /// The data bounds (x0, x1, y0, y1) of the finite points, None if there are none.
@@ -312,13 +315,23 @@ where
         .x_label_area_size(38)
         .y_label_area_size(58)
         .build_cartesian_2d(x0..x1, y0..y1)?;
+    let x_ticks = if c.integer_x { ((x1 - x0).round() as usize + 1).min(40) } else { 8 };
+    let x_fmt = |v: &f64| {
+        if !c.integer_x {
+            axis_num(*v)
+        } else if (v - v.round()).abs() < 1e-6 {
+            format!("{}", v.round() as i64)
+        } else {
+            String::new()
+        }
+    };
     chart
         .configure_mesh()
         .x_desc(c.x_label.as_str())
         .y_desc(c.y_label.as_str())
-        .x_labels(8)
+        .x_labels(x_ticks)
         .y_labels(7)
-        .x_label_formatter(&|v| axis_num(*v))
+        .x_label_formatter(&x_fmt)
         .y_label_formatter(&|v| axis_num(*v))
         .label_style(("sans-serif", 14))
         .axis_desc_style(("sans-serif", 15))
@@ -332,9 +345,12 @@ where
         if pts.len() == 1 {
             chart.draw_series(std::iter::once(Circle::new(pts[0], 3, col.filled())))?;
         } else if s.dashed {
-            chart.draw_series(DashedLineSeries::new(pts, 6, 4, col.stroke_width(2)))?;
+            chart.draw_series(DashedLineSeries::new(pts.iter().copied(), 6, 4, col.stroke_width(2)))?;
         } else {
-            chart.draw_series(LineSeries::new(pts, col.stroke_width(2)))?;
+            chart.draw_series(LineSeries::new(pts.iter().copied(), col.stroke_width(2)))?;
+        }
+        if c.integer_x && pts.len() > 1 {
+            chart.draw_series(pts.iter().map(|p| Circle::new(*p, 3, col.filled())))?;
         }
     }
     let items: Vec<(String, RGBColor, bool, bool)> = c
