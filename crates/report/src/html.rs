@@ -112,8 +112,13 @@ pub fn render(r: &Results, groups: &[Group], flent_files: &[String]) -> String {
 
 fn group(h: &mut String, g: &Group) {
     let _ = write!(h, "<h3>{}</h3><p class=\"note\">{}</p>", esc(&g.title), esc(&g.note));
-    let _ =
-        write!(h, "<div class=\"grid\" style=\"grid-template-columns:repeat({},minmax(0,1fr))\">", g.columns);
+    // A lone figure is drawn at its own size rather than stretched across the page.
+    let width = if g.columns == 1 { ";max-width:960px" } else { "" };
+    let _ = write!(
+        h,
+        "<div class=\"grid\" style=\"grid-template-columns:repeat({},minmax(0,1fr)){width}\">",
+        g.columns
+    );
     for p in &g.panels {
         let svg = std::fs::read_to_string(&p.svg).unwrap_or_default();
         if let Some(i) = svg.find("<svg") {
