@@ -321,10 +321,7 @@ pub fn overlay_sweep(docs: &[(String, Results)], base: &Path) -> Vec<PathBuf> {
 /// Per-case overlays: for each flow, one chart with a line per run across the cases (numbered
 /// on the x axis): p99 latency for latency-sensitive flows, throughput for the others. Returns
 /// (title, SVG) per chart and the case numbering.
-pub fn overlay_cases(
-    docs: &[(String, Results)],
-    dir: &Path,
-) -> (Vec<Overlay>, Vec<(usize, String)>) {
+pub fn overlay_cases(docs: &[(String, Results)], dir: &Path) -> (Vec<Overlay>, Vec<(usize, String)>) {
     let mut cases: Vec<String> = Vec::new();
     let mut flows: Vec<(String, bool)> = Vec::new();
     for (_, d) in docs {

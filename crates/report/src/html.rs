@@ -279,6 +279,16 @@ fn summary(h: &mut String, r: &Results, lay: &Layout) {
                     }
                 }
             }
+            // With compared cases, only the figures that differ between them (the rest are in
+            // the per-case tables).
+            if ncol > 1 {
+                v.retain(|k| {
+                    let vals: Vec<f64> =
+                        cases.iter().flatten().filter_map(|c| c.extra.get(k).copied()).collect();
+                    let (lo, hi) = vals.iter().fold((f64::MAX, f64::MIN), |(l, h), x| (l.min(*x), h.max(*x)));
+                    vals.len() > 1 && hi - lo > 0.05 * hi.abs().max(lo.abs())
+                });
+            }
             v
         };
         let span = (names.len() + figures.len()).max(1);
