@@ -1,17 +1,23 @@
 //! # sluice-report
 //!
-//! The results document every Sluice experiment writes ([`schema`]), a flent-compatible
-//! `.flent.gz` writer ([`flent`]), plots with plotters in PNG and SVG ([`plot`]), a
-//! self-contained `report.html` ([`html`]) and side-by-side comparison helpers ([`compare`]).
+//! The results document every Sluice experiment writes ([`schema`]), a `.flent.gz` writer that
+//! the real flent opens ([`flent`]), plots with plotters in PNG and SVG ([`plot`]), what a
+//! document shows worked out from the results ([`analysis`]: the compared parameter, summary
+//! rows, the headline), the seed documents' figures ([`seeds`]), the report's figures
+//! ([`figures`]), a self-contained `report.html` ([`html`]) and comparisons of several documents
+//! ([`compare`]).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod analysis;
 pub mod compare;
+pub mod figures;
 pub mod flent;
 pub mod html;
 pub mod plot;
 pub mod schema;
+pub mod seeds;
 mod write;
 
 pub use schema::{Case, ClassResult, FlowResult, Latency, PlotHints, QdiscResult, Results, Series};
-pub use write::write_report;
+pub use write::{write_report, write_report_checked, Written};
