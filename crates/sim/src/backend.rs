@@ -294,7 +294,7 @@ fn leaf_gen(
             1 => 0,
             n => n,
         },
-        _ => LeafGen::auto_sites(count, first.minor()),
+        _ => LeafGen::auto_sites(count),
     };
     let rate = ctx.rate(&g.rate)?;
     let ceil = g.ceil.as_ref().map(|q| ctx.rate(q)).transpose()?.unwrap_or(rate);
@@ -346,14 +346,12 @@ fn leaf_gen(
         sites: sites as u32,
         first,
         parent,
-        site_major0: major.saturating_add(1),
         rate,
         ceil,
         site_rate,
         site_ceil,
         parent_ceil: parent_class.map(|p| p.ceil),
         report,
-        reference,
     };
     gen.check()
         .map_err(|m| ctx.err(Some(g.count.span()), m, Some("sites = \"auto\" picks about sqrt(count)")))?;

@@ -137,7 +137,7 @@ impl Ctx<'_> {
 
     pub(crate) fn handle(&self, q: &Q) -> Result<Handle, ScenarioError> {
         let t = self.text(q)?;
-        Handle::parse(&t).map_err(|e| self.err(Some(q.span()), e.0, Some("a class id such as 1:10")))
+        Handle::parse_wide(&t).map_err(|e| self.err(Some(q.span()), e.0, Some("a class id such as 1:10")))
     }
 
     /// `"a=b,c!=d"`: all must hold.
@@ -584,10 +584,10 @@ fn build_flows(
                     None,
                 ));
             }
-            None if c.minor() as u64 + n > 65535 => {
+            None if c.minor() as u64 + n > u32::MAX as u64 => {
                 return Err(ctx.err(
                     fl.spread.as_ref().map(|q| q.span()),
-                    "spread runs past minor 0xffff",
+                    "spread runs past minor ffffffff",
                     None,
                 ));
             }
@@ -724,9 +724,7 @@ fn build_flows(
         }
         if let (Some((g, j)), false) = (base, matches!(traffic, TrafficSpec::StreamGroup { .. })) {
             let idx = j + spread.map(|n| (i * n / count) as u32).unwrap_or(0);
-            let (path, priority) = g.path(idx);
-            fs.class_path = path;
-            fs.priority = priority;
+            fs.class_path = vec![g.leaf(idx)];
             out.push(fs);
             leaf_of.push(Some(idx));
             continue;
