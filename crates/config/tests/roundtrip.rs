@@ -62,7 +62,7 @@ opts = { kind = "htb", rate = "100mbit", ceil = "1gbit", burst = "15k", cburst =
 }
 
 /// The native form takes 32-bit class minors (one HTB with a million classes); the tc grammar
-/// keeps tc's 16-bit minors and its error.
+/// keeps tc's 16-bit minors and its error, and `build` makes one core HTB of it.
 #[test]
 fn toml_takes_wide_minors_and_tc_does_not() {
     let t = r#"
@@ -112,4 +112,7 @@ opts = { kind = "matchall", classid = "1:ffffffff" }
     assert!(e.message.contains("invalid class ID"), "{e}");
     // A minor past 32 bits is refused in TOML too.
     assert!(from_toml(&t.replace("1:ffffffff\"\nparent", "1:100000000\"\nparent")).is_err());
+    // One core HTB holds them (its class index turns sparse for such scattered minors).
+    let built = sluice_config::build::build_device(&s, "eth0").unwrap();
+    assert_eq!(built.root.kind(), "htb");
 }

@@ -18,7 +18,7 @@ use sluice_core::reference_htb::{RefClassParams, RefHtb};
 use sluice_core::sfq::{PerturbMode, Sfq, SfqConfig};
 
 use sluice_core::classify::Classifier;
-use sluice_core::filter::fw::FwConfig;
+use sluice_core::filter::flow::{FlowConfig, FlowKey};
 use sluice_core::filter::{FilterConfig, FilterSpec, Protocol, Upsert};
 use sluice_core::units::{parse_size, parse_time};
 use sluice_core::{ConfigError, Handle, Qdisc, Rate, Span, Time, WireSpec};
@@ -308,7 +308,7 @@ fn leaf_gen(
             1 => 0,
             n => n,
         },
-        _ => LeafGen::auto_sites(count, first.minor()),
+        _ => LeafGen::auto_sites(count),
     };
     let rate = ctx.rate(&g.rate)?;
     let ceil = g.ceil.as_ref().map(|q| ctx.rate(q)).transpose()?.unwrap_or(rate);
@@ -360,14 +360,12 @@ fn leaf_gen(
         sites: sites as u32,
         first,
         parent,
-        site_major0: major.saturating_add(1),
         rate,
         ceil,
         site_rate,
         site_ceil,
         parent_ceil: parent_class.map(|p| p.ceil),
         report,
-        reference,
     };
     gen.check()
         .map_err(|m| ctx.err(Some(g.count.span()), m, Some("sites = \"auto\" picks about sqrt(count)")))?;
@@ -507,24 +505,25 @@ fn htb(
     let first = build().map_err(|e| ctx.err(span.clone(), e.to_string(), None))?;
     let build_ms = t0.elapsed().as_secs_f64() * 1e3;
     let factory = first_then_rebuild(first, move || build().expect("validated above"));
-    // Packets name their class in `priority` (see `scenario::build`); the root qdisc honours it.
-    // A two-level tree also needs the site class at the root: the flow's mark names it, read by
-    // an fw filter in its old mode (no elements: the mark is the classid).
+    // Packets name their class in `priority` (see `scenario::build`); the root qdisc honours it
+    // first. A generated leaf (possibly beyond 16-bit minors) is named by the flow's mark instead,
+    // read by one `flow map key mark baseclass FIRST` filter at the root, 32 bits wide.
     let classifier = match &leaf_gen {
-        Some(g) if g.nested() => {
+        Some(g) => {
             let mut c = Classifier::new();
             c.set_root(Some(handle));
-            let fw = FilterSpec {
+            let map = FlowConfig { baseclass: Some(g.leaf(0)), wide: true, ..FlowConfig::map(FlowKey::Mark) };
+            let spec = FilterSpec {
                 chain: 0,
                 pref: Some(1),
                 protocol: Protocol::ALL,
                 handle: None,
-                config: FilterConfig::Fw(FwConfig::default()),
+                config: FilterConfig::Flow(map),
             };
-            c.add_filter(handle, fw, Upsert::Add).map_err(|e| ctx.err(span, e.to_string(), None))?;
+            c.add_filter(handle, spec, Upsert::Add).map_err(|e| ctx.err(span, e.to_string(), None))?;
             c
         }
-        _ => Classifier::new(),
+        None => Classifier::new(),
     };
     let factory: SharedProgram = Arc::new(move || Program::from_parts(factory(), classifier.clone()));
     Ok(ShaperParts { factory, classes: reported, leaves: leaf_gen, build_ms })

@@ -1,24 +1,21 @@
 //! `[shaper.leaves]`: many identical subscriber classes, flat under one parent or in two levels.
 //!
-//! A tc handle has a 16-bit minor, so one HTB qdisc holds at most 65 535 classes. Larger trees are
-//! built the way Linux operators (LibreQoS) build them: each *site* is a class `1:(first+s)` of
-//! the root HTB under `parent`, and carries its own HTB qdisc `(M+s):` (M = root major + 1) whose
-//! root class `(M+s):1` caps at the site's ceil and whose leaves `(M+s):2`, `(M+s):3`, ... are the
-//! site's subscribers. Leaves are numbered 0..count and handed to sites in contiguous blocks.
-//!
-//! A packet of leaf `i` carries two classification results (`push_class`): the site class for
-//! the root qdisc and the leaf for the site's qdisc. The naive reference HTB is one qdisc that
-//! accepts any 32-bit classid; it holds the same classes and finds the leaf in `priority`.
+//! Every generated class is a class of the root HTB qdisc (class minors are 32 bits, so a
+//! million subscribers are one qdisc with one contiguous class arena). Leaf `i` is class
+//! `major:(first+i)`, under `parent` when the tree is flat. In two levels, as ISP shapers
+//! (LibreQoS) build them, leaf `i` hangs from site `site_of(i)` instead: site `s` is the inner
+//! class `major:(first+count+s)` under `parent`, numbered after the leaves so that `first + j`
+//! always names leaf `j`. Leaves are handed to sites in contiguous blocks. A packet of leaf `i`
+//! carries that leaf as its classification result; the naive reference HTB holds the same
+//! classes in one qdisc too.
 
-use sluice_core::htb::{Htb, HtbClassConfig, HtbConfig};
+use sluice_core::htb::{Htb, HtbClassConfig};
 use sluice_core::{ConfigError, Handle, Qdisc, Rate, Time, WireSpec};
 
-/// Leaves that fit in one qdisc are flat unless `sites` says otherwise.
+/// Leaves are flat (under `parent` only) up to this many unless `sites` says otherwise.
 pub(crate) const MAX_FLAT_LEAVES: u64 = 65_000;
 /// The most leaves a generator makes (a few hundred bytes of simulator and scheduler state each).
 pub(crate) const MAX_LEAVES: u64 = 4_000_000;
-/// Subscribers per site: minors 2..=0xfffe of the site's qdisc.
-const MAX_PER_SITE: u64 = 0xfffd;
 
 /// The qdisc of every generated leaf.
 #[derive(Clone)]
@@ -53,13 +50,11 @@ pub(crate) enum LeafReport {
 /// The resolved generator of one case.
 pub(crate) struct LeafGen {
     pub count: u32,
-    /// 0: flat (leaves `first`, `first+1`, ... under `parent`); otherwise the number of sites.
+    /// 0: flat (leaves under `parent`); otherwise the number of sites.
     pub sites: u32,
-    /// Flat: the first leaf. Two levels: the first site class.
+    /// The first leaf; leaves (then sites) are numbered on from it.
     pub first: Handle,
     pub parent: Handle,
-    /// Major of site 0's qdisc.
-    pub site_major0: u16,
     pub rate: Rate,
     pub ceil: Rate,
     pub site_rate: Rate,
@@ -67,15 +62,13 @@ pub(crate) struct LeafGen {
     /// The ceil of `parent` if it is a configured class: the capacity the leaves share.
     pub parent_ceil: Option<Rate>,
     pub report: LeafReport,
-    /// Packets name their leaf in `priority` too (for the naive reference HTB).
-    pub reference: bool,
 }
 
 impl LeafGen {
-    /// Sites for `count` leaves when the file says `auto`: one qdisc while the leaves fit in its
-    /// minors, else about sqrt(count) sites (LibreQoS-like trees of similar fan-out per level).
-    pub(crate) fn auto_sites(count: u64, first_minor: u32) -> u64 {
-        if count <= MAX_FLAT_LEAVES && first_minor as u64 + count <= 0x10000 {
+    /// Sites for `count` leaves when the file says `auto`: flat up to [`MAX_FLAT_LEAVES`], else
+    /// about sqrt(count) sites (LibreQoS-like trees of similar fan-out per level).
+    pub(crate) fn auto_sites(count: u64) -> u64 {
+        if count <= MAX_FLAT_LEAVES {
             0
         } else {
             ((count as f64).sqrt().ceil() as u64).max(2)
@@ -84,33 +77,14 @@ impl LeafGen {
 
     /// Checks the geometry; `Err` says what does not fit.
     pub(crate) fn check(&self) -> Result<(), String> {
-        let n = self.count as u64;
-        if self.sites == 0 {
-            if self.first.minor() as u64 + n > 0x10000 {
-                return Err(format!(
-                    "{n} leaves from {} run past minor 0xffff of one qdisc; use sites = \"auto\" or more sites",
-                    self.first
-                ));
-            }
-            return Ok(());
-        }
-        let s = self.sites as u64;
+        let (n, s) = (self.count as u64, self.sites as u64);
         if s > n {
             return Err(format!("{s} sites for {n} leaves: every site needs a leaf"));
         }
-        if self.first.minor() as u64 + s > 0x10000 {
-            return Err(format!("{s} site classes from {} run past minor 0xffff", self.first));
-        }
-        if self.site_major0 as u64 + s > 0xfff0 {
+        if self.first.minor() as u64 + n + s > u32::MAX as u64 + 1 {
             return Err(format!(
-                "{s} sites need qdisc majors up to {:x}, past fff0",
-                self.site_major0 as u64 + s
-            ));
-        }
-        if n.div_ceil(s) > MAX_PER_SITE {
-            return Err(format!(
-                "{} leaves per site do not fit in one site qdisc (at most {MAX_PER_SITE})",
-                n.div_ceil(s)
+                "{n} leaves and {s} sites from {} run past minor ffffffff of the qdisc",
+                self.first
             ));
         }
         Ok(())
@@ -125,53 +99,29 @@ impl LeafGen {
         (i as u64 * self.sites as u64 / self.count as u64) as u32
     }
 
-    /// First leaf of site `s` (`s` = sites gives count).
-    fn first_leaf(&self, s: u32) -> u32 {
-        (s as u64 * self.count as u64).div_ceil(self.sites as u64) as u32
-    }
-
-    /// Class of site `s` in the root qdisc.
+    /// Class of site `s`.
     pub(crate) fn site(&self, s: u32) -> Handle {
-        Handle::new(self.first.major(), self.first.minor() + s)
-    }
-
-    fn site_major(&self, s: u32) -> u16 {
-        self.site_major0 + s as u16
+        Handle::new(self.first.major(), self.first.minor() + self.count + s)
     }
 
     /// The class id of leaf `i`.
     pub(crate) fn leaf(&self, i: u32) -> Handle {
-        if !self.nested() {
-            return Handle::new(self.first.major(), self.first.minor() + i);
-        }
-        let s = self.site_of(i);
-        Handle::new(self.site_major(s), 2 + (i - self.first_leaf(s)))
+        Handle::new(self.first.major(), self.first.minor() + i)
     }
 
-    /// Classification results of a packet of leaf `i` (outermost first) and its `priority`.
-    pub(crate) fn path(&self, i: u32) -> (Vec<Handle>, u32) {
-        if !self.nested() {
-            return (vec![self.leaf(i)], 0);
+    /// The parent class of leaf `i`.
+    fn leaf_parent(&self, i: u32) -> Handle {
+        if self.nested() {
+            self.site(self.site_of(i))
+        } else {
+            self.parent
         }
-        let leaf = self.leaf(i);
-        (vec![self.site(self.site_of(i)), leaf], if self.reference { leaf.to_tc().unwrap_or(0) } else { 0 })
     }
 
-    /// The leaf index a flow's `class` names: `first + j` is leaf `j` (in both layouts, so that
-    /// `class` + `spread` keep their flat meaning), and a two-level leaf may be named by its id.
+    /// The leaf index a class id names: `first + j` is leaf `j`.
     pub(crate) fn index_of(&self, h: Handle) -> Option<u32> {
-        if h.major() == self.first.major() && h.minor() >= self.first.minor() {
-            let j = h.minor() - self.first.minor();
-            return (j < self.count).then_some(j);
-        }
-        if self.nested() && h.major() >= self.site_major0 && h.minor() >= 2 {
-            let s = (h.major() - self.site_major0) as u32;
-            if s < self.sites {
-                let i = self.first_leaf(s) + (h.minor() - 2);
-                return (i < self.first_leaf(s + 1)).then_some(i);
-            }
-        }
-        None
+        let j = h.minor().checked_sub(self.first.minor())?;
+        (h.major() == self.first.major() && j < self.count).then_some(j)
     }
 
     fn class_config(rate: Rate, ceil: Rate, wire: WireSpec) -> HtbClassConfig {
@@ -180,82 +130,30 @@ impl LeafGen {
         c
     }
 
-    /// The classes to add to the root qdisc: the flat leaves, or the site classes.
-    pub(crate) fn root_classes(
-        &self,
-        wire: WireSpec,
-    ) -> impl Iterator<Item = (Handle, Handle, HtbClassConfig)> + '_ {
-        let n = if self.nested() { self.sites } else { self.count };
-        let cfg = if self.nested() {
-            Self::class_config(self.site_rate, self.site_ceil, wire)
-        } else {
-            Self::class_config(self.rate, self.ceil, wire)
-        };
-        (0..n).map(move |k| {
-            let id = if self.nested() { self.site(k) } else { self.leaf(k) };
-            (id, self.parent, cfg.clone())
-        })
-    }
-
     /// Adds the generated classes to Sluice's root HTB `h` (whose explicit classes, including
-    /// `parent`, exist already). O(count): every class is added once, in id order.
+    /// `parent`, exist already): the sites, then the leaves with their queues. O(count).
     pub(crate) fn install(&self, h: &mut Htb, q: &LeafQueue, wire: WireSpec) -> Result<(), ConfigError> {
         let t0 = Time::ZERO;
-        for (id, parent, cfg) in self.root_classes(wire) {
-            h.add_class(id, parent, cfg, t0)?;
-            if !self.nested() {
-                q.install(h, id)?;
-            }
-        }
+        h.reserve((self.count + self.sites) as usize);
+        let site = Self::class_config(self.site_rate, self.site_ceil, wire);
         for s in 0..self.sites {
-            h.set_leaf_qdisc(self.site(s), Box::new(self.site_qdisc(s, q, wire)?))?;
+            h.add_class(self.site(s), self.parent, site.clone(), t0)?;
         }
+        let leaf = Self::class_config(self.rate, self.ceil, wire);
+        for i in 0..self.count {
+            let id = self.leaf(i);
+            h.add_class(id, self.leaf_parent(i), leaf.clone(), t0)?;
+            q.install(h, id)?;
+        }
+        h.shrink_to_fit();
         Ok(())
     }
 
-    /// The HTB qdisc of site `s`: a root class over its subscribers. The site's rate and ceil
-    /// are enforced by the site's class in the root qdisc, which borrows from `parent`; a root
-    /// class cannot borrow, so this one runs at rate = ceil = the site's ceil and only shares
-    /// whatever the outer class lets through among the subscribers.
-    fn site_qdisc(&self, s: u32, q: &LeafQueue, wire: WireSpec) -> Result<Htb, ConfigError> {
-        let t0 = Time::ZERO;
-        let major = self.site_major(s);
-        let mut h = Htb::new(Handle::new(major, 0), HtbConfig::default())?;
-        let root = Handle::new(major, 1);
-        h.add_class(
-            root,
-            Handle::new(major, 0),
-            Self::class_config(self.site_ceil, self.site_ceil, wire),
-            t0,
-        )?;
-        let leaf = Self::class_config(self.rate, self.ceil, wire);
-        for i in self.first_leaf(s)..self.first_leaf(s + 1) {
-            let id = self.leaf(i);
-            h.add_class(id, root, leaf.clone(), t0)?;
-            q.install(&mut h, id)?;
-        }
-        Ok(h)
-    }
-
-    /// The same classes for the reference HTB, as `(id, parent, rate, ceil)`: flat leaves, or
-    /// sites and their leaves, parents before children. The site qdisc's root class only caps at
-    /// the site's ceil, which the site class does already, so the reference leaves hang directly
-    /// from the site class (an inner class of rate > its parent's would let the site bypass it).
+    /// The same classes for the reference HTB, as `(id, parent, rate, ceil)`, parents first.
     pub(crate) fn reference_classes(&self) -> Vec<(Handle, Handle, Rate, Rate)> {
-        let mut out = Vec::new();
-        if !self.nested() {
-            for i in 0..self.count {
-                out.push((self.leaf(i), self.parent, self.rate, self.ceil));
-            }
-            return out;
-        }
-        for s in 0..self.sites {
-            out.push((self.site(s), self.parent, self.site_rate, self.site_ceil));
-            for i in self.first_leaf(s)..self.first_leaf(s + 1) {
-                out.push((self.leaf(i), self.site(s), self.rate, self.ceil));
-            }
-        }
-        out
+        let sites = (0..self.sites).map(|s| (self.site(s), self.parent, self.site_rate, self.site_ceil));
+        let leaves = (0..self.count).map(|i| (self.leaf(i), self.leaf_parent(i), self.rate, self.ceil));
+        sites.chain(leaves).collect()
     }
 
     /// The fluid (max-min) rate of each leaf in `active` (distinct, sorted) when exactly these
@@ -341,14 +239,12 @@ mod tests {
             sites,
             first: Handle::new(1, 10),
             parent: Handle::new(1, 1),
-            site_major0: 2,
             rate: Rate::from_bps(8_000),
             ceil: Rate::from_bps(100_000_000),
             site_rate: Rate::from_bps(30_000_000 / sites.max(1) as u64),
             site_ceil: Rate::from_bps(30_000_000),
             parent_ceil: Some(Rate::from_bps(30_000_000)),
             report: LeafReport::Active,
-            reference: false,
         }
     }
 
@@ -358,32 +254,46 @@ mod tests {
             let g = gen(count, sites);
             g.check().unwrap();
             let mut seen = std::collections::HashSet::new();
+            for s in 0..sites {
+                assert!(seen.insert(g.site(s)));
+                assert_eq!(g.index_of(g.site(s)), None);
+            }
             for i in 0..count {
                 let id = g.leaf(i);
                 assert!(seen.insert(id), "{count}/{sites}: {id} twice");
                 assert_eq!(g.index_of(id), Some(i), "{id}");
-                assert_eq!(g.index_of(Handle::new(1, 10 + i.min(100))), Some(i.min(100)));
-                let (path, _) = g.path(i);
-                assert_eq!(*path.last().unwrap(), id);
-                if sites > 0 {
-                    assert_eq!(path[0], g.site(g.site_of(i)));
-                    assert_eq!(id.major(), 2 + g.site_of(i) as u16);
-                }
+                assert_eq!(id.major(), 1);
+                let want = if sites > 0 { g.site(g.site_of(i)) } else { g.parent };
+                assert_eq!(g.leaf_parent(i), want);
             }
         }
     }
 
     #[test]
+    fn a_million_leaves_are_one_qdisc() {
+        let g = gen(1_000_000, 1000);
+        g.check().unwrap();
+        let mut h = Htb::new(Handle::new(1, 0), sluice_core::htb::HtbConfig::default()).unwrap();
+        h.add_class(g.parent, Handle::new(1, 0), HtbClassConfig::new(Rate::from_bps(30_000_000)), Time::ZERO)
+            .unwrap();
+        g.install(&mut h, &LeafQueue::Pfifo(10), WireSpec::default()).unwrap();
+        assert_eq!(h.class_count(), 1_000_000 + 1000 + 1);
+        let c = h.classes().find(|c| c.classid == g.leaf(999_999)).unwrap();
+        assert_eq!(c.parent, g.site(999));
+        assert!(c.is_leaf);
+    }
+
+    #[test]
     fn geometry_limits_are_reported() {
-        assert!(gen(70_000, 0).check().is_err());
+        assert!(gen(70_000, 0).check().is_ok(), "one qdisc holds them");
         assert!(gen(10, 11).check().is_err());
-        assert!(gen(1_000_000, 10).check().is_err(), "100 000 leaves in one site");
-        assert!(gen(1_000_000, 1000).check().is_ok());
-        assert_eq!(LeafGen::auto_sites(65_000, 10), 0);
-        assert_eq!(LeafGen::auto_sites(65_001, 10), 255);
-        assert_eq!(LeafGen::auto_sites(60_000, 10_000), 245, "past minor 0xffff");
-        assert_eq!(LeafGen::auto_sites(1200, 10), 0);
-        assert_eq!(LeafGen::auto_sites(1_000_000, 10), 1000);
+        let mut g = gen(1000, 10);
+        g.first = Handle::new(1, u32::MAX - 1000);
+        assert!(g.check().is_err(), "past minor ffffffff");
+        assert_eq!(LeafGen::auto_sites(65_000), 0);
+        assert_eq!(LeafGen::auto_sites(65_001), 255);
+        assert_eq!(LeafGen::auto_sites(1200), 0);
+        assert_eq!(LeafGen::auto_sites(1_000_000), 1000);
     }
 
     #[test]

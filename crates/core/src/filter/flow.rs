@@ -183,6 +183,9 @@ pub struct FlowConfig {
     pub legacy_proto_ports: bool,
     /// Actions.
     pub actions: Actions,
+    /// Native configurations: `baseclass.minor + v` keeps all 32 bits (tc's grammar and the
+    /// kernel keep 16, unless the base class is already wide).
+    pub wide: bool,
 }
 
 impl Default for FlowConfig {
@@ -200,6 +203,7 @@ impl Default for FlowConfig {
             seed: 0x5eed_f10e,
             legacy_proto_ports: false,
             actions: Actions::none(),
+            wide: false,
         }
     }
 }
@@ -436,7 +440,7 @@ impl FlowFilter {
         let base = c.baseclass.unwrap_or(Handle::new(0, 1));
         // The kernel's TC_H_MAKE keeps 16 bits of the sum; a wide (native) base class keeps 32.
         let minor = base.minor().wrapping_add(v);
-        let minor = if base.minor() <= Handle::TC_MAX_MINOR { minor & 0xFFFF } else { minor };
+        let minor = if c.wide || base.minor() > Handle::TC_MAX_MINOR { minor } else { minor & 0xFFFF };
         Handle::new(base.major(), minor)
     }
 }

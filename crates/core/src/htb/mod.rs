@@ -21,7 +21,9 @@
 //! - Classes live in an arena addressed by `u32` index. The state a packet touches in each class
 //!   (tokens, `t_c`, byte counter, mode, links) is one 64-byte cache line; the configuration is
 //!   in a plan shared by every class configured alike ([`plan`]), so an idle leaf costs about 120
-//!   bytes all told (BENCHMARKS.md, Scale). Classid lookup is a direct minor → index table.
+//!   bytes all told (BENCHMARKS.md, Scale). Class minors are 32 bits, so a million classes are
+//!   one qdisc; classid lookup is O(1) ([`index`]): a direct minor → index table over the minors
+//!   in use (4 bytes per class for densely numbered trees), a hash map for scattered minors.
 //! - Rows and feeds are hierarchical bitmaps of member ranks with find-next-set
 //!   ([`crate::sched::bitmap::RankSet`]): joining, leaving and moving the DRR cursor are a few
 //!   word operations, also with a million active classes.
@@ -63,7 +65,8 @@
 //!   creation order, which is classid order when classes are created in classid order (as
 //!   generated configurations are). The shares are the same; only who goes first differs.
 //! - **No depth or class-count limit.** Inner classes are ordered by depth instead of the kernel's
-//!   fixed levels 0..7 (identical order for trees the kernel accepts); handles stay `u16:u16`.
+//!   fixed levels 0..7 (identical order for trees the kernel accepts), and class minors are 32
+//!   bits (the kernel's are 16), so one qdisc can hold millions of classes.
 //! - **Events**: all mode changes due are applied at each dequeue (the kernel gives up after two
 //!   jiffies with "htb: too many events!"). This does not change which packet is sent.
 //! - **Elapsed time is not capped at `mbuffer`** when tokens are refilled (the kernel caps it to
@@ -97,6 +100,7 @@
 
 mod class;
 mod config;
+mod index;
 mod leaves;
 mod plan;
 mod rr;
@@ -117,6 +121,7 @@ use crate::packet::Packet;
 use crate::qdisc::{ConfigError, DropReason, Dropped, Qdisc, QdiscStats};
 use crate::time::Time;
 use class::{ns_to_ticks, Class, ClassCold, LEAF, NONE, PARKED};
+use index::MinorIndex;
 use leaves::Leaves;
 use plan::Plans;
 use rr::RrList;
@@ -138,8 +143,8 @@ pub struct Htb {
     classes: Vec<Class>,
     cold: Vec<ClassCold>,
     free: Vec<u32>,
-    /// Arena index of each minor (`NONE` if no such class).
-    by_minor: Vec<u32>,
+    /// Arena index of each class minor.
+    by_minor: MinorIndex,
     count: usize,
     plans: Plans,
     leaves: Leaves,
@@ -190,7 +195,7 @@ impl Htb {
             classes: Vec::new(),
             cold: Vec::new(),
             free: Vec::new(),
-            by_minor: Vec::new(),
+            by_minor: MinorIndex::default(),
             count: 0,
             plans: Plans::default(),
             leaves: Leaves::new(),
@@ -346,7 +351,7 @@ impl Htb {
         if id.major() != self.handle.major() {
             return None;
         }
-        self.by_minor.get(id.minor() as usize).copied().filter(|&c| c != NONE)
+        self.by_minor.get(id.minor())
     }
 
     fn id_of(&self, c: u32) -> Handle {
@@ -452,11 +457,7 @@ impl Htb {
                 (self.classes.len() - 1) as u32
             }
         };
-        let minor = classid.minor() as usize;
-        if self.by_minor.len() <= minor {
-            self.by_minor.resize(minor + 1, NONE);
-        }
-        self.by_minor[minor] = idx;
+        self.by_minor.insert(classid.minor(), idx);
         self.count += 1;
         if parent_idx != NONE {
             let ext = self.classes[parent_idx as usize].ext as usize;
@@ -583,7 +584,7 @@ impl Htb {
             }
         }
         self.plans.release(self.classes[c as usize].plan);
-        self.by_minor[classid.minor() as usize] = NONE;
+        self.by_minor.remove(classid.minor());
         self.classes[c as usize].parent = NONE;
         self.free.push(c);
         self.count -= 1;
@@ -675,13 +676,14 @@ impl Htb {
 
     /// Every class, sorted by classid.
     pub fn classes(&self) -> impl Iterator<Item = ClassInfo> + '_ {
-        let live = || self.by_minor.iter().copied().filter(|&c| c != NONE);
-        let deepest_inner = live()
-            .filter(|&c| !self.classes[c as usize].is_leaf())
-            .map(|c| self.classes[c as usize].depth as u32)
+        let sorted = self.by_minor.sorted_indices();
+        let deepest_inner = sorted
+            .iter()
+            .filter(|&&c| !self.classes[c as usize].is_leaf())
+            .map(|&c| self.classes[c as usize].depth as u32)
             .max();
         let top = deepest_inner.map_or(7, |d| (d + 1).max(7));
-        live().map(move |c| {
+        sorted.into_iter().map(move |c| {
             let cl = &self.classes[c as usize];
             let plan = self.plans.get(cl.plan);
             ClassInfo {
@@ -834,7 +836,7 @@ impl Qdisc for Htb {
         let mut out: Vec<Packet> = self.front.drain(..).chain(self.direct.drain(..)).collect();
         self.waitq.clear();
         for c in 0..self.classes.len() as u32 {
-            if self.by_minor.get(self.classes[c as usize].minor as usize) != Some(&c) {
+            if self.by_minor.get(self.classes[c as usize].minor) != Some(c) {
                 continue; // a free slot
             }
             let cl = &mut self.classes[c as usize];

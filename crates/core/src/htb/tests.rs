@@ -322,3 +322,38 @@ fn peek_and_requeue_keep_counts() {
     assert_eq!(q.stats().requeues, 1);
     assert_eq!(q.reset().len(), 0);
 }
+
+/// One qdisc holds 32-bit minors: scattered ones (a hash-mapped index) and a dense million
+/// (a direct table); lookups, the default class, deletion and the sorted listing all work.
+#[test]
+fn wide_minors_in_one_qdisc() {
+    let cfg = HtbConfig { default_class: 0xffff_ffff, ..HtbConfig::default() };
+    let mut q = Htb::new(ROOT, cfg).unwrap();
+    q.add_class(h(1), ROOT, HtbClassConfig::new(bps(1_000_000)), t(0)).unwrap();
+    for m in [0xffff_ffff, 0x1_0000, 0x8000_0000, 0x10] {
+        q.add_class(h(m), h(1), HtbClassConfig::new(bps(100_000)), t(0)).unwrap();
+    }
+    assert!(q.by_minor.is_sparse());
+    let ids: Vec<u32> = q.classes().map(|c| c.classid.minor()).collect();
+    assert_eq!(ids, vec![1, 0x10, 0x1_0000, 0x8000_0000, 0xffff_ffff]);
+    assert_eq!(q.classify_packet(&pkt_to(0x8000_0000, 100, 0)), Some(h(0x8000_0000)));
+    assert_eq!(q.classify_packet(&Packet::new(100, 0)), Some(h(0xffff_ffff)), "default");
+    assert_eq!(q.classify_packet(&pkt_to(0x7fff_ffff, 100, 0)), Some(h(0xffff_ffff)));
+    q.enqueue(pkt_to(0x1_0000, 100, 7), t(0)).unwrap();
+    assert_eq!(q.dequeue(t(0)).unwrap().payload, 7);
+    q.delete_class(h(0x8000_0000), t(0)).unwrap();
+    assert!(q.class_stats(h(0x8000_0000)).is_none());
+    assert_eq!(q.classify_packet(&pkt_to(0x8000_0000, 100, 0)), Some(h(0xffff_ffff)));
+
+    let n = 1_000_000u32;
+    let classes: Vec<_> = std::iter::once((h(1), ROOT, HtbClassConfig::new(bps(1_000_000_000))))
+        .chain((2..n + 2).map(|m| (h(m), h(1), HtbClassConfig::new(bps(1_000)).ceil(bps(1_000_000_000)))))
+        .collect();
+    let (mut big, _) = Htb::build(ROOT, HtbConfig::default(), &classes, t(0)).unwrap();
+    assert!(!big.by_minor.is_sparse());
+    assert!(big.by_minor.heap_bytes() <= 4 * (n as usize + 2) + 64);
+    assert_eq!(big.class_count(), n as usize + 1);
+    big.enqueue(pkt_to(n + 1, 100, 9), t(0)).unwrap();
+    assert_eq!(big.class_stats(h(n + 1)).unwrap().qlen, 1);
+    assert_eq!(big.dequeue(t(0)).unwrap().payload, 9);
+}

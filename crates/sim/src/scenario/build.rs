@@ -137,7 +137,7 @@ impl Ctx<'_> {
 
     pub(crate) fn handle(&self, q: &Q) -> Result<Handle, ScenarioError> {
         let t = self.text(q)?;
-        Handle::parse(&t).map_err(|e| self.err(Some(q.span()), e.0, Some("a class id such as 1:10")))
+        Handle::parse_wide(&t).map_err(|e| self.err(Some(q.span()), e.0, Some("a class id such as 1:10")))
     }
 
     /// `"a=b,c!=d"`: all must hold.
@@ -595,10 +595,10 @@ fn build_flows(
                     None,
                 ));
             }
-            None if c.minor() as u64 + n > 65535 => {
+            None if c.minor() as u64 + n > u32::MAX as u64 => {
                 return Err(ctx.err(
                     fl.spread.as_ref().map(|q| q.span()),
-                    "spread runs past minor 0xffff",
+                    "spread runs past minor ffffffff",
                     None,
                 ));
             }
@@ -714,9 +714,10 @@ fn build_flows(
         };
         let sport = 10000 + out.len() as u16;
         tc_wire(ctx, fl, b, &mut fs, proto, sport, dport, tunnel.as_deref())?;
-        if let (Some((g, j)), false) = (base, matches!(traffic, TrafficSpec::StreamGroup { .. })) {
+        if let (Some((_, j)), false) = (base, matches!(traffic, TrafficSpec::StreamGroup { .. })) {
             let idx = j + spread.map(|n| (i * n / count) as u32).unwrap_or(0);
-            set_host_class(&mut fs, &g.path(idx).0).map_err(|m| ctx.err(Some(fl.kind.span()), m, None))?;
+            // The root's `flow map key mark` filter reads the leaf's index (see `backend`).
+            fs.mark = idx;
             out.push(fs);
             leaf_of.push(Some(idx));
             continue;
@@ -726,8 +727,12 @@ fn build_flows(
             _ => explicit
                 .or_else(|| b.and_then(|b| host_priority(b, &name, &host, dsfield >> 2, mark, fs.flow_hash))),
         };
-        set_host_class(&mut fs, &class.into_iter().collect::<Vec<_>>())
-            .map_err(|m| ctx.err(Some(fl.kind.span()), m, None))?;
+        // Beside generated leaves (named by the mark filter) other traffic names its class, or
+        // the default class (the direct queue without one), as the kernel would send it.
+        let class = class.or_else(|| {
+            b.and_then(|b| b.leaves.as_ref().map(|g| b.default_class.unwrap_or(g.first.qdisc())))
+        });
+        set_host_class(&mut fs, class).map_err(|m| ctx.err(Some(fl.kind.span()), m, None))?;
         if let TrafficSpec::StreamGroup { rate, .. } = &traffic {
             let group_idx = out.len();
             out.push(fs);
@@ -747,7 +752,7 @@ fn build_flows(
                     Some(q) => Some(ctx.handle(q)?),
                     None => b.and_then(|b| host_priority(b, &st.name, &host, m.dsfield >> 2, 0, m.flow_hash)),
                 };
-                set_host_class(&mut m, &c.into_iter().collect::<Vec<_>>())
+                set_host_class(&mut m, c)
                     .map_err(|m| ctx.err(st.class.as_ref().map(|q| q.span()), m, None))?;
                 let sport = 10000 + out.len() as u16;
                 tc_wire(ctx, fl, b, &mut m, sluice_wire::L4::Udp, sport, dport, None)?;
@@ -806,16 +811,11 @@ fn tc_wire(
 /// the innermost class in `skb->priority`, which HTB honours; for a generated two-level tree
 /// also the site class in the firewall mark, which the root's fw filter reads. Both are 32-bit
 /// tc handles: a class whose minor does not fit in 16 bits cannot be named this way.
-fn set_host_class(fs: &mut FlowSpec, path: &[Handle]) -> Result<(), String> {
-    let tc = |h: &Handle| {
-        h.to_tc()
-            .ok_or_else(|| format!("class {h} cannot be named in skb->priority (its minor is above ffff)"))
-    };
-    if let Some(leaf) = path.last() {
-        fs.priority = tc(leaf)?;
-    }
-    if let [site, _, ..] = path {
-        fs.mark = tc(site)?;
+fn set_host_class(fs: &mut FlowSpec, class: Option<Handle>) -> Result<(), String> {
+    if let Some(c) = class {
+        fs.priority = c
+            .to_tc()
+            .ok_or_else(|| format!("class {c} cannot be named in skb->priority (its minor is above ffff)"))?;
     }
     Ok(())
 }

@@ -225,16 +225,16 @@ pub struct ClassFile {
     pub leaf: Option<Q>,
 }
 
-/// `count` identical leaves `major:first`, `major:first+1`, ... under `parent`, or in two levels
-/// (sites, each with its own HTB qdisc, then subscribers) when `sites` asks for it or the leaves
-/// do not fit in one qdisc's 16-bit minors.
+/// `count` identical leaves `major:first`, `major:first+1`, ... (32-bit minors, one qdisc) under
+/// `parent`, or in two levels (site classes, then subscribers) when `sites` asks for it or there
+/// are more than 65 000 leaves.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LeavesFile {
     /// How many.
     pub count: Q,
-    /// `"auto"` (default: 1 while the leaves fit in one qdisc, else about sqrt(count)), 1 (flat)
-    /// or the number of sites. Site `s` is class `major:(first+s)` carrying qdisc `(major+1+s):`.
+    /// `"auto"` (default: 1 up to 65 000 leaves, else about sqrt(count)), 1 (flat) or the number
+    /// of sites. Site `s` is the inner class `major:(first+count+s)` under `parent`.
     #[serde(default)]
     pub sites: Option<Q>,
     /// Rate of each site (default: the parent's rate / sites).
