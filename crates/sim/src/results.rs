@@ -88,6 +88,8 @@ pub fn case_results(sim: &Sim, spec: &SimSpec, name: &str, params: BTreeMap<Stri
     let mut extra = BTreeMap::new();
     for (i, f) in spec.flows.iter().enumerate() {
         if let Some((retx, rto, srtt)) = sim.tcp_counters(i) {
+            let goodput = rec.flows[i].goodput_bytes as f64 * 8.0 / window;
+            extra.insert(format!("{}.goodput_bps", f.name), goodput);
             extra.insert(format!("{}.retransmits", f.name), retx as f64);
             extra.insert(format!("{}.timeouts", f.name), rto as f64);
             if let Some(s) = srtt {
