@@ -189,9 +189,8 @@ impl Sim {
                 sim.ev.push(f.start, Ev::Emit(i as u32));
             }
         }
-        if spec.series {
-            sim.ev.push(Time::ZERO, Ev::Sample);
-        }
+        // Occupancy is sampled every step even without time series, for the maximum backlog.
+        sim.ev.push(Time::ZERO, Ev::Sample);
         sim
     }
 
@@ -276,10 +275,13 @@ impl Sim {
                 Ev::Arrive { slot, pos } => self.arrive(slot, pos as usize),
                 Ev::TcpTimer(flow) => self.on_tcp_timer(flow as usize),
                 Ev::Sample => {
+                    let series = self.rec.series;
                     for (i, h) in self.hops.iter().enumerate() {
                         let b = h.e.backlog_bytes();
                         let r = &mut self.rec.hops[i];
-                        r.samples.push(b);
+                        if series {
+                            r.samples.push(b);
+                        }
                         r.max_backlog = r.max_backlog.max(b);
                     }
                     self.ev.push(t + self.step, Ev::Sample);

@@ -145,3 +145,16 @@ fn same_seed_same_result() {
     };
     assert_eq!(run(), run());
 }
+
+#[test]
+fn max_backlog_is_reported_without_time_series() {
+    let f = FlowSpec::new("flood", "a", TrafficSpec::Cbr { rate: Rate::from_bps(8_000_000) });
+    let mut s = spec(vec![link("modem", Some(5_000_000), 10, 128 * 1024)], vec![], vec![f], 5);
+    s.series = false;
+    let mut sim = Sim::new(&s);
+    sim.run(&mut |_| {});
+    let c = case_results(&sim, &s, "c", BTreeMap::new());
+    assert!(c.qdiscs[0].drops > 1000);
+    assert!(c.qdiscs[0].max_backlog_bytes > 100 * 1024, "{:?}", c.qdiscs[0]);
+    assert!(c.series.is_none());
+}
