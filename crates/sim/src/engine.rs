@@ -481,7 +481,12 @@ impl Sim {
                 let class = self.class_of(self.slots[slot as usize].flow as usize, &pkt);
                 self.slots[slot as usize].class = class;
                 let cost = self.shaper_wire.packet_cost(&pkt);
-                self.rec.on_class_tx(class, cost, pkt.gso_segs.max(1) as u64, now);
+                if class == u32::MAX {
+                    let flow = self.slots[slot as usize].flow;
+                    self.rec.on_unclassified(flow, cost, now);
+                } else {
+                    self.rec.on_class_tx(class, cost, pkt.gso_segs.max(1) as u64, now);
+                }
             }
             let s = self.slots[slot as usize];
             let hop = &mut self.hops[h];

@@ -439,3 +439,49 @@ fn three_tcp_flows_share_one_fq_codel_class() {
         assert!(c.extra[&format!("{}.timeouts", f.name)] < 5.0, "{}: timeouts", f.name);
     }
 }
+
+fn refused(src: &str, set: &[(&str, &str)]) -> String {
+    let sc = Scenario::parse("b.toml", src).unwrap();
+    let opts = RunOptions {
+        overrides: set.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        seed: None,
+    };
+    match sluice_sim::run::run(&sc, &opts, &|_| {}) {
+        Ok(_) => panic!("ran: {src}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+const BASE: &str = "name = \"b\"\ndescription = \"d\"\nduration = \"2s\"\n[params]\nn = \"1\"\n[[link]]\nname = \"l\"\nrate = \"10mbit\"\ndelay = \"5ms\"\n";
+
+#[test]
+fn inputs_that_would_hang_or_exhaust_memory_are_refused_before_the_run() {
+    let onoff = format!(
+        "{BASE}[[flow]]\nname = \"f\"\ntype = \"onoff\"\nrate = \"1mbit\"\non = \"0s\"\noff = \"0s\"\n"
+    );
+    assert!(refused(&onoff, &[]).contains("on period"), "{}", refused(&onoff, &[]));
+    let rateless = "name = \"b\"\ndescription = \"d\"\nduration = \"2s\"\n[[link]]\nname = \"l\"\n[[flow]]\nname = \"f\"\ntype = \"backlog\"\n";
+    assert!(refused(rateless, &[]).contains("without bound"), "{}", refused(rateless, &[]));
+    let cbr = format!("{BASE}[[flow]]\nname = \"f\"\ntype = \"cbr\"\nrate = \"1mbit\"\n");
+    let e = refused(&cbr, &[("step", "1ns")]);
+    assert!(e.contains("samples") && e.contains("step"), "{e}");
+    let e = refused(&cbr, &[("duration", "18000000000s")]);
+    assert!(e.contains("duration"), "{e}");
+    let fast = cbr.replace("1mbit", "10gbit");
+    let e = refused(&fast, &[("duration", "100000s"), ("step", "1s")]);
+    assert!(e.contains("packets") && e.contains("duration"), "{e}");
+    let flows = format!("{BASE}[[flow]]\nname = \"f\"\ntype = \"cbr\"\nrate = \"10gbit\"\ncount = 65535\n");
+    let e = refused(&flows, &[("duration", "60s")]);
+    assert!(e.contains("packets") || e.contains("memory"), "{e}");
+    let sc = Scenario::parse("b.toml", &cbr).unwrap();
+    let e = sc.points(&[("n".into(), (0..400).map(|i| i.to_string()).collect::<Vec<_>>().join(","))]);
+    assert!(e.is_ok(), "a few hundred points are fine");
+    let big = format!("{BASE}[sweep]\na = {{ from = 1, to = 100000, step = 1 }}\nb = {{ from = 1, to = 100000, step = 1 }}\n[[flow]]\nname = \"f\"\ntype = \"cbr\"\nrate = \"1mbit\"\n");
+    match Scenario::parse("b.toml", &big) {
+        Ok(sc) => {
+            let e = sc.points(&[]).unwrap_err().to_string();
+            assert!(e.contains("points"), "{e}");
+        }
+        Err(e) => assert!(e.to_string().contains("points"), "{e}"),
+    }
+}
