@@ -911,8 +911,14 @@ pub(crate) fn check_budget(spec: &SimSpec) -> Result<(), (&'static str, String)>
     }
     // Packets the run will carry: open-loop flows at their rate; greedy flows at the rate of the
     // slowest forward link (TCP also bounded by its window per round trip).
-    let bottleneck =
-        spec.forward.iter().filter_map(|l| l.rate.filter(|r| !r.is_zero())).map(|r| r.bps()).min();
+    let link = spec.forward.iter().filter_map(|l| l.rate.filter(|r| !r.is_zero())).map(|r| r.bps()).min();
+    // A shaper's classes bound what passes it (by the sum of their ceilings at most).
+    let shaped = (spec.forward.iter().any(|l| l.is_shaper) && !spec.classes.is_empty())
+        .then(|| spec.classes.iter().map(|c| c.ceil.bps().max(c.rate.bps())).fold(0u64, u64::saturating_add));
+    let bottleneck = match (link, shaped) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
     let rtt: f64 = spec.forward.iter().chain(&spec.reverse).map(|l| l.delay.as_secs_f64()).sum();
     let mut packets = 0f64;
     let mut tcp_bytes = 0f64;
