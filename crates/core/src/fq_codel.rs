@@ -415,7 +415,7 @@ impl FqCodel {
             drop_overlimit: 0,
             drop_overmemory: 0,
             new_flow_count: 0,
-            dropped: VecDeque::with_capacity(cfg.drop_batch as usize),
+            dropped: VecDeque::with_capacity(cfg.drop_batch.min(DEFAULT_DROP_BATCH) as usize),
         };
         q.reset_host_counts();
         Ok(q)

@@ -12,7 +12,7 @@
 use crate::event::{Ev, EventQueue};
 use crate::model::{CongestionControl, CreditPolicy, FlowSpec, SimSpec, StreamSpec, TrafficSpec};
 use crate::recorder::Recorder;
-use crate::tcp::{Out, Tcp};
+use crate::tcp::{AckMsg, Tcp};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use sluice_core::{FlowKeys, Handle, Packet, Rate, Span, Time, WireSpec};
@@ -43,6 +43,8 @@ struct Slot {
     kind: Kind,
     ece: bool,
     route: u8,
+    /// An ACK's SACK block, as offsets from its cumulative ACK (`seq`).
+    sack: (u32, u32),
 }
 
 struct Hop {
@@ -83,7 +85,6 @@ struct Flow {
     seq: u64,
     start: Time,
     stop: Time,
-    ecn: bool,
 }
 
 /// Per-run counters about the engine itself.
@@ -118,6 +119,8 @@ pub struct Sim {
     pub(crate) spec_names: (Vec<String>, Vec<String>),
     burst_guard: (Time, u32),
     profile: bool,
+    /// Reused buffer for the segments a TCP sender wants sent.
+    tcp_buf: Vec<u64>,
     /// Wall-clock nanoseconds spent inside the shaper's enqueue/dequeue (profile runs only).
     pub(crate) shaper_ns: u64,
 }
@@ -179,15 +182,15 @@ impl Sim {
             burst_guard: (Time::ZERO, 0),
             profile: spec.profile,
             shaper_ns: 0,
+            tcp_buf: Vec::new(),
         };
         for (i, f) in sim.flows.iter().enumerate() {
             if !matches!(f.src, Src::Member) {
                 sim.ev.push(f.start, Ev::Emit(i as u32));
             }
         }
-        if spec.series {
-            sim.ev.push(Time::ZERO, Ev::Sample);
-        }
+        // Occupancy is sampled every step even without time series, for the maximum backlog.
+        sim.ev.push(Time::ZERO, Ev::Sample);
         sim
     }
 
@@ -244,7 +247,6 @@ impl Sim {
             seq: 0,
             start,
             stop: f.stop.map(|s| Time::ZERO + s).unwrap_or(end),
-            ecn: f.ecn,
         }
     }
 
@@ -271,12 +273,15 @@ impl Sim {
                     }
                 }
                 Ev::Arrive { slot, pos } => self.arrive(slot, pos as usize),
-                Ev::Rto { flow, gen } => self.on_rto(flow as usize, gen),
+                Ev::TcpTimer(flow) => self.on_tcp_timer(flow as usize),
                 Ev::Sample => {
+                    let series = self.rec.series;
                     for (i, h) in self.hops.iter().enumerate() {
                         let b = h.e.backlog_bytes();
                         let r = &mut self.rec.hops[i];
-                        r.samples.push(b);
+                        if series {
+                            r.samples.push(b);
+                        }
                         r.max_backlog = r.max_backlog.max(b);
                     }
                     self.ev.push(t + self.step, Ev::Sample);
@@ -305,6 +310,10 @@ impl Sim {
 
     /// Creates a packet of `flow` and offers it to the first hop of its route.
     fn inject(&mut self, flow: usize, kind: Kind, seq: u64, echo: Time, ece: bool) {
+        self.inject_full(flow, kind, seq, echo, ece, (0, 0));
+    }
+
+    fn inject_full(&mut self, flow: usize, kind: Kind, seq: u64, echo: Time, ece: bool, sack: (u32, u32)) {
         let f = &self.flows[flow];
         let mut pkt = f.tmpl;
         let route = match kind {
@@ -316,14 +325,34 @@ impl Sim {
             pkt.dsfield &= !3;
         }
         // The shaper's class is known once its engine has classified the packet.
-        let slot =
-            Slot { pkt, flow: flow as u32, class: u32::MAX, seq, sent: self.now, echo, kind, ece, route };
+        let slot = Slot {
+            pkt,
+            flow: flow as u32,
+            class: u32::MAX,
+            seq,
+            sent: self.now,
+            echo,
+            kind,
+            ece,
+            route,
+            sack: (0, 0),
+        };
         if matches!(kind, Kind::Data | Kind::EchoReq) {
             self.rec.on_sent(flow as u32, self.now);
         }
         let i = self.alloc(slot);
         self.slots[i as usize].pkt.payload = i as u64;
+        if kind == Kind::Ack {
+            self.slots[i as usize].sack = sack;
+        }
         self.arrive(i, 0);
+    }
+
+    /// Sends a TCP ACK of `flow` back to its sender.
+    fn inject_ack(&mut self, flow: usize, a: AckMsg) {
+        let off = |x: u64| x.saturating_sub(a.ack).min(u32::MAX as u64) as u32;
+        let sack = if a.sack.0 < a.sack.1 { (off(a.sack.0), off(a.sack.1)) } else { (0, 0) };
+        self.inject_full(flow, Kind::Ack, a.ack, a.echo, a.ece, sack);
     }
 
     /// Slot `slot` reaches position `pos` of its route (enqueue there, or deliver at the end).
@@ -452,7 +481,12 @@ impl Sim {
                 let class = self.class_of(self.slots[slot as usize].flow as usize, &pkt);
                 self.slots[slot as usize].class = class;
                 let cost = self.shaper_wire.packet_cost(&pkt);
-                self.rec.on_class_tx(class, cost, pkt.gso_segs.max(1) as u64, now);
+                if class == u32::MAX {
+                    let flow = self.slots[slot as usize].flow;
+                    self.rec.on_unclassified(flow, cost, now);
+                } else {
+                    self.rec.on_class_tx(class, cost, pkt.gso_segs.max(1) as u64, now);
+                }
             }
             let s = self.slots[slot as usize];
             let hop = &mut self.hops[h];
@@ -535,10 +569,16 @@ impl Sim {
         match s.kind {
             Kind::Data => {
                 self.rec.on_recv(s.flow, s.pkt.len as u64, s.sent, self.now, self.now - s.sent);
+                let ce = s.pkt.ecn() == sluice_core::Ecn::Ce;
+                let now = self.now;
                 if let Src::Tcp(t) = &mut self.flows[fi].src {
-                    let ack = t.on_data(s.seq);
-                    let ce = s.pkt.ecn() == sluice_core::Ecn::Ce;
-                    self.inject(fi, Kind::Ack, ack, s.sent, ce);
+                    let r = t.on_data(s.seq, s.sent, ce, now);
+                    let seg = self.flows[fi].tmpl.len as u64;
+                    self.rec.on_goodput(s.flow, r.in_order * seg, now);
+                    if let Some(a) = r.ack {
+                        self.inject_ack(fi, a);
+                    }
+                    self.tcp_arm(fi);
                 }
             }
             Kind::EchoReq => self.inject_reply(fi, s),
@@ -547,11 +587,13 @@ impl Sim {
             }
             Kind::Ack => {
                 let now = self.now;
-                let mut out = Out::default();
+                let mut out = std::mem::take(&mut self.tcp_buf);
                 if let Src::Tcp(t) = &mut self.flows[fi].src {
-                    t.on_ack(s.seq, s.echo, s.ece, now, &mut out);
+                    let sack = (s.seq + s.sack.0 as u64, s.seq + s.sack.1 as u64);
+                    let a = AckMsg { ack: s.seq, sack, echo: s.echo, ece: s.ece };
+                    t.on_ack(&a, now, &mut out);
                 }
-                self.tcp_out(fi, out);
+                self.tcp_send(fi, out);
             }
         }
     }
@@ -616,9 +658,9 @@ impl Sim {
                 return;
             }
             Src::Tcp(t) => {
-                let mut out = Out::default();
-                t.fill(&mut out);
-                self.tcp_out(fi, out);
+                let mut out = std::mem::take(&mut self.tcp_buf);
+                t.fill(now, &mut out);
+                self.tcp_send(fi, out);
                 return;
             }
             Src::Paced { t_ipi, timer, credit, t_nom } => {
@@ -684,36 +726,45 @@ impl Sim {
         }
     }
 
-    fn tcp_out(&mut self, fi: usize, out: Out) {
-        let now = self.now;
-        let _ = self.flows[fi].ecn;
-        for s in &out.send {
-            self.inject(fi, Kind::Data, *s, Time::ZERO, false);
+    /// Transmits the segments a TCP sender asked for, then arms its timer.
+    fn tcp_send(&mut self, fi: usize, mut out: Vec<u64>) {
+        for &seq in &out {
+            self.inject(fi, Kind::Data, seq, Time::ZERO, false);
         }
+        out.clear();
+        self.tcp_buf = out;
+        self.tcp_arm(fi);
+    }
+
+    /// Keeps one timer event per connection, at or before its earliest deadline: a new event is
+    /// pushed only when the deadline moves earlier; a late one re-arms when it fires.
+    fn tcp_arm(&mut self, fi: usize) {
         if let Src::Tcp(t) = &mut self.flows[fi].src {
-            if t.idle() {
-                t.rto_deadline = None;
-            } else if out.rearm || t.rto_deadline.is_none() {
-                t.rto_gen = t.rto_gen.wrapping_add(1);
-                let at = now + Span::from_nanos(t.rto);
-                t.rto_deadline = Some(at);
-                let gen = t.rto_gen;
-                self.ev.push(at, Ev::Rto { flow: fi as u32, gen });
+            if let Some(at) = t.next_timer() {
+                if at < t.armed {
+                    t.armed = at;
+                    self.ev.push(at, Ev::TcpTimer(fi as u32));
+                }
             }
         }
     }
 
-    fn on_rto(&mut self, fi: usize, gen: u32) {
+    fn on_tcp_timer(&mut self, fi: usize) {
         let now = self.now;
-        let mut out = Out::default();
+        let mut out = std::mem::take(&mut self.tcp_buf);
+        let mut ack = None;
         if let Src::Tcp(t) = &mut self.flows[fi].src {
-            if t.rto_gen != gen {
-                return;
+            if t.armed != now {
+                self.tcp_buf = out;
+                return; // superseded by an earlier event
             }
-            t.rto_deadline = None;
-            t.on_rto(now, &mut out);
+            t.armed = Time::MAX;
+            ack = t.on_timer(now, &mut out);
         }
-        self.tcp_out(fi, out);
+        if let Some(a) = ack {
+            self.inject_ack(fi, a);
+        }
+        self.tcp_send(fi, out);
     }
 
     // ---- results -------------------------------------------------------------------------

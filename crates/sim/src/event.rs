@@ -17,8 +17,8 @@ pub(crate) enum Ev {
     Wake(u32),
     /// A packet (slab slot) reaches position `pos` of its route.
     Arrive { slot: u32, pos: u16 },
-    /// A TCP retransmission timer; `gen` invalidates stale timers.
-    Rto { flow: u32, gen: u32 },
+    /// A TCP connection's timers (retransmission, RACK reordering, delayed ACK) may be due.
+    TcpTimer(u32),
     /// Sample queue occupancy.
     Sample,
 }

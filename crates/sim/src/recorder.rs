@@ -11,6 +11,10 @@ pub(crate) struct FlowRec {
     pub drops: u64,
     pub recv: u64,
     pub recv_bytes: u64,
+    /// Bytes delivered in order to the receiving application (TCP).
+    pub goodput_bytes: u64,
+    /// Accounted bytes the shaper sent outside every reported class.
+    pub unclassified_bytes: u64,
     pub hist: Histogram<u64>,
     jitter_sum_ns: u128,
     jitter_n: u64,
@@ -68,6 +72,8 @@ impl Recorder {
                 drops: 0,
                 recv: 0,
                 recv_bytes: 0,
+                goodput_bytes: 0,
+                unclassified_bytes: 0,
                 // From 1 ns, 3 significant digits, grown to the largest latency recorded (the
                 // same buckets as fixed bounds; a fixed 1000 s range costs 250 KB per flow).
                 hist: Histogram::new(3).expect("3 significant digits are valid"),
@@ -157,6 +163,22 @@ impl Recorder {
                 f.jitter_n += 1;
             }
             f.last_transit = Some(transit);
+        }
+    }
+
+    /// `bytes` of `flow` were delivered in order to the receiving application at `at`.
+    #[inline]
+    pub(crate) fn on_goodput(&mut self, flow: u32, bytes: u64, at: Time) {
+        if bytes > 0 && self.in_window(at) {
+            self.flows[flow as usize].goodput_bytes += bytes;
+        }
+    }
+
+    /// The shaper released a packet of `flow` that no reported class accounts for.
+    #[cold]
+    pub(crate) fn on_unclassified(&mut self, flow: u32, cost: u64, now: Time) {
+        if self.in_window(now) {
+            self.flows[flow as usize].unclassified_bytes += cost;
         }
     }
 

@@ -87,7 +87,13 @@ pub fn case_results(sim: &Sim, spec: &SimSpec, name: &str, params: BTreeMap<Stri
         .collect();
     let mut extra = BTreeMap::new();
     for (i, f) in spec.flows.iter().enumerate() {
+        let unclassified = rec.flows[i].unclassified_bytes;
+        if unclassified > 0 && !spec.classes.is_empty() {
+            extra.insert(format!("{}.unclassified_bytes", f.name), unclassified as f64);
+        }
         if let Some((retx, rto, srtt)) = sim.tcp_counters(i) {
+            let goodput = rec.flows[i].goodput_bytes as f64 * 8.0 / window;
+            extra.insert(format!("{}.goodput_bps", f.name), goodput);
             extra.insert(format!("{}.retransmits", f.name), retx as f64);
             extra.insert(format!("{}.timeouts", f.name), rto as f64);
             if let Some(s) = srtt {

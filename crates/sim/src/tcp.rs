@@ -1,155 +1,320 @@
-//! A compact TCP model: enough to show ACK clocking, bufferbloat and fairness.
+//! A TCP model that behaves like Linux's where it matters for queueing: ACK clocking, loss
+//! recovery, timeouts and fairness.
 //!
-//! Sequence numbers count segments. The receiver ACKs every segment cumulatively (no delayed
-//! ACKs, no SACK) and echoes the send time of the segment that triggered the ACK (like the
-//! timestamp option), which gives an RTT sample on every ACK. The sender implements slow start
-//! and congestion avoidance (RFC 5681), NewReno fast retransmit/recovery (RFC 6582), the RTO of
-//! RFC 6298 with Linux's 200 ms minimum, ECN's once-per-window response (RFC 3168 §6.1.2), and
-//! either Reno or CUBIC (RFC 8312) window growth.
+//! Sequence numbers count segments. The receiver delays ACKs as Linux does (every second
+//! in-order segment, a 40 ms delayed-ACK timer, sixteen quick ACKs at the start, an immediate ACK
+//! for anything out of order or filling a hole) and reports the SACK block (RFC 2018) that holds
+//! the segment that triggered the ACK. Every ACK echoes the send time of the earliest segment it
+//! acknowledges, like the timestamp option (RFC 7323), so every ACK gives an unambiguous RTT
+//! sample.
+//!
+//! The sender keeps a SACK scoreboard and Linux's accounting (`in_flight = packets_out -
+//! sacked_out - lost_out + retrans_out`). Losses are detected by RACK (RFC 8985, with Linux's
+//! reordering window: zero once three segments are SACKed or in recovery, else min_rtt/4, and a
+//! reordering timer) over a time-ordered transmission list, so a lost retransmission is detected
+//! like any other loss. Recovery follows RFC 6675 with Proportional Rate Reduction (RFC 6937).
+//! The retransmission timer follows RFC 6298: it is started when data is sent and none is
+//! running, restarted only when new data is cumulatively acknowledged, backed off exponentially,
+//! with Linux's 200 ms minimum and 120 s maximum; on expiry every unSACKed segment is marked
+//! lost (Linux's behaviour). ECN halves once per window (RFC 3168 §6.1.2). Window growth is Reno
+//! or CUBIC (RFC 9438, with HyStart's delay increase detection as Linux enables it by default).
+//!
+//! Every operation is O(1) amortised per segment; nothing allocates per packet once the
+//! scoreboard has grown to the flow's largest window.
 
 use crate::model::CongestionControl;
 use sluice_core::{Span, Time};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, VecDeque};
 
-const MIN_RTO: u64 = 200_000_000;
-const MAX_RTO: u64 = 60_000_000_000;
+const MS: u64 = 1_000_000;
+const MIN_RTO: u64 = 200 * MS;
+const MAX_RTO: u64 = 120_000 * MS;
+const INITIAL_RTO: u64 = 1_000 * MS;
+const DELACK: u64 = 40 * MS;
+const QUICKACKS: u32 = 16;
+const INITIAL_CWND: f64 = 10.0; // RFC 6928
 const CUBIC_C: f64 = 0.4;
 const CUBIC_BETA: f64 = 0.7;
+const HYSTART_LOW_WINDOW: f64 = 16.0;
+const HYSTART_MIN_SAMPLES: u32 = 8;
+
+const SACKED: u8 = 1;
+const LOST: u8 = 2;
+/// A retransmission of this segment is in flight.
+const RETRANS: u8 = 4;
+
+#[derive(Clone, Copy, Debug, Default)]
+struct Seg {
+    /// Time of the latest transmission, ns.
+    xmit: u64,
+    flags: u8,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    Open,
+    /// Fast recovery until `snd_una` reaches the recovery point.
+    Recovery,
+    /// After a retransmission timeout, until `snd_una` reaches the recovery point.
+    Loss,
+}
+
+/// An acknowledgement as the receiver sends it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct AckMsg {
+    /// Cumulative ACK: the next segment expected.
+    pub ack: u64,
+    /// One SACK block `[lo, hi)` (empty when `lo == hi`).
+    pub sack: (u64, u64),
+    /// Send time of the earliest segment this ACK acknowledges (the timestamp echo).
+    pub echo: Time,
+    /// ECN-Echo.
+    pub ece: bool,
+}
+
+/// What the receiver did with a data segment.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RecvOutcome {
+    /// Segments newly delivered in order to the application.
+    pub in_order: u64,
+    /// The ACK to send now, if any (otherwise it is delayed).
+    pub ack: Option<AckMsg>,
+}
 
 /// Sender and receiver state of one connection.
 #[derive(Debug, Clone)]
 pub(crate) struct Tcp {
     cc: CongestionControl,
-    pub ecn: bool,
+    ecn: bool,
     limit: Option<u64>,
-    rwnd: f64,
+    rwnd: u64,
+    // ---- sender ----
     pub cwnd: f64,
     ssthresh: f64,
     pub snd_una: u64,
     pub snd_nxt: u64,
-    high_tx: u64,
-    dupacks: u32,
-    recovery: Option<u64>,
+    segs: VecDeque<Seg>,
+    sacked_out: u64,
+    lost_out: u64,
+    retrans_out: u64,
+    /// Lost segments awaiting retransmission, in sequence order (may hold stale entries).
+    rexmit_q: VecDeque<u64>,
+    /// Every transmission (segment, time) in time order, for RACK (may hold stale entries).
+    tsorted: VecDeque<(u64, u64)>,
+    /// RACK: send time and segment of the most recently sent segment known delivered, and the
+    /// RTT measured for it.
+    rack_xmit: u64,
+    rack_seq: u64,
+    rack_rtt: u64,
+    state: State,
+    high: u64,
+    prr_delivered: u64,
+    prr_out: u64,
+    recover_fs: u64,
+    cwnd_limited: bool,
     cwr_until: u64,
     srtt: Option<f64>,
     rttvar: f64,
-    min_rtt: f64,
-    pub rto: u64,
-    pub rto_gen: u32,
-    pub rto_deadline: Option<Time>,
-    // CUBIC
+    min_rtt: u64,
+    rto: u64,
+    rto_at: Option<u64>,
+    reo_at: Option<u64>,
+    // CUBIC (RFC 9438)
     w_max: f64,
-    w_last_max: f64,
     k: f64,
-    epoch: Option<Time>,
+    epoch: Option<u64>,
     origin: f64,
     w_est: f64,
-    // receiver
+    cwnd_epoch: f64,
+    // HyStart delay increase
+    round_end: u64,
+    round_min: u64,
+    last_round_min: u64,
+    round_samples: u32,
+    // ---- receiver ----
     pub rcv_nxt: u64,
-    ooo: BTreeSet<u64>,
-    /// Counters.
+    /// Out-of-order blocks, start → end (exclusive).
+    ooo: BTreeMap<u64, u64>,
+    unacked: u32,
+    pending_echo: Option<Time>,
+    pending_ce: bool,
+    delack_at: Option<u64>,
+    quickacks: u32,
+    // ---- counters ----
+    /// Segments sent again.
     pub retransmits: u64,
+    /// Retransmission timeouts.
     pub timeouts: u64,
-}
-
-/// What the sender wants done after an event.
-#[derive(Debug, Default)]
-pub(crate) struct Out {
-    /// Segment numbers to transmit now, in order.
-    pub send: Vec<u64>,
-    /// Re-arm (Some) or cancel (None) the retransmission timer.
-    pub rearm: bool,
+    /// Fast recoveries entered.
+    pub recoveries: u64,
+    /// The time of the timer event the simulator has queued for this connection (`MAX`: none).
+    pub armed: Time,
 }
 
 impl Tcp {
+    /// A connection sending `limit_segs` segments (unlimited when `None`), with a receive window
+    /// of `rwnd` segments.
     pub(crate) fn new(cc: CongestionControl, ecn: bool, limit_segs: Option<u64>, rwnd: u32) -> Tcp {
         Tcp {
             cc,
             ecn,
             limit: limit_segs,
-            rwnd: rwnd.max(2) as f64,
-            cwnd: 10.0, // RFC 6928 initial window
+            rwnd: rwnd.max(2) as u64,
+            cwnd: INITIAL_CWND,
             ssthresh: f64::INFINITY,
             snd_una: 0,
             snd_nxt: 0,
-            high_tx: 0,
-            dupacks: 0,
-            recovery: None,
+            segs: VecDeque::new(),
+            sacked_out: 0,
+            lost_out: 0,
+            retrans_out: 0,
+            rexmit_q: VecDeque::new(),
+            tsorted: VecDeque::new(),
+            rack_xmit: 0,
+            rack_seq: 0,
+            rack_rtt: 0,
+            state: State::Open,
+            high: 0,
+            prr_delivered: 0,
+            prr_out: 0,
+            recover_fs: 0,
+            cwnd_limited: false,
             cwr_until: 0,
             srtt: None,
             rttvar: 0.0,
-            min_rtt: f64::INFINITY,
-            rto: 1_000_000_000,
-            rto_gen: 0,
-            rto_deadline: None,
+            min_rtt: u64::MAX,
+            rto: INITIAL_RTO,
+            rto_at: None,
+            reo_at: None,
             w_max: 0.0,
-            w_last_max: 0.0,
             k: 0.0,
             epoch: None,
             origin: 0.0,
             w_est: 0.0,
+            cwnd_epoch: 0.0,
+            round_end: 0,
+            round_min: u64::MAX,
+            last_round_min: u64::MAX,
+            round_samples: 0,
             rcv_nxt: 0,
-            ooo: BTreeSet::new(),
+            ooo: BTreeMap::new(),
+            unacked: 0,
+            pending_echo: None,
+            pending_ce: false,
+            delack_at: None,
+            quickacks: QUICKACKS,
             retransmits: 0,
             timeouts: 0,
+            recoveries: 0,
+            armed: Time::MAX,
         }
     }
 
-    fn flight(&self) -> u64 {
+    // ---- sender ------------------------------------------------------------------------------
+
+    fn packets_out(&self) -> u64 {
         self.snd_nxt - self.snd_una
+    }
+
+    /// Segments in the network (RFC 6675's pipe, Linux's `tcp_packets_in_flight`).
+    pub(crate) fn in_flight(&self) -> u64 {
+        (self.packets_out() + self.retrans_out).saturating_sub(self.sacked_out + self.lost_out)
     }
 
     fn done(&self) -> bool {
         self.limit.is_some_and(|l| self.snd_una >= l)
     }
 
-    /// Segments the window allows now.
-    pub(crate) fn fill(&mut self, out: &mut Out) {
-        let wnd = self.cwnd.min(self.rwnd).max(1.0) as u64;
-        while self.flight() < wnd {
-            if let Some(l) = self.limit {
-                if self.snd_nxt >= l {
-                    break;
+    fn seg(&mut self, seq: u64) -> &mut Seg {
+        let i = (seq - self.snd_una) as usize;
+        &mut self.segs[i]
+    }
+
+    /// Sends what the window allows now: retransmissions of lost segments first, then new data.
+    /// Segment numbers to transmit are appended to `out`.
+    pub(crate) fn fill(&mut self, now: Time, out: &mut Vec<u64>) {
+        let now = now.as_nanos();
+        self.cwnd_limited = false;
+        loop {
+            let wnd = self.cwnd.max(1.0) as u64;
+            if self.in_flight() >= wnd {
+                self.cwnd_limited = true;
+                break;
+            }
+            if let Some(seq) = self.next_retransmission() {
+                let head = seq == self.snd_una;
+                let s = self.seg(seq);
+                s.flags |= RETRANS;
+                s.xmit = now;
+                self.retrans_out += 1;
+                self.retransmits += 1;
+                self.tsorted.push_back((seq, now));
+                if head && self.reo_at.is_none() {
+                    self.rto_at = Some(now + self.rto);
+                }
+                self.sent_one(seq, out);
+                continue;
+            }
+            if self.snd_nxt >= self.snd_una + self.rwnd || self.limit.is_some_and(|l| self.snd_nxt >= l) {
+                break;
+            }
+            let seq = self.snd_nxt;
+            self.segs.push_back(Seg { xmit: now, flags: 0 });
+            self.snd_nxt += 1;
+            self.tsorted.push_back((seq, now));
+            self.sent_one(seq, out);
+        }
+        if self.rto_at.is_none() && self.packets_out() > 0 {
+            self.rto_at = Some(now + self.rto);
+        }
+    }
+
+    fn sent_one(&mut self, seq: u64, out: &mut Vec<u64>) {
+        if self.state == State::Recovery {
+            self.prr_out += 1;
+        }
+        out.push(seq);
+    }
+
+    fn next_retransmission(&mut self) -> Option<u64> {
+        while let Some(&seq) = self.rexmit_q.front() {
+            if seq >= self.snd_una && seq < self.snd_nxt {
+                let f = self.segs[(seq - self.snd_una) as usize].flags;
+                if f & LOST != 0 && f & (SACKED | RETRANS) == 0 {
+                    self.rexmit_q.pop_front();
+                    return Some(seq);
                 }
             }
-            let s = self.snd_nxt;
-            if s < self.high_tx {
-                self.retransmits += 1;
-            }
-            out.send.push(s);
-            self.snd_nxt += 1;
-            self.high_tx = self.high_tx.max(self.snd_nxt);
-            out.rearm = true;
+            self.rexmit_q.pop_front();
         }
+        None
     }
 
-    /// Receiver: a data segment arrived. Returns the cumulative ACK to send.
-    pub(crate) fn on_data(&mut self, seq: u64) -> u64 {
-        if seq == self.rcv_nxt {
-            self.rcv_nxt += 1;
-            while self.ooo.remove(&self.rcv_nxt) {
-                self.rcv_nxt += 1;
-            }
-        } else if seq > self.rcv_nxt {
-            self.ooo.insert(seq);
-        }
-        self.rcv_nxt
-    }
-
-    fn on_rtt(&mut self, r: f64) {
+    fn on_rtt(&mut self, r: u64) {
         self.min_rtt = self.min_rtt.min(r);
+        let rf = r as f64;
         match self.srtt {
             None => {
-                self.srtt = Some(r);
-                self.rttvar = r / 2.0;
+                self.srtt = Some(rf);
+                self.rttvar = rf / 2.0;
             }
             Some(s) => {
-                self.rttvar = 0.75 * self.rttvar + 0.25 * (s - r).abs();
-                self.srtt = Some(0.875 * s + 0.125 * r);
+                self.rttvar = 0.75 * self.rttvar + 0.25 * (s - rf).abs();
+                self.srtt = Some(0.875 * s + 0.125 * rf);
             }
         }
-        let s = self.srtt.unwrap_or(r);
-        self.rto = ((s + 4.0 * self.rttvar) as u64).clamp(MIN_RTO, MAX_RTO);
+        // HyStart: the minimum RTT of the first samples of each round.
+        if self.round_samples < HYSTART_MIN_SAMPLES {
+            self.round_min = self.round_min.min(r);
+            self.round_samples += 1;
+        }
+    }
+
+    fn rto_from_rtt(&self) -> u64 {
+        match self.srtt {
+            Some(s) => ((s + (4.0 * self.rttvar).max(1e6)) as u64).clamp(MIN_RTO, MAX_RTO),
+            None => INITIAL_RTO,
+        }
     }
 
     /// Smoothed RTT, if sampled.
@@ -157,37 +322,115 @@ impl Tcp {
         self.srtt.map(|s| Span::from_nanos(s as u64))
     }
 
-    fn reduce(&mut self, now: Time) {
-        let _ = now;
+    /// Marks `seq` (outstanding) SACKed. Returns whether it was newly delivered.
+    fn mark_sacked(&mut self, seq: u64) -> bool {
+        let s = self.seg(seq);
+        if s.flags & SACKED != 0 {
+            return false;
+        }
+        let f = s.flags;
+        s.flags = SACKED;
+        self.sacked_out += 1;
+        if f & LOST != 0 {
+            self.lost_out -= 1;
+        }
+        if f & RETRANS != 0 {
+            self.retrans_out -= 1;
+        }
+        true
+    }
+
+    fn mark_lost(&mut self, seq: u64) {
+        let s = self.seg(seq);
+        let f = s.flags;
+        if f & SACKED != 0 {
+            return;
+        }
+        if f & LOST == 0 {
+            s.flags |= LOST;
+            self.lost_out += 1;
+        } else if f & RETRANS != 0 {
+            // The retransmission was lost too.
+            s.flags &= !RETRANS;
+            self.retrans_out -= 1;
+        } else {
+            return;
+        }
+        self.rexmit_q.push_back(seq);
+    }
+
+    fn reo_wnd(&self) -> u64 {
+        if self.state != State::Open || self.sacked_out >= 3 || self.min_rtt == u64::MAX {
+            0
+        } else {
+            self.min_rtt / 4
+        }
+    }
+
+    /// RACK loss detection (RFC 8985 §6.2) over the time-ordered transmissions.
+    fn rack_detect(&mut self, now: u64) {
+        self.reo_at = None;
+        let reo = self.reo_wnd();
+        while let Some(&(seq, x)) = self.tsorted.front() {
+            if seq < self.snd_una {
+                self.tsorted.pop_front();
+                continue;
+            }
+            let s = self.segs[(seq - self.snd_una) as usize];
+            if s.xmit != x || s.flags & SACKED != 0 {
+                self.tsorted.pop_front();
+                continue;
+            }
+            // Only segments sent before the most recently delivered one can be judged.
+            if (x, seq) >= (self.rack_xmit, self.rack_seq) {
+                break;
+            }
+            let deadline = x + self.rack_rtt + reo;
+            if deadline <= now {
+                self.tsorted.pop_front();
+                self.mark_lost(seq);
+            } else {
+                self.reo_at = Some(deadline);
+                break;
+            }
+        }
+    }
+
+    fn reduce(&mut self) {
         let beta = match self.cc {
             CongestionControl::Reno => 0.5,
             CongestionControl::Cubic => CUBIC_BETA,
         };
         if self.cc == CongestionControl::Cubic {
-            // RFC 8312 §4.6 fast convergence.
+            // RFC 9438 §4.7 fast convergence.
             self.w_max =
-                if self.cwnd < self.w_last_max { self.cwnd * (1.0 + CUBIC_BETA) / 2.0 } else { self.cwnd };
-            self.w_last_max = self.cwnd;
+                if self.cwnd < self.w_max { self.cwnd * (1.0 + CUBIC_BETA) / 2.0 } else { self.cwnd };
             self.epoch = None;
         }
         self.ssthresh = (self.cwnd * beta).max(2.0);
     }
 
-    fn grow(&mut self, acked: u64, now: Time) {
-        for _ in 0..acked {
-            if self.cwnd < self.ssthresh {
-                self.cwnd += 1.0;
-                continue;
+    fn grow(&mut self, acked: u64, now: u64) {
+        if acked == 0 || !self.cwnd_limited {
+            return;
+        }
+        let mut acked = acked as f64;
+        if self.cwnd < self.ssthresh {
+            let room = self.ssthresh - self.cwnd;
+            let used = acked.min(room);
+            self.cwnd += used;
+            acked -= used;
+            if acked <= 0.0 {
+                return;
             }
-            match self.cc {
-                CongestionControl::Reno => self.cwnd += 1.0 / self.cwnd,
-                CongestionControl::Cubic => self.cubic_ack(now),
-            }
+        }
+        match self.cc {
+            CongestionControl::Reno => self.cwnd += acked / self.cwnd,
+            CongestionControl::Cubic => self.cubic_ack(acked, now),
         }
     }
 
-    fn cubic_ack(&mut self, now: Time) {
-        let rtt = if self.min_rtt.is_finite() { self.min_rtt } else { 100e6 };
+    fn cubic_ack(&mut self, acked: f64, now: u64) {
         let epoch = match self.epoch {
             Some(e) => e,
             None => {
@@ -200,89 +443,310 @@ impl Tcp {
                     self.origin = self.cwnd;
                 }
                 self.w_est = self.cwnd;
+                self.cwnd_epoch = self.cwnd;
                 now
             }
         };
-        let t = (now - epoch).as_nanos() as f64 / 1e9 + rtt / 1e9;
-        let target = self.origin + CUBIC_C * (t - self.k).powi(3);
-        // RFC 8312 §4.2: TCP-friendly region.
-        self.w_est += 3.0 * (1.0 - CUBIC_BETA) / (1.0 + CUBIC_BETA) / self.cwnd;
-        let goal = target.max(self.w_est);
-        if goal > self.cwnd {
-            self.cwnd += ((goal - self.cwnd) / self.cwnd).min(1.0);
+        let rtt = self.srtt.unwrap_or(100e6);
+        let t = (now - epoch) as f64 / 1e9 + rtt / 1e9;
+        let target = (self.origin + CUBIC_C * (t - self.k).powi(3)).clamp(self.cwnd, 1.5 * self.cwnd);
+        // RFC 9438 §4.3: the Reno-friendly estimate.
+        let alpha =
+            if self.w_est >= self.w_max { 1.0 } else { 3.0 * (1.0 - CUBIC_BETA) / (1.0 + CUBIC_BETA) };
+        self.w_est += alpha * acked / self.cwnd;
+        if target < self.w_est {
+            self.cwnd = self.w_est;
         } else {
-            self.cwnd += 0.01 / self.cwnd;
+            self.cwnd += acked * (target - self.cwnd) / self.cwnd;
         }
     }
 
-    /// Sender: an ACK arrived (cumulative `ack`, echoing send time `echo`, ECE flag).
-    pub(crate) fn on_ack(&mut self, ack: u64, echo: Time, ece: bool, now: Time, out: &mut Out) {
-        if now > echo {
-            self.on_rtt((now - echo).as_nanos() as f64);
+    /// HyStart delay-increase detection, once per round in slow start.
+    fn hystart(&mut self) {
+        if self.snd_una < self.round_end {
+            return;
         }
-        if ece && self.ecn && self.snd_una >= self.cwr_until && self.recovery.is_none() {
-            self.reduce(now);
+        if self.cc == CongestionControl::Cubic
+            && self.cwnd < self.ssthresh
+            && self.cwnd >= HYSTART_LOW_WINDOW
+            && self.round_samples >= HYSTART_MIN_SAMPLES
+            && self.last_round_min != u64::MAX
+        {
+            let eta = (self.last_round_min / 8).clamp(4 * MS, 16 * MS);
+            if self.round_min >= self.last_round_min + eta {
+                self.ssthresh = self.cwnd;
+            }
+        }
+        if self.round_samples >= HYSTART_MIN_SAMPLES {
+            self.last_round_min = self.last_round_min.min(self.round_min);
+        }
+        self.round_end = self.snd_nxt;
+        self.round_min = u64::MAX;
+        self.round_samples = 0;
+    }
+
+    /// Sender: an ACK arrived. Segments to (re)transmit are appended to `out`.
+    pub(crate) fn on_ack(&mut self, a: &AckMsg, now: Time, out: &mut Vec<u64>) {
+        let now_ns = now.as_nanos();
+        let echo = a.echo.as_nanos();
+        if a.ack < self.snd_una || a.ack > self.snd_nxt {
+            return; // old or impossible
+        }
+        if now_ns > echo {
+            self.on_rtt(now_ns - echo);
+        }
+        let mut delivered = 0u64;
+        // SACK block: mark from both ends inwards until already-SACKed segments are met.
+        let lo = a.sack.0.max(a.ack);
+        let hi = a.sack.1.min(self.snd_nxt);
+        if lo < hi {
+            let mut s = hi;
+            while s > lo && self.mark_sacked(s - 1) {
+                delivered += 1;
+                s -= 1;
+            }
+            let mut s = lo;
+            while s < hi && self.mark_sacked(s) {
+                delivered += 1;
+                s += 1;
+            }
+        }
+        // Cumulative ACK.
+        let newly = a.ack - self.snd_una;
+        for _ in 0..newly {
+            let s = self.segs.pop_front().expect("acked segments are outstanding");
+            if s.flags & SACKED != 0 {
+                self.sacked_out -= 1;
+            } else {
+                delivered += 1;
+                if s.flags & LOST != 0 {
+                    self.lost_out -= 1;
+                }
+                if s.flags & RETRANS != 0 {
+                    self.retrans_out -= 1;
+                }
+            }
+        }
+        self.snd_una = a.ack;
+        // RACK: the segment that triggered this ACK was delivered.
+        if delivered > 0 {
+            let trig = if a.sack.0 < a.sack.1 { a.sack.1 - 1 } else { a.ack.saturating_sub(1) };
+            if (echo, trig) > (self.rack_xmit, self.rack_seq) {
+                self.rack_xmit = echo;
+                self.rack_seq = trig;
+                self.rack_rtt = now_ns.saturating_sub(echo);
+            }
+        }
+        if newly > 0 {
+            // RFC 6298 (5.3): restart the timer only when new data is acknowledged.
+            self.rto = self.rto_from_rtt();
+            self.rto_at = (self.packets_out() > 0).then_some(now_ns + self.rto);
+        }
+        // ECN: once per window of data (RFC 3168 §6.1.2).
+        if a.ece && self.ecn && self.state == State::Open && self.snd_una >= self.cwr_until {
+            self.reduce();
             self.cwnd = self.ssthresh;
             self.cwr_until = self.snd_nxt;
         }
-        if ack > self.snd_una {
-            let acked = ack - self.snd_una;
-            self.snd_una = ack;
-            if self.snd_nxt < self.snd_una {
-                self.snd_nxt = self.snd_una;
+        self.hystart();
+        self.rack_detect(now_ns);
+        // Recovery state machine.
+        if self.state != State::Open && self.snd_una >= self.high {
+            if self.state == State::Recovery {
+                self.cwnd = self.ssthresh.max(1.0);
             }
-            self.dupacks = 0;
-            match self.recovery {
-                Some(rec) if ack >= rec => {
-                    self.recovery = None;
-                    self.cwnd = self.ssthresh;
-                }
-                Some(_) => {
-                    // NewReno partial ACK: retransmit the next hole, deflate by the amount acked.
-                    self.retransmits += 1;
-                    out.send.push(self.snd_una);
-                    self.cwnd = (self.cwnd - acked as f64 + 1.0).max(1.0);
-                }
-                None => self.grow(acked, now),
+            self.state = State::Open;
+        }
+        if self.state == State::Open && self.lost_out > 0 {
+            self.state = State::Recovery;
+            self.recoveries += 1;
+            self.high = self.snd_nxt;
+            self.recover_fs = self.in_flight() + delivered;
+            self.prr_delivered = 0;
+            self.prr_out = 0;
+            self.reduce();
+        }
+        match self.state {
+            State::Recovery => {
+                // RFC 6937 PRR with slow-start reduction bound.
+                self.prr_delivered += delivered;
+                let pipe = self.in_flight() as f64;
+                let sndcnt = if pipe > self.ssthresh {
+                    ((self.prr_delivered as f64 * self.ssthresh / self.recover_fs.max(1) as f64).ceil()
+                        - self.prr_out as f64)
+                        .max(0.0)
+                } else {
+                    let limit = (self.prr_delivered.saturating_sub(self.prr_out)).max(delivered) + 1;
+                    (self.ssthresh - pipe).min(limit as f64).max(0.0)
+                };
+                self.cwnd = (pipe + sndcnt).max(1.0);
             }
-            out.rearm = true;
-        } else if ack == self.snd_una && self.flight() > 0 {
-            self.dupacks += 1;
-            if self.dupacks == 3 && self.recovery.is_none() {
-                self.reduce(now);
-                self.cwnd = self.ssthresh + 3.0;
-                self.recovery = Some(self.snd_nxt);
-                self.retransmits += 1;
-                out.send.push(self.snd_una);
-                out.rearm = true;
-            } else if self.recovery.is_some() {
-                self.cwnd += 1.0;
-            }
+            State::Open | State::Loss => self.grow(delivered, now_ns),
         }
         if !self.done() {
-            self.fill(out);
+            self.fill(now, out);
+        } else {
+            self.rto_at = None;
+            self.reo_at = None;
         }
     }
 
-    /// The retransmission timer fired.
-    pub(crate) fn on_rto(&mut self, now: Time, out: &mut Out) {
-        if self.flight() == 0 {
+    /// The retransmission timer expired.
+    fn on_rto(&mut self, now: u64, out: &mut Vec<u64>) {
+        self.rto_at = None;
+        if self.packets_out() == 0 {
             return;
         }
         self.timeouts += 1;
-        self.reduce(now);
+        if self.state != State::Loss {
+            self.reduce();
+        }
         self.cwnd = 1.0;
-        self.recovery = None;
-        self.dupacks = 0;
-        self.snd_nxt = self.snd_una; // go back N
+        self.state = State::Loss;
+        self.high = self.snd_nxt;
+        // Linux marks every unSACKed segment lost; retransmissions in flight are forgotten.
+        self.rexmit_q.clear();
+        self.tsorted.clear();
+        self.retrans_out = 0;
+        self.lost_out = 0;
+        for i in 0..self.segs.len() {
+            let s = &mut self.segs[i];
+            if s.flags & SACKED == 0 {
+                s.flags = LOST;
+                self.lost_out += 1;
+                self.rexmit_q.push_back(self.snd_una + i as u64);
+            }
+        }
         self.rto = (self.rto * 2).min(MAX_RTO);
-        self.fill(out);
-        out.rearm = true;
+        self.reo_at = None;
+        self.fill(Time::from_nanos(now), out);
+        self.rto_at = Some(now + self.rto);
     }
 
-    /// True when nothing is outstanding (the timer can stop).
-    pub(crate) fn idle(&self) -> bool {
-        self.flight() == 0
+    // ---- receiver ----------------------------------------------------------------------------
+
+    /// Receiver: data segment `seq`, sent at `sent`, arrived (`ce`: marked Congestion
+    /// Experienced).
+    pub(crate) fn on_data(&mut self, seq: u64, sent: Time, ce: bool, now: Time) -> RecvOutcome {
+        let before = self.rcv_nxt;
+        let mut immediate = false;
+        let mut block = (0, 0);
+        if seq == self.rcv_nxt {
+            self.rcv_nxt += 1;
+            if let Some((&lo, &hi)) = self.ooo.first_key_value() {
+                if lo == self.rcv_nxt {
+                    self.ooo.remove(&lo);
+                    self.rcv_nxt = hi;
+                    immediate = true; // a hole was filled
+                }
+            }
+        } else if seq > self.rcv_nxt {
+            block = self.insert_ooo(seq);
+            immediate = true;
+        } else {
+            immediate = true; // duplicate
+        }
+        if !self.ooo.is_empty() {
+            immediate = true;
+            if block.0 == block.1 {
+                if let Some((&lo, &hi)) = self.ooo.first_key_value() {
+                    block = (lo, hi);
+                }
+            }
+        }
+        if ce && !self.pending_ce {
+            immediate = true;
+        }
+        self.pending_ce |= ce;
+        if self.pending_echo.is_none() {
+            self.pending_echo = Some(sent);
+        }
+        self.unacked += 1;
+        if self.quickacks > 0 {
+            self.quickacks -= 1;
+            immediate = true;
+        }
+        if self.unacked >= 2 {
+            immediate = true;
+        }
+        let ack = if immediate {
+            Some(self.make_ack(block, sent))
+        } else {
+            if self.delack_at.is_none() {
+                self.delack_at = Some(now.as_nanos() + DELACK);
+            }
+            None
+        };
+        RecvOutcome { in_order: self.rcv_nxt - before, ack }
+    }
+
+    fn make_ack(&mut self, sack: (u64, u64), fallback: Time) -> AckMsg {
+        let m = AckMsg {
+            ack: self.rcv_nxt,
+            sack,
+            echo: self.pending_echo.take().unwrap_or(fallback),
+            ece: std::mem::take(&mut self.pending_ce),
+        };
+        self.unacked = 0;
+        self.delack_at = None;
+        m
+    }
+
+    /// Inserts `seq` into the out-of-order blocks; returns the block that now holds it.
+    fn insert_ooo(&mut self, seq: u64) -> (u64, u64) {
+        let prev = self.ooo.range(..=seq).next_back().map(|(&l, &h)| (l, h));
+        let (mut lo, mut hi) = match prev {
+            Some((l, h)) if seq < h => return (l, h), // already held
+            Some((l, h)) if seq == h => {
+                self.ooo.remove(&l);
+                (l, h + 1)
+            }
+            _ => (seq, seq + 1),
+        };
+        if let Some(next_hi) = self.ooo.remove(&hi) {
+            hi = next_hi;
+        }
+        if lo > seq {
+            lo = seq;
+        }
+        self.ooo.insert(lo, hi);
+        (lo, hi)
+    }
+
+    // ---- timers ------------------------------------------------------------------------------
+
+    /// The earliest time this connection needs `on_timer` (retransmission, RACK reordering or
+    /// delayed-ACK timer).
+    pub(crate) fn next_timer(&self) -> Option<Time> {
+        [self.rto_at, self.reo_at, self.delack_at].into_iter().flatten().min().map(Time::from_nanos)
+    }
+
+    /// Runs whatever timers are due at `now`: segments to send go to `out`; a delayed ACK due is
+    /// returned.
+    pub(crate) fn on_timer(&mut self, now: Time, out: &mut Vec<u64>) -> Option<AckMsg> {
+        let n = now.as_nanos();
+        let mut ack = None;
+        if self.delack_at.is_some_and(|t| t <= n) {
+            ack = Some(self.make_ack((0, 0), now));
+        }
+        if self.reo_at.is_some_and(|t| t <= n) {
+            self.rack_detect(n);
+            if self.state == State::Open && self.lost_out > 0 {
+                self.state = State::Recovery;
+                self.recoveries += 1;
+                self.high = self.snd_nxt;
+                self.recover_fs = self.in_flight();
+                self.prr_delivered = 0;
+                self.prr_out = 0;
+                self.reduce();
+                self.cwnd = self.in_flight() as f64 + 1.0;
+            }
+            self.fill(now, out);
+        }
+        if self.rto_at.is_some_and(|t| t <= n) {
+            self.on_rto(n, out);
+        }
+        ack
     }
 }
 
@@ -290,48 +754,171 @@ impl Tcp {
 mod tests {
     use super::*;
 
-    #[test]
-    fn slow_start_doubles_per_rtt_and_loss_halves_reno() {
-        let mut t = Tcp::new(CongestionControl::Reno, false, None, 10_000);
-        let mut out = Out::default();
-        t.fill(&mut out);
-        assert_eq!(out.send.len(), 10);
-        let now = Time::from_millis(10);
-        for s in 0..10 {
-            let mut o = Out::default();
-            t.on_ack(s + 1, Time::ZERO, false, now, &mut o);
-        }
-        assert_eq!(t.cwnd, 20.0);
-        // Three duplicate ACKs: fast retransmit of snd_una, cwnd = ssthresh + 3.
-        let una = t.snd_una;
-        let mut o = Out::default();
-        for _ in 0..3 {
-            t.on_ack(una, Time::ZERO, false, now, &mut o);
-        }
-        assert_eq!(o.send[0], una);
-        assert_eq!(t.ssthresh, 10.0);
+    fn ack(a: u64, sack: (u64, u64), echo_ms: u64) -> AckMsg {
+        AckMsg { ack: a, sack, echo: Time::from_millis(echo_ms), ece: false }
     }
 
     #[test]
-    fn receiver_reassembles_out_of_order() {
+    fn slow_start_grows_by_acked_segments() {
+        let mut t = Tcp::new(CongestionControl::Reno, false, None, 10_000);
+        let mut out = Vec::new();
+        t.fill(Time::ZERO, &mut out);
+        assert_eq!(out.len(), 10);
+        for s in 0..10 {
+            out.clear();
+            t.on_ack(&ack(s + 1, (0, 0), 0), Time::from_millis(10), &mut out);
+            assert_eq!(out.len(), 2, "each ACK of one segment releases two in slow start");
+        }
+        assert_eq!(t.cwnd, 20.0);
+    }
+
+    #[test]
+    fn sack_loss_recovery_retransmits_the_hole_and_reduces_once() {
+        let mut t = Tcp::new(CongestionControl::Reno, false, None, 10_000);
+        let mut out = Vec::new();
+        t.fill(Time::ZERO, &mut out);
+        // Segment 0 lost; 1..=4 arrive and are SACKed. The third SACKed segment marks 0 lost.
+        let mut sent = Vec::new();
+        for hi in 2..=5 {
+            out.clear();
+            t.on_ack(&ack(0, (1, hi), 0), Time::from_millis(10), &mut out);
+            if hi == 4 {
+                assert_eq!(out.first(), Some(&0), "the hole is retransmitted first: {out:?}");
+            }
+            sent.extend_from_slice(&out);
+        }
+        assert_eq!(sent.iter().filter(|&&s| s == 0).count(), 1);
+        assert_eq!(t.retransmits, 1);
+        assert_eq!(t.recoveries, 1);
+        // Reno halves the window it had when the loss was detected (10 + 2 grown by SACKs).
+        assert_eq!(t.ssthresh, 6.0);
+        // The retransmission arrives: everything up to snd_nxt is acked, recovery ends.
+        out.clear();
+        let nxt = t.snd_nxt;
+        t.on_ack(&ack(nxt, (0, 0), 10), Time::from_millis(20), &mut out);
+        assert_eq!(t.state, State::Open);
+        assert!(t.cwnd >= 6.0 && t.cwnd < 8.0, "from ssthresh, plus congestion avoidance: {}", t.cwnd);
+        assert_eq!((t.sacked_out, t.lost_out, t.retrans_out), (0, 0, 0));
+    }
+
+    #[test]
+    fn a_lost_retransmission_is_detected_without_a_timeout() {
+        let mut t = Tcp::new(CongestionControl::Cubic, false, None, 10_000);
+        let mut out = Vec::new();
+        t.fill(Time::ZERO, &mut out);
+        for hi in 2..=5 {
+            out.clear();
+            t.on_ack(&ack(0, (1, hi), 0), Time::from_millis(10), &mut out);
+        }
+        assert_eq!(t.retransmits, 1);
+        // The rest of the first flight arrives (sent at 0: says nothing about the
+        // retransmission sent at 10 ms).
+        for hi in 6..=10 {
+            out.clear();
+            t.on_ack(&ack(0, (1, hi), 0), Time::from_millis(15), &mut out);
+            assert!(!out.contains(&0));
+        }
+        // Segments sent with or after the retransmission (at 10 ms) are SACKed, segment 0 is
+        // not: the retransmission was lost and is sent again, before any timer.
+        let mut again = Vec::new();
+        for hi in 11..=14 {
+            out.clear();
+            t.on_ack(&ack(0, (1, hi), 10), Time::from_millis(20), &mut out);
+            again.extend_from_slice(&out);
+        }
+        assert!(again.contains(&0), "segment 0 retransmitted again: {again:?}");
+        assert_eq!(t.retransmits, 2);
+        assert_eq!(t.timeouts, 0);
+    }
+
+    #[test]
+    fn rto_is_not_pushed_back_by_sends() {
+        let mut t = Tcp::new(CongestionControl::Reno, false, None, 10_000);
+        let mut out = Vec::new();
+        t.fill(Time::ZERO, &mut out);
+        let first = t.rto_at;
+        assert_eq!(first, Some(INITIAL_RTO));
+        // SACKs keep arriving and new data keeps being sent: the timer stays where it was.
+        for hi in 2..4 {
+            out.clear();
+            t.on_ack(&ack(0, (1, hi), 0), Time::from_millis(100 + hi), &mut out);
+            assert!(!out.is_empty());
+        }
+        assert_eq!(t.rto_at, first);
+    }
+
+    #[test]
+    fn rto_backs_off_and_retransmits_the_head() {
+        let mut t = Tcp::new(CongestionControl::Reno, false, None, 10_000);
+        let mut out = Vec::new();
+        t.fill(Time::ZERO, &mut out);
+        let first = t.next_timer().unwrap();
+        assert_eq!(first, Time::from_nanos(INITIAL_RTO));
+        out.clear();
+        t.on_timer(first, &mut out);
+        assert_eq!(t.timeouts, 1);
+        assert_eq!(out, vec![0], "cwnd 1: the head only");
+        let second = t.next_timer().unwrap();
+        assert_eq!(second - first, Span::from_nanos(2 * INITIAL_RTO));
+        out.clear();
+        t.on_timer(second, &mut out);
+        assert_eq!(t.timeouts, 2);
+        assert_eq!(t.next_timer().unwrap() - second, Span::from_nanos(4 * INITIAL_RTO));
+        // New data acknowledged: the backoff ends and the RTO comes from the RTT again.
+        out.clear();
+        let now = second + Span::from_millis(50);
+        t.on_ack(&ack(1, (0, 0), second.as_nanos() / MS), now, &mut out);
+        assert_eq!(t.rto, MIN_RTO);
+        assert_eq!(t.next_timer(), Some(now + Span::from_nanos(MIN_RTO)));
+    }
+
+    #[test]
+    fn receiver_delays_acks_after_quickacks_and_acks_holes_at_once() {
         let mut t = Tcp::new(CongestionControl::Cubic, false, None, 100);
-        assert_eq!(t.on_data(0), 1);
-        assert_eq!(t.on_data(2), 1);
-        assert_eq!(t.on_data(3), 1);
-        assert_eq!(t.on_data(1), 4);
+        let now = Time::from_millis(1);
+        for s in 0..QUICKACKS as u64 {
+            assert!(t.on_data(s, now, false, now).ack.is_some());
+        }
+        let q = QUICKACKS as u64;
+        assert!(t.on_data(q, now, false, now).ack.is_none(), "delayed");
+        let a = t.on_data(q + 1, now, false, now).ack.expect("every second segment");
+        assert_eq!(a.ack, q + 2);
+        let r = t.on_data(q + 3, now, false, now);
+        assert_eq!(r.ack.map(|a| (a.ack, a.sack)), Some((q + 2, (q + 3, q + 4))));
+        assert_eq!(r.in_order, 0);
+        let r = t.on_data(q + 2, now, false, now);
+        assert_eq!(r.in_order, 2);
+        assert_eq!(r.ack.map(|a| a.ack), Some(q + 4));
+        // A lone segment is acked by the delayed-ACK timer.
+        assert!(t.on_data(q + 4, now, false, now).ack.is_none());
+        let due = t.next_timer().unwrap();
+        assert_eq!(due, now + Span::from_nanos(DELACK));
+        assert_eq!(t.on_timer(due, &mut Vec::new()).map(|a| a.ack), Some(q + 5));
+    }
+
+    #[test]
+    fn ooo_blocks_merge() {
+        let mut t = Tcp::new(CongestionControl::Cubic, false, None, 100);
+        let z = Time::ZERO;
+        assert_eq!(t.on_data(2, z, false, z).ack.unwrap().sack, (2, 3));
+        assert_eq!(t.on_data(4, z, false, z).ack.unwrap().sack, (4, 5));
+        assert_eq!(t.on_data(3, z, false, z).ack.unwrap().sack, (2, 5));
+        assert_eq!(t.on_data(0, z, false, z).in_order, 1);
+        let r = t.on_data(1, z, false, z);
+        assert_eq!(r.in_order, 4);
+        assert_eq!(r.ack.unwrap().ack, 5);
     }
 
     #[test]
     fn ecn_reduces_once_per_window() {
         let mut t = Tcp::new(CongestionControl::Reno, true, None, 10_000);
-        let mut out = Out::default();
-        t.fill(&mut out);
+        let mut out = Vec::new();
+        t.fill(Time::ZERO, &mut out);
         let now = Time::from_millis(10);
-        let mut o = Out::default();
-        t.on_ack(1, Time::ZERO, true, now, &mut o);
+        t.on_ack(&AckMsg { ece: true, ..ack(1, (0, 0), 0) }, now, &mut out);
         let after = t.cwnd;
         assert!(after < 10.0);
-        t.on_ack(2, Time::ZERO, true, now, &mut o);
+        t.on_ack(&AckMsg { ece: true, ..ack(2, (0, 0), 0) }, now, &mut out);
         assert!(t.cwnd >= after, "second CE in the same window must not reduce again");
     }
 }

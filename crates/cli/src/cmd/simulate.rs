@@ -200,6 +200,21 @@ fn print_summary(r: &Results, info: &RunInfo) {
                 f.jitter_ms,
                 f.loss_pct
             );
+            if let Some(g) = c.extra.get(&format!("{}.goodput_bps", f.name)) {
+                let get = |k: &str| c.extra.get(&format!("{}.{k}", f.name)).copied().unwrap_or(0.0);
+                println!(
+                    "  {:<14} {:>6} {:>10}   in-order goodput; {} retransmitted, {} timeouts, srtt {:.1} ms",
+                    "",
+                    "tcp",
+                    mbit(*g),
+                    get("retransmits"),
+                    get("timeouts"),
+                    get("srtt_ms")
+                );
+            }
+            if let Some(b) = c.extra.get(&format!("{}.unclassified_bytes", f.name)) {
+                println!("  {:<14} warning: {b} bytes passed the shaper outside every class", "");
+            }
             if let Some(v) = c.extra.get(&format!("seed_mbit.{}", f.name)) {
                 out!("  {:<14} {:>6} {:>10.3}   (the seed's figure)", "", "seed", v);
             }

@@ -312,6 +312,7 @@ pub fn build_case(sc: &Scenario, point: &Point) -> Result<CaseSpec, ScenarioErro
         series,
         profile: f.profile.unwrap_or(false),
     };
+    check_budget(&spec).map_err(|(key, msg)| ctx.err(None, msg, Some(&format!("change `{key}`"))))?;
     let mut references = Vec::new();
     for r in &f.reference {
         if ctx.when(&r.when)? {
@@ -616,11 +617,24 @@ fn build_flows(
     let traffic = match kind.as_str() {
         "cbr" => TrafficSpec::Cbr { rate: ctx.rate(&need(&fl.rate, "rate")?)? },
         "poisson" => TrafficSpec::Poisson { rate: ctx.rate(&need(&fl.rate, "rate")?)? },
-        "onoff" => TrafficSpec::OnOff {
-            rate: ctx.rate(&need(&fl.rate, "rate")?)?,
-            on: ctx.time(&need(&fl.on, "on")?)?,
-            off: ctx.time(&need(&fl.off, "off")?)?,
-        },
+        "onoff" => {
+            let rate = ctx.rate(&need(&fl.rate, "rate")?)?;
+            let on = ctx.time(&need(&fl.on, "on")?)?;
+            let off = ctx.time(&need(&fl.off, "off")?)?;
+            // Each on period sends at least one packet, so a period shorter than one packet's
+            // time would send at a rate the flow never asked for (and `on = off = 0` never ends).
+            if on == Span::ZERO || on < rate.time_to_send(size) {
+                return Err(ctx.err(
+                    fl.on.as_ref().map(|q| q.span()),
+                    format!(
+                        "on period must last at least one packet at the flow's rate ({:?})",
+                        rate.time_to_send(size)
+                    ),
+                    Some("a longer `on`, or a `cbr` flow"),
+                ));
+            }
+            TrafficSpec::OnOff { rate, on, off }
+        }
         "backlog" => TrafficSpec::Backlog {
             depth: fl.depth.as_ref().map(|q| ctx.uint(q, 100_000)).transpose()?.unwrap_or(4) as u32,
         },
@@ -853,4 +867,118 @@ impl LeafAccuracy {
             x.insert("leaves.err_mean_pct".into(), errs.iter().sum::<f64>() / errs.len() as f64);
         }
     }
+}
+
+/// The most virtual time a run may cover.
+const MAX_DURATION: Span = Span::from_secs(1_000_000);
+/// The most occupancy samples (`duration / step`) a run may take.
+const MAX_SAMPLES: u64 = 100_000_000;
+/// The most packet transmissions a run may be expected to make (about an hour of wall time).
+const MAX_PACKETS: f64 = 2e10;
+
+/// Memory the machine can give a run: half of what is available now (8 GiB if unknown).
+fn memory_budget() -> u64 {
+    let avail = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
+        m.lines()
+            .find(|l| l.starts_with("MemAvailable:"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|kb| kb.parse::<u64>().ok())
+            .map(|kb| kb * 1024)
+    });
+    avail.map(|b| b / 2).unwrap_or(8 << 30)
+}
+
+fn gib(b: f64) -> String {
+    format!("{:.1} GiB", b / (1u64 << 30) as f64)
+}
+
+/// Refuses, before anything is allocated, a run that would not end or not fit: returns the key
+/// to change and a message with the figure.
+pub(crate) fn check_budget(spec: &SimSpec) -> Result<(), (&'static str, String)> {
+    let secs = spec.duration.as_secs_f64();
+    if spec.duration > MAX_DURATION {
+        return Err((
+            "duration",
+            format!("duration {secs} s is longer than the {} s a run may cover", MAX_DURATION.as_secs_f64()),
+        ));
+    }
+    let samples = spec.duration.as_nanos() / spec.step.as_nanos().max(1);
+    if samples > MAX_SAMPLES {
+        return Err((
+            "step",
+            format!("step {:?} over {secs} s is {samples} samples (at most {MAX_SAMPLES})", spec.step),
+        ));
+    }
+    // Packets the run will carry: open-loop flows at their rate; greedy flows at the rate of the
+    // slowest forward link (TCP also bounded by its window per round trip).
+    let link = spec.forward.iter().filter_map(|l| l.rate.filter(|r| !r.is_zero())).map(|r| r.bps()).min();
+    // A shaper's classes bound what passes it (by the sum of their ceilings at most).
+    let shaped = (spec.forward.iter().any(|l| l.is_shaper) && !spec.classes.is_empty())
+        .then(|| spec.classes.iter().map(|c| c.ceil.bps().max(c.rate.bps())).fold(0u64, u64::saturating_add));
+    let bottleneck = match (link, shaped) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
+    let rtt: f64 = spec.forward.iter().chain(&spec.reverse).map(|l| l.delay.as_secs_f64()).sum();
+    let mut packets = 0f64;
+    let mut tcp_bytes = 0f64;
+    for f in &spec.flows {
+        let bits = f.size.max(1) as f64 * 8.0 * f.gso_segs.max(1) as f64;
+        let pps = match &f.traffic {
+            TrafficSpec::Cbr { rate } | TrafficSpec::Poisson { rate } | TrafficSpec::OnOff { rate, .. } => {
+                rate.bps() as f64 / bits
+            }
+            TrafficSpec::StreamGroup { rate, .. } => rate.bps() as f64 / bits,
+            TrafficSpec::Paced { t_ipi, .. } => 1.0 / t_ipi.as_secs_f64().max(1e-9),
+            TrafficSpec::Probe { interval } => 1.0 / interval.as_secs_f64().max(1e-9),
+            TrafficSpec::Member => 0.0,
+            TrafficSpec::Backlog { .. } | TrafficSpec::Tcp { .. } => {
+                let window = match &f.traffic {
+                    TrafficSpec::Tcp { rwnd, .. } if rtt > 0.0 => Some(*rwnd as f64 / rtt),
+                    _ => None,
+                };
+                let link = bottleneck.map(|b| b as f64 / bits);
+                match (link, window) {
+                    (Some(a), Some(b)) => a.min(b),
+                    (Some(a), None) | (None, Some(a)) => a,
+                    (None, None) => {
+                        return Err((
+                            "rate",
+                            format!(
+                                "flow `{}` sends as fast as it can, and no forward link has a rate \
+                                 (nor, for TCP, a delay): it would send without bound",
+                                f.name
+                            ),
+                        ))
+                    }
+                }
+            }
+        };
+        if let TrafficSpec::Tcp { rwnd, .. } = &f.traffic {
+            tcp_bytes += *rwnd as f64 * 48.0;
+        }
+        packets += pps * secs;
+    }
+    let hops = (spec.forward.len() + spec.reverse.len()).max(1) as f64;
+    if packets * hops > MAX_PACKETS {
+        return Err((
+            "duration",
+            format!("the run would carry about {packets:.3e} packets over {hops} links (at most {MAX_PACKETS:.0e} transmissions)"),
+        ));
+    }
+    // Memory: per flow its records and histogram, per time-series bin a few counters per flow,
+    // class and link, TCP scoreboards up to their receive window.
+    let nflows = spec.flows.len() as f64;
+    let bins = if spec.series { samples as f64 } else { 0.0 };
+    let per_bin = nflows * 20.0 + spec.classes.len() as f64 * 8.0 + hops * 8.0;
+    let need = nflows * 4096.0 + bins * per_bin + tcp_bytes;
+    let budget = memory_budget() as f64;
+    if need > budget {
+        let key = if bins * per_bin > need / 2.0 { "step" } else { "count" };
+        return Err((
+            key,
+            format!("the run needs about {} of memory, more than the {} it may use", gib(need), gib(budget)),
+        ));
+    }
+    Ok(())
 }

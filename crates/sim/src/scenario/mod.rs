@@ -13,6 +13,8 @@ use sluice_core::units::{format_rate, format_size, format_time, parse_rate, pars
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+/// The most points a sweep may expand to.
+const MAX_POINTS: usize = 100_000;
 /// A parsed scenario with its source, ready to expand into cases.
 #[derive(Debug)]
 pub struct Scenario {
@@ -122,6 +124,15 @@ impl Scenario {
             } else {
                 params.insert(k.clone(), vals.into_iter().next().unwrap_or_default());
             }
+        }
+        let n = sweep.iter().try_fold(1usize, |n, (_, v)| n.checked_mul(v.len())).unwrap_or(usize::MAX);
+        if n > MAX_POINTS {
+            let what = if n == usize::MAX { "more than 2^64".to_string() } else { n.to_string() };
+            return Err(self.err(
+                None,
+                format!("the sweep has {what} points (at most {MAX_POINTS})"),
+                Some("fix some swept keys with --set key=value, or sweep fewer values".into()),
+            ));
         }
         let mut points = vec![Point { params: params.clone(), swept: Vec::new() }];
         for (k, vals) in &sweep {
