@@ -459,6 +459,30 @@ fn htb(
     let span = active.first().map(|c| c.id.span());
     let reported: Vec<ClassSpec> = classes.into_iter().filter(|c| !parents.contains(&c.id)).collect();
     let leaf_gen = gen.as_ref().map(|(g, _)| g.clone());
+    // Packets name their class in `priority` (see `scenario::build`); the root qdisc honours it
+    // first. A generated leaf (possibly beyond 16-bit minors) is named by the flow's mark instead,
+    // read by one `flow map key mark baseclass FIRST` filter at the root, 32 bits wide.
+    let classifier = match &leaf_gen {
+        Some(g) => {
+            let mut c = Classifier::new();
+            c.set_root(Some(handle));
+            let map = FlowConfig { baseclass: Some(g.leaf(0)), wide: true, ..FlowConfig::map(FlowKey::Mark) };
+            let spec = FilterSpec {
+                chain: 0,
+                pref: Some(1),
+                protocol: Protocol::ALL,
+                handle: None,
+                config: FilterConfig::Flow(map),
+            };
+            c.add_filter(handle, spec, Upsert::Add)
+                .map_err(|e| ctx.err(span.clone(), e.to_string(), None))?;
+            c
+        }
+        None => Classifier::new(),
+    };
+    let program = move |root: SharedFactory| -> SharedProgram {
+        Arc::new(move || Program::from_parts(root(), classifier.clone()))
+    };
     if reference {
         // sluice_core::reference_htb: the naive O(backlogged leaves) HTB, the "old HTB" baseline
         // of seed 001. pfifo leaves only; burst/cburst 1600 bytes, quantum 1500.
@@ -489,7 +513,7 @@ fn htb(
         let first = build_ref().map_err(|e| ctx.err(span, e.to_string(), None))?;
         let build_ms = t0.elapsed().as_secs_f64() * 1e3;
         let factory = first_then_rebuild(first, move || build_ref().expect("validated above"));
-        return Ok(ShaperParts { factory: plain(factory), classes: reported, leaves: leaf_gen, build_ms });
+        return Ok(ShaperParts { factory: program(factory), classes: reported, leaves: leaf_gen, build_ms });
     }
     let build = move || -> Result<Htb, ConfigError> {
         let (mut h, _warnings) = Htb::build(handle, cfg.clone(), &list, Time::ZERO)?;
@@ -505,28 +529,7 @@ fn htb(
     let first = build().map_err(|e| ctx.err(span.clone(), e.to_string(), None))?;
     let build_ms = t0.elapsed().as_secs_f64() * 1e3;
     let factory = first_then_rebuild(first, move || build().expect("validated above"));
-    // Packets name their class in `priority` (see `scenario::build`); the root qdisc honours it
-    // first. A generated leaf (possibly beyond 16-bit minors) is named by the flow's mark instead,
-    // read by one `flow map key mark baseclass FIRST` filter at the root, 32 bits wide.
-    let classifier = match &leaf_gen {
-        Some(g) => {
-            let mut c = Classifier::new();
-            c.set_root(Some(handle));
-            let map = FlowConfig { baseclass: Some(g.leaf(0)), wide: true, ..FlowConfig::map(FlowKey::Mark) };
-            let spec = FilterSpec {
-                chain: 0,
-                pref: Some(1),
-                protocol: Protocol::ALL,
-                handle: None,
-                config: FilterConfig::Flow(map),
-            };
-            c.add_filter(handle, spec, Upsert::Add).map_err(|e| ctx.err(span, e.to_string(), None))?;
-            c
-        }
-        None => Classifier::new(),
-    };
-    let factory: SharedProgram = Arc::new(move || Program::from_parts(factory(), classifier.clone()));
-    Ok(ShaperParts { factory, classes: reported, leaves: leaf_gen, build_ms })
+    Ok(ShaperParts { factory: program(factory), classes: reported, leaves: leaf_gen, build_ms })
 }
 
 /// The reference scheduler's parameters for a class, resolved as the HTB resolves them (tc's
