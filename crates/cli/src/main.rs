@@ -57,7 +57,27 @@ enum Command {
     Bench(cmd::bench::Args),
 }
 
+/// A reader that goes away (`sluice scenarios | head -1`) ends the command quietly, as the
+/// pipe-safe `out!` writers do: `println!` panics on a closed pipe, so this hook turns exactly
+/// that panic into a clean exit and leaves every other panic to the default hook.
+fn quiet_on_closed_pipe() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let msg = payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| payload.downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if msg.starts_with("failed printing to stdout") && msg.contains("Broken pipe") {
+            std::process::exit(0);
+        }
+        default(info);
+    }));
+}
+
 fn main() -> std::process::ExitCode {
+    quiet_on_closed_pipe();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Rate(a) => cmd::rate::run(a),
