@@ -74,14 +74,14 @@ pub fn build_device(state: &State, dev_name: &str) -> Result<Built, BuildError> 
         .ok_or_else(|| BuildError::Missing(format!("no device {dev_name}")))?;
     let root = dev.root().ok_or_else(|| BuildError::Missing(format!("{dev_name} has no root qdisc")))?;
     let mut classifier = Classifier::new();
-    classifier.set_root(Some(Handle::from_tc(root.handle)));
+    classifier.set_root(Some(root.handle));
     let q = build_qdisc(dev, root, &mut classifier)?;
     for f in &dev.filters {
         if f.parent == H_MIN_INGRESS || f.parent == H_MIN_EGRESS {
             continue;
         }
         if let Some(spec) = filter_spec(f)? {
-            classifier.add_filter(Handle::from_tc(f.parent), spec, Upsert::Replace)?;
+            classifier.add_filter(f.parent, spec, Upsert::Replace)?;
         }
     }
     Ok(Built { root: q, classifier })
@@ -150,7 +150,7 @@ fn filter_spec(f: &FilterNode) -> Result<Option<FilterSpec>, BuildError> {
                     hashkey: u.hashkey.map(|(mask, at)| HashKey { mask, at }),
                 },
                 link: u.link,
-                classid: u.classid.map(Handle::from_tc),
+                classid: u.classid,
                 actions: acts,
                 indev: None,
                 mark: None,
@@ -166,7 +166,7 @@ fn filter_spec(f: &FilterNode) -> Result<Option<FilterSpec>, BuildError> {
                 rshift: x.rshift.unwrap_or(0).min(31) as u8,
                 addend: x.addend.unwrap_or(0),
                 divisor: x.divisor.unwrap_or(0),
-                baseclass: x.baseclass.map(Handle::from_tc),
+                baseclass: x.baseclass,
                 perturb: x.perturb.filter(|&p| p > 0).map(|p| Span::from_secs(p as u64)),
                 actions: acts,
                 ..FlowConfig::default()
@@ -174,18 +174,12 @@ fn filter_spec(f: &FilterNode) -> Result<Option<FilterSpec>, BuildError> {
             Some(f.handle),
         ),
         FilterOpts::Fw(x) => (
-            FilterConfig::Fw(FwConfig {
-                mask: x.mask,
-                classid: x.classid.map(Handle::from_tc),
-                actions: acts,
-                indev: None,
-            }),
+            FilterConfig::Fw(FwConfig { mask: x.mask, classid: x.classid, actions: acts, indev: None }),
             Some(f.handle),
         ),
-        FilterOpts::Matchall(m) => (
-            FilterConfig::Matchall(MatchallConfig { classid: m.classid.map(Handle::from_tc), actions: acts }),
-            Some(f.handle),
-        ),
+        FilterOpts::Matchall(m) => {
+            (FilterConfig::Matchall(MatchallConfig { classid: m.classid, actions: acts }), Some(f.handle))
+        }
         FilterOpts::Basic(_) => return Err(BuildError::Unsupported("the basic filter (ematch)".into())),
     };
     Ok(Some(FilterSpec {
@@ -209,7 +203,7 @@ fn codel_params(target: Option<u32>, interval: Option<u32>, ce: Option<u32>, ecn
 }
 
 fn build_qdisc(dev: &Device, q: &QdiscNode, cls: &mut Classifier) -> Result<Box<dyn Qdisc>, BuildError> {
-    let major = (q.handle >> 16) as u16;
+    let major = q.handle.major();
     Ok(match &q.opts {
         QdiscOpts::Pfifo(f) => {
             Box::new(Fifo::new(FifoKind::Pfifo, Some(f.limit.unwrap_or(dev.txqueuelen) as u64))?)
@@ -236,23 +230,23 @@ fn build_qdisc(dev: &Device, q: &QdiscNode, cls: &mut Classifier) -> Result<Box<
             })?;
             let mut classes = Vec::new();
             for b in 0..p.bands {
-                let id = q.handle | (b + 1);
+                let id = Handle::new(q.handle.major(), b + 1);
                 let child = dev.qdisc_at(id);
                 if let Some(c) = child {
                     prio.set_band_qdisc(b as usize, build_qdisc(dev, c, cls)?)?;
                 }
                 classes.push(ClassShape {
-                    classid: Handle::from_tc(id),
+                    classid: id,
                     inner: false,
-                    child: child.filter(|c| c.opts.is_classful()).map(|c| Handle::from_tc(c.handle)),
+                    child: child.filter(|c| c.opts.is_classful()).map(|c| c.handle),
                 });
             }
-            let mut fb = [Handle::from_tc(0); 16];
+            let mut fb = [Handle::UNSPEC; 16];
             for (i, b) in p.priomap.iter().enumerate().take(16) {
-                fb[i] = Handle::from_tc(q.handle | (*b as u32 + 1));
+                fb[i] = Handle::new(q.handle.major(), *b as u32 + 1);
             }
             cls.set_shape(QdiscShape {
-                handle: Handle::from_tc(q.handle),
+                handle: q.handle,
                 kind: ShapeKind::Bands,
                 classes,
                 fallback: Fallback::Priomap(fb),
@@ -270,7 +264,7 @@ fn build_qdisc(dev: &Device, q: &QdiscNode, cls: &mut Classifier) -> Result<Box<
                 mtu: t.mtu.map(|m| m as u64),
                 wire: wire(t.overhead, t.mpu, t.linklayer),
             })?;
-            if let Some(c) = dev.qdisc_at(q.handle | 1) {
+            if let Some(c) = dev.qdisc_at(Handle::new(q.handle.major(), 1)) {
                 tbf.set_child(build_qdisc(dev, c, cls)?, Time::ZERO);
             }
             Box::new(tbf)
@@ -334,10 +328,9 @@ fn build_htb(
         default_class: h.default,
         direct_qlen: h.direct_qlen.unwrap_or(dev.txqueuelen),
     };
-    let mut htb = Htb::new(Handle::from_tc(q.handle), cfg)?;
+    let mut htb = Htb::new(q.handle, cfg)?;
     let mut shapes = Vec::new();
-    let classes: Vec<&ClassNode> =
-        dev.classes.iter().filter(|c| c.classid & 0xFFFF_0000 == q.handle).collect();
+    let classes: Vec<&ClassNode> = dev.classes.iter().filter(|c| c.classid.qdisc() == q.handle).collect();
     for c in &classes {
         let ClassOpts::Htb(x) = &c.opts else { continue };
         let mut cc = HtbClassConfig::new(Rate::from_bps(x.rate))
@@ -348,28 +341,28 @@ fn build_htb(
         cc.quantum = x.quantum;
         cc.mtu = x.mtu;
         cc.wire = wire(x.overhead, x.mpu, x.linklayer);
-        htb.add_class(Handle::from_tc(c.classid), Handle::from_tc(c.parent), cc, Time::ZERO)?;
+        htb.add_class(c.classid, c.parent, cc, Time::ZERO)?;
     }
     for c in &classes {
         let leaf = dev.child_classes(c.classid).next().is_none();
         let child = dev.qdisc_at(c.classid);
         if let (true, Some(l)) = (leaf, child) {
-            htb.set_leaf_qdisc(Handle::from_tc(c.classid), build_qdisc(dev, l, cls)?)?;
+            htb.set_leaf_qdisc(c.classid, build_qdisc(dev, l, cls)?)?;
         }
-        let classful_child = child.filter(|l| l.opts.is_classful()).map(|l| Handle::from_tc(l.handle));
-        shapes.push(ClassShape { classid: Handle::from_tc(c.classid), inner: !leaf, child: classful_child });
+        let classful_child = child.filter(|l| l.opts.is_classful()).map(|l| l.handle);
+        shapes.push(ClassShape { classid: c.classid, inner: !leaf, child: classful_child });
     }
-    let def = q.handle | h.default;
+    let def = Handle::new(q.handle.major(), h.default);
     let fallback = if h.default != 0 && dev.class(def).is_some() && dev.child_classes(def).next().is_none() {
         def
     } else {
         q.handle
     };
     cls.set_shape(QdiscShape {
-        handle: Handle::from_tc(q.handle),
+        handle: q.handle,
         kind: ShapeKind::Htb,
         classes: shapes,
-        fallback: Fallback::Class(Handle::from_tc(fallback)),
+        fallback: Fallback::Class(fallback),
     })
     .map_err(BuildError::Filter)?;
     Ok(Box::new(htb))

@@ -83,13 +83,13 @@ fn rate(b: u64) -> String {
 }
 
 /// Finds the script line that created `what` (`classid X` or `handle X`) on `dev`.
-fn line_of(loaded: Option<&Loaded>, dev: &str, key: &str, id: u32) -> Option<usize> {
+fn line_of(loaded: Option<&Loaded>, dev: &str, key: &str, id: Handle) -> Option<usize> {
     let l = loaded?;
     l.commands.iter().rev().find_map(|(line, argv)| {
         let on_dev = argv.windows(2).any(|w| w[0] == "dev" && w[1] == dev);
         let hit = argv.windows(2).any(|w| {
             w[0] == key
-                && get_tc_classid(&w[1]).is_some_and(|h| h == id || (key == "handle" && h == id >> 16 << 16))
+                && get_tc_classid(&w[1]).is_some_and(|h| h == id || (key == "handle" && h == id.qdisc()))
         });
         (on_dev && hit).then_some(*line)
     })
@@ -174,7 +174,7 @@ pub fn lint(state: &State, loaded: Option<&Loaded>, o: &LintOpts) -> Vec<Finding
         // Shaper at link rate for HTB: the root class of the root qdisc.
         if let (Some(l), Some(root)) = (link, dev.root()) {
             if let QdiscOpts::Htb(_) = root.opts {
-                let top: Vec<(u32, u64)> = dev
+                let top: Vec<(Handle, u64)> = dev
                     .child_classes(root.handle)
                     .filter_map(|c| match &c.opts {
                         ClassOpts::Htb(h) => Some((c.classid, h.ceil)),
@@ -219,10 +219,9 @@ fn htb_checks(
     loaded: Option<&Loaded>,
     f: &mut Vec<Finding>,
 ) {
-    let classes: Vec<&ClassNode> =
-        dev.classes.iter().filter(|c| c.classid & 0xFFFF_0000 == q.handle).collect();
+    let classes: Vec<&ClassNode> = dev.classes.iter().filter(|c| c.classid.qdisc() == q.handle).collect();
     let push =
-        |f: &mut Vec<Finding>, code, name, id: u32, message: String, why: &str, fix: String, shortfall| {
+        |f: &mut Vec<Finding>, code, name, id: Handle, message: String, why: &str, fix: String, shortfall| {
             f.push(Finding {
                 code,
                 name,
@@ -239,7 +238,7 @@ fn htb_checks(
     let qline = line_of(loaded, &dev.name, "handle", q.handle);
     let qname = format!("qdisc htb {}", classid_str(q.handle));
     if h.default != 0 {
-        let def = q.handle | h.default;
+        let def = Handle::new(q.handle.major(), h.default);
         match dev.class(def) {
             None => f.push(Finding {
                 code: "L006",
@@ -265,7 +264,7 @@ fn htb_checks(
             }),
             _ => {}
         }
-    } else if !dev.filters.iter().any(|x| x.parent & 0xFFFF_0000 == q.handle) && !classes.is_empty() {
+    } else if !dev.filters.iter().any(|x| x.parent.qdisc() == q.handle) && !classes.is_empty() {
         f.push(Finding {
             code: "L006",
             name: "no-default-class",
@@ -287,12 +286,12 @@ fn htb_checks(
                 let cid = argv.windows(2).find(|w| w[0] == "classid").and_then(|w| get_tc_classid(&w[1]));
                 let par = argv.windows(2).find(|w| w[0] == "parent").and_then(|w| get_tc_classid(&w[1]));
                 (on && argv.iter().any(|a| a == "class")
-                    && cid.map(|x| q.handle | (x & 0xFFFF)) == Some(c.classid))
+                    && cid.map(|x| Handle::new(q.handle.major(), x.minor())) == Some(c.classid))
                 .then_some(par)
                 .flatten()
             })
         });
-        let unknown = requested.is_some_and(|p| p & 0xFFFF != 0 && p != H_ROOT && dev.class(p).is_none());
+        let unknown = requested.is_some_and(|p| p.minor() != 0 && p != H_ROOT && dev.class(p).is_none());
         if unknown || (c.parent != q.handle && dev.class(c.parent).is_none()) {
             let p = requested.unwrap_or(c.parent);
             push(f, "L011", "unknown-parent", c.classid, format!("parent {} does not exist; the kernel made this a root class", classid_str(p)), "HTB silently attaches classes with an unknown parent at the top of the tree, outside the intended limits", "create the parent class first".into(), None);

@@ -2,21 +2,25 @@
 //!
 //! Plain data (serde) close to what tc sends the kernel, so that the tc grammar, the TOML form,
 //! the printer, lint, viz, `build` (live core objects) and `apply` (netlink) all read one tree.
-//! Handles are raw 32-bit tc handles (`major << 16 | minor`); rates are bit/s; sizes bytes;
+//! Handles are [`Handle`]s: 16-bit majors and 32-bit minors. The tc grammar only produces minors
+//! up to `ffff` (tc's own limit); the native TOML form accepts minors up to `ffffffff`, so that one
+//! HTB can hold millions of classes (the kernel cannot: `apply` must refuse or nest such trees).
+//! Rates are bit/s; sizes bytes;
 //! times microseconds (tc's `TIME_UNITS`). `None` options mean "not given": the kernel default
 //! applies, and `change` keeps the previous value where the kernel does.
 
 use serde::{Deserialize, Serialize};
+pub use sluice_core::Handle;
 use sluice_core::QdiscStats;
 
 /// `TC_H_ROOT`.
-pub const H_ROOT: u32 = 0xFFFF_FFFF;
+pub const H_ROOT: Handle = Handle::ROOT;
 /// `TC_H_INGRESS` (parent of ingress/clsact qdiscs).
-pub const H_INGRESS: u32 = 0xFFFF_FFF1;
+pub const H_INGRESS: Handle = Handle::INGRESS;
 /// `TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_INGRESS)`: the `ingress` filter parent.
-pub const H_MIN_INGRESS: u32 = 0xFFFF_FFF2;
+pub const H_MIN_INGRESS: Handle = Handle::from_tc(0xFFFF_FFF2);
 /// `TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_EGRESS)`: the `egress` filter parent.
-pub const H_MIN_EGRESS: u32 = 0xFFFF_FFF3;
+pub const H_MIN_EGRESS: Handle = Handle::from_tc(0xFFFF_FFF3);
 /// `ETH_P_ALL`, the protocol of filters added without `protocol`.
 pub const ETH_P_ALL: u16 = 0x0003;
 /// `ETH_P_IP`.
@@ -106,7 +110,8 @@ fn first_auto_handle() -> u32 {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct U32Block {
     /// The block (qdisc handle, or a class id for filters on HTB classes).
-    pub block: u32,
+    #[serde(with = "crate::serde_units::handle")]
+    pub block: Handle,
     /// Number of u32 root tables created so far on this block (first is 800:).
     pub roots_created: u32,
 }
@@ -135,12 +140,12 @@ impl Device {
     }
 
     /// The qdisc with handle `major:0`.
-    pub fn qdisc(&self, handle: u32) -> Option<&QdiscNode> {
-        self.qdiscs.iter().find(|q| q.handle == handle & 0xFFFF_0000)
+    pub fn qdisc(&self, handle: Handle) -> Option<&QdiscNode> {
+        self.qdiscs.iter().find(|q| q.handle == handle.qdisc())
     }
 
     /// The qdisc attached at `parent` (root, ingress, or a class).
-    pub fn qdisc_at(&self, parent: u32) -> Option<&QdiscNode> {
+    pub fn qdisc_at(&self, parent: Handle) -> Option<&QdiscNode> {
         self.qdiscs.iter().find(|q| q.parent == parent)
     }
 
@@ -150,12 +155,12 @@ impl Device {
     }
 
     /// The explicit class `classid`.
-    pub fn class(&self, classid: u32) -> Option<&ClassNode> {
+    pub fn class(&self, classid: Handle) -> Option<&ClassNode> {
         self.classes.iter().find(|c| c.classid == classid)
     }
 
     /// Explicit children classes of `parent` (a class id, or a qdisc handle for top-level classes).
-    pub fn child_classes(&self, parent: u32) -> impl Iterator<Item = &ClassNode> {
+    pub fn child_classes(&self, parent: Handle) -> impl Iterator<Item = &ClassNode> {
         self.classes.iter().filter(move |c| c.parent == parent)
     }
 }
@@ -165,10 +170,10 @@ impl Device {
 pub struct QdiscNode {
     /// `major:0`.
     #[serde(with = "crate::serde_units::handle")]
-    pub handle: u32,
+    pub handle: Handle,
     /// [`H_ROOT`], [`H_INGRESS`] or a class id.
     #[serde(with = "crate::serde_units::handle")]
-    pub parent: u32,
+    pub parent: Handle,
     /// Kind and options.
     pub opts: QdiscOpts,
     /// Counters (zero unless imported from a run).
@@ -186,10 +191,10 @@ pub fn is_zero_stats(s: &QdiscStats) -> bool {
 pub struct ClassNode {
     /// `major:minor`.
     #[serde(with = "crate::serde_units::handle")]
-    pub classid: u32,
+    pub classid: Handle,
     /// The parent class id, or the qdisc handle for a top-level class.
     #[serde(with = "crate::serde_units::handle")]
-    pub parent: u32,
+    pub parent: Handle,
     /// Kind and options.
     pub opts: ClassOpts,
     /// Counters.
@@ -202,7 +207,7 @@ pub struct ClassNode {
 pub struct FilterNode {
     /// The block: the qdisc handle, a class id, or [`H_MIN_INGRESS`]/[`H_MIN_EGRESS`].
     #[serde(with = "crate::serde_units::handle")]
-    pub parent: u32,
+    pub parent: Handle,
     /// Filter chain (0).
     #[serde(default)]
     pub chain: u32,
@@ -327,7 +332,8 @@ impl Default for PrioOpts {
 pub struct HtbOpts {
     /// Rate to quantum divisor (10).
     pub r2q: u32,
-    /// Minor id of the default class (0: unclassified traffic goes to the direct queue).
+    /// Minor id of the default class (0: unclassified traffic goes to the direct queue); up to
+    /// `ffffffff` like any minor (the kernel keeps only the low 16 bits).
     #[serde(with = "crate::serde_units::hex_minor")]
     pub default: u32,
     /// Direct queue length (txqueuelen when absent).
@@ -564,7 +570,7 @@ impl FilterOpts {
         }
     }
     /// The class this filter sends packets to, if fixed.
-    pub fn classid(&self) -> Option<u32> {
+    pub fn classid(&self) -> Option<Handle> {
         match self {
             FilterOpts::U32(u) => u.classid,
             FilterOpts::Fw(f) => f.classid,
@@ -597,7 +603,7 @@ pub struct U32Opts {
     pub keys: Vec<U32Key>,
     /// Result class.
     #[serde(default, skip_serializing_if = "Option::is_none", with = "crate::serde_units::opt_handle")]
-    pub classid: Option<u32>,
+    pub classid: Option<Handle>,
     /// Hash table to continue in.
     pub link: Option<u32>,
     /// Hash key (mask, offset) used with `link`.
@@ -663,7 +669,7 @@ pub struct FlowOpts {
     pub divisor: Option<u32>,
     /// Base class (kernel default `qdisc:1`).
     #[serde(default, skip_serializing_if = "Option::is_none", with = "crate::serde_units::opt_handle")]
-    pub baseclass: Option<u32>,
+    pub baseclass: Option<Handle>,
     /// Perturbation period, seconds.
     pub perturb: Option<u32>,
     /// ematch tree as written (printed back in kernel form).
@@ -680,7 +686,7 @@ fn all_ones() -> u32 {
 pub struct FwOpts {
     /// Result class.
     #[serde(default, skip_serializing_if = "Option::is_none", with = "crate::serde_units::opt_handle")]
-    pub classid: Option<u32>,
+    pub classid: Option<Handle>,
     /// Mark mask.
     pub mask: Option<u32>,
 }
@@ -690,7 +696,7 @@ pub struct FwOpts {
 pub struct SimpleResult {
     /// Result class.
     #[serde(default, skip_serializing_if = "Option::is_none", with = "crate::serde_units::opt_handle")]
-    pub classid: Option<u32>,
+    pub classid: Option<Handle>,
 }
 
 /// basic options.
@@ -699,7 +705,7 @@ pub struct SimpleResult {
 pub struct BasicOpts {
     /// Result class.
     #[serde(default, skip_serializing_if = "Option::is_none", with = "crate::serde_units::opt_handle")]
-    pub classid: Option<u32>,
+    pub classid: Option<Handle>,
     /// ematch tree text.
     pub ematch: Option<String>,
 }

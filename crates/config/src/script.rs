@@ -9,7 +9,7 @@
 
 use crate::model::{DevKind, Device, State};
 use crate::shell::{split_list, split_words_spanned, Join, Vars};
-use crate::tc::{self, TcCmd, Verb};
+use crate::tc::{self, Grammar, TcCmd, Verb};
 use std::fmt;
 
 /// A script line Sluice could not accept: where, what, and how to fix it.
@@ -130,6 +130,16 @@ fn directive(line: &str, state: &mut State, pending: &mut Vec<(Option<String>, u
 
 /// Loads a tc script. `vars` pre-defines variables (e.g. from `--var DEV=eth0`).
 pub fn load_tc_script(file: &str, text: &str, vars: &Vars) -> Result<Loaded, ScriptError> {
+    load_script_in(file, text, vars, Grammar::Tc)
+}
+
+/// [`load_tc_script`] in the given handle grammar ([`Grammar::Native`] checks the TOML form).
+pub(crate) fn load_script_in(
+    file: &str,
+    text: &str,
+    vars: &Vars,
+    grammar: Grammar,
+) -> Result<Loaded, ScriptError> {
     let mut vars = vars.clone();
     let mut state = State { devices: vec![], next_ifindex: 2 };
     let mut notes = Vec::new();
@@ -246,9 +256,9 @@ pub fn load_tc_script(file: &str, text: &str, vars: &Vars) -> Result<Loaded, Scr
                     }
                     ensure_devices(&mut state, &argv, &mut notes, lineno);
                     let before = state.clone();
-                    let out = tc::run_tc(&mut state, &argv);
+                    let out = tc::run_tc_in(&mut state, &argv, grammar);
                     if out.code != 0 {
-                        let parsed = tc::parse_command(&strip_globals(&argv)).ok();
+                        let parsed = tc::parse_command_in(&strip_globals(&argv), grammar).ok();
                         let is_del = matches!(&parsed, Some(TcCmd::Qdisc(q)) if q.verb == Verb::Delete)
                             || matches!(&parsed, Some(TcCmd::Filter(f)) if f.verb == Verb::Delete)
                             || matches!(&parsed, Some(TcCmd::Class(c)) if c.verb == Verb::Delete);
@@ -260,7 +270,7 @@ pub fn load_tc_script(file: &str, text: &str, vars: &Vars) -> Result<Loaded, Scr
                             continue;
                         }
                         let offset = argv.len() - strip_globals(&argv).len();
-                        let col = tc::parse_command(&strip_globals(&argv))
+                        let col = tc::parse_command_in(&strip_globals(&argv), grammar)
                             .err()
                             .and_then(|e| e.arg)
                             .and_then(|a| words.get(idx + 1 + offset + a))
@@ -272,7 +282,7 @@ pub fn load_tc_script(file: &str, text: &str, vars: &Vars) -> Result<Loaded, Scr
                     for l in out.stderr.lines() {
                         notes.push(Note { line: lineno, text: l.to_string() });
                     }
-                    let parsed = tc::parse_command(&strip_globals(&argv)).ok();
+                    let parsed = tc::parse_command_in(&strip_globals(&argv), grammar).ok();
                     let deletes_root = matches!(&parsed, Some(TcCmd::Qdisc(q)) if q.verb == Verb::Delete);
                     if deletes_root {
                         teardown = Some((lineno, before));

@@ -1,7 +1,10 @@
 //! Serde helpers so that the JSON/TOML forms read like tc: handles as `"1:10"`, and rates or
 //! sizes accepted either as numbers (bit/s, bytes) or as tc strings (`"100mbit"`, `"15k"`).
+//! Handles in these native forms take 32-bit minors (`"1:f4240"`); a number is a raw 32-bit tc
+//! handle (`major << 16 | minor`).
 
 use serde::{de, Deserialize, Deserializer, Serializer};
+use sluice_core::Handle;
 
 #[derive(Deserialize)]
 #[serde(untagged)]
@@ -10,20 +13,22 @@ enum NumOrStr {
     Str(String),
 }
 
-fn handle_from_str<E: de::Error>(s: &str) -> Result<u32, E> {
+fn handle_from_str<E: de::Error>(s: &str) -> Result<Handle, E> {
     match s {
         "ingress" => Ok(crate::model::H_INGRESS),
-        _ => crate::tc::args::get_tc_classid(s).ok_or_else(|| {
-            E::custom(format!("invalid handle \"{s}\": expected MAJ:MIN in hex, MAJ:, root or ingress"))
+        _ => crate::tc::args::get_classid(s, u32::MAX).ok_or_else(|| {
+            E::custom(format!(
+                "invalid handle \"{s}\": expected MAJ:MIN in hex (MIN up to ffffffff), MAJ:, root or ingress"
+            ))
         }),
     }
 }
 
-/// Handles (`u32`).
+/// Handles.
 pub mod handle {
     use super::*;
     /// As tc prints it.
-    pub fn serialize<S: Serializer>(h: &u32, s: S) -> Result<S::Ok, S::Error> {
+    pub fn serialize<S: Serializer>(h: &Handle, s: S) -> Result<S::Ok, S::Error> {
         let t = if *h == crate::model::H_INGRESS {
             "ingress".to_string()
         } else {
@@ -31,10 +36,10 @@ pub mod handle {
         };
         s.serialize_str(&t)
     }
-    /// From `"1:10"` or a raw number.
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+    /// From `"1:10"` or a raw 32-bit tc handle.
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Handle, D::Error> {
         match NumOrStr::deserialize(d)? {
-            NumOrStr::Num(n) => u32::try_from(n).map_err(de::Error::custom),
+            NumOrStr::Num(n) => u32::try_from(n).map(Handle::from_tc).map_err(de::Error::custom),
             NumOrStr::Str(s) => handle_from_str(&s),
         }
     }
@@ -44,14 +49,14 @@ pub mod handle {
 pub mod opt_handle {
     use super::*;
     /// As tc prints it.
-    pub fn serialize<S: Serializer>(h: &Option<u32>, s: S) -> Result<S::Ok, S::Error> {
+    pub fn serialize<S: Serializer>(h: &Option<Handle>, s: S) -> Result<S::Ok, S::Error> {
         match h {
             Some(h) => super::handle::serialize(h, s),
             None => s.serialize_none(),
         }
     }
     /// From `"1:10"` or a raw number.
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Handle>, D::Error> {
         super::handle::deserialize(d).map(Some)
     }
 }

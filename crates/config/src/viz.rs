@@ -202,9 +202,12 @@ pub fn build_graph(state: &State, stats: &StatsMap) -> Graph {
         }
         // Filter edges: block owner → selected class.
         for f in &dev.filters {
-            let block_q =
-                if f.parent == H_MIN_INGRESS || f.parent == H_MIN_EGRESS { 0xFFFF_0000 } else { f.parent };
-            let from_id = if block_q & 0xFFFF == 0 {
+            let block_q = if f.parent == H_MIN_INGRESS || f.parent == H_MIN_EGRESS {
+                Handle::new(0xFFFF, 0)
+            } else {
+                f.parent
+            };
+            let from_id = if block_q.minor() == 0 {
                 format!("q:{}:{}", dev.name, classid_str(block_q))
             } else {
                 format!("c:{}:{}", dev.name, classid_str(block_q))
@@ -217,7 +220,7 @@ pub fn build_graph(state: &State, stats: &StatsMap) -> Graph {
                 continue;
             };
             let find =
-                |t: u32| g.nodes.iter().position(|n| n.id == format!("c:{}:{}", dev.name, classid_str(t)));
+                |t: Handle| g.nodes.iter().position(|n| n.id == format!("c:{}:{}", dev.name, classid_str(t)));
             let to = target.and_then(find);
             if matches!(f.opts, FilterOpts::U32Table { .. }) {
                 continue;
@@ -226,7 +229,7 @@ pub fn build_graph(state: &State, stats: &StatsMap) -> Graph {
             // A flow filter spreads over baseclass .. baseclass + divisor - 1.
             if let (FilterOpts::Flow(fl), Some(b)) = (&f.opts, target) {
                 for k in 1..fl.divisor.unwrap_or(1).min(64) {
-                    if let Some(t) = find(b + k) {
+                    if let Some(t) = find(Handle::new(b.major(), b.minor().wrapping_add(k))) {
                         g.filters.push(FilterEdge { from, to: t, label: String::new() });
                     }
                 }
@@ -258,8 +261,8 @@ fn add_qdisc(g: &mut Graph, dev: &Device, q: &QdiscNode, stats: &StatsMap) -> us
         lines.push(s);
     }
     let qi = push(g, format!("q:{}:{}", dev.name, classid_str(q.handle)), lines, "qdisc");
-    let implicit: Vec<u32> = match &q.opts {
-        QdiscOpts::Prio(p) => (1..=p.bands).map(|b| q.handle | b).collect(),
+    let implicit: Vec<Handle> = match &q.opts {
+        QdiscOpts::Prio(p) => (1..=p.bands).map(|b| Handle::new(q.handle.major(), b)).collect(),
         _ => vec![],
     };
     for b in implicit {
@@ -278,7 +281,7 @@ fn add_qdisc(g: &mut Graph, dev: &Device, q: &QdiscNode, stats: &StatsMap) -> us
         }
     }
     if let QdiscOpts::Tbf(_) = q.opts {
-        if let Some(l) = dev.qdisc_at(q.handle | 1) {
+        if let Some(l) = dev.qdisc_at(Handle::new(q.handle.major(), 1)) {
             let li = add_qdisc(g, dev, l, stats);
             g.nodes[qi].children.push(li);
         }

@@ -60,3 +60,56 @@ opts = { kind = "htb", rate = "100mbit", ceil = "1gbit", burst = "15k", cburst =
     let bad = t.replace("kind = \"htb\", r2q", "kind = \"prio\", bands = 1, priomap = [0], r2q");
     assert!(from_toml(&bad).is_err());
 }
+
+/// The native form takes 32-bit class minors (one HTB with a million classes); the tc grammar
+/// keeps tc's 16-bit minors and its error.
+#[test]
+fn toml_takes_wide_minors_and_tc_does_not() {
+    let t = r#"
+[[devices]]
+name = "eth0"
+type = "dummy"
+ifindex = 2
+
+[[devices.qdiscs]]
+handle = "1:"
+parent = "root"
+opts = { kind = "htb", r2q = 10, default = "0xf4240" }
+
+[[devices.classes]]
+classid = "1:1"
+parent = "1:"
+opts = { kind = "htb", rate = "1gbit", ceil = "1gbit", burst = "15k", cburst = "15k" }
+
+[[devices.classes]]
+classid = "1:f4240"
+parent = "1:1"
+opts = { kind = "htb", rate = "1mbit", ceil = "1gbit", burst = "15k", cburst = "15k" }
+
+[[devices.classes]]
+classid = "1:ffffffff"
+parent = "1:1"
+opts = { kind = "htb", rate = "1mbit", ceil = "1gbit", burst = "15k", cburst = "15k" }
+
+[[devices.filters]]
+parent = "1:"
+prio = 1
+protocol = 3
+handle = 1
+opts = { kind = "matchall", classid = "1:ffffffff" }
+"#;
+    let s = from_toml(t).unwrap_or_else(|e| panic!("{e}"));
+    let d = &s.devices[0];
+    assert_eq!(d.classes[1].classid, sluice_core::Handle::new(1, 1_000_000));
+    assert_eq!(d.classes[2].classid.minor(), u32::MAX);
+    let again = from_toml(&to_toml(&s).unwrap()).unwrap();
+    assert_eq!(again, s);
+    assert!(to_toml(&s).unwrap().contains("\"1:f4240\""));
+    let (dev, h) = sluice_config::export::first_wide_handle(&s).unwrap();
+    assert_eq!((dev, h.minor()), ("eth0", 1_000_000));
+    // tc's grammar refuses what it cannot express, with tc's message.
+    let e = load_tc_script("x.tc", &to_tc_script(&s), &Vars::new()).unwrap_err();
+    assert!(e.message.contains("invalid class ID"), "{e}");
+    // A minor past 32 bits is refused in TOML too.
+    assert!(from_toml(&t.replace("1:ffffffff\"\nparent", "1:100000000\"\nparent")).is_err());
+}

@@ -248,18 +248,29 @@ impl Tree {
         let bad = |what: String| {
             LabError::Config(format!("{}: {what} is not encoded by the kernel backend", dev.name))
         };
+        // The kernel's handles have 16-bit minors; the native form allows 32.
+        let tc_sized = |h: Handle, what: &str| {
+            h.to_tc().map(|_| h).ok_or_else(|| {
+                LabError::Config(format!(
+                    "{}: {what} {h} has a minor above ffff, which the kernel's 16-bit class handles cannot \
+                     hold (one kernel qdisc has at most 65535 classes): nest the tree, or shape with Sluice",
+                    dev.name
+                ))
+            })
+        };
         let mut tree = Tree::default();
         for q in &dev.qdiscs {
             let parent = match q.parent {
                 H_ROOT => Parent::Root,
                 H_INGRESS => return Err(bad(format!("{} qdisc", q.opts.kind()))),
-                p => Parent::Handle(Handle::from_tc(p)),
+                p => Parent::Handle(tc_sized(p, "parent")?),
             };
             let kind = match &q.opts {
                 QdiscOpts::Htb(h) => {
                     if h.offload {
                         return Err(bad("htb offload".into()));
                     }
+                    tc_sized(Handle::new(q.handle.major(), h.default), "default class")?;
                     QdiscKind::Htb { default: h.default, r2q: h.r2q, direct_qlen: h.direct_qlen }
                 }
                 QdiscOpts::Tbf(t) => {
@@ -283,7 +294,7 @@ impl Tree {
                     args: qdisc_args(other).split_whitespace().map(String::from).collect(),
                 },
             };
-            tree.qdiscs.push(QdiscSpec { handle: Handle::from_tc(q.handle), parent, kind });
+            tree.qdiscs.push(QdiscSpec { handle: q.handle, parent, kind });
         }
         for c in &dev.classes {
             let ClassOpts::Htb(h) = &c.opts else {
@@ -293,8 +304,8 @@ impl Tree {
                 return Err(bad(format!("class {} linklayer", classid_str(c.classid))));
             }
             tree.classes.push(ClassSpec {
-                classid: Handle::from_tc(c.classid),
-                parent: Handle::from_tc(c.parent),
+                classid: tc_sized(c.classid, "class")?,
+                parent: tc_sized(c.parent, "parent")?,
                 rate: Rate::from_bps(h.rate),
                 ceil: Rate::from_bps(h.ceil),
                 burst: (!h.burst_auto).then_some(h.burst as u64),
@@ -310,6 +321,10 @@ impl Tree {
             let is_root_table = matches!(f.opts, FilterOpts::U32Table { .. }) && f.handle >> 20 >= 0x800;
             if is_root_table {
                 continue; // created implicitly by the first u32 filter
+            }
+            tc_sized(f.parent, "filter parent")?;
+            if let Some(c) = f.opts.classid() {
+                tc_sized(c, "filter class")?;
             }
             let line = format!(
                 "parent {} protocol {} prio {}{}",

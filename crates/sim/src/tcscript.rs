@@ -46,15 +46,13 @@ impl TcShaper {
     pub(crate) fn leaf_classes(&self) -> Vec<(Handle, Rate, Rate)> {
         let Some(d) = self.state.devices.iter().find(|d| d.name == self.dev) else { return vec![] };
         let Some(root) = d.root() else { return vec![] };
-        let major = root.handle >> 16;
+        let major = root.handle.major();
         d.classes
             .iter()
-            .filter(|c| c.classid >> 16 == major)
+            .filter(|c| c.classid.major() == major)
             .filter(|c| !d.classes.iter().any(|o| o.parent == c.classid))
             .filter_map(|c| match &c.opts {
-                ClassOpts::Htb(h) => {
-                    Some((Handle::from_tc(c.classid), Rate::from_bps(h.rate), Rate::from_bps(h.ceil)))
-                }
+                ClassOpts::Htb(h) => Some((c.classid, Rate::from_bps(h.rate), Rate::from_bps(h.ceil))),
                 _ => None,
             })
             .collect()

@@ -26,7 +26,15 @@ pub fn run(args: Args) -> Result<ExitCode> {
         return Ok(ExitCode::from(2));
     };
     let text = match args.to.as_str() {
-        "tc" => sluice_config::export::to_tc_script(&loaded.state),
+        "tc" => {
+            if let Some((dev, h)) = sluice_config::export::first_wide_handle(&loaded.state) {
+                anyhow::bail!(
+                    "{dev}: {h} has a minor above ffff, which tc's 16-bit handles cannot express; \
+                     keep this configuration in the native form (--to toml)"
+                );
+            }
+            sluice_config::export::to_tc_script(&loaded.state)
+        }
         _ => sluice_config::export::to_toml(&loaded.state)?,
     };
     super::write_output(args.output.as_deref(), &text)?;

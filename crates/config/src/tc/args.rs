@@ -32,9 +32,9 @@ pub struct QdiscCmd {
     /// `dev NAME` and its argv index.
     pub dev: Option<(String, usize)>,
     /// `handle X:`.
-    pub handle: Option<u32>,
+    pub handle: Option<Handle>,
     /// `root`/`parent X`/`ingress`/`clsact`.
-    pub parent: Option<u32>,
+    pub parent: Option<Handle>,
     /// Kind name and argv index.
     pub kind: Option<(String, usize)>,
     /// Parsed options when the kind is known.
@@ -51,9 +51,9 @@ pub struct ClassCmd {
     /// `dev NAME`.
     pub dev: Option<(String, usize)>,
     /// `classid X:Y`.
-    pub classid: Option<u32>,
+    pub classid: Option<Handle>,
     /// `parent X:Y` or `root`.
-    pub parent: Option<u32>,
+    pub parent: Option<Handle>,
     /// Kind.
     pub kind: Option<(String, usize)>,
     /// Options.
@@ -68,7 +68,7 @@ pub struct FilterCmd {
     /// `dev NAME`.
     pub dev: Option<(String, usize)>,
     /// Parent (block).
-    pub parent: Option<u32>,
+    pub parent: Option<Handle>,
     /// `prio`/`pref` (0 = automatic).
     pub prio: u32,
     /// `protocol`.
@@ -111,9 +111,15 @@ pub enum TcCmd {
 pub(crate) struct Cur<'a> {
     pub argv: &'a [String],
     pub pos: usize,
+    /// Largest class minor accepted: tc's `ffff`, or `ffffffff` for the native form.
+    pub max_minor: u32,
 }
 
 impl<'a> Cur<'a> {
+    /// A class ID in this grammar (tc's, or the native one with 32-bit minors).
+    pub(crate) fn classid(&self, s: &str) -> Option<Handle> {
+        get_classid(s, self.max_minor)
+    }
     pub(crate) fn peek(&self) -> Option<&'a str> {
         self.argv.get(self.pos).map(|s| s.as_str())
     }
@@ -156,7 +162,12 @@ impl<'a> Cur<'a> {
 }
 
 /// A parent keyword without a value (`root`, `ingress`, ...): only one parent may be given.
-fn set_parent(parent: &mut Option<u32>, to: u32, dup: impl Into<String>, at: usize) -> Result<(), TcError> {
+fn set_parent(
+    parent: &mut Option<Handle>,
+    to: Handle,
+    dup: impl Into<String>,
+    at: usize,
+) -> Result<(), TcError> {
     if parent.is_some() {
         return Err(TcError::fatal(dup, Some(at)));
     }
@@ -169,9 +180,9 @@ fn dev_value(v: &str, i: usize) -> Result<(String, usize), TcError> {
     Ok((v.to_string(), i))
 }
 
-/// A class ID value, or tc's `invarg` with `msg`.
-fn classid_value(msg: &'static str) -> impl Fn(&str, usize) -> Result<u32, TcError> {
-    move |v, i| get_tc_classid(v).ok_or_else(|| TcError::invarg(msg, v, i))
+/// A class ID value (minors up to `max_minor`), or tc's `invarg` with `msg`.
+fn classid_value(msg: &'static str, max_minor: u32) -> impl Fn(&str, usize) -> Result<Handle, TcError> {
+    move |v, i| get_classid(v, max_minor).ok_or_else(|| TcError::invarg(msg, v, i))
 }
 
 /// iproute2's `matches(arg, word)`: `arg` is a non-empty prefix of `word`.
@@ -197,9 +208,9 @@ fn get_hex(s: &str) -> Option<u32> {
 }
 
 /// `get_qdisc_handle`: `X:` or `X` in hex, below 0x10000.
-pub fn get_qdisc_handle(s: &str) -> Option<u32> {
+pub fn get_qdisc_handle(s: &str) -> Option<Handle> {
     if s == "none" {
-        return Some(0);
+        return Some(Handle::UNSPEC);
     }
     let (num, rest) = split_hex(s);
     if num.is_empty() {
@@ -209,7 +220,7 @@ pub fn get_qdisc_handle(s: &str) -> Option<u32> {
     if maj >= 1 << 16 || !(rest.is_empty() || rest.starts_with(':')) {
         return None;
     }
-    Some((maj as u32) << 16)
+    Some(Handle::new(maj as u16, 0))
 }
 
 fn split_hex(s: &str) -> (&str, &str) {
@@ -217,11 +228,17 @@ fn split_hex(s: &str) -> (&str, &str) {
     s.split_at(end)
 }
 
-/// `get_tc_classid`: `root`, `none`, `X:Y`, `X:`, `:Y`, or a bare hex number.
-pub fn get_tc_classid(s: &str) -> Option<u32> {
+/// `get_tc_classid`: `root`, `none`, `X:Y`, `X:`, `:Y`, or a bare hex number (a whole 32-bit
+/// tc handle), with tc's 16-bit minors.
+pub fn get_tc_classid(s: &str) -> Option<Handle> {
+    get_classid(s, Handle::TC_MAX_MINOR)
+}
+
+/// [`get_tc_classid`]'s grammar with minors up to `max_minor` (`u32::MAX` in the native form).
+pub fn get_classid(s: &str, max_minor: u32) -> Option<Handle> {
     match s {
         "root" => return Some(H_ROOT),
-        "none" => return Some(0),
+        "none" => return Some(Handle::UNSPEC),
         _ => {}
     }
     let (num, rest) = split_hex(s);
@@ -241,12 +258,12 @@ pub fn get_tc_classid(s: &str) -> Option<u32> {
             return None;
         }
         let min = if min.is_empty() { 0 } else { u64::from_str_radix(min, 16).ok()? };
-        if min >= 1 << 16 {
+        if min > max_minor as u64 {
             return None;
         }
-        Some(((maj as u32) << 16) | min as u32)
+        Some(Handle::new(maj as u16, min as u32))
     } else if rest.is_empty() {
-        u32::try_from(maj).ok()
+        u32::try_from(maj).ok().map(Handle::from_tc)
     } else {
         None
     }
@@ -300,13 +317,39 @@ fn verb(word: &str, allow_get: bool) -> Option<Verb> {
     })
 }
 
+/// Which handles a command may name.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Grammar {
+    /// tc's: 16-bit majors and minors, with tc's errors.
+    #[default]
+    Tc,
+    /// The native form's: class minors up to `ffffffff` (the TOML form is checked by running
+    /// its objects through the tc commands in this grammar).
+    Native,
+}
+
+impl Grammar {
+    /// The largest class minor this grammar accepts.
+    pub fn max_minor(self) -> u32 {
+        match self {
+            Grammar::Tc => Handle::TC_MAX_MINOR,
+            Grammar::Native => u32::MAX,
+        }
+    }
+}
+
 /// Parses `qdisc|class|filter VERB ...` (the arguments after `tc` and its global options).
 pub fn parse_command(argv: &[String]) -> Result<TcCmd, TcError> {
+    parse_command_in(argv, Grammar::Tc)
+}
+
+/// [`parse_command`] in the given handle grammar.
+pub fn parse_command_in(argv: &[String], grammar: Grammar) -> Result<TcCmd, TcError> {
     let Some(obj) = argv.first() else {
         return Err(TcError::usage("Usage: tc [ OPTIONS ] OBJECT { COMMAND | help }", None));
     };
     let verb_word = argv.get(1).map(|s| s.as_str()).unwrap_or("show");
-    let mut cur = Cur { argv, pos: 2.min(argv.len()) };
+    let mut cur = Cur { argv, pos: 2.min(argv.len()), max_minor: grammar.max_minor() };
     if matches(obj, "qdisc") {
         let v = verb(verb_word, false).ok_or_else(|| unknown_verb(verb_word, "qdisc"))?;
         parse_qdisc(v, &mut cur).map(TcCmd::Qdisc)
@@ -337,11 +380,14 @@ fn parse_qdisc(verb: Verb, cur: &mut Cur) -> Result<QdiscCmd, TcError> {
             "root" => set_parent(&mut c.parent, H_ROOT, "Error: \"root\" is duplicate parent ID", at)?,
             "ingress" | "clsact" => {
                 set_parent(&mut c.parent, H_INGRESS, "Error: Qdisc can't have more than one parent", at)?;
-                c.handle = Some(0xFFFF_0000);
+                c.handle = Some(Handle::new(0xFFFF, 0));
                 c.kind = Some((w.to_string(), at));
                 break;
             }
-            "parent" => cur.once(&mut c.parent, "parent", classid_value("invalid parent ID"))?,
+            "parent" => {
+                let m = cur.max_minor;
+                cur.once(&mut c.parent, "parent", classid_value("invalid parent ID", m))?
+            }
             "estimator" | "est" => cur.skip(2)?,
             w if matches(w, "help") => return Err(TcError::usage(QDISC_USAGE, Some(at))),
             _ => {
@@ -843,12 +889,18 @@ fn parse_class(verb: Verb, cur: &mut Cur) -> Result<ClassCmd, TcError> {
     while let Some((at, w)) = cur.next_word() {
         match w {
             "dev" => cur.once(&mut c.dev, "dev", dev_value)?,
-            "classid" => cur.once(&mut c.classid, "classid", classid_value("invalid class ID"))?,
+            "classid" => {
+                let m = cur.max_minor;
+                cur.once(&mut c.classid, "classid", classid_value("invalid class ID", m))?
+            }
             "handle" => {
                 return Err(TcError::fatal("Error: try \"classid\" instead of \"handle\"", Some(at)));
             }
             "root" => set_parent(&mut c.parent, H_ROOT, "Error: \"root\" is duplicate parent ID.", at)?,
-            "parent" => cur.once(&mut c.parent, "parent", classid_value("invalid parent ID"))?,
+            "parent" => {
+                let m = cur.max_minor;
+                cur.once(&mut c.parent, "parent", classid_value("invalid parent ID", m))?
+            }
             "estimator" | "est" => cur.skip(2)?,
             w if matches(w, "help") => {
                 return Err(TcError::usage("Usage: tc class [ add | del | change | replace | show ] dev STRING\n       [ classid CLASSID ] [ root | parent CLASSID ]\n       [ [ QDISC_KIND ] [ help | OPTIONS ] ]", Some(at)))
@@ -918,7 +970,10 @@ fn parse_filter(verb: Verb, cur: &mut Cur) -> Result<FilterCmd, TcError> {
                 let to = if w == "ingress" { H_MIN_INGRESS } else { H_MIN_EGRESS };
                 set_parent(&mut c.parent, to, format!("Error: \"{w}\" is duplicate parent ID"), at)?;
             }
-            "parent" => cur.once(&mut c.parent, "parent", classid_value("Invalid parent ID"))?,
+            "parent" => {
+                let m = cur.max_minor;
+                cur.once(&mut c.parent, "parent", classid_value("Invalid parent ID", m))?
+            }
             "handle" => cur.once(&mut fhandle, "handle", |v, i| Ok((i, v.to_string())))?,
             "chain" => {
                 let (i, v) = cur.value()?;
@@ -979,5 +1034,5 @@ fn parse_filter(verb: Verb, cur: &mut Cur) -> Result<FilterCmd, TcError> {
 
 /// Gives the filter parsers access to the cursor helpers.
 pub(crate) mod helpers {
-    pub(crate) use super::{get_tc_classid, get_u32, illegal, matches, rate_arg, size_arg, what_is, Cur};
+    pub(crate) use super::{get_u32, illegal, matches, rate_arg, size_arg, what_is, Cur};
 }

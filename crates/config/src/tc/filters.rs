@@ -100,9 +100,9 @@ fn val_mask(cur: &mut Cur) -> Result<(u32, u32), TcError> {
 }
 
 /// `classid`/`flowid CLASSID`, the result every filter kind may set.
-fn classid_arg(cur: &mut Cur) -> Result<Option<u32>, TcError> {
+fn classid_arg(cur: &mut Cur) -> Result<Option<Handle>, TcError> {
     let (i, v) = cur.value()?;
-    get_tc_classid(v).map(Some).ok_or_else(|| illegal("classid", i, None))
+    cur.classid(v).map(Some).ok_or_else(|| illegal("classid", i, None))
 }
 
 /// A handle that is one number (flow, matchall, basic); 0 when none was given.
@@ -377,8 +377,7 @@ pub(crate) fn parse_flow(cur: &mut Cur, handle: Option<(usize, &str)>) -> Result
             given.push("divisor");
         } else if matches(w, "baseclass") {
             let (i, v) = cur.value()?;
-            let b =
-                get_tc_classid(v).filter(|b| b & 0xFFFF != 0).ok_or_else(|| illegal("baseclass", i, None))?;
+            let b = cur.classid(v).filter(|b| b.minor() != 0).ok_or_else(|| illegal("baseclass", i, None))?;
             o.baseclass = Some(b);
             given.push("baseclass");
         } else if matches(w, "perturb") {

@@ -23,11 +23,11 @@ pub fn device_mut<'a>(
 }
 
 /// True when `classid` names an existing class of qdisc `q`.
-pub fn class_exists(dev: &Device, q: &QdiscNode, classid: u32) -> bool {
-    if classid & 0xFFFF_0000 != q.handle {
+pub fn class_exists(dev: &Device, q: &QdiscNode, classid: Handle) -> bool {
+    if classid.qdisc() != q.handle {
         return false;
     }
-    let minor = classid & 0xFFFF;
+    let minor = classid.minor();
     match &q.opts {
         QdiscOpts::Prio(p) => minor >= 1 && minor <= p.bands,
         QdiscOpts::PfifoFast => false,
@@ -50,7 +50,7 @@ fn has_class_ops(q: &QdiscNode) -> bool {
 }
 
 /// Removes qdisc `handle` and everything below it (classes, child qdiscs, filters).
-pub fn remove_qdisc_tree(dev: &mut Device, handle: u32) {
+pub fn remove_qdisc_tree(dev: &mut Device, handle: Handle) {
     let mut doomed_q = vec![handle];
     let mut i = 0;
     while i < doomed_q.len() {
@@ -58,7 +58,7 @@ pub fn remove_qdisc_tree(dev: &mut Device, handle: u32) {
         for q in &dev.qdiscs {
             if q.parent != H_ROOT
                 && q.parent != H_INGRESS
-                && q.parent & 0xFFFF_0000 == h
+                && q.parent.qdisc() == h
                 && !doomed_q.contains(&q.handle)
             {
                 doomed_q.push(q.handle);
@@ -68,19 +68,31 @@ pub fn remove_qdisc_tree(dev: &mut Device, handle: u32) {
     }
     let is_ingress = dev.qdisc(handle).is_some_and(|q| q.parent == H_INGRESS);
     dev.qdiscs.retain(|q| !doomed_q.contains(&q.handle));
-    dev.classes.retain(|c| !doomed_q.contains(&(c.classid & 0xFFFF_0000)));
+    dev.classes.retain(|c| !doomed_q.contains(&c.classid.qdisc()));
     dev.filters.retain(|f| {
         let block_q = if f.parent == H_MIN_INGRESS || f.parent == H_MIN_EGRESS {
-            0xFFFF_0000
+            INGRESS_QDISC
         } else {
-            f.parent & 0xFFFF_0000
+            f.parent.qdisc()
         };
-        if is_ingress && block_q == 0xFFFF_0000 {
+        if is_ingress && block_q == INGRESS_QDISC {
             return false;
         }
         !doomed_q.contains(&block_q)
     });
     dev.u32_blocks.retain(|b| dev.filters.iter().any(|f| f.parent == b.block));
+}
+
+/// `ffff:`, the handle of the ingress/clsact qdisc.
+const INGRESS_QDISC: Handle = Handle::new(0xFFFF, 0);
+
+/// A class ID as the kernel's `%X` prints it (one 32-bit hex number), or `MAJ:MIN` for a minor
+/// wider than tc's.
+fn tc_hex(h: Handle) -> String {
+    match h.to_tc() {
+        Some(v) => format!("{v:X}"),
+        None => h.to_string(),
+    }
 }
 
 fn flags(verb: Verb) -> (bool, bool, bool) {
@@ -103,9 +115,9 @@ pub fn qdisc_modify(state: &mut State, c: &QdiscCmd) -> Result<Vec<String>, TcEr
     }
     let (create, excl, replace) = flags(c.verb);
     let kind = c.kind.as_ref().map(|k| k.0.as_str());
-    let handle = c.handle.unwrap_or(0);
-    let mut existing: Option<u32> = None; // handle of the qdisc to change
-    let mut graft_old: Option<u32> = None; // qdisc in the slot being replaced
+    let handle = c.handle.unwrap_or(Handle::UNSPEC);
+    let mut existing: Option<Handle> = None; // handle of the qdisc to change
+    let mut graft_old: Option<Handle> = None; // qdisc in the slot being replaced
     let slot = match c.parent {
         Some(parent) => {
             let q = if parent == H_ROOT || parent == H_INGRESS {
@@ -129,8 +141,8 @@ pub fn qdisc_modify(state: &mut State, c: &QdiscCmd) -> Result<Vec<String>, TcEr
             };
             let mut create_n_graft = false;
             match q {
-                Some(qh) if handle != 0 && qh == handle => existing = Some(qh),
-                Some(qh) if handle != 0 => {
+                Some(qh) if !handle.is_unspec() && qh == handle => existing = Some(qh),
+                Some(qh) if !handle.is_unspec() => {
                     if !replace {
                         return Err(TcError::kernel("NLM_F_REPLACE needed to override"));
                     }
@@ -158,7 +170,7 @@ pub fn qdisc_modify(state: &mut State, c: &QdiscCmd) -> Result<Vec<String>, TcEr
                     }
                 }
                 None => {
-                    if handle != 0 && dev.qdisc(handle).is_some() {
+                    if !handle.is_unspec() && dev.qdisc(handle).is_some() {
                         if excl {
                             return Err(TcError::kernel("Exclusivity flag on, cannot override"));
                         }
@@ -176,7 +188,7 @@ pub fn qdisc_modify(state: &mut State, c: &QdiscCmd) -> Result<Vec<String>, TcEr
             }
         }
         None => {
-            if handle == 0 {
+            if handle.is_unspec() {
                 return Err(TcError::kernel("Handle cannot be zero"));
             }
             existing = dev.qdisc(handle).map(|q| q.handle);
@@ -196,15 +208,15 @@ pub fn qdisc_modify(state: &mut State, c: &QdiscCmd) -> Result<Vec<String>, TcEr
         if matches!(opts, QdiscOpts::Ingress | QdiscOpts::Clsact) && parent != H_INGRESS {
             return Err(TcError::errno("Invalid argument"));
         }
-        let new_handle = if handle != 0 {
+        let new_handle = if !handle.is_unspec() {
             handle
         } else {
             let mut h = dev.next_auto_handle;
-            while dev.qdisc(h << 16).is_some() {
+            while dev.qdisc(Handle::from_tc(h << 16)).is_some() {
                 h += 1;
             }
             dev.next_auto_handle = h + 1;
-            h << 16
+            Handle::from_tc(h << 16)
         };
         let opts = validate_qdisc(dev, opts, None)?;
         if let Some(old) = graft_old {
@@ -304,13 +316,13 @@ fn validate_qdisc(dev: &Device, new: QdiscOpts, old: Option<&QdiscOpts>) -> Resu
 
 fn qdisc_delete(dev: &mut Device, c: &QdiscCmd) -> Result<(), TcError> {
     let kind = c.kind.as_ref().map(|k| k.0.as_str());
-    let handle = c.handle.unwrap_or(0);
+    let handle = c.handle.unwrap_or(Handle::UNSPEC);
     let qh = match c.parent {
         Some(parent) => {
             let q = if parent == H_ROOT {
                 // The default root (noqueue) has handle 0.
-                Some(dev.root().map(|q| q.handle).unwrap_or(0))
-            } else if parent == H_INGRESS || parent & 0xFFFF_0000 == 0xFFFF_0000 {
+                Some(dev.root().map(|q| q.handle).unwrap_or(Handle::UNSPEC))
+            } else if parent == H_INGRESS || parent.qdisc() == INGRESS_QDISC {
                 dev.qdisc_at(H_INGRESS).map(|q| q.handle)
             } else {
                 let p = dev
@@ -320,16 +332,16 @@ fn qdisc_delete(dev: &mut Device, c: &QdiscCmd) -> Result<(), TcError> {
                 if !class_exists(dev, &p, parent) {
                     return Err(TcError::kernel("Specified class not found"));
                 }
-                Some(dev.qdisc_at(parent).map(|q| q.handle).unwrap_or(0))
+                Some(dev.qdisc_at(parent).map(|q| q.handle).unwrap_or(Handle::UNSPEC))
             };
             let q = q.ok_or_else(|| TcError::kernel("Cannot find specified qdisc on specified device"))?;
-            if handle != 0 && q != handle {
+            if !handle.is_unspec() && q != handle {
                 return Err(TcError::kernel("Invalid handle"));
             }
             q
         }
         None => {
-            let q = dev.qdisc(handle).filter(|_| handle != 0).map(|q| q.handle);
+            let q = dev.qdisc(handle).filter(|_| !handle.is_unspec()).map(|q| q.handle);
             let q = q.ok_or_else(|| TcError::kernel("Failed to find qdisc with specified handle"))?;
             if kind.is_some_and(|k| Some(k) != dev.qdisc(q).map(|x| x.opts.kind())) {
                 return Err(TcError::kernel("Invalid qdisc name"));
@@ -347,43 +359,43 @@ fn qdisc_delete(dev: &mut Device, c: &QdiscCmd) -> Result<(), TcError> {
     Ok(())
 }
 
-fn q_is_default(h: u32) -> bool {
-    h == 0
+fn q_is_default(h: Handle) -> bool {
+    h.is_unspec()
 }
 
 /// `tc class add|change|replace|delete`.
 pub fn class_modify(state: &mut State, c: &ClassCmd) -> Result<Vec<String>, TcError> {
     let dev = device_mut(state, &c.dev)?;
     let (create, excl, _) = flags(c.verb);
-    let clid = c.classid.unwrap_or(0);
-    let portid = c.parent.unwrap_or(0);
-    let root_handle = dev.root().map(|q| q.handle).unwrap_or(0);
-    let mut qid = clid & 0xFFFF_0000;
+    let clid = c.classid.unwrap_or(Handle::UNSPEC);
+    let portid = c.parent.unwrap_or(Handle::UNSPEC);
+    let root_handle = dev.root().map(|q| q.handle).unwrap_or(Handle::UNSPEC);
+    let mut qid = clid.qdisc();
     let mut parent = portid;
     if portid != H_ROOT {
-        let qid1 = portid & 0xFFFF_0000;
-        if qid != 0 && qid1 != 0 {
+        let qid1 = portid.qdisc();
+        if !qid.is_unspec() && !qid1.is_unspec() {
             if qid != qid1 {
                 return Err(TcError::errno("Invalid argument"));
             }
-        } else if qid1 != 0 {
+        } else if !qid1.is_unspec() {
             qid = qid1;
-        } else if qid == 0 {
+        } else if qid.is_unspec() {
             qid = root_handle;
         }
-        if portid != 0 {
-            parent = qid | (portid & 0xFFFF);
+        if !portid.is_unspec() {
+            parent = Handle::new(qid.major(), portid.minor());
         }
-    } else if qid == 0 {
+    } else if qid.is_unspec() {
         qid = root_handle;
     }
     let q = dev
         .qdisc(qid)
-        .filter(|_| qid != 0)
+        .filter(|_| !qid.is_unspec())
         .cloned()
         .ok_or_else(|| TcError::errno("No such file or directory"))?;
-    let clid = if clid == 0 { 0 } else { qid | (clid & 0xFFFF) };
-    let exists = clid != 0 && class_exists(dev, &q, clid);
+    let clid = if clid.is_unspec() { clid } else { Handle::new(qid.major(), clid.minor()) };
+    let exists = !clid.is_unspec() && class_exists(dev, &q, clid);
     if c.verb == Verb::Delete {
         if !exists {
             return Err(TcError::errno("No such file or directory"));
@@ -414,11 +426,13 @@ pub fn class_modify(state: &mut State, c: &ClassCmd) -> Result<Vec<String>, TcEr
                 let qn = (o.rate / 8) / h.r2q.max(1) as u64;
                 if qn < 1000 {
                     warnings.push(format!(
-                        "Warning: sch_htb: quantum of class {clid:X} is small. Consider r2q change."
+                        "Warning: sch_htb: quantum of class {} is small. Consider r2q change.",
+                        tc_hex(clid)
                     ));
                 } else if qn > 200_000 {
                     warnings.push(format!(
-                        "Warning: sch_htb: quantum of class {clid:X} is big. Consider r2q change."
+                        "Warning: sch_htb: quantum of class {} is big. Consider r2q change.",
+                        tc_hex(clid)
                     ));
                 }
             }
@@ -454,7 +468,7 @@ pub fn class_modify(state: &mut State, c: &ClassCmd) -> Result<Vec<String>, TcEr
 }
 
 /// `tc class change` (or `replace`) of an existing class: it takes the new options.
-fn set_class_opts(dev: &mut Device, clid: u32, opts: ClassOpts, warnings: Vec<String>) -> Vec<String> {
+fn set_class_opts(dev: &mut Device, clid: Handle, opts: ClassOpts, warnings: Vec<String>) -> Vec<String> {
     if let Some(cl) = dev.classes.iter_mut().find(|x| x.classid == clid) {
         cl.opts = opts;
     }
@@ -462,14 +476,14 @@ fn set_class_opts(dev: &mut Device, clid: u32, opts: ClassOpts, warnings: Vec<St
 }
 
 /// A new class needs a minor (the kernel refuses `X:0` with EINVAL).
-fn check_new_classid(clid: u32) -> Result<(), TcError> {
-    if clid == 0 || clid & 0xFFFF == 0 {
+fn check_new_classid(clid: Handle) -> Result<(), TcError> {
+    if clid.minor() == 0 {
         return Err(TcError::errno("Invalid argument"));
     }
     Ok(())
 }
 
-fn class_depth(dev: &Device, mut classid: u32) -> usize {
+fn class_depth(dev: &Device, mut classid: Handle) -> usize {
     let mut d = 0;
     while let Some(c) = dev.class(classid) {
         d += 1;
@@ -481,15 +495,14 @@ fn class_depth(dev: &Device, mut classid: u32) -> usize {
     d
 }
 
-fn class_delete(dev: &mut Device, q: &QdiscNode, clid: u32) -> Result<(), TcError> {
+fn class_delete(dev: &mut Device, q: &QdiscNode, clid: Handle) -> Result<(), TcError> {
     let kind_msg = match q.opts {
         QdiscOpts::Htb(_) => "HTB class in use",
         QdiscOpts::Drr => "DRR class is in use",
         _ => return Err(TcError::errno("Operation not supported")),
     };
     let has_children = dev.child_classes(clid).next().is_some();
-    let bound =
-        dev.filters.iter().any(|f| f.opts.classid() == Some(clid) && (f.parent & 0xFFFF_0000) == q.handle);
+    let bound = dev.filters.iter().any(|f| f.opts.classid() == Some(clid) && f.parent.qdisc() == q.handle);
     if has_children || bound {
         return Err(TcError::kernel(kind_msg));
     }
@@ -502,8 +515,8 @@ fn class_delete(dev: &mut Device, q: &QdiscNode, clid: u32) -> Result<(), TcErro
 }
 
 /// Resolves a filter parent to its block id: the qdisc handle, an HTB class, or ingress/egress.
-pub fn resolve_block(dev: &Device, parent: Option<u32>) -> Result<u32, TcError> {
-    let parent = parent.unwrap_or(0);
+pub fn resolve_block(dev: &Device, parent: Option<Handle>) -> Result<Handle, TcError> {
+    let parent = parent.unwrap_or(Handle::UNSPEC);
     if parent == H_MIN_INGRESS || parent == H_MIN_EGRESS {
         let q = dev.qdisc_at(H_INGRESS).ok_or_else(|| TcError::kernel("Parent Qdisc doesn't exists"))?;
         if parent == H_MIN_EGRESS && !matches!(q.opts, QdiscOpts::Clsact) {
@@ -511,12 +524,12 @@ pub fn resolve_block(dev: &Device, parent: Option<u32>) -> Result<u32, TcError> 
         }
         return Ok(parent);
     }
-    let q = if parent == 0 || parent == H_ROOT {
+    let q = if parent.is_unspec() || parent == H_ROOT {
         dev.root().ok_or_else(|| TcError::kernel("Qdisc not classful"))?
     } else {
         dev.qdisc(parent).ok_or_else(|| TcError::kernel("Parent Qdisc doesn't exists"))?
     };
-    let minor = if parent == H_ROOT { 0 } else { parent & 0xFFFF };
+    let minor = if parent == H_ROOT { 0 } else { parent.minor() };
     match &q.opts {
         QdiscOpts::Ingress | QdiscOpts::Clsact => {
             if minor == 0 || minor == 0xFFF2 {
@@ -722,13 +735,13 @@ pub fn filter_modify(state: &mut State, c: &FilterCmd) -> Result<Vec<String>, Tc
             if let FilterOpts::Flow(f) = &mut opts {
                 // Kernel default base class: the qdisc's minor 1.
                 let q = if block == H_MIN_INGRESS || block == H_MIN_EGRESS {
-                    0xFFFF_0000
+                    INGRESS_QDISC
                 } else {
-                    block & 0xFFFF_0000
+                    block.qdisc()
                 };
-                let b = f.baseclass.unwrap_or(0);
-                let b = if b & 0xFFFF_0000 == 0 { q | (b & 0xFFFF) } else { b };
-                f.baseclass = Some(if b & 0xFFFF == 0 { b | 1 } else { b });
+                let b = f.baseclass.unwrap_or(Handle::UNSPEC);
+                let b = if b.major() == 0 { Handle::new(q.major(), b.minor()) } else { b };
+                f.baseclass = Some(if b.minor() == 0 { Handle::new(b.major(), 1) } else { b });
             }
             dev.filters.push(mk(opts, handle, prio, actions));
         }
@@ -752,16 +765,16 @@ fn merge_flow(n: &FlowOpts, o: &FlowOpts, given: &[&str]) -> FlowOpts {
     }
 }
 
-fn u32_tables(dev: &Device, block: u32) -> impl Iterator<Item = &FilterNode> {
+fn u32_tables(dev: &Device, block: Handle) -> impl Iterator<Item = &FilterNode> {
     dev.filters.iter().filter(move |f| f.parent == block && matches!(f.opts, FilterOpts::U32Table { .. }))
 }
 
-fn u32_table(dev: &Device, block: u32, htid: u32) -> Option<&FilterNode> {
+fn u32_table(dev: &Device, block: Handle, htid: u32) -> Option<&FilterNode> {
     u32_tables(dev, block).find(|f| f.handle == htid & 0xFFF0_0000)
 }
 
 /// Hash-table id allocator: the first u32 root on a block is 800:, later ones cycle from 801:.
-fn u32_new_htid(dev: &mut Device, block: u32) -> u32 {
+fn u32_new_htid(dev: &mut Device, block: Handle) -> u32 {
     let in_use: Vec<u32> = u32_tables(dev, block).map(|f| f.handle >> 20).collect();
     let entry = match dev.u32_blocks.iter().position(|b| b.block == block) {
         Some(i) => i,
@@ -788,7 +801,7 @@ fn u32_new_htid(dev: &mut Device, block: u32) -> u32 {
 #[allow(clippy::too_many_arguments)]
 fn u32_change(
     dev: &mut Device,
-    block: u32,
+    block: Handle,
     chain: u32,
     prio: u16,
     new_tp: bool,
@@ -949,7 +962,7 @@ fn u32_change(
 
 fn check_u32_refs(
     dev: &Device,
-    block: u32,
+    block: Handle,
     pending: &[FilterNode],
     spec: &super::args::FilterSpec,
     devices: &[String],

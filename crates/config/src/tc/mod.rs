@@ -10,7 +10,7 @@ pub mod filters;
 pub mod kernel;
 pub mod show;
 
-pub use args::{parse_command, TcCmd, Verb};
+pub use args::{parse_command, parse_command_in, Grammar, TcCmd, Verb};
 pub use error::TcError;
 pub use show::ShowOpts;
 
@@ -35,6 +35,11 @@ impl Outcome {
 
 /// Global options before the object (`-s`, `-d`, `-batch FILE`, `-force`, ...), then the command.
 pub fn run_tc(state: &mut State, argv: &[String]) -> Outcome {
+    run_tc_in(state, argv, Grammar::Tc)
+}
+
+/// [`run_tc`] in the given handle grammar.
+pub fn run_tc_in(state: &mut State, argv: &[String], grammar: Grammar) -> Outcome {
     let mut opts = ShowOpts::default();
     let mut i = 0;
     let mut batch: Option<String> = None;
@@ -78,12 +83,12 @@ pub fn run_tc(state: &mut State, argv: &[String]) -> Outcome {
         i += 1;
     }
     if let Some(file) = batch {
-        return run_batch(state, &file, opts, force);
+        return run_batch(state, &file, opts, force, grammar);
     }
-    run_one(state, &argv[i..], opts)
+    run_one_in(state, &argv[i..], opts, grammar)
 }
 
-fn run_batch(state: &mut State, file: &str, opts: ShowOpts, force: bool) -> Outcome {
+fn run_batch(state: &mut State, file: &str, opts: ShowOpts, force: bool, grammar: Grammar) -> Outcome {
     let text = if file == "-" {
         let mut s = String::new();
         let _ = std::io::Read::read_to_string(&mut std::io::stdin(), &mut s);
@@ -116,7 +121,7 @@ fn run_batch(state: &mut State, file: &str, opts: ShowOpts, force: bool) -> Outc
         if words.is_empty() {
             continue;
         }
-        let r = run_one(state, &words, opts);
+        let r = run_one_in(state, &words, opts, grammar);
         out.stdout.push_str(&r.stdout);
         out.stderr.push_str(&r.stderr);
         if r.code != 0 {
@@ -132,7 +137,11 @@ fn run_batch(state: &mut State, file: &str, opts: ShowOpts, force: bool) -> Outc
 
 /// Runs one tc command (no global options).
 pub fn run_one(state: &mut State, argv: &[String], opts: ShowOpts) -> Outcome {
-    let cmd = match parse_command(argv) {
+    run_one_in(state, argv, opts, Grammar::Tc)
+}
+
+fn run_one_in(state: &mut State, argv: &[String], opts: ShowOpts, grammar: Grammar) -> Outcome {
+    let cmd = match parse_command_in(argv, grammar) {
         Ok(c) => c,
         Err(e) => return Outcome::err(&e),
     };
@@ -181,7 +190,7 @@ fn execute_inner(state: &mut State, cmd: &TcCmd, opts: ShowOpts) -> Result<(Stri
     let mut out = String::new();
     match cmd {
         TcCmd::Qdisc(c) if c.verb == Verb::Show => {
-            let only = c.handle.map(|h| h & 0xFFFF_0000).or(c.parent);
+            let only = c.handle.map(Handle::qdisc).or(c.parent);
             match find_dev(state, &c.dev)? {
                 Some(d) => show::show_qdiscs(&mut out, d, false, opts, only),
                 None => {
@@ -205,7 +214,7 @@ fn execute_inner(state: &mut State, cmd: &TcCmd, opts: ShowOpts) -> Result<(Stri
             if let Ok(block) = kernel::resolve_block(d, c.parent) {
                 let shown = match c.parent {
                     Some(_) => None,
-                    None => Some(d.root().map(|q| q.handle).unwrap_or(0)),
+                    None => Some(d.root().map(|q| q.handle).unwrap_or(Handle::UNSPEC)),
                 };
                 show::show_filters(&mut out, d, block, shown, ctx);
             }

@@ -80,15 +80,15 @@ fn rate(bps: u64) -> String {
     format_rate(Rate::from_bps(bps))
 }
 
-/// Prints a class id like `sprint_tc_classid`.
-pub fn classid_str(h: u32) -> String {
+/// Prints a class id like `sprint_tc_classid` (a minor above `ffff` in the same hex form).
+pub fn classid_str(h: Handle) -> String {
     match h {
         H_ROOT => "root".into(),
-        0 => "none".into(),
+        Handle::UNSPEC => "none".into(),
         H_INGRESS => "ffff:fff1".into(),
-        h if h & 0xFFFF == 0 => format!("{:x}:", h >> 16),
-        h if h >> 16 == 0 => format!(":{:x}", h & 0xFFFF),
-        h => format!("{:x}:{:x}", h >> 16, h & 0xFFFF),
+        h if h.minor() == 0 => format!("{:x}:", h.major()),
+        h if h.major() == 0 => format!(":{:x}", h.minor()),
+        h => format!("{:x}:{:x}", h.major(), h.minor()),
     }
 }
 
@@ -266,7 +266,7 @@ fn qdisc_order(dev: &Device) -> Vec<&QdiscNode> {
 }
 
 /// `tc qdisc show [dev D]`.
-pub fn show_qdiscs(out: &mut String, dev: &Device, with_dev: bool, o: ShowOpts, only: Option<u32>) {
+pub fn show_qdiscs(out: &mut String, dev: &Device, with_dev: bool, o: ShowOpts, only: Option<Handle>) {
     let devs = if with_dev { format!("dev {} ", dev.name) } else { String::new() };
     if dev.root().is_none() && only.is_none_or(|p| p == H_ROOT) {
         let _ = writeln!(out, "qdisc noqueue 0: {devs}root refcnt 2 ");
@@ -288,7 +288,7 @@ pub fn show_qdiscs(out: &mut String, dev: &Device, with_dev: bool, o: ShowOpts, 
             out,
             "qdisc {} {:x}: {devs}{parent}{}",
             q.opts.kind(),
-            q.handle >> 16,
+            q.handle.major(),
             qdisc_options(dev, &q.opts, o.details)
         );
         if o.stats {
@@ -307,21 +307,27 @@ fn cell(mtu: u32) -> u32 {
 }
 
 /// `tc class show dev D`.
-pub fn show_classes(out: &mut String, dev: &Device, o: ShowOpts, only_parent: Option<u32>) {
+pub fn show_classes(out: &mut String, dev: &Device, o: ShowOpts, only_parent: Option<Handle>) {
     for q in qdisc_order(dev) {
-        let mut lines: Vec<(u32, String, Option<&ClassNode>)> = Vec::new();
+        let mut lines: Vec<(Handle, String, Option<&ClassNode>)> = Vec::new();
         match &q.opts {
             QdiscOpts::Prio(p) => {
                 for b in 1..=p.bands {
-                    lines.push((q.handle | b, format!("parent {} ", classid_str(q.handle)), None));
+                    lines.push((
+                        Handle::new(q.handle.major(), b),
+                        format!("parent {} ", classid_str(q.handle)),
+                        None,
+                    ));
                 }
             }
-            QdiscOpts::Tbf(_) => {
-                lines.push((q.handle | 1, format!("parent {} ", classid_str(q.handle)), None))
-            }
+            QdiscOpts::Tbf(_) => lines.push((
+                Handle::new(q.handle.major(), 1),
+                format!("parent {} ", classid_str(q.handle)),
+                None,
+            )),
             QdiscOpts::Htb(_) | QdiscOpts::Drr => {
                 let mut cls: Vec<&ClassNode> =
-                    dev.classes.iter().filter(|c| c.classid & 0xFFFF_0000 == q.handle).collect();
+                    dev.classes.iter().filter(|c| c.classid.qdisc() == q.handle).collect();
                 cls.sort_by_key(|c| c.classid);
                 for c in cls {
                     let p = if c.parent == q.handle {
@@ -341,7 +347,7 @@ pub fn show_classes(out: &mut String, dev: &Device, o: ShowOpts, only_parent: Op
                     continue;
                 }
             }
-            let leaf = dev.qdisc_at(id).map(|l| format!("leaf {:x}: ", l.handle >> 16)).unwrap_or_default();
+            let leaf = dev.qdisc_at(id).map(|l| format!("leaf {:x}: ", l.handle.major())).unwrap_or_default();
             let mut s = format!("class {} {} {parent}{leaf}", q.opts.kind(), classid_str(id));
             let inner = dev.child_classes(id).next().is_some();
             match node.map(|n| &n.opts) {
@@ -416,12 +422,12 @@ pub fn show_classes(out: &mut String, dev: &Device, o: ShowOpts, only_parent: Op
     }
 }
 
-fn class_level(dev: &Device, id: u32) -> u32 {
+fn class_level(dev: &Device, id: Handle) -> u32 {
     dev.child_classes(id).map(|c| class_level(dev, c.classid) + 1).max().unwrap_or(0)
 }
 
 /// The filter header `filter [parent P] protocol X pref N KIND chain C `.
-fn filter_head(f: &FilterNode, parent_shown: Option<u32>, o: &FilterShowCtx) -> String {
+fn filter_head(f: &FilterNode, parent_shown: Option<Handle>, o: &FilterShowCtx) -> String {
     let mut s = String::from("filter ");
     if let Some(p) = parent_shown {
         match p {
@@ -606,8 +612,8 @@ pub fn filter_body(f: &FilterNode) -> String {
 pub fn show_filters(
     out: &mut String,
     dev: &Device,
-    block: u32,
-    parent_shown: Option<u32>,
+    block: Handle,
+    parent_shown: Option<Handle>,
     ctx: FilterShowCtx,
 ) {
     let mut prios: Vec<(u32, u16)> =
@@ -649,6 +655,6 @@ pub fn show_filters(
 }
 
 /// `tc filter get`: one filter with its parent.
-pub fn show_one_filter(out: &mut String, f: &FilterNode, parent: u32) {
+pub fn show_one_filter(out: &mut String, f: &FilterNode, parent: Handle) {
     let _ = writeln!(out, "{}{}", filter_head(f, Some(parent), &FilterShowCtx::default()), filter_body(f));
 }
