@@ -34,7 +34,7 @@ use sluice_config::burst::{auto_burst, BurstPolicy};
 use sluice_config::export::{filter_args, qdisc_args};
 use sluice_config::model::{
     ClassOpts, Device, FilterNode, FilterOpts, HtbClassOpts, LinkLayer, QdiscNode, QdiscOpts, State,
-    H_INGRESS, H_MIN_EGRESS, H_MIN_INGRESS, H_ROOT,
+    H_INGRESS, H_MIN_EGRESS, H_MIN_INGRESS,
 };
 use sluice_config::tc::args::proto_name;
 use sluice_config::tc::show::classid_str;
@@ -46,15 +46,13 @@ use std::fmt;
 /// tc's default HTB class mtu (also the default burst on hrtimer kernels).
 pub const HTB_DEFAULT_MTU: u32 = 1600;
 
-/// The model's handle type: a raw `major << 16 | minor` today, `sluice_core::Handle` (16-bit
-/// major, 32-bit minor) once handles are wide.
-type ModelHandle = u32;
+/// The model's handle type (16-bit major, 32-bit minor).
+type ModelHandle = sluice_core::Handle;
 
 /// A model handle as the kernel's 32-bit handle (16-bit major, 16-bit minor), or `None` when its
 /// minor does not fit. The only place this module turns a model handle into a netlink value
-/// (with wide handles: `h.to_tc()`).
 fn kernel_handle(h: ModelHandle) -> Option<u32> {
-    Some(h)
+    h.to_tc()
 }
 
 /// An HTB `default` minor as the kernel's 16-bit one (the kernel masks wider values to 0, which
@@ -74,7 +72,7 @@ fn handle_str(h: u32) -> String {
 }
 
 fn parent_str(parent: u32) -> String {
-    if parent == H_ROOT {
+    if parent == netlink::TC_H_ROOT {
         "root".into()
     } else {
         format!("parent {}", handle_str(parent))
@@ -324,7 +322,7 @@ impl<'a> Plan<'a> {
                 if unencoded.len() == 1 { "is" } else { "are" }
             )));
         }
-        if !qdiscs.iter().any(|q| q.parent == H_ROOT) {
+        if !qdiscs.iter().any(|q| q.parent == netlink::TC_H_ROOT) {
             return Err(LabError::Config(format!("{}: the configuration has no root qdisc", dev.name)));
         }
         let filters = dev
@@ -361,7 +359,7 @@ impl<'a> Plan<'a> {
     /// Where traffic goes when no filter classifies it: the root HTB's default class, or the
     /// root's own behaviour.
     pub fn unclassified_destination(&self) -> String {
-        match self.qdiscs().find(|q| q.parent == H_ROOT).map(|q| (q.handle, &q.node.opts)) {
+        match self.qdiscs().find(|q| q.parent == netlink::TC_H_ROOT).map(|q| (q.handle, &q.node.opts)) {
             Some((h, QdiscOpts::Htb(o))) if o.default == 0 => {
                 format!("the direct queue of htb {} (unshaped)", handle_str(h))
             }
@@ -582,13 +580,14 @@ fn order<'a>(qdiscs: Vec<PlannedQdisc<'a>>, classes: Vec<ResolvedClass<'a>>) -> 
         classes_of.entry(qdisc_of(c.classid)).or_default().push(i);
     }
     let mut qdiscs_under: HashMap<u32, Vec<usize>> = HashMap::new();
-    for (i, q) in qdiscs.iter().enumerate().filter(|(_, q)| q.parent != H_ROOT) {
+    for (i, q) in qdiscs.iter().enumerate().filter(|(_, q)| q.parent != netlink::TC_H_ROOT) {
         qdiscs_under.entry(qdisc_of(q.parent)).or_default().push(i);
     }
     let mut q_done = vec![false; qdiscs.len()];
     let mut c_done = vec![false; classes.len()];
     let mut steps = Vec::with_capacity(qdiscs.len() + classes.len());
-    let mut level: Vec<usize> = (0..qdiscs.len()).filter(|&i| qdiscs[i].parent == H_ROOT).collect();
+    let mut level: Vec<usize> =
+        (0..qdiscs.len()).filter(|&i| qdiscs[i].parent == netlink::TC_H_ROOT).collect();
     while !level.is_empty() {
         let mut next = Vec::new();
         for &qi in &level {
@@ -847,7 +846,7 @@ pub fn apply(plan: &Plan<'_>) -> Result<ApplyReport, LabError> {
                         q.kind()
                     ));
                 }
-                let what = if q.parent == H_ROOT {
+                let what = if q.parent == netlink::TC_H_ROOT {
                     format!("qdisc {} {}", q.kind(), handle_str(q.handle))
                 } else {
                     format!("qdisc {} {} {}", q.kind(), handle_str(q.handle), parent_str(q.parent))

@@ -106,7 +106,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     if !diffs.is_empty() {
         what.push(format!("{} mismatch(es) in the read-back", diffs.len()));
     }
-    let root = plan.qdiscs().find(|q| q.parent == sluice_config::model::H_ROOT).map(|q| q.handle);
+    let root = plan.qdiscs().find(|q| q.parent == sluice_lab::netlink::TC_H_ROOT).map(|q| q.handle);
     let now = if root.is_some_and(|h| !rep.was_refused(ObjectId::Qdisc(h))) {
         let mut s = format!(
             "{} now holds {} of the configuration's {total} qdiscs and classes",
