@@ -14,6 +14,7 @@ pub mod conform;
 pub mod export;
 pub mod lint;
 pub mod model;
+pub mod run;
 pub mod script;
 mod serde_units;
 pub mod shell;

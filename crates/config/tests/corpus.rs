@@ -108,7 +108,11 @@ fn parse_case(path: &Path) -> Case {
 /// Runs a case through Sluice; returns the first difference, if any.
 fn run_case(c: &Case, kernel: &[Expect]) -> Result<(), String> {
     if kernel.len() != c.cmds.len() {
-        return Err(format!("recording has {} commands, case {}: re-run the recorder", kernel.len(), c.cmds.len()));
+        return Err(format!(
+            "recording has {} commands, case {}: re-run the recorder",
+            kernel.len(),
+            c.cmds.len()
+        ));
     }
     let tmp = std::env::temp_dir().join(format!("sluice-corpus-{}-{}", std::process::id(), c.name));
     std::fs::create_dir_all(&tmp).unwrap();
