@@ -255,7 +255,8 @@ pub(crate) fn load_script_in(
                         ));
                     }
                     ensure_devices(&mut state, &argv, &mut notes, lineno);
-                    let before = state.clone();
+                    // A root delete may be a trailing teardown: keep what it removes.
+                    let before = argv.iter().any(|a| a.starts_with("del")).then(|| state.clone());
                     let out = tc::run_tc_in(&mut state, &argv, grammar);
                     if out.code != 0 {
                         let parsed = tc::parse_command_in(&strip_globals(&argv), grammar).ok();
@@ -284,7 +285,7 @@ pub(crate) fn load_script_in(
                     }
                     let parsed = tc::parse_command_in(&strip_globals(&argv), grammar).ok();
                     let deletes_root = matches!(&parsed, Some(TcCmd::Qdisc(q)) if q.verb == Verb::Delete);
-                    if deletes_root {
+                    if let (true, Some(before)) = (deletes_root, before) {
                         teardown = Some((lineno, before));
                     } else if !matches!(&parsed, Some(TcCmd::Qdisc(q)) if q.verb == Verb::Show)
                         && !matches!(&parsed, Some(TcCmd::Class(c)) if c.verb == Verb::Show)

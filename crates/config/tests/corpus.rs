@@ -135,11 +135,18 @@ fn run_case(c: &Case, kernel: &[Expect]) -> Result<(), String> {
     for (i, ((cmd, judged), rec)) in c.cmds.iter().zip(kernel).enumerate() {
         let want = judged.as_ref().unwrap_or(rec);
         let words = split_words(cmd, &vars).map_err(|e| format!("{cmd}: {e}"))?;
+        let before = state.clone();
         let out = match words[0].as_str() {
             "tc" => sluice_config::run_tc(&mut state, &words[1..]),
             "ip" => sluice_config::run_ip(&mut state, &words[1..]),
             w => panic!("{}: command {w} is neither tc nor ip", c.name),
         };
+        let batch = words.iter().any(|w| matches!(w.as_str(), "-b" | "-batch" | "-f" | "-force"));
+        assert!(
+            out.code == 0 || batch || state == before,
+            "{}: failed command changed the state: {cmd}",
+            c.name
+        );
         let got = Expect {
             cmd: cmd.clone(),
             exit: out.code,
