@@ -13,7 +13,7 @@ use sluice_config::shell::{split_words, Vars};
 use std::path::{Path, PathBuf};
 
 /// The lowest pass rate (in %) CI accepts. Raise it as cases are fixed; the goal is 95.
-const FLOOR: f64 = 0.0;
+const FLOOR: f64 = 34.0;
 
 #[derive(Deserialize, Clone, Debug, PartialEq)]
 struct Expect {
@@ -162,6 +162,21 @@ fn run_case(c: &Case, kernel: &[Expect]) -> Result<(), String> {
             stdout: out.stdout.replace(&tmps, "$FILES"),
             stderr: out.stderr.replace(&tmps, "$FILES"),
         };
+        if std::env::var("SLUICE_CORPUS_SHOW").is_ok_and(|n| n == c.name) {
+            // Maintainers: every command's expectation beside Sluice's output.
+            let origin = if judged.is_some() { "judged" } else { "kernel" };
+            eprintln!(
+                "### {} `{cmd}`\n--- {origin}: exit {}\n{}{}--- sluice: exit {}\n{}{}",
+                i + 1,
+                want.exit,
+                want.stdout,
+                want.stderr,
+                got.exit,
+                got.stdout,
+                got.stderr
+            );
+            continue;
+        }
         if normalize(&got) != normalize(want) {
             let what = if got.exit != want.exit {
                 format!("exit {} (expected {})", got.exit, want.exit)

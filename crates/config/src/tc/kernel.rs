@@ -847,14 +847,15 @@ fn u32_change_inner(
     (create, excl): (bool, bool),
     devices: &[String],
 ) -> Result<(), TcError> {
-    let node = |opts, handle, prio| FilterNode {
+    // Hash tables hold no actions (the kernel's tc_u_hnode has none); key nodes do.
+    let node = |opts: FilterOpts, handle, prio| FilterNode {
         parent: block,
         chain,
         prio,
         protocol,
         handle,
+        actions: if matches!(opts, FilterOpts::U32Table { .. }) { Vec::new() } else { actions.clone() },
         opts,
-        actions: actions.clone(),
     };
     let mut pending: Vec<FilterNode> = Vec::new();
     if new_tp {

@@ -121,9 +121,21 @@ pub fn qdisc_options(dev: &Device, q: &QdiscOpts, d: bool) -> String {
         }
         QdiscOpts::Tbf(t) => tbf_opts(&mut s, t, d),
         QdiscOpts::Sfq(q) => {
-            let depth = q.depth.unwrap_or(127);
-            let flows = q.flows.unwrap_or(128);
-            let limit = q.limit.unwrap_or(127).min(depth.saturating_mul(flows));
+            // sch_sfq's sfq_change: flows and divisor cap maxflows; only a given limit is
+            // capped by depth * flows and caps maxflows in turn.
+            let depth = q.depth.unwrap_or(127).min(127);
+            let mut flows = q.flows.unwrap_or(128).min(65408);
+            if let Some(d) = q.divisor {
+                flows = flows.min(d);
+            }
+            let limit = match q.limit {
+                Some(l) => {
+                    let l = l.min(depth.saturating_mul(flows));
+                    flows = flows.min(l);
+                    l
+                }
+                None => 127,
+            };
             let _ = write!(
                 s,
                 "limit {}p quantum {} depth {} ",
@@ -135,7 +147,7 @@ pub fn qdisc_options(dev: &Device, q: &QdiscOpts, d: bool) -> String {
                 s.push_str("headdrop ");
             }
             if d {
-                let _ = write!(s, "flows {} ", flows.min(limit));
+                let _ = write!(s, "flows {flows} ");
             }
             let _ = write!(s, "divisor {} ", q.divisor.unwrap_or(1024));
             if q.perturb != 0 {
