@@ -12,6 +12,8 @@ pub mod build;
 pub mod burst;
 pub mod conform;
 pub mod export;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod lint;
 pub mod model;
 pub mod run;
