@@ -46,19 +46,31 @@ fn more() -> Option<PathBuf> {
 #[test]
 fn tdc_more_fifo_passes_and_the_rest_is_reported() {
     let Some(dir) = more() else {
-        eprintln!("SKIPPED: tdc-more not found (set SLUICE_TDC_MORE_DIR or provide ../shared/conformance/tdc-more)");
+        eprintln!(
+            "SKIPPED: tdc-more not found (set SLUICE_TDC_MORE_DIR or provide ../shared/conformance/tdc-more)"
+        );
         return;
     };
     let fifo = run_tdc(&[dir.join("qdiscs/fifo.json")]).expect("fifo.json readable");
     let (p, f, s) = fifo.counts();
     eprintln!("qdiscs/fifo.json: {p} passed, {f} failed, {s} skipped");
     assert!(p + f >= 10 && fifo.pass_rate() >= 95.0, "fifo.json pass rate {:.1}%", fifo.pass_rate());
-    for file in ["filters/fw.json", "filters/matchall.json", "filters/basic.json", "actions/gact.json",
-        "actions/mirred.json", "actions/police.json", "actions/skbedit.json"] {
+    for file in [
+        "filters/fw.json",
+        "filters/matchall.json",
+        "filters/basic.json",
+        "actions/gact.json",
+        "actions/mirred.json",
+        "actions/police.json",
+        "actions/skbedit.json",
+    ] {
         match run_tdc(&[dir.join(file)]) {
             Ok(r) => {
                 let (p, f, s) = r.counts();
-                eprintln!("{file}: {p} passed, {f} failed, {s} skipped ({:.1}%, not enforced)", r.pass_rate());
+                eprintln!(
+                    "{file}: {p} passed, {f} failed, {s} skipped ({:.1}%, not enforced)",
+                    r.pass_rate()
+                );
             }
             Err(e) => eprintln!("{file}: not run: {e}"),
         }

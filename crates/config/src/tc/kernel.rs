@@ -363,7 +363,7 @@ fn auto_handle(dev: &Device) -> Option<u32> {
     let mut h = dev.next_auto_handle.saturating_sub(1);
     for _ in 0..0x8000 {
         h += 1;
-        if h >= 0xFFFF || h < 0x8000 {
+        if !(0x8000..0xFFFF).contains(&h) {
             h = 0x8000;
         }
         if !in_use.contains(&(h as u16)) {

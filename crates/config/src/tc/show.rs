@@ -301,7 +301,7 @@ fn qdisc_order(dev: &Device) -> Vec<&QdiscNode> {
 /// with 4 buckets and doubles when more than 3/4 full; each insert goes to the head of bucket
 /// `id ^ id>>8 ^ ...` (qdisc_class_hash). Replayed in creation order (deleted classes are gone,
 /// so a history with deletes may grow the table at other moments than the kernel did).
-fn class_hash_order<'a>(classes: Vec<&'a ClassNode>) -> Vec<&'a ClassNode> {
+fn class_hash_order(classes: Vec<&ClassNode>) -> Vec<&ClassNode> {
     let hash = |c: &ClassNode, mask: u32| {
         let mut id = c.classid.to_tc().unwrap_or(0);
         id ^= id >> 8;
