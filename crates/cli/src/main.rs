@@ -30,6 +30,12 @@ enum Command {
     Tc(cmd::tc::Args),
     /// `ip link add|del|show` for emulated dummy/veth devices.
     Ip(cmd::ip::Args),
+    /// Run a shell script with `tc` and `ip` standing for Sluice (state in a file) and harmless
+    /// stand-ins for modprobe, ethtool, sysctl, iptables...; lists what ran and what was stood in for.
+    Run(cmd::run::Args),
+    /// What `sluice run`'s wrappers call (not for direct use).
+    #[command(hide = true)]
+    Shim(cmd::run::ShimArgs),
     /// Shape real traffic between two interfaces (AF_PACKET rings, the core engine).
     Shape(cmd::shape::Args),
     /// Statistics from a running `sluice shape`.
@@ -78,6 +84,12 @@ fn quiet_on_closed_pipe() {
 
 fn main() -> std::process::ExitCode {
     quiet_on_closed_pipe();
+    // Configuration loaders run shell scripts that need a real shell with `tc` calling back here.
+    if std::env::var_os("SLUICE_EXE").is_none() {
+        if let Ok(exe) = std::env::current_exe() {
+            std::env::set_var("SLUICE_EXE", exe);
+        }
+    }
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Rate(a) => cmd::rate::run(a),
@@ -85,6 +97,8 @@ fn main() -> std::process::ExitCode {
         Command::Apply(a) => cmd::apply::run(a),
         Command::Tc(a) => cmd::tc::run(a, cmd::tc::Tool::Tc),
         Command::Ip(a) => cmd::ip::run(a),
+        Command::Run(a) => cmd::run::run(a),
+        Command::Shim(a) => cmd::run::shim(a),
         Command::Shape(a) => cmd::shape::run(a),
         Command::Stats(a) => cmd::stats::run(a),
         Command::Reload(a) => cmd::reload::run(a),

@@ -220,7 +220,16 @@ fn run_simple(state: &mut State, cmd: &str, vars: &mut Vars) -> Result<ShellOut,
     let base = prog.rsplit('/').next().unwrap_or(prog);
     let from = |o: crate::tc::Outcome| ShellOut { code: o.code as i32, stdout: o.stdout, stderr: o.stderr };
     Ok(match base {
-        "tc" => from(crate::tc::run_tc(state, &words[1..])),
+        "tc" => {
+            // A failed command must leave the state as it was (checked here on every tdc case).
+            let before = state.clone();
+            let o = crate::tc::run_tc(state, &words[1..]);
+            let batch = words.iter().any(|w| matches!(w.as_str(), "-b" | "-batch" | "-f" | "-force"));
+            if o.code != 0 && !batch && *state != before {
+                return Err(format!("sluice bug: the failed command changed the state: {cmd}"));
+            }
+            from(o)
+        }
         "ip" => {
             if words.get(1).is_some_and(|w| !"link".starts_with(w.as_str())) {
                 return Err(format!("needs the real system: {cmd}"));

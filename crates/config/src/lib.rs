@@ -12,8 +12,11 @@ pub mod build;
 pub mod burst;
 pub mod conform;
 pub mod export;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod lint;
 pub mod model;
+pub mod run;
 pub mod script;
 mod serde_units;
 pub mod shell;

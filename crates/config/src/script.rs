@@ -255,7 +255,8 @@ pub(crate) fn load_script_in(
                         ));
                     }
                     ensure_devices(&mut state, &argv, &mut notes, lineno);
-                    let before = state.clone();
+                    // A root delete may be a trailing teardown: keep what it removes.
+                    let before = argv.iter().any(|a| a.starts_with("del")).then(|| state.clone());
                     let out = tc::run_tc_in(&mut state, &argv, grammar);
                     if out.code != 0 {
                         let parsed = tc::parse_command_in(&strip_globals(&argv), grammar).ok();
@@ -284,7 +285,7 @@ pub(crate) fn load_script_in(
                     }
                     let parsed = tc::parse_command_in(&strip_globals(&argv), grammar).ok();
                     let deletes_root = matches!(&parsed, Some(TcCmd::Qdisc(q)) if q.verb == Verb::Delete);
-                    if deletes_root {
+                    if let (true, Some(before)) = (deletes_root, before) {
                         teardown = Some((lineno, before));
                     } else if !matches!(&parsed, Some(TcCmd::Qdisc(q)) if q.verb == Verb::Show)
                         && !matches!(&parsed, Some(TcCmd::Class(c)) if c.verb == Verb::Show)
@@ -394,7 +395,89 @@ pub fn load_file(path: &std::path::Path, vars: &Vars) -> Result<Loaded, ScriptEr
         })?;
         return Ok(Loaded { state, notes: vec![], commands: vec![] });
     }
-    load_tc_script(&name, &text, vars)
+    let fail = |message: String, hint: &str| ScriptError {
+        file: name.clone(),
+        line: 0,
+        column: 0,
+        message,
+        hint: hint.into(),
+        code: 0,
+    };
+    if text.trim_start().starts_with('{') {
+        // A state file written by `sluice tc` or `sluice run`.
+        let state = crate::statefile::parse(&text).map_err(|m| {
+            fail(format!("not a valid Sluice state file: {m}"), "make it again with `sluice run SCRIPT`")
+        })?;
+        if state.devices.iter().all(|d| d.qdiscs.is_empty()) {
+            return Err(fail(
+                "the state file holds no qdisc: there is nothing to check".into(),
+                "run the script that builds the configuration first: `sluice run SCRIPT --state FILE`",
+            ));
+        }
+        return Ok(Loaded { state, notes: vec![], commands: vec![] });
+    }
+    match std::env::var_os("SLUICE_EXE") {
+        Some(exe) if crate::run::needs_shell(&text) => load_by_running(path, &name, exe.into(), vars),
+        _ => load_tc_script(&name, &text, vars),
+    }
+}
+
+/// Loads a script that needs a real shell by running it (see [`crate::run`]) on a fresh state.
+fn load_by_running(
+    path: &std::path::Path,
+    name: &str,
+    exe: std::path::PathBuf,
+    vars: &Vars,
+) -> Result<Loaded, ScriptError> {
+    let fail = |message: String| ScriptError {
+        file: name.to_string(),
+        line: 0,
+        column: 0,
+        message,
+        hint: "`sluice run SCRIPT` shows every command and its result".into(),
+        code: 0,
+    };
+    let dir = std::env::temp_dir().join(format!("sluice-load-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| fail(e.to_string()))?;
+    let state_path = dir.join("state.json");
+    let _ = std::fs::remove_file(&state_path);
+    let opts = crate::run::RunOpts {
+        exe,
+        args: vec![],
+        env: vars.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        quiet: true,
+    };
+    let run = crate::run::run_script(path, &state_path, &opts);
+    let _ = std::fs::remove_dir_all(&dir);
+    let run = run.map_err(|e| fail(e.to_string()))?;
+    let mut notes =
+        vec![Note { line: 0, text: format!("ran under {} (the script uses shell control flow)", run.shell) }];
+    let mut commands = Vec::new();
+    for c in &run.calls {
+        let line = format!("{} {}", c.tool, c.args.join(" "));
+        if !c.applied {
+            notes.push(Note { line: 0, text: format!("stand-in, not run: {line}") });
+            continue;
+        }
+        for d in &c.created {
+            notes.push(Note { line: 0, text: format!("device {d} emulated as a dummy") });
+        }
+        if c.code != 0 {
+            let is_delete = c.tool == "tc" && c.args.iter().any(|a| a == "del" || a == "delete");
+            if !is_delete {
+                return Err(ScriptError { code: c.code, ..fail(format!("{line}: {}", c.stderr.trim())) });
+            }
+            notes.push(Note { line: 0, text: format!("ignored failure: {line}: {}", c.stderr.trim()) });
+            continue;
+        }
+        if c.tool == "tc" {
+            commands.push((0, c.args.clone()));
+        }
+    }
+    if run.status != Some(0) {
+        notes.push(Note { line: 0, text: format!("the script exited with status {:?}", run.status) });
+    }
+    Ok(Loaded { state: run.state, notes, commands })
 }
 
 #[cfg(test)]

@@ -1,7 +1,13 @@
 //! The JSON state file that lets successive `sluice tc` invocations (and shell scripts) share
 //! emulated devices.
+//!
+//! The file is never lost: it is read whole and checked ([`parse`]) before any command runs, a
+//! file that cannot be read or is not a valid state is reported and left as it is, and a new
+//! state is written to a temporary file in the same directory, flushed and renamed over the old
+//! one ([`save`]) — only when a command changed something (the CLI compares before and after).
 
 use crate::model::State;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// Errors reading or writing the state file.
@@ -16,12 +22,12 @@ pub enum StateFileError {
         source: std::io::Error,
     },
     /// Not a Sluice state file.
-    #[error("state file {path} is not valid: {source}")]
+    #[error("state file {path} is not valid (left unchanged): {message}")]
     Parse {
         /// The file.
         path: PathBuf,
-        /// The error.
-        source: serde_json::Error,
+        /// What is wrong.
+        message: String,
     },
 }
 
@@ -39,28 +45,189 @@ pub fn default_path() -> PathBuf {
     }
 }
 
-/// Loads the state; a missing file is an empty state.
+/// Reads a state from JSON text and checks every value (see [`validate`]).
+pub fn parse(text: &str) -> Result<State, String> {
+    let value: serde_json::Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    if !value.is_object() {
+        return Err("expected a JSON object with \"devices\"".into());
+    }
+    let state: State = serde_json::from_value(value.clone()).map_err(|e| e.to_string())?;
+    // A key the model does not know (a typo, a renamed field) would be dropped silently and the
+    // next save would lose what it held: refuse it instead.
+    let back = serde_json::to_value(&state).map_err(|e| e.to_string())?;
+    unknown_key(&value, &back, "")?;
+    validate(&state)?;
+    Ok(state)
+}
+
+/// The first key of `input` that has content but did not survive reading (`back` is the state
+/// written again).
+fn unknown_key(input: &serde_json::Value, back: &serde_json::Value, at: &str) -> Result<(), String> {
+    use serde_json::Value;
+    let trivial = |v: &Value| match v {
+        Value::Null => true,
+        Value::Bool(b) => !b,
+        Value::Number(n) => n.as_f64() == Some(0.0),
+        Value::String(s) => s.is_empty(),
+        Value::Array(a) => a.is_empty(),
+        Value::Object(o) => o.values().all(|v| matches!(v, Value::Number(n) if n.as_f64() == Some(0.0))),
+    };
+    match (input, back) {
+        (Value::Object(i), Value::Object(b)) => {
+            for (k, v) in i {
+                match b.get(k) {
+                    Some(bv) => unknown_key(v, bv, &format!("{at}/{k}"))?,
+                    None if trivial(v) => {}
+                    None => return Err(format!("unknown key {at}/{k}")),
+                }
+            }
+            Ok(())
+        }
+        (Value::Array(i), Value::Array(b)) => {
+            for (n, (v, bv)) in i.iter().zip(b).enumerate() {
+                unknown_key(v, bv, &format!("{at}/{n}"))?;
+            }
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
+/// An interface name the kernel would accept (1-15 bytes, no `/`, whitespace or NUL).
+pub fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 15
+        && !name.contains(|c: char| c == '/' || c.is_whitespace() || c == '\0')
+}
+
+/// Checks what serde cannot: values tc itself would never produce (non-finite numbers, handles
+/// of the wrong shape, duplicate names) so that a hand-edited or damaged file is refused.
+pub fn validate(state: &State) -> Result<(), String> {
+    let mut names = std::collections::HashSet::new();
+    for d in &state.devices {
+        if !valid_name(&d.name) {
+            return Err(format!("device name {:?} is not a valid interface name", d.name));
+        }
+        if !names.insert(d.name.as_str()) {
+            return Err(format!("device {} appears twice", d.name));
+        }
+        for q in &d.qdiscs {
+            if q.handle.minor() != 0 {
+                return Err(format!("device {}: qdisc handle {} has a minor number", d.name, q.handle));
+            }
+            if let crate::model::QdiscOpts::Sfq(o) = &q.opts {
+                if let Some(r) = &o.red {
+                    if !r.probability.is_finite() || !(0.0..=1.0).contains(&r.probability) {
+                        return Err(format!(
+                            "device {}: sfq probability {} is out of range",
+                            d.name, r.probability
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Loads the state; a missing file is an empty state. A file that exists but cannot be read or
+/// is not a valid state is an error (the caller must not replace it).
 pub fn load(path: &Path) -> Result<State, StateFileError> {
     match std::fs::read_to_string(path) {
-        Ok(t) => {
-            serde_json::from_str(&t).map_err(|source| StateFileError::Parse { path: path.into(), source })
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(State { devices: vec![], next_ifindex: 2 }),
+        Ok(t) => parse(&t).map_err(|message| StateFileError::Parse { path: path.into(), message }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(State::default()),
         Err(source) => Err(StateFileError::Io { path: path.into(), source }),
     }
 }
 
-/// Saves atomically (write to a sibling file, then rename).
+/// Saves atomically: the text goes to a temporary file beside `path` (unique to this process),
+/// is flushed to disk, then renamed over `path`. On any failure `path` keeps its old content.
 pub fn save(path: &Path, state: &State) -> Result<(), StateFileError> {
     let io = |source| StateFileError::Io { path: path.into(), source };
-    if let Some(dir) = path.parent() {
-        if !dir.as_os_str().is_empty() {
-            std::fs::create_dir_all(dir).map_err(io)?;
-        }
-    }
-    let tmp = path.with_extension("json.tmp");
+    validate(state).map_err(|message| StateFileError::Parse { path: path.into(), message })?;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    std::fs::create_dir_all(&dir).map_err(io)?;
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
     let text = serde_json::to_string_pretty(state)
-        .map_err(|source| StateFileError::Parse { path: path.into(), source })?;
-    std::fs::write(&tmp, text).map_err(io)?;
-    std::fs::rename(&tmp, path).map_err(io)
+        .map_err(|e| StateFileError::Parse { path: path.into(), message: e.to_string() })?;
+    let write = || -> std::io::Result<()> {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(text.as_bytes())?;
+        f.write_all(b"\n")?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    };
+    write().map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        io(e)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dir(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("sluice-statefile-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn invalid_file_is_reported_and_kept() {
+        let d = dir("invalid");
+        let p = d.join("s.json");
+        std::fs::write(&p, "{\"devices\": [{\"name\": 7}]}").unwrap();
+        let e = load(&p).unwrap_err();
+        assert!(e.to_string().contains("not valid"), "{e}");
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "{\"devices\": [{\"name\": 7}]}");
+        std::fs::write(&p, "[]").unwrap();
+        assert!(load(&p).is_err());
+        // A renamed key holding a tree is refused, not dropped.
+        std::fs::write(&p, r#"{"devics": [{"name": "e0", "type": "dummy", "ifindex": 2}]}"#).unwrap();
+        assert!(load(&p).unwrap_err().to_string().contains("unknown key /devics"));
+        std::fs::write(&p, r#"{"devices": [{"name": "e0", "type": "dummy", "ifindex": 2, "qdisks": [{}]}]}"#)
+            .unwrap();
+        assert!(load(&p).unwrap_err().to_string().contains("unknown key /devices/0/qdisks"));
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn save_is_atomic_and_round_trips() {
+        let d = dir("save");
+        let p = d.join("sub").join("s.json");
+        let mut st = State::default();
+        assert!(crate::run_ip(&mut st, &["link", "add", "e0", "type", "dummy"].map(String::from)).code == 0);
+        let args: Vec<String> =
+            "qdisc add dev e0 root sfq redflowlimit 100000 min 8000 max 60000 probability 0.5"
+                .split(' ')
+                .map(String::from)
+                .collect();
+        assert_eq!(crate::run_tc(&mut st, &args).code, 0);
+        save(&p, &st).unwrap();
+        assert_eq!(load(&p).unwrap(), st);
+        let left: Vec<_> =
+            std::fs::read_dir(p.parent().unwrap()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(left.len(), 1, "no temporary file left: {left:?}");
+        // A NaN smuggled into the file is refused on the way in, and the file is kept.
+        let text = std::fs::read_to_string(&p).unwrap().replace("0.5", "NaN");
+        std::fs::write(&p, &text).unwrap();
+        assert!(load(&p).is_err());
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn unreadable_is_an_error_not_empty() {
+        let d = dir("unreadable");
+        // A directory where the file should be: reading fails with something other than NotFound.
+        let p = d.join("s.json");
+        std::fs::create_dir_all(&p).unwrap();
+        assert!(matches!(load(&p), Err(StateFileError::Io { .. })));
+        let _ = std::fs::remove_dir_all(&d);
+    }
 }

@@ -50,7 +50,10 @@ fn htb_show_matches_tc() {
     assert!(o.stderr.contains("quantum of class 10001 is small"), "{o:?}");
     tc(&mut s, "class add dev eth0 parent 1:1 classid 1:10 htb rate 10kbit ceil 20kbit");
     let show = tc(&mut s, "class show dev eth0").stdout;
-    assert!(show.contains("class htb 1:1 root rate 20Kbit ceil 20Kbit burst 1000b cburst 1600b\n"), "{show}");
+    assert!(
+        show.contains("class htb 1:1 root rate 20Kbit ceil 20Kbit burst 1000b cburst 1600b \n"),
+        "{show}"
+    );
     assert!(
         show.contains("class htb 1:10 parent 1:1 prio 0 rate 10Kbit ceil 20Kbit burst 1600b cburst 1600b"),
         "{show}"

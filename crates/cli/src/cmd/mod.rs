@@ -40,6 +40,7 @@ pub mod lint;
 pub mod measure;
 pub mod rate;
 pub mod reload;
+pub mod run;
 pub mod scenarios;
 pub mod shape;
 pub mod simulate;

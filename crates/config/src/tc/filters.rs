@@ -225,6 +225,7 @@ pub(crate) fn parse_u32(cur: &mut Cur, handle: Option<(usize, &str)>) -> Result<
     let mut htid: Option<u32> = None;
     let mut order = 0u32;
     let mut actions = Vec::new();
+    let start = cur.pos;
     while let Some((at, w)) = cur.next_word() {
         match w {
             "match" => {
@@ -307,6 +308,10 @@ pub(crate) fn parse_u32(cur: &mut Cur, handle: Option<(usize, &str)>) -> Result<
     let mut given = Vec::new();
     if sel {
         given.push("sel");
+    }
+    if cur.pos == start {
+        // `u32` and nothing else: tc sends no options (the kernel only makes the classifier).
+        given.push("empty");
     }
     let opts = match divisor {
         Some(d) if !sel => FilterOpts::U32Table { divisor: d },

@@ -208,17 +208,14 @@ pub fn qdisc_modify(state: &mut State, c: &QdiscCmd) -> Result<Vec<String>, TcEr
         if matches!(opts, QdiscOpts::Ingress | QdiscOpts::Clsact) && parent != H_INGRESS {
             return Err(TcError::errno("Invalid argument"));
         }
+        let opts = validate_qdisc(dev, opts, None)?;
         let new_handle = if !handle.is_unspec() {
             handle
         } else {
-            let mut h = dev.next_auto_handle;
-            while dev.qdisc(Handle::from_tc(h << 16)).is_some() {
-                h += 1;
-            }
+            let h = auto_handle(dev).ok_or_else(|| TcError::errno("Cannot allocate memory"))?;
             dev.next_auto_handle = h + 1;
             Handle::from_tc(h << 16)
         };
-        let opts = validate_qdisc(dev, opts, None)?;
         if let Some(old) = graft_old {
             remove_qdisc_tree(dev, old);
         }
@@ -357,6 +354,23 @@ fn qdisc_delete(dev: &mut Device, c: &QdiscCmd) -> Result<(), TcError> {
     }
     remove_qdisc_tree(dev, qh);
     Ok(())
+}
+
+/// The kernel's `qdisc_alloc_handle`: the major after the last one handed out, from 8000: to
+/// fffe: and round again (ffff: is the root), skipping majors in use; none free: ENOMEM.
+fn auto_handle(dev: &Device) -> Option<u32> {
+    let in_use: std::collections::HashSet<u16> = dev.qdiscs.iter().map(|q| q.handle.major()).collect();
+    let mut h = dev.next_auto_handle.saturating_sub(1);
+    for _ in 0..0x8000 {
+        h += 1;
+        if !(0x8000..0xFFFF).contains(&h) {
+            h = 0x8000;
+        }
+        if !in_use.contains(&(h as u16)) {
+            return Some(h);
+        }
+    }
+    None
 }
 
 fn q_is_default(h: Handle) -> bool {
@@ -798,8 +812,30 @@ fn u32_new_htid(dev: &mut Device, block: Handle) -> u32 {
     0
 }
 
+/// [`u32_change_inner`], leaving the hash-table id allocator as it was when the request fails.
 #[allow(clippy::too_many_arguments)]
 fn u32_change(
+    dev: &mut Device,
+    block: Handle,
+    chain: u32,
+    prio: u16,
+    new_tp: bool,
+    spec: &super::args::FilterSpec,
+    actions: Vec<Action>,
+    protocol: u16,
+    flags: (bool, bool),
+    devices: &[String],
+) -> Result<(), TcError> {
+    let saved = dev.u32_blocks.clone();
+    let r = u32_change_inner(dev, block, chain, prio, new_tp, spec, actions, protocol, flags, devices);
+    if r.is_err() {
+        dev.u32_blocks = saved;
+    }
+    r
+}
+
+#[allow(clippy::too_many_arguments)]
+fn u32_change_inner(
     dev: &mut Device,
     block: Handle,
     chain: u32,
@@ -811,14 +847,15 @@ fn u32_change(
     (create, excl): (bool, bool),
     devices: &[String],
 ) -> Result<(), TcError> {
-    let node = |opts, handle, prio| FilterNode {
+    // Hash tables hold no actions (the kernel's tc_u_hnode has none); key nodes do.
+    let node = |opts: FilterOpts, handle, prio| FilterNode {
         parent: block,
         chain,
         prio,
         protocol,
         handle,
+        actions: if matches!(opts, FilterOpts::U32Table { .. }) { Vec::new() } else { actions.clone() },
         opts,
-        actions: actions.clone(),
     };
     let mut pending: Vec<FilterNode> = Vec::new();
     if new_tp {
@@ -848,6 +885,13 @@ fn u32_change(
         })
         .ok_or_else(|| TcError::errno("Invalid argument"))?;
     let handle = spec.handle;
+    if spec.given.contains(&"empty") {
+        if handle != 0 {
+            return Err(TcError::kernel("cls_u32: Filter handle requires options"));
+        }
+        dev.filters.extend(pending);
+        return Ok(());
+    }
     // tc's `get(handle)`: an existing table or key node.
     let existing = if handle != 0 {
         let ht = lookup(dev, &pending, handle);
@@ -934,18 +978,20 @@ fn u32_change(
                 }
                 (htid & 0xFFFFF000) | (handle & 0xFFF)
             } else {
-                let maxnode = dev
+                // The kernel's gen_new_kid: the lowest free node id from 0x800, then from 1,
+                // else 0xfff (which then exists already).
+                let used: std::collections::HashSet<u32> = dev
                     .filters
                     .iter()
                     .filter(|f| {
                         f.parent == block
                             && matches!(f.opts, FilterOpts::U32(_))
-                            && f.handle >> 20 == htid >> 20
+                            && f.handle & 0xFFFF_F000 == htid & 0xFFFF_F000
                     })
                     .map(|f| f.handle & 0xFFF)
-                    .max()
-                    .unwrap_or(0x7FF);
-                (htid & 0xFFFFF000) | (maxnode.max(0x7FF) + 1).min(0xFFF)
+                    .collect();
+                let id = (0x800..=0xFFF).chain(1..0x800).find(|i| !used.contains(i)).unwrap_or(0xFFF);
+                (htid & 0xFFFFF000) | id
             };
             if !spec.given.contains(&"sel") {
                 return Err(TcError::kernel("cls_u32: Selector not specified"));

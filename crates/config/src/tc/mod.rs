@@ -164,14 +164,11 @@ fn run_one_in(state: &mut State, argv: &[String], opts: ShowOpts, grammar: Gramm
     }
 }
 
-/// Applies a parsed command. Returns stdout and warnings; on error the state is unchanged.
+/// Applies a parsed command. Returns stdout and warnings; on error the state is unchanged: every
+/// `*_modify` checks the whole request before it changes anything (tests check this on the tdc
+/// and corpus commands), so no copy of the state is made per command.
 pub fn execute(state: &mut State, cmd: &TcCmd, opts: ShowOpts) -> Result<(String, Vec<String>), TcError> {
-    let backup = state.clone();
-    let r = execute_inner(state, cmd, opts);
-    if r.is_err() {
-        *state = backup;
-    }
-    r
+    execute_inner(state, cmd, opts)
 }
 
 fn find_dev<'a>(state: &'a State, dev: &Option<(String, usize)>) -> Result<Option<&'a Device>, TcError> {

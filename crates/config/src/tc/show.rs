@@ -121,9 +121,21 @@ pub fn qdisc_options(dev: &Device, q: &QdiscOpts, d: bool) -> String {
         }
         QdiscOpts::Tbf(t) => tbf_opts(&mut s, t, d),
         QdiscOpts::Sfq(q) => {
-            let depth = q.depth.unwrap_or(127);
-            let flows = q.flows.unwrap_or(128);
-            let limit = q.limit.unwrap_or(127).min(depth.saturating_mul(flows));
+            // sch_sfq's sfq_change: flows and divisor cap maxflows; only a given limit is
+            // capped by depth * flows and caps maxflows in turn.
+            let depth = q.depth.unwrap_or(127).min(127);
+            let mut flows = q.flows.unwrap_or(128).min(65408);
+            if let Some(d) = q.divisor {
+                flows = flows.min(d);
+            }
+            let limit = match q.limit {
+                Some(l) => {
+                    let l = l.min(depth.saturating_mul(flows));
+                    flows = flows.min(l);
+                    l
+                }
+                None => 127,
+            };
             let _ = write!(
                 s,
                 "limit {}p quantum {} depth {} ",
@@ -135,7 +147,7 @@ pub fn qdisc_options(dev: &Device, q: &QdiscOpts, d: bool) -> String {
                 s.push_str("headdrop ");
             }
             if d {
-                let _ = write!(s, "flows {} ", flows.min(limit));
+                let _ = write!(s, "flows {flows} ");
             }
             let _ = write!(s, "divisor {} ", q.divisor.unwrap_or(1024));
             if q.perturb != 0 {
@@ -218,7 +230,8 @@ fn tbf_opts(s: &mut String, t: &TbfOpts, d: bool) {
     let _ = write!(s, "rate {} ", rate(t.rate));
     let buffer = xmitsize(rb, buffer_ticks);
     if d {
-        let _ = write!(s, "burst {}/8 mpu {} ", format_size(buffer as u64), format_size(t.mpu as u64));
+        // The kernel reports rates through psched_ratecfg_getrate: cell_log 0, printed as /1.
+        let _ = write!(s, "burst {}/1 mpu {} ", format_size(buffer as u64), format_size(t.mpu as u64));
     } else {
         let _ = write!(s, "burst {} ", format_size(buffer as u64));
     }
@@ -228,7 +241,12 @@ fn tbf_opts(s: &mut String, t: &TbfOpts, d: bool) {
         let pb = p / 8;
         let mtu_ticks = (l2t_ns(pb, t.mtu.unwrap_or(0), t.overhead, t.mpu, atm) >> 6) as u32;
         let _ = write!(s, "peakrate {} ", rate(p));
-        let _ = write!(s, "minburst {} ", format_size(xmitsize(pb, mtu_ticks) as u64));
+        let mtu = format_size(xmitsize(pb, mtu_ticks) as u64);
+        if d {
+            let _ = write!(s, "mtu {mtu}/1 mpu {} ", format_size(t.mpu as u64));
+        } else {
+            let _ = write!(s, "minburst {mtu} ");
+        }
         let lat2 = 1e6 * (t.limit as f64 / pb.max(1) as f64) - (mtu_ticks as f64 / TICK_IN_USEC).trunc();
         if lat2 > latency {
             latency = lat2;
@@ -257,12 +275,57 @@ fn stats_lines(out: &mut String, st: &QdiscStats) {
     let _ = writeln!(out, " backlog {} {}p requeues {}", format_size(st.backlog_bytes), st.qlen, st.requeues);
 }
 
-/// Qdiscs in the order the kernel dumps them: root tree, then ingress.
+/// The kernel's `hash_32(val, 4)` (GOLDEN_RATIO_32), the bucket of a qdisc in `qdisc_hash`.
+fn qdisc_bucket(handle: Handle) -> u32 {
+    handle.to_tc().unwrap_or(0).wrapping_mul(0x61C8_8647) >> 28
+}
+
+/// Qdiscs in the order the kernel dumps them: the root, then the device's 16-bucket qdisc hash
+/// (bucket by bucket, the newest first in each), then ingress/clsact.
 fn qdisc_order(dev: &Device) -> Vec<&QdiscNode> {
     let mut v: Vec<&QdiscNode> = dev.qdiscs.iter().filter(|q| q.parent == H_ROOT).collect();
-    v.extend(dev.qdiscs.iter().filter(|q| q.parent != H_ROOT && q.parent != H_INGRESS));
+    let mut hashed: Vec<(u32, usize, &QdiscNode)> = dev
+        .qdiscs
+        .iter()
+        .enumerate()
+        .filter(|(_, q)| q.parent != H_ROOT && q.parent != H_INGRESS)
+        .map(|(i, q)| (qdisc_bucket(q.handle), usize::MAX - i, q))
+        .collect();
+    hashed.sort_by_key(|&(b, newest_first, _)| (b, newest_first));
+    v.extend(hashed.into_iter().map(|(_, _, q)| q));
     v.extend(dev.qdiscs.iter().filter(|q| q.parent == H_INGRESS));
     v
+}
+
+/// Classes of one qdisc in the order its `Qdisc_class_hash` walk returns them: the table starts
+/// with 4 buckets and doubles when more than 3/4 full; each insert goes to the head of bucket
+/// `id ^ id>>8 ^ ...` (qdisc_class_hash). Replayed in creation order (deleted classes are gone,
+/// so a history with deletes may grow the table at other moments than the kernel did).
+fn class_hash_order(classes: Vec<&ClassNode>) -> Vec<&ClassNode> {
+    let hash = |c: &ClassNode, mask: u32| {
+        let mut id = c.classid.to_tc().unwrap_or(0);
+        id ^= id >> 8;
+        id ^= id >> 4;
+        (id & mask) as usize
+    };
+    let mut buckets: Vec<Vec<&ClassNode>> = vec![Vec::new(); 4];
+    let mut n = 0;
+    for c in classes {
+        let mask = buckets.len() as u32 - 1;
+        buckets[hash(c, mask)].insert(0, c);
+        n += 1;
+        if n * 4 > buckets.len() * 3 {
+            let size = buckets.len() * 2;
+            let mut grown: Vec<Vec<&ClassNode>> = vec![Vec::new(); size];
+            for b in &buckets {
+                for c in b {
+                    grown[hash(c, size as u32 - 1)].insert(0, c);
+                }
+            }
+            buckets = grown;
+        }
+    }
+    buckets.into_iter().flatten().collect()
 }
 
 /// `tc qdisc show [dev D]`.
@@ -297,15 +360,6 @@ pub fn show_qdiscs(out: &mut String, dev: &Device, with_dev: bool, o: ShowOpts, 
     }
 }
 
-/// Cell size tc chooses for a rate table covering `mtu`.
-fn cell(mtu: u32) -> u32 {
-    let mut c = 0;
-    while (mtu >> c) > 255 {
-        c += 1;
-    }
-    1 << c
-}
-
 /// `tc class show dev D`.
 pub fn show_classes(out: &mut String, dev: &Device, o: ShowOpts, only_parent: Option<Handle>) {
     for q in qdisc_order(dev) {
@@ -326,10 +380,9 @@ pub fn show_classes(out: &mut String, dev: &Device, o: ShowOpts, only_parent: Op
                 None,
             )),
             QdiscOpts::Htb(_) | QdiscOpts::Drr => {
-                let mut cls: Vec<&ClassNode> =
+                let cls: Vec<&ClassNode> =
                     dev.classes.iter().filter(|c| c.classid.qdisc() == q.handle).collect();
-                cls.sort_by_key(|c| c.classid);
-                for c in cls {
+                for c in class_hash_order(cls) {
                     let p = if c.parent == q.handle {
                         "root ".to_string()
                     } else {
@@ -383,18 +436,16 @@ pub fn show_classes(out: &mut String, dev: &Device, o: ShowOpts, only_parent: Op
                         let level = class_level(dev, id);
                         let _ = write!(
                             s,
-                            "burst {}/{} mpu {} cburst {}/{} mpu {} level {} ",
+                            "burst {}/1 mpu {} cburst {}/1 mpu {} level {} ",
                             format_size(b as u64),
-                            cell(h.mtu),
                             format_size(h.mpu as u64),
                             format_size(cb as u64),
-                            cell(h.mtu),
                             format_size(h.mpu as u64),
                             level
                         );
                     } else {
                         let _ =
-                            write!(s, "burst {} cburst {}", format_size(b as u64), format_size(cb as u64));
+                            write!(s, "burst {} cburst {} ", format_size(b as u64), format_size(cb as u64));
                     }
                 }
                 Some(ClassOpts::Drr { quantum }) => {
@@ -422,8 +473,22 @@ pub fn show_classes(out: &mut String, dev: &Device, o: ShowOpts, only_parent: Op
     }
 }
 
+/// HTB's level: 0 for a leaf; an inner class is one below its parent, the top ones at
+/// TC_HTB_MAXDEPTH - 1 = 7 (`htb_change_class` sets it when a leaf gets its first child).
 fn class_level(dev: &Device, id: Handle) -> u32 {
-    dev.child_classes(id).map(|c| class_level(dev, c.classid) + 1).max().unwrap_or(0)
+    if dev.child_classes(id).next().is_none() {
+        return 0;
+    }
+    let mut level = 7;
+    let mut c = dev.class(id);
+    while let Some(p) = c.and_then(|c| dev.class(c.parent)) {
+        level -= 1;
+        c = Some(p);
+        if level == 0 {
+            break;
+        }
+    }
+    level
 }
 
 /// The filter header `filter [parent P] protocol X pref N KIND chain C `.
@@ -514,10 +579,12 @@ pub fn filter_body(f: &FilterNode) -> String {
                 f.handle >> 20,
                 (f.handle >> 12) & 0xFF
             );
+            // tc 6.1 marks a selector TC_U32_TERMINAL when it has a classid or actions, and
+            // prints that as `*flowid` (or `terminal flowid` without a classid).
             if let Some(c) = u.classid {
-                let _ = write!(s, "flowid {} ", classid_str(c));
+                let _ = write!(s, "*flowid {} ", classid_str(c));
             } else if !f.actions.is_empty() {
-                s.push_str("terminal flowid ??? ");
+                s.push_str("terminal flowid ");
             }
             if let Some(l) = u.link {
                 let _ = write!(s, "link {} ", u32_handle_str(l));
