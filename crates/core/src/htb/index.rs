@@ -12,8 +12,6 @@
 //! [`MinorIndex::get`].
 
 use super::class::NONE;
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 
 /// A table may have this many slots per class (plus [`SLACK`]) before it turns into a map.
 const SPARSE_ABOVE: u64 = 4;
@@ -22,28 +20,7 @@ const DENSE_BELOW: u64 = 2;
 /// Slots a table may always have (16 KiB), so small trees with scattered minors stay tables.
 const SLACK: u64 = 4096;
 
-/// Multiplicative hash for minors: the keys come from the configuration, not from packets.
-#[derive(Default)]
-struct MinorHasher(u64);
-
-impl Hasher for MinorHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(b as u64);
-        }
-    }
-    fn write_u32(&mut self, n: u32) {
-        self.write_u64(n as u64);
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = (self.0 ^ n).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
-}
-
-type Map = HashMap<u32, u32, BuildHasherDefault<MinorHasher>>;
+type Map = crate::sched::FastMap<u32, u32>;
 
 #[derive(Debug)]
 enum Repr {

@@ -421,7 +421,7 @@ impl Htb {
         }
         let mut warnings = Vec::new();
         let params = cfg.resolve(classid, self.cfg.r2q, &mut warnings)?;
-        let plan = self.plans.acquire(&cfg, params, &format!("htb class {classid}"))?;
+        let plan = self.plans.acquire(&cfg, params, classid)?;
         if parent_idx != NONE && self.classes[parent_idx as usize].is_leaf() {
             let flushed = self.leaf_to_inner(parent_idx, now);
             if flushed > 0 {
@@ -534,7 +534,7 @@ impl Htb {
             params.quantum = old.quantum;
             params.prio = old.prio;
         }
-        let plan = self.plans.acquire(&cfg, params, &format!("htb class {classid}"))?;
+        let plan = self.plans.acquire(&cfg, params, classid)?;
         let was_active = is_leaf && self.classes[c as usize].activity != 0;
         if was_active {
             self.deactivate(c);
