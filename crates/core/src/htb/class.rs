@@ -32,7 +32,8 @@ pub(super) struct Class {
     pub parent: u32,
     /// Index into the plans.
     pub plan: u32,
-    /// Index into the leaf slots (leaf) or the inner slots (inner class).
+    /// Index into the inner slots (inner class; `NONE` for a leaf, whose queue slot is its own
+    /// arena index).
     pub ext: u32,
     /// Position among the parent's children: the class's bit in the parent's feeds.
     pub srank: u32,

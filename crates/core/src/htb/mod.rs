@@ -22,8 +22,10 @@
 //!   (tokens, `t_c`, byte counter, mode, links) is one 64-byte cache line; the configuration is
 //!   in a plan shared by every class configured alike ([`plan`]), so an idle leaf costs about 120
 //!   bytes all told (BENCHMARKS.md, Scale). Class minors are 32 bits, so a million classes are
-//!   one qdisc; classid lookup is O(1) ([`index`]): a direct minor → index table over the minors
-//!   in use (4 bytes per class for densely numbered trees), a hash map for scattered minors.
+//!   one qdisc; classid lookup is O(1) (`htb/index.rs`): a formula while classes are created in
+//!   classid order, else a direct minor → index table (4 bytes per class), or a hash map for
+//!   scattered minors. A leaf's queue slot is indexed by the class, so it loads alongside the
+//!   class's cache line (`htb/leaves.rs`).
 //! - Rows and feeds are hierarchical bitmaps of member ranks with find-next-set
 //!   ([`crate::sched::bitmap::RankSet`]): joining, leaving and moving the DRR cursor are a few
 //!   word operations, also with a million active classes.
