@@ -5,9 +5,9 @@
 set -euo pipefail
 bin="$(cd "$(dirname "$0")/.." && pwd)/target/release/sluice"
 cases=("$@")
-[ ${#cases[@]} -eq 0 ] && cases=(htb-1000-10 htb-10000-10 htb-100000-10 htb-1000000-10
-  htb-1000-10-throttled htb-100000-10-throttled htb-1000000-10-throttled htb-1000-1 htb-1000-100
-  htb-100000-100 ref-1000-10 ref-10000-10 full-path)
+[ ${#cases[@]} -eq 0 ] && cases=(htb-1000-1 htb-1000-10 htb-1000-100 htb-10000-10 htb-100000-10
+  htb-1000000-1 htb-1000000-10 htb-1000000-100 htb-1000-10-throttled htb-1000000-10-throttled
+  htb-100000-10-nested htb-1000000-10-nested ref-1000-10 ref-10000-10 full-path)
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 printf '%-28s %16s %10s %12s\n' case instructions packets instr/pkt

@@ -26,10 +26,10 @@ fn htb(c: &mut Criterion) {
         let n_active = n / 10;
         let spec = TreeSpec::new(n, n_active, throttled);
         let mut q = spec.build(which).unwrap();
-        let templates: Vec<Packet> = (0..n).map(|i| spec.packet(which, i)).collect();
         let active = spec.active_leaves(n_active);
         let pkt_time = spec.link.time_to_send(spec.pkt_len as u64);
-        let mut d = Driver::new(q.as_mut(), Traffic { templates: &templates, pkt_time }, &active, 2);
+        let packet = |i| spec.packet(i);
+        let mut d = Driver::new(q.as_mut(), Traffic { packet: &packet, pkt_time }, &active, 2);
         d.run(2 * n_active + 1024);
         let name = format!("{}{}", which.name(), if throttled { "-throttled" } else { "" });
         g.bench_with_input(BenchmarkId::new(name, n), &n, |b, _| b.iter(|| d.step()));
@@ -48,20 +48,14 @@ fn fq_codel(c: &mut Criterion) {
             ..Default::default()
         };
         let mut q = FqCodel::new(cfg).unwrap();
-        let templates: Vec<Packet> = (0..flows)
-            .map(|i| {
-                let mut p = Packet::new(1000, i as u64);
-                p.flow_hash = (i as u32).wrapping_mul(0x9E37_79B9);
-                p
-            })
-            .collect();
+        let packet = |i: usize| {
+            let mut p = Packet::new(1000, i as u64);
+            p.flow_hash = (i as u32).wrapping_mul(0x9E37_79B9);
+            p
+        };
         let active: Vec<usize> = (0..flows / 10).map(|k| k * 10).collect();
-        let mut d = Driver::new(
-            &mut q,
-            Traffic { templates: &templates, pkt_time: Span::from_nanos(10) },
-            &active,
-            2,
-        );
+        let mut d =
+            Driver::new(&mut q, Traffic { packet: &packet, pkt_time: Span::from_nanos(10) }, &active, 2);
         d.run(2 * active.len() + 1024);
         g.bench_with_input(BenchmarkId::from_parameter(flows), &flows, |b, _| b.iter(|| d.step()));
     }

@@ -20,7 +20,8 @@ use std::time::Instant;
 pub struct BenchResult {
     /// "sluice" or "reference".
     pub scheduler: Scheduler,
-    /// Case name: "htb", "htb-throttled", "fq_codel", "full-path".
+    /// Case name: "htb", "htb-throttled" (with "-nested" for one qdisc per site), "fq_codel",
+    /// "full-path".
     pub case: String,
     /// Leaf classes (HTB), flow buckets (fq_codel) or leaf classes on the full path.
     pub classes: usize,
@@ -76,20 +77,27 @@ pub fn bytes_per_class(spec: &TreeSpec, which: Scheduler) -> Option<f64> {
     Some((after - before) as f64 / spec.leaves as f64)
 }
 
-/// An HTB case: `throttled` selects the worst case with nearly every backlogged class waiting.
+/// Name of an HTB case.
+pub fn htb_case_name(throttled: bool, nested: bool) -> String {
+    format!("htb{}{}", if throttled { "-throttled" } else { "" }, if nested { "-nested" } else { "" })
+}
+
+/// An HTB case: `throttled` selects the worst case with nearly every backlogged class waiting,
+/// `nested` the layout with one HTB qdisc per site (Sluice only).
 pub fn htb_case(
     which: Scheduler,
     leaves: usize,
     active_pct: u32,
     throttled: bool,
+    nested: bool,
     effort: Effort,
 ) -> BenchResult {
     let n_active = (leaves * active_pct as usize / 100).max(1);
-    let spec = TreeSpec::new(leaves, n_active, throttled);
-    let case = if throttled { "htb-throttled" } else { "htb" }.to_string();
+    let nested = nested && which == Scheduler::Sluice;
+    let spec = TreeSpec::new(leaves, n_active, throttled).with_nested(nested);
+    let case = htb_case_name(throttled, nested);
     let bytes = bytes_per_class(&spec, which);
     let mut q = spec.build(which).expect("benchmark tree is valid");
-    let templates: Vec<Packet> = (0..leaves).map(|i| spec.packet(which, i)).collect();
     let active = spec.active_leaves(n_active);
     let pkt_time = spec.link.time_to_send(spec.pkt_len as u64);
     // The reference costs O(classes) per packet: give it fewer packets so a run stays short.
@@ -101,7 +109,8 @@ pub fn htb_case(
             (batch, batches, batch, Some(format!("reference: {batches} batches of {batch} packets")))
         }
     };
-    let mut d = Driver::new(q.as_mut(), Traffic { templates: &templates, pkt_time }, &active, 2);
+    let packet = |i| spec.packet(i);
+    let mut d = Driver::new(q.as_mut(), Traffic { packet: &packet, pkt_time }, &active, 2);
     d.run(warm);
     let samples = d.measure(batches, batch);
     let (p50, p99, mean) = summarize(&samples);
@@ -146,22 +155,19 @@ pub fn fq_codel_case(flows: usize, active_pct: u32, effort: Effort) -> BenchResu
     let before = mem::live_bytes();
     let mut q = FqCodel::new(cfg).expect("valid fq_codel config");
     let bytes = before.zip(mem::live_bytes()).map(|(b, a)| (a - b) as f64 / flows as f64);
-    let templates: Vec<Packet> = (0..flows)
-        .map(|i| {
-            let mut p = Packet::new(1000, i as u64);
-            // Fibonacci hashing spreads flow i over the buckets like a real 5-tuple hash would.
-            p.flow_hash = (i as u32).wrapping_mul(0x9E37_79B9);
-            p.src_host_hash = p.flow_hash;
-            p.dst_host_hash = p.flow_hash.rotate_left(7);
-            p
-        })
-        .collect();
+    let packet = |i: usize| {
+        let mut p = Packet::new(1000, i as u64);
+        // Fibonacci hashing spreads flow i over the buckets like a real 5-tuple hash would.
+        p.flow_hash = (i as u32).wrapping_mul(0x9E37_79B9);
+        p.src_host_hash = p.flow_hash;
+        p.dst_host_hash = p.flow_hash.rotate_left(7);
+        p
+    };
     let n_active = (flows * active_pct as usize / 100).max(1);
     let active: Vec<usize> = (0..n_active).map(|k| k * flows / n_active).collect();
     // 10 ns per packet of virtual time keeps every sojourn far below CoDel's 5 ms target, so the
     // loop measures scheduling, not AQM drops.
-    let mut d =
-        Driver::new(&mut q, Traffic { templates: &templates, pkt_time: Span::from_nanos(10) }, &active, 2);
+    let mut d = Driver::new(&mut q, Traffic { packet: &packet, pkt_time: Span::from_nanos(10) }, &active, 2);
     d.run((2 * n_active).min(200_000) + effort.batch);
     let samples = d.measure(effort.batches, effort.batch);
     let (p50, p99, mean) = summarize(&samples);

@@ -11,9 +11,10 @@ use std::time::Instant;
 
 /// What the loop needs to know about the traffic.
 pub struct Traffic<'a> {
-    /// Packet templates indexed by `payload` (a dequeued packet is replaced by
-    /// `templates[payload]`).
-    pub templates: &'a [Packet],
+    /// The packet for class (or flow) `i`, with payload `i`: a dequeued packet is replaced by
+    /// `packet(payload)`. Computed, not looked up in a table of templates, so that the harness
+    /// adds no cache miss of its own at a million classes.
+    pub packet: &'a dyn Fn(usize) -> Packet,
     /// Link transmission time of one packet: the clock advances this much per packet sent.
     pub pkt_time: Span,
 }
@@ -33,7 +34,7 @@ impl<'a> Driver<'a> {
         let mut d = Driver { q, traffic, now: Time::ZERO, refused: 0 };
         for _ in 0..depth {
             for &i in active {
-                let p = d.traffic.templates[i];
+                let p = (d.traffic.packet)(i);
                 if d.q.enqueue(p, d.now).is_err() {
                     d.refused += 1;
                 }
@@ -50,7 +51,7 @@ impl<'a> Driver<'a> {
         loop {
             match self.q.dequeue(self.now) {
                 Some(p) => {
-                    let refill = self.traffic.templates[p.payload as usize];
+                    let refill = (self.traffic.packet)(p.payload as usize);
                     if self.q.enqueue(black_box(refill), self.now).is_err() {
                         self.refused += 1;
                     }

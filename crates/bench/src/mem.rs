@@ -33,3 +33,11 @@ pub fn installed() -> bool {
     drop(b);
     INSTRUMENTED_SYSTEM.stats().allocations != before
 }
+
+/// Memory the system can give without swapping (`MemAvailable` of /proc/meminfo), if known.
+pub fn available_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}

@@ -1,18 +1,18 @@
 //! The HTB trees the benchmarks build: a root class, `sites` inner classes, then the subscriber
 //! leaves spread over the sites in contiguous blocks.
 //!
-//! A Sluice HTB addresses classes as `major:minor` with 16-bit minors, so one qdisc holds at most
-//! 65 535 classes. Larger trees are built the way Linux users build them: each site is a leaf of
-//! the root HTB `1:` carrying its own HTB qdisc `(2+s):` whose root class has the site's rate and
-//! whose leaves are the subscribers. The reference accepts any 32-bit classid and builds the same
-//! two levels in one qdisc.
+//! Class minors are 32 bits, so every tree is one HTB qdisc `1:` with one contiguous class arena
+//! (root `1:1`, sites `1:(2+s)`, leaves `1:(2+sites+i)`). For comparison, [`TreeSpec::nested`]
+//! builds the layout 16-bit minors force on Linux above 65 535 classes (LibreQoS): each site a leaf
+//! of the root HTB carrying its own HTB qdisc `(2+s):` of subscribers. The reference builds the
+//! one-qdisc tree.
 
 use sluice_core::htb::{Htb, HtbClassConfig, HtbConfig};
 use sluice_core::reference_htb::{RefClassParams, RefHtb};
 use sluice_core::{ConfigError, Handle, Packet, Qdisc, Rate, Time};
 
-/// Largest tree built as a single Sluice HTB qdisc (root + sites + leaves must fit in 16-bit minors).
-const MAX_FLAT_CLASSES: usize = 65_000;
+/// Most leaves a tree can have: root, sites and leaves must fit in 32-bit minors.
+pub const MAX_LEAVES: usize = u32::MAX as usize - 2 - 65_536;
 
 /// Which scheduler.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -49,6 +49,8 @@ pub struct TreeSpec {
     pub leaf_ceil: Rate,
     /// Packet size used by the traffic (for the clock).
     pub pkt_len: u32,
+    /// One HTB qdisc per site (the 16-bit layout) instead of one qdisc.
+    pub nested: bool,
 }
 
 /// Burst and cburst of every class, bytes.
@@ -63,6 +65,7 @@ impl TreeSpec {
     /// Otherwise leaves have a tiny guaranteed rate and borrow up to their site's rate.
     pub fn new(leaves: usize, active: usize, throttled: bool) -> TreeSpec {
         let leaves = leaves.max(1);
+        let leaves = leaves.min(MAX_LEAVES);
         let sites = ((leaves as f64).sqrt().ceil() as usize).clamp(1, 60_000);
         let link = Rate::from_bps(10_000_000_000);
         let site_rate = link.bps() / sites as u64;
@@ -79,7 +82,13 @@ impl TreeSpec {
             leaf_rate: Rate::from_bps(leaf_rate),
             leaf_ceil: Rate::from_bps(leaf_ceil.max(leaf_rate)),
             pkt_len: 1000,
+            nested: false,
         }
+    }
+
+    /// The same tree in the nested layout (`true`) or in one qdisc.
+    pub fn with_nested(self, nested: bool) -> TreeSpec {
+        TreeSpec { nested, ..self }
     }
 
     /// Site of leaf `i`.
@@ -89,11 +98,6 @@ impl TreeSpec {
 
     fn site_rate(&self) -> Rate {
         Rate::from_bps((self.link.bps() / self.sites as u64).max(8_000))
-    }
-
-    /// True if the Sluice tree needs one HTB qdisc per site.
-    pub fn nested(&self) -> bool {
-        self.leaves + self.sites + 1 > MAX_FLAT_CLASSES
     }
 
     /// First leaf of site `s`.
@@ -113,19 +117,21 @@ impl TreeSpec {
         HtbClassConfig::new(rate).ceil(ceil).burst(BURST).cburst(BURST).quantum(QUANTUM)
     }
 
-    /// The Sluice HTB tree (nested per site above [`MAX_FLAT_CLASSES`]).
+    /// The Sluice HTB tree (one qdisc, or nested per site).
     pub fn build_sluice(&self) -> Result<Htb, ConfigError> {
         let t0 = Time::ZERO;
         let mut root = Htb::new(Handle::new(1, 0), HtbConfig::default())?;
-        root.reserve(1 + self.sites + if self.nested() { 0 } else { self.leaves });
+        root.reserve(1 + self.sites + if self.nested { 0 } else { self.leaves });
         root.add_class(Handle::new(1, 1), Handle::new(1, 0), Self::class(self.link, self.link), t0)?;
         let site = Self::class(self.site_rate(), self.link);
         let leaf = Self::class(self.leaf_rate, self.leaf_ceil);
         for s in 0..self.sites {
-            let sid = Handle::new(1, 2 + s as u32);
-            root.add_class(sid, Handle::new(1, 1), site.clone(), t0)?;
+            root.add_class(self.site(s), Handle::new(1, 1), site.clone(), t0)?;
+        }
+        // Classes in classid order, as generated configurations create them.
+        for s in 0..self.sites {
             let (lo, hi) = (self.first_leaf(s), self.first_leaf(s + 1));
-            if self.nested() {
+            if self.nested {
                 let major = 2 + s as u16;
                 let mut q = Htb::new(Handle::new(major, 0), HtbConfig::default())?;
                 q.reserve(1 + hi - lo);
@@ -141,11 +147,10 @@ impl TreeSpec {
                     q.add_class(Handle::new(major, 2 + j as u32), Handle::new(major, 1), leaf.clone(), t0)?;
                 }
                 q.shrink_to_fit();
-                root.set_leaf_qdisc(sid, Box::new(q))?;
+                root.set_leaf_qdisc(self.site(s), Box::new(q))?;
             } else {
                 for i in lo..hi {
-                    let id = Handle::new(1, (2 + self.sites + i) as u32);
-                    root.add_class(id, sid, leaf.clone(), t0)?;
+                    root.add_class(self.leaf(i), self.site(s), leaf.clone(), t0)?;
                 }
             }
         }
@@ -153,8 +158,7 @@ impl TreeSpec {
         Ok(root)
     }
 
-    /// The reference tree: ids `0x0001_0001` (root), `0x0002_0000 + s` (sites),
-    /// `0x0100_0000 + i` (leaves).
+    /// The reference tree, with the ids of the one-qdisc Sluice tree.
     pub fn build_reference(&self) -> Result<RefHtb, ConfigError> {
         let t0 = Time::ZERO;
         let p = |rate: Rate, ceil: Rate| RefClassParams {
@@ -167,38 +171,35 @@ impl TreeSpec {
             limit: 1000,
         };
         let mut q = RefHtb::new(Handle::new(1, 0));
-        let root = Handle::from_tc(0x0001_0001);
+        let root = Handle::new(1, 1);
         q.add_class(root, Handle::new(1, 0), p(self.link, self.link), t0)?;
         for s in 0..self.sites {
-            q.add_class(Handle::from_tc(0x0002_0000 + s as u32), root, p(self.site_rate(), self.link), t0)?;
+            q.add_class(self.site(s), root, p(self.site_rate(), self.link), t0)?;
         }
         for i in 0..self.leaves {
-            let site = Handle::from_tc(0x0002_0000 + self.site_of(i) as u32);
-            q.add_class(
-                Handle::from_tc(0x0100_0000 + i as u32),
-                site,
-                p(self.leaf_rate, self.leaf_ceil),
-                t0,
-            )?;
+            q.add_class(self.leaf(i), self.site(self.site_of(i)), p(self.leaf_rate, self.leaf_ceil), t0)?;
         }
         Ok(q)
     }
 
+    fn site(&self, s: usize) -> Handle {
+        Handle::new(1, 2 + s as u32)
+    }
+
+    fn leaf(&self, i: usize) -> Handle {
+        Handle::new(1, (2 + self.sites + i) as u32)
+    }
+
     /// A packet for leaf `i` (its payload is `i`, so the driver can refill the same leaf).
-    pub fn packet(&self, which: Scheduler, i: usize) -> Packet {
+    pub fn packet(&self, i: usize) -> Packet {
         let mut pkt = Packet::new(self.pkt_len, i as u64);
-        match which {
-            Scheduler::Reference => pkt.priority = 0x0100_0000 + i as u32,
-            Scheduler::Sluice => {
-                let s = self.site_of(i);
-                if self.nested() {
-                    pkt.push_class(Handle::new(1, 2 + s as u32));
-                    let major = 2 + s as u16;
-                    pkt.push_class(Handle::new(major, 2 + (i - self.first_leaf(s)) as u32));
-                } else {
-                    pkt.push_class(Handle::new(1, (2 + self.sites + i) as u32));
-                }
-            }
+        if self.nested {
+            let s = self.site_of(i);
+            pkt.push_class(self.site(s));
+            let major = 2 + s as u16;
+            pkt.push_class(Handle::new(major, 2 + (i - self.first_leaf(s)) as u32));
+        } else {
+            pkt.push_class(self.leaf(i));
         }
         pkt
     }
@@ -228,21 +229,22 @@ mod tests {
     }
 
     #[test]
-    fn both_trees_accept_their_packets() {
-        for (leaves, nested) in [(50usize, false), (70_000, true)] {
-            let t = TreeSpec::new(leaves, 10, false);
-            assert_eq!(t.nested(), nested);
-            for which in [Scheduler::Sluice, Scheduler::Reference] {
+    fn every_tree_accepts_its_packets() {
+        for (leaves, nested) in [(50usize, false), (50, true), (70_000, false), (70_000, true)] {
+            let t = TreeSpec::new(leaves, 10, false).with_nested(nested);
+            let whiches: &[Scheduler] =
+                if nested { &[Scheduler::Sluice] } else { &[Scheduler::Sluice, Scheduler::Reference] };
+            for &which in whiches {
                 let mut q = t.build(which).unwrap();
                 for i in t.active_leaves(10) {
-                    q.enqueue(t.packet(which, i), Time::ZERO).unwrap();
+                    q.enqueue(t.packet(i), Time::ZERO).unwrap();
                 }
                 let mut got = 0;
                 while let Some(p) = q.dequeue(Time::ZERO) {
                     assert!(p.payload < leaves as u64);
                     got += 1;
                 }
-                assert_eq!(got, 10, "{which:?} {leaves}");
+                assert_eq!(got, 10, "{which:?} {leaves} nested={nested}");
             }
         }
     }

@@ -24,35 +24,8 @@ use crate::flow_keys::FlowKeys;
 use crate::handle::Handle;
 use crate::packet::{Packet, MAX_CLASS_PATH};
 use crate::time::Time;
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 
-/// A fast hasher for the small integer keys (handles) of the per-packet lookups; the keys come
-/// from configuration, not from packets, so a keyed hash buys nothing here.
-#[derive(Default)]
-struct HandleHasher(u64);
-
-impl Hasher for HandleHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.write_u64(*b as u64);
-        }
-    }
-    fn write_u16(&mut self, n: u16) {
-        self.write_u64(n as u64);
-    }
-    fn write_u32(&mut self, n: u32) {
-        self.write_u64(n as u64);
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
-}
-
-type Map<K, V> = HashMap<K, V, BuildHasherDefault<HandleHasher>>;
+type Map<K, V> = crate::sched::FastMap<K, V>;
 
 /// How a classful qdisc interprets filter results.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -12,8 +12,9 @@ use std::alloc::System;
 static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
 
 /// Root 1:1, `sites` inner classes, `per_site` leaves each; leaves have rate `leaf_bps` and
-/// ceil `leaf_ceil`. Returns the qdisc and one packet template per leaf.
-fn tree(sites: u32, per_site: u32, leaf_bps: u64, leaf_ceil: u64) -> (Htb, Vec<Packet>) {
+/// ceil `leaf_ceil`, and minors `2 + sites + k * minor_step` (32-bit minors: one qdisc).
+/// Returns the qdisc and one packet template per leaf.
+fn tree(sites: u32, per_site: u32, leaf_bps: u64, leaf_ceil: u64, minor_step: u32) -> (Htb, Vec<Packet>) {
     let h = |m: u32| Handle::new(1, m);
     let cfg = |r: u64, c: u64| {
         HtbClassConfig::new(Rate::from_bps(r)).ceil(Rate::from_bps(c)).burst(1600).cburst(1600).quantum(1500)
@@ -30,7 +31,7 @@ fn tree(sites: u32, per_site: u32, leaf_bps: u64, leaf_ceil: u64) -> (Htb, Vec<P
             let mut p = Packet::new(1000, templates.len() as u64);
             p.push_class(h(next));
             templates.push(p);
-            next += 1;
+            next += minor_step;
         }
     }
     (q, templates)
@@ -77,10 +78,16 @@ fn htb_per_packet_path_does_not_allocate_at_steady_state() {
     std::hint::black_box(vec![0u8; 64]);
     assert!(r.change().allocations > 0, "counting allocator not active");
     // 1000 leaves, 10% backlogged, borrowing from their sites.
-    let (q, t) = tree(32, 32, 1_000_000, 300_000_000);
+    let (q, t) = tree(32, 32, 1_000_000, 300_000_000, 1);
     let borrowing = steady_state_allocations("borrowing", q, t, 10);
     // The worst case: 100% backlogged, rate = ceil so low that nearly all wait for tokens.
-    let (q, t) = tree(32, 32, 8_000_000, 8_000_000);
+    let (q, t) = tree(32, 32, 8_000_000, 8_000_000, 1);
     let throttled = steady_state_allocations("throttled", q, t, 1);
-    assert_eq!((borrowing, throttled), (0, 0), "allocations on the per-packet path");
+    // 90 000 leaves in one qdisc (minors past ffff, a direct table), and 20 000 with minors
+    // spread over 2·10⁹ (a hash-mapped index), 10% backlogged.
+    let (q, t) = tree(300, 300, 1_000, 300_000_000, 1);
+    let wide = steady_state_allocations("90 000 leaves", q, t, 10);
+    let (q, t) = tree(20, 1000, 10_000, 300_000_000, 100_000);
+    let sparse = steady_state_allocations("scattered minors", q, t, 10);
+    assert_eq!((borrowing, throttled, wide, sparse), (0, 0, 0, 0), "allocations on the per-packet path");
 }

@@ -32,14 +32,15 @@ pub(super) struct Class {
     pub parent: u32,
     /// Index into the plans.
     pub plan: u32,
-    /// Index into the leaf slots (leaf) or the inner slots (inner class).
+    /// Index into the inner slots (inner class; `NONE` for a leaf, whose queue slot is its own
+    /// arena index).
     pub ext: u32,
     /// Position among the parent's children: the class's bit in the parent's feeds.
     pub srank: u32,
     pub lends: u32,
     pub borrows: u32,
-    /// The classid's minor (the major is the qdisc's).
-    pub minor: u32,
+    /// The class's timer in the wait queue while it waits (stale otherwise, see `waitq`).
+    pub timer: u32,
     /// Distance from the root (root classes have depth 0).
     pub depth: u8,
     pub mode: HtbMode,
@@ -79,6 +80,8 @@ const _: () = assert!(size_of::<Class>() == 64);
 /// Per-class counters read only by `tc -s`.
 #[derive(Clone, Copy, Debug, Default)]
 pub(super) struct ClassCold {
+    /// Packets sent; a leaf adds the counter in its queue slot (`Leaves::sent`), which a packet
+    /// touches anyway.
     pub packets: u64,
     pub drops: u32,
     pub overlimits: u32,

@@ -127,17 +127,18 @@ impl HtbClassConfig {
         r2q: u32,
         warnings: &mut Vec<String>,
     ) -> Result<ClassParams, ConfigError> {
-        let who = format!("htb class {classid}");
+        // Formatted only for an error: a million classes are built without one.
+        let who = || format!("htb class {classid}");
         if self.rate.is_zero() {
-            return Err(ConfigError::invalid(who, "rate", "0bit", "a class needs a non-zero rate"));
+            return Err(ConfigError::invalid(who(), "rate", "0bit", "a class needs a non-zero rate"));
         }
         let ceil = self.ceil.unwrap_or(self.rate);
         if ceil.is_zero() {
-            return Err(ConfigError::invalid(who, "ceil", "0bit", "ceil must be at least the rate"));
+            return Err(ConfigError::invalid(who(), "ceil", "0bit", "ceil must be at least the rate"));
         }
         if ceil < self.rate {
             return Err(ConfigError::invalid(
-                who,
+                who(),
                 "ceil",
                 ceil,
                 format!("ceil must be at least the rate ({})", self.rate),
@@ -148,7 +149,7 @@ impl HtbClassConfig {
         let cburst = self.cburst.unwrap_or_else(|| default_burst(ceil));
         if burst == 0 {
             return Err(ConfigError::invalid(
-                who,
+                who(),
                 "burst",
                 "0b",
                 "the rate bucket needs a burst of at least 1 byte",

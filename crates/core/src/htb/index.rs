@@ -1,6 +1,8 @@
 //! Class minor → arena index, in O(1) for any 32-bit minor.
 //!
-//! Generated trees number their classes densely (`1:1` … `1:f4240`), so the usual form is a
+//! Generated trees create their classes in classid order with consecutive minors (`1:1` …
+//! `1:f4240`): while every class so far has arena index `i0 + (minor - m0)`, the index is that
+//! formula alone, with no table and no memory access per lookup. Otherwise the usual form is a
 //! direct table over the minors in use, `[base, base + len)`: one load per lookup and 4 bytes per
 //! slot. A sparse numbering (a few classes spread over the 32-bit space) would make that table
 //! huge, so when the span of minors exceeds [`SPARSE_ABOVE`] slots per class (plus a fixed
@@ -10,8 +12,6 @@
 //! [`MinorIndex::get`].
 
 use super::class::NONE;
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 
 /// A table may have this many slots per class (plus [`SLACK`]) before it turns into a map.
 const SPARSE_ABOVE: u64 = 4;
@@ -20,31 +20,16 @@ const DENSE_BELOW: u64 = 2;
 /// Slots a table may always have (16 KiB), so small trees with scattered minors stay tables.
 const SLACK: u64 = 4096;
 
-/// Multiplicative hash for minors: the keys come from the configuration, not from packets.
-#[derive(Default)]
-struct MinorHasher(u64);
-
-impl Hasher for MinorHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(b as u64);
-        }
-    }
-    fn write_u32(&mut self, n: u32) {
-        self.write_u64(n as u64);
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = (self.0 ^ n).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
-}
-
-type Map = HashMap<u32, u32, BuildHasherDefault<MinorHasher>>;
+type Map = crate::sched::FastMap<u32, u32>;
 
 #[derive(Debug)]
 enum Repr {
+    /// Minors `m0..m0 + n` are arena indices `i0..i0 + n`.
+    Linear {
+        m0: u32,
+        i0: u32,
+        n: u32,
+    },
     /// `slots[m - base]` is the index of minor `m`, or `NONE`.
     Dense {
         base: u32,
@@ -65,7 +50,7 @@ pub(super) struct MinorIndex {
 
 impl Default for MinorIndex {
     fn default() -> Self {
-        MinorIndex { repr: Repr::Dense { base: 0, slots: Vec::new() }, len: 0, lo: u32::MAX, hi: 0 }
+        MinorIndex { repr: Repr::Linear { m0: 0, i0: 0, n: 0 }, len: 0, lo: u32::MAX, hi: 0 }
     }
 }
 
@@ -78,6 +63,10 @@ impl MinorIndex {
     #[inline]
     pub fn get(&self, minor: u32) -> Option<u32> {
         match &self.repr {
+            Repr::Linear { m0, i0, n } => {
+                let k = minor.wrapping_sub(*m0);
+                (k < *n).then(|| i0 + k)
+            }
             Repr::Dense { base, slots } => {
                 let i = (minor as u64).wrapping_sub(*base as u64);
                 slots.get(i as usize).copied().filter(|&c| c != NONE)
@@ -98,6 +87,12 @@ impl MinorIndex {
         matches!(self.repr, Repr::Sparse(_))
     }
 
+    /// True while the index is a formula (no table).
+    #[cfg(test)]
+    pub fn is_linear(&self) -> bool {
+        matches!(self.repr, Repr::Linear { .. })
+    }
+
     /// Adds `minor` → `idx`; `minor` must not be present.
     pub fn insert(&mut self, minor: u32, idx: u32) {
         debug_assert!(self.get(minor).is_none());
@@ -105,7 +100,24 @@ impl MinorIndex {
         self.hi = self.hi.max(minor);
         self.len += 1;
         let span = self.hi as u64 - self.lo as u64 + 1;
+        if let Repr::Linear { m0, i0, n } = &mut self.repr {
+            if *n == 0 {
+                (*m0, *i0, *n) = (minor, idx, 1);
+                return;
+            }
+            if Some(minor) == m0.checked_add(*n) && Some(idx) == i0.checked_add(*n) {
+                *n += 1;
+                return;
+            }
+            // The bounds and count include `minor` already: a table if it is compact enough.
+            if fits(span, self.len, SPARSE_ABOVE) {
+                self.make_dense();
+            } else {
+                self.make_sparse();
+            }
+        }
         match &mut self.repr {
+            Repr::Linear { .. } => unreachable!("made dense above"),
             Repr::Dense { base, slots } if slots.is_empty() => {
                 *base = minor;
                 slots.push(idx);
@@ -152,7 +164,11 @@ impl MinorIndex {
 
     /// Removes `minor` (no-op if absent).
     pub fn remove(&mut self, minor: u32) {
+        if matches!(self.repr, Repr::Linear { .. }) {
+            self.make_dense();
+        }
         let gone = match &mut self.repr {
+            Repr::Linear { .. } => false,
             Repr::Dense { base, slots } => {
                 match slots.get_mut((minor as u64).wrapping_sub(*base as u64) as usize) {
                     Some(s) if *s != NONE => {
@@ -186,6 +202,7 @@ impl MinorIndex {
     /// `(minor, index)` pairs in no particular order.
     fn entries(&self) -> Vec<(u32, u32)> {
         match &self.repr {
+            Repr::Linear { m0, i0, n } => (0..*n).map(|k| (m0 + k, i0 + k)).collect(),
             Repr::Dense { base, slots } => slots
                 .iter()
                 .enumerate()
@@ -208,6 +225,7 @@ impl MinorIndex {
     /// Makes room for `n` more minors.
     pub fn reserve(&mut self, n: usize) {
         match &mut self.repr {
+            Repr::Linear { .. } => {}
             Repr::Dense { slots, .. } => slots.reserve(n),
             Repr::Sparse(map) => map.reserve(n),
         }
@@ -216,6 +234,7 @@ impl MinorIndex {
     /// Gives back spare capacity.
     pub fn shrink_to_fit(&mut self) {
         match &mut self.repr {
+            Repr::Linear { .. } => {}
             Repr::Dense { slots, .. } => slots.shrink_to_fit(),
             Repr::Sparse(map) => map.shrink_to_fit(),
         }
@@ -225,6 +244,7 @@ impl MinorIndex {
     #[cfg(test)]
     pub fn heap_bytes(&self) -> usize {
         match &self.repr {
+            Repr::Linear { .. } => 0,
             Repr::Dense { slots, .. } => slots.capacity() * 4,
             Repr::Sparse(map) => map.capacity() * 9,
         }
@@ -245,18 +265,34 @@ mod tests {
     }
 
     #[test]
-    fn dense_minors_stay_a_table_of_four_bytes_each() {
+    fn minors_in_creation_order_need_no_table() {
         let mut ix = MinorIndex::default();
         for m in 1..=1_000_000u32 {
-            ix.insert(m, m - 1);
+            ix.insert(m, m + 6);
         }
+        assert!(ix.is_linear());
+        assert_eq!(ix.heap_bytes(), 0);
+        assert_eq!((ix.get(0), ix.get(1), ix.get(1_000_000)), (None, Some(7), Some(1_000_006)));
+        assert_eq!((ix.get(1_000_001), ix.get(u32::MAX)), (None, None));
+        assert_eq!(ix.sorted_indices().len(), 1_000_000);
+        // Out of order: a table of 4 bytes per minor, same answers.
+        ix.insert(0, 3);
+        assert!(!ix.is_linear() && !ix.is_sparse());
         ix.shrink_to_fit();
-        assert!(!ix.is_sparse());
-        assert_eq!(ix.get(0), None);
-        assert_eq!(ix.get(1_000_000), Some(999_999));
-        assert_eq!(ix.get(1_000_001), None);
-        assert_eq!(ix.get(u32::MAX), None);
-        assert!(ix.heap_bytes() <= 4 * 1_000_000 + 64);
+        assert!(ix.heap_bytes() <= 4 * 1_000_001 + 64);
+        assert_eq!((ix.get(0), ix.get(1), ix.get(1_000_000)), (Some(3), Some(7), Some(1_000_006)));
+        // Removal from a linear index makes a table too.
+        let mut l = MinorIndex::default();
+        (10..20).for_each(|m| l.insert(m, m));
+        l.remove(15);
+        assert!(!l.is_linear());
+        assert_eq!((l.get(14), l.get(15), l.get(16), l.len()), (Some(14), None, Some(16), 9));
+        // A linear index meeting a far minor becomes a map, not a 4-billion-slot table.
+        let mut f = MinorIndex::default();
+        (1..5).for_each(|m| f.insert(m, m));
+        f.insert(u32::MAX, 9);
+        assert!(f.is_sparse());
+        assert_eq!((f.get(4), f.get(u32::MAX)), (Some(4), Some(9)));
     }
 
     #[test]

@@ -1,8 +1,14 @@
 //! Leaf queues. The default leaf qdisc, a pfifo, is kept inline: each leaf has the head and tail
-//! of a singly-linked list threaded through one packet slab shared by all leaves, so an idle leaf
-//! costs 16 bytes (plus its DRR deficits) and a packet costs no allocation once the slab has grown to the peak backlog.
-//! Any other leaf qdisc is a boxed [`Qdisc`]. The DRR deficits of all leaves sit in one table
-//! with a stride of one entry per row a leaf can be served in.
+//! of a singly-linked list threaded through one packet slab shared by all leaves, and a packet
+//! costs no allocation once the slab has grown to the peak backlog. Any other leaf qdisc is a
+//! boxed [`Qdisc`].
+//!
+//! Everything a sent packet touches in its leaf besides the class's own cache line sits in one
+//! 32-byte slot: the queue ends and length, the leaf's sent-packet counter and the DRR deficits
+//! of the first [`INLINE_ROWS`] rows it can be served in (its own rate and two lenders: every
+//! leaf of a three-level tree). Deeper leaves keep their further deficits in a side table with
+//! one entry per extra row. At a million classes each of these is a cache miss, so keeping them
+//! together saves misses per packet (BENCHMARKS.md, Scale).
 
 use super::class::NONE;
 use crate::packet::Packet;
@@ -10,14 +16,23 @@ use crate::qdisc::{DropReason, Dropped, Qdisc};
 use crate::sched::slab::{QueueEnds, QueueSlab};
 use crate::time::Time;
 
+/// DRR deficits kept in the leaf's slot; rows beyond go to [`Leaves::extra`].
+pub(super) const INLINE_ROWS: usize = 3;
+
 /// One leaf's queue.
 #[derive(Clone, Copy, Debug)]
+#[repr(align(32))]
 struct LeafSlot {
     ends: QueueEnds,
     qlen: u32,
     /// The inline pfifo's limit in packets, or `BOXED | index` of a boxed qdisc.
     queue: u32,
+    /// Packets (segments) sent, modulo 2³² (the caller carries wraps into the class counters).
+    sent: u32,
+    deficits: [i32; INLINE_ROWS],
 }
+
+const _: () = assert!(size_of::<LeafSlot>() == 32);
 
 const BOXED: u32 = 1 << 31;
 
@@ -36,12 +51,15 @@ impl LeafSlot {
 /// All leaf queues of one HTB. See the [module docs](self).
 #[derive(Default)]
 pub(super) struct Leaves {
+    /// Indexed by class: a leaf's slot is its class's arena index, so that it can be loaded
+    /// alongside the class's cache line (an inner class keeps an idle slot).
     slots: Vec<LeafSlot>,
-    free_slots: Vec<u32>,
     slab: QueueSlab<Packet>,
     boxed: Vec<Option<Box<dyn Qdisc>>>,
     free_boxed: Vec<u32>,
-    deficits: Vec<i32>,
+    /// Deficits of rows `INLINE_ROWS..stride`, `stride - INLINE_ROWS` per leaf.
+    extra: Vec<i32>,
+    /// Rows a leaf can be served in (the deepest leaf's depth + 1).
     stride: usize,
 }
 
@@ -50,64 +68,91 @@ impl Leaves {
         Leaves { stride: 1, ..Default::default() }
     }
 
-    /// A new leaf with an empty inline pfifo of `limit` packets, served in up to `rows` rows.
-    pub fn alloc(&mut self, limit: u32, rows: usize) -> u32 {
+    /// (Re)sets leaf `i` (a class index, at most the number of slots) to an empty inline pfifo
+    /// of `limit` packets, served in up to `rows` rows.
+    pub fn alloc(&mut self, i: u32, limit: u32, rows: usize) {
         self.ensure_stride(rows);
-        let slot = LeafSlot { ends: QueueEnds::EMPTY, qlen: 0, queue: limit.clamp(1, BOXED - 1) };
-        let i = match self.free_slots.pop() {
-            Some(i) => {
-                self.slots[i as usize] = slot;
-                i
-            }
-            None => {
-                self.slots.push(slot);
-                self.deficits.resize(self.slots.len() * self.stride, 0);
-                (self.slots.len() - 1) as u32
-            }
+        let slot = LeafSlot {
+            ends: QueueEnds::EMPTY,
+            qlen: 0,
+            queue: limit.clamp(1, BOXED - 1),
+            sent: 0,
+            deficits: [0; INLINE_ROWS],
         };
-        let s = i as usize * self.stride;
-        self.deficits[s..s + self.stride].fill(0);
-        i
+        if i as usize == self.slots.len() {
+            self.slots.push(slot);
+            self.extra.resize(self.slots.len() * self.extra_stride(), 0);
+        } else {
+            self.slots[i as usize] = slot;
+        }
+        let n = self.extra_stride();
+        self.extra[i as usize * n..(i as usize + 1) * n].fill(0);
+    }
+
+    fn extra_stride(&self) -> usize {
+        self.stride.saturating_sub(INLINE_ROWS)
     }
 
     /// Makes room for `n` more leaves.
     pub fn reserve(&mut self, n: usize) {
         self.slots.reserve_exact(n);
-        self.deficits.reserve_exact(n * self.stride);
+        self.extra.reserve_exact(n * self.extra_stride());
     }
 
     pub fn shrink_to_fit(&mut self) {
         self.slots.shrink_to_fit();
-        self.free_slots.shrink_to_fit();
-        self.deficits.shrink_to_fit();
+        self.extra.shrink_to_fit();
     }
 
-    /// Frees a leaf; returns its packets.
+    /// Empties leaf `i` and drops its boxed qdisc (its class became inner or was deleted);
+    /// returns its packets.
     pub fn release(&mut self, i: u32) -> Vec<Packet> {
-        let pkts = self.replace(i, None, 1);
-        self.free_slots.push(i);
-        pkts
+        self.replace(i, None, 1)
     }
 
-    /// Makes the deficit table hold `rows` entries per leaf.
+    /// Makes every leaf hold deficits for `rows` rows.
     fn ensure_stride(&mut self, rows: usize) {
         if rows <= self.stride {
             return;
         }
-        let mut d = Vec::with_capacity(self.slots.capacity() * rows);
-        d.resize(self.slots.len() * rows, 0);
-        for (i, chunk) in self.deficits.chunks(self.stride).enumerate() {
-            d[i * rows..i * rows + self.stride].copy_from_slice(chunk);
+        let (old, new) = (self.extra_stride(), rows.saturating_sub(INLINE_ROWS));
+        if new > old {
+            let mut d = Vec::with_capacity(self.slots.capacity() * new);
+            d.resize(self.slots.len() * new, 0);
+            if old > 0 {
+                for (i, chunk) in self.extra.chunks(old).enumerate() {
+                    d[i * new..i * new + old].copy_from_slice(chunk);
+                }
+            }
+            self.extra = d;
         }
-        self.deficits = d;
         self.stride = rows;
     }
 
-    /// The DRR deficit of leaf `i` in row `row`.
+    /// The DRR deficit of leaf `i` in row `row` (rows past the deepest leaf's share the last).
     #[inline]
     pub fn deficit(&mut self, i: u32, row: u32) -> &mut i32 {
         let r = (row as usize).min(self.stride - 1);
-        &mut self.deficits[i as usize * self.stride + r]
+        if r < INLINE_ROWS {
+            &mut self.slots[i as usize].deficits[r]
+        } else {
+            let n = self.extra_stride();
+            &mut self.extra[i as usize * n + r - INLINE_ROWS]
+        }
+    }
+
+    /// Counts `segs` packets sent by leaf `i`; returns the wraps of its 32-bit counter (0 or 1).
+    #[inline]
+    pub fn count_sent(&mut self, i: u32, segs: u32) -> u64 {
+        let s = &mut self.slots[i as usize];
+        let (v, wrapped) = s.sent.overflowing_add(segs);
+        s.sent = v;
+        wrapped as u64
+    }
+
+    /// Packets sent by leaf `i`, modulo 2³².
+    pub fn sent(&self, i: u32) -> u32 {
+        self.slots[i as usize].sent
     }
 
     #[inline]
@@ -236,8 +281,9 @@ mod tests {
     #[test]
     fn inline_fifos_share_the_slab_in_order() {
         let mut l = Leaves::new();
-        let a = l.alloc(2, 1);
-        let b = l.alloc(10, 3);
+        let (a, b, c) = (0, 1, 2);
+        l.alloc(a, 2, 1);
+        l.alloc(b, 10, 3);
         for k in 0..3 {
             let r = l.push(a, Packet::new(100, k), Time::ZERO);
             assert_eq!(r.is_ok(), k < 2, "limit 2");
@@ -252,5 +298,15 @@ mod tests {
         *l.deficit(b, 2) = -5;
         assert_eq!(*l.deficit(b, 9), -5, "rows past the stride share the last entry");
         assert_eq!(*l.deficit(a, 0), 0);
+        // Deeper leaves keep rows past the inline ones in the side table, which grows in place.
+        *l.deficit(a, 1) = 3;
+        l.alloc(c, 5, 6);
+        *l.deficit(c, 4) = 7;
+        *l.deficit(b, 5) = 9;
+        assert_eq!((*l.deficit(a, 1), *l.deficit(b, 2), *l.deficit(c, 4), *l.deficit(b, 5)), (3, -5, 7, 9));
+        assert_eq!(*l.deficit(c, 3), 0);
+        assert_eq!(l.count_sent(a, u32::MAX), 0);
+        assert_eq!(l.count_sent(a, 2), 1, "wrap");
+        assert_eq!(l.sent(a), 1);
     }
 }

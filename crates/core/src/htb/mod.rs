@@ -22,8 +22,10 @@
 //!   (tokens, `t_c`, byte counter, mode, links) is one 64-byte cache line; the configuration is
 //!   in a plan shared by every class configured alike ([`plan`]), so an idle leaf costs about 120
 //!   bytes all told (BENCHMARKS.md, Scale). Class minors are 32 bits, so a million classes are
-//!   one qdisc; classid lookup is O(1) ([`index`]): a direct minor → index table over the minors
-//!   in use (4 bytes per class for densely numbered trees), a hash map for scattered minors.
+//!   one qdisc; classid lookup is O(1) (`htb/index.rs`): a formula while classes are created in
+//!   classid order, else a direct minor → index table (4 bytes per class), or a hash map for
+//!   scattered minors. A leaf's queue slot is indexed by the class, so it loads alongside the
+//!   class's cache line (`htb/leaves.rs`).
 //! - Rows and feeds are hierarchical bitmaps of member ranks with find-next-set
 //!   ([`crate::sched::bitmap::RankSet`]): joining, leaving and moving the DRR cursor are a few
 //!   word operations, also with a million active classes.
@@ -145,6 +147,8 @@ pub struct Htb {
     free: Vec<u32>,
     /// Arena index of each class minor.
     by_minor: MinorIndex,
+    /// Class minor of each arena index (cold: listings and stats only).
+    minors: Vec<u32>,
     count: usize,
     plans: Plans,
     leaves: Leaves,
@@ -196,6 +200,7 @@ impl Htb {
             cold: Vec::new(),
             free: Vec::new(),
             by_minor: MinorIndex::default(),
+            minors: Vec::new(),
             count: 0,
             plans: Plans::default(),
             leaves: Leaves::new(),
@@ -276,7 +281,7 @@ impl Htb {
         self.cold.reserve_exact(n);
         self.by_minor.reserve(n);
         self.leaves.reserve(n);
-        self.waitq.reserve(self.classes.len() + n);
+        self.minors.reserve_exact(n);
     }
 
     /// Gives back the spare capacity of the class tables (after a bulk build; adding a class
@@ -287,7 +292,7 @@ impl Htb {
         self.free.shrink_to_fit();
         self.by_minor.shrink_to_fit();
         self.leaves.shrink_to_fit();
-        self.waitq.shrink_to_fit();
+        self.minors.shrink_to_fit();
         self.inners.iter_mut().for_each(|i| i.children.shrink_to_fit());
     }
 
@@ -355,7 +360,7 @@ impl Htb {
     }
 
     fn id_of(&self, c: u32) -> Handle {
-        Handle::new(self.handle.major(), self.classes[c as usize].minor)
+        Handle::new(self.handle.major(), self.minors[c as usize])
     }
 
     fn observe(&mut self, now: Time) -> Time {
@@ -418,7 +423,7 @@ impl Htb {
         }
         let mut warnings = Vec::new();
         let params = cfg.resolve(classid, self.cfg.r2q, &mut warnings)?;
-        let plan = self.plans.acquire(&cfg, params, &format!("htb class {classid}"))?;
+        let plan = self.plans.acquire(&cfg, params, classid)?;
         if parent_idx != NONE && self.classes[parent_idx as usize].is_leaf() {
             let flushed = self.leaf_to_inner(parent_idx, now);
             if flushed > 0 {
@@ -435,11 +440,11 @@ impl Htb {
             bytes: 0,
             parent: parent_idx,
             plan,
-            ext: self.leaves.alloc(DEFAULT_TXQUEUELEN.max(1), depth as usize + 1),
+            ext: NONE,
             srank: 0,
             lends: 0,
             borrows: 0,
-            minor: classid.minor(),
+            timer: NONE,
             depth: depth as u8,
             mode: HtbMode::CanSend,
             activity: 0,
@@ -449,24 +454,24 @@ impl Htb {
             Some(i) => {
                 self.classes[i as usize] = class;
                 self.cold[i as usize] = ClassCold::default();
+                self.minors[i as usize] = classid.minor();
                 i
             }
             None => {
                 self.classes.push(class);
                 self.cold.push(ClassCold::default());
+                self.minors.push(classid.minor());
                 (self.classes.len() - 1) as u32
             }
         };
+        self.leaves.alloc(idx, DEFAULT_TXQUEUELEN.max(1), depth as usize + 1);
         self.by_minor.insert(classid.minor(), idx);
         self.count += 1;
         if parent_idx != NONE {
             let ext = self.classes[parent_idx as usize].ext as usize;
-            let children = &mut self.inners[ext].children;
-            self.classes[idx as usize].srank = children.len() as u32;
-            children.push(idx);
+            self.classes[idx as usize].srank = self.inners[ext].children.push(idx);
         }
         self.ensure_rows(depth);
-        self.waitq.reserve(self.classes.len());
         self.stalled = false;
         Ok(warnings)
     }
@@ -478,7 +483,8 @@ impl Htb {
         for pkt in pkts {
             self.dropped.push_back(Dropped { pkt, reason: DropReason::Flushed });
         }
-        self.leaves.release(self.classes[c as usize].ext);
+        self.cold[c as usize].packets += self.leaves.sent(c) as u64;
+        self.leaves.release(c);
         let inner = self.alloc_inner();
         let cl = &mut self.classes[c as usize];
         cl.set_flag(LEAF, false);
@@ -492,18 +498,18 @@ impl Htb {
     fn inner_to_leaf(&mut self, c: u32, now: Time) {
         self.release_inner(self.classes[c as usize].ext);
         let depth = self.classes[c as usize].depth as usize;
-        let leaf = self.leaves.alloc(DEFAULT_TXQUEUELEN.max(1), depth + 1);
+        self.leaves.alloc(c, DEFAULT_TXQUEUELEN.max(1), depth + 1);
         let p = self.plans.get(self.classes[c as usize].plan);
         let (size, csize) = (p.rate.size, p.ceil.size);
         let cl = &mut self.classes[c as usize];
         cl.set_flag(LEAF, true);
-        cl.ext = leaf;
+        cl.ext = NONE;
         cl.activity = 0;
         cl.tokens = size;
         cl.ctokens = csize;
         cl.t_c = now.as_nanos();
         cl.mode = HtbMode::CanSend;
-        self.waitq.cancel(c);
+        self.waitq.cancel(c, self.classes[c as usize].timer);
     }
 
     /// Changes a class's parameters (`tc class change`), keeping its queue and its place in the
@@ -530,7 +536,7 @@ impl Htb {
             params.quantum = old.quantum;
             params.prio = old.prio;
         }
-        let plan = self.plans.acquire(&cfg, params, &format!("htb class {classid}"))?;
+        let plan = self.plans.acquire(&cfg, params, classid)?;
         let was_active = is_leaf && self.classes[c as usize].activity != 0;
         if was_active {
             self.deactivate(c);
@@ -545,7 +551,7 @@ impl Htb {
         cl.plan = plan;
         self.plans.release(old_plan);
         self.update_mode(c, n);
-        if was_active || (is_leaf && self.leaves.qlen(self.classes[c as usize].ext) > 0) {
+        if was_active || (is_leaf && self.leaves.qlen(c) > 0) {
             self.activate(c);
         }
         self.stalled = false;
@@ -567,16 +573,14 @@ impl Htb {
             )));
         }
         let pkts = self.flush_leaf(c);
-        self.waitq.cancel(c);
-        self.leaves.release(self.classes[c as usize].ext);
+        self.waitq.cancel(c, self.classes[c as usize].timer);
+        self.leaves.release(c);
         let parent = self.classes[c as usize].parent;
         if parent != NONE {
             // Take the class out of its parent's children; the last child takes its rank.
             let rank = self.classes[c as usize].srank;
             let ext = self.classes[parent as usize].ext as usize;
-            let children = &mut self.inners[ext].children;
-            children.swap_remove(rank as usize);
-            if let Some(&moved) = children.get(rank as usize) {
+            if let Some(moved) = self.inners[ext].children.swap_remove(rank) {
                 self.renumber_child(parent, moved, rank);
             }
             if self.inners[ext].children.is_empty() {
@@ -616,9 +620,8 @@ impl Htb {
         let s = qdisc.stats();
         self.stats.qlen += s.qlen;
         self.stats.backlog_bytes += s.backlog_bytes;
-        let ext = self.classes[c as usize].ext;
-        self.leaves.replace(ext, Some(qdisc), 0);
-        if self.leaves.qlen(ext) > 0 {
+        self.leaves.replace(c, Some(qdisc), 0);
+        if self.leaves.qlen(c) > 0 {
             self.activate(c);
         }
         self.stalled = false;
@@ -632,7 +635,7 @@ impl Htb {
     pub fn set_leaf_pfifo(&mut self, classid: Handle, limit: u32) -> Result<Vec<Packet>, ConfigError> {
         let c = self.find_leaf(classid)?;
         let pkts = self.flush_leaf(c);
-        self.leaves.replace(self.classes[c as usize].ext, None, limit);
+        self.leaves.replace(c, None, limit);
         self.stalled = false;
         Ok(pkts)
     }
@@ -642,7 +645,7 @@ impl Htb {
     pub fn leaf_qdisc(&self, classid: Handle) -> Option<&dyn Qdisc> {
         let c = self.find(classid)?;
         let cl = &self.classes[c as usize];
-        cl.is_leaf().then(|| self.leaves.qdisc(cl.ext)).flatten()
+        cl.is_leaf().then(|| self.leaves.qdisc(c)).flatten()
     }
 
     /// Counters of one class, as `tc -s class show` prints them.
@@ -651,10 +654,10 @@ impl Htb {
         let cl = &self.classes[c as usize];
         let cold = &self.cold[c as usize];
         let plan = self.plans.get(cl.plan);
-        let (qlen, backlog) = if cl.is_leaf() { self.leaves.backlog(cl.ext) } else { (0, 0) };
+        let (qlen, backlog) = if cl.is_leaf() { self.leaves.backlog(c) } else { (0, 0) };
         Some(HtbClassStats {
             bytes: cl.bytes,
-            packets: cold.packets,
+            packets: cold.packets + if cl.is_leaf() { self.leaves.sent(c) as u64 } else { 0 },
             drops: cold.drops as u64,
             overlimits: cold.overlimits as u64,
             backlog,
@@ -761,8 +764,7 @@ impl Qdisc for Htb {
                 self.direct_pkts += 1;
             }
             Target::Leaf(c) => {
-                let ext = self.classes[c as usize].ext;
-                if let Err(d) = self.leaves.push(ext, pkt, now) {
+                if let Err(d) = self.leaves.push(c, pkt, now) {
                     self.stats.drops += 1;
                     self.cold[c as usize].drops = self.cold[c as usize].drops.wrapping_add(1);
                     self.drain_child_drops(c);
@@ -772,7 +774,7 @@ impl Qdisc for Htb {
                 self.drain_child_drops(c);
                 if self.classes[c as usize].is_parked() {
                     self.unpark(c);
-                } else if self.leaves.qlen(ext) > 0 {
+                } else if self.leaves.qlen(c) > 0 {
                     self.activate(c);
                 }
                 self.stalled = false;
@@ -836,7 +838,7 @@ impl Qdisc for Htb {
         let mut out: Vec<Packet> = self.front.drain(..).chain(self.direct.drain(..)).collect();
         self.waitq.clear();
         for c in 0..self.classes.len() as u32 {
-            if self.by_minor.get(self.classes[c as usize].minor) != Some(c) {
+            if self.by_minor.get(self.minors[c as usize]) != Some(c) {
                 continue; // a free slot
             }
             let cl = &mut self.classes[c as usize];
@@ -845,7 +847,7 @@ impl Qdisc for Htb {
             cl.mode = HtbMode::CanSend;
             let ext = cl.ext;
             if cl.is_leaf() {
-                out.extend(self.leaves.flush(ext));
+                out.extend(self.leaves.flush(c));
             } else {
                 self.inners[ext as usize].feeds.iter_mut().for_each(RrList::clear);
             }

@@ -13,9 +13,10 @@
 //! 7.6·10⁷ after the division, i.e. odd rates above ~76 Mbit/s).
 
 use super::config::{ClassParams, HtbClassConfig, MBUFFER};
+use crate::handle::Handle;
 use crate::qdisc::ConfigError;
 use crate::rate::WireSpec;
-use std::collections::HashMap;
+use crate::sched::FastMap;
 
 const BIT_NS_PER_BYTE: u64 = 8_000_000_000;
 /// Largest bucket or debt, in units: far from `i64` overflow when a packet's cost is added.
@@ -115,7 +116,7 @@ pub(super) struct Plan {
 #[derive(Debug, Default)]
 pub(super) struct Plans {
     plans: Vec<Plan>,
-    by_config: HashMap<(HtbClassConfig, ClassParams), u32>,
+    by_config: FastMap<(HtbClassConfig, ClassParams), u32>,
     free: Vec<u32>,
 }
 
@@ -125,13 +126,15 @@ impl Plans {
         &mut self,
         config: &HtbClassConfig,
         params: ClassParams,
-        who: &str,
+        classid: Handle,
     ) -> Result<u32, ConfigError> {
         if let Some(&i) = self.by_config.get(&(config.clone(), params)) {
             self.plans[i as usize].refs += 1;
             return Ok(i);
         }
-        let bad = |field: &'static str, value: u64, m: String| ConfigError::invalid(who, field, value, m);
+        let bad = |field: &'static str, value: u64, m: String| {
+            ConfigError::invalid(format!("htb class {classid}"), field, value, m)
+        };
         let rate = Bucket::new(params.rate.bps(), params.burst, "burst")
             .map_err(|m| bad("burst", params.burst, m))?;
         let ceil = Bucket::new(params.ceil.bps(), params.cburst, "cburst")

@@ -357,3 +357,20 @@ fn wide_minors_in_one_qdisc() {
     assert_eq!(big.class_stats(h(n + 1)).unwrap().qlen, 1);
     assert_eq!(big.dequeue(t(0)).unwrap().payload, 9);
 }
+
+#[test]
+fn children_keep_consecutive_indices_as_a_run() {
+    let mut c = sched::Children::default();
+    assert_eq!((c.push(7), c.push(8), c.push(9)), (0, 1, 2));
+    assert_eq!((c.get(0), c.get(2), c.len(), c.room()), (7, 9, 3, 4));
+    assert_eq!(c.push(20), 3, "out of order: an explicit list");
+    assert_eq!((c.get(1), c.get(3)), (8, 20));
+    assert_eq!(c.swap_remove(0), Some(20));
+    assert_eq!((c.get(0), c.get(1), c.get(2), c.len()), (20, 8, 9, 3));
+    let mut d = sched::Children::default();
+    (0..5).for_each(|i| {
+        d.push(i);
+    });
+    assert_eq!(d.swap_remove(4), None, "the last one leaves no hole");
+    assert_eq!((d.len(), d.get(3)), (4, 3));
+}

@@ -1,6 +1,9 @@
 //! The wait queue: classes waiting for tokens, in a timing wheel. Wheel timers are allocated to
-//! waiting classes only, so a class that is not waiting costs one 4-byte slot reference, and
-//! the wheel grows to the largest number of classes ever waiting at once.
+//! waiting classes only, so the wheel grows to the largest number of classes ever waiting at
+//! once. Each class keeps its timer's number in its own cache line (`Class::timer`), and that
+//! number is only trusted when the timer points back at the class (`class_of[timer] == c`): a
+//! timer that expires or is cancelled is released without touching the class, which at a million
+//! classes would be a cache miss.
 
 use super::class::NONE;
 use crate::sched::wheel::TimerWheel;
@@ -8,57 +11,51 @@ use crate::sched::wheel::TimerWheel;
 #[derive(Debug, Default)]
 pub(super) struct WaitQueue {
     wheel: TimerWheel,
-    /// Timer of each class, `NONE` when not waiting.
-    timer_of: Vec<u32>,
     /// Class of each timer.
     class_of: Vec<u32>,
     free: Vec<u32>,
 }
 
 impl WaitQueue {
-    /// Makes room for classes below `n`.
-    pub fn reserve(&mut self, n: usize) {
-        if self.timer_of.len() < n {
-            self.timer_of.reserve_exact(n - self.timer_of.len());
-            self.timer_of.resize(n, NONE);
-        }
-    }
-
-    pub fn shrink_to_fit(&mut self) {
-        self.timer_of.shrink_to_fit();
-    }
-
-    /// Makes class `c` wait until `deadline` (moving it if it already waits).
+    /// The timer `t` of class `c` if it is still the class's (the class waits).
     #[inline]
-    pub fn insert(&mut self, c: u32, deadline: u64) {
-        let mut t = self.timer_of[c as usize];
-        if t == NONE {
-            t = match self.free.pop() {
-                Some(t) => t,
-                None => {
-                    self.class_of.push(NONE);
-                    (self.class_of.len() - 1) as u32
-                }
-            };
-            self.class_of[t as usize] = c;
-            self.timer_of[c as usize] = t;
-        }
+    fn owned(&self, c: u32, t: u32) -> Option<u32> {
+        (self.class_of.get(t as usize) == Some(&c)).then_some(t)
+    }
+
+    /// Makes class `c`, whose timer field is `timer`, wait until `deadline` (moving it if it
+    /// already waits).
+    #[inline]
+    pub fn insert(&mut self, c: u32, timer: &mut u32, deadline: u64) {
+        let t = match self.owned(c, *timer) {
+            Some(t) => t,
+            None => {
+                let t = match self.free.pop() {
+                    Some(t) => t,
+                    None => {
+                        self.class_of.push(NONE);
+                        (self.class_of.len() - 1) as u32
+                    }
+                };
+                self.class_of[t as usize] = c;
+                *timer = t;
+                t
+            }
+        };
         self.wheel.insert(t, deadline);
     }
 
-    /// Stops class `c` waiting.
+    /// Stops class `c`, whose timer field is `timer`, waiting.
     #[inline]
-    pub fn cancel(&mut self, c: u32) {
-        let t = self.timer_of[c as usize];
-        if t != NONE {
+    pub fn cancel(&mut self, c: u32, timer: u32) {
+        if let Some(t) = self.owned(c, timer) {
             self.wheel.cancel(t);
             self.release(t);
         }
     }
 
+    /// Frees timer `t`; its class's timer field goes stale.
     fn release(&mut self, t: u32) {
-        let c = self.class_of[t as usize];
-        self.timer_of[c as usize] = NONE;
         self.class_of[t as usize] = NONE;
         self.free.push(t);
     }
