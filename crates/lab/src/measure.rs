@@ -416,6 +416,7 @@ fn rrul(lab: &Lab, backend: &Backend<'_>, s: &Settings, r: &mut Results) -> Resu
     let mut params = BTreeMap::new();
     params.insert("backend".into(), backend.name().into());
     params.insert("rate".into(), format_rate(rate));
+    let leaf = leaf_that_ran(&leaf, &kernel_note);
     params.insert("leaf".into(), leaf.clone());
     if !kernel_note.is_empty() {
         params.insert("kernel".into(), kernel_note);
@@ -521,6 +522,13 @@ fn home_uplink(lab: &Lab, backend: &Backend<'_>, s: &Settings, r: &mut Results) 
         params.insert("shaped".into(), shaped_row.to_string());
         params.insert("shaper_rate".into(), format_rate(shaped));
         params.insert("load".into(), load.to_string());
+        if *shaped_row {
+            let ran = leaf_that_ran(s.get("leaf").unwrap_or("fq_codel"), &kernel_note);
+            if ran != s.get("leaf").unwrap_or("fq_codel") {
+                r.description = r.description.replacen("with fq_codel", &format!("with {ran}"), 1);
+            }
+            params.insert("leaf".into(), ran);
+        }
         if !kernel_note.is_empty() {
             params.insert("kernel".into(), kernel_note);
         }
@@ -540,4 +548,28 @@ fn home_uplink(lab: &Lab, backend: &Backend<'_>, s: &Settings, r: &mut Results) 
         });
     }
     Ok(())
+}
+
+/// The leaf qdisc that actually ran: `leaf`, or HTB's default pfifo when the kernel refused it
+/// (the apply note lists what was refused), so titles never name a qdisc that did not run.
+fn leaf_that_ran(leaf: &str, kernel_note: &str) -> String {
+    let kind = leaf.split_whitespace().next().unwrap_or(leaf);
+    match kernel_note.split_once("refused: ") {
+        Some((_, refused)) if refused.contains(kind) => format!("pfifo (the kernel refused {kind})"),
+        _ => leaf.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod leaf_tests {
+    use super::leaf_that_ran;
+
+    #[test]
+    fn a_refused_leaf_is_named_as_refused() {
+        let note =
+            "burst policy TcDefault; refused: qdisc fq_codel 10: (Error: Specified qdisc kind is unknown.)";
+        assert_eq!(leaf_that_ran("fq_codel", note), "pfifo (the kernel refused fq_codel)");
+        assert_eq!(leaf_that_ran("fq_codel", "burst policy TcDefault"), "fq_codel");
+        assert_eq!(leaf_that_ran("pfifo limit 1000", note), "pfifo limit 1000");
+    }
 }
