@@ -330,13 +330,7 @@ impl Qdisc for Prio {
         s.backlog_bytes = 0;
         s.qlen = 0;
         for b in &self.bands {
-            let c = b.stats();
-            s.bytes += c.bytes;
-            s.packets += c.packets;
-            s.drops += c.drops;
-            s.overlimits += c.overlimits;
-            s.backlog_bytes += c.backlog_bytes;
-            s.qlen += c.qlen;
+            s.add_counts(&b.stats());
         }
         s
     }

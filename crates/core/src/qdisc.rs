@@ -99,6 +99,16 @@ pub struct QdiscStats {
 }
 
 impl QdiscStats {
+    /// Adds a child's or an earlier generation's counters (requeues excepted: whether those
+    /// count is the caller's choice, as prio leaves its bands' requeues out).
+    pub fn add_counts(&mut self, other: &QdiscStats) {
+        self.bytes += other.bytes;
+        self.packets += other.packets;
+        self.drops += other.drops;
+        self.overlimits += other.overlimits;
+        self.backlog_bytes += other.backlog_bytes;
+        self.qlen += other.qlen;
+    }
     /// Records a dequeued packet.
     pub fn on_dequeue(&mut self, pkt: &Packet) {
         self.bytes += pkt.len as u64;

@@ -378,11 +378,6 @@ fn collect(q: &mut dyn Qdisc, out: &mut VecDeque<Dropped>, c: &mut EngineStats) 
 }
 
 fn add_stats(a: &mut QdiscStats, b: &QdiscStats) {
-    a.bytes += b.bytes;
-    a.packets += b.packets;
-    a.drops += b.drops;
-    a.overlimits += b.overlimits;
+    a.add_counts(b);
     a.requeues += b.requeues;
-    a.backlog_bytes += b.backlog_bytes;
-    a.qlen += b.qlen;
 }
