@@ -11,21 +11,14 @@ use sluice_lab::traffic::{self, Direction, Endpoints, Window};
 use std::collections::HashMap;
 use std::time::Duration;
 
+mod common;
+use common::lab_or_skip;
+
 fn netns_or_skip(test: &str) -> bool {
     match netns::netns_available() {
         Ok(()) => true,
         Err(why) => {
             eprintln!("\n*** SKIPPING {test}: network namespaces unavailable ({why}) ***\n");
-            false
-        }
-    }
-}
-
-fn lab_or_skip(test: &str) -> bool {
-    match sluice_lab::testbed::testbed_available(&LabOptions::default()) {
-        Ok(()) => true,
-        Err(why) => {
-            eprintln!("\n*** SKIPPING {test}: the netns lab cannot be built here ({why}) ***\n");
             false
         }
     }

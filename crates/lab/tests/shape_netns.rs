@@ -11,15 +11,8 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-fn netns_or_skip(test: &str) -> bool {
-    match sluice_lab::testbed::testbed_available(&LabOptions::default()) {
-        Ok(()) => true,
-        Err(why) => {
-            eprintln!("\n*** SKIPPING {test}: the netns lab cannot be built here ({why}) ***\n");
-            false
-        }
-    }
-}
+mod common;
+use common::lab_or_skip;
 
 struct Guard(Lab, Arc<AtomicBool>);
 impl Drop for Guard {
@@ -65,7 +58,7 @@ fn start(
 
 #[test]
 fn shapes_real_tcp_to_the_configured_rate_and_reloads() {
-    if !netns_or_skip("shapes_real_tcp_to_the_configured_rate_and_reloads") {
+    if !lab_or_skip("shapes_real_tcp_to_the_configured_rate_and_reloads") {
         return;
     }
     let lab = Lab::new("tshape").unwrap();
@@ -132,7 +125,7 @@ fn shapes_real_tcp_to_the_configured_rate_and_reloads() {
 
 #[test]
 fn udp_flood_is_held_to_rate_and_the_loop_survives_a_vanishing_interface() {
-    if !netns_or_skip("udp_flood_is_held_to_rate_and_the_loop_survives_a_vanishing_interface") {
+    if !lab_or_skip("udp_flood_is_held_to_rate_and_the_loop_survives_a_vanishing_interface") {
         return;
     }
     let lab = Lab::new("tflood").unwrap();
@@ -164,7 +157,7 @@ fn udp_flood_is_held_to_rate_and_the_loop_survives_a_vanishing_interface() {
 
 #[test]
 fn filters_from_a_tc_script_steer_traffic_on_the_live_path() {
-    if !netns_or_skip("filters_from_a_tc_script_steer_traffic_on_the_live_path") {
+    if !lab_or_skip("filters_from_a_tc_script_steer_traffic_on_the_live_path") {
         return;
     }
     let lab = Lab::new("tfilt").unwrap();
