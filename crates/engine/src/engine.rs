@@ -175,9 +175,7 @@ impl Engine {
             Ok(()) => Verdict::Queued,
             Err(d) => {
                 self.c.enqueue_drops += 1;
-                self.c.dropped += 1;
-                self.dropped.push_back(d);
-                Verdict::Dropped(d.reason)
+                self.drop_now(d.pkt, d.reason)
             }
         };
         collect(&mut *self.current, &mut self.dropped, &mut self.c);
@@ -302,12 +300,11 @@ impl Engine {
     pub fn flush(&mut self, now: Time) -> usize {
         self.observe(now);
         let mut n = 0;
-        while let Some(mut old) = self.draining.pop_front() {
+        while let Some(old) = self.draining.front_mut() {
             let held = old.reset();
             n += held.len();
             self.flush_packets(held);
-            collect(&mut *old, &mut self.dropped, &mut self.c);
-            add_stats(&mut self.retired, &old.stats());
+            self.retire_front();
         }
         let held = self.current.reset();
         n += held.len();
