@@ -94,6 +94,8 @@ fn verdict(v: Verdict) -> CoreVerdict {
         Verdict::Continue => CoreVerdict::Continue,
         Verdict::Reclassify => CoreVerdict::Reclassify,
         Verdict::Pipe => CoreVerdict::Pipe,
+        // Only mirred returns it, and mirred is not built yet.
+        Verdict::Stolen => CoreVerdict::Drop,
     }
 }
 
@@ -111,6 +113,7 @@ fn actions(a: &[Action]) -> Result<Actions, BuildError> {
                 conform: verdict(p.conform),
                 ..PoliceConfig::default()
             })?),
+            Action::Mirred(_) => return Err(BuildError::Unsupported("the mirred action".into())),
         });
     }
     Ok(Actions::new(v))

@@ -201,6 +201,7 @@ fn action_args(actions: &[Action]) -> String {
                 let _ =
                     write!(s, " conform-exceed {}/{} index {}", p.exceed.name(), p.conform.name(), p.index);
             }
+            Action::Mirred(m) => s.push_str(&crate::tc::mirred::args(m)),
         }
     }
     s

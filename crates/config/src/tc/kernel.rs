@@ -668,11 +668,26 @@ pub fn filter_modify(state: &mut State, c: &FilterCmd) -> Result<Vec<String>, Tc
         }
     };
     let mut actions = spec.actions.clone();
+    for a in &actions {
+        if let Action::Mirred(m) = a {
+            if !names.contains(&m.dev) {
+                // tc resolves the name itself before sending anything.
+                return Err(TcError::usage(
+                    format!(
+                        "Cannot find device \"{}\"\nbad action parsing\nparse_action: bad value (mirred)!\nIllegal \"action\"",
+                        m.dev
+                    ),
+                    None,
+                ));
+            }
+        }
+    }
     let mut next = next_action_index(gact_count);
     for a in &mut actions {
         let idx = match a {
             Action::Gact { index, .. } => index,
             Action::Police(p) => &mut p.index,
+            Action::Mirred(m) => &mut m.index,
         };
         if *idx == 0 {
             *idx = next;

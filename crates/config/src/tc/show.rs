@@ -558,6 +558,7 @@ fn action_text(actions: &[Action]) -> String {
                     p.conform.name()
                 );
             }
+            Action::Mirred(m) => super::mirred::show(&mut s, i + 1, m),
         }
     }
     s
