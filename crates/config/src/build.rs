@@ -100,6 +100,8 @@ fn verdict(v: Verdict) -> CoreVerdict {
         Verdict::Trap => CoreVerdict::Drop,
         Verdict::Goto(n) => CoreVerdict::GotoChain(n),
         Verdict::Jump(n) => CoreVerdict::Jump(n),
+        // Only mirred returns it, and mirred is not built yet.
+        Verdict::Stolen => CoreVerdict::Drop,
     }
 }
 
@@ -130,6 +132,7 @@ fn actions(a: &[Action]) -> Result<Actions, BuildError> {
                 conform: verdict(p.conform),
                 ..PoliceConfig::default()
             })?),
+            Action::Mirred(_) => return Err(BuildError::Unsupported("the mirred action".into())),
         });
     }
     Ok(Actions::new(v))

@@ -730,6 +730,9 @@ pub enum Verdict {
     Reclassify,
     /// Go to the next action.
     Pipe,
+    /// The action took the packet (`TC_ACT_STOLEN`): mirred's default after a redirect. tc prints
+    /// it but does not parse it.
+    Stolen,
     /// Hand to the CPU (hardware paths); dropped in software (`trap`).
     Trap,
     /// Continue with the first filter of a chain (`goto chain N`).
@@ -747,6 +750,7 @@ impl Verdict {
             Verdict::Continue => "continue",
             Verdict::Reclassify => "reclassify",
             Verdict::Pipe => "pipe",
+            Verdict::Stolen => "stolen",
             Verdict::Trap => "trap",
             Verdict::Goto(_) => "goto",
             Verdict::Jump(_) => "jump",
@@ -770,6 +774,7 @@ impl Verdict {
             Verdict::Reclassify => 1,
             Verdict::Drop => 2,
             Verdict::Pipe => 3,
+            Verdict::Stolen => 4,
             Verdict::Trap => 8,
             Verdict::Jump(n) => (1 << 28) | (n & 0x0FFF_FFFF) as i32,
             Verdict::Goto(c) => (2 << 28) | (c & 0x0FFF_FFFF) as i32,
@@ -793,6 +798,8 @@ pub enum Action {
     },
     /// Policer.
     Police(PoliceOpts),
+    /// Mirror or redirect to a device (`action mirred egress redirect dev ifb0`).
+    Mirred(MirredOpts),
     /// Packet metadata editor.
     Skbedit(SkbeditOpts),
 }
@@ -804,6 +811,7 @@ impl Action {
             Action::Gact { .. } => "gact",
             Action::Police(_) => "police",
             Action::Skbedit(_) => "skbedit",
+            Action::Mirred(_) => "mirred",
         }
     }
 
@@ -813,6 +821,7 @@ impl Action {
             Action::Gact { index, .. } => *index,
             Action::Police(p) => p.index,
             Action::Skbedit(k) => k.index,
+            Action::Mirred(m) => m.index,
         }
     }
 
@@ -822,6 +831,7 @@ impl Action {
             Action::Gact { index, .. } => *index = i,
             Action::Police(p) => p.index = i,
             Action::Skbedit(k) => k.index = i,
+            Action::Mirred(m) => m.index = i,
         }
     }
 }
@@ -924,4 +934,67 @@ pub struct PoliceOpts {
 
 fn is_zero_u16(v: &u16) -> bool {
     *v == 0
+}
+
+/// Which path of the target device a mirred action hands the packet to.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MirredDirection {
+    /// The device's transmit path: its root qdisc (`egress`).
+    #[default]
+    Egress,
+    /// The device's receive path: its ingress hook (`ingress`).
+    Ingress,
+}
+
+/// Whether mirred moves the packet or sends a copy.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MirredMode {
+    /// The packet leaves this path for the target (`redirect`; default verdict `stolen`).
+    #[default]
+    Redirect,
+    /// A copy goes to the target, the original goes on (`mirror`; default verdict `pipe`).
+    Mirror,
+}
+
+/// Mirred action options: `mirred DIRECTION MODE dev TARGET [VERDICT] [index N]`.
+/// The kernel's `tc_mirred.eaction` is the pair (direction, mode): `TCA_EGRESS_REDIR` 1,
+/// `TCA_EGRESS_MIRROR` 2, `TCA_INGRESS_REDIR` 3, `TCA_INGRESS_MIRROR` 4.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct MirredOpts {
+    /// Egress (the target's root qdisc) or ingress (the target's ingress hook).
+    pub direction: MirredDirection,
+    /// Redirect or mirror.
+    pub mode: MirredMode,
+    /// Target device name (tc resolves it to an ifindex when the action is made).
+    pub dev: String,
+    /// Control action returned after mirred ran (`tc_gen.action`): `stolen` for a redirect
+    /// (tc offers no other), `pipe` by default for a mirror.
+    pub verdict: Verdict,
+    /// Action index (0: the kernel hands out the next free one).
+    #[serde(default)]
+    pub index: u32,
+}
+
+impl MirredOpts {
+    /// The kernel's `eaction` value (`TCA_EGRESS_REDIR` ... `TCA_INGRESS_MIRROR`).
+    pub fn eaction(&self) -> u32 {
+        match (self.direction, self.mode) {
+            (MirredDirection::Egress, MirredMode::Redirect) => 1,
+            (MirredDirection::Egress, MirredMode::Mirror) => 2,
+            (MirredDirection::Ingress, MirredMode::Redirect) => 3,
+            (MirredDirection::Ingress, MirredMode::Mirror) => 4,
+        }
+    }
+
+    /// How `tc` names the pair: `Egress Redirect`, `Ingress Mirror`, ...
+    pub fn description(&self) -> &'static str {
+        match (self.direction, self.mode) {
+            (MirredDirection::Egress, MirredMode::Redirect) => "Egress Redirect",
+            (MirredDirection::Egress, MirredMode::Mirror) => "Egress Mirror",
+            (MirredDirection::Ingress, MirredMode::Redirect) => "Ingress Redirect",
+            (MirredDirection::Ingress, MirredMode::Mirror) => "Ingress Mirror",
+        }
+    }
 }

@@ -242,6 +242,7 @@ pub fn filter_label(f: &FilterNode) -> String {
                     s.push_str(&format!(" mark {m:#x}"));
                 }
             }
+            Action::Mirred(m) => s.push_str(&format!(" → {} {}", m.description().to_lowercase(), m.dev)),
         }
     }
     s

@@ -77,7 +77,7 @@ fn tdc_more_actions_pass() {
         eprintln!("SKIPPED: tdc-more not found (set SLUICE_TDC_MORE_DIR)");
         return;
     };
-    for file in ["actions/gact.json", "actions/police.json", "actions/skbedit.json"] {
+    for file in ["actions/gact.json", "actions/police.json", "actions/skbedit.json", "actions/mirred.json"] {
         let r = run_tdc(&[dir.join(file)]).expect("readable");
         for c in &r.cases {
             if let Status::Fail(why) = &c.status {

@@ -28,7 +28,7 @@ const SKBEDIT_USAGE: &str = "Usage: ... skbedit <[QM] [PM] [MM] [PT] [IF]>\nQM =
 const ACT_USAGE: &str = "usage: tc actions <ACTSPECOP>*\nWhere: \tACTSPECOP := ACR | GD | FL\n\tACR := add | change | replace <ACTSPEC>*\n\tGD := get | delete | <ACTISPEC>*\n\tFL := ls | list | flush | <ACTNAMESPEC>\n\tACTNAMESPEC :=  action <ACTNAME>\n\tACTISPEC := <ACTNAMESPEC> <INDEXSPEC>\n\tACTSPEC := action <ACTDETAIL> [INDEXSPEC] [HWSTATSSPEC] [SKIPSPEC]\n\tINDEXSPEC := index <32 bit indexvalue>\n\tHWSTATSSPEC := hw_stats [ immediate | delayed | disabled ]\n\tSKIPSPEC := [ skip_sw | skip_hw ]\n\tACTDETAIL := <ACTNAME> <ACTPARAMS>\n\t\tExample ACTNAME is gact, mirred, bpf, etc\n\t\tEach action has its own parameters (ACTPARAMS)\n";
 
 /// Action kinds Sluice emulates.
-pub const KINDS: [&str; 3] = ["gact", "police", "skbedit"];
+pub const KINDS: [&str; 4] = ["gact", "police", "skbedit", "mirred"];
 
 /// One parsed action with the generic parts tc sends beside its options.
 #[derive(Clone, Debug, PartialEq)]
@@ -135,6 +135,7 @@ fn verdict_of_code(n: i64) -> Result<Verdict, TcError> {
         1 => Verdict::Reclassify,
         2 => Verdict::Drop,
         3 => Verdict::Pipe,
+        4 => Verdict::Stolen,
         8 => Verdict::Trap,
         n if (0..=8).contains(&n) => {
             return Err(TcError::fatal(format!("Sluice does not emulate the control action value {n}"), None))
@@ -172,6 +173,19 @@ fn parse_control(cur: &mut Cur, allow_num: bool) -> Result<Option<Verdict>, PErr
     };
     cur.pos += 1;
     Ok(Some(v))
+}
+
+/// tc's `parse_action_control_dflt`: a control word if one parses here (consumed), else
+/// nothing (and nothing consumed).
+pub(crate) fn control_or_default(cur: &mut Cur) -> Option<Verdict> {
+    let at = cur.pos;
+    match parse_control(cur, false) {
+        Ok(Some(v)) => Some(v),
+        _ => {
+            cur.pos = at;
+            None
+        }
+    }
 }
 
 /// A kernel refusal (`Error: MSG.`).
@@ -475,8 +489,7 @@ fn parse_skbedit(cur: &mut Cur) -> Result<ActionSpec, PErr> {
         ok += 1;
         flags += 1;
     }
-    // parse_action_control_dflt: a word that is not a control leaves `pipe`.
-    if let Some(v) = parse_control(cur, false).unwrap_or(None) {
+    if let Some(v) = control_or_default(cur) {
         k.verdict = v;
     }
     if cur.peek().is_some_and(|w| matches(w, "index")) {
@@ -571,6 +584,17 @@ pub(crate) fn parse_action_list(cur: &mut Cur, ctx: Ctx) -> Result<Vec<ActionSpe
                 parse_police_opts(cur)
             }
             "skbedit" => parse_skbedit(cur),
+            "mirred" => {
+                cur.pos += 1;
+                let m = super::mirred::parse_mirred(cur, at).map_err(|mut e| {
+                    if ctx == Ctx::Standalone && e.code == 1 {
+                        e.code = 255;
+                    }
+                    e
+                })?;
+                let bare = m.dev.is_empty();
+                Ok(ActionSpec { action: Action::Mirred(m), cookie: None, bare })
+            }
             k if is_unsupported_kind(k) => {
                 return Err(TcError::fatal(format!("Sluice does not emulate the {k} action"), Some(at)))
             }
@@ -764,6 +788,24 @@ fn now_ms() -> u64 {
         .unwrap_or(0)
 }
 
+/// tc's own check of a mirred target (it resolves the name before sending anything); every
+/// namespace has `lo`.
+fn check_target(state: &State, spec: &ActionSpec, ctx: Ctx) -> Result<(), TcError> {
+    if let Action::Mirred(m) = &spec.action {
+        if !spec.bare && m.dev != "lo" && !state.devices.iter().any(|d| d.name == m.dev) {
+            return Err(TcError {
+                code: if ctx == Ctx::Standalone { 255 } else { 1 },
+                message: format!(
+                    "Cannot find device \"{}\"\nbad action parsing\nparse_action: bad value (mirred)!\nIllegal \"action\"",
+                    m.dev
+                ),
+                arg: None,
+            });
+        }
+    }
+    Ok(())
+}
+
 /// The kernel's checks when it makes (or replaces) an action from `spec`; `in_filter`: a filter
 /// holds it (only then can a verdict `goto chain`).
 fn check_new(spec: &ActionSpec, in_filter: bool) -> Result<(), TcError> {
@@ -792,6 +834,12 @@ fn check_new(spec: &ActionSpec, in_filter: bool) -> Result<(), TcError> {
                 return Err(TcError::errno("Invalid argument"));
             }
         }
+        Action::Mirred(m) => {
+            goto_ok(m.verdict)?;
+            if spec.bare {
+                return Err(kernel_err("act_mirred: Unknown mirred option"));
+            }
+        }
     }
     Ok(())
 }
@@ -807,6 +855,9 @@ pub fn bind_filter_actions(
     let mut added = Vec::new();
     let mut out = Vec::new();
     for s in specs {
+        check_target(state, s, Ctx::Filter)?;
+    }
+    for s in specs {
         let kind = s.action.kind();
         let idx = s.action.index();
         if idx != 0 {
@@ -815,11 +866,7 @@ pub fn bind_filter_actions(
                 continue;
             }
         }
-        let mut err = check_new(s, true);
-        if let (Action::Police(_) | Action::Skbedit(_), true) = (&s.action, s.bare) {
-            err = Err(TcError::errno("Invalid argument"));
-        }
-        err?;
+        check_new(s, true)?;
         let mut a = s.action.clone();
         if idx == 0 {
             a.set_index(free_index(&table, kind).ok_or_else(|| TcError::errno("No space left on device"))?);
@@ -887,6 +934,9 @@ pub fn execute(
             // Check everything first: the kernel undoes the whole list when one action fails.
             let mut table = state.actions.clone();
             let mut writes: Vec<(Action, Option<String>, bool)> = Vec::new();
+            for s in specs {
+                check_target(state, s, Ctx::Standalone)?;
+            }
             for s in specs {
                 let kind = s.action.kind();
                 let mut a = s.action.clone();
@@ -1135,6 +1185,16 @@ fn print_body(out: &mut String, a: &Action, refs: u32, bind: u32, tm: &str, deta
             }
             let _ = writeln!(out, "\n\tref {refs} bind {bind} {tm}");
         }
+        Action::Mirred(m) => {
+            let _ = write!(
+                out,
+                "mirred ({} to device {}) {}\n\tindex {} ref {refs} bind {bind}{tm}\n",
+                m.description(),
+                m.dev,
+                m.verdict.text(),
+                m.index
+            );
+        }
         Action::Skbedit(k) => {
             out.push_str("skbedit ");
             if let Some(q) = k.queue_mapping {
@@ -1191,6 +1251,10 @@ pub fn filter_actions_text(state: &State, f: &FilterNode, opts: super::ShowOpts)
 pub fn action_words(a: &Action) -> String {
     let mut s = String::new();
     match a {
+        Action::Mirred(m) => {
+            let w = super::mirred::args(m);
+            s.push_str(w.trim_start().strip_prefix("action ").unwrap_or(&w));
+        }
         Action::Gact { verdict, index, random } => {
             let _ = write!(s, "gact {}", verdict.text());
             if let Some(r) = random {
