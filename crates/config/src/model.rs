@@ -227,6 +227,10 @@ pub struct FilterNode {
     /// Actions run on a match.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub actions: Vec<Action>,
+    /// The action is a policer given with the filter's own `police` keyword (the kernel's
+    /// `TCA_*_POLICE`, printed without `action order`).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub police_keyword: bool,
 }
 
 /// Link-layer framing for rate computations.

@@ -39,6 +39,9 @@ pub struct ActionSpec {
     pub cookie: Option<String>,
     /// Only `index N` was given (binds an existing action).
     pub bare: bool,
+    /// Given with the filter's own `police` keyword (the kernel's old `TCA_*_POLICE`: it then
+    /// takes the place of the filter's whole action list and prints without `action order`).
+    pub compat: bool,
 }
 
 /// Where an action list is parsed: a failed kind parser makes `tc actions` exit 255 and
@@ -224,6 +227,7 @@ fn parse_gact(cur: &mut Cur) -> Result<ActionSpec, PErr> {
             action: Action::Gact { verdict: Verdict::Pass, index, random: None },
             cookie: None,
             bare: true,
+            compat: false,
         });
     }
     let verdict = match parse_control(cur, false)? {
@@ -267,7 +271,12 @@ fn parse_gact(cur: &mut Cur) -> Result<ActionSpec, PErr> {
             return Err(gact_usage(""));
         }
     }
-    Ok(ActionSpec { action: Action::Gact { verdict, index, random }, cookie: None, bare: false })
+    Ok(ActionSpec {
+        action: Action::Gact { verdict, index, random },
+        cookie: None,
+        bare: false,
+        compat: false,
+    })
 }
 
 fn size_value(v: &str, what: &str, at: usize) -> Result<u32, TcError> {
@@ -436,7 +445,7 @@ fn parse_police_opts(cur: &mut Cur) -> Result<ActionSpec, PErr> {
         p.conform = c;
     }
     let bare = p.rate == 0 && avrate.is_none() && mtu.is_none() && pps.is_none();
-    Ok(ActionSpec { action: Action::Police(p), cookie: None, bare })
+    Ok(ActionSpec { action: Action::Police(p), cookie: None, bare, compat: false })
 }
 
 /// `skbedit` options after the word `skbedit`.
@@ -501,7 +510,7 @@ fn parse_skbedit(cur: &mut Cur) -> Result<ActionSpec, PErr> {
     if ok == 0 {
         return Err(PErr::Fail(SKBEDIT_USAGE.into()));
     }
-    Ok(ActionSpec { action: Action::Skbedit(k), cookie: None, bare: flags == 0 })
+    Ok(ActionSpec { action: Action::Skbedit(k), cookie: None, bare: flags == 0, compat: false })
 }
 
 /// The filter's `police` keyword: the policer options after it.
@@ -593,7 +602,7 @@ pub(crate) fn parse_action_list(cur: &mut Cur, ctx: Ctx) -> Result<Vec<ActionSpe
                     e
                 })?;
                 let bare = m.dev.is_empty();
-                Ok(ActionSpec { action: Action::Mirred(m), cookie: None, bare })
+                Ok(ActionSpec { action: Action::Mirred(m), cookie: None, bare, compat: false })
             }
             k if is_unsupported_kind(k) => {
                 return Err(TcError::fatal(format!("Sluice does not emulate the {k} action"), Some(at)))
@@ -854,6 +863,11 @@ pub fn bind_filter_actions(
     let mut table: Vec<ActionEntry> = state.actions.clone();
     let mut added = Vec::new();
     let mut out = Vec::new();
+    // With the `police` keyword the kernel takes that policer alone (`tcf_exts_validate`).
+    let specs = match specs.iter().rposition(|s| s.compat) {
+        Some(p) => &specs[p..=p],
+        None => specs,
+    };
     for s in specs {
         check_target(state, s, Ctx::Filter)?;
     }
@@ -1233,7 +1247,15 @@ pub fn filter_actions_text(state: &State, f: &FilterNode, opts: super::ShowOpts)
     let mut s = String::new();
     let now = now_ms();
     for (i, a) in f.actions.iter().enumerate() {
-        let _ = write!(s, "\n\taction order {}: ", i + 1);
+        if f.police_keyword {
+            // `TCA_*_POLICE`: the policer alone, on a line of its own after u32's and basic's
+            // selectors, right after the class for fw and flow.
+            if matches!(f.opts, FilterOpts::U32(_) | FilterOpts::Basic(_)) {
+                s.push('\n');
+            }
+        } else {
+            let _ = write!(s, "\n\taction order {}: ", i + 1);
+        }
         match position(&state.actions, a.kind(), a.index()) {
             Some(p) => print_action(&mut s, state, &state.actions[p], Dump::Filter, opts, now),
             // A state made without the table (an older state file): the filter holds it alone.

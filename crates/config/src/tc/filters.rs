@@ -515,5 +515,5 @@ fn parse_actions(cur: &mut Cur, out: &mut Vec<ActionSpec>) -> Result<(), TcError
 /// The filter's `police` keyword: a policer action.
 fn parse_police(cur: &mut Cur) -> Result<ActionSpec, TcError> {
     let p = super::actions::parse_police_keyword(cur, Ctx::Filter)?;
-    Ok(ActionSpec { action: Action::Police(p), cookie: None, bare: false })
+    Ok(ActionSpec { action: Action::Police(p), cookie: None, bare: false, compat: true })
 }

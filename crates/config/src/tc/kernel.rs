@@ -678,7 +678,9 @@ fn filter_modify_inner(
             c.protocol.unwrap_or(ETH_P_ALL)
         }
     };
+    let police_keyword = spec.actions.iter().any(|a| a.compat);
     let mk = |opts: FilterOpts, handle: u32, prio: u16, actions: Vec<Action>| FilterNode {
+        police_keyword,
         parent: block,
         chain,
         prio,
@@ -847,7 +849,9 @@ fn u32_change_inner(
     devices: &[String],
 ) -> Result<(), TcError> {
     // Hash tables hold no actions (the kernel's tc_u_hnode has none); key nodes do.
+    let police_keyword = spec.actions.iter().any(|a| a.compat);
     let node = |opts: FilterOpts, handle, prio| FilterNode {
+        police_keyword: police_keyword && !matches!(opts, FilterOpts::U32Table { .. }),
         parent: block,
         chain,
         prio,
