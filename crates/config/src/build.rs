@@ -411,6 +411,31 @@ mod tests {
     }
 
     #[test]
+    fn skbedit_mark_feeds_fw_and_priority_picks_the_class_below() {
+        use sluice_core::classify::ClassifyOutcome;
+        // skbedit mark + continue: the next filter (fw) reads the new mark.
+        let s = load("tc qdisc add dev e root handle 1: htb default 10\ntc class add dev e parent 1: classid 1:10 htb rate 1mbit\ntc class add dev e parent 1: classid 1:20 htb rate 1mbit\ntc filter add dev e parent 1: protocol all prio 1 matchall action skbedit mark 5 continue\ntc filter add dev e parent 1: protocol all prio 2 handle 5 fw classid 1:20\n");
+        let mut b = build_device(&s, "e").unwrap();
+        let mut p = Packet::new(1000, 1);
+        assert_eq!(
+            b.classifier.classify(&mut p, &Default::default(), &[], Time::ZERO),
+            ClassifyOutcome::Enqueue
+        );
+        assert_eq!(p.mark, 5);
+        assert_eq!(p.class_for(1), Some(Handle::new(1, 0x20)));
+        // skbedit priority in the prio's filter: the HTB below takes skb->priority as its class.
+        let s = load("tc qdisc add dev e root handle 1: prio\ntc qdisc add dev e parent 1:2 handle 10: htb default 1\ntc class add dev e parent 10: classid 10:1 htb rate 1mbit\ntc class add dev e parent 10: classid 10:2 htb rate 1mbit\ntc filter add dev e parent 1: protocol all prio 1 matchall classid 1:2 action skbedit priority 10:2\n");
+        let mut b = build_device(&s, "e").unwrap();
+        let mut p = Packet::new(1000, 2);
+        assert_eq!(
+            b.classifier.classify(&mut p, &Default::default(), &[], Time::ZERO),
+            ClassifyOutcome::Enqueue
+        );
+        assert_eq!(p.priority, 0x0010_0002);
+        assert_eq!(p.class_for(0x10), Some(Handle::new(0x10, 2)));
+    }
+
+    #[test]
     fn builds_the_home_example_and_shapes() {
         let text =
             std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/home-003.tc"))

@@ -826,10 +826,10 @@ fn check_new(spec: &ActionSpec, in_filter: bool) -> Result<(), TcError> {
     };
     match &spec.action {
         Action::Gact { verdict, random, .. } => {
-            goto_ok(*verdict)?;
-            if let Some(r) = random {
-                goto_ok(r.verdict)?;
+            if random.is_some_and(|r| matches!(r.verdict, Verdict::Goto(_))) {
+                return Err(kernel_err("goto chain not allowed on fallback"));
             }
+            goto_ok(*verdict)?;
         }
         Action::Police(p) => {
             goto_ok(p.exceed)?;
