@@ -8,6 +8,7 @@ pub mod args;
 pub mod error;
 pub mod filters;
 pub mod kernel;
+pub mod netem;
 pub mod show;
 
 pub use args::{parse_command, parse_command_in, Grammar, TcCmd, Verb};
