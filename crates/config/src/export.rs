@@ -56,6 +56,7 @@ pub fn qdisc_args(o: &QdiscOpts) -> String {
                 s.push_str(" offload");
             }
         }
+        QdiscOpts::Netem(n) => s.push_str(&crate::tc::netem::export_args(n)),
         QdiscOpts::Tbf(t) => {
             let _ = write!(s, " rate {}bit burst {} limit {}", t.rate, t.burst, t.limit);
             if let Some(p) = t.peakrate {

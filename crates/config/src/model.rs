@@ -259,6 +259,8 @@ pub enum QdiscOpts {
     Codel(CodelOpts),
     /// Flow queueing with CoDel.
     FqCodel(FqCodelOpts),
+    /// Network emulator.
+    Netem(NetemOpts),
     /// Deficit round robin.
     Drr,
     /// Ingress hook.
@@ -281,6 +283,7 @@ impl QdiscOpts {
             QdiscOpts::Sfq(_) => "sfq",
             QdiscOpts::Codel(_) => "codel",
             QdiscOpts::FqCodel(_) => "fq_codel",
+            QdiscOpts::Netem(_) => "netem",
             QdiscOpts::Drr => "drr",
             QdiscOpts::Ingress => "ingress",
             QdiscOpts::Clsact => "clsact",
@@ -294,6 +297,7 @@ impl QdiscOpts {
             QdiscOpts::Prio(_)
                 | QdiscOpts::Htb(_)
                 | QdiscOpts::Tbf(_)
+                | QdiscOpts::Netem(_)
                 | QdiscOpts::Drr
                 | QdiscOpts::PfifoFast
         )
@@ -451,6 +455,173 @@ pub struct CodelOpts {
     pub ce_threshold: Option<u32>,
     /// ECN marking (off).
     pub ecn: Option<bool>,
+}
+
+/// netem options as the kernel keeps them (probabilities scaled to `u32::MAX`; times in ns
+/// after tc's conversion to scheduler ticks). See [`crate::tc::netem`].
+#[serde_with::skip_serializing_none]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NetemOpts {
+    /// Packets held at most (1000).
+    pub limit: u32,
+    /// Mean delay, ns.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub latency: u64,
+    /// Jitter, ns.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub jitter: u64,
+    /// Random loss probability (the legacy model).
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub loss: u32,
+    /// Reorder gap.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub gap: u32,
+    /// Duplication probability.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub duplicate: u32,
+    /// Correlations of delay, loss and duplication (kept by `change` when not sent).
+    pub corr: Option<NetemCorr>,
+    /// Reorder probability and correlation (kept by `change` when not sent).
+    pub reorder: Option<NetemProb>,
+    /// Corruption probability and correlation (kept by `change` when not sent).
+    pub corrupt: Option<NetemProb>,
+    /// The 4-state or Gilbert-Elliott loss model (absent: random loss).
+    pub loss_model: Option<NetemLoss>,
+    /// Serialisation rate (kept by `change` when not sent).
+    pub rate: Option<NetemRateOpts>,
+    /// Mark instead of dropping (kept by `change`: tc never sends it off).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub ecn: bool,
+    /// Slotting (kept by `change` when not sent).
+    pub slot: Option<NetemSlotOpts>,
+    /// Delay distribution (kept by `change` when not sent).
+    pub distribution: Option<NetemDist>,
+    /// Slot distribution (kept by `change` when not sent).
+    pub slot_distribution: Option<NetemDist>,
+}
+
+impl Default for NetemOpts {
+    fn default() -> Self {
+        NetemOpts {
+            limit: 1000,
+            latency: 0,
+            jitter: 0,
+            loss: 0,
+            gap: 0,
+            duplicate: 0,
+            corr: None,
+            reorder: None,
+            corrupt: None,
+            loss_model: None,
+            rate: None,
+            ecn: false,
+            slot: None,
+            distribution: None,
+            slot_distribution: None,
+        }
+    }
+}
+
+fn is_zero_u64(v: &u64) -> bool {
+    *v == 0
+}
+
+/// `struct tc_netem_corr`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NetemCorr {
+    /// Delay correlation.
+    pub delay: u32,
+    /// Loss correlation.
+    pub loss: u32,
+    /// Duplication correlation.
+    pub duplicate: u32,
+}
+
+/// A probability with its correlation (`tc_netem_reorder`, `tc_netem_corrupt`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NetemProb {
+    /// Probability.
+    pub probability: u32,
+    /// Correlation.
+    pub correlation: u32,
+}
+
+/// netem's correlated loss models.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "model", rename_all = "snake_case")]
+pub enum NetemLoss {
+    /// `loss state p13 p31 p32 p23 p14` (the 4-state Markov model).
+    State {
+        /// Good to burst loss.
+        p13: u32,
+        /// Burst loss to good.
+        p31: u32,
+        /// Burst loss to burst reception.
+        p32: u32,
+        /// Burst reception to burst loss.
+        p23: u32,
+        /// Good to isolated loss.
+        p14: u32,
+    },
+    /// `loss gemodel p r 1-h 1-k` with `h` as the kernel keeps it.
+    Gemodel {
+        /// Good to bad.
+        p: u32,
+        /// Bad to good.
+        r: u32,
+        /// Delivery probability in the bad state.
+        h: u32,
+        /// Loss probability in the good state.
+        k1: u32,
+    },
+}
+
+/// `struct tc_netem_rate` (with the 64-bit rate).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NetemRateOpts {
+    /// Bytes per second.
+    pub bytes_per_sec: u64,
+    /// Added to each packet.
+    #[serde(default, skip_serializing_if = "is_zero_i32")]
+    pub packet_overhead: i32,
+    /// Cell size.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub cell_size: u32,
+    /// Added to each cell.
+    #[serde(default, skip_serializing_if = "is_zero_i32")]
+    pub cell_overhead: i32,
+}
+
+/// `struct tc_netem_slot` (times in ns).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NetemSlotOpts {
+    /// Shortest gap between slots.
+    pub min_delay: i64,
+    /// Longest gap.
+    pub max_delay: i64,
+    /// Packets per slot (0: no limit).
+    #[serde(default, skip_serializing_if = "is_zero_i32")]
+    pub max_packets: i32,
+    /// Bytes per slot (0: no limit).
+    #[serde(default, skip_serializing_if = "is_zero_i32")]
+    pub max_bytes: i32,
+    /// Mean gap with a table.
+    #[serde(default)]
+    pub dist_delay: i64,
+    /// Gap deviation with a table.
+    #[serde(default)]
+    pub dist_jitter: i64,
+}
+
+/// A distribution table by name; `table` holds a user table's values (empty for the built-in
+/// `normal`, `pareto` and `paretonormal`, which are computed).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NetemDist {
+    /// The name given to tc.
+    pub name: String,
+    /// The values of a table read from a file.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub table: Vec<i16>,
 }
 
 /// fq_codel options.

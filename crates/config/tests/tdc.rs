@@ -76,3 +76,21 @@ fn tdc_more_fifo_passes_and_the_rest_is_reported() {
         }
     }
 }
+
+/// `tdc-more/qdiscs/netem.json` passes at ≥ 95%.
+#[test]
+fn tdc_more_netem_passes() {
+    let Some(dir) = more() else {
+        eprintln!("SKIPPED: tdc-more not found (set SLUICE_TDC_MORE_DIR)");
+        return;
+    };
+    let r = run_tdc(&[dir.join("qdiscs/netem.json")]).expect("netem.json readable");
+    for c in &r.cases {
+        if let Status::Fail(why) = &c.status {
+            eprintln!("FAIL {} {}: {}", c.id, c.name, why);
+        }
+    }
+    let (p, f, s) = r.counts();
+    eprintln!("qdiscs/netem.json: {p} passed, {f} failed, {s} skipped");
+    assert!(p + f >= 19 && r.pass_rate() >= 95.0, "netem.json pass rate {:.1}%", r.pass_rate());
+}

@@ -514,6 +514,7 @@ fn parse_qdisc_opts(kind: &str, cur: &mut Cur) -> Result<Option<QdiscOpts>, TcEr
         "sfq" => QdiscOpts::Sfq(parse_sfq(cur)?),
         "codel" => QdiscOpts::Codel(parse_codel(cur)?),
         "fq_codel" => QdiscOpts::FqCodel(parse_fq_codel(cur)?),
+        "netem" => QdiscOpts::Netem(super::netem::parse(cur)?),
         _ => return Ok(None),
     }))
 }
@@ -932,8 +933,8 @@ fn parse_class(verb: Verb, cur: &mut Cur) -> Result<ClassCmd, TcError> {
                 }
                 ClassOpts::Drr { quantum }
             }
-            "prio" | "pfifo_fast" | "tbf" | "sfq" | "codel" | "fq_codel" | "pfifo" | "bfifo" | "ingress"
-            | "clsact" => {
+            "prio" | "pfifo_fast" | "tbf" | "netem" | "sfq" | "codel" | "fq_codel" | "pfifo" | "bfifo"
+            | "ingress" | "clsact" => {
                 return Err(TcError::usage(format!("Error: Qdisc \"{k}\" is classless."), Some(ki)));
             }
             _ => {

@@ -32,6 +32,8 @@ pub fn class_exists(dev: &Device, q: &QdiscNode, classid: Handle) -> bool {
         QdiscOpts::Prio(p) => minor >= 1 && minor <= p.bands,
         QdiscOpts::PfifoFast => false,
         QdiscOpts::Tbf(_) => minor == 1,
+        // netem_find: every minor names its one class.
+        QdiscOpts::Netem(_) => true,
         QdiscOpts::Htb(_) | QdiscOpts::Drr => dev.class(classid).is_some(),
         _ => false,
     }
@@ -42,6 +44,7 @@ fn has_class_ops(q: &QdiscNode) -> bool {
         q.opts,
         QdiscOpts::Prio(_)
             | QdiscOpts::Tbf(_)
+            | QdiscOpts::Netem(_)
             | QdiscOpts::Htb(_)
             | QdiscOpts::Drr
             | QdiscOpts::Sfq(_)
@@ -209,6 +212,9 @@ pub fn qdisc_modify(state: &mut State, c: &QdiscCmd) -> Result<Vec<String>, TcEr
             return Err(TcError::errno("Invalid argument"));
         }
         let opts = validate_qdisc(dev, opts, None)?;
+        if let QdiscOpts::Netem(n) = &opts {
+            super::netem::check_in_tree(dev, graft_old, n)?;
+        }
         let new_handle = if !handle.is_unspec() {
             handle
         } else {
@@ -236,6 +242,9 @@ pub fn qdisc_modify(state: &mut State, c: &QdiscCmd) -> Result<Vec<String>, TcEr
         return Ok(Vec::new());
     };
     let merged = validate_qdisc(dev, new, Some(&old.opts))?;
+    if let QdiscOpts::Netem(n) = &merged {
+        super::netem::check_in_tree(dev, Some(qh), n)?;
+    }
     if let Some(q) = dev.qdiscs.iter_mut().find(|q| q.handle == qh) {
         q.opts = merged;
     }
@@ -252,6 +261,13 @@ fn validate_qdisc(dev: &Device, new: QdiscOpts, old: Option<&QdiscOpts>) -> Resu
                 return Err(einval());
             }
             QdiscOpts::Prio(p)
+        }
+        (QdiscOpts::Netem(n), old) => {
+            let old = match old {
+                Some(QdiscOpts::Netem(o)) => Some(o),
+                _ => None,
+            };
+            QdiscOpts::Netem(super::netem::kernel_change(n, old)?)
         }
         (QdiscOpts::Tbf(t), _) => {
             if let Some(pk) = t.peakrate {

@@ -9,6 +9,7 @@ pub mod error;
 pub mod filters;
 pub mod kernel;
 pub mod mirred;
+pub mod netem;
 pub mod show;
 
 pub use args::{parse_command, parse_command_in, Grammar, TcCmd, Verb};

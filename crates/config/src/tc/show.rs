@@ -120,6 +120,7 @@ pub fn qdisc_options(dev: &Device, q: &QdiscOpts, d: bool) -> String {
             }
         }
         QdiscOpts::Tbf(t) => tbf_opts(&mut s, t, d),
+        QdiscOpts::Netem(n) => s.push_str(&super::netem::print_opts(n)),
         QdiscOpts::Sfq(q) => {
             // sch_sfq's sfq_change: flows and divisor cap maxflows; only a given limit is
             // capped by depth * flows and caps maxflows in turn.
@@ -379,6 +380,16 @@ pub fn show_classes(out: &mut String, dev: &Device, o: ShowOpts, only_parent: Op
                 format!("parent {} ", classid_str(q.handle)),
                 None,
             )),
+            // netem_dump_class: its one class exists only while it has a child qdisc.
+            QdiscOpts::Netem(_) => {
+                if dev.qdiscs.iter().any(|c| c.parent != H_ROOT && c.parent.qdisc() == q.handle) {
+                    lines.push((
+                        Handle::new(q.handle.major(), 1),
+                        format!("parent {} ", classid_str(q.handle)),
+                        None,
+                    ));
+                }
+            }
             QdiscOpts::Htb(_) | QdiscOpts::Drr => {
                 let cls: Vec<&ClassNode> =
                     dev.classes.iter().filter(|c| c.classid.qdisc() == q.handle).collect();
