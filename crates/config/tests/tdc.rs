@@ -76,3 +76,25 @@ fn tdc_more_fifo_passes_and_the_rest_is_reported() {
         }
     }
 }
+
+/// `qdiscs/drr.json` and `qdiscs/red.json` (issue 15): each must pass at ≥ 95%.
+#[test]
+fn tdc_more_drr_and_red_pass() {
+    let Some(dir) = more() else {
+        eprintln!(
+            "SKIPPED: tdc-more not found (set SLUICE_TDC_MORE_DIR or provide ../shared/conformance/tdc-more)"
+        );
+        return;
+    };
+    for file in ["qdiscs/drr.json", "qdiscs/red.json"] {
+        let r = run_tdc(&[dir.join(file)]).expect("readable");
+        for c in &r.cases {
+            if let Status::Fail(why) = &c.status {
+                eprintln!("FAIL {} {}: {}", c.id, c.name, why);
+            }
+        }
+        let (p, f, s) = r.counts();
+        eprintln!("{file}: {p} passed, {f} failed, {s} skipped");
+        assert!(p + f >= 4 && r.pass_rate() >= 95.0, "{file} pass rate {:.1}%", r.pass_rate());
+    }
+}
