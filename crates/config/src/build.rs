@@ -327,6 +327,7 @@ fn build_qdisc(
             })?)
         }
         QdiscOpts::Drr => return Err(BuildError::Unsupported("drr".into())),
+        QdiscOpts::Red(_) => return Err(BuildError::Unsupported("red".into())),
         QdiscOpts::Ingress | QdiscOpts::Clsact => {
             return Err(BuildError::Unsupported("an ingress qdisc as the egress root".into()))
         }

@@ -144,6 +144,23 @@ pub fn qdisc_args(o: &QdiscOpts) -> String {
                 None => {}
             }
         }
+        QdiscOpts::Red(r) => {
+            // Inputs that make tc derive the same Wlog, Plog, table and max_P (max_P 0 came from
+            // `probability 1`, which C converts to 0).
+            let prob = if r.max_p == 0 { 1.0 } else { r.max_p as f64 / 4_294_967_296.0 };
+            let _ = write!(
+                s,
+                " limit {} min {} max {} avpkt {} burst {} probability {prob} bandwidth {}bit",
+                r.limit, r.min, r.max, r.avpkt, r.burst, r.bandwidth
+            );
+            for (on, name) in
+                [(r.ecn, " ecn"), (r.harddrop, " harddrop"), (r.adaptive, " adaptive"), (r.nodrop, " nodrop")]
+            {
+                if on {
+                    s.push_str(name);
+                }
+            }
+        }
         QdiscOpts::PfifoFast | QdiscOpts::Drr | QdiscOpts::Ingress | QdiscOpts::Clsact => {}
     }
     s

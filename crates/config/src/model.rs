@@ -263,6 +263,8 @@ pub enum QdiscOpts {
     Netem(NetemOpts),
     /// Deficit round robin.
     Drr,
+    /// Random early detection.
+    Red(RedOpts),
     /// Ingress hook.
     Ingress,
     /// Ingress+egress filter hook.
@@ -285,6 +287,7 @@ impl QdiscOpts {
             QdiscOpts::FqCodel(_) => "fq_codel",
             QdiscOpts::Netem(_) => "netem",
             QdiscOpts::Drr => "drr",
+            QdiscOpts::Red(_) => "red",
             QdiscOpts::Ingress => "ingress",
             QdiscOpts::Clsact => "clsact",
         }
@@ -299,6 +302,7 @@ impl QdiscOpts {
                 | QdiscOpts::Tbf(_)
                 | QdiscOpts::Netem(_)
                 | QdiscOpts::Drr
+                | QdiscOpts::Red(_)
                 | QdiscOpts::PfifoFast
         )
     }
@@ -646,6 +650,45 @@ pub struct FqCodelOpts {
     pub ecn: Option<bool>,
     /// Packets dropped per overflow (64).
     pub drop_batch: Option<u32>,
+}
+
+/// RED options as tc derives and sends them (`tc_red_qopt`, the idle table's inputs, `max_P`
+/// and the flags); see `crate::tc::red` for the derivation.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RedOpts {
+    /// Bytes the child bfifo holds.
+    pub limit: u32,
+    /// Lower threshold, bytes.
+    pub min: u32,
+    /// Upper threshold, bytes.
+    pub max: u32,
+    /// Average packet size, bytes (input of the EWMA weight and of the idle table).
+    pub avpkt: u32,
+    /// Burst in packets (input of the EWMA weight).
+    pub burst: u32,
+    /// Link bandwidth, bit/s (input of the idle table; tc's default 10Mbit).
+    #[serde(with = "crate::serde_units::rate")]
+    pub bandwidth: u64,
+    /// log2(1/W).
+    pub wlog: u8,
+    /// log2 of the random range.
+    pub plog: u8,
+    /// Idle-table cell log.
+    pub scell_log: u8,
+    /// `TCA_RED_MAX_P` as tc sends it: the probability as a Q0.32 number (0: derive from plog).
+    pub max_p: u32,
+    /// Mark ECN-capable packets.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub ecn: bool,
+    /// Drop above max even with ECN.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub harddrop: bool,
+    /// Adaptive RED flag.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub adaptive: bool,
+    /// With ECN, queue packets that cannot be marked.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub nodrop: bool,
 }
 
 /// Class kinds.

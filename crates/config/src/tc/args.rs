@@ -41,6 +41,9 @@ pub struct QdiscCmd {
     pub opts: Option<QdiscOpts>,
     /// Options for an unknown kind (the kernel then refuses the kind).
     pub unknown_kind: bool,
+    /// Lines tc prints on stderr while parsing the options (RED's derivations), before the
+    /// kernel answers.
+    pub warnings: Vec<String>,
 }
 
 /// A parsed `tc class ...`.
@@ -369,8 +372,16 @@ fn unknown_verb(word: &str, obj: &str) -> TcError {
 }
 
 fn parse_qdisc(verb: Verb, cur: &mut Cur) -> Result<QdiscCmd, TcError> {
-    let mut c =
-        QdiscCmd { verb, dev: None, handle: None, parent: None, kind: None, opts: None, unknown_kind: false };
+    let mut c = QdiscCmd {
+        verb,
+        dev: None,
+        handle: None,
+        parent: None,
+        kind: None,
+        opts: None,
+        unknown_kind: false,
+        warnings: Vec::new(),
+    };
     while let Some((at, w)) = cur.next_word() {
         match w {
             "dev" => cur.once(&mut c.dev, "dev", dev_value)?,
@@ -400,6 +411,12 @@ fn parse_qdisc(verb: Verb, cur: &mut Cur) -> Result<QdiscCmd, TcError> {
         return Ok(c);
     }
     if let Some((k, ki)) = c.kind.clone() {
+        if k == "red" {
+            let (o, w) = super::red::parse(cur)?;
+            c.opts = Some(QdiscOpts::Red(o));
+            c.warnings = w;
+            return Ok(c);
+        }
         match parse_qdisc_opts(&k, cur)? {
             Some(o) => c.opts = Some(o),
             None => {
@@ -492,18 +509,24 @@ fn parse_qdisc_opts(kind: &str, cur: &mut Cur) -> Result<Option<QdiscOpts>, TcEr
                 _ => QdiscOpts::PfifoHeadDrop(o),
             }
         }
-        "pfifo_fast" | "drr" | "ingress" | "clsact" => {
-            if let Some(w) = cur.peek() {
-                if !(kind == "drr" && w == "help") {
-                    return Err(TcError::usage(
-                        format!("qdisc '{kind}' does not support option parsing"),
-                        Some(cur.pos),
-                    ));
+        "drr" => {
+            if let Some((at, w)) = cur.next_word() {
+                if w == "help" {
+                    return Err(TcError::usage("Usage: ... drr", Some(at)));
                 }
+                return Err(what_is(w, at, "Usage: ... drr"));
+            }
+            QdiscOpts::Drr
+        }
+        "pfifo_fast" | "ingress" | "clsact" => {
+            if cur.peek().is_some() {
+                return Err(TcError::usage(
+                    format!("qdisc '{kind}' does not support option parsing"),
+                    Some(cur.pos),
+                ));
             }
             match kind {
                 "pfifo_fast" => QdiscOpts::PfifoFast,
-                "drr" => QdiscOpts::Drr,
                 "ingress" => QdiscOpts::Ingress,
                 _ => QdiscOpts::Clsact,
             }
@@ -922,19 +945,18 @@ fn parse_class(verb: Verb, cur: &mut Cur) -> Result<ClassCmd, TcError> {
                 let mut quantum = None;
                 while let Some((at, w)) = cur.next_word() {
                     if w == "quantum" {
-                        let q = size_arg(cur, "quantum")?;
-                        if q == 0 {
-                            return Err(illegal("quantum", at + 1, None));
-                        }
-                        quantum = Some(q);
+                        // Zero is the kernel's to refuse.
+                        quantum = Some(size_arg(cur, "quantum")?);
+                    } else if w == "help" {
+                        return Err(TcError::usage("Usage: ... drr quantum SIZE", Some(at)));
                     } else {
-                        return Err(what_is(w, at, "Usage: ... drr [ quantum BYTES ]"));
+                        return Err(what_is(w, at, "Usage: ... drr quantum SIZE"));
                     }
                 }
                 ClassOpts::Drr { quantum }
             }
             "prio" | "pfifo_fast" | "tbf" | "netem" | "sfq" | "codel" | "fq_codel" | "pfifo" | "bfifo"
-            | "ingress" | "clsact" => {
+            | "ingress" | "clsact" | "red" => {
                 return Err(TcError::usage(format!("Error: Qdisc \"{k}\" is classless."), Some(ki)));
             }
             _ => {

@@ -31,7 +31,7 @@ pub fn class_exists(dev: &Device, q: &QdiscNode, classid: Handle) -> bool {
     match &q.opts {
         QdiscOpts::Prio(p) => minor >= 1 && minor <= p.bands,
         QdiscOpts::PfifoFast => false,
-        QdiscOpts::Tbf(_) => minor == 1,
+        QdiscOpts::Tbf(_) | QdiscOpts::Red(_) => minor == 1,
         // netem_find: every minor names its one class.
         QdiscOpts::Netem(_) => true,
         QdiscOpts::Htb(_) | QdiscOpts::Drr => dev.class(classid).is_some(),
@@ -45,6 +45,7 @@ fn has_class_ops(q: &QdiscNode) -> bool {
         QdiscOpts::Prio(_)
             | QdiscOpts::Tbf(_)
             | QdiscOpts::Netem(_)
+            | QdiscOpts::Red(_)
             | QdiscOpts::Htb(_)
             | QdiscOpts::Drr
             | QdiscOpts::Sfq(_)
@@ -290,6 +291,10 @@ fn validate_qdisc(dev: &Device, new: QdiscOpts, old: Option<&QdiscOpts>) -> Resu
             }
             QdiscOpts::Sfq(s)
         }
+        (QdiscOpts::Red(r), _) => {
+            super::red::kernel_check(&r)?;
+            QdiscOpts::Red(r)
+        }
         (QdiscOpts::Codel(n), Some(QdiscOpts::Codel(o))) => QdiscOpts::Codel(CodelOpts {
             limit: n.limit.or(o.limit),
             target: n.target.or(o.target),
@@ -443,6 +448,10 @@ pub fn class_modify(state: &mut State, c: &ClassCmd) -> Result<Vec<String>, TcEr
             return Err(TcError::errno("Invalid argument"));
         }
     }
+    // tc_ctl_tclass, for every kind.
+    if clid == H_ROOT {
+        return Err(TcError::kernel("Cannot create traffic class with classid TC_H_ROOT"));
+    }
     let Some(opts) = c.opts.clone() else {
         return Err(TcError::errno("Invalid argument"));
     };
@@ -485,8 +494,15 @@ pub fn class_modify(state: &mut State, c: &ClassCmd) -> Result<Vec<String>, TcEr
             }
             dev.classes.push(ClassNode { classid: clid, parent: parent_id, opts, stats: Default::default() });
         }
-        (QdiscOpts::Drr, ClassOpts::Drr { .. }) => {
+        (QdiscOpts::Drr, ClassOpts::Drr { quantum }) => {
+            if *quantum == Some(0) {
+                return Err(TcError::kernel("Specified DRR quantum cannot be zero"));
+            }
             if exists {
+                // A change without `quantum` keeps the class's quantum.
+                if quantum.is_none() {
+                    return Ok(warnings);
+                }
                 return Ok(set_class_opts(dev, clid, opts, warnings));
             }
             check_new_classid(clid)?;
@@ -583,6 +599,8 @@ pub fn resolve_block(dev: &Device, parent: Option<Handle>) -> Result<Handle, TcE
             }
             if matches!(q.opts, QdiscOpts::Htb(_)) {
                 Ok(parent)
+            } else if matches!(q.opts, QdiscOpts::Drr) {
+                Err(TcError::kernel("DRR classid must be zero"))
             } else {
                 Err(TcError::kernel("Class doesn't support blocks"))
             }

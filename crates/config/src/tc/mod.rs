@@ -10,6 +10,7 @@ pub mod filters;
 pub mod kernel;
 pub mod mirred;
 pub mod netem;
+pub mod red;
 pub mod show;
 
 pub use args::{parse_command, parse_command_in, Grammar, TcCmd, Verb};
@@ -147,13 +148,19 @@ fn run_one_in(state: &mut State, argv: &[String], opts: ShowOpts, grammar: Gramm
         Ok(c) => c,
         Err(e) => return Outcome::err(&e),
     };
+    // What tc printed while parsing comes before the kernel's answer.
+    let parsed: String = match &cmd {
+        TcCmd::Qdisc(q) => q.warnings.iter().map(|w| format!("{w}\n")).collect(),
+        _ => String::new(),
+    };
     match execute(state, &cmd, opts) {
         Ok((stdout, warnings)) => {
-            let stderr = warnings.iter().map(|w| format!("{w}\n")).collect();
+            let stderr = parsed + &warnings.iter().map(|w| format!("{w}\n")).collect::<String>();
             Outcome { code: 0, stdout, stderr }
         }
         Err(e) => {
             let mut o = Outcome::err(&e);
+            o.stderr.insert_str(0, &parsed);
             if e.code == 2 {
                 if let TcCmd::Filter(f) = &cmd {
                     if f.verb != Verb::Show && f.verb != Verb::Get {

@@ -211,6 +211,7 @@ pub fn qdisc_options(dev: &Device, q: &QdiscOpts, d: bool) -> String {
             let _ = write!(s, "drop_batch {} ", f.drop_batch.unwrap_or(64).max(1));
         }
         QdiscOpts::Ingress => s.push_str("---------------- "),
+        QdiscOpts::Red(r) => s.push_str(&super::red::options(r, d)),
         QdiscOpts::Clsact | QdiscOpts::Drr => {}
     }
     s
@@ -357,6 +358,9 @@ pub fn show_qdiscs(out: &mut String, dev: &Device, with_dev: bool, o: ShowOpts, 
         );
         if o.stats {
             stats_lines(out, &q.stats);
+            if let QdiscOpts::Red(_) = q.opts {
+                let _ = writeln!(out, "{}", super::red::xstats(0, 0, 0, 0));
+            }
         }
     }
 }
@@ -375,7 +379,7 @@ pub fn show_classes(out: &mut String, dev: &Device, o: ShowOpts, only_parent: Op
                     ));
                 }
             }
-            QdiscOpts::Tbf(_) => lines.push((
+            QdiscOpts::Tbf(_) | QdiscOpts::Red(_) => lines.push((
                 Handle::new(q.handle.major(), 1),
                 format!("parent {} ", classid_str(q.handle)),
                 None,
@@ -469,6 +473,10 @@ pub fn show_classes(out: &mut String, dev: &Device, o: ShowOpts, only_parent: Op
             if o.stats {
                 let st = node.map(|n| n.stats).unwrap_or_default();
                 stats_lines(out, &st);
+                if let Some(ClassOpts::Drr { .. }) = node.map(|n| &n.opts) {
+                    // tc_drr_stats: the deficit is reported while the class holds packets.
+                    let _ = write!(out, " deficit {} ", format_size(0));
+                }
                 if let Some(ClassOpts::Htb(h)) = node.map(|n| &n.opts) {
                     let _ = writeln!(out, " lended: 0 borrowed: 0 giants: 0");
                     let _ = writeln!(
