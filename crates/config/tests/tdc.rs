@@ -55,6 +55,10 @@ fn tdc_more_fifo_passes_and_the_rest_is_reported() {
     let (p, f, s) = fifo.counts();
     eprintln!("qdiscs/fifo.json: {p} passed, {f} failed, {s} skipped");
     assert!(p + f >= 10 && fifo.pass_rate() >= 95.0, "fifo.json pass rate {:.1}%", fifo.pass_rate());
+    let ingress = run_tdc(&[dir.join("qdiscs/ingress.json")]).expect("ingress.json readable");
+    let (p, f, s) = ingress.counts();
+    eprintln!("qdiscs/ingress.json: {p} passed, {f} failed, {s} skipped");
+    assert!(p + f >= 5 && ingress.pass_rate() >= 95.0, "ingress.json pass rate {:.1}%", ingress.pass_rate());
     for file in [
         "filters/fw.json",
         "filters/matchall.json",

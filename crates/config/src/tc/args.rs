@@ -379,7 +379,7 @@ fn parse_qdisc(verb: Verb, cur: &mut Cur) -> Result<QdiscCmd, TcError> {
             })?,
             "root" => set_parent(&mut c.parent, H_ROOT, "Error: \"root\" is duplicate parent ID", at)?,
             "ingress" | "clsact" => {
-                set_parent(&mut c.parent, H_INGRESS, "Error: Qdisc can't have more than one parent", at)?;
+                set_parent(&mut c.parent, H_INGRESS, format!("Error: \"{w}\" is a duplicate parent ID"), at)?;
                 c.handle = Some(Handle::new(0xFFFF, 0));
                 c.kind = Some((w.to_string(), at));
                 break;
@@ -492,7 +492,22 @@ fn parse_qdisc_opts(kind: &str, cur: &mut Cur) -> Result<Option<QdiscOpts>, TcEr
                 _ => QdiscOpts::PfifoHeadDrop(o),
             }
         }
-        "pfifo_fast" | "drr" | "ingress" | "clsact" => {
+        "ingress" | "clsact" => {
+            // q_ingress.c skips `handle X`; q_clsact.c takes nothing.
+            while let Some((at, w)) = cur.next_word() {
+                if kind == "ingress" && w == "handle" {
+                    cur.value()?;
+                } else {
+                    return Err(what_is(w, at, &format!("Usage: ... {kind}")));
+                }
+            }
+            if kind == "ingress" {
+                QdiscOpts::Ingress
+            } else {
+                QdiscOpts::Clsact
+            }
+        }
+        "pfifo_fast" | "drr" => {
             if let Some(w) = cur.peek() {
                 if !(kind == "drr" && w == "help") {
                     return Err(TcError::usage(
@@ -503,9 +518,7 @@ fn parse_qdisc_opts(kind: &str, cur: &mut Cur) -> Result<Option<QdiscOpts>, TcEr
             }
             match kind {
                 "pfifo_fast" => QdiscOpts::PfifoFast,
-                "drr" => QdiscOpts::Drr,
-                "ingress" => QdiscOpts::Ingress,
-                _ => QdiscOpts::Clsact,
+                _ => QdiscOpts::Drr,
             }
         }
         "prio" => QdiscOpts::Prio(parse_prio(cur)?),
