@@ -94,6 +94,14 @@ pub struct Device {
     /// Next automatic qdisc handle major (kernel starts at 0x8001).
     #[serde(default = "first_auto_handle")]
     pub next_auto_handle: u32,
+    /// The device has had an ingress or clsact qdisc (the kernel then keeps its ingress queue,
+    /// and deleting a missing ingress qdisc fails differently).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ingress_queue: bool,
+    /// The parent named by the last filter add or change on the `ingress` qdisc: the kernel
+    /// dumps all of that qdisc's filters with it.
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "crate::serde_units::opt_handle")]
+    pub ingress_filter_parent: Option<Handle>,
 }
 
 fn default_mtu() -> u32 {
@@ -131,6 +139,8 @@ impl Device {
             filters: Vec::new(),
             u32_blocks: Vec::new(),
             next_auto_handle: first_auto_handle(),
+            ingress_queue: false,
+            ingress_filter_parent: None,
         }
     }
 

@@ -390,7 +390,7 @@ fn parse_qdisc(verb: Verb, cur: &mut Cur) -> Result<QdiscCmd, TcError> {
             })?,
             "root" => set_parent(&mut c.parent, H_ROOT, "Error: \"root\" is duplicate parent ID", at)?,
             "ingress" | "clsact" => {
-                set_parent(&mut c.parent, H_INGRESS, "Error: Qdisc can't have more than one parent", at)?;
+                set_parent(&mut c.parent, H_INGRESS, format!("Error: \"{w}\" is a duplicate parent ID"), at)?;
                 c.handle = Some(Handle::new(0xFFFF, 0));
                 c.kind = Some((w.to_string(), at));
                 break;
@@ -518,18 +518,29 @@ fn parse_qdisc_opts(kind: &str, cur: &mut Cur) -> Result<Option<QdiscOpts>, TcEr
             }
             QdiscOpts::Drr
         }
-        "pfifo_fast" | "ingress" | "clsact" => {
+        "ingress" | "clsact" => {
+            // q_ingress.c skips `handle X`; q_clsact.c takes nothing.
+            while let Some((at, w)) = cur.next_word() {
+                if kind == "ingress" && w == "handle" {
+                    cur.value()?;
+                } else {
+                    return Err(what_is(w, at, &format!("Usage: ... {kind}")));
+                }
+            }
+            if kind == "ingress" {
+                QdiscOpts::Ingress
+            } else {
+                QdiscOpts::Clsact
+            }
+        }
+        "pfifo_fast" => {
             if cur.peek().is_some() {
                 return Err(TcError::usage(
-                    format!("qdisc '{kind}' does not support option parsing"),
+                    "qdisc 'pfifo_fast' does not support option parsing".to_string(),
                     Some(cur.pos),
                 ));
             }
-            match kind {
-                "pfifo_fast" => QdiscOpts::PfifoFast,
-                "ingress" => QdiscOpts::Ingress,
-                _ => QdiscOpts::Clsact,
-            }
+            QdiscOpts::PfifoFast
         }
         "prio" => QdiscOpts::Prio(parse_prio(cur)?),
         "htb" => QdiscOpts::Htb(parse_htb(cur)?),

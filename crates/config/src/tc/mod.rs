@@ -218,7 +218,14 @@ fn execute_inner(state: &mut State, cmd: &TcCmd, opts: ShowOpts) -> Result<(Stri
                 show::FilterShowCtx { protocol: c.protocol, prio: (c.prio != 0).then_some(c.prio as u16) };
             // A missing block prints nothing, as the kernel's dump does.
             if let Ok(block) = kernel::resolve_block(d, c.parent) {
+                let ingress = d.qdisc_at(H_INGRESS).filter(|q| matches!(q.opts, QdiscOpts::Ingress));
                 let shown = match c.parent {
+                    // The kernel dumps the ingress qdisc's filters with the parent named by the
+                    // last add or change.
+                    Some(p) if block == H_MIN_INGRESS && ingress.is_some() => {
+                        let last = d.ingress_filter_parent.unwrap_or(H_INGRESS.qdisc());
+                        (p != last).then_some(last)
+                    }
                     Some(_) => None,
                     None => Some(d.root().map(|q| q.handle).unwrap_or(Handle::UNSPEC)),
                 };
@@ -247,7 +254,21 @@ fn execute_inner(state: &mut State, cmd: &TcCmd, opts: ShowOpts) -> Result<(Stri
             let parent = c.parent.unwrap_or(block);
             show::show_one_filter(&mut out, f, parent);
         }
-        TcCmd::Filter(c) => return kernel::filter_modify(state, c).map(|w| (out, w)),
+        TcCmd::Filter(c) => {
+            let w = kernel::filter_modify(state, c)?;
+            if c.verb != Verb::Delete {
+                if let Some(d) =
+                    state.devices.iter_mut().find(|d| c.dev.as_ref().is_some_and(|(n, _)| *n == d.name))
+                {
+                    let on_ingress =
+                        d.qdisc_at(H_INGRESS).is_some_and(|q| matches!(q.opts, QdiscOpts::Ingress));
+                    if on_ingress && c.parent.is_some_and(|p| p.major() == 0xFFFF) {
+                        d.ingress_filter_parent = c.parent;
+                    }
+                }
+            }
+            return Ok((out, w));
+        }
     }
     Ok((out, Vec::new()))
 }

@@ -719,7 +719,17 @@ pub fn show_filters(
         }
         let _ = writeln!(out, "{}", filter_head(first, parent_shown, &ctx));
         if first.opts.kind() == "u32" {
-            // Hash tables newest first, each followed by its key nodes in handle order.
+            // Hash tables newest first, each followed by its key nodes in handle order. u32's walk
+            // lists every table of its qdisc with this prio: on clsact, the other hook's too.
+            let sibling = super::kernel::u32_sibling_hook(dev, block);
+            let tp: Vec<&FilterNode> = dev
+                .filters
+                .iter()
+                .filter(|f| {
+                    (f.parent == block || Some(f.parent) == sibling) && f.chain == chain && f.prio == prio
+                })
+                .filter(|f| f.opts.kind() == "u32")
+                .collect();
             let tables: Vec<&&FilterNode> =
                 tp.iter().filter(|f| matches!(f.opts, FilterOpts::U32Table { .. })).collect();
             for t in tables.iter().rev() {
