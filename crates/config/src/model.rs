@@ -77,6 +77,9 @@ pub struct Device {
     /// txqueuelen (1000): default pfifo limit and HTB direct_qlen.
     #[serde(default = "default_txqlen")]
     pub txqueuelen: u32,
+    /// Transmit queues (`ip link add ... numtxqueues N`): one `mq` class each.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub num_tx_queues: u32,
     /// Line rate of the link behind this device in bit/s, when known (lint: shaper vs modem).
     pub link_rate: Option<u64>,
     /// Qdiscs in creation order (root, children, ingress).
@@ -113,6 +116,12 @@ fn default_txqlen() -> u32 {
 fn first_auto_handle() -> u32 {
     0x8001
 }
+fn one() -> u32 {
+    1
+}
+fn is_one(v: &u32) -> bool {
+    *v == 1
+}
 
 /// The u32 classifier's per-block state: which root hash tables were handed out.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -133,6 +142,7 @@ impl Device {
             ifindex,
             mtu: default_mtu(),
             txqueuelen: default_txqlen(),
+            num_tx_queues: 1,
             link_rate: None,
             qdiscs: Vec::new(),
             classes: Vec::new(),
@@ -186,6 +196,9 @@ pub struct QdiscNode {
     pub parent: Handle,
     /// Kind and options.
     pub opts: QdiscOpts,
+    /// Size table (`stab`), if given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stab: Option<SizeTable>,
     /// Counters (zero unless imported from a run).
     #[serde(default, skip_serializing_if = "is_zero_stats")]
     pub stats: QdiscStats,
@@ -279,6 +292,8 @@ pub enum QdiscOpts {
     Ingress,
     /// Ingress+egress filter hook.
     Clsact,
+    /// One class per transmit queue (root only, multi-queue devices).
+    Mq(MqOpts),
 }
 
 impl QdiscOpts {
@@ -300,6 +315,7 @@ impl QdiscOpts {
             QdiscOpts::Red(_) => "red",
             QdiscOpts::Ingress => "ingress",
             QdiscOpts::Clsact => "clsact",
+            QdiscOpts::Mq(_) => "mq",
         }
     }
 
@@ -314,7 +330,52 @@ impl QdiscOpts {
                 | QdiscOpts::Drr
                 | QdiscOpts::Red(_)
                 | QdiscOpts::PfifoFast
+                | QdiscOpts::Mq(_)
         )
+    }
+}
+
+/// mq: each class (`major:N`, N = 1..=num_tx_queues) holds the default qdisc (pfifo_fast,
+/// handle 0) until another is grafted there.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MqOpts {
+    /// Classes whose grafted qdisc was deleted: they hold no qdisc (the kernel's noop).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub emptied: Vec<u32>,
+}
+
+/// A size table (`stab ...`): how a qdisc computes packet sizes (tc's `struct tc_sizespec`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SizeTable {
+    /// Link layer (`None`: not given; tc sends it unspecified).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub linklayer: Option<LinkLayer>,
+    /// Per-packet overhead.
+    #[serde(default, skip_serializing_if = "is_zero_i32")]
+    pub overhead: i32,
+    /// Minimum packet unit.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub mpu: u32,
+    /// Largest size in the table (0 when tc sends no table).
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub mtu: u32,
+    /// Table slots (0 when tc sends no table).
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub tsize: u32,
+}
+
+impl SizeTable {
+    /// The size the qdisc accounts for a packet of `len` bytes (`qdisc_calculate_pkt_len` with
+    /// tc's table: overhead, mpu, then ATM cells).
+    pub fn pkt_len(&self, len: u32) -> u32 {
+        let mut l = (len as i64 + self.overhead as i64).max(0) as u64;
+        if l < self.mpu as u64 {
+            l = self.mpu as u64;
+        }
+        if self.linklayer == Some(LinkLayer::Atm) {
+            l = l.div_ceil(48) * 53;
+        }
+        l.min(u32::MAX as u64) as u32
     }
 }
 
@@ -834,6 +895,30 @@ pub struct U32Opts {
     pub hashkey: Option<(u32, i32)>,
     /// Input device match.
     pub indev: Option<String>,
+    /// `offset ...`: how the header offset moves for the linked table.
+    pub offset: Option<U32OffsetOpts>,
+}
+
+/// u32's `offset [plus P] [at OFF] [mask M] [shift S] [eat]` (the kernel's selector fields).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct U32OffsetOpts {
+    /// `plus P` given (TC_U32_OFFSET), and its value.
+    pub plus: Option<i16>,
+    /// `at`, `mask` or `shift` given (TC_U32_VAROFFSET).
+    #[serde(default)]
+    pub var: bool,
+    /// Where the 16-bit word is read (`at`).
+    #[serde(default)]
+    pub at: i16,
+    /// Mask on that word.
+    #[serde(default)]
+    pub mask: u16,
+    /// Right shift after masking.
+    #[serde(default)]
+    pub shift: u8,
+    /// `eat`.
+    #[serde(default)]
+    pub eat: bool,
 }
 
 /// Flow classifier keys, in the kernel's bit order.

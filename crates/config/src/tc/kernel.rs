@@ -31,9 +31,9 @@ pub fn class_exists(dev: &Device, q: &QdiscNode, classid: Handle) -> bool {
     match &q.opts {
         QdiscOpts::Prio(p) => minor >= 1 && minor <= p.bands,
         QdiscOpts::PfifoFast => false,
-        QdiscOpts::Tbf(_) | QdiscOpts::Red(_) => minor == 1,
-        // netem_find: every minor names its one class.
-        QdiscOpts::Netem(_) => true,
+        // tbf_find, red_find and netem_find answer for any minor: their one class.
+        QdiscOpts::Tbf(_) | QdiscOpts::Red(_) | QdiscOpts::Netem(_) => true,
+        QdiscOpts::Mq(_) => minor >= 1 && minor <= dev.num_tx_queues,
         QdiscOpts::Htb(_) | QdiscOpts::Drr => dev.class(classid).is_some(),
         _ => false,
     }
@@ -50,6 +50,7 @@ fn has_class_ops(q: &QdiscNode) -> bool {
             | QdiscOpts::Drr
             | QdiscOpts::Sfq(_)
             | QdiscOpts::FqCodel(_)
+            | QdiscOpts::Mq(_)
     )
 }
 
@@ -162,7 +163,7 @@ pub fn qdisc_modify(state: &mut State, c: &QdiscCmd) -> Result<Vec<String>, TcEr
                             return Err(TcError::kernel("Exclusivity flag on, cannot override"));
                         }
                         if kind.is_some_and(|k| k != other.opts.kind()) {
-                            return Err(TcError::kernel("Invalid qdisc name"));
+                            return Err(TcError::kernel("Invalid qdisc name: must match existing qdisc"));
                         }
                         return Err(TcError::kernel(
                             "Sluice cannot move an existing qdisc to another parent",
@@ -219,6 +220,10 @@ pub fn qdisc_modify(state: &mut State, c: &QdiscCmd) -> Result<Vec<String>, TcEr
         if matches!(opts, QdiscOpts::Ingress | QdiscOpts::Clsact) && parent != H_INGRESS {
             return Err(TcError::errno("Invalid argument"));
         }
+        // mq_init: only at the root of a device with more than one transmit queue.
+        if matches!(opts, QdiscOpts::Mq(_)) && (parent != H_ROOT || dev.num_tx_queues < 2) {
+            return Err(TcError::errno("Operation not supported"));
+        }
         let opts = validate_qdisc(dev, opts, None)?;
         if let QdiscOpts::Netem(n) = &opts {
             super::netem::check_in_tree(dev, graft_old, n)?;
@@ -234,7 +239,14 @@ pub fn qdisc_modify(state: &mut State, c: &QdiscCmd) -> Result<Vec<String>, TcEr
             remove_qdisc_tree(dev, old);
         }
         dev.ingress_queue |= parent == H_INGRESS;
-        dev.qdiscs.push(QdiscNode { handle: new_handle, parent, opts, stats: Default::default() });
+        set_mq_slot(dev, parent, false);
+        dev.qdiscs.push(QdiscNode {
+            handle: new_handle,
+            parent,
+            opts,
+            stab: c.stab,
+            stats: Default::default(),
+        });
         return Ok(Vec::new());
     }
     let Some(qh) = existing else {
@@ -245,17 +257,23 @@ pub fn qdisc_modify(state: &mut State, c: &QdiscCmd) -> Result<Vec<String>, TcEr
     }
     let old = dev.qdisc(qh).cloned().ok_or_else(|| TcError::kernel("Specified qdisc not found"))?;
     if kind.is_some_and(|k| k != old.opts.kind()) {
-        return Err(TcError::kernel("Invalid qdisc name"));
+        return Err(TcError::kernel("Invalid qdisc name: must match existing qdisc"));
     }
-    let Some(new) = c.opts.clone() else {
-        return Ok(Vec::new());
+    // qdisc_change: options go to the kind's change operation (HTB has none, and tc always
+    // sends HTB options); then the size table is replaced by the one given, or removed.
+    let merged = match c.opts.clone() {
+        Some(QdiscOpts::Htb(_)) => {
+            return Err(TcError::kernel("Change operation not supported by specified qdisc"))
+        }
+        Some(new) => validate_qdisc(dev, new, Some(&old.opts))?,
+        None => old.opts.clone(),
     };
-    let merged = validate_qdisc(dev, new, Some(&old.opts))?;
     if let QdiscOpts::Netem(n) = &merged {
         super::netem::check_in_tree(dev, Some(qh), n)?;
     }
     if let Some(q) = dev.qdiscs.iter_mut().find(|q| q.handle == qh) {
         q.opts = merged;
+        q.stab = c.stab;
     }
     Ok(Vec::new())
 }
@@ -375,7 +393,7 @@ fn qdisc_delete(dev: &mut Device, c: &QdiscCmd) -> Result<(), TcError> {
             let q = dev.qdisc(handle).filter(|_| !handle.is_unspec()).map(|q| q.handle);
             let q = q.ok_or_else(|| TcError::kernel("Failed to find qdisc with specified handle"))?;
             if kind.is_some_and(|k| Some(k) != dev.qdisc(q).map(|x| x.opts.kind())) {
-                return Err(TcError::kernel("Invalid qdisc name"));
+                return Err(TcError::kernel("Invalid qdisc name: must match existing qdisc"));
             }
             return Err(TcError::kernel("Classid cannot be zero"));
         }
@@ -384,10 +402,31 @@ fn qdisc_delete(dev: &mut Device, c: &QdiscCmd) -> Result<(), TcError> {
         return Err(TcError::kernel("Cannot delete qdisc with handle of zero"));
     }
     if kind.is_some_and(|k| Some(k) != dev.qdisc(qh).map(|x| x.opts.kind())) {
-        return Err(TcError::kernel("Invalid qdisc name"));
+        return Err(TcError::kernel("Invalid qdisc name: must match existing qdisc"));
     }
+    let slot = dev.qdisc(qh).map(|q| q.parent);
     remove_qdisc_tree(dev, qh);
+    if let Some(p) = slot {
+        set_mq_slot(dev, p, true);
+    }
     Ok(())
+}
+
+/// Marks an mq class as holding nothing (its grafted qdisc was deleted: the kernel's noop) or,
+/// when a qdisc is grafted there, as holding that one.
+fn set_mq_slot(dev: &mut Device, parent: Handle, emptied: bool) {
+    if parent == H_ROOT || parent == H_INGRESS {
+        return;
+    }
+    let minor = parent.minor();
+    if let Some(q) = dev.qdiscs.iter_mut().find(|q| q.handle == parent.qdisc()) {
+        if let QdiscOpts::Mq(m) = &mut q.opts {
+            m.emptied.retain(|&e| e != minor);
+            if emptied {
+                m.emptied.push(minor);
+            }
+        }
+    }
 }
 
 /// The kernel's `qdisc_alloc_handle`: the major after the last one handed out, from 8000: to

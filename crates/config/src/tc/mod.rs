@@ -32,7 +32,9 @@ pub struct Outcome {
 
 impl Outcome {
     fn err(e: &TcError) -> Outcome {
-        Outcome { code: e.code, stdout: String::new(), stderr: format!("{}\n", e.message) }
+        // An empty message: tc gave up without printing anything.
+        let stderr = if e.message.is_empty() { String::new() } else { format!("{}\n", e.message) };
+        Outcome { code: e.code, stdout: String::new(), stderr }
     }
 }
 
@@ -209,7 +211,7 @@ fn execute_inner(state: &mut State, cmd: &TcCmd, opts: ShowOpts) -> Result<(Stri
         TcCmd::Qdisc(c) => return kernel::qdisc_modify(state, c).map(|w| (out, w)),
         TcCmd::Class(c) if c.verb == Verb::Show => {
             let d = find_dev(state, &c.dev)?.ok_or_else(|| TcError::usage("Must specify device.", None))?;
-            show::show_classes(&mut out, d, opts, c.parent);
+            show::show_classes(&mut out, d, opts, c.parent, c.classid);
         }
         TcCmd::Class(c) => return kernel::class_modify(state, c).map(|w| (out, w)),
         TcCmd::Filter(c) if c.verb == Verb::Show => {
@@ -290,6 +292,7 @@ pub fn run_ip(state: &mut State, argv: &[String]) -> Outcome {
     let mut peer: Option<&str> = None;
     let mut mtu: Option<u32> = None;
     let mut txqlen: Option<u32> = None;
+    let mut txqs: Option<u32> = None;
     let mut i = 0;
     while i < rest.len() {
         match rest[i] {
@@ -316,6 +319,19 @@ pub fn run_ip(state: &mut State, argv: &[String]) -> Outcome {
                 i += 1;
                 txqlen = rest.get(i).and_then(|v| v.parse().ok());
             }
+            "numtxqueues" => {
+                i += 1;
+                match rest.get(i).and_then(|v| v.parse::<u32>().ok()) {
+                    Some(n) if (1..=4096).contains(&n) => txqs = Some(n),
+                    _ => {
+                        return fail(
+                            255,
+                            "Error: argument of \"numtxqueues\" must be a positive number".into(),
+                        )
+                    }
+                }
+            }
+            "numrxqueues" => i += 1,
             "up" | "down" => {}
             w if name.is_none() => name = Some(w),
             _ => {}
@@ -341,6 +357,7 @@ pub fn run_ip(state: &mut State, argv: &[String]) -> Outcome {
                 if let Some(q) = txqlen {
                     d.txqueuelen = q;
                 }
+                d.num_tx_queues = txqs.unwrap_or(1);
                 state.devices.push(d);
             };
             match kind {
