@@ -22,6 +22,7 @@
 // so its size on the error path does not matter.
 #![allow(clippy::result_large_err)]
 
+mod bbr;
 mod engine;
 mod event;
 pub mod legacy;
