@@ -40,3 +40,4 @@ pub mod builtin;
 mod leaves;
 pub mod run;
 pub mod scenario;
+pub mod seed_table;

@@ -623,11 +623,16 @@ impl Tcp {
         let alpha =
             if self.w_est >= self.w_max { 1.0 } else { 3.0 * (1.0 - CUBIC_BETA) / (1.0 + CUBIC_BETA) };
         self.w_est += alpha * acked / self.cwnd;
-        if target < self.w_est {
-            self.cwnd = self.w_est;
+        let mut next = if target < self.w_est {
+            self.w_est
         } else {
-            self.cwnd += acked * (target - self.cwnd) / self.cwnd;
+            self.cwnd + acked * (target - self.cwnd) / self.cwnd
+        };
+        if self.w_max == 0.0 {
+            // Linux (`bictcp_update`): until the first loss, at least 5% growth per RTT.
+            next = next.max(self.cwnd + acked / 20.0);
         }
+        self.cwnd = next;
     }
 
     /// HyStart delay-increase detection, once per round in slow start.
