@@ -91,3 +91,96 @@ fn mirred_grammar_refusals_follow_tc() {
     assert_ne!(add(&mut s, "mirred egress mirror redirect dev ifb0").code, 0);
     assert_eq!(s, before);
 }
+
+fn up_pair() -> State {
+    let mut s = State::default();
+    assert_eq!(ip(&mut s, "link add dm0 type veth peer name dm1").code, 0);
+    s
+}
+
+fn err(o: &sluice_config::Outcome) -> (u8, &str) {
+    (o.code, o.stderr.as_str())
+}
+
+#[test]
+fn ingress_and_clsact_qdiscs_refuse_as_the_kernel_does() {
+    let mut s = up_pair();
+    let o = tc(&mut s, "qdisc del dev dm0 ingress");
+    assert_eq!(err(&o), (2, "Error: Cannot find specified qdisc on specified device.\n"));
+    assert_eq!(tc(&mut s, "qdisc add dev dm0 ingress handle ffff:").code, 0, "q_ingress skips `handle`");
+    let o = tc(&mut s, "qdisc add dev dm0 ingress");
+    assert_eq!(err(&o), (2, "Error: Exclusivity flag on, cannot modify.\n"));
+    let o = tc(&mut s, "qdisc add dev dm0 parent ffff: handle 2: pfifo");
+    assert_eq!(err(&o), (2, "Error: Cannot add children to ingress/clsact qdisc.\n"));
+    let o = tc(&mut s, "class add dev dm0 parent ffff: classid ffff:1 htb rate 1mbit");
+    assert_eq!(err(&o), (2, "RTNETLINK answers: File exists\n"));
+    let o = tc(&mut s, "class change dev dm0 parent ffff: classid ffff:1 htb rate 1mbit");
+    assert_eq!(err(&o), (2, "RTNETLINK answers: Operation not supported\n"));
+    assert_eq!(tc(&mut s, "qdisc del dev dm0 ingress").code, 0);
+    // The ingress queue stays once made: a second delete finds the noop qdisc (handle 0).
+    let o = tc(&mut s, "qdisc del dev dm0 ingress");
+    assert_eq!(err(&o), (2, "Error: Invalid handle.\n"));
+    let o = tc(&mut s, "qdisc del dev dm0 parent ffff:fff1");
+    assert_eq!(err(&o), (2, "Error: Cannot delete qdisc with handle of zero.\n"));
+    let o = tc(&mut s, "qdisc add dev dm0 root ingress");
+    assert_eq!(err(&o), (255, "Error: \"ingress\" is a duplicate parent ID\n"));
+    let o = tc(&mut s, "qdisc add dev dm0 ingress foo");
+    assert_eq!(err(&o), (1, "What is \"foo\"?\nUsage: ... ingress\n"));
+    let o = tc(&mut s, "qdisc add dev dm0 clsact handle ffff:");
+    assert_eq!(err(&o), (1, "What is \"handle\"?\nUsage: ... clsact\n"));
+    assert_eq!(tc(&mut s, "qdisc add dev dm0 handle 5: clsact").code, 0, "clsact's handle is always ffff:");
+    let o = tc(&mut s, "class add dev dm0 parent ffff: classid ffff:1 htb rate 1mbit");
+    assert_eq!(err(&o), (2, "RTNETLINK answers: Operation not supported\n"));
+    let o = tc(&mut s, "class change dev dm0 parent ffff: classid ffff:1 htb rate 1mbit");
+    assert_eq!(err(&o), (2, "RTNETLINK answers: No such file or directory\n"));
+    let f = "protocol ip prio 2 u32 match ip dst 198.18.0.1/32 action mirred egress redirect dev dm1";
+    let o = tc(&mut s, &format!("filter add dev dm0 parent ffff: {f}"));
+    assert_eq!(err(&o), (2, "RTNETLINK answers: Invalid argument\nWe have an error talking to the kernel\n"));
+    let o = tc(&mut s, &format!("filter add dev dm0 parent ffff:5 {f}"));
+    assert_eq!(
+        err(&o),
+        (2, "Error: Specified class doesn't exist.\nWe have an error talking to the kernel\n")
+    );
+    assert_eq!(
+        tc(&mut s, "qdisc show dev dm0").stdout,
+        "qdisc noqueue 0: root refcnt 2 \nqdisc clsact ffff: parent ffff:fff1 \n"
+    );
+}
+
+#[test]
+fn ingress_filters_show_with_the_last_parent_named() {
+    let mut s = up_pair();
+    tc(&mut s, "qdisc add dev dm0 ingress");
+    for (parent, prio) in [("parent ffff:", 1), ("egress", 2), ("parent ffff:7", 3)] {
+        let o = tc(
+            &mut s,
+            &format!("filter add dev dm0 {parent} protocol ip prio {prio} u32 match ip dst 198.18.0.1/32 action mirred egress redirect dev dm1"),
+        );
+        assert_eq!(o.code, 0, "{o:?}");
+    }
+    let heads = |s: &mut State, parent: &str| -> Vec<String> {
+        let out = tc(s, &format!("filter show dev dm0 {parent}")).stdout;
+        out.lines().filter(|l| l.starts_with("filter") && l.ends_with("chain 0 ")).map(String::from).collect()
+    };
+    // Recorded from the kernel: every filter of the ingress qdisc is dumped with `ffff:7`.
+    let want: Vec<String> =
+        (1..=3).map(|p| format!("filter parent ffff:7 protocol ip pref {p} u32 chain 0 ")).collect();
+    assert_eq!(heads(&mut s, "parent ffff:"), want);
+    assert_eq!(heads(&mut s, "ingress"), want);
+    let bare: Vec<String> = (1..=3).map(|p| format!("filter protocol ip pref {p} u32 chain 0 ")).collect();
+    assert_eq!(heads(&mut s, "parent ffff:7"), bare);
+    tc(&mut s, "filter del dev dm0 parent ffff:5 prio 3");
+    assert_eq!(heads(&mut s, "parent ffff:9").len(), 2, "a delete keeps the parent shown");
+    assert!(heads(&mut s, "parent ffff:9")[0].starts_with("filter parent ffff:7 "));
+}
+
+#[test]
+fn clsact_hooks_share_u32_table_ids() {
+    let mut s = up_pair();
+    tc(&mut s, "qdisc add dev dm0 clsact");
+    tc(&mut s, "filter add dev dm0 ingress protocol all prio 2 u32 match u32 0 0 action mirred egress redirect dev dm1");
+    tc(&mut s, "filter add dev dm0 egress protocol all prio 3 u32 match u32 0 0 action mirred ingress redirect dev dm1");
+    let out = tc(&mut s, "filter show dev dm0 egress").stdout;
+    assert!(out.contains("fh 801::800 order 2048 key ht 801 bkt 0 terminal flowid not_in_hw \n"), "{out}");
+    assert!(out.contains("mirred (Ingress Redirect to device dm1) stolen"), "{out}");
+}

@@ -21,11 +21,22 @@ tc filter add dev v1 ingress protocol ip prio 1 u32 match ip src 127.0.0.1/32 ma
 tc filter add dev v1 ingress protocol ip prio 2 handle 7 flow map key dst or 0xff rshift 3 addend 0x10
 tc filter add dev v1 ingress protocol ip prio 3 handle 5/0xff fw classid 1:5 police rate 1mbit burst 10k drop
 tc filter add dev v0 parent 1: protocol all prio 5 matchall classid 1:2
+tc actions add action skbedit priority 1:3 mark 0x10/0xff index 4 cookie 0a0b
+tc actions add action police rate 2mbit burst 20k mtu 2k peakrate 3mbit conform-exceed drop/continue overhead 8 linklayer atm index 9 action police avrate 1mbit conform-exceed pass index 10
+tc filter add dev v0 parent 1: protocol ip prio 6 u32 match u32 0 0 classid 1:1 action skbedit index 4 action drop random determ pass 5 action mirred egress mirror dev v1 continue
+";
+
+const NETEM: &str = "ip link add dev v0 type veth peer name v1
+tc qdisc add dev v0 root handle 1: netem limit 500 delay 40ms 5ms 25% distribution paretonormal loss 0.5% 10% reorder 1% gap 3 corrupt 0.01% rate 10mbit -4 48 5 slot 1ms 3ms packets 4 bytes 9000
+tc qdisc add dev v0 parent 1:1 handle 10: netem delay 10us loss gemodel 1% 10% 70% 0.1% ecn slot distribution pareto 1ms 100us
+tc qdisc add dev v1 root handle 2: netem delay 1s 100ms loss state 1% 20% 3% 40% 0.5% duplicate 0.5%
 ";
 
 #[test]
 fn tc_and_toml_round_trip() {
-    for (name, text) in [("home-003.tc", example("home-003.tc")), ("mixed", MIXED.to_string())] {
+    for (name, text) in
+        [("home-003.tc", example("home-003.tc")), ("mixed", MIXED.to_string()), ("netem", NETEM.to_string())]
+    {
         let a = load_tc_script(name, &text, &Vars::new()).unwrap_or_else(|e| panic!("{e}"));
         let script = to_tc_script(&a.state);
         let b = load_tc_script("exported", &script, &Vars::new()).unwrap_or_else(|e| panic!("{e}\n{script}"));
