@@ -131,14 +131,24 @@ fn actions(a: &[Action]) -> Result<Actions, BuildError> {
                 mask: k.mask.unwrap_or(u32::MAX),
                 verdict: verdict(k.verdict),
             }),
+            Action::Police(p) if p.avrate.is_some() || p.pkts_rate.is_some() => {
+                return Err(BuildError::Unsupported(
+                    "police avrate and pkts_rate (the core polices bytes with a token bucket)".into(),
+                ))
+            }
             Action::Police(p) => CoreAction::Police(Police::new(PoliceConfig {
-                rate: Some(Rate::from_bps(p.rate)),
+                rate: (p.rate > 0).then(|| Rate::from_bps(p.rate)),
                 burst: p.burst as u64,
-                mtu: p.mtu.unwrap_or(sluice_core::filter::police::DEFAULT_MTU),
+                // Without a rate and an mtu the kernel's policer lets every packet conform.
+                mtu: p.mtu.unwrap_or(if p.rate > 0 {
+                    sluice_core::filter::police::DEFAULT_MTU
+                } else {
+                    u32::MAX
+                }),
                 peakrate: p.peakrate.map(Rate::from_bps),
+                wire: wire(p.overhead as i32, p.mpu, p.linklayer),
                 exceed: verdict(p.exceed),
                 conform: verdict(p.conform),
-                ..PoliceConfig::default()
             })?),
             Action::Mirred(_) => return Err(BuildError::Unsupported("the mirred action".into())),
         });

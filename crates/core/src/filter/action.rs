@@ -200,51 +200,54 @@ impl Actions {
     pub fn run(&mut self, input: &ClassifyInput<'_>, now: Time) -> Verdict {
         const JUMP_TTL: u32 = 32;
         let mut verdict = Verdict::Ok;
-        let mut start = 0usize;
+        let mut i = 0usize;
         let mut ttl = JUMP_TTL;
-        'restart: loop {
-            for i in start..self.slots.len() {
-                let slot = &mut self.slots[i];
-                slot.stats.packets += 1;
-                slot.stats.bytes += input.pkt.len as u64;
-                verdict = match &mut slot.action {
-                    Action::Gact(v) => *v,
-                    Action::GactRandom(g) => g.decide(),
-                    Action::Police(p) => {
-                        let (v, exceeded) = p.police(input.pkt, now);
-                        if exceeded {
-                            slot.stats.overlimits += 1;
-                        }
-                        v
+        while i < self.slots.len() {
+            let slot = &mut self.slots[i];
+            i += 1;
+            slot.stats.packets += 1;
+            slot.stats.bytes += input.pkt.len as u64;
+            verdict = match &mut slot.action {
+                Action::Gact(v) => *v,
+                Action::GactRandom(g) => g.decide(),
+                Action::Police(p) => {
+                    let (v, exceeded) = p.police(input.pkt, now);
+                    if exceeded {
+                        slot.stats.overlimits += 1;
                     }
-                    Action::Skbedit(k) => {
-                        let mut m = input.meta.get();
-                        if let Some(p) = k.priority {
-                            m.priority = p;
-                        }
-                        if let Some(mark) = k.mark {
-                            m.mark = (m.mark & !k.mask) | (mark & k.mask);
-                        }
-                        input.meta.set(m);
-                        k.verdict
+                    v
+                }
+                Action::Skbedit(k) => {
+                    let mut m = input.meta.get();
+                    if let Some(p) = k.priority {
+                        m.priority = p;
                     }
-                };
-                if verdict == Verdict::Drop {
-                    slot.stats.drops += 1;
-                }
-                if let Verdict::Jump(n) = verdict {
-                    ttl -= 1;
-                    if n == 0 || n as usize > self.slots.len() || ttl == 0 {
-                        return Verdict::Ok;
+                    if let Some(mark) = k.mark {
+                        m.mark = (m.mark & !k.mask) | (mark & k.mask);
                     }
-                    start = n as usize;
-                    continue 'restart;
+                    input.meta.set(m);
+                    k.verdict
                 }
-                if verdict != Verdict::Pipe {
-                    return verdict;
-                }
+            };
+            if verdict == Verdict::Drop {
+                slot.stats.drops += 1;
             }
-            return if verdict == Verdict::Pipe { Verdict::Ok } else { verdict };
+            if let Verdict::Jump(n) = verdict {
+                ttl -= 1;
+                if n == 0 || n as usize > self.slots.len() || ttl == 0 {
+                    return Verdict::Ok;
+                }
+                i = n as usize;
+                continue;
+            }
+            if verdict != Verdict::Pipe {
+                return verdict;
+            }
+        }
+        if verdict == Verdict::Pipe {
+            Verdict::Ok
+        } else {
+            verdict
         }
     }
 }
