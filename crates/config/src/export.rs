@@ -222,8 +222,11 @@ pub fn class_args(o: &ClassOpts) -> String {
     }
 }
 
-fn action_args(actions: &[Action]) -> String {
-    actions.iter().map(|a| format!(" action {}", crate::tc::actions::action_words(a))).collect()
+/// The filter's actions as tc takes them: ` action KIND ...` each, or the old ` police ...` form
+/// (the kernel's TCA_*_POLICE) when the filter was given that way.
+fn action_args(actions: &[Action], police_keyword: bool) -> String {
+    let lead = if police_keyword { " " } else { " action " };
+    actions.iter().map(|a| format!("{lead}{}", crate::tc::actions::action_words(a))).collect()
 }
 
 /// The kind-specific part of a filter command (`handle ... KIND ...`).
@@ -336,7 +339,7 @@ pub fn filter_args(f: &FilterNode) -> String {
             }
         }
     }
-    s.push_str(&action_args(&f.actions));
+    s.push_str(&action_args(&f.actions, f.police_keyword));
     s
 }
 
