@@ -126,7 +126,7 @@ fn a2n(w: &str, allow_num: bool) -> Option<A2n> {
 }
 
 /// True when `w` names a control action (tc's `action_a2n(w, NULL, false) == 0`).
-pub fn is_control(w: &str) -> bool {
+fn is_control(w: &str) -> bool {
     a2n(w, false).is_some()
 }
 
@@ -619,6 +619,8 @@ pub(crate) fn parse_action_list(cur: &mut Cur, ctx: Ctx) -> Result<Vec<ActionSpe
             }
             cur.pos += 1;
         }
+        // Accepted and not kept (software-only emulation): `no_percpu`, then `skip_sw` and
+        // `skip_hw` in either order, as tc reads them.
         for flag in ["no_percpu", "skip_sw", "skip_hw", "skip_sw"] {
             if cur.peek() == Some(flag) {
                 cur.pos += 1;
