@@ -1,6 +1,6 @@
 //! A [`Program`]: what one configuration turns into (root qdisc, classifier, description).
 
-use sluice_config::build::{build_device, BuildError};
+use sluice_config::build::{build_device_seeded, BuildError};
 use sluice_config::burst::{auto_burst, BurstPolicy};
 use sluice_config::model::{ClassNode, ClassOpts, FilterOpts, State, H_MIN_EGRESS, H_MIN_INGRESS};
 use sluice_core::classify::Classifier;
@@ -30,12 +30,20 @@ pub struct ProgramOptions {
     /// services cannot be honoured by a user-space loop. `None` (the simulator, tests) builds
     /// the configuration exactly as written.
     pub burst_floor: Option<Span>,
+    /// Seed of the random sources of the configuration's qdiscs (netem's loss, jitter,
+    /// reordering): the same seed repeats a run exactly. The simulator passes its run's seed.
+    pub seed: u64,
 }
 
 impl ProgramOptions {
     /// The live shaper's options: buckets raised to the burst rule and `floor`.
     pub fn live(floor: Span) -> ProgramOptions {
-        ProgramOptions { burst_floor: Some(floor) }
+        // Each live run draws a different sequence, as the kernel seeds netem from entropy.
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0);
+        ProgramOptions { burst_floor: Some(floor), seed }
     }
 }
 
@@ -78,11 +86,11 @@ impl Program {
             ));
         }
         let (built, raised) = match opts.burst_floor {
-            None => (build_device(state, dev)?, None),
+            None => (build_device_seeded(state, dev, opts.seed)?, None),
             Some(floor) => {
                 let mut state = state.clone();
                 let raised = raise_buckets(&mut state, dev, floor);
-                (build_device(&state, dev)?, Some((raised, floor)))
+                (build_device_seeded(&state, dev, opts.seed)?, Some((raised, floor)))
             }
         };
         // u32 hash tables are containers, not filters of their own.

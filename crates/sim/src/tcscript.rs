@@ -38,9 +38,10 @@ pub(crate) fn load(file: &str, text: &str) -> Result<TcShaper, String> {
 }
 
 impl TcShaper {
-    /// A fresh program (root qdisc and filters).
-    pub(crate) fn program(&self) -> Program {
-        Program::from_model(&self.state, &self.dev, &ProgramOptions::default()).expect("built once already")
+    /// A fresh program (root qdisc and filters); random sources (netem) seeded from `seed`.
+    pub(crate) fn program(&self, seed: u64) -> Program {
+        let opts = ProgramOptions { seed, ..ProgramOptions::default() };
+        Program::from_model(&self.state, &self.dev, &opts).expect("built once already")
     }
 
     /// HTB classes of the root qdisc that have no child classes (what packets are charged to).

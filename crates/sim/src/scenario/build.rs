@@ -224,7 +224,7 @@ pub fn build_case(sc: &Scenario, point: &Point) -> Result<CaseSpec, ScenarioErro
         _ => None,
     };
     let built = match shaper {
-        Some(s) => Some(build_shaper(&ctx, s)?),
+        Some(s) => Some(build_shaper(&ctx, s, seed)?),
         None => None,
     };
     let mut shaper_used = false;
@@ -253,11 +253,11 @@ pub fn build_case(sc: &Scenario, point: &Point) -> Result<CaseSpec, ScenarioErro
                     None => (backend::queue_factory("pfifo 1000").expect("static queue spec"), false),
                 }
             } else {
-                let fac = backend::queue_factory(&qtext).map_err(|m| {
+                let fac = backend::link_queue_factory(&qtext, &l.name, seed).map_err(|m| {
                     ctx.err(
                         l.queue.as_ref().map(|q| q.span()),
                         m,
-                        Some("\"shaper\", \"pfifo [N]\", \"bfifo [SIZE]\" or \"pfifo_head_drop [N]\""),
+                        Some("\"shaper\", \"pfifo [N]\", \"bfifo [SIZE]\", \"pfifo_head_drop [N]\" or \"netem OPTIONS\""),
                     )
                 })?;
                 (fac, false)
@@ -387,7 +387,7 @@ pub(crate) struct Rule {
     pub class: Handle,
 }
 
-fn build_shaper(ctx: &Ctx, s: &ShaperFile) -> Result<BuiltShaper, ScenarioError> {
+fn build_shaper(ctx: &Ctx, s: &ShaperFile, seed: u64) -> Result<BuiltShaper, ScenarioError> {
     let overhead = match &s.overhead {
         Some(q) => {
             let t = ctx.text(q)?;
@@ -468,7 +468,7 @@ fn build_shaper(ctx: &Ctx, s: &ShaperFile) -> Result<BuiltShaper, ScenarioError>
         let classes =
             sh.leaf_classes().into_iter().map(|(id, rate, ceil)| ClassSpec { id, rate, ceil }).collect();
         let f = sh.clone();
-        let factory: backend::SharedProgram = std::sync::Arc::new(move || f.program());
+        let factory: backend::SharedProgram = std::sync::Arc::new(move || f.program(seed));
         return Ok(BuiltShaper {
             factory,
             classes,
