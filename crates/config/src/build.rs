@@ -15,7 +15,7 @@ use sluice_core::filter::flow::{FlowConfig, FlowMode};
 use sluice_core::filter::fw::FwConfig;
 use sluice_core::filter::matchall::MatchallConfig;
 use sluice_core::filter::police::{Police, PoliceConfig};
-use sluice_core::filter::u32::{HashKey, U32Config, U32Key as CoreKey, U32Selector};
+use sluice_core::filter::u32::{HashKey, U32Config, U32Key as CoreKey, U32Offset, U32Selector, VarOffset};
 use sluice_core::filter::{FilterConfig, FilterSpec, Protocol, Upsert};
 use sluice_core::fq_codel::{FqCodel, FqCodelConfig};
 use sluice_core::htb::{Htb, HtbClassConfig, HtbConfig};
@@ -102,6 +102,8 @@ fn verdict(v: Verdict) -> CoreVerdict {
         Verdict::Continue => CoreVerdict::Continue,
         Verdict::Reclassify => CoreVerdict::Reclassify,
         Verdict::Pipe => CoreVerdict::Pipe,
+        // Only mirred returns it, and mirred is not built yet.
+        Verdict::Stolen => CoreVerdict::Drop,
     }
 }
 
@@ -119,6 +121,7 @@ fn actions(a: &[Action]) -> Result<Actions, BuildError> {
                 conform: verdict(p.conform),
                 ..PoliceConfig::default()
             })?),
+            Action::Mirred(_) => return Err(BuildError::Unsupported("the mirred action".into())),
         });
     }
     Ok(Actions::new(v))
@@ -154,7 +157,11 @@ fn filter_spec(f: &FilterNode) -> Result<Option<FilterSpec>, BuildError> {
                         .iter()
                         .map(|k| CoreKey { val: k.val, mask: k.mask, off: k.off, nexthdr: k.nexthdr })
                         .collect(),
-                    offset: None,
+                    offset: u.offset.map(|o| U32Offset {
+                        plus: o.plus,
+                        var: o.var.then_some(VarOffset { at: o.at, mask: o.mask, shift: o.shift }),
+                        eat: o.eat,
+                    }),
                     hashkey: u.hashkey.map(|(mask, at)| HashKey { mask, at }),
                 },
                 link: u.link,
@@ -324,6 +331,8 @@ fn build_qdisc(
             })?)
         }
         QdiscOpts::Drr => return Err(BuildError::Unsupported("drr".into())),
+        QdiscOpts::Red(_) => return Err(BuildError::Unsupported("red".into())),
+        QdiscOpts::Mq(_) => return Err(BuildError::Unsupported("mq (one qdisc per transmit queue)".into())),
         QdiscOpts::Ingress | QdiscOpts::Clsact => {
             return Err(BuildError::Unsupported("an ingress qdisc as the egress root".into()))
         }

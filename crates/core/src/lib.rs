@@ -15,6 +15,7 @@
 
 pub mod classify;
 pub mod codel;
+pub mod drr;
 pub mod fifo;
 pub mod filter;
 pub mod flow_keys;
@@ -26,6 +27,7 @@ pub mod packet;
 pub mod prio;
 pub mod qdisc;
 pub mod rate;
+pub mod red;
 pub mod reference_htb;
 pub mod sched;
 pub mod sfq;
