@@ -282,8 +282,8 @@ pub enum QdiscOpts {
     Codel(CodelOpts),
     /// Flow queueing with CoDel.
     FqCodel(FqCodelOpts),
-    /// Network emulator.
-    Netem(NetemOpts),
+    /// Network emulator (boxed: its options are the largest).
+    Netem(Box<NetemOpts>),
     /// Deficit round robin.
     Drr,
     /// Random early detection.

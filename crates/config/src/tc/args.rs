@@ -650,7 +650,7 @@ fn parse_qdisc_opts(kind: &str, cur: &mut Cur) -> Result<Option<QdiscOpts>, TcEr
         "sfq" => QdiscOpts::Sfq(parse_sfq(cur)?),
         "codel" => QdiscOpts::Codel(parse_codel(cur)?),
         "fq_codel" => QdiscOpts::FqCodel(parse_fq_codel(cur)?),
-        "netem" => QdiscOpts::Netem(super::netem::parse(cur)?),
+        "netem" => QdiscOpts::Netem(Box::new(super::netem::parse(cur)?)),
         _ => return Ok(None),
     }))
 }

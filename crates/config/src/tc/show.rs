@@ -429,14 +429,14 @@ pub fn show_classes(
                 None,
             )),
             // netem_dump_class: its one class exists only while it has a child qdisc.
-            QdiscOpts::Netem(_) => {
-                if dev.qdiscs.iter().any(|c| c.parent != H_ROOT && c.parent.qdisc() == q.handle) {
-                    lines.push((
-                        Handle::new(q.handle.major(), 1),
-                        format!("parent {} ", classid_str(q.handle)),
-                        None,
-                    ));
-                }
+            QdiscOpts::Netem(_)
+                if dev.qdiscs.iter().any(|c| c.parent != H_ROOT && c.parent.qdisc() == q.handle) =>
+            {
+                lines.push((
+                    Handle::new(q.handle.major(), 1),
+                    format!("parent {} ", classid_str(q.handle)),
+                    None,
+                ));
             }
             QdiscOpts::Mq(_) => {
                 for n in 1..=dev.num_tx_queues {
