@@ -2,7 +2,7 @@
 //! [`Classifier`] holding its filters and tree shape, ready for the simulator or the live shaper.
 //!
 //! Implemented with what sluice-core provides today: pfifo/bfifo/pfifo_head_drop, pfifo_fast,
-//! prio (with band children), tbf (with its child), codel, fq_codel; filters u32, flow, fw,
+//! prio (with band children), tbf (with its child), netem (with its child), codel, fq_codel; filters u32, flow, fw,
 //! matchall with gact and police actions, htb (any leaf qdiscs), sfq. DRR and the `basic` filter
 //! are reported as unsupported.
 
@@ -353,15 +353,13 @@ fn build_netem(
     seed: u64,
 ) -> Result<Box<dyn Qdisc>, BuildError> {
     use sluice_core::netem::{LossModel, Netem, NetemConfig, NetemRate, NetemSlot};
-    // A duplicate or a corrupted frame needs its bytes copied or changed by whoever owns them;
-    // the engine's owners (simulator slots, the live shaper's pool) hand each payload out once.
+    // A duplicate needs its bytes copied by whoever owns them; the engine's owners (simulator
+    // slots, the live shaper's pool) hand each payload out once. A corrupted packet keeps its
+    // payload, marked: the simulator's receiver discards it, the live shaper flips a bit.
     if n.duplicate != 0 {
         return Err(BuildError::Unsupported(
             "netem duplicate (a second copy of a frame needs its owner to clone it)".into(),
         ));
-    }
-    if n.corrupt.is_some_and(|c| c.probability != 0) {
-        return Err(BuildError::Unsupported("netem corrupt (the engine does not change frame bytes)".into()));
     }
     let cor = n.corr.unwrap_or_default();
     let table = |d: &Option<NetemDist>| d.as_ref().map(|d| crate::tc::netem::dist_table(d).into());

@@ -91,3 +91,21 @@ fn netem_loss_and_jitter_are_what_was_configured_and_repeat_under_the_seed() {
     let c = sim("netem delay 40ms 5ms loss 2%", Some(6));
     assert_ne!(flow(&c, "cbr").received, cbr.received, "another seed, another loss pattern");
 }
+
+#[test]
+fn corrupted_packets_are_lost_at_the_receiver() {
+    let r = sim("netem corrupt 5%", None);
+    let cbr = flow(&r, "cbr");
+    eprintln!("netem corrupt 5%: cbr loss {}%", cbr.loss_pct);
+    assert!((cbr.loss_pct - 5.0).abs() < 1.0, "loss {}%", cbr.loss_pct);
+    // The hop sent them: netem counts no drop for a corruption.
+    let q = r.cases[0].qdiscs.iter().find(|q| q.link == "wan").unwrap();
+    assert_eq!(q.drops, 0);
+}
+
+#[test]
+fn netem_duplicate_is_refused_by_the_simulator_with_the_reason() {
+    let sc = scenario("netem duplicate 1%");
+    let err = run(&sc, &RunOptions { overrides: Vec::new(), seed: None }, &|_| {}).err().expect("refused");
+    assert!(err.to_string().contains("duplicate"), "{err}");
+}
