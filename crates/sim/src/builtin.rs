@@ -11,7 +11,7 @@ pub const BUILTIN: &[(&str, &str, &str)] = &[
     ("benita", "004", include_str!("../../../scenarios/benita.toml")),
     ("sfq-perturb", "003", include_str!("../../../scenarios/sfq-perturb.toml")),
     ("speed", "-", include_str!("../../../scenarios/speed.toml")),
-    ("wan-netem", "003", include_str!("../../../scenarios/wan-netem.toml")),
+    ("wan-netem", "-", include_str!("../../../scenarios/wan-netem.toml")),
 ];
 
 /// `(name, description)` of every built-in scenario.
