@@ -10,7 +10,9 @@ use crate::model::*;
 use sluice_core::classify::{ClassShape, Classifier, Fallback, QdiscShape, ShapeKind};
 use sluice_core::codel::{Codel, CodelConfig, CodelParams};
 use sluice_core::fifo::{Fifo, FifoKind};
-use sluice_core::filter::action::{Action as CoreAction, Actions, Verdict as CoreVerdict};
+use sluice_core::filter::action::{
+    Action as CoreAction, Actions, GactRandom, Skbedit, Verdict as CoreVerdict,
+};
 use sluice_core::filter::flow::{FlowConfig, FlowMode};
 use sluice_core::filter::fw::FwConfig;
 use sluice_core::filter::matchall::MatchallConfig;
@@ -102,6 +104,10 @@ fn verdict(v: Verdict) -> CoreVerdict {
         Verdict::Continue => CoreVerdict::Continue,
         Verdict::Reclassify => CoreVerdict::Reclassify,
         Verdict::Pipe => CoreVerdict::Pipe,
+        // In software a trap is a drop (`TC_ACT_TRAP` only means something to hardware).
+        Verdict::Trap => CoreVerdict::Drop,
+        Verdict::Goto(n) => CoreVerdict::GotoChain(n),
+        Verdict::Jump(n) => CoreVerdict::Jump(n),
         // Only mirred returns it, and mirred is not built yet.
         Verdict::Stolen => CoreVerdict::Drop,
     }
@@ -111,7 +117,20 @@ fn actions(a: &[Action]) -> Result<Actions, BuildError> {
     let mut v = Vec::new();
     for x in a {
         v.push(match x {
-            Action::Gact { verdict: g, .. } => CoreAction::Gact(verdict(*g)),
+            Action::Gact { verdict: g, random: None, .. } => CoreAction::Gact(verdict(*g)),
+            Action::Gact { verdict: g, random: Some(r), index } => CoreAction::GactRandom(GactRandom::new(
+                verdict(*g),
+                verdict(r.verdict),
+                r.determ,
+                r.val,
+                *index as u64,
+            )),
+            Action::Skbedit(k) => CoreAction::Skbedit(Skbedit {
+                priority: k.priority.and_then(|p| p.to_tc()),
+                mark: k.mark,
+                mask: k.mask.unwrap_or(u32::MAX),
+                verdict: verdict(k.verdict),
+            }),
             Action::Police(p) => CoreAction::Police(Police::new(PoliceConfig {
                 rate: Some(Rate::from_bps(p.rate)),
                 burst: p.burst as u64,

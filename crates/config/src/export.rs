@@ -223,28 +223,11 @@ pub fn class_args(o: &ClassOpts) -> String {
     }
 }
 
-fn action_args(actions: &[Action]) -> String {
-    let mut s = String::new();
-    for a in actions {
-        match a {
-            Action::Gact { verdict, index } => {
-                let _ = write!(s, " action gact {} index {index}", verdict.name());
-            }
-            Action::Police(p) => {
-                let _ = write!(s, " action police rate {}bit burst {}", p.rate, p.burst);
-                if let Some(m) = p.mtu {
-                    let _ = write!(s, " mtu {m}");
-                }
-                if let Some(pk) = p.peakrate {
-                    let _ = write!(s, " peakrate {pk}bit");
-                }
-                let _ =
-                    write!(s, " conform-exceed {}/{} index {}", p.exceed.name(), p.conform.name(), p.index);
-            }
-            Action::Mirred(m) => s.push_str(&crate::tc::mirred::args(m)),
-        }
-    }
-    s
+/// The filter's actions as tc takes them: ` action KIND ...` each, or the old ` police ...` form
+/// (the kernel's TCA_*_POLICE) when the filter was given that way.
+fn action_args(actions: &[Action], police_keyword: bool) -> String {
+    let lead = if police_keyword { " " } else { " action " };
+    actions.iter().map(|a| format!("{lead}{}", crate::tc::actions::action_words(a))).collect()
 }
 
 /// The kind-specific part of a filter command (`handle ... KIND ...`).
@@ -357,7 +340,7 @@ pub fn filter_args(f: &FilterNode) -> String {
             }
         }
     }
-    s.push_str(&action_args(&f.actions));
+    s.push_str(&action_args(&f.actions, f.police_keyword));
     s
 }
 

@@ -4,6 +4,7 @@
 //! what the real tools would print and their exit status. A failed command leaves the state as
 //! it was.
 
+pub mod actions;
 pub mod args;
 pub mod error;
 pub mod filters;
@@ -208,16 +209,27 @@ fn execute_inner(state: &mut State, cmd: &TcCmd, opts: ShowOpts) -> Result<(Stri
                 }
             }
         }
-        TcCmd::Qdisc(c) => return kernel::qdisc_modify(state, c).map(|w| (out, w)),
+        TcCmd::Qdisc(c) => {
+            let w = kernel::qdisc_modify(state, c)?;
+            actions::settle(state, Vec::new());
+            return Ok((out, w));
+        }
         TcCmd::Class(c) if c.verb == Verb::Show => {
             let d = find_dev(state, &c.dev)?.ok_or_else(|| TcError::usage("Must specify device.", None))?;
             show::show_classes(&mut out, d, opts, c.parent, c.classid);
         }
-        TcCmd::Class(c) => return kernel::class_modify(state, c).map(|w| (out, w)),
+        TcCmd::Class(c) => {
+            let w = kernel::class_modify(state, c)?;
+            actions::settle(state, Vec::new());
+            return Ok((out, w));
+        }
         TcCmd::Filter(c) if c.verb == Verb::Show => {
             let d = find_dev(state, &c.dev)?.ok_or_else(|| TcError::usage("Must specify device.", None))?;
-            let ctx =
-                show::FilterShowCtx { protocol: c.protocol, prio: (c.prio != 0).then_some(c.prio as u16) };
+            let ctx = show::FilterShowCtx {
+                protocol: c.protocol,
+                prio: (c.prio != 0).then_some(c.prio as u16),
+                opts,
+            };
             // A missing block prints nothing, as the kernel's dump does.
             if let Ok(block) = kernel::resolve_block(d, c.parent) {
                 let ingress = d.qdisc_at(H_INGRESS).filter(|q| matches!(q.opts, QdiscOpts::Ingress));
@@ -231,7 +243,7 @@ fn execute_inner(state: &mut State, cmd: &TcCmd, opts: ShowOpts) -> Result<(Stri
                     Some(_) => None,
                     None => Some(d.root().map(|q| q.handle).unwrap_or(Handle::UNSPEC)),
                 };
-                show::show_filters(&mut out, d, block, shown, ctx);
+                show::show_filters(&mut out, state, d, block, shown, ctx);
             }
         }
         TcCmd::Filter(c) if c.verb == Verb::Get => {
@@ -254,7 +266,7 @@ fn execute_inner(state: &mut State, cmd: &TcCmd, opts: ShowOpts) -> Result<(Stri
                 .find(|f| f.parent == block && f.prio == c.prio as u16 && f.handle == handle && handle != 0)
                 .ok_or_else(|| TcError::kernel("Specified filter handle not found"))?;
             let parent = c.parent.unwrap_or(block);
-            show::show_one_filter(&mut out, f, parent);
+            show::show_one_filter(&mut out, state, f, parent, opts);
         }
         TcCmd::Filter(c) => {
             let w = kernel::filter_modify(state, c)?;
@@ -271,6 +283,7 @@ fn execute_inner(state: &mut State, cmd: &TcCmd, opts: ShowOpts) -> Result<(Stri
             }
             return Ok((out, w));
         }
+        TcCmd::Actions(c) => return actions::execute(state, c, opts),
     }
     Ok((out, Vec::new()))
 }
@@ -397,6 +410,7 @@ pub fn run_ip(state: &mut State, argv: &[String]) -> Outcome {
                 gone.push(peer.clone());
             }
             state.devices.retain(|d| !gone.contains(&d.name));
+            actions::settle(state, Vec::new());
             Outcome::default()
         }
         v if args::matches(v, "set") => {

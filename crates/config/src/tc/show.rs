@@ -593,51 +593,12 @@ pub struct FilterShowCtx {
     pub protocol: Option<u16>,
     /// `prio` given to show.
     pub prio: Option<u16>,
-}
-
-fn action_text(actions: &[Action]) -> String {
-    let mut s = String::new();
-    for (i, a) in actions.iter().enumerate() {
-        match a {
-            Action::Gact { verdict, index } => {
-                let _ = write!(
-                    s,
-                    "\n\taction order {}: gact action {}\n\t random type none pass val 0\n\t index {} ref 1 bind 1\n",
-                    i + 1,
-                    verdict.name(),
-                    index
-                );
-            }
-            Action::Police(p) => {
-                let _ = write!(
-                    s,
-                    "\n\taction order {}:  police {:#x} rate {} burst {} ",
-                    i + 1,
-                    p.index,
-                    rate(p.rate),
-                    format_size(p.burst as u64)
-                );
-                if let Some(m) = p.mtu {
-                    let _ = write!(s, "mtu {} ", format_size(m as u64));
-                }
-                if let Some(pk) = p.peakrate {
-                    let _ = write!(s, "peakrate {} ", rate(pk));
-                }
-                let _ = write!(
-                    s,
-                    "action {}/{} overhead 0b \n\tref 1 bind 1\n",
-                    p.exceed.name(),
-                    p.conform.name()
-                );
-            }
-            Action::Mirred(m) => super::mirred::show(&mut s, i + 1, m),
-        }
-    }
-    s
+    /// `-s`/`-d`.
+    pub opts: ShowOpts,
 }
 
 /// Body of one filter after the header.
-pub fn filter_body(f: &FilterNode) -> String {
+pub fn filter_body(state: &State, f: &FilterNode, opts: ShowOpts) -> String {
     let mut s = String::new();
     match &f.opts {
         FilterOpts::U32Table { divisor } => {
@@ -756,13 +717,14 @@ pub fn filter_body(f: &FilterNode) -> String {
             }
         }
     }
-    s.push_str(&action_text(&f.actions));
+    s.push_str(&super::actions::filter_actions_text(state, f, opts));
     s
 }
 
 /// Filters of one block in dump order, each classifier instance (prio) led by its header line.
 pub fn show_filters(
     out: &mut String,
+    state: &State,
     dev: &Device,
     block: Handle,
     parent_shown: Option<Handle>,
@@ -798,25 +760,41 @@ pub fn show_filters(
             let tables: Vec<&&FilterNode> =
                 tp.iter().filter(|f| matches!(f.opts, FilterOpts::U32Table { .. })).collect();
             for t in tables.iter().rev() {
-                let _ = writeln!(out, "{}{}", filter_head(t, parent_shown, &ctx), filter_body(t));
+                let _ = writeln!(
+                    out,
+                    "{}{}",
+                    filter_head(t, parent_shown, &ctx),
+                    filter_body(state, t, ctx.opts)
+                );
                 let mut keys: Vec<&&FilterNode> = tp
                     .iter()
                     .filter(|f| matches!(f.opts, FilterOpts::U32(_)) && f.handle >> 20 == t.handle >> 20)
                     .collect();
                 keys.sort_by_key(|f| f.handle);
                 for k in keys {
-                    let _ = writeln!(out, "{}{}", filter_head(k, parent_shown, &ctx), filter_body(k));
+                    let _ = writeln!(
+                        out,
+                        "{}{}",
+                        filter_head(k, parent_shown, &ctx),
+                        filter_body(state, k, ctx.opts)
+                    );
                 }
             }
         } else {
             for f in tp {
-                let _ = writeln!(out, "{}{}", filter_head(f, parent_shown, &ctx), filter_body(f));
+                let _ = writeln!(
+                    out,
+                    "{}{}",
+                    filter_head(f, parent_shown, &ctx),
+                    filter_body(state, f, ctx.opts)
+                );
             }
         }
     }
 }
 
 /// `tc filter get`: one filter with its parent.
-pub fn show_one_filter(out: &mut String, f: &FilterNode, parent: Handle) {
-    let _ = writeln!(out, "{}{}", filter_head(f, Some(parent), &FilterShowCtx::default()), filter_body(f));
+pub fn show_one_filter(out: &mut String, state: &State, f: &FilterNode, parent: Handle, opts: ShowOpts) {
+    let ctx = FilterShowCtx { opts, ..Default::default() };
+    let _ = writeln!(out, "{}{}", filter_head(f, Some(parent), &ctx), filter_body(state, f, opts));
 }
