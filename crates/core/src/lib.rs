@@ -22,6 +22,7 @@ pub mod flow_keys;
 pub mod fq_codel;
 pub mod handle;
 pub mod htb;
+pub mod netem;
 pub mod packet;
 pub mod prio;
 pub mod qdisc;
