@@ -133,14 +133,24 @@ fn actions(a: &[Action]) -> Result<Actions, BuildError> {
                 mask: k.mask.unwrap_or(u32::MAX),
                 verdict: verdict(k.verdict),
             }),
+            Action::Police(p) if p.avrate.is_some() || p.pkts_rate.is_some() => {
+                return Err(BuildError::Unsupported(
+                    "police avrate and pkts_rate (the core polices bytes with a token bucket)".into(),
+                ))
+            }
             Action::Police(p) => CoreAction::Police(Police::new(PoliceConfig {
-                rate: Some(Rate::from_bps(p.rate)),
+                rate: (p.rate > 0).then(|| Rate::from_bps(p.rate)),
                 burst: p.burst as u64,
-                mtu: p.mtu.unwrap_or(sluice_core::filter::police::DEFAULT_MTU),
+                // Without a rate and an mtu the kernel's policer lets every packet conform.
+                mtu: p.mtu.unwrap_or(if p.rate > 0 {
+                    sluice_core::filter::police::DEFAULT_MTU
+                } else {
+                    u32::MAX
+                }),
                 peakrate: p.peakrate.map(Rate::from_bps),
+                wire: wire(p.overhead as i32, p.mpu, p.linklayer),
                 exceed: verdict(p.exceed),
                 conform: verdict(p.conform),
-                ..PoliceConfig::default()
             })?),
             Action::Mirred(_) => return Err(BuildError::Unsupported("the mirred action".into())),
         });
@@ -551,6 +561,31 @@ mod tests {
         b.root.enqueue(pkt, Time::ZERO).unwrap();
         assert!(b.root.dequeue(Time::ZERO).is_some());
         assert!(b.classifier.filters(Handle::from_tc(0x1_0000)).is_some());
+    }
+
+    #[test]
+    fn skbedit_mark_feeds_fw_and_priority_picks_the_class_below() {
+        use sluice_core::classify::ClassifyOutcome;
+        // skbedit mark + continue: the next filter (fw) reads the new mark.
+        let s = load("tc qdisc add dev e root handle 1: htb default 10\ntc class add dev e parent 1: classid 1:10 htb rate 1mbit\ntc class add dev e parent 1: classid 1:20 htb rate 1mbit\ntc filter add dev e parent 1: protocol all prio 1 matchall action skbedit mark 5 continue\ntc filter add dev e parent 1: protocol all prio 2 handle 5 fw classid 1:20\n");
+        let mut b = build_device(&s, "e").unwrap();
+        let mut p = Packet::new(1000, 1);
+        assert_eq!(
+            b.classifier.classify(&mut p, &Default::default(), &[], Time::ZERO),
+            ClassifyOutcome::Enqueue
+        );
+        assert_eq!(p.mark, 5);
+        assert_eq!(p.class_for(1), Some(Handle::new(1, 0x20)));
+        // skbedit priority in the prio's filter: the HTB below takes skb->priority as its class.
+        let s = load("tc qdisc add dev e root handle 1: prio\ntc qdisc add dev e parent 1:2 handle 10: htb default 1\ntc class add dev e parent 10: classid 10:1 htb rate 1mbit\ntc class add dev e parent 10: classid 10:2 htb rate 1mbit\ntc filter add dev e parent 1: protocol all prio 1 matchall classid 1:2 action skbedit priority 10:2\n");
+        let mut b = build_device(&s, "e").unwrap();
+        let mut p = Packet::new(1000, 2);
+        assert_eq!(
+            b.classifier.classify(&mut p, &Default::default(), &[], Time::ZERO),
+            ClassifyOutcome::Enqueue
+        );
+        assert_eq!(p.priority, 0x0010_0002);
+        assert_eq!(p.class_for(0x10), Some(Handle::new(0x10, 2)));
     }
 
     #[test]
