@@ -357,12 +357,14 @@ pub fn run_ip(state: &mut State, argv: &[String]) -> Outcome {
                     mk(state, n, DevKind::Veth { peer: p.clone() });
                     mk(state, &p, DevKind::Veth { peer: n.to_string() });
                 }
-                Some(k) => return fail(
-                    2,
-                    format!(
+                Some(k) => {
+                    return fail(
+                        2,
+                        format!(
                         "Error: Unknown device type.\nSluice emulates dummy, veth and ifb only, not \"{k}\"."
                     ),
-                ),
+                    )
+                }
                 None => return fail(2, "Not enough information: \"type\" argument is required.".into()),
             }
             Outcome::default()

@@ -24,6 +24,18 @@ pub enum Verdict {
     Continue,
     /// `goto chain N`: continue with the first filter of chain N at the same parent.
     GotoChain(u32),
+    /// `stolen` after a mirred redirect: the packet leaves this path for `MirredTarget`.
+    Redirect(MirredTarget),
+}
+
+/// Where a mirred redirect sends a packet: a device (an index into the device table of whoever
+/// built the filters) and the side of it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct MirredTarget {
+    /// The target device's index.
+    pub dev: u16,
+    /// `ingress`: the device's receive path (its ingress hook); else its root qdisc.
+    pub ingress: bool,
 }
 
 impl Verdict {
@@ -51,6 +63,7 @@ impl fmt::Display for Verdict {
             Verdict::Reclassify => f.write_str("reclassify"),
             Verdict::Continue => f.write_str("continue"),
             Verdict::GotoChain(n) => write!(f, "goto chain {n}"),
+            Verdict::Redirect(_) => f.write_str("stolen"),
         }
     }
 }
@@ -75,6 +88,8 @@ pub enum Action {
     Gact(Verdict),
     /// `police`.
     Police(Police),
+    /// `mirred ... redirect`: the packet goes to another device (verdict `stolen`).
+    Redirect(MirredTarget),
 }
 
 /// One action with its counters.
@@ -122,6 +137,7 @@ impl Actions {
     pub fn jumps_to(&self, chain: u32) -> bool {
         self.slots.iter().any(|s| match &s.action {
             Action::Gact(v) => *v == Verdict::GotoChain(chain),
+            Action::Redirect(_) => false,
             Action::Police(p) => {
                 p.config().conform == Verdict::GotoChain(chain)
                     || p.config().exceed == Verdict::GotoChain(chain)
@@ -138,6 +154,7 @@ impl Actions {
             slot.stats.bytes += input.pkt.len as u64;
             verdict = match &mut slot.action {
                 Action::Gact(v) => *v,
+                Action::Redirect(t) => Verdict::Redirect(*t),
                 Action::Police(p) => {
                     let (v, exceeded) = p.police(input.pkt, now);
                     if exceeded {

@@ -50,7 +50,7 @@ use crate::packet::Packet;
 use crate::time::Time;
 use std::fmt;
 
-pub use action::{Action, ActionStats, Actions, Verdict};
+pub use action::{Action, ActionStats, Actions, MirredTarget, Verdict};
 pub use dsfield::{DsfieldConfig, DsfieldTp};
 pub use flow::{FlowConfig, FlowKey, FlowMode, FlowTp};
 pub use fw::{FwConfig, FwTp};
@@ -89,6 +89,8 @@ pub enum TcfOutcome {
     Classified(FilterResult),
     /// A filter or action said `drop` (or the reclassify limit was hit).
     Drop,
+    /// A mirred action took the packet for another device.
+    Redirect(MirredTarget),
     /// No filter matched.
     NoMatch,
 }
@@ -487,6 +489,7 @@ impl FilterList {
                 match verdict {
                     Verdict::Ok | Verdict::Pipe => return TcfOutcome::Classified(FilterResult { classid }),
                     Verdict::Drop => return TcfOutcome::Drop,
+                    Verdict::Redirect(t) => return TcfOutcome::Redirect(t),
                     Verdict::Continue => continue,
                     Verdict::Reclassify | Verdict::GotoChain(_) => {
                         restarts += 1;
