@@ -274,6 +274,21 @@ impl Engine {
         Received::Pass(pkt)
     }
 
+    /// [`Engine::receive`] for a frame: parsed by sluice-wire as [`Engine::ingress_frame`] does (a
+    /// frame that does not parse is offered with empty flow keys).
+    pub fn receive_frame(&mut self, frame: &[u8], payload: u64, now: Time) -> Received {
+        match parse_frame(frame, self.parse) {
+            Ok(parsed) => {
+                let pkt = parsed.to_packet(payload);
+                self.receive(pkt, &parsed.keys, frame, now)
+            }
+            Err(_) => {
+                self.c.parse_errors += 1;
+                self.receive(Packet::new(frame.len() as u32, payload), &FlowKeys::default(), frame, now)
+            }
+        }
+    }
+
     /// A packet a mirred redirect took since the last call: route it to its target. Drain it
     /// after every ingress and receive, as [`Engine::take_dropped`].
     #[inline]
