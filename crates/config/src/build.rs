@@ -19,7 +19,7 @@ use sluice_core::filter::fw::FwConfig;
 use sluice_core::filter::matchall::MatchallConfig;
 use sluice_core::filter::police::{Police, PoliceConfig};
 use sluice_core::filter::u32::{HashKey, U32Config, U32Key as CoreKey, U32Offset, U32Selector, VarOffset};
-use sluice_core::filter::{FilterConfig, FilterSpec, Protocol, Upsert};
+use sluice_core::filter::{FilterConfig, FilterList, FilterSpec, MirredTarget, Protocol, Upsert};
 use sluice_core::fq_codel::{FqCodel, FqCodelConfig};
 use sluice_core::htb::{Htb, HtbClassConfig, HtbConfig};
 use sluice_core::prio::{PfifoFast, PfifoFastConfig, Prio, PrioConfig};
@@ -92,15 +92,37 @@ pub fn build_device_seeded(state: &State, dev_name: &str, seed: u64) -> Result<B
         if f.parent == H_MIN_INGRESS || f.parent == H_MIN_EGRESS {
             continue;
         }
-        if let Some(spec) = filter_spec(f)? {
+        if let Some(spec) = filter_spec(f, &state.devices)? {
             classifier.add_filter(f.parent, spec, Upsert::Replace)?;
         }
     }
     Ok(Built { root: q, classifier })
 }
 
-fn verdict(v: Verdict) -> CoreVerdict {
-    match v {
+/// The filters on one hook of `dev_name`'s ingress or clsact qdisc (`block`: [`H_MIN_INGRESS`] or
+/// [`H_MIN_EGRESS`]), run on their own as the kernel runs them (`tcf_classify` on the block, no
+/// qdisc behind it); `None` when the hook has no filter. A mirred target is the device's index in
+/// `state.devices`.
+pub fn build_hook(state: &State, dev_name: &str, block: Handle) -> Result<Option<FilterList>, BuildError> {
+    let dev = state
+        .devices
+        .iter()
+        .find(|d| d.name == dev_name)
+        .ok_or_else(|| BuildError::Missing(format!("no device {dev_name}")))?;
+    if !dev.filters.iter().any(|f| f.parent == block) {
+        return Ok(None);
+    }
+    let mut list = FilterList::new();
+    for f in dev.filters.iter().filter(|f| f.parent == block) {
+        if let Some(spec) = filter_spec(f, &state.devices)? {
+            list.apply(spec, Upsert::Replace, 0xFFFF)?;
+        }
+    }
+    Ok(Some(list))
+}
+
+fn verdict(v: Verdict) -> Result<CoreVerdict, BuildError> {
+    Ok(match v {
         Verdict::Pass => CoreVerdict::Ok,
         Verdict::Drop => CoreVerdict::Drop,
         Verdict::Continue => CoreVerdict::Continue,
@@ -110,19 +132,21 @@ fn verdict(v: Verdict) -> CoreVerdict {
         Verdict::Trap => CoreVerdict::Drop,
         Verdict::Goto(n) => CoreVerdict::GotoChain(n),
         Verdict::Jump(n) => CoreVerdict::Jump(n),
-        // Only mirred returns it, and mirred is not built yet.
-        Verdict::Stolen => CoreVerdict::Drop,
-    }
+        // Only a mirred redirect returns it, as its own verdict.
+        Verdict::Stolen => {
+            return Err(BuildError::Unsupported("a `stolen` verdict outside a mirred redirect".into()))
+        }
+    })
 }
 
-fn actions(a: &[Action]) -> Result<Actions, BuildError> {
+fn actions(a: &[Action], devices: &[Device]) -> Result<Actions, BuildError> {
     let mut v = Vec::new();
     for x in a {
         v.push(match x {
-            Action::Gact { verdict: g, random: None, .. } => CoreAction::Gact(verdict(*g)),
+            Action::Gact { verdict: g, random: None, .. } => CoreAction::Gact(verdict(*g)?),
             Action::Gact { verdict: g, random: Some(r), index } => CoreAction::GactRandom(GactRandom::new(
-                verdict(*g),
-                verdict(r.verdict),
+                verdict(*g)?,
+                verdict(r.verdict)?,
                 r.determ,
                 r.val,
                 *index as u64,
@@ -131,7 +155,7 @@ fn actions(a: &[Action]) -> Result<Actions, BuildError> {
                 priority: k.priority.and_then(|p| p.to_tc()),
                 mark: k.mark,
                 mask: k.mask.unwrap_or(u32::MAX),
-                verdict: verdict(k.verdict),
+                verdict: verdict(k.verdict)?,
             }),
             Action::Police(p) if p.avrate.is_some() || p.pkts_rate.is_some() => {
                 return Err(BuildError::Unsupported(
@@ -149,17 +173,31 @@ fn actions(a: &[Action]) -> Result<Actions, BuildError> {
                 }),
                 peakrate: p.peakrate.map(Rate::from_bps),
                 wire: wire(p.overhead as i32, p.mpu, p.linklayer),
-                exceed: verdict(p.exceed),
-                conform: verdict(p.conform),
+                exceed: verdict(p.exceed)?,
+                conform: verdict(p.conform)?,
             })?),
-            Action::Mirred(_) => return Err(BuildError::Unsupported("the mirred action".into())),
+            Action::Mirred(m) => CoreAction::Redirect(mirred_target(m, devices)?),
         });
     }
     Ok(Actions::new(v))
 }
 
-fn filter_spec(f: &FilterNode) -> Result<Option<FilterSpec>, BuildError> {
-    let acts = actions(&f.actions)?;
+/// A mirred redirect's target; a mirror (a copy of each packet) is not in the data path.
+fn mirred_target(m: &MirredOpts, devices: &[Device]) -> Result<MirredTarget, BuildError> {
+    if m.mode == MirredMode::Mirror {
+        return Err(BuildError::Unsupported("mirred mirror (a copy of each packet)".into()));
+    }
+    if m.verdict != Verdict::Stolen {
+        return Err(BuildError::Unsupported(format!("a mirred redirect with verdict {}", m.verdict.name())));
+    }
+    let dev = devices.iter().position(|d| d.name == m.dev).and_then(|i| u16::try_from(i).ok()).ok_or_else(
+        || BuildError::Missing(format!("mirred target {} is not a device of this configuration", m.dev)),
+    )?;
+    Ok(MirredTarget { dev, ingress: m.direction == MirredDirection::Ingress })
+}
+
+fn filter_spec(f: &FilterNode, devices: &[Device]) -> Result<Option<FilterSpec>, BuildError> {
+    let acts = actions(&f.actions, devices)?;
     let (config, handle) = match &f.opts {
         // The root table of each priority is created by the core itself.
         FilterOpts::U32Table { .. } if f.handle >> 20 >= 0x800 => return Ok(None),

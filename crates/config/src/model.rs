@@ -63,6 +63,9 @@ pub enum DevKind {
         /// The other end.
         peer: String,
     },
+    /// `ip link add type ifb`: an intermediate functional block. What mirred redirects to its
+    /// egress leaves through its root qdisc and goes back where it came from.
+    Ifb,
 }
 
 /// One emulated device and its traffic-control tree.

@@ -13,6 +13,7 @@ pub const BUILTIN: &[(&str, &str, &str)] = &[
     ("speed", "-", include_str!("../../../scenarios/speed.toml")),
     ("wan-netem", "-", include_str!("../../../scenarios/wan-netem.toml")),
     ("mininet-red", "-", include_str!("../../../scenarios/mininet-red.toml")),
+    ("home-both-ways", "-", include_str!("../../../scenarios/home-both-ways.toml")),
 ];
 
 /// `(name, description)` of every built-in scenario.

@@ -354,7 +354,15 @@ fn class_hash_order(classes: Vec<&ClassNode>) -> Vec<&ClassNode> {
 pub fn show_qdiscs(out: &mut String, dev: &Device, with_dev: bool, o: ShowOpts, only: Option<Handle>) {
     let devs = if with_dev { format!("dev {} ", dev.name) } else { String::new() };
     if dev.root().is_none() && only.is_none_or(|p| p == H_ROOT) {
-        let _ = writeln!(out, "qdisc noqueue 0: {devs}root refcnt 2 ");
+        if dev.kind == DevKind::Ifb {
+            // An IFB has a transmit queue (qlen 32): the kernel's default qdisc, not noqueue.
+            let _ = writeln!(
+                out,
+                "qdisc pfifo_fast 0: {devs}root refcnt 2 bands 3 priomap 1 2 2 2 1 2 0 0 1 1 1 1 1 1 1 1"
+            );
+        } else {
+            let _ = writeln!(out, "qdisc noqueue 0: {devs}root refcnt 2 ");
+        }
         if o.stats {
             stats_lines(out, &QdiscStats::default());
         }
