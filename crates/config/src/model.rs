@@ -860,4 +860,8 @@ pub struct PoliceOpts {
     pub conform: Verdict,
     /// Action index.
     pub index: u32,
+    /// Given as the filter's own `police ...` (the kernel keeps it as the old-style policer
+    /// attribute, and tc prints it without an `action order` line).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub inline: bool,
 }

@@ -445,7 +445,7 @@ pub(crate) fn parse_u32(cur: &mut Cur, handle: Option<(usize, &str)>) -> Result<
             }
             "skip_hw" | "skip_sw" => {}
             "action" => parse_actions(cur, &mut actions)?,
-            "police" => actions.push(Action::Police(parse_police(cur)?)),
+            "police" => actions.push(Action::Police(PoliceOpts { inline: true, ..parse_police(cur)? })),
             "offset" => o.offset = Some(parse_offset(cur, o.offset.unwrap_or_default())?),
             "help" => return Err(TcError::usage(U32_USAGE, Some(at))),
             _ => return Err(what_is(w, at, U32_USAGE)),
@@ -541,7 +541,7 @@ pub(crate) fn parse_flow(cur: &mut Cur, handle: Option<(usize, &str)>) -> Result
             o.perturb = Some(num(cur, "perturb")?);
             given.push("perturb");
         } else if matches(w, "police") {
-            actions.push(Action::Police(parse_police(cur)?));
+            actions.push(Action::Police(PoliceOpts { inline: true, ..parse_police(cur)? }));
         } else if matches(w, "action") {
             parse_actions(cur, &mut actions)?;
         } else if matches(w, "match") {
@@ -603,7 +603,7 @@ pub(crate) fn parse_fw(cur: &mut Cur, handle: Option<(usize, &str)>) -> Result<F
         match w {
             "classid" | "flowid" => o.classid = classid_arg(cur)?,
             "action" => parse_actions(cur, &mut actions)?,
-            "police" => actions.push(Action::Police(parse_police(cur)?)),
+            "police" => actions.push(Action::Police(PoliceOpts { inline: true, ..parse_police(cur)? })),
             "indev" => {
                 cur.value()?;
             }
@@ -643,7 +643,7 @@ pub(crate) fn parse_basic(cur: &mut Cur, handle: Option<(usize, &str)>) -> Resul
             "classid" | "flowid" => o.classid = classid_arg(cur)?,
             "match" => o.ematch = Some(parse_ematch(cur)?),
             "action" => parse_actions(cur, &mut actions)?,
-            "police" => actions.push(Action::Police(parse_police(cur)?)),
+            "police" => actions.push(Action::Police(PoliceOpts { inline: true, ..parse_police(cur)? })),
             _ => {
                 return Err(what_is(
                     w,

@@ -274,6 +274,20 @@ fn stats_lines(out: &mut String, st: &QdiscStats) {
     let _ = writeln!(out, " backlog {} {}p requeues {}", format_size(st.backlog_bytes), st.qlen, st.requeues);
 }
 
+/// The kinds' own statistics (`print_xstats`) as an idle qdisc reports them: CoDel's and
+/// fq_codel's counters (Sluice's emulated qdiscs carry no packet history).
+fn qdisc_xstats(out: &mut String, q: &QdiscOpts) {
+    match q {
+        QdiscOpts::Codel(_) => out.push_str(
+            "  count 0 lastcount 0 ldelay 0us drop_next 0us\n  maxpacket 0 ecn_mark 0 drop_overlimit 0\n",
+        ),
+        QdiscOpts::FqCodel(_) => out.push_str(
+            "  maxpacket 0 drop_overlimit 0 new_flow_count 0 ecn_mark 0\n  new_flows_len 0 old_flows_len 0\n",
+        ),
+        _ => {}
+    }
+}
+
 /// The kernel's `hash_32(val, 4)` (GOLDEN_RATIO_32), the bucket of a qdisc in `qdisc_hash`.
 fn qdisc_bucket(handle: Handle) -> u32 {
     handle.to_tc().unwrap_or(0).wrapping_mul(0x61C8_8647) >> 28
@@ -394,6 +408,7 @@ pub fn show_qdiscs(out: &mut String, dev: &Device, with_dev: bool, o: ShowOpts, 
         }
         if o.stats {
             stats_lines(out, &q.stats);
+            qdisc_xstats(out, &q.opts);
         }
     }
 }
@@ -580,9 +595,43 @@ pub struct FilterShowCtx {
     pub prio: Option<u16>,
 }
 
+/// m_police.c's `print_police`: ` police 0xI rate R burst B mtu M [peakrate P] action E[/C]
+/// overhead 0b` then `ref`/`bind` on a line of their own. Burst and mtu as the kernel keeps them:
+/// the burst through psched ticks, a missing mtu as `255 << cell_log` of tc's rate table (2040).
+fn police_text(p: &PoliceOpts) -> String {
+    let mut s = format!(
+        " police {:#x} rate {} burst {} mtu {} ",
+        p.index,
+        rate(p.rate),
+        format_size(htb_shown_burst(p.rate, p.burst) as u64),
+        format_size(p.mtu.unwrap_or(2040) as u64)
+    );
+    if let Some(pk) = p.peakrate {
+        let _ = write!(s, "peakrate {} ", rate(pk));
+    }
+    let _ = write!(s, "action {}", p.exceed.name());
+    // The conform verdict is only reported when it is not "pass" (TC_ACT_OK is 0).
+    if p.conform != Verdict::Pass {
+        let _ = write!(s, "/{} ", p.conform.name());
+    } else {
+        s.push(' ');
+    }
+    s.push_str("overhead 0b \n\tref 1 bind 1 \n");
+    s
+}
+
+/// The filter's own (old-style) policer, if it was given as `police ...`.
+fn inline_police(actions: &[Action]) -> Option<&PoliceOpts> {
+    actions.iter().find_map(|a| match a {
+        Action::Police(p) if p.inline => Some(p),
+        _ => None,
+    })
+}
+
 fn action_text(actions: &[Action]) -> String {
     let mut s = String::new();
-    for (i, a) in actions.iter().enumerate() {
+    let listed = actions.iter().filter(|a| !matches!(a, Action::Police(p) if p.inline));
+    for (i, a) in listed.enumerate() {
         match a {
             Action::Gact { verdict, index } => {
                 let _ = write!(
@@ -594,26 +643,7 @@ fn action_text(actions: &[Action]) -> String {
                 );
             }
             Action::Police(p) => {
-                let _ = write!(
-                    s,
-                    "\n\taction order {}:  police {:#x} rate {} burst {} ",
-                    i + 1,
-                    p.index,
-                    rate(p.rate),
-                    format_size(p.burst as u64)
-                );
-                if let Some(m) = p.mtu {
-                    let _ = write!(s, "mtu {} ", format_size(m as u64));
-                }
-                if let Some(pk) = p.peakrate {
-                    let _ = write!(s, "peakrate {} ", rate(pk));
-                }
-                let _ = write!(
-                    s,
-                    "action {}/{} overhead 0b \n\tref 1 bind 1\n",
-                    p.exceed.name(),
-                    p.conform.name()
-                );
+                let _ = write!(s, "\n\taction order {}: {}", i + 1, police_text(p));
             }
         }
     }
@@ -672,6 +702,10 @@ pub fn filter_body(f: &FilterNode) -> String {
             if let Some((m, off)) = u.hashkey {
                 let _ = write!(s, "\n    hash mask {m:08x} at {off} ");
             }
+            if let Some(p) = inline_police(&f.actions) {
+                s.push('\n');
+                s.push_str(&police_text(p));
+            }
             if let Some(i) = &u.indev {
                 let _ = write!(s, "\n  input dev {i}\n");
             }
@@ -712,15 +746,21 @@ pub fn filter_body(f: &FilterNode) -> String {
             if let Some(e) = &fl.ematch {
                 let _ = write!(s, "\n  {e}");
             }
+            if let Some(p) = inline_police(&f.actions) {
+                s.push_str(&police_text(p));
+            }
         }
         FilterOpts::Fw(fw) => {
             let _ = write!(s, "handle {:#x}", f.handle);
-            if let Some(m) = fw.mask {
+            if let Some(m) = fw.mask.filter(|&m| m != u32::MAX) {
                 let _ = write!(s, "/{m:#x}");
             }
             s.push(' ');
             if let Some(c) = fw.classid {
                 let _ = write!(s, "classid {} ", classid_str(c));
+            }
+            if let Some(p) = inline_police(&f.actions) {
+                s.push_str(&police_text(p));
             }
         }
         FilterOpts::Matchall(m) => {
@@ -737,6 +777,10 @@ pub fn filter_body(f: &FilterNode) -> String {
             }
             if let Some(e) = &b.ematch {
                 let _ = write!(s, "\n  {e}");
+            }
+            if let Some(p) = inline_police(&f.actions) {
+                s.push('\n');
+                s.push_str(&police_text(p));
             }
         }
     }
