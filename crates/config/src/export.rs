@@ -213,7 +213,9 @@ fn action_args(actions: &[Action]) -> String {
                 let _ = write!(s, " action gact {} index {index}", verdict.name());
             }
             Action::Police(p) => {
-                let _ = write!(s, " action police rate {}bit burst {}", p.rate, p.burst);
+                // The filter's own policer is written as tc takes it: `police` without `action`.
+                let kw = if p.inline { "" } else { " action" };
+                let _ = write!(s, "{kw} police rate {}bit burst {}", p.rate, p.burst);
                 if let Some(m) = p.mtu {
                     let _ = write!(s, " mtu {m}");
                 }
