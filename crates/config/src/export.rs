@@ -77,6 +77,7 @@ pub fn qdisc_args(o: &QdiscOpts) -> String {
                 s.push_str(" offload");
             }
         }
+        QdiscOpts::Netem(n) => s.push_str(&crate::tc::netem::export_args(n)),
         QdiscOpts::Tbf(t) => {
             let _ = write!(s, " rate {}bit burst {} limit {}", t.rate, t.burst, t.limit);
             if let Some(p) = t.peakrate {
@@ -164,8 +165,24 @@ pub fn qdisc_args(o: &QdiscOpts) -> String {
                 None => {}
             }
         }
-        QdiscOpts::PfifoFast | QdiscOpts::Drr | QdiscOpts::Ingress | QdiscOpts::Clsact | QdiscOpts::Mq(_) => {
+        QdiscOpts::Red(r) => {
+            // Inputs that make tc derive the same Wlog, Plog, table and max_P (max_P 0 came from
+            // `probability 1`, which C converts to 0).
+            let prob = if r.max_p == 0 { 1.0 } else { r.max_p as f64 / 4_294_967_296.0 };
+            let _ = write!(
+                s,
+                " limit {} min {} max {} avpkt {} burst {} probability {prob} bandwidth {}bit",
+                r.limit, r.min, r.max, r.avpkt, r.burst, r.bandwidth
+            );
+            for (on, name) in
+                [(r.ecn, " ecn"), (r.harddrop, " harddrop"), (r.adaptive, " adaptive"), (r.nodrop, " nodrop")]
+            {
+                if on {
+                    s.push_str(name);
+                }
+            }
         }
+        QdiscOpts::PfifoFast | QdiscOpts::Drr | QdiscOpts::Ingress | QdiscOpts::Clsact | QdiscOpts::Mq(_) => {}
     }
     s
 }
@@ -225,6 +242,7 @@ fn action_args(actions: &[Action]) -> String {
                 let _ =
                     write!(s, " conform-exceed {}/{} index {}", p.exceed.name(), p.conform.name(), p.index);
             }
+            Action::Mirred(m) => s.push_str(&crate::tc::mirred::args(m)),
         }
     }
     s

@@ -41,6 +41,9 @@ pub struct QdiscCmd {
     pub opts: Option<QdiscOpts>,
     /// Options for an unknown kind (the kernel then refuses the kind).
     pub unknown_kind: bool,
+    /// Lines tc prints on stderr while parsing the options (RED's derivations), before the
+    /// kernel answers.
+    pub warnings: Vec<String>,
     /// `stab ...` (a size table), when given.
     pub stab: Option<SizeTable>,
 }
@@ -387,6 +390,7 @@ fn parse_qdisc(verb: Verb, cur: &mut Cur) -> Result<QdiscCmd, TcError> {
         kind: None,
         opts: None,
         unknown_kind: false,
+        warnings: Vec::new(),
         stab: None,
     };
     while let Some((at, w)) = cur.next_word() {
@@ -397,7 +401,7 @@ fn parse_qdisc(verb: Verb, cur: &mut Cur) -> Result<QdiscCmd, TcError> {
             })?,
             "root" => set_parent(&mut c.parent, H_ROOT, "Error: \"root\" is duplicate parent ID", at)?,
             "ingress" | "clsact" => {
-                set_parent(&mut c.parent, H_INGRESS, "Error: Qdisc can't have more than one parent", at)?;
+                set_parent(&mut c.parent, H_INGRESS, format!("Error: \"{w}\" is a duplicate parent ID"), at)?;
                 c.handle = Some(Handle::new(0xFFFF, 0));
                 c.kind = Some((w.to_string(), at));
                 break;
@@ -419,6 +423,12 @@ fn parse_qdisc(verb: Verb, cur: &mut Cur) -> Result<QdiscCmd, TcError> {
         return Ok(c);
     }
     if let Some((k, ki)) = c.kind.clone() {
+        if k == "red" {
+            let (o, w) = super::red::parse(cur)?;
+            c.opts = Some(QdiscOpts::Red(o));
+            c.warnings = w;
+            return Ok(c);
+        }
         match parse_qdisc_opts(&k, cur)? {
             Some(o) => c.opts = Some(o),
             None => {
@@ -597,21 +607,41 @@ fn parse_qdisc_opts(kind: &str, cur: &mut Cur) -> Result<Option<QdiscOpts>, TcEr
                 _ => QdiscOpts::PfifoHeadDrop(o),
             }
         }
-        "pfifo_fast" | "drr" | "ingress" | "clsact" | "mq" => {
-            if let Some(w) = cur.peek() {
-                if !(kind == "drr" && w == "help") {
-                    return Err(TcError::usage(
-                        format!("qdisc '{kind}' does not support option parsing"),
-                        Some(cur.pos),
-                    ));
+        "drr" => {
+            if let Some((at, w)) = cur.next_word() {
+                if w == "help" {
+                    return Err(TcError::usage("Usage: ... drr", Some(at)));
+                }
+                return Err(what_is(w, at, "Usage: ... drr"));
+            }
+            QdiscOpts::Drr
+        }
+        "ingress" | "clsact" => {
+            // q_ingress.c skips `handle X`; q_clsact.c takes nothing.
+            while let Some((at, w)) = cur.next_word() {
+                if kind == "ingress" && w == "handle" {
+                    cur.value()?;
+                } else {
+                    return Err(what_is(w, at, &format!("Usage: ... {kind}")));
                 }
             }
-            match kind {
-                "pfifo_fast" => QdiscOpts::PfifoFast,
-                "drr" => QdiscOpts::Drr,
-                "ingress" => QdiscOpts::Ingress,
-                "mq" => QdiscOpts::Mq(MqOpts::default()),
-                _ => QdiscOpts::Clsact,
+            if kind == "ingress" {
+                QdiscOpts::Ingress
+            } else {
+                QdiscOpts::Clsact
+            }
+        }
+        "pfifo_fast" | "mq" => {
+            if cur.peek().is_some() {
+                return Err(TcError::usage(
+                    format!("qdisc '{kind}' does not support option parsing"),
+                    Some(cur.pos),
+                ));
+            }
+            if kind == "mq" {
+                QdiscOpts::Mq(MqOpts::default())
+            } else {
+                QdiscOpts::PfifoFast
             }
         }
         "prio" => QdiscOpts::Prio(parse_prio(cur)?),
@@ -620,6 +650,7 @@ fn parse_qdisc_opts(kind: &str, cur: &mut Cur) -> Result<Option<QdiscOpts>, TcEr
         "sfq" => QdiscOpts::Sfq(parse_sfq(cur)?),
         "codel" => QdiscOpts::Codel(parse_codel(cur)?),
         "fq_codel" => QdiscOpts::FqCodel(parse_fq_codel(cur)?),
+        "netem" => QdiscOpts::Netem(super::netem::parse(cur)?),
         _ => return Ok(None),
     }))
 }
@@ -1061,19 +1092,18 @@ fn parse_class(verb: Verb, cur: &mut Cur) -> Result<ClassCmd, TcError> {
                 let mut quantum = None;
                 while let Some((at, w)) = cur.next_word() {
                     if w == "quantum" {
-                        let q = size_arg(cur, "quantum")?;
-                        if q == 0 {
-                            return Err(illegal("quantum", at + 1, None));
-                        }
-                        quantum = Some(q);
+                        // Zero is the kernel's to refuse.
+                        quantum = Some(size_arg(cur, "quantum")?);
+                    } else if w == "help" {
+                        return Err(TcError::usage("Usage: ... drr quantum SIZE", Some(at)));
                     } else {
-                        return Err(what_is(w, at, "Usage: ... drr [ quantum BYTES ]"));
+                        return Err(what_is(w, at, "Usage: ... drr quantum SIZE"));
                     }
                 }
                 ClassOpts::Drr { quantum }
             }
-            "prio" | "pfifo_fast" | "tbf" | "sfq" | "codel" | "fq_codel" | "pfifo" | "bfifo" | "ingress"
-            | "clsact" | "mq" => {
+            "prio" | "pfifo_fast" | "tbf" | "netem" | "sfq" | "codel" | "fq_codel" | "pfifo" | "bfifo"
+            | "ingress" | "clsact" | "red" | "mq" => {
                 return Err(TcError::usage(format!("Error: Qdisc \"{k}\" is classless."), Some(ki)));
             }
             _ => {

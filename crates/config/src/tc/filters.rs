@@ -656,7 +656,7 @@ pub(crate) fn parse_basic(cur: &mut Cur, handle: Option<(usize, &str)>) -> Resul
     Ok(simple_spec(FilterOpts::Basic(o), h, actions))
 }
 
-fn verdict(w: &str) -> Option<Verdict> {
+pub(crate) fn verdict(w: &str) -> Option<Verdict> {
     Some(match w {
         "ok" | "pass" => Verdict::Pass,
         "drop" | "shot" => Verdict::Drop,
@@ -673,6 +673,8 @@ fn parse_actions(cur: &mut Cur, out: &mut Vec<Action>) -> Result<(), TcError> {
         let (i, w) = cur.value()?;
         if w == "police" {
             out.push(Action::Police(parse_police(cur)?));
+        } else if w == "mirred" {
+            out.push(Action::Mirred(super::mirred::parse_mirred(cur, i)?));
         } else {
             let w = if w == "gact" { cur.value()?.1 } else { w };
             let v = verdict(w).ok_or_else(|| {

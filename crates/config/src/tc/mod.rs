@@ -8,6 +8,9 @@ pub mod args;
 pub mod error;
 pub mod filters;
 pub mod kernel;
+pub mod mirred;
+pub mod netem;
+pub mod red;
 pub mod show;
 
 pub use args::{parse_command, parse_command_in, Grammar, TcCmd, Verb};
@@ -147,13 +150,19 @@ fn run_one_in(state: &mut State, argv: &[String], opts: ShowOpts, grammar: Gramm
         Ok(c) => c,
         Err(e) => return Outcome::err(&e),
     };
+    // What tc printed while parsing comes before the kernel's answer.
+    let parsed: String = match &cmd {
+        TcCmd::Qdisc(q) => q.warnings.iter().map(|w| format!("{w}\n")).collect(),
+        _ => String::new(),
+    };
     match execute(state, &cmd, opts) {
         Ok((stdout, warnings)) => {
-            let stderr = warnings.iter().map(|w| format!("{w}\n")).collect();
+            let stderr = parsed + &warnings.iter().map(|w| format!("{w}\n")).collect::<String>();
             Outcome { code: 0, stdout, stderr }
         }
         Err(e) => {
             let mut o = Outcome::err(&e);
+            o.stderr.insert_str(0, &parsed);
             if e.code == 2 {
                 if let TcCmd::Filter(f) = &cmd {
                     if f.verb != Verb::Show && f.verb != Verb::Get {
@@ -211,7 +220,14 @@ fn execute_inner(state: &mut State, cmd: &TcCmd, opts: ShowOpts) -> Result<(Stri
                 show::FilterShowCtx { protocol: c.protocol, prio: (c.prio != 0).then_some(c.prio as u16) };
             // A missing block prints nothing, as the kernel's dump does.
             if let Ok(block) = kernel::resolve_block(d, c.parent) {
+                let ingress = d.qdisc_at(H_INGRESS).filter(|q| matches!(q.opts, QdiscOpts::Ingress));
                 let shown = match c.parent {
+                    // The kernel dumps the ingress qdisc's filters with the parent named by the
+                    // last add or change.
+                    Some(p) if block == H_MIN_INGRESS && ingress.is_some() => {
+                        let last = d.ingress_filter_parent.unwrap_or(H_INGRESS.qdisc());
+                        (p != last).then_some(last)
+                    }
                     Some(_) => None,
                     None => Some(d.root().map(|q| q.handle).unwrap_or(Handle::UNSPEC)),
                 };
@@ -240,7 +256,21 @@ fn execute_inner(state: &mut State, cmd: &TcCmd, opts: ShowOpts) -> Result<(Stri
             let parent = c.parent.unwrap_or(block);
             show::show_one_filter(&mut out, f, parent);
         }
-        TcCmd::Filter(c) => return kernel::filter_modify(state, c).map(|w| (out, w)),
+        TcCmd::Filter(c) => {
+            let w = kernel::filter_modify(state, c)?;
+            if c.verb != Verb::Delete {
+                if let Some(d) =
+                    state.devices.iter_mut().find(|d| c.dev.as_ref().is_some_and(|(n, _)| *n == d.name))
+                {
+                    let on_ingress =
+                        d.qdisc_at(H_INGRESS).is_some_and(|q| matches!(q.opts, QdiscOpts::Ingress));
+                    if on_ingress && c.parent.is_some_and(|p| p.major() == 0xFFFF) {
+                        d.ingress_filter_parent = c.parent;
+                    }
+                }
+            }
+            return Ok((out, w));
+        }
     }
     Ok((out, Vec::new()))
 }

@@ -120,6 +120,7 @@ pub fn qdisc_options(dev: &Device, q: &QdiscOpts, d: bool) -> String {
             }
         }
         QdiscOpts::Tbf(t) => tbf_opts(&mut s, t, d),
+        QdiscOpts::Netem(n) => s.push_str(&super::netem::print_opts(n)),
         QdiscOpts::Sfq(q) => {
             // sch_sfq's sfq_change: flows and divisor cap maxflows; only a given limit is
             // capped by depth * flows and caps maxflows in turn.
@@ -210,6 +211,7 @@ pub fn qdisc_options(dev: &Device, q: &QdiscOpts, d: bool) -> String {
             let _ = write!(s, "drop_batch {} ", f.drop_batch.unwrap_or(64).max(1));
         }
         QdiscOpts::Ingress => s.push_str("---------------- "),
+        QdiscOpts::Red(r) => s.push_str(&super::red::options(r, d)),
         QdiscOpts::Clsact | QdiscOpts::Drr | QdiscOpts::Mq(_) => {}
     }
     s
@@ -409,6 +411,9 @@ pub fn show_qdiscs(out: &mut String, dev: &Device, with_dev: bool, o: ShowOpts, 
         if o.stats {
             stats_lines(out, &q.stats);
             qdisc_xstats(out, &q.opts);
+            if let QdiscOpts::Red(_) = q.opts {
+                let _ = writeln!(out, "{}", super::red::xstats(0, 0, 0, 0));
+            }
         }
     }
 }
@@ -433,11 +438,21 @@ pub fn show_classes(
                     ));
                 }
             }
-            QdiscOpts::Tbf(_) => lines.push((
+            QdiscOpts::Tbf(_) | QdiscOpts::Red(_) => lines.push((
                 Handle::new(q.handle.major(), 1),
                 format!("parent {} ", classid_str(q.handle)),
                 None,
             )),
+            // netem_dump_class: its one class exists only while it has a child qdisc.
+            QdiscOpts::Netem(_) => {
+                if dev.qdiscs.iter().any(|c| c.parent != H_ROOT && c.parent.qdisc() == q.handle) {
+                    lines.push((
+                        Handle::new(q.handle.major(), 1),
+                        format!("parent {} ", classid_str(q.handle)),
+                        None,
+                    ));
+                }
+            }
             QdiscOpts::Mq(_) => {
                 for n in 1..=dev.num_tx_queues {
                     lines.push((Handle::new(q.handle.major(), n), "root ".to_string(), None));
@@ -645,6 +660,7 @@ fn action_text(actions: &[Action]) -> String {
             Action::Police(p) => {
                 let _ = write!(s, "\n\taction order {}: {}", i + 1, police_text(p));
             }
+            Action::Mirred(m) => super::mirred::show(&mut s, i + 1, m),
         }
     }
     s
@@ -812,7 +828,17 @@ pub fn show_filters(
         }
         let _ = writeln!(out, "{}", filter_head(first, parent_shown, &ctx));
         if first.opts.kind() == "u32" {
-            // Hash tables newest first, each followed by its key nodes in handle order.
+            // Hash tables newest first, each followed by its key nodes in handle order. u32's walk
+            // lists every table of its qdisc with this prio: on clsact, the other hook's too.
+            let sibling = super::kernel::u32_sibling_hook(dev, block);
+            let tp: Vec<&FilterNode> = dev
+                .filters
+                .iter()
+                .filter(|f| {
+                    (f.parent == block || Some(f.parent) == sibling) && f.chain == chain && f.prio == prio
+                })
+                .filter(|f| f.opts.kind() == "u32")
+                .collect();
             let tables: Vec<&&FilterNode> =
                 tp.iter().filter(|f| matches!(f.opts, FilterOpts::U32Table { .. })).collect();
             for t in tables.iter().rev() {
