@@ -15,7 +15,7 @@ use sluice_core::filter::flow::{FlowConfig, FlowMode};
 use sluice_core::filter::fw::FwConfig;
 use sluice_core::filter::matchall::MatchallConfig;
 use sluice_core::filter::police::{Police, PoliceConfig};
-use sluice_core::filter::u32::{HashKey, U32Config, U32Key as CoreKey, U32Selector};
+use sluice_core::filter::u32::{HashKey, U32Config, U32Key as CoreKey, U32Offset, U32Selector, VarOffset};
 use sluice_core::filter::{FilterConfig, FilterSpec, Protocol, Upsert};
 use sluice_core::fq_codel::{FqCodel, FqCodelConfig};
 use sluice_core::htb::{Htb, HtbClassConfig, HtbConfig};
@@ -65,8 +65,15 @@ fn us(v: u32) -> Span {
     Span::from_micros(v as u64)
 }
 
-/// Builds the egress tree of `dev_name`.
+/// Builds the egress tree of `dev_name` with random sources (netem) seeded from 0.
 pub fn build_device(state: &State, dev_name: &str) -> Result<Built, BuildError> {
+    build_device_seeded(state, dev_name, 0)
+}
+
+/// Builds the egress tree of `dev_name`; every qdisc that draws random numbers (netem) gets a
+/// stream of its own derived from `seed`, its device and its handle, so a run repeats under
+/// the same seed.
+pub fn build_device_seeded(state: &State, dev_name: &str, seed: u64) -> Result<Built, BuildError> {
     let dev = state
         .devices
         .iter()
@@ -75,7 +82,8 @@ pub fn build_device(state: &State, dev_name: &str) -> Result<Built, BuildError> 
     let root = dev.root().ok_or_else(|| BuildError::Missing(format!("{dev_name} has no root qdisc")))?;
     let mut classifier = Classifier::new();
     classifier.set_root(Some(root.handle));
-    let q = build_qdisc(dev, root, &mut classifier)?;
+    let seed = seed ^ fnv1a(dev_name.as_bytes());
+    let q = build_qdisc(dev, root, &mut classifier, seed)?;
     for f in &dev.filters {
         if f.parent == H_MIN_INGRESS || f.parent == H_MIN_EGRESS {
             continue;
@@ -94,6 +102,8 @@ fn verdict(v: Verdict) -> CoreVerdict {
         Verdict::Continue => CoreVerdict::Continue,
         Verdict::Reclassify => CoreVerdict::Reclassify,
         Verdict::Pipe => CoreVerdict::Pipe,
+        // Only mirred returns it, and mirred is not built yet.
+        Verdict::Stolen => CoreVerdict::Drop,
     }
 }
 
@@ -111,6 +121,7 @@ fn actions(a: &[Action]) -> Result<Actions, BuildError> {
                 conform: verdict(p.conform),
                 ..PoliceConfig::default()
             })?),
+            Action::Mirred(_) => return Err(BuildError::Unsupported("the mirred action".into())),
         });
     }
     Ok(Actions::new(v))
@@ -146,7 +157,11 @@ fn filter_spec(f: &FilterNode) -> Result<Option<FilterSpec>, BuildError> {
                         .iter()
                         .map(|k| CoreKey { val: k.val, mask: k.mask, off: k.off, nexthdr: k.nexthdr })
                         .collect(),
-                    offset: None,
+                    offset: u.offset.map(|o| U32Offset {
+                        plus: o.plus,
+                        var: o.var.then_some(VarOffset { at: o.at, mask: o.mask, shift: o.shift }),
+                        eat: o.eat,
+                    }),
                     hashkey: u.hashkey.map(|(mask, at)| HashKey { mask, at }),
                 },
                 link: u.link,
@@ -202,7 +217,12 @@ fn codel_params(target: Option<u32>, interval: Option<u32>, ce: Option<u32>, ecn
     }
 }
 
-fn build_qdisc(dev: &Device, q: &QdiscNode, cls: &mut Classifier) -> Result<Box<dyn Qdisc>, BuildError> {
+fn build_qdisc(
+    dev: &Device,
+    q: &QdiscNode,
+    cls: &mut Classifier,
+    seed: u64,
+) -> Result<Box<dyn Qdisc>, BuildError> {
     let major = q.handle.major();
     Ok(match &q.opts {
         QdiscOpts::Pfifo(f) => {
@@ -233,7 +253,7 @@ fn build_qdisc(dev: &Device, q: &QdiscNode, cls: &mut Classifier) -> Result<Box<
                 let id = Handle::new(q.handle.major(), b + 1);
                 let child = dev.qdisc_at(id);
                 if let Some(c) = child {
-                    prio.set_band_qdisc(b as usize, build_qdisc(dev, c, cls)?)?;
+                    prio.set_band_qdisc(b as usize, build_qdisc(dev, c, cls, seed)?)?;
                 }
                 classes.push(ClassShape {
                     classid: id,
@@ -265,7 +285,7 @@ fn build_qdisc(dev: &Device, q: &QdiscNode, cls: &mut Classifier) -> Result<Box<
                 wire: wire(t.overhead, t.mpu, t.linklayer),
             })?;
             if let Some(c) = dev.qdisc_at(Handle::new(q.handle.major(), 1)) {
-                tbf.set_child(build_qdisc(dev, c, cls)?, Time::ZERO);
+                tbf.set_child(build_qdisc(dev, c, cls, seed)?, Time::ZERO);
             }
             Box::new(tbf)
         }
@@ -285,7 +305,8 @@ fn build_qdisc(dev: &Device, q: &QdiscNode, cls: &mut Classifier) -> Result<Box<
                 ..d
             })?)
         }
-        QdiscOpts::Htb(h) => build_htb(dev, q, h, cls)?,
+        QdiscOpts::Htb(h) => build_htb(dev, q, h, cls, seed)?,
+        QdiscOpts::Netem(n) => build_netem(dev, q, n, cls, seed)?,
         QdiscOpts::Sfq(x) => {
             let d = SfqConfig::default();
             Box::new(Sfq::new(SfqConfig {
@@ -310,10 +331,95 @@ fn build_qdisc(dev: &Device, q: &QdiscNode, cls: &mut Classifier) -> Result<Box<
             })?)
         }
         QdiscOpts::Drr => return Err(BuildError::Unsupported("drr".into())),
+        QdiscOpts::Red(_) => return Err(BuildError::Unsupported("red".into())),
+        QdiscOpts::Mq(_) => return Err(BuildError::Unsupported("mq (one qdisc per transmit queue)".into())),
         QdiscOpts::Ingress | QdiscOpts::Clsact => {
             return Err(BuildError::Unsupported("an ingress qdisc as the egress root".into()))
         }
     })
+}
+
+/// FNV-1a: a hash that stays the same across runs and platforms.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ *b as u64).wrapping_mul(0x100_0000_01b3))
+}
+
+/// netem, with its child qdisc (any qdisc whose parent is one of its classes).
+fn build_netem(
+    dev: &Device,
+    q: &QdiscNode,
+    n: &NetemOpts,
+    cls: &mut Classifier,
+    seed: u64,
+) -> Result<Box<dyn Qdisc>, BuildError> {
+    use sluice_core::netem::{LossModel, Netem, NetemConfig, NetemRate, NetemSlot};
+    // A duplicate or a corrupted frame needs its bytes copied or changed by whoever owns them;
+    // the engine's owners (simulator slots, the live shaper's pool) hand each payload out once.
+    if n.duplicate != 0 {
+        return Err(BuildError::Unsupported(
+            "netem duplicate (a second copy of a frame needs its owner to clone it)".into(),
+        ));
+    }
+    if n.corrupt.is_some_and(|c| c.probability != 0) {
+        return Err(BuildError::Unsupported("netem corrupt (the engine does not change frame bytes)".into()));
+    }
+    let cor = n.corr.unwrap_or_default();
+    let table = |d: &Option<NetemDist>| d.as_ref().map(|d| crate::tc::netem::dist_table(d).into());
+    let loss = match n.loss_model {
+        Some(NetemLoss::State { p13, p31, p32, p23, p14 }) => {
+            LossModel::FourState { p13, p31, p32, p23, p14 }
+        }
+        Some(NetemLoss::Gemodel { p, r, h, k1 }) => LossModel::GilbertElliott { p, r, h, k1 },
+        None if n.loss != 0 => LossModel::Random { p: n.loss, corr: cor.loss },
+        None => LossModel::None,
+    };
+    let ns = |v: i64| Span::from_nanos(v.max(0) as u64);
+    let reorder = n.reorder.unwrap_or_default();
+    let corrupt = n.corrupt.unwrap_or_default();
+    let mut netem = Netem::new(NetemConfig {
+        limit: n.limit,
+        latency: Span::from_nanos(n.latency),
+        jitter: Span::from_nanos(n.jitter),
+        delay_corr: cor.delay,
+        delay_dist: table(&n.distribution),
+        loss,
+        ecn: n.ecn,
+        duplicate: n.duplicate,
+        dup_corr: cor.duplicate,
+        corrupt: corrupt.probability,
+        corrupt_corr: corrupt.correlation,
+        // sch_netem: a gap without a reorder attribute reorders every gap-th packet.
+        reorder: if n.gap != 0 && n.reorder.is_none() { u32::MAX } else { reorder.probability },
+        reorder_corr: reorder.correlation,
+        gap: n.gap,
+        rate: n.rate.filter(|r| r.bytes_per_sec != 0).map(|r| NetemRate {
+            bytes_per_sec: r.bytes_per_sec,
+            packet_overhead: r.packet_overhead,
+            cell_size: r.cell_size,
+            cell_overhead: r.cell_overhead,
+        }),
+        slot: n.slot.filter(|s| s.min_delay != 0 || s.max_delay != 0 || s.dist_jitter != 0).map(|s| {
+            NetemSlot {
+                min_delay: ns(s.min_delay),
+                max_delay: ns(s.max_delay),
+                dist_delay: ns(s.dist_delay),
+                dist_jitter: ns(s.dist_jitter),
+                dist: table(&n.slot_distribution),
+                max_packets: s.max_packets.max(0) as u32,
+                max_bytes: s.max_bytes.max(0) as u32,
+            }
+        }),
+        seed: seed
+            ^ ((q.handle.major() as u64) << 32 | q.handle.minor() as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+    })?;
+    if let Some(c) = dev
+        .qdiscs
+        .iter()
+        .find(|c| c.parent != H_ROOT && c.parent != H_INGRESS && c.parent.qdisc() == q.handle)
+    {
+        netem.set_child(build_qdisc(dev, c, cls, seed)?);
+    }
+    Ok(Box::new(netem))
 }
 
 /// HTB on the core's scheduler: classes in creation order (parents first), leaf qdiscs grafted.
@@ -322,6 +428,7 @@ fn build_htb(
     q: &QdiscNode,
     h: &HtbOpts,
     cls: &mut Classifier,
+    seed: u64,
 ) -> Result<Box<dyn Qdisc>, BuildError> {
     let cfg = HtbConfig {
         r2q: h.r2q,
@@ -347,7 +454,7 @@ fn build_htb(
         let leaf = dev.child_classes(c.classid).next().is_none();
         let child = dev.qdisc_at(c.classid);
         if let (true, Some(l)) = (leaf, child) {
-            htb.set_leaf_qdisc(c.classid, build_qdisc(dev, l, cls)?)?;
+            htb.set_leaf_qdisc(c.classid, build_qdisc(dev, l, cls, seed)?)?;
         }
         let classful_child = child.filter(|l| l.opts.is_classful()).map(|l| l.handle);
         shapes.push(ClassShape { classid: c.classid, inner: !leaf, child: classful_child });

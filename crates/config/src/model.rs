@@ -77,6 +77,9 @@ pub struct Device {
     /// txqueuelen (1000): default pfifo limit and HTB direct_qlen.
     #[serde(default = "default_txqlen")]
     pub txqueuelen: u32,
+    /// Transmit queues (`ip link add ... numtxqueues N`): one `mq` class each.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub num_tx_queues: u32,
     /// Line rate of the link behind this device in bit/s, when known (lint: shaper vs modem).
     pub link_rate: Option<u64>,
     /// Qdiscs in creation order (root, children, ingress).
@@ -94,6 +97,14 @@ pub struct Device {
     /// Next automatic qdisc handle major (kernel starts at 0x8001).
     #[serde(default = "first_auto_handle")]
     pub next_auto_handle: u32,
+    /// The device has had an ingress or clsact qdisc (the kernel then keeps its ingress queue,
+    /// and deleting a missing ingress qdisc fails differently).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ingress_queue: bool,
+    /// The parent named by the last filter add or change on the `ingress` qdisc: the kernel
+    /// dumps all of that qdisc's filters with it.
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "crate::serde_units::opt_handle")]
+    pub ingress_filter_parent: Option<Handle>,
 }
 
 fn default_mtu() -> u32 {
@@ -104,6 +115,12 @@ fn default_txqlen() -> u32 {
 }
 fn first_auto_handle() -> u32 {
     0x8001
+}
+fn one() -> u32 {
+    1
+}
+fn is_one(v: &u32) -> bool {
+    *v == 1
 }
 
 /// The u32 classifier's per-block state: which root hash tables were handed out.
@@ -125,12 +142,15 @@ impl Device {
             ifindex,
             mtu: default_mtu(),
             txqueuelen: default_txqlen(),
+            num_tx_queues: 1,
             link_rate: None,
             qdiscs: Vec::new(),
             classes: Vec::new(),
             filters: Vec::new(),
             u32_blocks: Vec::new(),
             next_auto_handle: first_auto_handle(),
+            ingress_queue: false,
+            ingress_filter_parent: None,
         }
     }
 
@@ -176,6 +196,9 @@ pub struct QdiscNode {
     pub parent: Handle,
     /// Kind and options.
     pub opts: QdiscOpts,
+    /// Size table (`stab`), if given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stab: Option<SizeTable>,
     /// Counters (zero unless imported from a run).
     #[serde(default, skip_serializing_if = "is_zero_stats")]
     pub stats: QdiscStats,
@@ -259,12 +282,18 @@ pub enum QdiscOpts {
     Codel(CodelOpts),
     /// Flow queueing with CoDel.
     FqCodel(FqCodelOpts),
+    /// Network emulator.
+    Netem(NetemOpts),
     /// Deficit round robin.
     Drr,
+    /// Random early detection.
+    Red(RedOpts),
     /// Ingress hook.
     Ingress,
     /// Ingress+egress filter hook.
     Clsact,
+    /// One class per transmit queue (root only, multi-queue devices).
+    Mq(MqOpts),
 }
 
 impl QdiscOpts {
@@ -281,9 +310,12 @@ impl QdiscOpts {
             QdiscOpts::Sfq(_) => "sfq",
             QdiscOpts::Codel(_) => "codel",
             QdiscOpts::FqCodel(_) => "fq_codel",
+            QdiscOpts::Netem(_) => "netem",
             QdiscOpts::Drr => "drr",
+            QdiscOpts::Red(_) => "red",
             QdiscOpts::Ingress => "ingress",
             QdiscOpts::Clsact => "clsact",
+            QdiscOpts::Mq(_) => "mq",
         }
     }
 
@@ -294,9 +326,56 @@ impl QdiscOpts {
             QdiscOpts::Prio(_)
                 | QdiscOpts::Htb(_)
                 | QdiscOpts::Tbf(_)
+                | QdiscOpts::Netem(_)
                 | QdiscOpts::Drr
+                | QdiscOpts::Red(_)
                 | QdiscOpts::PfifoFast
+                | QdiscOpts::Mq(_)
         )
+    }
+}
+
+/// mq: each class (`major:N`, N = 1..=num_tx_queues) holds the default qdisc (pfifo_fast,
+/// handle 0) until another is grafted there.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MqOpts {
+    /// Classes whose grafted qdisc was deleted: they hold no qdisc (the kernel's noop).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub emptied: Vec<u32>,
+}
+
+/// A size table (`stab ...`): how a qdisc computes packet sizes (tc's `struct tc_sizespec`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SizeTable {
+    /// Link layer (`None`: not given; tc sends it unspecified).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub linklayer: Option<LinkLayer>,
+    /// Per-packet overhead.
+    #[serde(default, skip_serializing_if = "is_zero_i32")]
+    pub overhead: i32,
+    /// Minimum packet unit.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub mpu: u32,
+    /// Largest size in the table (0 when tc sends no table).
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub mtu: u32,
+    /// Table slots (0 when tc sends no table).
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub tsize: u32,
+}
+
+impl SizeTable {
+    /// The size the qdisc accounts for a packet of `len` bytes (`qdisc_calculate_pkt_len` with
+    /// tc's table: overhead, mpu, then ATM cells).
+    pub fn pkt_len(&self, len: u32) -> u32 {
+        let mut l = (len as i64 + self.overhead as i64).max(0) as u64;
+        if l < self.mpu as u64 {
+            l = self.mpu as u64;
+        }
+        if self.linklayer == Some(LinkLayer::Atm) {
+            l = l.div_ceil(48) * 53;
+        }
+        l.min(u32::MAX as u64) as u32
     }
 }
 
@@ -453,6 +532,173 @@ pub struct CodelOpts {
     pub ecn: Option<bool>,
 }
 
+/// netem options as the kernel keeps them (probabilities scaled to `u32::MAX`; times in ns
+/// after tc's conversion to scheduler ticks). See [`crate::tc::netem`].
+#[serde_with::skip_serializing_none]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NetemOpts {
+    /// Packets held at most (1000).
+    pub limit: u32,
+    /// Mean delay, ns.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub latency: u64,
+    /// Jitter, ns.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub jitter: u64,
+    /// Random loss probability (the legacy model).
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub loss: u32,
+    /// Reorder gap.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub gap: u32,
+    /// Duplication probability.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub duplicate: u32,
+    /// Correlations of delay, loss and duplication (kept by `change` when not sent).
+    pub corr: Option<NetemCorr>,
+    /// Reorder probability and correlation (kept by `change` when not sent).
+    pub reorder: Option<NetemProb>,
+    /// Corruption probability and correlation (kept by `change` when not sent).
+    pub corrupt: Option<NetemProb>,
+    /// The 4-state or Gilbert-Elliott loss model (absent: random loss).
+    pub loss_model: Option<NetemLoss>,
+    /// Serialisation rate (kept by `change` when not sent).
+    pub rate: Option<NetemRateOpts>,
+    /// Mark instead of dropping (kept by `change`: tc never sends it off).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub ecn: bool,
+    /// Slotting (kept by `change` when not sent).
+    pub slot: Option<NetemSlotOpts>,
+    /// Delay distribution (kept by `change` when not sent).
+    pub distribution: Option<NetemDist>,
+    /// Slot distribution (kept by `change` when not sent).
+    pub slot_distribution: Option<NetemDist>,
+}
+
+impl Default for NetemOpts {
+    fn default() -> Self {
+        NetemOpts {
+            limit: 1000,
+            latency: 0,
+            jitter: 0,
+            loss: 0,
+            gap: 0,
+            duplicate: 0,
+            corr: None,
+            reorder: None,
+            corrupt: None,
+            loss_model: None,
+            rate: None,
+            ecn: false,
+            slot: None,
+            distribution: None,
+            slot_distribution: None,
+        }
+    }
+}
+
+fn is_zero_u64(v: &u64) -> bool {
+    *v == 0
+}
+
+/// `struct tc_netem_corr`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NetemCorr {
+    /// Delay correlation.
+    pub delay: u32,
+    /// Loss correlation.
+    pub loss: u32,
+    /// Duplication correlation.
+    pub duplicate: u32,
+}
+
+/// A probability with its correlation (`tc_netem_reorder`, `tc_netem_corrupt`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NetemProb {
+    /// Probability.
+    pub probability: u32,
+    /// Correlation.
+    pub correlation: u32,
+}
+
+/// netem's correlated loss models.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "model", rename_all = "snake_case")]
+pub enum NetemLoss {
+    /// `loss state p13 p31 p32 p23 p14` (the 4-state Markov model).
+    State {
+        /// Good to burst loss.
+        p13: u32,
+        /// Burst loss to good.
+        p31: u32,
+        /// Burst loss to burst reception.
+        p32: u32,
+        /// Burst reception to burst loss.
+        p23: u32,
+        /// Good to isolated loss.
+        p14: u32,
+    },
+    /// `loss gemodel p r 1-h 1-k` with `h` as the kernel keeps it.
+    Gemodel {
+        /// Good to bad.
+        p: u32,
+        /// Bad to good.
+        r: u32,
+        /// Delivery probability in the bad state.
+        h: u32,
+        /// Loss probability in the good state.
+        k1: u32,
+    },
+}
+
+/// `struct tc_netem_rate` (with the 64-bit rate).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NetemRateOpts {
+    /// Bytes per second.
+    pub bytes_per_sec: u64,
+    /// Added to each packet.
+    #[serde(default, skip_serializing_if = "is_zero_i32")]
+    pub packet_overhead: i32,
+    /// Cell size.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub cell_size: u32,
+    /// Added to each cell.
+    #[serde(default, skip_serializing_if = "is_zero_i32")]
+    pub cell_overhead: i32,
+}
+
+/// `struct tc_netem_slot` (times in ns).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NetemSlotOpts {
+    /// Shortest gap between slots.
+    pub min_delay: i64,
+    /// Longest gap.
+    pub max_delay: i64,
+    /// Packets per slot (0: no limit).
+    #[serde(default, skip_serializing_if = "is_zero_i32")]
+    pub max_packets: i32,
+    /// Bytes per slot (0: no limit).
+    #[serde(default, skip_serializing_if = "is_zero_i32")]
+    pub max_bytes: i32,
+    /// Mean gap with a table.
+    #[serde(default)]
+    pub dist_delay: i64,
+    /// Gap deviation with a table.
+    #[serde(default)]
+    pub dist_jitter: i64,
+}
+
+/// A distribution table by name; `table` holds a user table's values (empty for the built-in
+/// `normal`, `pareto` and `paretonormal`, which are computed).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NetemDist {
+    /// The name given to tc.
+    pub name: String,
+    /// The values of a table read from a file.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub table: Vec<i16>,
+}
+
 /// fq_codel options.
 #[serde_with::skip_serializing_none]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -475,6 +721,45 @@ pub struct FqCodelOpts {
     pub ecn: Option<bool>,
     /// Packets dropped per overflow (64).
     pub drop_batch: Option<u32>,
+}
+
+/// RED options as tc derives and sends them (`tc_red_qopt`, the idle table's inputs, `max_P`
+/// and the flags); see `crate::tc::red` for the derivation.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RedOpts {
+    /// Bytes the child bfifo holds.
+    pub limit: u32,
+    /// Lower threshold, bytes.
+    pub min: u32,
+    /// Upper threshold, bytes.
+    pub max: u32,
+    /// Average packet size, bytes (input of the EWMA weight and of the idle table).
+    pub avpkt: u32,
+    /// Burst in packets (input of the EWMA weight).
+    pub burst: u32,
+    /// Link bandwidth, bit/s (input of the idle table; tc's default 10Mbit).
+    #[serde(with = "crate::serde_units::rate")]
+    pub bandwidth: u64,
+    /// log2(1/W).
+    pub wlog: u8,
+    /// log2 of the random range.
+    pub plog: u8,
+    /// Idle-table cell log.
+    pub scell_log: u8,
+    /// `TCA_RED_MAX_P` as tc sends it: the probability as a Q0.32 number (0: derive from plog).
+    pub max_p: u32,
+    /// Mark ECN-capable packets.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub ecn: bool,
+    /// Drop above max even with ECN.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub harddrop: bool,
+    /// Adaptive RED flag.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub adaptive: bool,
+    /// With ECN, queue packets that cannot be marked.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub nodrop: bool,
 }
 
 /// Class kinds.
@@ -610,6 +895,30 @@ pub struct U32Opts {
     pub hashkey: Option<(u32, i32)>,
     /// Input device match.
     pub indev: Option<String>,
+    /// `offset ...`: how the header offset moves for the linked table.
+    pub offset: Option<U32OffsetOpts>,
+}
+
+/// u32's `offset [plus P] [at OFF] [mask M] [shift S] [eat]` (the kernel's selector fields).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct U32OffsetOpts {
+    /// `plus P` given (TC_U32_OFFSET), and its value.
+    pub plus: Option<i16>,
+    /// `at`, `mask` or `shift` given (TC_U32_VAROFFSET).
+    #[serde(default)]
+    pub var: bool,
+    /// Where the 16-bit word is read (`at`).
+    #[serde(default)]
+    pub at: i16,
+    /// Mask on that word.
+    #[serde(default)]
+    pub mask: u16,
+    /// Right shift after masking.
+    #[serde(default)]
+    pub shift: u8,
+    /// `eat`.
+    #[serde(default)]
+    pub eat: bool,
 }
 
 /// Flow classifier keys, in the kernel's bit order.
@@ -725,6 +1034,9 @@ pub enum Verdict {
     Reclassify,
     /// Go to the next action.
     Pipe,
+    /// The action took the packet (`TC_ACT_STOLEN`): mirred's default after a redirect. tc prints
+    /// it but does not parse it.
+    Stolen,
 }
 
 impl Verdict {
@@ -736,6 +1048,7 @@ impl Verdict {
             Verdict::Continue => "continue",
             Verdict::Reclassify => "reclassify",
             Verdict::Pipe => "pipe",
+            Verdict::Stolen => "stolen",
         }
     }
 }
@@ -753,6 +1066,8 @@ pub enum Action {
     },
     /// Policer.
     Police(PoliceOpts),
+    /// Mirror or redirect to a device (`action mirred egress redirect dev ifb0`).
+    Mirred(MirredOpts),
 }
 
 /// Police action options.
@@ -775,4 +1090,67 @@ pub struct PoliceOpts {
     pub conform: Verdict,
     /// Action index.
     pub index: u32,
+}
+
+/// Which path of the target device a mirred action hands the packet to.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MirredDirection {
+    /// The device's transmit path: its root qdisc (`egress`).
+    #[default]
+    Egress,
+    /// The device's receive path: its ingress hook (`ingress`).
+    Ingress,
+}
+
+/// Whether mirred moves the packet or sends a copy.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MirredMode {
+    /// The packet leaves this path for the target (`redirect`; default verdict `stolen`).
+    #[default]
+    Redirect,
+    /// A copy goes to the target, the original goes on (`mirror`; default verdict `pipe`).
+    Mirror,
+}
+
+/// Mirred action options: `mirred DIRECTION MODE dev TARGET [VERDICT] [index N]`.
+/// The kernel's `tc_mirred.eaction` is the pair (direction, mode): `TCA_EGRESS_REDIR` 1,
+/// `TCA_EGRESS_MIRROR` 2, `TCA_INGRESS_REDIR` 3, `TCA_INGRESS_MIRROR` 4.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct MirredOpts {
+    /// Egress (the target's root qdisc) or ingress (the target's ingress hook).
+    pub direction: MirredDirection,
+    /// Redirect or mirror.
+    pub mode: MirredMode,
+    /// Target device name (tc resolves it to an ifindex when the action is made).
+    pub dev: String,
+    /// Control action returned after mirred ran (`tc_gen.action`): `stolen` for a redirect
+    /// (tc offers no other), `pipe` by default for a mirror.
+    pub verdict: Verdict,
+    /// Action index (0: the kernel hands out the next free one).
+    #[serde(default)]
+    pub index: u32,
+}
+
+impl MirredOpts {
+    /// The kernel's `eaction` value (`TCA_EGRESS_REDIR` ... `TCA_INGRESS_MIRROR`).
+    pub fn eaction(&self) -> u32 {
+        match (self.direction, self.mode) {
+            (MirredDirection::Egress, MirredMode::Redirect) => 1,
+            (MirredDirection::Egress, MirredMode::Mirror) => 2,
+            (MirredDirection::Ingress, MirredMode::Redirect) => 3,
+            (MirredDirection::Ingress, MirredMode::Mirror) => 4,
+        }
+    }
+
+    /// How `tc` names the pair: `Egress Redirect`, `Ingress Mirror`, ...
+    pub fn description(&self) -> &'static str {
+        match (self.direction, self.mode) {
+            (MirredDirection::Egress, MirredMode::Redirect) => "Egress Redirect",
+            (MirredDirection::Egress, MirredMode::Mirror) => "Egress Mirror",
+            (MirredDirection::Ingress, MirredMode::Redirect) => "Ingress Redirect",
+            (MirredDirection::Ingress, MirredMode::Mirror) => "Ingress Mirror",
+        }
+    }
 }

@@ -233,6 +233,7 @@ pub fn filter_label(f: &FilterNode) -> String {
         match a {
             Action::Gact { verdict, .. } => s.push_str(&format!(" → {}", verdict.name())),
             Action::Police(p) => s.push_str(&format!(" police {}", rate(p.rate))),
+            Action::Mirred(m) => s.push_str(&format!(" → {} {}", m.description().to_lowercase(), m.dev)),
         }
     }
     s

@@ -31,7 +31,9 @@ pub fn class_exists(dev: &Device, q: &QdiscNode, classid: Handle) -> bool {
     match &q.opts {
         QdiscOpts::Prio(p) => minor >= 1 && minor <= p.bands,
         QdiscOpts::PfifoFast => false,
-        QdiscOpts::Tbf(_) => minor == 1,
+        // tbf_find, red_find and netem_find answer for any minor: their one class.
+        QdiscOpts::Tbf(_) | QdiscOpts::Red(_) | QdiscOpts::Netem(_) => true,
+        QdiscOpts::Mq(_) => minor >= 1 && minor <= dev.num_tx_queues,
         QdiscOpts::Htb(_) | QdiscOpts::Drr => dev.class(classid).is_some(),
         _ => false,
     }
@@ -42,10 +44,13 @@ fn has_class_ops(q: &QdiscNode) -> bool {
         q.opts,
         QdiscOpts::Prio(_)
             | QdiscOpts::Tbf(_)
+            | QdiscOpts::Netem(_)
+            | QdiscOpts::Red(_)
             | QdiscOpts::Htb(_)
             | QdiscOpts::Drr
             | QdiscOpts::Sfq(_)
             | QdiscOpts::FqCodel(_)
+            | QdiscOpts::Mq(_)
     )
 }
 
@@ -80,7 +85,11 @@ pub fn remove_qdisc_tree(dev: &mut Device, handle: Handle) {
         }
         !doomed_q.contains(&block_q)
     });
-    dev.u32_blocks.retain(|b| dev.filters.iter().any(|f| f.parent == b.block));
+    dev.u32_blocks.retain(|b| {
+        dev.filters
+            .iter()
+            .any(|f| f.parent == b.block || (b.block == H_MIN_INGRESS && f.parent == H_MIN_EGRESS))
+    });
 }
 
 /// `ffff:`, the handle of the ingress/clsact qdisc.
@@ -127,6 +136,9 @@ pub fn qdisc_modify(state: &mut State, c: &QdiscCmd) -> Result<Vec<String>, TcEr
                     .qdisc(parent)
                     .ok_or_else(|| TcError::kernel("Failed to find specified qdisc"))?
                     .clone();
+                if p.parent == H_INGRESS {
+                    return Err(TcError::kernel("Cannot add children to ingress/clsact qdisc"));
+                }
                 if !has_class_ops(&p) {
                     return Err(TcError::kernel("Parent qdisc is not classful"));
                 }
@@ -151,7 +163,7 @@ pub fn qdisc_modify(state: &mut State, c: &QdiscCmd) -> Result<Vec<String>, TcEr
                             return Err(TcError::kernel("Exclusivity flag on, cannot override"));
                         }
                         if kind.is_some_and(|k| k != other.opts.kind()) {
-                            return Err(TcError::kernel("Invalid qdisc name"));
+                            return Err(TcError::kernel("Invalid qdisc name: must match existing qdisc"));
                         }
                         return Err(TcError::kernel(
                             "Sluice cannot move an existing qdisc to another parent",
@@ -208,7 +220,14 @@ pub fn qdisc_modify(state: &mut State, c: &QdiscCmd) -> Result<Vec<String>, TcEr
         if matches!(opts, QdiscOpts::Ingress | QdiscOpts::Clsact) && parent != H_INGRESS {
             return Err(TcError::errno("Invalid argument"));
         }
+        // mq_init: only at the root of a device with more than one transmit queue.
+        if matches!(opts, QdiscOpts::Mq(_)) && (parent != H_ROOT || dev.num_tx_queues < 2) {
+            return Err(TcError::errno("Operation not supported"));
+        }
         let opts = validate_qdisc(dev, opts, None)?;
+        if let QdiscOpts::Netem(n) = &opts {
+            super::netem::check_in_tree(dev, graft_old, n)?;
+        }
         let new_handle = if !handle.is_unspec() {
             handle
         } else {
@@ -219,7 +238,15 @@ pub fn qdisc_modify(state: &mut State, c: &QdiscCmd) -> Result<Vec<String>, TcEr
         if let Some(old) = graft_old {
             remove_qdisc_tree(dev, old);
         }
-        dev.qdiscs.push(QdiscNode { handle: new_handle, parent, opts, stats: Default::default() });
+        dev.ingress_queue |= parent == H_INGRESS;
+        set_mq_slot(dev, parent, false);
+        dev.qdiscs.push(QdiscNode {
+            handle: new_handle,
+            parent,
+            opts,
+            stab: c.stab,
+            stats: Default::default(),
+        });
         return Ok(Vec::new());
     }
     let Some(qh) = existing else {
@@ -230,14 +257,23 @@ pub fn qdisc_modify(state: &mut State, c: &QdiscCmd) -> Result<Vec<String>, TcEr
     }
     let old = dev.qdisc(qh).cloned().ok_or_else(|| TcError::kernel("Specified qdisc not found"))?;
     if kind.is_some_and(|k| k != old.opts.kind()) {
-        return Err(TcError::kernel("Invalid qdisc name"));
+        return Err(TcError::kernel("Invalid qdisc name: must match existing qdisc"));
     }
-    let Some(new) = c.opts.clone() else {
-        return Ok(Vec::new());
+    // qdisc_change: options go to the kind's change operation (HTB has none, and tc always
+    // sends HTB options); then the size table is replaced by the one given, or removed.
+    let merged = match c.opts.clone() {
+        Some(QdiscOpts::Htb(_)) => {
+            return Err(TcError::kernel("Change operation not supported by specified qdisc"))
+        }
+        Some(new) => validate_qdisc(dev, new, Some(&old.opts))?,
+        None => old.opts.clone(),
     };
-    let merged = validate_qdisc(dev, new, Some(&old.opts))?;
+    if let QdiscOpts::Netem(n) = &merged {
+        super::netem::check_in_tree(dev, Some(qh), n)?;
+    }
     if let Some(q) = dev.qdiscs.iter_mut().find(|q| q.handle == qh) {
         q.opts = merged;
+        q.stab = c.stab;
     }
     Ok(Vec::new())
 }
@@ -252,6 +288,13 @@ fn validate_qdisc(dev: &Device, new: QdiscOpts, old: Option<&QdiscOpts>) -> Resu
                 return Err(einval());
             }
             QdiscOpts::Prio(p)
+        }
+        (QdiscOpts::Netem(n), old) => {
+            let old = match old {
+                Some(QdiscOpts::Netem(o)) => Some(o),
+                _ => None,
+            };
+            QdiscOpts::Netem(super::netem::kernel_change(n, old)?)
         }
         (QdiscOpts::Tbf(t), _) => {
             if let Some(pk) = t.peakrate {
@@ -273,6 +316,10 @@ fn validate_qdisc(dev: &Device, new: QdiscOpts, old: Option<&QdiscOpts>) -> Resu
                 }
             }
             QdiscOpts::Sfq(s)
+        }
+        (QdiscOpts::Red(r), _) => {
+            super::red::kernel_check(&r)?;
+            QdiscOpts::Red(r)
         }
         (QdiscOpts::Codel(n), Some(QdiscOpts::Codel(o))) => QdiscOpts::Codel(CodelOpts {
             limit: n.limit.or(o.limit),
@@ -320,7 +367,12 @@ fn qdisc_delete(dev: &mut Device, c: &QdiscCmd) -> Result<(), TcError> {
                 // The default root (noqueue) has handle 0.
                 Some(dev.root().map(|q| q.handle).unwrap_or(Handle::UNSPEC))
             } else if parent == H_INGRESS || parent.qdisc() == INGRESS_QDISC {
-                dev.qdisc_at(H_INGRESS).map(|q| q.handle)
+                match dev.qdisc_at(H_INGRESS) {
+                    Some(q) => Some(q.handle),
+                    // Once made, the ingress queue stays, holding the noop qdisc (handle 0).
+                    None if dev.ingress_queue => Some(Handle::UNSPEC),
+                    None => None,
+                }
             } else {
                 let p = dev
                     .qdisc(parent)
@@ -341,7 +393,7 @@ fn qdisc_delete(dev: &mut Device, c: &QdiscCmd) -> Result<(), TcError> {
             let q = dev.qdisc(handle).filter(|_| !handle.is_unspec()).map(|q| q.handle);
             let q = q.ok_or_else(|| TcError::kernel("Failed to find qdisc with specified handle"))?;
             if kind.is_some_and(|k| Some(k) != dev.qdisc(q).map(|x| x.opts.kind())) {
-                return Err(TcError::kernel("Invalid qdisc name"));
+                return Err(TcError::kernel("Invalid qdisc name: must match existing qdisc"));
             }
             return Err(TcError::kernel("Classid cannot be zero"));
         }
@@ -350,10 +402,31 @@ fn qdisc_delete(dev: &mut Device, c: &QdiscCmd) -> Result<(), TcError> {
         return Err(TcError::kernel("Cannot delete qdisc with handle of zero"));
     }
     if kind.is_some_and(|k| Some(k) != dev.qdisc(qh).map(|x| x.opts.kind())) {
-        return Err(TcError::kernel("Invalid qdisc name"));
+        return Err(TcError::kernel("Invalid qdisc name: must match existing qdisc"));
     }
+    let slot = dev.qdisc(qh).map(|q| q.parent);
     remove_qdisc_tree(dev, qh);
+    if let Some(p) = slot {
+        set_mq_slot(dev, p, true);
+    }
     Ok(())
+}
+
+/// Marks an mq class as holding nothing (its grafted qdisc was deleted: the kernel's noop) or,
+/// when a qdisc is grafted there, as holding that one.
+fn set_mq_slot(dev: &mut Device, parent: Handle, emptied: bool) {
+    if parent == H_ROOT || parent == H_INGRESS {
+        return;
+    }
+    let minor = parent.minor();
+    if let Some(q) = dev.qdiscs.iter_mut().find(|q| q.handle == parent.qdisc()) {
+        if let QdiscOpts::Mq(m) = &mut q.opts {
+            m.emptied.retain(|&e| e != minor);
+            if emptied {
+                m.emptied.push(minor);
+            }
+        }
+    }
 }
 
 /// The kernel's `qdisc_alloc_handle`: the major after the last one handed out, from 8000: to
@@ -408,6 +481,16 @@ pub fn class_modify(state: &mut State, c: &ClassCmd) -> Result<Vec<String>, TcEr
         .filter(|_| !qid.is_unspec())
         .cloned()
         .ok_or_else(|| TcError::errno("No such file or directory"))?;
+    if q.parent == H_INGRESS {
+        // No class operations: ingress_find finds every class, clsact_find none but its hooks.
+        let found = matches!(q.opts, QdiscOpts::Ingress);
+        return Err(TcError::errno(match (found, c.verb == Verb::Delete) {
+            (true, false) if excl => "File exists",
+            (true, _) => "Operation not supported",
+            (false, false) if create => "Operation not supported",
+            (false, _) => "No such file or directory",
+        }));
+    }
     let clid = if clid.is_unspec() { clid } else { Handle::new(qid.major(), clid.minor()) };
     let exists = !clid.is_unspec() && class_exists(dev, &q, clid);
     if c.verb == Verb::Delete {
@@ -426,6 +509,10 @@ pub fn class_modify(state: &mut State, c: &ClassCmd) -> Result<Vec<String>, TcEr
         if k != q.opts.kind() {
             return Err(TcError::errno("Invalid argument"));
         }
+    }
+    // tc_ctl_tclass, for every kind.
+    if clid == H_ROOT {
+        return Err(TcError::kernel("Cannot create traffic class with classid TC_H_ROOT"));
     }
     let Some(opts) = c.opts.clone() else {
         return Err(TcError::errno("Invalid argument"));
@@ -469,8 +556,15 @@ pub fn class_modify(state: &mut State, c: &ClassCmd) -> Result<Vec<String>, TcEr
             }
             dev.classes.push(ClassNode { classid: clid, parent: parent_id, opts, stats: Default::default() });
         }
-        (QdiscOpts::Drr, ClassOpts::Drr { .. }) => {
+        (QdiscOpts::Drr, ClassOpts::Drr { quantum }) => {
+            if *quantum == Some(0) {
+                return Err(TcError::kernel("Specified DRR quantum cannot be zero"));
+            }
             if exists {
+                // A change without `quantum` keeps the class's quantum.
+                if quantum.is_none() {
+                    return Ok(warnings);
+                }
                 return Ok(set_class_opts(dev, clid, opts, warnings));
             }
             check_new_classid(clid)?;
@@ -533,10 +627,8 @@ pub fn resolve_block(dev: &Device, parent: Option<Handle>) -> Result<Handle, TcE
     let parent = parent.unwrap_or(Handle::UNSPEC);
     if parent == H_MIN_INGRESS || parent == H_MIN_EGRESS {
         let q = dev.qdisc_at(H_INGRESS).ok_or_else(|| TcError::kernel("Parent Qdisc doesn't exists"))?;
-        if parent == H_MIN_EGRESS && !matches!(q.opts, QdiscOpts::Clsact) {
-            return Err(TcError::kernel("Parent Qdisc doesn't exists"));
-        }
-        return Ok(parent);
+        // The ingress qdisc has one block, whatever minor names it.
+        return Ok(if matches!(q.opts, QdiscOpts::Clsact) { parent } else { H_MIN_INGRESS });
     }
     let q = if parent.is_unspec() || parent == H_ROOT {
         dev.root().ok_or_else(|| TcError::kernel("Qdisc not classful"))?
@@ -545,15 +637,15 @@ pub fn resolve_block(dev: &Device, parent: Option<Handle>) -> Result<Handle, TcE
     };
     let minor = if parent == H_ROOT { 0 } else { parent.minor() };
     match &q.opts {
-        QdiscOpts::Ingress | QdiscOpts::Clsact => {
-            if minor == 0 || minor == 0xFFF2 {
-                Ok(H_MIN_INGRESS)
-            } else if minor == 0xFFF3 && matches!(q.opts, QdiscOpts::Clsact) {
-                Ok(H_MIN_EGRESS)
-            } else {
-                Err(TcError::kernel("Specified class doesn't exist"))
-            }
-        }
+        // ingress_find accepts any minor; its one block holds the filters.
+        QdiscOpts::Ingress => Ok(H_MIN_INGRESS),
+        QdiscOpts::Clsact => match minor {
+            0xFFF2 => Ok(H_MIN_INGRESS),
+            0xFFF3 => Ok(H_MIN_EGRESS),
+            // clsact_tcf_block has no block for class 0.
+            0 => Err(TcError::errno("Invalid argument")),
+            _ => Err(TcError::kernel("Specified class doesn't exist")),
+        },
         QdiscOpts::Htb(_)
         | QdiscOpts::Prio(_)
         | QdiscOpts::Drr
@@ -567,6 +659,8 @@ pub fn resolve_block(dev: &Device, parent: Option<Handle>) -> Result<Handle, TcE
             }
             if matches!(q.opts, QdiscOpts::Htb(_)) {
                 Ok(parent)
+            } else if matches!(q.opts, QdiscOpts::Drr) {
+                Err(TcError::kernel("DRR classid must be zero"))
             } else {
                 Err(TcError::kernel("Class doesn't support blocks"))
             }
@@ -668,11 +762,27 @@ pub fn filter_modify(state: &mut State, c: &FilterCmd) -> Result<Vec<String>, Tc
         }
     };
     let mut actions = spec.actions.clone();
+    for a in &actions {
+        if let Action::Mirred(m) = a {
+            // `lo` is on every machine (Sluice does not list it).
+            if m.dev != "lo" && !names.contains(&m.dev) {
+                // tc resolves the name itself before sending anything.
+                return Err(TcError::usage(
+                    format!(
+                        "Cannot find device \"{}\"\nbad action parsing\nparse_action: bad value (mirred)!\nIllegal \"action\"",
+                        m.dev
+                    ),
+                    None,
+                ));
+            }
+        }
+    }
     let mut next = next_action_index(gact_count);
     for a in &mut actions {
         let idx = match a {
             Action::Gact { index, .. } => index,
             Action::Police(p) => &mut p.index,
+            Action::Mirred(m) => &mut m.index,
         };
         if *idx == 0 {
             *idx = next;
@@ -783,13 +893,33 @@ fn u32_tables(dev: &Device, block: Handle) -> impl Iterator<Item = &FilterNode> 
     dev.filters.iter().filter(move |f| f.parent == block && matches!(f.opts, FilterOpts::U32Table { .. }))
 }
 
+/// The other hook of a clsact qdisc (whose u32 filters share hash-table ids with `block`'s).
+pub(crate) fn u32_sibling_hook(dev: &Device, block: Handle) -> Option<Handle> {
+    if !dev.qdisc_at(H_INGRESS).is_some_and(|q| matches!(q.opts, QdiscOpts::Clsact)) {
+        return None;
+    }
+    match block {
+        H_MIN_INGRESS => Some(H_MIN_EGRESS),
+        H_MIN_EGRESS => Some(H_MIN_INGRESS),
+        _ => None,
+    }
+}
+
 fn u32_table(dev: &Device, block: Handle, htid: u32) -> Option<&FilterNode> {
     u32_tables(dev, block).find(|f| f.handle == htid & 0xFFF0_0000)
 }
 
 /// Hash-table id allocator: the first u32 root on a block is 800:, later ones cycle from 801:.
 fn u32_new_htid(dev: &mut Device, block: Handle) -> u32 {
-    let in_use: Vec<u32> = u32_tables(dev, block).map(|f| f.handle >> 20).collect();
+    let mut in_use: Vec<u32> = u32_tables(dev, block).map(|f| f.handle >> 20).collect();
+    // u32's hash tables belong to the qdisc: clsact's two hooks draw from one allocator.
+    let block = match u32_sibling_hook(dev, block) {
+        Some(other) => {
+            in_use.extend(u32_tables(dev, other).map(|f| f.handle >> 20));
+            H_MIN_INGRESS
+        }
+        None => block,
+    };
     let entry = match dev.u32_blocks.iter().position(|b| b.block == block) {
         Some(i) => i,
         None => {

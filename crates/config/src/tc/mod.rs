@@ -8,6 +8,9 @@ pub mod args;
 pub mod error;
 pub mod filters;
 pub mod kernel;
+pub mod mirred;
+pub mod netem;
+pub mod red;
 pub mod show;
 
 pub use args::{parse_command, parse_command_in, Grammar, TcCmd, Verb};
@@ -29,7 +32,9 @@ pub struct Outcome {
 
 impl Outcome {
     fn err(e: &TcError) -> Outcome {
-        Outcome { code: e.code, stdout: String::new(), stderr: format!("{}\n", e.message) }
+        // An empty message: tc gave up without printing anything.
+        let stderr = if e.message.is_empty() { String::new() } else { format!("{}\n", e.message) };
+        Outcome { code: e.code, stdout: String::new(), stderr }
     }
 }
 
@@ -145,13 +150,19 @@ fn run_one_in(state: &mut State, argv: &[String], opts: ShowOpts, grammar: Gramm
         Ok(c) => c,
         Err(e) => return Outcome::err(&e),
     };
+    // What tc printed while parsing comes before the kernel's answer.
+    let parsed: String = match &cmd {
+        TcCmd::Qdisc(q) => q.warnings.iter().map(|w| format!("{w}\n")).collect(),
+        _ => String::new(),
+    };
     match execute(state, &cmd, opts) {
         Ok((stdout, warnings)) => {
-            let stderr = warnings.iter().map(|w| format!("{w}\n")).collect();
+            let stderr = parsed + &warnings.iter().map(|w| format!("{w}\n")).collect::<String>();
             Outcome { code: 0, stdout, stderr }
         }
         Err(e) => {
             let mut o = Outcome::err(&e);
+            o.stderr.insert_str(0, &parsed);
             if e.code == 2 {
                 if let TcCmd::Filter(f) = &cmd {
                     if f.verb != Verb::Show && f.verb != Verb::Get {
@@ -200,7 +211,7 @@ fn execute_inner(state: &mut State, cmd: &TcCmd, opts: ShowOpts) -> Result<(Stri
         TcCmd::Qdisc(c) => return kernel::qdisc_modify(state, c).map(|w| (out, w)),
         TcCmd::Class(c) if c.verb == Verb::Show => {
             let d = find_dev(state, &c.dev)?.ok_or_else(|| TcError::usage("Must specify device.", None))?;
-            show::show_classes(&mut out, d, opts, c.parent);
+            show::show_classes(&mut out, d, opts, c.parent, c.classid);
         }
         TcCmd::Class(c) => return kernel::class_modify(state, c).map(|w| (out, w)),
         TcCmd::Filter(c) if c.verb == Verb::Show => {
@@ -209,7 +220,14 @@ fn execute_inner(state: &mut State, cmd: &TcCmd, opts: ShowOpts) -> Result<(Stri
                 show::FilterShowCtx { protocol: c.protocol, prio: (c.prio != 0).then_some(c.prio as u16) };
             // A missing block prints nothing, as the kernel's dump does.
             if let Ok(block) = kernel::resolve_block(d, c.parent) {
+                let ingress = d.qdisc_at(H_INGRESS).filter(|q| matches!(q.opts, QdiscOpts::Ingress));
                 let shown = match c.parent {
+                    // The kernel dumps the ingress qdisc's filters with the parent named by the
+                    // last add or change.
+                    Some(p) if block == H_MIN_INGRESS && ingress.is_some() => {
+                        let last = d.ingress_filter_parent.unwrap_or(H_INGRESS.qdisc());
+                        (p != last).then_some(last)
+                    }
                     Some(_) => None,
                     None => Some(d.root().map(|q| q.handle).unwrap_or(Handle::UNSPEC)),
                 };
@@ -238,7 +256,21 @@ fn execute_inner(state: &mut State, cmd: &TcCmd, opts: ShowOpts) -> Result<(Stri
             let parent = c.parent.unwrap_or(block);
             show::show_one_filter(&mut out, f, parent);
         }
-        TcCmd::Filter(c) => return kernel::filter_modify(state, c).map(|w| (out, w)),
+        TcCmd::Filter(c) => {
+            let w = kernel::filter_modify(state, c)?;
+            if c.verb != Verb::Delete {
+                if let Some(d) =
+                    state.devices.iter_mut().find(|d| c.dev.as_ref().is_some_and(|(n, _)| *n == d.name))
+                {
+                    let on_ingress =
+                        d.qdisc_at(H_INGRESS).is_some_and(|q| matches!(q.opts, QdiscOpts::Ingress));
+                    if on_ingress && c.parent.is_some_and(|p| p.major() == 0xFFFF) {
+                        d.ingress_filter_parent = c.parent;
+                    }
+                }
+            }
+            return Ok((out, w));
+        }
     }
     Ok((out, Vec::new()))
 }
@@ -260,6 +292,7 @@ pub fn run_ip(state: &mut State, argv: &[String]) -> Outcome {
     let mut peer: Option<&str> = None;
     let mut mtu: Option<u32> = None;
     let mut txqlen: Option<u32> = None;
+    let mut txqs: Option<u32> = None;
     let mut i = 0;
     while i < rest.len() {
         match rest[i] {
@@ -286,6 +319,19 @@ pub fn run_ip(state: &mut State, argv: &[String]) -> Outcome {
                 i += 1;
                 txqlen = rest.get(i).and_then(|v| v.parse().ok());
             }
+            "numtxqueues" => {
+                i += 1;
+                match rest.get(i).and_then(|v| v.parse::<u32>().ok()) {
+                    Some(n) if (1..=4096).contains(&n) => txqs = Some(n),
+                    _ => {
+                        return fail(
+                            255,
+                            "Error: argument of \"numtxqueues\" must be a positive number".into(),
+                        )
+                    }
+                }
+            }
+            "numrxqueues" => i += 1,
             "up" | "down" => {}
             w if name.is_none() => name = Some(w),
             _ => {}
@@ -311,6 +357,7 @@ pub fn run_ip(state: &mut State, argv: &[String]) -> Outcome {
                 if let Some(q) = txqlen {
                     d.txqueuelen = q;
                 }
+                d.num_tx_queues = txqs.unwrap_or(1);
                 state.devices.push(d);
             };
             match kind {
