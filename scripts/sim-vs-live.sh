@@ -5,7 +5,9 @@
 #   live: `sluice measure tcp` on the netns lab (the kernel's own TCP, TCP_CONGESTION per socket);
 #         FIFO cases shape with kernel HTB + pfifo (--backend kernel), fq_codel cases with
 #         Sluice's live shaper (--backend sluice; this kernel has no fq_codel);
-#   sim:  `sluice simulate scenarios/lab-tcp.toml` with the lab's base delay.
+#         netem cases (a real RTT: HTB + netem delay 10ms limit 1000) run on Sluice's live shaper
+#         too (the kernel here has no netem);
+#   sim:  `sluice simulate scenarios/lab-tcp.toml` with the lab's base delay and the same tc script.
 # Prints a markdown table (per-flow goodput, probe p50/p99, sim against live) and the load average.
 #
 # Usage: scripts/sim-vs-live.sh [OUTDIR]   (root; builds nothing: uses target/release/sluice)
@@ -27,7 +29,8 @@ rm -f "$OUT/cases.txt.new" "$OUT/base.txt"
 "$SLUICE" lab up --tag "$TAG" >&2
 trap '"$SLUICE" lab down --tag "$TAG" >/dev/null 2>&1 || true' EXIT
 
-# case name | rate | flows | cc | leaf (pfifo = HTB + pfifo 1000 on the kernel; fq_codel = Sluice live)
+# case name | rate | flows | cc | leaf (pfifo = HTB + pfifo 1000 on the kernel; fq_codel and netem =
+# Sluice live)
 if [ "${QUICK:-0}" = 1 ]; then
   WARMUP=2; DURATION=4
   CASES="fifo-1-cubic 20mbit 1 cubic pfifo
@@ -39,6 +42,11 @@ else
       for n in 1 4; do
         CASES+="${leaf}-${n}-${cc} 20mbit $n $cc $leaf"$'\n'
       done
+    done
+  done
+  for cc in cubic bbr; do
+    for n in 1 4; do
+      CASES+="netem-${n}-${cc} 20mbit $n $cc netem"$'\n'
     done
   done
   for rate in 10mbit 50mbit 100mbit; do
@@ -61,14 +69,15 @@ done
 
 while read -r name rate n cc leaf; do
   [ -n "$name" ] || continue
-  backend=kernel; simleaf="pfifo 1000"
+  backend=kernel; simleaf="pfifo limit 1000"
   if [ "$leaf" = fq_codel ]; then backend=sluice; simleaf=fq_codel; fi
+  if [ "$leaf" = netem ]; then backend=sluice; simleaf="netem delay 10ms limit 1000"; fi
   echo "== $name ($backend)" >&2
   "$SLUICE" measure tcp --tag "$TAG" --backend $backend --quiet --set rate=$rate --set flows=$n \
     --set cc=$cc --set leaf=$leaf --set warmup=$WARMUP --set duration=$DURATION --out "$OUT/$name-live" >/dev/null
   "$SLUICE" simulate scenarios/lab-tcp.toml --quiet --set rate=$rate --set flows=$n --set cc=$cc \
     --set "leaf=$simleaf" --set delay=${BASE_US[kernel]}us --set warmup=${WARMUP}s \
-    --set duration=$((WARMUP + DURATION))s --json "$OUT/$name-sim.json"
+    --set duration=$((WARMUP + DURATION))s --json "$OUT/$name-sim.json" 2>"$OUT/$name-sim.err"
   echo "$name $OUT/$name-live/results.json $OUT/$name-sim.json" >> "$OUT/cases.txt.new"
 done <<< "$CASES"
 mv "$OUT/cases.txt.new" "$OUT/cases.txt"

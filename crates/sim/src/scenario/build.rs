@@ -957,6 +957,7 @@ pub(crate) fn check_budget(spec: &SimSpec) -> Result<(), (&'static str, String)>
     let rtt: f64 = spec.forward.iter().chain(&spec.reverse).map(|l| l.delay.as_secs_f64()).sum();
     let mut packets = 0f64;
     let mut tcp_bytes = 0f64;
+    let mut tcp_flows = 0f64;
     for f in &spec.flows {
         let bits = f.size.max(1) as f64 * 8.0 * f.gso_segs.max(1) as f64;
         let pps = match &f.traffic {
@@ -990,7 +991,9 @@ pub(crate) fn check_budget(spec: &SimSpec) -> Result<(), (&'static str, String)>
             }
         };
         if let TrafficSpec::Tcp { rwnd, .. } = &f.traffic {
-            tcp_bytes += *rwnd as f64 * 48.0;
+            // Scoreboard entry (40 bytes), time-ordered entry (16), retransmission entry (8).
+            tcp_bytes += *rwnd as f64 * 64.0;
+            tcp_flows += 1.0;
         }
         packets += pps * secs;
     }
@@ -1002,10 +1005,11 @@ pub(crate) fn check_budget(spec: &SimSpec) -> Result<(), (&'static str, String)>
         ));
     }
     // Memory: per flow its records and histogram, per time-series bin a few counters per flow,
-    // class and link, TCP scoreboards up to their receive window.
+    // class and link (and the window and RTT of each TCP sender), TCP scoreboards up to their
+    // receive window.
     let nflows = spec.flows.len() as f64;
     let bins = if spec.series { samples as f64 } else { 0.0 };
-    let per_bin = nflows * 20.0 + spec.classes.len() as f64 * 8.0 + hops * 8.0;
+    let per_bin = nflows * 20.0 + tcp_flows * 16.0 + spec.classes.len() as f64 * 8.0 + hops * 8.0;
     let need = nflows * 4096.0 + bins * per_bin + tcp_bytes;
     let budget = memory_budget() as f64;
     if need > budget {
