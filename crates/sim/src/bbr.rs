@@ -384,7 +384,7 @@ impl Bbr {
         }
     }
 
-    /// Whether the mode is ProbeRTT (for tests and series).
+    /// Whether the mode is ProbeRTT.
     #[cfg(test)]
     pub(crate) fn in_probe_rtt(&self) -> bool {
         self.mode == Mode::ProbeRtt
