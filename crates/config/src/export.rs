@@ -419,6 +419,9 @@ pub fn to_tc_script(state: &State) -> String {
                     writeln!(s, "ip link add dev {d} type veth peer name {} 2>/dev/null || true", q(peer));
             }
             DevKind::Veth { .. } => {}
+            DevKind::Ifb => {
+                let _ = writeln!(s, "ip link add dev {d} type ifb 2>/dev/null || true");
+            }
         }
         made.push(&dev.name);
         if dev.mtu != 1500 || dev.txqueuelen != 1000 {

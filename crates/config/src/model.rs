@@ -63,6 +63,9 @@ pub enum DevKind {
         /// The other end.
         peer: String,
     },
+    /// `ip link add type ifb`: an intermediate functional block. What mirred redirects to its
+    /// egress leaves through its root qdisc and goes back where it came from.
+    Ifb,
 }
 
 /// One emulated device and its traffic-control tree.
@@ -291,8 +294,8 @@ pub enum QdiscOpts {
     Codel(CodelOpts),
     /// Flow queueing with CoDel.
     FqCodel(FqCodelOpts),
-    /// Network emulator.
-    Netem(NetemOpts),
+    /// Network emulator (boxed: its options are the largest).
+    Netem(Box<NetemOpts>),
     /// Deficit round robin.
     Drr,
     /// Random early detection.

@@ -27,6 +27,18 @@ pub enum Verdict {
     /// `jump N`: go on with action N of this filter's list (counted from 0, i.e. skip the first
     /// N). Resolved inside [`Actions::run`]; a jump out of range ends the list with `ok`.
     Jump(u32),
+    /// `stolen` after a mirred redirect: the packet leaves this path for `MirredTarget`.
+    Redirect(MirredTarget),
+}
+
+/// Where a mirred redirect sends a packet: a device (an index into the device table of whoever
+/// built the filters) and the side of it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct MirredTarget {
+    /// The target device's index.
+    pub dev: u16,
+    /// `ingress`: the device's receive path (its ingress hook); else its root qdisc.
+    pub ingress: bool,
 }
 
 impl Verdict {
@@ -55,6 +67,7 @@ impl fmt::Display for Verdict {
             Verdict::Continue => f.write_str("continue"),
             Verdict::GotoChain(n) => write!(f, "goto chain {n}"),
             Verdict::Jump(n) => write!(f, "jump {n}"),
+            Verdict::Redirect(_) => f.write_str("stolen"),
         }
     }
 }
@@ -81,6 +94,8 @@ pub enum Action {
     GactRandom(GactRandom),
     /// `police`.
     Police(Police),
+    /// `mirred ... redirect`: the packet goes to another device (verdict `stolen`).
+    Redirect(MirredTarget),
     /// `skbedit`: rewrite the packet's mark and priority, then a verdict.
     Skbedit(Skbedit),
 }
@@ -191,6 +206,7 @@ impl Actions {
             Action::GactRandom(g) => g.verdict == to || g.other == to,
             Action::Police(p) => p.config().conform == to || p.config().exceed == to,
             Action::Skbedit(k) => k.verdict == to,
+            Action::Redirect(_) => false,
         })
     }
 
@@ -210,6 +226,7 @@ impl Actions {
             verdict = match &mut slot.action {
                 Action::Gact(v) => *v,
                 Action::GactRandom(g) => g.decide(),
+                Action::Redirect(t) => Verdict::Redirect(*t),
                 Action::Police(p) => {
                     let (v, exceeded) = p.police(input.pkt, now);
                     if exceeded {
