@@ -2,9 +2,9 @@
 //! [`Classifier`] holding its filters and tree shape, ready for the simulator or the live shaper.
 //!
 //! Implemented with what sluice-core provides today: pfifo/bfifo/pfifo_head_drop, pfifo_fast,
-//! prio (with band children), tbf (with its child), netem (with its child), codel, fq_codel; filters u32, flow, fw,
-//! matchall with gact and police actions, htb (any leaf qdiscs), sfq. DRR and the `basic` filter
-//! are reported as unsupported.
+//! prio (with band children), tbf (with its child), netem (with its child), codel, fq_codel;
+//! filters u32, flow, fw, matchall with gact and police actions, htb (any leaf qdiscs), sfq.
+//! DRR and the `basic` filter are reported as unsupported.
 
 use crate::model::*;
 use sluice_core::classify::{ClassShape, Classifier, Fallback, QdiscShape, ShapeKind};
