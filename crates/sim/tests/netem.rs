@@ -106,6 +106,8 @@ fn corrupted_packets_are_lost_at_the_receiver() {
 #[test]
 fn netem_duplicate_is_refused_by_the_simulator_with_the_reason() {
     let sc = scenario("netem duplicate 1%");
-    let err = run(&sc, &RunOptions { overrides: Vec::new(), seed: None }, &|_| {}).err().expect("refused");
+    let Err(err) = run(&sc, &RunOptions { overrides: Vec::new(), seed: None }, &|_| {}) else {
+        panic!("netem duplicate was accepted");
+    };
     assert!(err.to_string().contains("duplicate"), "{err}");
 }

@@ -490,7 +490,17 @@ pub fn show_classes(
                     continue;
                 }
             }
-            let leaf = dev.qdisc_at(id).map(|l| format!("leaf {:x}: ", l.handle.major())).unwrap_or_default();
+            // netem's one class holds its child whatever minor the child was added under.
+            let netem_child = || {
+                matches!(q.opts, QdiscOpts::Netem(_))
+                    .then(|| dev.qdiscs.iter().find(|c| c.parent != H_ROOT && c.parent.qdisc() == q.handle))
+                    .flatten()
+            };
+            let leaf = dev
+                .qdisc_at(id)
+                .or_else(netem_child)
+                .map(|l| format!("leaf {:x}: ", l.handle.major()))
+                .unwrap_or_default();
             let mut s = format!("class {} {} {parent}{leaf}", q.opts.kind(), classid_str(id));
             let inner = dev.child_classes(id).next().is_some();
             match node.map(|n| &n.opts) {
