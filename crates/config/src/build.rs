@@ -2,22 +2,24 @@
 //! [`Classifier`] holding its filters and tree shape, ready for the simulator or the live shaper.
 //!
 //! Implemented with what sluice-core provides today: pfifo/bfifo/pfifo_head_drop, pfifo_fast,
-//! prio (with band children), tbf (with its child), codel, fq_codel; filters u32, flow, fw,
-//! matchall with gact and police actions, htb (any leaf qdiscs), sfq, drr, red (with its child).
-//! The `basic` filter is reported as unsupported.
+//! prio (with band children), tbf (with its child), netem (with its child), codel, fq_codel;
+//! filters u32, flow, fw, matchall with gact and police actions, htb (any leaf qdiscs), sfq, drr,
+//! red (with its child). The `basic` filter is reported as unsupported.
 
 use crate::model::*;
 use sluice_core::classify::{ClassShape, Classifier, Fallback, QdiscShape, ShapeKind};
 use sluice_core::codel::{Codel, CodelConfig, CodelParams};
 use sluice_core::drr::Drr;
 use sluice_core::fifo::{Fifo, FifoKind};
-use sluice_core::filter::action::{Action as CoreAction, Actions, Verdict as CoreVerdict};
+use sluice_core::filter::action::{
+    Action as CoreAction, Actions, GactRandom, Skbedit, Verdict as CoreVerdict,
+};
 use sluice_core::filter::flow::{FlowConfig, FlowMode};
 use sluice_core::filter::fw::FwConfig;
 use sluice_core::filter::matchall::MatchallConfig;
 use sluice_core::filter::police::{Police, PoliceConfig};
 use sluice_core::filter::u32::{HashKey, U32Config, U32Key as CoreKey, U32Offset, U32Selector, VarOffset};
-use sluice_core::filter::{FilterConfig, FilterSpec, Protocol, Upsert};
+use sluice_core::filter::{FilterConfig, FilterList, FilterSpec, MirredTarget, Protocol, Upsert};
 use sluice_core::fq_codel::{FqCodel, FqCodelConfig};
 use sluice_core::htb::{Htb, HtbClassConfig, HtbConfig};
 use sluice_core::prio::{PfifoFast, PfifoFastConfig, Prio, PrioConfig};
@@ -90,47 +92,112 @@ pub fn build_device_seeded(state: &State, dev_name: &str, seed: u64) -> Result<B
         if f.parent == H_MIN_INGRESS || f.parent == H_MIN_EGRESS {
             continue;
         }
-        if let Some(spec) = filter_spec(f)? {
+        if let Some(spec) = filter_spec(f, &state.devices)? {
             classifier.add_filter(f.parent, spec, Upsert::Replace)?;
         }
     }
     Ok(Built { root: q, classifier })
 }
 
-fn verdict(v: Verdict) -> CoreVerdict {
-    match v {
+/// The filters on one hook of `dev_name`'s ingress or clsact qdisc (`block`: [`H_MIN_INGRESS`] or
+/// [`H_MIN_EGRESS`]), run on their own as the kernel runs them (`tcf_classify` on the block, no
+/// qdisc behind it); `None` when the hook has no filter. A mirred target is the device's index in
+/// `state.devices`.
+pub fn build_hook(state: &State, dev_name: &str, block: Handle) -> Result<Option<FilterList>, BuildError> {
+    let dev = state
+        .devices
+        .iter()
+        .find(|d| d.name == dev_name)
+        .ok_or_else(|| BuildError::Missing(format!("no device {dev_name}")))?;
+    if !dev.filters.iter().any(|f| f.parent == block) {
+        return Ok(None);
+    }
+    let mut list = FilterList::new();
+    for f in dev.filters.iter().filter(|f| f.parent == block) {
+        if let Some(spec) = filter_spec(f, &state.devices)? {
+            list.apply(spec, Upsert::Replace, 0xFFFF)?;
+        }
+    }
+    Ok(Some(list))
+}
+
+fn verdict(v: Verdict) -> Result<CoreVerdict, BuildError> {
+    Ok(match v {
         Verdict::Pass => CoreVerdict::Ok,
         Verdict::Drop => CoreVerdict::Drop,
         Verdict::Continue => CoreVerdict::Continue,
         Verdict::Reclassify => CoreVerdict::Reclassify,
         Verdict::Pipe => CoreVerdict::Pipe,
-        // Only mirred returns it, and mirred is not built yet.
-        Verdict::Stolen => CoreVerdict::Drop,
-    }
+        // In software a trap is a drop (`TC_ACT_TRAP` only means something to hardware).
+        Verdict::Trap => CoreVerdict::Drop,
+        Verdict::Goto(n) => CoreVerdict::GotoChain(n),
+        Verdict::Jump(n) => CoreVerdict::Jump(n),
+        // Only a mirred redirect returns it, as its own verdict.
+        Verdict::Stolen => {
+            return Err(BuildError::Unsupported("a `stolen` verdict outside a mirred redirect".into()))
+        }
+    })
 }
 
-fn actions(a: &[Action]) -> Result<Actions, BuildError> {
+fn actions(a: &[Action], devices: &[Device]) -> Result<Actions, BuildError> {
     let mut v = Vec::new();
     for x in a {
         v.push(match x {
-            Action::Gact { verdict: g, .. } => CoreAction::Gact(verdict(*g)),
+            Action::Gact { verdict: g, random: None, .. } => CoreAction::Gact(verdict(*g)?),
+            Action::Gact { verdict: g, random: Some(r), index } => CoreAction::GactRandom(GactRandom::new(
+                verdict(*g)?,
+                verdict(r.verdict)?,
+                r.determ,
+                r.val,
+                *index as u64,
+            )),
+            Action::Skbedit(k) => CoreAction::Skbedit(Skbedit {
+                priority: k.priority.and_then(|p| p.to_tc()),
+                mark: k.mark,
+                mask: k.mask.unwrap_or(u32::MAX),
+                verdict: verdict(k.verdict)?,
+            }),
+            Action::Police(p) if p.avrate.is_some() || p.pkts_rate.is_some() => {
+                return Err(BuildError::Unsupported(
+                    "police avrate and pkts_rate (the core polices bytes with a token bucket)".into(),
+                ))
+            }
             Action::Police(p) => CoreAction::Police(Police::new(PoliceConfig {
-                rate: Some(Rate::from_bps(p.rate)),
+                rate: (p.rate > 0).then(|| Rate::from_bps(p.rate)),
                 burst: p.burst as u64,
-                mtu: p.mtu.unwrap_or(sluice_core::filter::police::DEFAULT_MTU),
+                // Without a rate and an mtu the kernel's policer lets every packet conform.
+                mtu: p.mtu.unwrap_or(if p.rate > 0 {
+                    sluice_core::filter::police::DEFAULT_MTU
+                } else {
+                    u32::MAX
+                }),
                 peakrate: p.peakrate.map(Rate::from_bps),
-                exceed: verdict(p.exceed),
-                conform: verdict(p.conform),
-                ..PoliceConfig::default()
+                wire: wire(p.overhead as i32, p.mpu, p.linklayer),
+                exceed: verdict(p.exceed)?,
+                conform: verdict(p.conform)?,
             })?),
-            Action::Mirred(_) => return Err(BuildError::Unsupported("the mirred action".into())),
+            Action::Mirred(m) => CoreAction::Redirect(mirred_target(m, devices)?),
         });
     }
     Ok(Actions::new(v))
 }
 
-fn filter_spec(f: &FilterNode) -> Result<Option<FilterSpec>, BuildError> {
-    let acts = actions(&f.actions)?;
+/// A mirred redirect's target; a mirror (a copy of each packet) is not in the data path.
+fn mirred_target(m: &MirredOpts, devices: &[Device]) -> Result<MirredTarget, BuildError> {
+    if m.mode == MirredMode::Mirror {
+        return Err(BuildError::Unsupported("mirred mirror (a copy of each packet)".into()));
+    }
+    if m.verdict != Verdict::Stolen {
+        return Err(BuildError::Unsupported(format!("a mirred redirect with verdict {}", m.verdict.name())));
+    }
+    let dev = devices.iter().position(|d| d.name == m.dev).and_then(|i| u16::try_from(i).ok()).ok_or_else(
+        || BuildError::Missing(format!("mirred target {} is not a device of this configuration", m.dev)),
+    )?;
+    Ok(MirredTarget { dev, ingress: m.direction == MirredDirection::Ingress })
+}
+
+fn filter_spec(f: &FilterNode, devices: &[Device]) -> Result<Option<FilterSpec>, BuildError> {
+    let acts = actions(&f.actions, devices)?;
     let (config, handle) = match &f.opts {
         // The root table of each priority is created by the core itself.
         FilterOpts::U32Table { .. } if f.handle >> 20 >= 0x800 => return Ok(None),
@@ -394,15 +461,13 @@ fn build_netem(
     seed: u64,
 ) -> Result<Box<dyn Qdisc>, BuildError> {
     use sluice_core::netem::{LossModel, Netem, NetemConfig, NetemRate, NetemSlot};
-    // A duplicate or a corrupted frame needs its bytes copied or changed by whoever owns them;
-    // the engine's owners (simulator slots, the live shaper's pool) hand each payload out once.
+    // A duplicate needs its bytes copied by whoever owns them; the engine's owners (simulator
+    // slots, the live shaper's pool) hand each payload out once. A corrupted packet keeps its
+    // payload, marked: the simulator's receiver discards it, the live shaper flips a bit.
     if n.duplicate != 0 {
         return Err(BuildError::Unsupported(
             "netem duplicate (a second copy of a frame needs its owner to clone it)".into(),
         ));
-    }
-    if n.corrupt.is_some_and(|c| c.probability != 0) {
-        return Err(BuildError::Unsupported("netem corrupt (the engine does not change frame bytes)".into()));
     }
     let cor = n.corr.unwrap_or_default();
     let table = |d: &Option<NetemDist>| d.as_ref().map(|d| crate::tc::netem::dist_table(d).into());
@@ -534,6 +599,31 @@ mod tests {
         b.root.enqueue(pkt, Time::ZERO).unwrap();
         assert!(b.root.dequeue(Time::ZERO).is_some());
         assert!(b.classifier.filters(Handle::from_tc(0x1_0000)).is_some());
+    }
+
+    #[test]
+    fn skbedit_mark_feeds_fw_and_priority_picks_the_class_below() {
+        use sluice_core::classify::ClassifyOutcome;
+        // skbedit mark + continue: the next filter (fw) reads the new mark.
+        let s = load("tc qdisc add dev e root handle 1: htb default 10\ntc class add dev e parent 1: classid 1:10 htb rate 1mbit\ntc class add dev e parent 1: classid 1:20 htb rate 1mbit\ntc filter add dev e parent 1: protocol all prio 1 matchall action skbedit mark 5 continue\ntc filter add dev e parent 1: protocol all prio 2 handle 5 fw classid 1:20\n");
+        let mut b = build_device(&s, "e").unwrap();
+        let mut p = Packet::new(1000, 1);
+        assert_eq!(
+            b.classifier.classify(&mut p, &Default::default(), &[], Time::ZERO),
+            ClassifyOutcome::Enqueue
+        );
+        assert_eq!(p.mark, 5);
+        assert_eq!(p.class_for(1), Some(Handle::new(1, 0x20)));
+        // skbedit priority in the prio's filter: the HTB below takes skb->priority as its class.
+        let s = load("tc qdisc add dev e root handle 1: prio\ntc qdisc add dev e parent 1:2 handle 10: htb default 1\ntc class add dev e parent 10: classid 10:1 htb rate 1mbit\ntc class add dev e parent 10: classid 10:2 htb rate 1mbit\ntc filter add dev e parent 1: protocol all prio 1 matchall classid 1:2 action skbedit priority 10:2\n");
+        let mut b = build_device(&s, "e").unwrap();
+        let mut p = Packet::new(1000, 2);
+        assert_eq!(
+            b.classifier.classify(&mut p, &Default::default(), &[], Time::ZERO),
+            ClassifyOutcome::Enqueue
+        );
+        assert_eq!(p.priority, 0x0010_0002);
+        assert_eq!(p.class_for(0x10), Some(Handle::new(0x10, 2)));
     }
 
     #[test]

@@ -107,7 +107,7 @@ pub fn ticks_to_bytes(bytes_per_sec: u64, ticks: u32) -> u64 {
 
 /// A `struct tc_ratespec` and its 256-slot legacy rate table (only used by the kernel to guess the
 /// link layer, but tc sends it and old kernels need it).
-fn ratespec(rate: Rate, mtu: u32, overhead: i32, mpu: u32) -> ([u8; 12], Vec<u8>) {
+pub(crate) fn ratespec(rate: Rate, mtu: u32, overhead: i32, mpu: u32) -> ([u8; 12], Vec<u8>) {
     let bps = rate.bytes_per_sec();
     let mtu = if mtu == 0 { 2047 } else { mtu };
     let mut cell_log = 0u8;

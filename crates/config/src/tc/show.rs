@@ -354,7 +354,15 @@ fn class_hash_order(classes: Vec<&ClassNode>) -> Vec<&ClassNode> {
 pub fn show_qdiscs(out: &mut String, dev: &Device, with_dev: bool, o: ShowOpts, only: Option<Handle>) {
     let devs = if with_dev { format!("dev {} ", dev.name) } else { String::new() };
     if dev.root().is_none() && only.is_none_or(|p| p == H_ROOT) {
-        let _ = writeln!(out, "qdisc noqueue 0: {devs}root refcnt 2 ");
+        if dev.kind == DevKind::Ifb {
+            // An IFB has a transmit queue (qlen 32): the kernel's default qdisc, not noqueue.
+            let _ = writeln!(
+                out,
+                "qdisc pfifo_fast 0: {devs}root refcnt 2 bands 3 priomap 1 2 2 2 1 2 0 0 1 1 1 1 1 1 1 1"
+            );
+        } else {
+            let _ = writeln!(out, "qdisc noqueue 0: {devs}root refcnt 2 ");
+        }
         if o.stats {
             stats_lines(out, &QdiscStats::default());
         }
@@ -429,14 +437,14 @@ pub fn show_classes(
                 None,
             )),
             // netem_dump_class: its one class exists only while it has a child qdisc.
-            QdiscOpts::Netem(_) => {
-                if dev.qdiscs.iter().any(|c| c.parent != H_ROOT && c.parent.qdisc() == q.handle) {
-                    lines.push((
-                        Handle::new(q.handle.major(), 1),
-                        format!("parent {} ", classid_str(q.handle)),
-                        None,
-                    ));
-                }
+            QdiscOpts::Netem(_)
+                if dev.qdiscs.iter().any(|c| c.parent != H_ROOT && c.parent.qdisc() == q.handle) =>
+            {
+                lines.push((
+                    Handle::new(q.handle.major(), 1),
+                    format!("parent {} ", classid_str(q.handle)),
+                    None,
+                ));
             }
             QdiscOpts::Mq(_) => {
                 for n in 1..=dev.num_tx_queues {
@@ -593,51 +601,12 @@ pub struct FilterShowCtx {
     pub protocol: Option<u16>,
     /// `prio` given to show.
     pub prio: Option<u16>,
-}
-
-fn action_text(actions: &[Action]) -> String {
-    let mut s = String::new();
-    for (i, a) in actions.iter().enumerate() {
-        match a {
-            Action::Gact { verdict, index } => {
-                let _ = write!(
-                    s,
-                    "\n\taction order {}: gact action {}\n\t random type none pass val 0\n\t index {} ref 1 bind 1\n",
-                    i + 1,
-                    verdict.name(),
-                    index
-                );
-            }
-            Action::Police(p) => {
-                let _ = write!(
-                    s,
-                    "\n\taction order {}:  police {:#x} rate {} burst {} ",
-                    i + 1,
-                    p.index,
-                    rate(p.rate),
-                    format_size(p.burst as u64)
-                );
-                if let Some(m) = p.mtu {
-                    let _ = write!(s, "mtu {} ", format_size(m as u64));
-                }
-                if let Some(pk) = p.peakrate {
-                    let _ = write!(s, "peakrate {} ", rate(pk));
-                }
-                let _ = write!(
-                    s,
-                    "action {}/{} overhead 0b \n\tref 1 bind 1\n",
-                    p.exceed.name(),
-                    p.conform.name()
-                );
-            }
-            Action::Mirred(m) => super::mirred::show(&mut s, i + 1, m),
-        }
-    }
-    s
+    /// `-s`/`-d`.
+    pub opts: ShowOpts,
 }
 
 /// Body of one filter after the header.
-pub fn filter_body(f: &FilterNode) -> String {
+pub fn filter_body(state: &State, f: &FilterNode, opts: ShowOpts) -> String {
     let mut s = String::new();
     match &f.opts {
         FilterOpts::U32Table { divisor } => {
@@ -756,13 +725,14 @@ pub fn filter_body(f: &FilterNode) -> String {
             }
         }
     }
-    s.push_str(&action_text(&f.actions));
+    s.push_str(&super::actions::filter_actions_text(state, f, opts));
     s
 }
 
 /// Filters of one block in dump order, each classifier instance (prio) led by its header line.
 pub fn show_filters(
     out: &mut String,
+    state: &State,
     dev: &Device,
     block: Handle,
     parent_shown: Option<Handle>,
@@ -798,25 +768,41 @@ pub fn show_filters(
             let tables: Vec<&&FilterNode> =
                 tp.iter().filter(|f| matches!(f.opts, FilterOpts::U32Table { .. })).collect();
             for t in tables.iter().rev() {
-                let _ = writeln!(out, "{}{}", filter_head(t, parent_shown, &ctx), filter_body(t));
+                let _ = writeln!(
+                    out,
+                    "{}{}",
+                    filter_head(t, parent_shown, &ctx),
+                    filter_body(state, t, ctx.opts)
+                );
                 let mut keys: Vec<&&FilterNode> = tp
                     .iter()
                     .filter(|f| matches!(f.opts, FilterOpts::U32(_)) && f.handle >> 20 == t.handle >> 20)
                     .collect();
                 keys.sort_by_key(|f| f.handle);
                 for k in keys {
-                    let _ = writeln!(out, "{}{}", filter_head(k, parent_shown, &ctx), filter_body(k));
+                    let _ = writeln!(
+                        out,
+                        "{}{}",
+                        filter_head(k, parent_shown, &ctx),
+                        filter_body(state, k, ctx.opts)
+                    );
                 }
             }
         } else {
             for f in tp {
-                let _ = writeln!(out, "{}{}", filter_head(f, parent_shown, &ctx), filter_body(f));
+                let _ = writeln!(
+                    out,
+                    "{}{}",
+                    filter_head(f, parent_shown, &ctx),
+                    filter_body(state, f, ctx.opts)
+                );
             }
         }
     }
 }
 
 /// `tc filter get`: one filter with its parent.
-pub fn show_one_filter(out: &mut String, f: &FilterNode, parent: Handle) {
-    let _ = writeln!(out, "{}{}", filter_head(f, Some(parent), &FilterShowCtx::default()), filter_body(f));
+pub fn show_one_filter(out: &mut String, state: &State, f: &FilterNode, parent: Handle, opts: ShowOpts) {
+    let ctx = FilterShowCtx { opts, ..Default::default() };
+    let _ = writeln!(out, "{}{}", filter_head(f, Some(parent), &ctx), filter_body(state, f, opts));
 }

@@ -224,13 +224,17 @@ pub fn build_case(sc: &Scenario, point: &Point) -> Result<CaseSpec, ScenarioErro
         _ => None,
     };
     let built = match shaper {
-        Some(s) => Some(build_shaper(&ctx, s)?),
+        Some(s) => Some(build_shaper(&ctx, s, seed)?),
         None => None,
     };
     let mut shaper_used = false;
+    let mut download_used = false;
     let mut links = |ls: &[LinkFile], reverse: bool| -> Result<Vec<LinkSpec>, ScenarioError> {
         let mut out = Vec::new();
         for l in ls {
+            if !ctx.when(&l.when)? {
+                continue;
+            }
             let rate = l.rate.as_ref().map(|q| ctx.rate(q)).transpose()?;
             let delay = l.delay.as_ref().map(|q| ctx.time(q)).transpose()?.unwrap_or(Span::ZERO);
             let overhead = l.overhead.as_ref().map(|q| ctx.uint(q, 1 << 16)).transpose()?.unwrap_or(0) as u32;
@@ -238,6 +242,54 @@ pub fn build_case(sc: &Scenario, point: &Point) -> Result<CaseSpec, ScenarioErro
                 Some(q) => ctx.text(q)?,
                 None => "pfifo 1000".to_string(),
             };
+            if qtext == "shaper-download" && reverse {
+                return Err(ctx.err(
+                    l.queue.as_ref().map(|q| q.span()),
+                    "the shaper must be on the forward path",
+                    None,
+                ));
+            }
+            if qtext == "shaper-download" {
+                // The tc script's download path: the WAN device's ingress filters, then the IFB
+                // they redirect to.
+                let tc = built.as_ref().and_then(|b| b.tc.clone());
+                let Some((wan, ifb, idx)) = tc.as_ref().and_then(|t| t.download.clone()) else {
+                    if built.is_none() {
+                        // Shaper disabled by its `when`: the device's default qdisc.
+                        let queue = backend::queue_factory("pfifo 1000").expect("static queue spec");
+                        out.push(LinkSpec {
+                            name: l.name.clone(),
+                            rate,
+                            delay,
+                            overhead,
+                            queue,
+                            is_shaper: false,
+                            receive: None,
+                        });
+                        continue;
+                    }
+                    return Err(ctx.err(
+                        l.queue.as_ref().map(|q| q.span()),
+                        "the shaper's tc script has no ingress filter redirecting to a device's egress",
+                        Some("shape the download as sqm does: an ingress qdisc and `action mirred egress redirect dev ifb0`"),
+                    ));
+                };
+                let tc = tc.expect("download found in it");
+                download_used = true;
+                let (t1, t2) = (tc.clone(), tc.clone());
+                let queue: QueueFactory = Box::new(move || t1.program_of(&ifb, seed));
+                let rx: QueueFactory = Box::new(move || t2.program_of(&wan, seed));
+                out.push(LinkSpec {
+                    name: l.name.clone(),
+                    rate,
+                    delay,
+                    overhead,
+                    queue,
+                    is_shaper: true,
+                    receive: Some((rx, idx)),
+                });
+                continue;
+            }
             let (queue, is_shaper): (QueueFactory, bool) = if qtext == "shaper" {
                 if reverse {
                     return Err(ctx.err(
@@ -253,16 +305,24 @@ pub fn build_case(sc: &Scenario, point: &Point) -> Result<CaseSpec, ScenarioErro
                     None => (backend::queue_factory("pfifo 1000").expect("static queue spec"), false),
                 }
             } else {
-                let fac = backend::queue_factory(&qtext).map_err(|m| {
+                let fac = backend::link_queue_factory(&qtext, &l.name, seed).map_err(|m| {
                     ctx.err(
                         l.queue.as_ref().map(|q| q.span()),
                         m,
-                        Some("\"shaper\", \"pfifo [N]\", \"bfifo [SIZE]\" or \"pfifo_head_drop [N]\""),
+                        Some("\"shaper\", \"pfifo [N]\", \"bfifo [SIZE]\", \"pfifo_head_drop [N]\" or \"netem OPTIONS\""),
                     )
                 })?;
                 (fac, false)
             };
-            out.push(LinkSpec { name: l.name.clone(), rate, delay, overhead, queue, is_shaper });
+            out.push(LinkSpec {
+                name: l.name.clone(),
+                rate,
+                delay,
+                overhead,
+                queue,
+                is_shaper,
+                receive: None,
+            });
         }
         Ok(out)
     };
@@ -275,7 +335,7 @@ pub fn build_case(sc: &Scenario, point: &Point) -> Result<CaseSpec, ScenarioErro
             Some("add at least one [[link]] table for the forward path"),
         ));
     }
-    if built.is_some() && !shaper_used {
+    if built.is_some() && !shaper_used && !download_used {
         return Err(ctx.err(None, "a [shaper] is configured but no link has queue = \"shaper\"", None));
     }
 
@@ -288,10 +348,23 @@ pub fn build_case(sc: &Scenario, point: &Point) -> Result<CaseSpec, ScenarioErro
         }
         build_flows(&ctx, fl, built.as_ref(), &mut flows, &mut leaf_of)?;
     }
-    let (mut classes, shaper_wire, default_class) = match &built {
+    let (mut classes, shaper_wire, mut default_class) = match &built {
         Some(b) => (b.classes.clone(), b.wire, b.default_class),
         None => (Vec::new(), WireSpec::default(), None),
     };
+    if download_used && !shaper_used {
+        // The download shaper's classes are the IFB's.
+        if let Some((tc, (_, ifb, _))) =
+            built.as_ref().and_then(|b| b.tc.as_ref()).and_then(|t| Some((t, t.download.as_ref()?)))
+        {
+            classes = tc
+                .leaf_classes_of(ifb)
+                .into_iter()
+                .map(|(id, rate, ceil)| ClassSpec { id, rate, ceil })
+                .collect();
+            default_class = tc.default_class_of(ifb);
+        }
+    }
     let leaf_accuracy = match built.as_ref().and_then(|b| b.leaves.as_ref().map(|g| (b, g))) {
         Some((b, g)) if g.report == LeafReport::Active => {
             Some(active_leaves(g, &flows, &leaf_of, &mut classes, b.build_ms))
@@ -387,7 +460,7 @@ pub(crate) struct Rule {
     pub class: Handle,
 }
 
-fn build_shaper(ctx: &Ctx, s: &ShaperFile) -> Result<BuiltShaper, ScenarioError> {
+fn build_shaper(ctx: &Ctx, s: &ShaperFile, seed: u64) -> Result<BuiltShaper, ScenarioError> {
     let overhead = match &s.overhead {
         Some(q) => {
             let t = ctx.text(q)?;
@@ -468,7 +541,7 @@ fn build_shaper(ctx: &Ctx, s: &ShaperFile) -> Result<BuiltShaper, ScenarioError>
         let classes =
             sh.leaf_classes().into_iter().map(|(id, rate, ceil)| ClassSpec { id, rate, ceil }).collect();
         let f = sh.clone();
-        let factory: backend::SharedProgram = std::sync::Arc::new(move || f.program());
+        let factory: backend::SharedProgram = std::sync::Arc::new(move || f.program(seed));
         return Ok(BuiltShaper {
             factory,
             classes,

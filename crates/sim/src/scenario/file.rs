@@ -129,6 +129,9 @@ pub struct ReferenceFile {
 pub struct LinkFile {
     /// Name in results.
     pub name: String,
+    /// Condition, e.g. `"direction=download"`: the hop is on the path only when it holds.
+    #[serde(default)]
+    pub when: Option<Q>,
     /// Rate (omit for an unlimited transmitter).
     #[serde(default)]
     pub rate: Option<Q>,
