@@ -327,7 +327,7 @@ fn verb(word: &str, allow_get: bool) -> Option<Verb> {
         "get" if allow_get => Verb::Get,
         w if matches(w, "change") => Verb::Change,
         w if matches(w, "replace") => Verb::Replace,
-        w if matches(w, "show") || matches(w, "list") || w == "lst" => Verb::Show,
+        w if matches(w, "show") || matches(w, "list") || matches(w, "lst") => Verb::Show,
         _ => return None,
     })
 }
