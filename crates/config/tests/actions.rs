@@ -156,6 +156,15 @@ fn refusals_follow_tc_and_the_kernel() {
         (o.code, o.stderr.as_str()),
         (255, "RTNETLINK answers: File exists\nWe have an error talking to the kernel\n")
     );
+    // Recorded with mirred: an index made twice in one command is busy (EAGAIN).
+    let o = tc(&mut s, "actions add action mirred egress redirect dev lo index 5 cookie 0011 action mirred egress mirror dev lo index 5");
+    assert_eq!(
+        (o.code, o.stderr.as_str()),
+        (
+            255,
+            "RTNETLINK answers: Resource temporarily unavailable\nWe have an error talking to the kernel\n"
+        )
+    );
     // One bad action undoes the whole list.
     let o = tc(&mut s, "actions add action drop index 8 action pass index 4");
     assert_eq!(o.code, 255);

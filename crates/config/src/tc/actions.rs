@@ -957,6 +957,13 @@ pub fn execute(
                 let kind = s.action.kind();
                 let mut a = s.action.clone();
                 let idx = a.index();
+                // An index this command is making: the kernel holds it reserved (busy) until the
+                // command ends, and a second use waits for it in vain.
+                if idx != 0
+                    && writes.iter().any(|(w, _, existed)| !existed && w.kind() == kind && w.index() == idx)
+                {
+                    return Err(talk(TcError::errno("Resource temporarily unavailable")));
+                }
                 let exists = idx != 0 && position(&table, kind, idx).is_some();
                 if exists && !replace {
                     return Err(talk(TcError::errno("File exists")));
