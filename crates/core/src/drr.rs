@@ -39,6 +39,8 @@ struct DrrClass {
     quantum: u32,
     deficit: u32,
     active: bool,
+    /// Listed in `touched`: its child ran since the last drain of dropped packets.
+    touched: bool,
     child: Box<dyn Qdisc>,
     bytes: u64,
     packets: u64,
@@ -54,6 +56,9 @@ pub struct Drr {
     by_id: FastMap<Handle, usize>,
     /// Indices into `classes`, in round order. Each class is in it at most once.
     active: VecDeque<usize>,
+    /// Classes whose child may hold packets it dropped on its own (each at most once), so that
+    /// `take_dropped` looks only there.
+    touched: Vec<usize>,
     stats: QdiscStats,
     /// Packets refused for want of a class, plus the drops of deleted classes.
     own_drops: u64,
@@ -75,6 +80,7 @@ impl Drr {
             classes: Vec::new(),
             by_id: FastMap::default(),
             active: VecDeque::new(),
+            touched: Vec::new(),
             stats: QdiscStats::default(),
             own_drops: 0,
         }
@@ -107,12 +113,15 @@ impl Drr {
             quantum,
             deficit: 0,
             active: false,
+            touched: false,
             child: Box::new(Fifo::pfifo(self.default_limit)),
             bytes: 0,
             packets: 0,
             old_drops: 0,
         });
-        self.active.reserve(self.classes.len().saturating_sub(self.active.capacity()));
+        // Neither list holds a class twice: no allocation on the packet path.
+        self.active.reserve(self.classes.len().saturating_sub(self.active.len()));
+        self.touched.reserve(self.classes.len().saturating_sub(self.touched.len()));
         Ok(())
     }
 
@@ -155,13 +164,14 @@ impl Drr {
     pub fn delete_class(&mut self, id: Handle) -> Result<Vec<Packet>, ConfigError> {
         let i = self.index(id)?;
         self.active.retain(|&x| x != i);
+        self.touched.retain(|&x| x != i);
         let mut c = self.classes.swap_remove(i);
         self.by_id.remove(&id);
         if i < self.classes.len() {
             let moved = self.classes[i].id;
             self.by_id.insert(moved, i);
             let last = self.classes.len();
-            for x in self.active.iter_mut() {
+            for x in self.active.iter_mut().chain(self.touched.iter_mut()) {
                 if *x == last {
                     *x = i;
                 }
@@ -225,6 +235,8 @@ impl Drr {
                 self.active.pop_front();
                 continue;
             }
+            self.touch(i);
+            let c = &mut self.classes[i];
             let len = c.child.peek(now)?.len;
             if len <= c.deficit {
                 return Some(i);
@@ -234,16 +246,13 @@ impl Drr {
         }
     }
 
-    /// Brings the qdisc's backlog in line with its children after they dropped on their own.
-    fn sync_backlog(&mut self) {
-        let (mut b, mut q) = (0, 0);
-        for c in &self.classes {
-            let s = c.child.stats();
-            b += s.backlog_bytes;
-            q += s.qlen;
+    /// Notes that class `i`'s child ran (it may have dropped packets on its own).
+    fn touch(&mut self, i: usize) {
+        let c = &mut self.classes[i];
+        if !c.touched {
+            c.touched = true;
+            self.touched.push(i);
         }
-        self.stats.backlog_bytes = b;
-        self.stats.qlen = q;
     }
 }
 
@@ -257,38 +266,33 @@ impl Qdisc for Drr {
             self.own_drops += 1;
             return Err(Dropped { pkt, reason: DropReason::Unclassified });
         };
-        let before = self.classes[i].child.stats();
+        self.touch(i);
+        let len = pkt.len as u64;
         self.classes[i].child.enqueue(pkt, now)?;
-        let after = self.classes[i].child.stats();
-        // The child may have dropped another packet to make room (head drop, fattest flow).
-        self.stats.backlog_bytes =
-            (self.stats.backlog_bytes + after.backlog_bytes).saturating_sub(before.backlog_bytes);
-        self.stats.qlen = (self.stats.qlen + after.qlen).saturating_sub(before.qlen);
+        // Packets the child drops to make room come out of take_dropped, which takes them off.
+        self.stats.backlog_bytes += len;
+        self.stats.qlen += 1;
         self.activate(i);
         Ok(())
     }
 
     fn dequeue(&mut self, now: Time) -> Option<Packet> {
         let i = self.select(now)?;
+        self.touch(i);
         let c = &mut self.classes[i];
-        let before = c.child.stats();
         let pkt = c.child.dequeue(now)?;
-        let after = c.child.stats();
+        let after = c.child.qlen();
         c.deficit -= pkt.len.min(c.deficit);
         c.bytes += pkt.len as u64;
         c.packets += pkt.gso_segs.max(1) as u64;
-        if after.qlen == 0 {
+        if after == 0 {
             c.active = false;
             self.active.pop_front();
         }
         self.stats.bytes += pkt.len as u64;
         self.stats.packets += pkt.gso_segs.max(1) as u64;
-        if after.drops != before.drops {
-            self.sync_backlog();
-        } else {
-            self.stats.backlog_bytes = self.stats.backlog_bytes.saturating_sub(pkt.len as u64);
-            self.stats.qlen = self.stats.qlen.saturating_sub(1);
-        }
+        self.stats.backlog_bytes = self.stats.backlog_bytes.saturating_sub(pkt.len as u64);
+        self.stats.qlen = self.stats.qlen.saturating_sub(1);
         Some(pkt)
     }
 
@@ -314,6 +318,14 @@ impl Qdisc for Drr {
         out
     }
 
+    fn qlen(&self) -> u64 {
+        self.stats.qlen
+    }
+
+    fn backlog_bytes(&self) -> u64 {
+        self.stats.backlog_bytes
+    }
+
     fn stats(&self) -> QdiscStats {
         let mut s = self.stats;
         s.drops = self.own_drops;
@@ -326,11 +338,14 @@ impl Qdisc for Drr {
     }
 
     fn take_dropped(&mut self) -> Option<Dropped> {
-        for c in &mut self.classes {
-            if let Some(d) = c.child.take_dropped() {
-                self.sync_backlog();
+        while let Some(&i) = self.touched.last() {
+            if let Some(d) = self.classes[i].child.take_dropped() {
+                self.stats.backlog_bytes = self.stats.backlog_bytes.saturating_sub(d.pkt.len as u64);
+                self.stats.qlen = self.stats.qlen.saturating_sub(1);
                 return Some(d);
             }
+            self.classes[i].touched = false;
+            self.touched.pop();
         }
         None
     }
@@ -341,6 +356,7 @@ impl Qdisc for Drr {
             self.own_drops += 1;
             return Err(Dropped { pkt, reason: DropReason::Unclassified });
         };
+        self.touch(i);
         let c = &mut self.classes[i];
         c.bytes = c.bytes.saturating_sub(pkt.len as u64);
         c.packets = c.packets.saturating_sub(pkt.gso_segs.max(1) as u64);
@@ -500,6 +516,25 @@ mod tests {
         // Released, packet 1 does not fit class 1's 14 bytes of deficit: class 2 goes first.
         assert_eq!(d.dequeue(t).unwrap().payload, 9);
         assert_eq!(d.dequeue(t).unwrap().payload, 1);
+    }
+
+    #[test]
+    fn drops_a_child_makes_on_its_own_leave_the_backlog() {
+        use crate::fifo::FifoKind;
+        let mut d = two_classes(1514, 1514);
+        let hd = Fifo::new(FifoKind::PfifoHeadDrop, Some(2)).unwrap();
+        d.set_class_qdisc(h(1), Some(Box::new(hd))).unwrap();
+        for i in 0..3 {
+            d.enqueue(pkt(100, 1, i), Time::ZERO).unwrap();
+        }
+        let dropped = d.take_dropped().unwrap();
+        assert_eq!((dropped.pkt.payload, dropped.reason), (0, DropReason::HeadDrop));
+        assert!(d.take_dropped().is_none());
+        let s = d.stats();
+        assert_eq!((s.qlen, s.backlog_bytes, s.drops), (2, 200, 1));
+        assert_eq!(d.dequeue(Time::ZERO).unwrap().payload, 1);
+        assert_eq!(d.dequeue(Time::ZERO).unwrap().payload, 2);
+        assert_eq!((d.qlen(), d.backlog_bytes()), (0, 0));
     }
 
     #[test]

@@ -37,13 +37,16 @@ fn a_missing_device_is_named() {
         load_tc_script("t.tc", "tc qdisc add dev eth0 root pfifo\n", &Default::default()).unwrap().state;
     let e = Program::from_model(&state, "eth1", &ProgramOptions::default()).unwrap_err();
     assert!(e.to_string().contains("eth1") && e.to_string().contains("$DEV"), "{e}");
+    // What the engine cannot run is named.
     let e = Program::from_model(
-        &load_tc_script("t", "tc qdisc add dev e root handle 1: drr\n", &Default::default()).unwrap().state,
+        &load_tc_script("t", "tc qdisc add dev e root netem duplicate 1%\n", &Default::default())
+            .unwrap()
+            .state,
         "e",
         &ProgramOptions::default(),
     )
     .unwrap_err();
-    assert!(e.to_string().contains("drr"), "{e}");
+    assert!(e.to_string().contains("duplicate"), "{e}");
 }
 
 #[test]

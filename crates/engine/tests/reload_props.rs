@@ -1,6 +1,6 @@
 //! Random sequences of ingress, dequeue, time steps and reloads to random small configurations
-//! (HTB, TBF, pfifo, bfifo, fq_codel, with tiny limits so that drops happen, filters and
-//! policers), checked against the engine's contract:
+//! (HTB, DRR, RED, TBF, pfifo, bfifo, fq_codel, with tiny limits so that drops happen, filters
+//! and policers), checked against the engine's contract:
 //!
 //! - every payload comes back exactly once: sent, dropped, or flushed at the end;
 //! - the engine's drop counter equals the payloads `take_dropped` handed back, its sent counter
@@ -48,6 +48,18 @@ enum Cfg {
         leaf: Leaf,
         police_kbit: Option<u32>,
     },
+    /// Two DRR classes (UDP to port 2 in 1:20 by u32); with `catch_all`, a matchall sends the
+    /// rest to 1:10, otherwise it has no class and is dropped.
+    Drr {
+        quantum: u32,
+        leaf: Leaf,
+        catch_all: bool,
+    },
+    /// RED with small thresholds and limit, optionally marking ECN.
+    Red {
+        limit: u32,
+        ecn: bool,
+    },
 }
 
 impl Cfg {
@@ -78,7 +90,29 @@ impl Cfg {
                 }
                 s
             }
+            Cfg::Drr { quantum, leaf, catch_all } => Cfg::drr_script(*quantum, leaf, *catch_all),
+            Cfg::Red { limit, ecn } => format!(
+                "{d} root red limit {limit} min 1500 max 4500 avpkt 500 burst 5 bandwidth 1mbit{}\n",
+                if *ecn { " ecn" } else { "" }
+            ),
         }
+    }
+
+    fn drr_script(quantum: u32, leaf: &Leaf, catch_all: bool) -> String {
+        let (d, c) = ("tc qdisc add dev e", "tc class add dev e");
+        let mut s = format!(
+            "{d} root handle 1: drr\n\
+             {c} parent 1: classid 1:10 drr quantum {quantum}\n\
+             {c} parent 1: classid 1:20 drr\n\
+             {d} parent 1:10 {}\n{d} parent 1:20 {}\n\
+             tc filter add dev e parent 1: protocol ip prio 2 u32 match ip dport 2 0xffff flowid 1:20\n",
+            leaf.tc(),
+            leaf.tc()
+        );
+        if catch_all {
+            s += "tc filter add dev e parent 1: protocol all prio 3 matchall classid 1:10\n";
+        }
+        s
     }
 
     fn program(&self) -> Program {
@@ -100,8 +134,14 @@ fn cfg() -> impl Strategy<Value = Cfg> {
         (1u32..6).prop_map(Cfg::Pfifo),
         (100u32..5000, 1600u32..8000).prop_map(|(kbit, limit)| Cfg::Tbf { kbit, limit }),
         (2u32..10).prop_map(Cfg::FqCodel),
-        (100u32..5000, leaf, proptest::option::of(50u32..3000))
+        (100u32..5000, leaf.clone(), proptest::option::of(50u32..3000))
             .prop_map(|(kbit, leaf, police_kbit)| Cfg::Htb { kbit, leaf, police_kbit }),
+        (100u32..4000, leaf, any::<bool>()).prop_map(|(quantum, leaf, catch_all)| Cfg::Drr {
+            quantum,
+            leaf,
+            catch_all
+        }),
+        (5000u32..20000, any::<bool>()).prop_map(|(limit, ecn)| Cfg::Red { limit, ecn }),
     ]
 }
 

@@ -69,8 +69,11 @@ mod tests {
         assert!(e.to_string().contains("bogus"), "{e}");
         let s = from_script("x.tc", "tc qdisc add dev eth9 root pfifo\n", "eth0").unwrap();
         assert!(program(&s, "eth0", Span::ZERO).unwrap_err().to_string().contains("$DEV"));
-        let s = from_script("x.tc", "tc qdisc add dev $DEV root handle 1: drr\n", "eth0").unwrap();
-        assert!(program(&s, "eth0", Span::ZERO).unwrap_err().to_string().contains("drr"));
+        let s = from_script("x.tc", "tc qdisc add dev $DEV root netem duplicate 1%\n", "eth0").unwrap();
+        assert!(program(&s, "eth0", Span::ZERO).unwrap_err().to_string().contains("duplicate"));
+        // DRR and RED run in the live shaper through the same engine.
+        let s = from_script("x.tc", "tc qdisc add dev $DEV root handle 1: drr\ntc class add dev $DEV parent 1: classid 1:1 drr\ntc qdisc add dev $DEV parent 1:1 red limit 100k avpkt 1000 bandwidth 100mbit\n", "eth0").unwrap();
+        assert_eq!(program(&s, "eth0", Span::ZERO).unwrap().kind(), "drr");
         let p = program(&unlimited("eth0"), "eth0", Span::from_micros(300)).unwrap();
         assert_eq!(p.kind(), "pfifo");
     }
