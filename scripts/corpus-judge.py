@@ -32,9 +32,9 @@ def main():
             f.write(text)
     env = dict(os.environ, SLUICE_STATE=os.path.join(tmp, "state.json"), FILES=tmp)
     for d in devices:
-        d = d.partition("/")[0]
-        subprocess.run([SLUICE, "ip", "link", "add", "dev", d, "type", "veth", "peer", "name", (d + "-p")[:15]],
-                       env=env, check=True)
+        d, _, q = d.partition("/")
+        subprocess.run([SLUICE, "ip", "link", "add", "dev", d, "numtxqueues", q or "1", "type", "veth", "peer",
+                        "name", (d + "-p")[:15]], env=env, check=True)
     kernel = json.load(open(path[:-3] + ".kernel.json"))
     got = {}
     for i, c in enumerate(cmds, 1):

@@ -54,7 +54,7 @@ enum Command {
     Lint(cmd::lint::Args),
     /// Draw the qdisc/class/filter tree as Graphviz DOT or SVG.
     Viz(cmd::viz::Args),
-    /// Run an experiment on the lab (rate-sweep, rrul, home-uplink) and write results JSON.
+    /// Run an experiment on the lab (rate-sweep, rrul, home-uplink, tcp) and write results JSON.
     Measure(cmd::measure::Args),
     /// Side-by-side table and overlay plot of results JSON files.
     Compare(cmd::compare::Args),

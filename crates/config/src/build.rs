@@ -10,12 +10,14 @@ use crate::model::*;
 use sluice_core::classify::{ClassShape, Classifier, Fallback, QdiscShape, ShapeKind};
 use sluice_core::codel::{Codel, CodelConfig, CodelParams};
 use sluice_core::fifo::{Fifo, FifoKind};
-use sluice_core::filter::action::{Action as CoreAction, Actions, Verdict as CoreVerdict};
+use sluice_core::filter::action::{
+    Action as CoreAction, Actions, GactRandom, Skbedit, Verdict as CoreVerdict,
+};
 use sluice_core::filter::flow::{FlowConfig, FlowMode};
 use sluice_core::filter::fw::FwConfig;
 use sluice_core::filter::matchall::MatchallConfig;
 use sluice_core::filter::police::{Police, PoliceConfig};
-use sluice_core::filter::u32::{HashKey, U32Config, U32Key as CoreKey, U32Selector};
+use sluice_core::filter::u32::{HashKey, U32Config, U32Key as CoreKey, U32Offset, U32Selector, VarOffset};
 use sluice_core::filter::{FilterConfig, FilterList, FilterSpec, MirredTarget, Protocol, Upsert};
 use sluice_core::fq_codel::{FqCodel, FqCodelConfig};
 use sluice_core::htb::{Htb, HtbClassConfig, HtbConfig};
@@ -65,8 +67,15 @@ fn us(v: u32) -> Span {
     Span::from_micros(v as u64)
 }
 
-/// Builds the egress tree of `dev_name`.
+/// Builds the egress tree of `dev_name` with random sources (netem) seeded from 0.
 pub fn build_device(state: &State, dev_name: &str) -> Result<Built, BuildError> {
+    build_device_seeded(state, dev_name, 0)
+}
+
+/// Builds the egress tree of `dev_name`; every qdisc that draws random numbers (netem) gets a
+/// stream of its own derived from `seed`, its device and its handle, so a run repeats under
+/// the same seed.
+pub fn build_device_seeded(state: &State, dev_name: &str, seed: u64) -> Result<Built, BuildError> {
     let dev = state
         .devices
         .iter()
@@ -75,7 +84,8 @@ pub fn build_device(state: &State, dev_name: &str) -> Result<Built, BuildError> 
     let root = dev.root().ok_or_else(|| BuildError::Missing(format!("{dev_name} has no root qdisc")))?;
     let mut classifier = Classifier::new();
     classifier.set_root(Some(root.handle));
-    let q = build_qdisc(dev, root, &mut classifier)?;
+    let seed = seed ^ fnv1a(dev_name.as_bytes());
+    let q = build_qdisc(dev, root, &mut classifier, seed)?;
     for f in &dev.filters {
         if f.parent == H_MIN_INGRESS || f.parent == H_MIN_EGRESS {
             continue;
@@ -109,32 +119,48 @@ pub fn build_hook(state: &State, dev_name: &str, block: Handle) -> Result<Option
     Ok(Some(list))
 }
 
-fn verdict(v: Verdict) -> Result<CoreVerdict, BuildError> {
-    Ok(match v {
+fn verdict(v: Verdict) -> CoreVerdict {
+    match v {
         Verdict::Pass => CoreVerdict::Ok,
         Verdict::Drop => CoreVerdict::Drop,
         Verdict::Continue => CoreVerdict::Continue,
         Verdict::Reclassify => CoreVerdict::Reclassify,
         Verdict::Pipe => CoreVerdict::Pipe,
-        // Only a mirred redirect returns it, as its own verdict.
-        Verdict::Stolen => {
-            return Err(BuildError::Unsupported("a `stolen` verdict outside a mirred redirect".into()))
-        }
-    })
+        // In software a trap is a drop (`TC_ACT_TRAP` only means something to hardware).
+        Verdict::Trap => CoreVerdict::Drop,
+        Verdict::Goto(n) => CoreVerdict::GotoChain(n),
+        Verdict::Jump(n) => CoreVerdict::Jump(n),
+        // tc makes it only as a mirred redirect's verdict, built as the redirect itself; anywhere
+        // else (a hand-written model) the packet is consumed, which a drop models.
+        Verdict::Stolen => CoreVerdict::Drop,
+    }
 }
 
 fn actions(a: &[Action], devices: &[Device]) -> Result<Actions, BuildError> {
     let mut v = Vec::new();
     for x in a {
         v.push(match x {
-            Action::Gact { verdict: g, .. } => CoreAction::Gact(verdict(*g)?),
+            Action::Gact { verdict: g, random: None, .. } => CoreAction::Gact(verdict(*g)),
+            Action::Gact { verdict: g, random: Some(r), index } => CoreAction::GactRandom(GactRandom::new(
+                verdict(*g),
+                verdict(r.verdict),
+                r.determ,
+                r.val,
+                *index as u64,
+            )),
+            Action::Skbedit(k) => CoreAction::Skbedit(Skbedit {
+                priority: k.priority.and_then(|p| p.to_tc()),
+                mark: k.mark,
+                mask: k.mask.unwrap_or(u32::MAX),
+                verdict: verdict(k.verdict),
+            }),
             Action::Police(p) => CoreAction::Police(Police::new(PoliceConfig {
                 rate: Some(Rate::from_bps(p.rate)),
                 burst: p.burst as u64,
                 mtu: p.mtu.unwrap_or(sluice_core::filter::police::DEFAULT_MTU),
                 peakrate: p.peakrate.map(Rate::from_bps),
-                exceed: verdict(p.exceed)?,
-                conform: verdict(p.conform)?,
+                exceed: verdict(p.exceed),
+                conform: verdict(p.conform),
                 ..PoliceConfig::default()
             })?),
             Action::Mirred(m) => CoreAction::Redirect(mirred_target(m, devices)?),
@@ -187,7 +213,11 @@ fn filter_spec(f: &FilterNode, devices: &[Device]) -> Result<Option<FilterSpec>,
                         .iter()
                         .map(|k| CoreKey { val: k.val, mask: k.mask, off: k.off, nexthdr: k.nexthdr })
                         .collect(),
-                    offset: None,
+                    offset: u.offset.map(|o| U32Offset {
+                        plus: o.plus,
+                        var: o.var.then_some(VarOffset { at: o.at, mask: o.mask, shift: o.shift }),
+                        eat: o.eat,
+                    }),
                     hashkey: u.hashkey.map(|(mask, at)| HashKey { mask, at }),
                 },
                 link: u.link,
@@ -243,7 +273,12 @@ fn codel_params(target: Option<u32>, interval: Option<u32>, ce: Option<u32>, ecn
     }
 }
 
-fn build_qdisc(dev: &Device, q: &QdiscNode, cls: &mut Classifier) -> Result<Box<dyn Qdisc>, BuildError> {
+fn build_qdisc(
+    dev: &Device,
+    q: &QdiscNode,
+    cls: &mut Classifier,
+    seed: u64,
+) -> Result<Box<dyn Qdisc>, BuildError> {
     let major = q.handle.major();
     Ok(match &q.opts {
         QdiscOpts::Pfifo(f) => {
@@ -274,7 +309,7 @@ fn build_qdisc(dev: &Device, q: &QdiscNode, cls: &mut Classifier) -> Result<Box<
                 let id = Handle::new(q.handle.major(), b + 1);
                 let child = dev.qdisc_at(id);
                 if let Some(c) = child {
-                    prio.set_band_qdisc(b as usize, build_qdisc(dev, c, cls)?)?;
+                    prio.set_band_qdisc(b as usize, build_qdisc(dev, c, cls, seed)?)?;
                 }
                 classes.push(ClassShape {
                     classid: id,
@@ -306,7 +341,7 @@ fn build_qdisc(dev: &Device, q: &QdiscNode, cls: &mut Classifier) -> Result<Box<
                 wire: wire(t.overhead, t.mpu, t.linklayer),
             })?;
             if let Some(c) = dev.qdisc_at(Handle::new(q.handle.major(), 1)) {
-                tbf.set_child(build_qdisc(dev, c, cls)?, Time::ZERO);
+                tbf.set_child(build_qdisc(dev, c, cls, seed)?, Time::ZERO);
             }
             Box::new(tbf)
         }
@@ -326,7 +361,8 @@ fn build_qdisc(dev: &Device, q: &QdiscNode, cls: &mut Classifier) -> Result<Box<
                 ..d
             })?)
         }
-        QdiscOpts::Htb(h) => build_htb(dev, q, h, cls)?,
+        QdiscOpts::Htb(h) => build_htb(dev, q, h, cls, seed)?,
+        QdiscOpts::Netem(n) => build_netem(dev, q, n, cls, seed)?,
         QdiscOpts::Sfq(x) => {
             let d = SfqConfig::default();
             Box::new(Sfq::new(SfqConfig {
@@ -351,10 +387,95 @@ fn build_qdisc(dev: &Device, q: &QdiscNode, cls: &mut Classifier) -> Result<Box<
             })?)
         }
         QdiscOpts::Drr => return Err(BuildError::Unsupported("drr".into())),
+        QdiscOpts::Red(_) => return Err(BuildError::Unsupported("red".into())),
+        QdiscOpts::Mq(_) => return Err(BuildError::Unsupported("mq (one qdisc per transmit queue)".into())),
         QdiscOpts::Ingress | QdiscOpts::Clsact => {
             return Err(BuildError::Unsupported("an ingress qdisc as the egress root".into()))
         }
     })
+}
+
+/// FNV-1a: a hash that stays the same across runs and platforms.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ *b as u64).wrapping_mul(0x100_0000_01b3))
+}
+
+/// netem, with its child qdisc (any qdisc whose parent is one of its classes).
+fn build_netem(
+    dev: &Device,
+    q: &QdiscNode,
+    n: &NetemOpts,
+    cls: &mut Classifier,
+    seed: u64,
+) -> Result<Box<dyn Qdisc>, BuildError> {
+    use sluice_core::netem::{LossModel, Netem, NetemConfig, NetemRate, NetemSlot};
+    // A duplicate or a corrupted frame needs its bytes copied or changed by whoever owns them;
+    // the engine's owners (simulator slots, the live shaper's pool) hand each payload out once.
+    if n.duplicate != 0 {
+        return Err(BuildError::Unsupported(
+            "netem duplicate (a second copy of a frame needs its owner to clone it)".into(),
+        ));
+    }
+    if n.corrupt.is_some_and(|c| c.probability != 0) {
+        return Err(BuildError::Unsupported("netem corrupt (the engine does not change frame bytes)".into()));
+    }
+    let cor = n.corr.unwrap_or_default();
+    let table = |d: &Option<NetemDist>| d.as_ref().map(|d| crate::tc::netem::dist_table(d).into());
+    let loss = match n.loss_model {
+        Some(NetemLoss::State { p13, p31, p32, p23, p14 }) => {
+            LossModel::FourState { p13, p31, p32, p23, p14 }
+        }
+        Some(NetemLoss::Gemodel { p, r, h, k1 }) => LossModel::GilbertElliott { p, r, h, k1 },
+        None if n.loss != 0 => LossModel::Random { p: n.loss, corr: cor.loss },
+        None => LossModel::None,
+    };
+    let ns = |v: i64| Span::from_nanos(v.max(0) as u64);
+    let reorder = n.reorder.unwrap_or_default();
+    let corrupt = n.corrupt.unwrap_or_default();
+    let mut netem = Netem::new(NetemConfig {
+        limit: n.limit,
+        latency: Span::from_nanos(n.latency),
+        jitter: Span::from_nanos(n.jitter),
+        delay_corr: cor.delay,
+        delay_dist: table(&n.distribution),
+        loss,
+        ecn: n.ecn,
+        duplicate: n.duplicate,
+        dup_corr: cor.duplicate,
+        corrupt: corrupt.probability,
+        corrupt_corr: corrupt.correlation,
+        // sch_netem: a gap without a reorder attribute reorders every gap-th packet.
+        reorder: if n.gap != 0 && n.reorder.is_none() { u32::MAX } else { reorder.probability },
+        reorder_corr: reorder.correlation,
+        gap: n.gap,
+        rate: n.rate.filter(|r| r.bytes_per_sec != 0).map(|r| NetemRate {
+            bytes_per_sec: r.bytes_per_sec,
+            packet_overhead: r.packet_overhead,
+            cell_size: r.cell_size,
+            cell_overhead: r.cell_overhead,
+        }),
+        slot: n.slot.filter(|s| s.min_delay != 0 || s.max_delay != 0 || s.dist_jitter != 0).map(|s| {
+            NetemSlot {
+                min_delay: ns(s.min_delay),
+                max_delay: ns(s.max_delay),
+                dist_delay: ns(s.dist_delay),
+                dist_jitter: ns(s.dist_jitter),
+                dist: table(&n.slot_distribution),
+                max_packets: s.max_packets.max(0) as u32,
+                max_bytes: s.max_bytes.max(0) as u32,
+            }
+        }),
+        seed: seed
+            ^ ((q.handle.major() as u64) << 32 | q.handle.minor() as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+    })?;
+    if let Some(c) = dev
+        .qdiscs
+        .iter()
+        .find(|c| c.parent != H_ROOT && c.parent != H_INGRESS && c.parent.qdisc() == q.handle)
+    {
+        netem.set_child(build_qdisc(dev, c, cls, seed)?);
+    }
+    Ok(Box::new(netem))
 }
 
 /// HTB on the core's scheduler: classes in creation order (parents first), leaf qdiscs grafted.
@@ -363,6 +484,7 @@ fn build_htb(
     q: &QdiscNode,
     h: &HtbOpts,
     cls: &mut Classifier,
+    seed: u64,
 ) -> Result<Box<dyn Qdisc>, BuildError> {
     let cfg = HtbConfig {
         r2q: h.r2q,
@@ -388,7 +510,7 @@ fn build_htb(
         let leaf = dev.child_classes(c.classid).next().is_none();
         let child = dev.qdisc_at(c.classid);
         if let (true, Some(l)) = (leaf, child) {
-            htb.set_leaf_qdisc(c.classid, build_qdisc(dev, l, cls)?)?;
+            htb.set_leaf_qdisc(c.classid, build_qdisc(dev, l, cls, seed)?)?;
         }
         let classful_child = child.filter(|l| l.opts.is_classful()).map(|l| l.handle);
         shapes.push(ClassShape { classid: c.classid, inner: !leaf, child: classful_child });

@@ -32,6 +32,27 @@ fn ll(l: LinkLayer) -> &'static str {
     }
 }
 
+/// A size table in tc syntax (` stab ...`).
+pub fn stab_args(t: &SizeTable) -> String {
+    let mut s = String::from(" stab");
+    if let Some(l) = t.linklayer {
+        let _ = write!(s, " linklayer {}", ll(l));
+    }
+    if t.overhead != 0 {
+        let _ = write!(s, " overhead {}", t.overhead);
+    }
+    if t.mpu != 0 {
+        let _ = write!(s, " mpu {}", t.mpu);
+    }
+    if t.mtu != 0 {
+        let _ = write!(s, " mtu {}", t.mtu);
+    }
+    if t.tsize != 0 {
+        let _ = write!(s, " tsize {}", t.tsize);
+    }
+    s
+}
+
 /// The options of a qdisc in tc syntax (after the kind).
 pub fn qdisc_args(o: &QdiscOpts) -> String {
     let mut s = String::new();
@@ -56,6 +77,7 @@ pub fn qdisc_args(o: &QdiscOpts) -> String {
                 s.push_str(" offload");
             }
         }
+        QdiscOpts::Netem(n) => s.push_str(&crate::tc::netem::export_args(n)),
         QdiscOpts::Tbf(t) => {
             let _ = write!(s, " rate {}bit burst {} limit {}", t.rate, t.burst, t.limit);
             if let Some(p) = t.peakrate {
@@ -143,7 +165,25 @@ pub fn qdisc_args(o: &QdiscOpts) -> String {
                 None => {}
             }
         }
-        QdiscOpts::PfifoFast | QdiscOpts::Drr | QdiscOpts::Ingress | QdiscOpts::Clsact => {}
+        QdiscOpts::Red(r) => {
+            // Inputs that make tc derive the same Wlog, Plog, table and max_P (max_P 0 came from
+            // `probability 1`, which C converts to 0).
+            let prob = if r.max_p == 0 { 1.0 } else { r.max_p as f64 / 4_294_967_296.0 };
+            let _ = write!(
+                s,
+                " limit {} min {} max {} avpkt {} burst {} probability {prob} bandwidth {}bit",
+                r.limit, r.min, r.max, r.avpkt, r.burst, r.bandwidth
+            );
+            for (on, name) in
+                [(r.ecn, " ecn"), (r.harddrop, " harddrop"), (r.adaptive, " adaptive"), (r.nodrop, " nodrop")]
+            {
+                if on {
+                    s.push_str(name);
+                }
+            }
+        }
+        QdiscOpts::PfifoFast | QdiscOpts::Drr | QdiscOpts::Ingress | QdiscOpts::Clsact | QdiscOpts::Mq(_) => {
+        }
     }
     s
 }
@@ -183,28 +223,11 @@ pub fn class_args(o: &ClassOpts) -> String {
     }
 }
 
-fn action_args(actions: &[Action]) -> String {
-    let mut s = String::new();
-    for a in actions {
-        match a {
-            Action::Gact { verdict, index } => {
-                let _ = write!(s, " action gact {} index {index}", verdict.name());
-            }
-            Action::Police(p) => {
-                let _ = write!(s, " action police rate {}bit burst {}", p.rate, p.burst);
-                if let Some(m) = p.mtu {
-                    let _ = write!(s, " mtu {m}");
-                }
-                if let Some(pk) = p.peakrate {
-                    let _ = write!(s, " peakrate {pk}bit");
-                }
-                let _ =
-                    write!(s, " conform-exceed {}/{} index {}", p.exceed.name(), p.conform.name(), p.index);
-            }
-            Action::Mirred(m) => s.push_str(&crate::tc::mirred::args(m)),
-        }
-    }
-    s
+/// The filter's actions as tc takes them: ` action KIND ...` each, or the old ` police ...` form
+/// (the kernel's TCA_*_POLICE) when the filter was given that way.
+fn action_args(actions: &[Action], police_keyword: bool) -> String {
+    let lead = if police_keyword { " " } else { " action " };
+    actions.iter().map(|a| format!("{lead}{}", crate::tc::actions::action_words(a))).collect()
 }
 
 /// The kind-specific part of a filter command (`handle ... KIND ...`).
@@ -235,6 +258,18 @@ pub fn filter_args(f: &FilterNode) -> String {
             }
             if let Some(l) = u.link {
                 let _ = write!(s, " link {}", u32_handle_str(l));
+            }
+            if let Some(o) = u.offset {
+                s.push_str(" offset");
+                if let Some(p) = o.plus {
+                    let _ = write!(s, " plus {p}");
+                }
+                if o.var {
+                    let _ = write!(s, " at {} mask {:04x} shift {}", o.at, o.mask, o.shift);
+                }
+                if o.eat {
+                    s.push_str(" eat");
+                }
             }
             if let Some((m, o)) = u.hashkey {
                 let _ = write!(s, " hashkey mask 0x{m:08x} at {o}");
@@ -305,7 +340,7 @@ pub fn filter_args(f: &FilterNode) -> String {
             }
         }
     }
-    s.push_str(&action_args(&f.actions));
+    s.push_str(&action_args(&f.actions, f.police_keyword));
     s
 }
 
@@ -394,9 +429,10 @@ pub fn to_tc_script(state: &State) -> String {
             } else {
                 let _ = writeln!(
                     s,
-                    "$TC qdisc add dev {d} {} handle {:x}: {kind}{}",
+                    "$TC qdisc add dev {d} {} handle {:x}:{} {kind}{}",
                     parent_arg(qd.parent),
                     h.major(),
+                    qd.stab.map(|t| stab_args(&t)).unwrap_or_default(),
                     qdisc_args(&qd.opts)
                 );
             }

@@ -35,6 +35,11 @@ pub struct State {
     /// Next ifindex to hand out.
     #[serde(default = "first_ifindex")]
     pub next_ifindex: u32,
+    /// The namespace's actions (the kernel's per-kind action tables): those made with
+    /// `tc actions` and those filters made inline, by kind and index. Filters keep a copy of the
+    /// parameters of the actions they bind (as tc sends them); `tc actions replace` updates both.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub actions: Vec<ActionEntry>,
 }
 
 fn first_ifindex() -> u32 {
@@ -43,7 +48,7 @@ fn first_ifindex() -> u32 {
 
 impl Default for State {
     fn default() -> Self {
-        State { devices: Vec::new(), next_ifindex: first_ifindex() }
+        State { devices: Vec::new(), next_ifindex: first_ifindex(), actions: Vec::new() }
     }
 }
 
@@ -80,6 +85,9 @@ pub struct Device {
     /// txqueuelen (1000): default pfifo limit and HTB direct_qlen.
     #[serde(default = "default_txqlen")]
     pub txqueuelen: u32,
+    /// Transmit queues (`ip link add ... numtxqueues N`): one `mq` class each.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub num_tx_queues: u32,
     /// Line rate of the link behind this device in bit/s, when known (lint: shaper vs modem).
     pub link_rate: Option<u64>,
     /// Qdiscs in creation order (root, children, ingress).
@@ -116,6 +124,12 @@ fn default_txqlen() -> u32 {
 fn first_auto_handle() -> u32 {
     0x8001
 }
+fn one() -> u32 {
+    1
+}
+fn is_one(v: &u32) -> bool {
+    *v == 1
+}
 
 /// The u32 classifier's per-block state: which root hash tables were handed out.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -136,6 +150,7 @@ impl Device {
             ifindex,
             mtu: default_mtu(),
             txqueuelen: default_txqlen(),
+            num_tx_queues: 1,
             link_rate: None,
             qdiscs: Vec::new(),
             classes: Vec::new(),
@@ -189,6 +204,9 @@ pub struct QdiscNode {
     pub parent: Handle,
     /// Kind and options.
     pub opts: QdiscOpts,
+    /// Size table (`stab`), if given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stab: Option<SizeTable>,
     /// Counters (zero unless imported from a run).
     #[serde(default, skip_serializing_if = "is_zero_stats")]
     pub stats: QdiscStats,
@@ -235,6 +253,10 @@ pub struct FilterNode {
     /// Actions run on a match.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub actions: Vec<Action>,
+    /// The action is a policer given with the filter's own `police` keyword (the kernel's
+    /// `TCA_*_POLICE`, printed without `action order`).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub police_keyword: bool,
 }
 
 /// Link-layer framing for rate computations.
@@ -272,12 +294,18 @@ pub enum QdiscOpts {
     Codel(CodelOpts),
     /// Flow queueing with CoDel.
     FqCodel(FqCodelOpts),
+    /// Network emulator.
+    Netem(NetemOpts),
     /// Deficit round robin.
     Drr,
+    /// Random early detection.
+    Red(RedOpts),
     /// Ingress hook.
     Ingress,
     /// Ingress+egress filter hook.
     Clsact,
+    /// One class per transmit queue (root only, multi-queue devices).
+    Mq(MqOpts),
 }
 
 impl QdiscOpts {
@@ -294,9 +322,12 @@ impl QdiscOpts {
             QdiscOpts::Sfq(_) => "sfq",
             QdiscOpts::Codel(_) => "codel",
             QdiscOpts::FqCodel(_) => "fq_codel",
+            QdiscOpts::Netem(_) => "netem",
             QdiscOpts::Drr => "drr",
+            QdiscOpts::Red(_) => "red",
             QdiscOpts::Ingress => "ingress",
             QdiscOpts::Clsact => "clsact",
+            QdiscOpts::Mq(_) => "mq",
         }
     }
 
@@ -307,9 +338,56 @@ impl QdiscOpts {
             QdiscOpts::Prio(_)
                 | QdiscOpts::Htb(_)
                 | QdiscOpts::Tbf(_)
+                | QdiscOpts::Netem(_)
                 | QdiscOpts::Drr
+                | QdiscOpts::Red(_)
                 | QdiscOpts::PfifoFast
+                | QdiscOpts::Mq(_)
         )
+    }
+}
+
+/// mq: each class (`major:N`, N = 1..=num_tx_queues) holds the default qdisc (pfifo_fast,
+/// handle 0) until another is grafted there.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MqOpts {
+    /// Classes whose grafted qdisc was deleted: they hold no qdisc (the kernel's noop).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub emptied: Vec<u32>,
+}
+
+/// A size table (`stab ...`): how a qdisc computes packet sizes (tc's `struct tc_sizespec`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SizeTable {
+    /// Link layer (`None`: not given; tc sends it unspecified).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub linklayer: Option<LinkLayer>,
+    /// Per-packet overhead.
+    #[serde(default, skip_serializing_if = "is_zero_i32")]
+    pub overhead: i32,
+    /// Minimum packet unit.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub mpu: u32,
+    /// Largest size in the table (0 when tc sends no table).
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub mtu: u32,
+    /// Table slots (0 when tc sends no table).
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub tsize: u32,
+}
+
+impl SizeTable {
+    /// The size the qdisc accounts for a packet of `len` bytes (`qdisc_calculate_pkt_len` with
+    /// tc's table: overhead, mpu, then ATM cells).
+    pub fn pkt_len(&self, len: u32) -> u32 {
+        let mut l = (len as i64 + self.overhead as i64).max(0) as u64;
+        if l < self.mpu as u64 {
+            l = self.mpu as u64;
+        }
+        if self.linklayer == Some(LinkLayer::Atm) {
+            l = l.div_ceil(48) * 53;
+        }
+        l.min(u32::MAX as u64) as u32
     }
 }
 
@@ -466,6 +544,173 @@ pub struct CodelOpts {
     pub ecn: Option<bool>,
 }
 
+/// netem options as the kernel keeps them (probabilities scaled to `u32::MAX`; times in ns
+/// after tc's conversion to scheduler ticks). See [`crate::tc::netem`].
+#[serde_with::skip_serializing_none]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NetemOpts {
+    /// Packets held at most (1000).
+    pub limit: u32,
+    /// Mean delay, ns.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub latency: u64,
+    /// Jitter, ns.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub jitter: u64,
+    /// Random loss probability (the legacy model).
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub loss: u32,
+    /// Reorder gap.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub gap: u32,
+    /// Duplication probability.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub duplicate: u32,
+    /// Correlations of delay, loss and duplication (kept by `change` when not sent).
+    pub corr: Option<NetemCorr>,
+    /// Reorder probability and correlation (kept by `change` when not sent).
+    pub reorder: Option<NetemProb>,
+    /// Corruption probability and correlation (kept by `change` when not sent).
+    pub corrupt: Option<NetemProb>,
+    /// The 4-state or Gilbert-Elliott loss model (absent: random loss).
+    pub loss_model: Option<NetemLoss>,
+    /// Serialisation rate (kept by `change` when not sent).
+    pub rate: Option<NetemRateOpts>,
+    /// Mark instead of dropping (kept by `change`: tc never sends it off).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub ecn: bool,
+    /// Slotting (kept by `change` when not sent).
+    pub slot: Option<NetemSlotOpts>,
+    /// Delay distribution (kept by `change` when not sent).
+    pub distribution: Option<NetemDist>,
+    /// Slot distribution (kept by `change` when not sent).
+    pub slot_distribution: Option<NetemDist>,
+}
+
+impl Default for NetemOpts {
+    fn default() -> Self {
+        NetemOpts {
+            limit: 1000,
+            latency: 0,
+            jitter: 0,
+            loss: 0,
+            gap: 0,
+            duplicate: 0,
+            corr: None,
+            reorder: None,
+            corrupt: None,
+            loss_model: None,
+            rate: None,
+            ecn: false,
+            slot: None,
+            distribution: None,
+            slot_distribution: None,
+        }
+    }
+}
+
+fn is_zero_u64(v: &u64) -> bool {
+    *v == 0
+}
+
+/// `struct tc_netem_corr`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NetemCorr {
+    /// Delay correlation.
+    pub delay: u32,
+    /// Loss correlation.
+    pub loss: u32,
+    /// Duplication correlation.
+    pub duplicate: u32,
+}
+
+/// A probability with its correlation (`tc_netem_reorder`, `tc_netem_corrupt`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NetemProb {
+    /// Probability.
+    pub probability: u32,
+    /// Correlation.
+    pub correlation: u32,
+}
+
+/// netem's correlated loss models.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "model", rename_all = "snake_case")]
+pub enum NetemLoss {
+    /// `loss state p13 p31 p32 p23 p14` (the 4-state Markov model).
+    State {
+        /// Good to burst loss.
+        p13: u32,
+        /// Burst loss to good.
+        p31: u32,
+        /// Burst loss to burst reception.
+        p32: u32,
+        /// Burst reception to burst loss.
+        p23: u32,
+        /// Good to isolated loss.
+        p14: u32,
+    },
+    /// `loss gemodel p r 1-h 1-k` with `h` as the kernel keeps it.
+    Gemodel {
+        /// Good to bad.
+        p: u32,
+        /// Bad to good.
+        r: u32,
+        /// Delivery probability in the bad state.
+        h: u32,
+        /// Loss probability in the good state.
+        k1: u32,
+    },
+}
+
+/// `struct tc_netem_rate` (with the 64-bit rate).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NetemRateOpts {
+    /// Bytes per second.
+    pub bytes_per_sec: u64,
+    /// Added to each packet.
+    #[serde(default, skip_serializing_if = "is_zero_i32")]
+    pub packet_overhead: i32,
+    /// Cell size.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub cell_size: u32,
+    /// Added to each cell.
+    #[serde(default, skip_serializing_if = "is_zero_i32")]
+    pub cell_overhead: i32,
+}
+
+/// `struct tc_netem_slot` (times in ns).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NetemSlotOpts {
+    /// Shortest gap between slots.
+    pub min_delay: i64,
+    /// Longest gap.
+    pub max_delay: i64,
+    /// Packets per slot (0: no limit).
+    #[serde(default, skip_serializing_if = "is_zero_i32")]
+    pub max_packets: i32,
+    /// Bytes per slot (0: no limit).
+    #[serde(default, skip_serializing_if = "is_zero_i32")]
+    pub max_bytes: i32,
+    /// Mean gap with a table.
+    #[serde(default)]
+    pub dist_delay: i64,
+    /// Gap deviation with a table.
+    #[serde(default)]
+    pub dist_jitter: i64,
+}
+
+/// A distribution table by name; `table` holds a user table's values (empty for the built-in
+/// `normal`, `pareto` and `paretonormal`, which are computed).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NetemDist {
+    /// The name given to tc.
+    pub name: String,
+    /// The values of a table read from a file.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub table: Vec<i16>,
+}
+
 /// fq_codel options.
 #[serde_with::skip_serializing_none]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -488,6 +733,45 @@ pub struct FqCodelOpts {
     pub ecn: Option<bool>,
     /// Packets dropped per overflow (64).
     pub drop_batch: Option<u32>,
+}
+
+/// RED options as tc derives and sends them (`tc_red_qopt`, the idle table's inputs, `max_P`
+/// and the flags); see `crate::tc::red` for the derivation.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RedOpts {
+    /// Bytes the child bfifo holds.
+    pub limit: u32,
+    /// Lower threshold, bytes.
+    pub min: u32,
+    /// Upper threshold, bytes.
+    pub max: u32,
+    /// Average packet size, bytes (input of the EWMA weight and of the idle table).
+    pub avpkt: u32,
+    /// Burst in packets (input of the EWMA weight).
+    pub burst: u32,
+    /// Link bandwidth, bit/s (input of the idle table; tc's default 10Mbit).
+    #[serde(with = "crate::serde_units::rate")]
+    pub bandwidth: u64,
+    /// log2(1/W).
+    pub wlog: u8,
+    /// log2 of the random range.
+    pub plog: u8,
+    /// Idle-table cell log.
+    pub scell_log: u8,
+    /// `TCA_RED_MAX_P` as tc sends it: the probability as a Q0.32 number (0: derive from plog).
+    pub max_p: u32,
+    /// Mark ECN-capable packets.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub ecn: bool,
+    /// Drop above max even with ECN.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub harddrop: bool,
+    /// Adaptive RED flag.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub adaptive: bool,
+    /// With ECN, queue packets that cannot be marked.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub nodrop: bool,
 }
 
 /// Class kinds.
@@ -623,6 +907,30 @@ pub struct U32Opts {
     pub hashkey: Option<(u32, i32)>,
     /// Input device match.
     pub indev: Option<String>,
+    /// `offset ...`: how the header offset moves for the linked table.
+    pub offset: Option<U32OffsetOpts>,
+}
+
+/// u32's `offset [plus P] [at OFF] [mask M] [shift S] [eat]` (the kernel's selector fields).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct U32OffsetOpts {
+    /// `plus P` given (TC_U32_OFFSET), and its value.
+    pub plus: Option<i16>,
+    /// `at`, `mask` or `shift` given (TC_U32_VAROFFSET).
+    #[serde(default)]
+    pub var: bool,
+    /// Where the 16-bit word is read (`at`).
+    #[serde(default)]
+    pub at: i16,
+    /// Mask on that word.
+    #[serde(default)]
+    pub mask: u16,
+    /// Right shift after masking.
+    #[serde(default)]
+    pub shift: u8,
+    /// `eat`.
+    #[serde(default)]
+    pub eat: bool,
 }
 
 /// Flow classifier keys, in the kernel's bit order.
@@ -723,7 +1031,7 @@ pub struct BasicOpts {
     pub ematch: Option<String>,
 }
 
-/// What a gact or police action does with a packet.
+/// What a gact or police action does with a packet (`TC_ACT_*`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Verdict {
@@ -741,10 +1049,16 @@ pub enum Verdict {
     /// The action took the packet (`TC_ACT_STOLEN`): mirred's default after a redirect. tc prints
     /// it but does not parse it.
     Stolen,
+    /// Hand to the CPU (hardware paths); dropped in software (`trap`).
+    Trap,
+    /// Continue with the first filter of a chain (`goto chain N`).
+    Goto(u32),
+    /// Skip this many actions ahead (`jump N`).
+    Jump(u32),
 }
 
 impl Verdict {
-    /// tc's name.
+    /// tc's name (`goto` and `jump` without their number).
     pub fn name(self) -> &'static str {
         match self {
             Verdict::Pass => "pass",
@@ -753,6 +1067,33 @@ impl Verdict {
             Verdict::Reclassify => "reclassify",
             Verdict::Pipe => "pipe",
             Verdict::Stolen => "stolen",
+            Verdict::Trap => "trap",
+            Verdict::Goto(_) => "goto",
+            Verdict::Jump(_) => "jump",
+        }
+    }
+
+    /// As tc's `print_action_control` prints it: `pass`, `goto chain 42`, `jump 3`.
+    pub fn text(self) -> String {
+        match self {
+            Verdict::Goto(c) => format!("goto chain {c}"),
+            Verdict::Jump(n) => format!("jump {n}"),
+            v => v.name().to_string(),
+        }
+    }
+
+    /// The kernel's value (`TC_ACT_*`, with the chain or jump count in the low 28 bits).
+    pub fn code(self) -> i32 {
+        match self {
+            Verdict::Continue => -1,
+            Verdict::Pass => 0,
+            Verdict::Reclassify => 1,
+            Verdict::Drop => 2,
+            Verdict::Pipe => 3,
+            Verdict::Stolen => 4,
+            Verdict::Trap => 8,
+            Verdict::Jump(n) => (1 << 28) | (n & 0x0FFF_FFFF) as i32,
+            Verdict::Goto(c) => (2 << 28) | (c & 0x0FFF_FFFF) as i32,
         }
     }
 }
@@ -767,18 +1108,114 @@ pub enum Action {
         verdict: Verdict,
         /// Action index.
         index: u32,
+        /// `random determ|netrand VERDICT VAL`: another verdict for some packets.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        random: Option<GactRandom>,
     },
     /// Policer.
     Police(PoliceOpts),
     /// Mirror or redirect to a device (`action mirred egress redirect dev ifb0`).
     Mirred(MirredOpts),
+    /// Packet metadata editor.
+    Skbedit(SkbeditOpts),
+}
+
+impl Action {
+    /// tc's kind name.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Action::Gact { .. } => "gact",
+            Action::Police(_) => "police",
+            Action::Skbedit(_) => "skbedit",
+            Action::Mirred(_) => "mirred",
+        }
+    }
+
+    /// The action's index in its kind's table (0: not assigned yet).
+    pub fn index(&self) -> u32 {
+        match self {
+            Action::Gact { index, .. } => *index,
+            Action::Police(p) => p.index,
+            Action::Skbedit(k) => k.index,
+            Action::Mirred(m) => m.index,
+        }
+    }
+
+    /// Sets the index.
+    pub fn set_index(&mut self, i: u32) {
+        match self {
+            Action::Gact { index, .. } => *index = i,
+            Action::Police(p) => p.index = i,
+            Action::Skbedit(k) => k.index = i,
+            Action::Mirred(m) => m.index = i,
+        }
+    }
+}
+
+/// gact's `random` part: with `determ`, every `val`-th packet gets `verdict`; with `netrand`,
+/// each packet does with probability 1/`val`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GactRandom {
+    /// `determ` (true) or `netrand`.
+    pub determ: bool,
+    /// The other verdict.
+    pub verdict: Verdict,
+    /// Period or inverse probability (at most 10000).
+    pub val: u16,
+}
+
+/// One entry of the namespace's action table.
+#[serde_with::skip_serializing_none]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ActionEntry {
+    /// Kind, parameters and index.
+    pub action: Action,
+    /// Made with `tc actions` (the table holds a reference of its own besides the binds of
+    /// filters; an action a filter made inline goes away with its last filter).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub standalone: bool,
+    /// `cookie HEX`: opaque bytes the user attached, in hex.
+    pub cookie: Option<String>,
+    /// When it was made, in milliseconds since the Unix epoch (tc prints `installed N sec`).
+    #[serde(default)]
+    pub installed_ms: u64,
+}
+
+/// skbedit options: what the action writes into the packet's metadata.
+#[serde_with::skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SkbeditOpts {
+    /// Transmit queue.
+    pub queue_mapping: Option<u16>,
+    /// `skb->priority` (a class id: HTB and prio classify by it).
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "crate::serde_units::opt_handle")]
+    pub priority: Option<Handle>,
+    /// Firewall mark (what fw reads).
+    pub mark: Option<u32>,
+    /// Mask of the mark bits written (all when absent).
+    pub mask: Option<u32>,
+    /// Packet type (`PACKET_HOST` 0, `BROADCAST` 1, `MULTICAST` 2, `OTHERHOST` 3).
+    pub ptype: Option<u16>,
+    /// Priority from the DS field.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub inheritdsfield: bool,
+    /// Verdict after editing (`pipe`).
+    #[serde(default = "pipe")]
+    pub verdict: Verdict,
+    /// Action index.
+    #[serde(default)]
+    pub index: u32,
+}
+
+fn pipe() -> Verdict {
+    Verdict::Pipe
 }
 
 /// Police action options.
 #[serde_with::skip_serializing_none]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct PoliceOpts {
-    /// bit/s.
+    /// bit/s (0: no byte rate).
     #[serde(with = "crate::serde_units::rate")]
     pub rate: u64,
     /// Bucket bytes.
@@ -788,12 +1225,31 @@ pub struct PoliceOpts {
     pub mtu: Option<u32>,
     /// Peak rate bit/s.
     pub peakrate: Option<u64>,
+    /// Average rate bit/s (`avrate`: police the rate estimator instead of a bucket).
+    pub avrate: Option<u64>,
+    /// Packets per second (`pkts_rate`).
+    pub pkts_rate: Option<u64>,
+    /// Packet bucket (`pkts_burst`).
+    pub pkts_burst: Option<u64>,
+    /// Per-packet overhead for the rate table.
+    #[serde(default, skip_serializing_if = "is_zero_u16")]
+    pub overhead: u16,
+    /// Minimum packet unit.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub mpu: u32,
+    /// Link layer of the rate table.
+    #[serde(default, skip_serializing_if = "is_ethernet")]
+    pub linklayer: LinkLayer,
     /// Verdict above the rate (`reclassify` by default in tc; `drop` usual).
     pub exceed: Verdict,
     /// Verdict within the rate.
     pub conform: Verdict,
     /// Action index.
     pub index: u32,
+}
+
+fn is_zero_u16(v: &u16) -> bool {
+    *v == 0
 }
 
 /// Which path of the target device a mirred action hands the packet to.

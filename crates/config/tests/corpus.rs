@@ -132,12 +132,14 @@ fn run_case(c: &Case, kernel: &[Expect]) -> Result<(), String> {
     let mut vars = Vars::new();
     vars.insert("FILES".into(), tmps.clone());
     let mut state = State::default();
-    for (name, _txq) in &c.devices {
+    for (name, txq) in &c.devices {
         let peer: String = format!("{name}-p").chars().take(15).collect();
         for (n, p) in [(name, &peer), (&peer, name)] {
             let idx = state.next_ifindex;
             state.next_ifindex += 1;
-            state.devices.push(Device::new(n, DevKind::Veth { peer: p.clone() }, idx));
+            let mut d = Device::new(n, DevKind::Veth { peer: p.clone() }, idx);
+            d.num_tx_queues = *txq;
+            state.devices.push(d);
         }
     }
     let mut result = Ok(());

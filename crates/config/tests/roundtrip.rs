@@ -23,9 +23,17 @@ tc filter add dev v1 ingress protocol ip prio 3 handle 5/0xff fw classid 1:5 pol
 tc filter add dev v0 parent 1: protocol all prio 5 matchall classid 1:2
 ";
 
+const NETEM: &str = "ip link add dev v0 type veth peer name v1
+tc qdisc add dev v0 root handle 1: netem limit 500 delay 40ms 5ms 25% distribution paretonormal loss 0.5% 10% reorder 1% gap 3 corrupt 0.01% rate 10mbit -4 48 5 slot 1ms 3ms packets 4 bytes 9000
+tc qdisc add dev v0 parent 1:1 handle 10: netem delay 10us loss gemodel 1% 10% 70% 0.1% ecn slot distribution pareto 1ms 100us
+tc qdisc add dev v1 root handle 2: netem delay 1s 100ms loss state 1% 20% 3% 40% 0.5% duplicate 0.5%
+";
+
 #[test]
 fn tc_and_toml_round_trip() {
-    for (name, text) in [("home-003.tc", example("home-003.tc")), ("mixed", MIXED.to_string())] {
+    for (name, text) in
+        [("home-003.tc", example("home-003.tc")), ("mixed", MIXED.to_string()), ("netem", NETEM.to_string())]
+    {
         let a = load_tc_script(name, &text, &Vars::new()).unwrap_or_else(|e| panic!("{e}"));
         let script = to_tc_script(&a.state);
         let b = load_tc_script("exported", &script, &Vars::new()).unwrap_or_else(|e| panic!("{e}\n{script}"));

@@ -41,33 +41,46 @@ fn more() -> Option<PathBuf> {
     p.exists().then_some(p)
 }
 
-/// The tdc-more files for kinds Sluice claims. `qdiscs/fifo.json` must pass at ≥ 95%; the
-/// filter and action files are run and their rates printed (not enforced yet: see issue 12).
+/// The tdc-more files whose kinds Sluice claims: each must pass at ≥ 95% (issue 12 for fifo,
+/// issue 15 for the rest).
+const ENFORCED: &[&str] = &[
+    "qdiscs/fifo.json",
+    "qdiscs/netem.json",
+    "qdiscs/drr.json",
+    "qdiscs/red.json",
+    "qdiscs/ingress.json",
+    "actions/gact.json",
+    "actions/police.json",
+    "actions/skbedit.json",
+    "actions/mirred.json",
+];
+
+/// tdc-more files still being brought up: run and their rates printed, not enforced.
+const REPORTED: &[&str] = &["filters/fw.json", "filters/matchall.json", "filters/basic.json"];
+
 #[test]
-fn tdc_more_fifo_passes_and_the_rest_is_reported() {
+fn tdc_more_claimed_kinds_pass() {
     let Some(dir) = more() else {
         eprintln!(
             "SKIPPED: tdc-more not found (set SLUICE_TDC_MORE_DIR or provide ../shared/conformance/tdc-more)"
         );
         return;
     };
-    let fifo = run_tdc(&[dir.join("qdiscs/fifo.json")]).expect("fifo.json readable");
-    let (p, f, s) = fifo.counts();
-    eprintln!("qdiscs/fifo.json: {p} passed, {f} failed, {s} skipped");
-    assert!(p + f >= 10 && fifo.pass_rate() >= 95.0, "fifo.json pass rate {:.1}%", fifo.pass_rate());
-    let ingress = run_tdc(&[dir.join("qdiscs/ingress.json")]).expect("ingress.json readable");
-    let (p, f, s) = ingress.counts();
-    eprintln!("qdiscs/ingress.json: {p} passed, {f} failed, {s} skipped");
-    assert!(p + f >= 5 && ingress.pass_rate() >= 95.0, "ingress.json pass rate {:.1}%", ingress.pass_rate());
-    for file in [
-        "filters/fw.json",
-        "filters/matchall.json",
-        "filters/basic.json",
-        "actions/gact.json",
-        "actions/mirred.json",
-        "actions/police.json",
-        "actions/skbedit.json",
-    ] {
+    let mut low = Vec::new();
+    for file in ENFORCED {
+        let r = run_tdc(&[dir.join(file)]).unwrap_or_else(|e| panic!("{file}: {e}"));
+        for c in &r.cases {
+            if let Status::Fail(why) = &c.status {
+                eprintln!("FAIL {file} {} {}: {}", c.id, c.name, why);
+            }
+        }
+        let (p, f, s) = r.counts();
+        eprintln!("{file}: {p} passed, {f} failed, {s} skipped ({:.1}%)", r.pass_rate());
+        if p + f < 4 || r.pass_rate() < 95.0 {
+            low.push(format!("{file} {:.1}%", r.pass_rate()));
+        }
+    }
+    for file in REPORTED {
         match run_tdc(&[dir.join(file)]) {
             Ok(r) => {
                 let (p, f, s) = r.counts();
@@ -79,4 +92,5 @@ fn tdc_more_fifo_passes_and_the_rest_is_reported() {
             Err(e) => eprintln!("{file}: not run: {e}"),
         }
     }
+    assert!(low.is_empty(), "below 95%: {}", low.join(", "));
 }

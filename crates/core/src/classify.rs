@@ -248,7 +248,7 @@ impl Classifier {
         let Ok(parent) = self.resolve(parent) else {
             return TcfOutcome::NoMatch;
         };
-        let input = ClassifyInput { pkt, keys, frame };
+        let input = ClassifyInput::new(pkt, keys, frame);
         match self.lists.get_mut(&parent) {
             Some(l) => l.classify(&input, now),
             None => TcfOutcome::NoMatch,
@@ -269,10 +269,13 @@ impl Classifier {
             return ClassifyOutcome::Enqueue;
         };
         for _ in 0..MAX_LEVELS {
-            let step = {
-                let input = ClassifyInput { pkt, keys, frame };
-                self.classify_qdisc(q, &input, now)
+            let (step, meta) = {
+                let input = ClassifyInput::new(pkt, keys, frame);
+                (self.classify_qdisc(q, &input, now), input.meta.get())
             };
+            // What skbedit wrote is what the next qdisc down (and fw there) sees.
+            pkt.mark = meta.mark;
+            pkt.priority = meta.priority;
             let class = match step {
                 Step::Drop => return ClassifyOutcome::Drop,
                 Step::Redirect(t) => return ClassifyOutcome::Redirect(t),
@@ -312,7 +315,7 @@ impl Classifier {
             };
         };
         // `skb->priority` is a 32-bit tc handle.
-        let prio = Handle::from_tc(input.pkt.priority);
+        let prio = Handle::from_tc(input.priority());
         match si.shape.kind {
             ShapeKind::Htb => {
                 let mut start = q;

@@ -15,16 +15,19 @@
 
 pub mod classify;
 pub mod codel;
+pub mod drr;
 pub mod fifo;
 pub mod filter;
 pub mod flow_keys;
 pub mod fq_codel;
 pub mod handle;
 pub mod htb;
+pub mod netem;
 pub mod packet;
 pub mod prio;
 pub mod qdisc;
 pub mod rate;
+pub mod red;
 pub mod reference_htb;
 pub mod sched;
 pub mod sfq;

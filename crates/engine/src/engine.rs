@@ -204,7 +204,13 @@ impl Engine {
     fn admit(&mut self, mut pkt: Packet, keys: &FlowKeys, frame: &[u8], now: Time) -> Verdict {
         let now = self.observe(now);
         if let Some(hook) = self.egress_hook.as_mut() {
-            let outcome = hook.classify(&ClassifyInput { pkt: &pkt, keys, frame }, now);
+            let (outcome, meta) = {
+                let input = ClassifyInput::new(&pkt, keys, frame);
+                (hook.classify(&input, now), input.meta.get())
+            };
+            // What skbedit wrote stays with the packet (a redirect carries it to the IFB).
+            pkt.mark = meta.mark;
+            pkt.priority = meta.priority;
             pkt = match self.hook_taken(outcome, pkt) {
                 Ok(p) => p,
                 Err(v) => return v,
@@ -264,7 +270,13 @@ impl Engine {
         self.c.rx_packets += 1;
         self.c.rx_bytes += pkt.len as u64;
         if let Some(hook) = self.ingress_hook.as_mut() {
-            let outcome = hook.classify(&ClassifyInput { pkt: &pkt, keys, frame }, now);
+            let (outcome, meta) = {
+                let input = ClassifyInput::new(&pkt, keys, frame);
+                (hook.classify(&input, now), input.meta.get())
+            };
+            // What skbedit wrote stays with the packet (a redirect carries it to the IFB).
+            pkt.mark = meta.mark;
+            pkt.priority = meta.priority;
             pkt = match self.hook_taken(outcome, pkt) {
                 Ok(p) => p,
                 Err(v) => return Received::Taken(v),

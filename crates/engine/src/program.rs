@@ -96,6 +96,7 @@ impl Program {
                     parent: H_ROOT,
                     opts: QdiscOpts::PfifoFast,
                     stats: Default::default(),
+                    stab: None,
                 },
             );
         }

@@ -33,8 +33,8 @@ use crate::LabError;
 use sluice_config::burst::{auto_burst, BurstPolicy};
 use sluice_config::export::{filter_args, qdisc_args};
 use sluice_config::model::{
-    ClassOpts, Device, FilterNode, FilterOpts, HtbClassOpts, LinkLayer, QdiscNode, QdiscOpts, State,
-    H_INGRESS, H_MIN_EGRESS, H_MIN_INGRESS,
+    ClassOpts, Device, FilterNode, FilterOpts, HtbClassOpts, LinkLayer, NetemLoss, NetemOpts, QdiscNode,
+    QdiscOpts, State, H_INGRESS, H_MIN_EGRESS, H_MIN_INGRESS,
 };
 use sluice_config::tc::args::proto_name;
 use sluice_config::tc::show::classid_str;
@@ -147,9 +147,11 @@ impl PlannedQdisc<'_> {
     /// Options of a kind the encoder sends by name only, as tc would write them (empty otherwise).
     pub fn unencoded_options(&self) -> String {
         match &self.node.opts {
-            QdiscOpts::Htb(_) | QdiscOpts::Tbf(_) | QdiscOpts::Pfifo(_) | QdiscOpts::Bfifo(_) => {
-                String::new()
-            }
+            QdiscOpts::Htb(_)
+            | QdiscOpts::Tbf(_)
+            | QdiscOpts::Netem(_)
+            | QdiscOpts::Pfifo(_)
+            | QdiscOpts::Bfifo(_) => String::new(),
             other => qdisc_args(other).trim().to_string(),
         }
     }
@@ -754,6 +756,7 @@ pub fn qdisc_msg(ifindex: i32, q: &PlannedQdisc<'_>, replace: bool) -> Msg {
             }
             m.end_nest();
         }
+        QdiscOpts::Netem(n) => netem_options(&mut m, n),
         QdiscOpts::Pfifo(f) | QdiscOpts::Bfifo(f) => {
             if let Some(l) = f.limit {
                 m.attr(tca::OPTIONS, &l.to_ne_bytes());
@@ -763,6 +766,85 @@ pub fn qdisc_msg(ifindex: i32, q: &PlannedQdisc<'_>, replace: bool) -> Msg {
         _ => {}
     }
     m
+}
+
+/// `TCA_NETEM_*` (`linux/pkt_sched.h`).
+mod netem_attr {
+    pub const CORR: u16 = 1;
+    pub const DELAY_DIST: u16 = 2;
+    pub const REORDER: u16 = 3;
+    pub const CORRUPT: u16 = 4;
+    pub const LOSS: u16 = 5;
+    pub const RATE: u16 = 6;
+    pub const ECN: u16 = 7;
+    pub const RATE64: u16 = 8;
+    pub const SLOT: u16 = 12;
+    pub const SLOT_DIST: u16 = 13;
+    pub const LOSS_GI: u16 = 1;
+    pub const LOSS_GE: u16 = 2;
+    pub const NLA_F_NESTED: u16 = 0x8000;
+}
+
+/// netem's `TCA_OPTIONS` as tc 6.1 writes it: `struct tc_netem_qopt` (times in scheduler
+/// ticks), then the attributes in tc's order, each only when tc would send it.
+fn netem_options(m: &mut Msg, n: &NetemOpts) {
+    use netem_attr as a;
+    let words = |v: &[u32]| v.iter().flat_map(|x| x.to_ne_bytes()).collect::<Vec<u8>>();
+    let ticks = |ns: u64| (ns >> 6).min(u32::MAX as u64) as u32;
+    m.begin_nest(tca::OPTIONS);
+    m.raw(&words(&[ticks(n.latency), n.limit, n.loss, n.gap, n.duplicate, ticks(n.jitter)]));
+    if let Some(c) = n.corr {
+        m.attr(a::CORR, &words(&[c.delay, c.loss, c.duplicate]));
+    }
+    if let Some(r) = n.reorder {
+        m.attr(a::REORDER, &words(&[r.probability, r.correlation]));
+    }
+    if n.ecn {
+        m.attr(a::ECN, &1u32.to_ne_bytes());
+    }
+    if let Some(c) = n.corrupt {
+        m.attr(a::CORRUPT, &words(&[c.probability, c.correlation]));
+    }
+    if let Some(s) = n.slot {
+        let mut b = Vec::with_capacity(40);
+        b.extend_from_slice(&s.min_delay.to_ne_bytes());
+        b.extend_from_slice(&s.max_delay.to_ne_bytes());
+        b.extend_from_slice(&s.max_packets.to_ne_bytes());
+        b.extend_from_slice(&s.max_bytes.to_ne_bytes());
+        b.extend_from_slice(&s.dist_delay.to_ne_bytes());
+        b.extend_from_slice(&s.dist_jitter.to_ne_bytes());
+        m.attr(a::SLOT, &b);
+    }
+    if let Some(l) = n.loss_model {
+        m.begin_nest(a::LOSS | a::NLA_F_NESTED);
+        match l {
+            NetemLoss::State { p13, p31, p32, p23, p14 } => {
+                m.attr(a::LOSS_GI, &words(&[p13, p31, p32, p14, p23]))
+            }
+            NetemLoss::Gemodel { p, r, h, k1 } => m.attr(a::LOSS_GE, &words(&[p, r, h, k1])),
+        };
+        m.end_nest();
+    }
+    if let Some(r) = n.rate {
+        let rate32 = if r.bytes_per_sec >= 1 << 32 {
+            m.attr(a::RATE64, &r.bytes_per_sec.to_ne_bytes());
+            u32::MAX
+        } else {
+            r.bytes_per_sec as u32
+        };
+        let mut b = words(&[rate32]);
+        b.extend_from_slice(&r.packet_overhead.to_ne_bytes());
+        b.extend_from_slice(&r.cell_size.to_ne_bytes());
+        b.extend_from_slice(&r.cell_overhead.to_ne_bytes());
+        m.attr(a::RATE, &b);
+    }
+    for (ty, d) in [(a::DELAY_DIST, &n.distribution), (a::SLOT_DIST, &n.slot_distribution)] {
+        if let Some(d) = d {
+            let t = sluice_config::tc::netem::dist_table(d);
+            m.attr(ty, &t.iter().flat_map(|v| v.to_ne_bytes()).collect::<Vec<u8>>());
+        }
+    }
+    m.end_nest();
 }
 
 /// The netlink request that creates HTB class `c` on `ifindex`.

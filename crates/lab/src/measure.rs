@@ -104,7 +104,7 @@ impl Settings {
 }
 
 /// The scenarios `measure` knows.
-pub const SCENARIOS: &[&str] = &["rate-sweep", "rrul", "home-uplink"];
+pub const SCENARIOS: &[&str] = &["rate-sweep", "rrul", "home-uplink", "tcp"];
 
 /// Run `scenario` on `lab` with `backend`.
 pub fn run(scenario: &str, lab: &Lab, backend: &Backend<'_>, s: &Settings) -> Result<Results, LabError> {
@@ -116,6 +116,7 @@ pub fn run(scenario: &str, lab: &Lab, backend: &Backend<'_>, s: &Settings) -> Re
         "rate-sweep" => rate_sweep(lab, backend, s, &mut r)?,
         "rrul" => rrul(lab, backend, s, &mut r)?,
         "home-uplink" => home_uplink(lab, backend, s, &mut r)?,
+        "tcp" => tcp(lab, backend, s, &mut r)?,
         o => {
             return Err(LabError::Config(format!("unknown scenario `{o}` (known: {})", SCENARIOS.join(", "))))
         }
@@ -430,6 +431,84 @@ fn rrul(lab: &Lab, backend: &Backend<'_>, s: &Settings, r: &mut Results) -> Resu
         series: crate::results::probe_cdf_series(
             &pr.iter().map(|p| (p.name.as_str(), p.rtts_ms.as_slice())).collect::<Vec<_>>(),
         ),
+        ..Default::default()
+    });
+    Ok(())
+}
+
+/// `flows` bulk TCP uploads with congestion control `cc` through one HTB class at `rate` with
+/// `leaf` (`pfifo`, a FIFO of `limit` packets, or `fq_codel`), and 64-byte UDP probes every
+/// 20 ms during the measured window: the lab half of the simulator-against-Linux comparison
+/// (`scenarios/lab-tcp.toml` is the simulated half).
+fn tcp(lab: &Lab, backend: &Backend<'_>, s: &Settings, r: &mut Results) -> Result<(), LabError> {
+    let rate = s.rate("rate", "20mbit")?;
+    let flows = s.usize("flows", 1)?;
+    let limit = s.usize("limit", 1000)?;
+    let cc = s.get("cc").unwrap_or("cubic").to_string();
+    let leaf = s.get("leaf").unwrap_or("pfifo").to_string();
+    let win = Window { warmup: s.secs("warmup", 3.0)?, measure: s.secs("duration", 10.0)? };
+    r.description = format!(
+        "{flows} {cc} TCP upload(s) through HTB {} with {leaf}, probes every 20 ms",
+        format_rate(rate)
+    );
+    let leaf_tc = match leaf.as_str() {
+        "fq_codel" => "fq_codel".to_string(),
+        "pfifo" => format!("pfifo limit {limit}"),
+        o => return Err(LabError::Config(format!("leaf `{o}`: pfifo or fq_codel"))),
+    };
+    let config = shaper_config(&format!(
+        "tc qdisc add dev $DEV root handle 1: htb default 1\n\
+         tc class add dev $DEV parent 1: classid 1:1 htb rate {}bit\n\
+         tc qdisc add dev $DEV parent 1:1 handle 10: {leaf_tc}\n",
+        rate.bps()
+    ))?;
+    let ep = Endpoints::of_lab(lab);
+    let act = shape(lab, backend, Some(&config), s)?;
+    let (out, delta) = with_window(lab, &act, win, {
+        let (ep, cc) = (ep.clone(), cc.clone());
+        move || {
+            let pep = ep.clone();
+            let probe = std::thread::spawn(move || {
+                std::thread::sleep(win.warmup);
+                traffic::probes(&pep, Duration::from_millis(20), 64, None, 9311, win.measure)
+            });
+            let bulk = traffic::bulk_tcp_cc(&ep, flows, Direction::Up, None, Some(&cc), 9300, win)?;
+            let probe = probe.join().map_err(|_| LabError::Lab("probe panicked".into()))??;
+            Ok((bulk, probe))
+        }
+    })?;
+    let kernel_note = act.kernel_note.clone();
+    act.stop()?;
+    let (bulk, probe) = out;
+    let mut fl: Vec<FlowResult> = bulk.iter().map(|f| f.to_result()).collect();
+    let mut pr = probe.to_result();
+    pr.name = "ping".into();
+    s.note(&format!(
+        "  {} {flows}x{cc} {leaf} {}: goodput {} Mbit/s; probe p50 {:.2} ms p99 {:.2} ms",
+        backend.name(),
+        format_rate(rate),
+        fl.iter().map(|f| format!("{:.3}", f.achieved_bps / 1e6)).collect::<Vec<_>>().join(" "),
+        pr.latency_ms.p50,
+        pr.latency_ms.p99
+    ));
+    fl.push(pr);
+    let mut params = BTreeMap::new();
+    params.insert("backend".into(), backend.name().into());
+    params.insert("rate".into(), format_rate(rate));
+    params.insert("flows".into(), flows.to_string());
+    params.insert("cc".into(), cc.clone());
+    params.insert("leaf".into(), leaf_that_ran(&leaf, &kernel_note));
+    params.insert("limit".into(), limit.to_string());
+    if !kernel_note.is_empty() {
+        params.insert("kernel".into(), kernel_note);
+    }
+    r.cases.push(Case {
+        name: format!("{flows}x{cc} {leaf} {}", format_rate(rate)),
+        params,
+        measured_s: win.measure.as_secs_f64(),
+        classes: vec![class_result("1:1", rate, delta, win.measure.as_secs_f64())],
+        flows: fl,
+        series: crate::results::probe_cdf_series(&[("ping", probe.rtts_ms.as_slice())]),
         ..Default::default()
     });
     Ok(())

@@ -131,6 +131,14 @@ impl Msg {
         self.attr(ty, &v)
     }
 
+    /// Append bytes inside the current attribute (a fixed struct that leads an attribute's
+    /// payload, as netem's `tc_netem_qopt` leads `TCA_OPTIONS`), padded to 4 bytes.
+    pub fn raw(&mut self, payload: &[u8]) -> &mut Self {
+        self.buf.extend_from_slice(payload);
+        self.pad();
+        self
+    }
+
     /// Open a nested attribute; close it with [`Msg::end_nest`].
     pub fn begin_nest(&mut self, ty: u16) -> &mut Self {
         self.nests.push(self.buf.len());

@@ -215,6 +215,22 @@ pub fn bulk_tcp(
     port: u16,
     win: Window,
 ) -> Result<Vec<FlowCount>, LabError> {
+    bulk_tcp_cc(ep, n, dir, dscp, None, port, win)
+}
+
+/// [`bulk_tcp`] with the senders' congestion control set per socket (`TCP_CONGESTION`: "cubic",
+/// "reno", "bbr"; `None`: the namespace's default).
+pub fn bulk_tcp_cc(
+    ep: &Endpoints,
+    n: usize,
+    dir: Direction,
+    dscp: Option<u8>,
+    cc: Option<&str>,
+    port: u16,
+    win: Window,
+) -> Result<Vec<FlowCount>, LabError> {
+    let cc: Option<Vec<u8>> = cc.map(|c| c.as_bytes().to_vec());
+    let cc_server = cc.clone();
     let addr = SocketAddrV4::new(ep.server_addr, port);
     let start = Instant::now();
     let (from, to) = (start + win.warmup, start + win.total());
@@ -244,6 +260,9 @@ pub fn bulk_tcp(
             if let Some(d) = dscp {
                 let _ = SockRef::from(&s).set_tos(dscp_to_tos(d));
             }
+            if let (Some(c), Direction::Down) = (&cc_server, dir) {
+                SockRef::from(&s).set_tcp_congestion(c)?;
+            }
             workers.push(std::thread::spawn(move || match dir {
                 Direction::Up => count_reader(&mut s, from, to, end),
                 Direction::Down => {
@@ -261,6 +280,9 @@ pub fn bulk_tcp(
             let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)?;
             if let Some(d) = dscp {
                 sock.set_tos(dscp_to_tos(d))?;
+            }
+            if let (Some(c), Direction::Up) = (&cc, dir) {
+                sock.set_tcp_congestion(c)?;
             }
             sock.connect_timeout(&SocketAddr::V4(addr).into(), Duration::from_secs(2))?;
             let mut s: TcpStream = sock.into();

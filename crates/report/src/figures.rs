@@ -313,6 +313,33 @@ pub fn draw(r: &Results, dir: &Path) -> Figures {
         series_lines(&s.backlog_bytes, s.step_s, 1.0 / 1024.0, &links, false)
     });
     figs.push("Queue backlog", "Bytes queued per link at each sample.", q, ncol, false);
+    // TCP senders' state, when the run recorded it (simulated TCP flows).
+    let tcp_names: Vec<String> =
+        r.cases.iter().filter_map(|c| c.series.as_ref()).flat_map(|s| s.tcp_cwnd_pkts.keys().cloned()).fold(
+            Vec::new(),
+            |mut v, k| {
+                if !v.contains(&k) {
+                    v.push(k);
+                }
+                v
+            },
+        );
+    if !tcp_names.is_empty() {
+        let cw = row_series(&mut figs, r, &lay, dir, "tcp-cwnd", "segments", &|s| {
+            series_lines(&s.tcp_cwnd_pkts, s.step_s, 1.0, &tcp_names, false)
+        });
+        figs.push(
+            "TCP congestion window",
+            "Each TCP sender's congestion window per sample.",
+            cw,
+            ncol,
+            false,
+        );
+        let rtt = row_series(&mut figs, r, &lay, dir, "tcp-srtt", "ms", &|s| {
+            series_lines(&s.tcp_srtt_ms, s.step_s, 1.0, &tcp_names, true)
+        });
+        figs.push("TCP smoothed RTT", "Each TCP sender's smoothed RTT per sample.", rtt, ncol, false);
+    }
     let class_names: Vec<String> = r
         .cases
         .iter()

@@ -167,6 +167,12 @@ pub struct Series {
     /// Latency CDF points per flow: (ms, cumulative fraction).
     #[serde(default)]
     pub latency_cdf: BTreeMap<String, Vec<(f64, f64)>>,
+    /// Per TCP flow: the sender's congestion window at each sample, segments.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tcp_cwnd_pkts: BTreeMap<String, Vec<f64>>,
+    /// Per TCP flow: the sender's smoothed RTT at each sample, ms (0 before the first sample).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tcp_srtt_ms: BTreeMap<String, Vec<f64>>,
 }
 
 impl Results {

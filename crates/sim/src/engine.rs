@@ -42,6 +42,8 @@ struct Slot {
     echo: Time,
     kind: Kind,
     ece: bool,
+    /// An ACK's D-SACK flag.
+    dsack: bool,
     route: u8,
     /// An ACK's SACK block, as offsets from its cumulative ACK (`seq`).
     sack: (u32, u32),
@@ -155,7 +157,12 @@ impl Sim {
         let class_index: HashMap<Handle, u32> =
             spec.classes.iter().enumerate().map(|(i, c)| (c.id, i as u32)).collect();
         let default_class = spec.default_class.and_then(|d| class_index.get(&d).copied()).unwrap_or(u32::MAX);
-        let flows = spec.flows.iter().map(|f| Self::make_flow(f, end)).collect();
+        let flows = spec
+            .flows
+            .iter()
+            .enumerate()
+            .map(|(i, f)| Self::make_flow(f, end, spec.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ i as u64))
+            .collect();
         let rec = Recorder::new(
             spec.flows.len(),
             spec.classes.len(),
@@ -188,6 +195,19 @@ impl Sim {
             shaper_ns: 0,
             tcp_buf: Vec::new(),
         };
+        if spec.series {
+            // One sample per step: reserved now, so sampling never allocates.
+            let n = spec.duration.as_nanos().div_ceil(spec.step.as_nanos().max(1)) as usize + 1;
+            for h in sim.rec.hops.iter_mut() {
+                h.samples.reserve(n);
+            }
+            for (i, f) in sim.flows.iter().enumerate() {
+                if matches!(f.src, Src::Tcp(_)) {
+                    sim.rec.flows[i].cwnd.reserve(n);
+                    sim.rec.flows[i].srtt_ns.reserve(n);
+                }
+            }
+        }
         for (i, f) in sim.flows.iter().enumerate() {
             if !matches!(f.src, Src::Member) {
                 sim.ev.push(f.start, Ev::Emit(i as u32));
@@ -198,7 +218,8 @@ impl Sim {
         sim
     }
 
-    fn make_flow(f: &FlowSpec, end: Time) -> Flow {
+    /// `seed` drives the flow's random choices (the run's seed mixed with the flow's index).
+    fn make_flow(f: &FlowSpec, end: Time, seed: u64) -> Flow {
         let mut tmpl = Packet::new(f.size * f.gso_segs.max(1) as u32, 0);
         if f.gso_segs > 1 {
             tmpl.gso_segs = f.gso_segs;
@@ -229,7 +250,7 @@ impl Sim {
             TrafficSpec::Backlog { depth } => Src::Backlog { depth: *depth },
             TrafficSpec::Tcp { cc, bytes, rwnd } => {
                 let limit = bytes.map(|b| b.div_ceil(f.size.max(1) as u64));
-                Src::Tcp(Box::new(Tcp::new(*cc, f.ecn, limit, *rwnd)))
+                Src::Tcp(Box::new(Tcp::new(*cc, f.ecn, limit, *rwnd, seed)))
             }
             TrafficSpec::Paced { t_ipi, timer, credit } => {
                 Src::Paced { t_ipi: *t_ipi, timer: *timer, credit: *credit, t_nom: start }
@@ -288,6 +309,15 @@ impl Sim {
                         }
                         r.max_backlog = r.max_backlog.max(b);
                     }
+                    if series {
+                        for (i, f) in self.flows.iter().enumerate() {
+                            if let Src::Tcp(tcp) = &f.src {
+                                let r = &mut self.rec.flows[i];
+                                r.cwnd.push(tcp.cwnd);
+                                r.srtt_ns.push(tcp.srtt().map_or(0, |s| s.as_nanos()));
+                            }
+                        }
+                    }
                     self.ev.push(t + self.step, Ev::Sample);
                 }
             }
@@ -314,10 +344,19 @@ impl Sim {
 
     /// Creates a packet of `flow` and offers it to the first hop of its route.
     fn inject(&mut self, flow: usize, kind: Kind, seq: u64, echo: Time, ece: bool) {
-        self.inject_full(flow, kind, seq, echo, ece, (0, 0));
+        self.inject_full(flow, kind, seq, echo, ece, ((0, 0), false));
     }
 
-    fn inject_full(&mut self, flow: usize, kind: Kind, seq: u64, echo: Time, ece: bool, sack: (u32, u32)) {
+    /// `ack`: an ACK's SACK block (as offsets) and D-SACK flag.
+    fn inject_full(
+        &mut self,
+        flow: usize,
+        kind: Kind,
+        seq: u64,
+        echo: Time,
+        ece: bool,
+        ack: ((u32, u32), bool),
+    ) {
         let f = &self.flows[flow];
         let mut pkt = f.tmpl;
         let route = match kind {
@@ -338,6 +377,7 @@ impl Sim {
             echo,
             kind,
             ece,
+            dsack: false,
             route,
             sack: (0, 0),
         };
@@ -347,7 +387,7 @@ impl Sim {
         let i = self.alloc(slot);
         self.slots[i as usize].pkt.payload = i as u64;
         if kind == Kind::Ack {
-            self.slots[i as usize].sack = sack;
+            (self.slots[i as usize].sack, self.slots[i as usize].dsack) = ack;
         }
         self.arrive(i, 0);
     }
@@ -356,7 +396,7 @@ impl Sim {
     fn inject_ack(&mut self, flow: usize, a: AckMsg) {
         let off = |x: u64| x.saturating_sub(a.ack).min(u32::MAX as u64) as u32;
         let sack = if a.sack.0 < a.sack.1 { (off(a.sack.0), off(a.sack.1)) } else { (0, 0) };
-        self.inject_full(flow, Kind::Ack, a.ack, a.echo, a.ece, sack);
+        self.inject_full(flow, Kind::Ack, a.ack, a.echo, a.ece, (sack, a.dsack));
     }
 
     /// Slot `slot` reaches position `pos` of its route (enqueue there, or deliver at the end).
@@ -618,7 +658,7 @@ impl Sim {
                 let mut out = std::mem::take(&mut self.tcp_buf);
                 if let Src::Tcp(t) = &mut self.flows[fi].src {
                     let sack = (s.seq + s.sack.0 as u64, s.seq + s.sack.1 as u64);
-                    let a = AckMsg { ack: s.seq, sack, echo: s.echo, ece: s.ece };
+                    let a = AckMsg { ack: s.seq, sack, echo: s.echo, ece: s.ece, dsack: s.dsack };
                     t.on_ack(&a, now, &mut out);
                 }
                 self.tcp_send(fi, out);
@@ -807,9 +847,10 @@ impl Sim {
             .collect()
     }
 
-    pub(crate) fn tcp_counters(&self, flow: usize) -> Option<(u64, u64, Option<Span>)> {
+    /// A TCP flow's retransmissions, timeouts, tail loss probes and smoothed RTT.
+    pub(crate) fn tcp_counters(&self, flow: usize) -> Option<(u64, u64, u64, Option<Span>)> {
         match &self.flows[flow].src {
-            Src::Tcp(t) => Some((t.retransmits, t.timeouts, t.srtt())),
+            Src::Tcp(t) => Some((t.retransmits, t.timeouts, t.probes, t.srtt())),
             _ => None,
         }
     }
@@ -839,6 +880,7 @@ pub(crate) fn traffic_label(t: &TrafficSpec) -> String {
         TrafficSpec::Backlog { .. } => "backlog".into(),
         TrafficSpec::Tcp { cc: CongestionControl::Reno, .. } => "tcp-reno".into(),
         TrafficSpec::Tcp { cc: CongestionControl::Cubic, .. } => "tcp-cubic".into(),
+        TrafficSpec::Tcp { cc: CongestionControl::Bbr, .. } => "tcp-bbr".into(),
         TrafficSpec::Paced { .. } => "paced".into(),
         TrafficSpec::Probe { .. } => "probe".into(),
         TrafficSpec::StreamGroup { .. } => "stream-group".into(),

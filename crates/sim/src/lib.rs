@@ -22,6 +22,7 @@
 // so its size on the error path does not matter.
 #![allow(clippy::result_large_err)]
 
+mod bbr;
 mod engine;
 mod event;
 pub mod legacy;
@@ -39,3 +40,4 @@ pub mod builtin;
 mod leaves;
 pub mod run;
 pub mod scenario;
+pub mod seed_table;

@@ -51,8 +51,10 @@ pub struct ClassSpec {
 pub enum CongestionControl {
     /// RFC 5681 Reno with RFC 6582 NewReno recovery.
     Reno,
-    /// RFC 8312 CUBIC.
+    /// RFC 9438 CUBIC.
     Cubic,
+    /// BBR v1, paced.
+    Bbr,
 }
 
 /// Send-credit policy of a paced sender (seed 002).

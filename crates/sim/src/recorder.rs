@@ -22,6 +22,9 @@ pub(crate) struct FlowRec {
     pub bins_bytes: Vec<u64>,
     pub bins_lat_ns: Vec<u64>,
     pub bins_lat_n: Vec<u32>,
+    /// TCP senders: congestion window (segments) and smoothed RTT (ns) at each sample.
+    pub cwnd: Vec<f64>,
+    pub srtt_ns: Vec<u64>,
 }
 
 /// Per-class counters (shaper dequeues).
@@ -83,6 +86,8 @@ impl Recorder {
                 bins_bytes: vec![0; nbins],
                 bins_lat_ns: vec![0; nbins],
                 bins_lat_n: vec![0; nbins],
+                cwnd: Vec::new(),
+                srtt_ns: Vec::new(),
             })
             .collect();
         let classes =

@@ -91,11 +91,12 @@ pub fn case_results(sim: &Sim, spec: &SimSpec, name: &str, params: BTreeMap<Stri
         if unclassified > 0 && !spec.classes.is_empty() {
             extra.insert(format!("{}.unclassified_bytes", f.name), unclassified as f64);
         }
-        if let Some((retx, rto, srtt)) = sim.tcp_counters(i) {
+        if let Some((retx, rto, probes, srtt)) = sim.tcp_counters(i) {
             let goodput = rec.flows[i].goodput_bytes as f64 * 8.0 / window;
             extra.insert(format!("{}.goodput_bps", f.name), goodput);
             extra.insert(format!("{}.retransmits", f.name), retx as f64);
             extra.insert(format!("{}.timeouts", f.name), rto as f64);
+            extra.insert(format!("{}.probes", f.name), probes as f64);
             if let Some(s) = srtt {
                 extra.insert(format!("{}.srtt_ms", f.name), s.as_nanos() as f64 / 1e6);
             }
@@ -128,6 +129,10 @@ pub fn case_results(sim: &Sim, spec: &SimSpec, name: &str, params: BTreeMap<Stri
                     .map(|(sum, n)| if *n > 0 { *sum as f64 / *n as f64 / 1e6 } else { 0.0 })
                     .collect(),
             );
+            if !r.cwnd.is_empty() {
+                s.tcp_cwnd_pkts.insert(f.name.clone(), r.cwnd.clone());
+                s.tcp_srtt_ms.insert(f.name.clone(), r.srtt_ns.iter().map(|&n| ms(n)).collect());
+            }
             if !r.hist.is_empty() {
                 let mut cdf = Vec::new();
                 for q in 0..=100 {

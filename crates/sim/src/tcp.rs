@@ -16,12 +16,19 @@
 //! The retransmission timer follows RFC 6298: it is started when data is sent and none is
 //! running, restarted only when new data is cumulatively acknowledged, backed off exponentially,
 //! with Linux's 200 ms minimum and 120 s maximum; on expiry every unSACKed segment is marked
-//! lost (Linux's behaviour). ECN halves once per window (RFC 3168 §6.1.2). Window growth is Reno
-//! or CUBIC (RFC 9438, with HyStart's delay increase detection as Linux enables it by default).
+//! lost (Linux's behaviour). A tail loss probe (RACK-TLP, RFC 8985 §7, as Linux schedules it:
+//! two smoothed RTTs after the last send or ACK in the open state, plus 200 ms with one segment
+//! out) sends new data or the last segment again, so a lost tail is repaired without a timeout;
+//! the receiver reports duplicates (D-SACK, RFC 2883) so a probe that repaired nothing costs no
+//! reduction. ECN halves once per window (RFC 3168 §6.1.2). Window growth is Reno, CUBIC (RFC
+//! 9438, with HyStart's delay increase detection as Linux enables it by default) or BBR v1
+//! (`crate::bbr`), which also paces every transmission. Every delivered segment feeds a
+//! delivery-rate sample (draft-cheng-iccrg-delivery-rate-estimation).
 //!
 //! Every operation is O(1) amortised per segment; nothing allocates per packet once the
 //! scoreboard has grown to the flow's largest window.
 
+use crate::bbr::{Bbr, RateSample};
 use crate::model::CongestionControl;
 use sluice_core::{Span, Time};
 use std::collections::{BTreeMap, VecDeque};
@@ -37,6 +44,10 @@ const CUBIC_C: f64 = 0.4;
 const CUBIC_BETA: f64 = 0.7;
 const HYSTART_LOW_WINDOW: f64 = 16.0;
 const HYSTART_MIN_SAMPLES: u32 = 8;
+/// Linux's `TCP_RTO_MIN`, added to the probe timeout when one segment is out (a delayed ACK).
+const TLP_ONE_SEG_EXTRA: u64 = 200 * MS;
+/// Linux's `TCP_TIMEOUT_MIN` (2 jiffies), added otherwise.
+const TLP_EXTRA: u64 = 2 * MS;
 
 const SACKED: u8 = 1;
 const LOST: u8 = 2;
@@ -47,7 +58,13 @@ const RETRANS: u8 = 4;
 struct Seg {
     /// Time of the latest transmission, ns.
     xmit: u64,
+    /// Delivery-rate state at that transmission: segments delivered, the time of the latest
+    /// delivery, and the send time of the latest delivered segment.
+    delivered: u64,
+    delivered_time: u64,
+    first_sent: u64,
     flags: u8,
+    app_limited: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -70,6 +87,8 @@ pub(crate) struct AckMsg {
     pub echo: Time,
     /// ECN-Echo.
     pub ece: bool,
+    /// The segment that triggered this ACK had already arrived (D-SACK, RFC 2883).
+    pub dsack: bool,
 }
 
 /// What the receiver did with a data segment.
@@ -85,6 +104,7 @@ pub(crate) struct RecvOutcome {
 #[derive(Debug, Clone)]
 pub(crate) struct Tcp {
     cc: CongestionControl,
+    bbr: Option<Box<Bbr>>,
     ecn: bool,
     limit: Option<u64>,
     rwnd: u64,
@@ -119,6 +139,23 @@ pub(crate) struct Tcp {
     rto: u64,
     rto_at: Option<u64>,
     reo_at: Option<u64>,
+    // Tail loss probe: its timer, and the snd_nxt and kind of the probe in flight.
+    tlp_at: Option<u64>,
+    tlp_high: Option<u64>,
+    tlp_retrans: bool,
+    // Delivery rate (segments delivered, time of the latest delivery, send time of the
+    // latest delivered segment, app-limited mark) and this ACK's sample.
+    delivered: u64,
+    delivered_time: u64,
+    first_sent_time: u64,
+    app_limited: u64,
+    rs: RateSample,
+    rs_seq: u64,
+    rs_send_elapsed: u64,
+    rs_prior_time: Option<u64>,
+    // Pacing (BBR): earliest time of the next send, its timer.
+    pace_next: u64,
+    pace_at: Option<u64>,
     // CUBIC (RFC 9438)
     w_max: f64,
     k: f64,
@@ -147,16 +184,31 @@ pub(crate) struct Tcp {
     pub timeouts: u64,
     /// Fast recoveries entered.
     pub recoveries: u64,
+    /// Tail loss probes sent.
+    pub probes: u64,
     /// The time of the timer event the simulator has queued for this connection (`MAX`: none).
     pub armed: Time,
 }
 
 impl Tcp {
     /// A connection sending `limit_segs` segments (unlimited when `None`), with a receive window
-    /// of `rwnd` segments.
-    pub(crate) fn new(cc: CongestionControl, ecn: bool, limit_segs: Option<u64>, rwnd: u32) -> Tcp {
+    /// of `rwnd` segments. `seed` drives the connection's random choices (BBR's
+    /// first ProbeBW phase).
+    pub(crate) fn new(
+        cc: CongestionControl,
+        ecn: bool,
+        limit_segs: Option<u64>,
+        rwnd: u32,
+        seed: u64,
+    ) -> Tcp {
+        let bbr = (cc == CongestionControl::Bbr).then(|| {
+            let mut b = Box::new(Bbr::new(seed));
+            b.init_pacing(INITIAL_CWND, None);
+            b
+        });
         Tcp {
             cc,
+            bbr,
             ecn,
             limit: limit_segs,
             rwnd: rwnd.max(2) as u64,
@@ -186,6 +238,19 @@ impl Tcp {
             rto: INITIAL_RTO,
             rto_at: None,
             reo_at: None,
+            tlp_at: None,
+            tlp_high: None,
+            tlp_retrans: false,
+            delivered: 0,
+            delivered_time: 0,
+            first_sent_time: 0,
+            app_limited: 0,
+            rs: RateSample::default(),
+            rs_seq: 0,
+            rs_send_elapsed: 0,
+            rs_prior_time: None,
+            pace_next: 0,
+            pace_at: None,
             w_max: 0.0,
             k: 0.0,
             epoch: None,
@@ -206,6 +271,7 @@ impl Tcp {
             retransmits: 0,
             timeouts: 0,
             recoveries: 0,
+            probes: 0,
             armed: Time::MAX,
         }
     }
@@ -234,46 +300,131 @@ impl Tcp {
     /// Segment numbers to transmit are appended to `out`.
     pub(crate) fn fill(&mut self, now: Time, out: &mut Vec<u64>) {
         let now = now.as_nanos();
+        let before = out.len();
         self.cwnd_limited = false;
+        self.pace_at = None;
         loop {
             let wnd = self.cwnd.max(1.0) as u64;
             if self.in_flight() >= wnd {
                 self.cwnd_limited = true;
                 break;
             }
+            if self.bbr.is_some() && now < self.pace_next {
+                self.pace_at = Some(self.pace_next);
+                break;
+            }
             if let Some(seq) = self.next_retransmission() {
                 let head = seq == self.snd_una;
-                let s = self.seg(seq);
-                s.flags |= RETRANS;
-                s.xmit = now;
-                self.retrans_out += 1;
-                self.retransmits += 1;
-                self.tsorted.push_back((seq, now));
+                self.retransmit(seq, now);
                 if head && self.reo_at.is_none() {
                     self.rto_at = Some(now + self.rto);
                 }
-                self.sent_one(seq, out);
+                self.sent_one(seq, now, out);
                 continue;
             }
-            if self.snd_nxt >= self.snd_una + self.rwnd || self.limit.is_some_and(|l| self.snd_nxt >= l) {
+            if !self.can_send_new() {
+                // Application- or receive-window-limited: rate samples from here on say so.
+                self.app_limited = (self.delivered + self.in_flight()).max(1);
                 break;
             }
-            let seq = self.snd_nxt;
-            self.segs.push_back(Seg { xmit: now, flags: 0 });
-            self.snd_nxt += 1;
-            self.tsorted.push_back((seq, now));
-            self.sent_one(seq, out);
+            let seq = self.send_new(now);
+            self.sent_one(seq, now, out);
         }
         if self.rto_at.is_none() && self.packets_out() > 0 {
             self.rto_at = Some(now + self.rto);
         }
+        if out.len() > before {
+            self.arm_tlp(now);
+        }
     }
 
-    fn sent_one(&mut self, seq: u64, out: &mut Vec<u64>) {
+    fn can_send_new(&self) -> bool {
+        self.snd_nxt < self.snd_una + self.rwnd && self.limit.is_none_or(|l| self.snd_nxt < l)
+    }
+
+    /// Records the delivery-rate state of a transmission of `seq` at `now`.
+    fn stamp_tx(&mut self, seq: u64, now: u64) {
+        let (d, dt, fs, al) =
+            (self.delivered, self.delivered_time, self.first_sent_time, self.app_limited != 0);
+        let s = self.seg(seq);
+        s.xmit = now;
+        s.delivered = d;
+        s.delivered_time = dt;
+        s.first_sent = fs;
+        s.app_limited = al;
+        self.tsorted.push_back((seq, now));
+    }
+
+    /// Appends a new segment to the flight; returns its number.
+    fn send_new(&mut self, now: u64) -> u64 {
+        let seq = self.snd_nxt;
+        let first = self.packets_out() == 0;
+        self.segs.push_back(Seg::default());
+        self.snd_nxt += 1;
+        if first {
+            self.first_sent_time = now;
+            self.delivered_time = now;
+        }
+        self.stamp_tx(seq, now);
+        seq
+    }
+
+    fn retransmit(&mut self, seq: u64, now: u64) {
+        self.seg(seq).flags |= RETRANS;
+        self.retrans_out += 1;
+        self.retransmits += 1;
+        self.stamp_tx(seq, now);
+    }
+
+    fn sent_one(&mut self, seq: u64, now: u64, out: &mut Vec<u64>) {
         if self.state == State::Recovery {
             self.prr_out += 1;
         }
+        if let Some(b) = &self.bbr {
+            if b.pacing_rate > 0.0 {
+                self.pace_next = self.pace_next.max(now) + (1.0 / b.pacing_rate) as u64;
+            }
+        }
         out.push(seq);
+    }
+
+    /// (Re)schedules the tail loss probe: in the open state with data out and no probe in
+    /// flight, two smoothed RTTs from now (RFC 8985 §7.2, Linux's extra time), never after the
+    /// retransmission timer.
+    fn arm_tlp(&mut self, now: u64) {
+        self.tlp_at = None;
+        if self.state != State::Open || self.packets_out() == 0 || self.tlp_high.is_some() {
+            return;
+        }
+        let Some(srtt) = self.srtt else { return };
+        let extra = if self.packets_out() == 1 { TLP_ONE_SEG_EXTRA } else { TLP_EXTRA };
+        let at = now + 2 * srtt as u64 + extra;
+        self.tlp_at = Some(self.rto_at.map_or(at, |r| at.min(r)));
+    }
+
+    /// The probe timeout expired: send one new segment if the receive window allows, else the
+    /// last segment again, regardless of the congestion window (RFC 8985 §7.3).
+    fn on_tlp(&mut self, now: u64, out: &mut Vec<u64>) {
+        self.tlp_at = None;
+        if self.state != State::Open || self.packets_out() == 0 || self.tlp_high.is_some() {
+            return;
+        }
+        let seq = if self.can_send_new() {
+            self.tlp_retrans = false;
+            self.send_new(now)
+        } else {
+            let seq = self.snd_nxt - 1;
+            if self.seg(seq).flags & (SACKED | RETRANS) != 0 {
+                return;
+            }
+            self.tlp_retrans = true;
+            self.retransmit(seq, now);
+            seq
+        };
+        self.probes += 1;
+        self.tlp_high = Some(self.snd_nxt);
+        self.sent_one(seq, now, out);
+        self.rto_at = Some(now + self.rto);
     }
 
     fn next_retransmission(&mut self) -> Option<u64> {
@@ -322,14 +473,30 @@ impl Tcp {
         self.srtt.map(|s| Span::from_nanos(s as u64))
     }
 
+    /// A segment (as it was when last sent) was delivered at `now`: updates the delivery count
+    /// and takes the rate sample from the most recently sent delivered segment.
+    fn rate_delivered(&mut self, seq: u64, s: Seg, now: u64) {
+        self.delivered += 1;
+        self.delivered_time = now;
+        if self.rs_prior_time.is_none() || (s.xmit, seq) > (self.first_sent_time, self.rs_seq) {
+            self.rs.prior_delivered = s.delivered;
+            self.rs.app_limited = s.app_limited;
+            self.rs_prior_time = Some(s.delivered_time);
+            self.rs_seq = seq;
+            self.rs_send_elapsed = s.xmit.saturating_sub(s.first_sent);
+            self.first_sent_time = s.xmit;
+        }
+    }
+
     /// Marks `seq` (outstanding) SACKed. Returns whether it was newly delivered.
-    fn mark_sacked(&mut self, seq: u64) -> bool {
-        let s = self.seg(seq);
+    fn mark_sacked(&mut self, seq: u64, now: u64) -> bool {
+        let s = *self.seg(seq);
         if s.flags & SACKED != 0 {
             return false;
         }
+        self.rate_delivered(seq, s, now);
         let f = s.flags;
-        s.flags = SACKED;
+        self.seg(seq).flags = SACKED;
         self.sacked_out += 1;
         if f & LOST != 0 {
             self.lost_out -= 1;
@@ -343,19 +510,19 @@ impl Tcp {
     fn mark_lost(&mut self, seq: u64) {
         let s = self.seg(seq);
         let f = s.flags;
-        if f & SACKED != 0 {
-            return;
+        if f & SACKED != 0 || f & (LOST | RETRANS) == LOST {
+            return; // delivered, or already waiting for its retransmission
         }
-        if f & LOST == 0 {
-            s.flags |= LOST;
-            self.lost_out += 1;
-        } else if f & RETRANS != 0 {
-            // The retransmission was lost too.
+        if f & RETRANS != 0 {
+            // A retransmission (or a loss probe's copy) was lost too.
             s.flags &= !RETRANS;
             self.retrans_out -= 1;
-        } else {
-            return;
         }
+        if f & LOST == 0 {
+            self.seg(seq).flags |= LOST;
+            self.lost_out += 1;
+        }
+        self.rs.losses += 1;
         self.rexmit_q.push_back(seq);
     }
 
@@ -396,10 +563,11 @@ impl Tcp {
         }
     }
 
+    /// A multiplicative decrease (Reno and CUBIC; BBR keeps its own window).
     fn reduce(&mut self) {
         let beta = match self.cc {
             CongestionControl::Reno => 0.5,
-            CongestionControl::Cubic => CUBIC_BETA,
+            _ => CUBIC_BETA,
         };
         if self.cc == CongestionControl::Cubic {
             // RFC 9438 §4.7 fast convergence.
@@ -427,6 +595,7 @@ impl Tcp {
         match self.cc {
             CongestionControl::Reno => self.cwnd += acked / self.cwnd,
             CongestionControl::Cubic => self.cubic_ack(acked, now),
+            CongestionControl::Bbr => {}
         }
     }
 
@@ -454,11 +623,16 @@ impl Tcp {
         let alpha =
             if self.w_est >= self.w_max { 1.0 } else { 3.0 * (1.0 - CUBIC_BETA) / (1.0 + CUBIC_BETA) };
         self.w_est += alpha * acked / self.cwnd;
-        if target < self.w_est {
-            self.cwnd = self.w_est;
+        let mut next = if target < self.w_est {
+            self.w_est
         } else {
-            self.cwnd += acked * (target - self.cwnd) / self.cwnd;
+            self.cwnd + acked * (target - self.cwnd) / self.cwnd
+        };
+        if self.w_max == 0.0 {
+            // Linux (`bictcp_update`): until the first loss, at least 5% growth per RTT.
+            next = next.max(self.cwnd + acked / 20.0);
         }
+        self.cwnd = next;
     }
 
     /// HyStart delay-increase detection, once per round in slow start.
@@ -492,8 +666,12 @@ impl Tcp {
         if a.ack < self.snd_una || a.ack > self.snd_nxt {
             return; // old or impossible
         }
+        let prior_in_flight = self.in_flight();
+        self.rs = RateSample { prior_in_flight, ..RateSample::default() };
+        self.rs_prior_time = None;
         if now_ns > echo {
             self.on_rtt(now_ns - echo);
+            self.rs.rtt = now_ns - echo;
         }
         let mut delivered = 0u64;
         // SACK block: mark from both ends inwards until already-SACKed segments are met.
@@ -501,24 +679,25 @@ impl Tcp {
         let hi = a.sack.1.min(self.snd_nxt);
         if lo < hi {
             let mut s = hi;
-            while s > lo && self.mark_sacked(s - 1) {
+            while s > lo && self.mark_sacked(s - 1, now_ns) {
                 delivered += 1;
                 s -= 1;
             }
             let mut s = lo;
-            while s < hi && self.mark_sacked(s) {
+            while s < hi && self.mark_sacked(s, now_ns) {
                 delivered += 1;
                 s += 1;
             }
         }
         // Cumulative ACK.
         let newly = a.ack - self.snd_una;
-        for _ in 0..newly {
+        for i in 0..newly {
             let s = self.segs.pop_front().expect("acked segments are outstanding");
             if s.flags & SACKED != 0 {
                 self.sacked_out -= 1;
             } else {
                 delivered += 1;
+                self.rate_delivered(self.snd_una + i, s, now_ns);
                 if s.flags & LOST != 0 {
                     self.lost_out -= 1;
                 }
@@ -542,8 +721,14 @@ impl Tcp {
             self.rto = self.rto_from_rtt();
             self.rto_at = (self.packets_out() > 0).then_some(now_ns + self.rto);
         }
-        // ECN: once per window of data (RFC 3168 §6.1.2).
-        if a.ece && self.ecn && self.state == State::Open && self.snd_una >= self.cwr_until {
+        self.tlp_ack(a);
+        // ECN: once per window of data (RFC 3168 §6.1.2); BBR v1 ignores it.
+        if a.ece
+            && self.ecn
+            && self.bbr.is_none()
+            && self.state == State::Open
+            && self.snd_una >= self.cwr_until
+        {
             self.reduce();
             self.cwnd = self.ssthresh;
             self.cwr_until = self.snd_nxt;
@@ -552,54 +737,119 @@ impl Tcp {
         self.rack_detect(now_ns);
         // Recovery state machine.
         if self.state != State::Open && self.snd_una >= self.high {
-            if self.state == State::Recovery {
+            if self.state == State::Recovery && self.bbr.is_none() {
                 self.cwnd = self.ssthresh.max(1.0);
             }
             self.state = State::Open;
         }
         if self.state == State::Open && self.lost_out > 0 {
-            self.state = State::Recovery;
-            self.recoveries += 1;
-            self.high = self.snd_nxt;
-            self.recover_fs = self.in_flight() + delivered;
-            self.prr_delivered = 0;
-            self.prr_out = 0;
-            self.reduce();
+            self.enter_recovery(delivered);
         }
-        match self.state {
-            State::Recovery => {
-                // RFC 6937 PRR with slow-start reduction bound.
-                self.prr_delivered += delivered;
-                let pipe = self.in_flight() as f64;
-                let sndcnt = if pipe > self.ssthresh {
-                    ((self.prr_delivered as f64 * self.ssthresh / self.recover_fs.max(1) as f64).ceil()
-                        - self.prr_out as f64)
-                        .max(0.0)
-                } else {
-                    let limit = (self.prr_delivered.saturating_sub(self.prr_out)).max(delivered) + 1;
-                    (self.ssthresh - pipe).min(limit as f64).max(0.0)
-                };
-                self.cwnd = (pipe + sndcnt).max(1.0);
+        if self.bbr.is_some() {
+            self.bbr_ack(delivered, now_ns);
+        } else {
+            match self.state {
+                State::Recovery => self.prr(delivered),
+                State::Open | State::Loss => self.grow(delivered, now_ns),
             }
-            State::Open | State::Loss => self.grow(delivered, now_ns),
         }
         if !self.done() {
             self.fill(now, out);
+            self.arm_tlp(now_ns);
         } else {
             self.rto_at = None;
             self.reo_at = None;
+            self.tlp_at = None;
+            self.pace_at = None;
+        }
+    }
+
+    /// Fast recovery begins (RFC 6675): Reno and CUBIC reduce; BBR conserves packets.
+    fn enter_recovery(&mut self, delivered: u64) {
+        self.state = State::Recovery;
+        self.recoveries += 1;
+        self.high = self.snd_nxt;
+        self.recover_fs = self.in_flight() + delivered;
+        self.prr_delivered = 0;
+        self.prr_out = 0;
+        self.tlp_at = None;
+        if self.bbr.is_none() {
+            self.reduce();
+        }
+    }
+
+    /// RFC 6937 Proportional Rate Reduction with the slow-start reduction bound.
+    fn prr(&mut self, delivered: u64) {
+        self.prr_delivered += delivered;
+        let pipe = self.in_flight() as f64;
+        let sndcnt = if pipe > self.ssthresh {
+            ((self.prr_delivered as f64 * self.ssthresh / self.recover_fs.max(1) as f64).ceil()
+                - self.prr_out as f64)
+                .max(0.0)
+        } else {
+            let limit = (self.prr_delivered.saturating_sub(self.prr_out)).max(delivered) + 1;
+            (self.ssthresh - pipe).min(limit as f64).max(0.0)
+        };
+        self.cwnd = (pipe + sndcnt).max(1.0);
+    }
+
+    /// Completes this ACK's delivery-rate sample and runs BBR on it.
+    fn bbr_ack(&mut self, delivered: u64, now: u64) {
+        if self.app_limited != 0 && self.delivered > self.app_limited {
+            self.app_limited = 0;
+        }
+        self.rs.acked = delivered;
+        if let Some(prior) = self.rs_prior_time {
+            self.rs.delivered = self.delivered - self.rs.prior_delivered;
+            let ack_elapsed = self.delivered_time.saturating_sub(prior);
+            let interval = self.rs_send_elapsed.max(ack_elapsed);
+            // An interval shorter than the path's RTT cannot be a real rate (RFC draft §3.3).
+            self.rs.interval =
+                if self.min_rtt != u64::MAX && interval >= self.min_rtt { interval } else { 0 };
+        }
+        let (cwnd, in_flight, total) = (self.cwnd, self.in_flight(), self.delivered);
+        let (recovering, fast) = (self.state != State::Open, self.state == State::Recovery);
+        let srtt = self.srtt;
+        if let Some(b) = self.bbr.as_mut() {
+            self.cwnd = b.on_ack(&self.rs, now, cwnd, in_flight, total, recovering, fast);
+            if b.max_bw() == 0.0 && srtt.is_some() {
+                b.init_pacing(INITIAL_CWND, srtt);
+            }
+        }
+    }
+
+    /// An ACK seen while a tail loss probe is out (RFC 8985 §7.4, Linux's
+    /// `tcp_process_tlp_ack`): a D-SACK says the probe repaired nothing; an ACK beyond the probe's
+    /// retransmission without one says it repaired a loss, which costs one reduction.
+    fn tlp_ack(&mut self, a: &AckMsg) {
+        let Some(high) = self.tlp_high else { return };
+        if a.ack < high && !(a.dsack && self.tlp_retrans) {
+            return;
+        }
+        if self.tlp_retrans && !a.dsack && a.ack == high {
+            return; // wait for the ACK that tells
+        }
+        self.tlp_high = None;
+        if self.tlp_retrans && !a.dsack && self.bbr.is_none() && self.state == State::Open {
+            self.reduce();
+            self.cwnd = self.ssthresh;
         }
     }
 
     /// The retransmission timer expired.
     fn on_rto(&mut self, now: u64, out: &mut Vec<u64>) {
         self.rto_at = None;
+        self.tlp_at = None;
+        self.tlp_high = None;
         if self.packets_out() == 0 {
             return;
         }
         self.timeouts += 1;
-        if self.state != State::Loss {
-            self.reduce();
+        let recovering = self.state != State::Open;
+        match self.bbr.as_mut() {
+            Some(b) => b.on_rto(self.cwnd, recovering),
+            None if self.state != State::Loss => self.reduce(),
+            None => {}
         }
         self.cwnd = 1.0;
         self.state = State::Loss;
@@ -619,6 +869,7 @@ impl Tcp {
         }
         self.rto = (self.rto * 2).min(MAX_RTO);
         self.reo_at = None;
+        self.pace_next = now;
         self.fill(Time::from_nanos(now), out);
         self.rto_at = Some(now + self.rto);
     }
@@ -631,6 +882,7 @@ impl Tcp {
         let before = self.rcv_nxt;
         let mut immediate = false;
         let mut block = (0, 0);
+        let dup = seq < self.rcv_nxt || self.ooo.range(..=seq).next_back().is_some_and(|(_, &h)| seq < h);
         if seq == self.rcv_nxt {
             self.rcv_nxt += 1;
             if let Some((&lo, &hi)) = self.ooo.first_key_value() {
@@ -670,7 +922,9 @@ impl Tcp {
             immediate = true;
         }
         let ack = if immediate {
-            Some(self.make_ack(block, sent))
+            let mut a = self.make_ack(block, sent);
+            a.dsack = dup;
+            Some(a)
         } else {
             if self.delack_at.is_none() {
                 self.delack_at = Some(now.as_nanos() + DELACK);
@@ -686,6 +940,7 @@ impl Tcp {
             sack,
             echo: self.pending_echo.take().unwrap_or(fallback),
             ece: std::mem::take(&mut self.pending_ce),
+            dsack: false,
         };
         self.unacked = 0;
         self.delack_at = None;
@@ -715,10 +970,14 @@ impl Tcp {
 
     // ---- timers ------------------------------------------------------------------------------
 
-    /// The earliest time this connection needs `on_timer` (retransmission, RACK reordering or
-    /// delayed-ACK timer).
+    /// The earliest time this connection needs `on_timer` (retransmission, RACK reordering,
+    /// loss probe, pacing or delayed-ACK timer).
     pub(crate) fn next_timer(&self) -> Option<Time> {
-        [self.rto_at, self.reo_at, self.delack_at].into_iter().flatten().min().map(Time::from_nanos)
+        [self.rto_at, self.reo_at, self.tlp_at, self.pace_at, self.delack_at]
+            .into_iter()
+            .flatten()
+            .min()
+            .map(Time::from_nanos)
     }
 
     /// Runs whatever timers are due at `now`: segments to send go to `out`; a delayed ACK due is
@@ -732,19 +991,21 @@ impl Tcp {
         if self.reo_at.is_some_and(|t| t <= n) {
             self.rack_detect(n);
             if self.state == State::Open && self.lost_out > 0 {
-                self.state = State::Recovery;
-                self.recoveries += 1;
-                self.high = self.snd_nxt;
-                self.recover_fs = self.in_flight();
-                self.prr_delivered = 0;
-                self.prr_out = 0;
-                self.reduce();
-                self.cwnd = self.in_flight() as f64 + 1.0;
+                self.enter_recovery(0);
+                if self.bbr.is_none() {
+                    self.cwnd = self.in_flight() as f64 + 1.0;
+                }
             }
             self.fill(now, out);
         }
+        if self.tlp_at.is_some_and(|t| t <= n) {
+            self.on_tlp(n, out);
+        }
         if self.rto_at.is_some_and(|t| t <= n) {
             self.on_rto(n, out);
+        }
+        if self.pace_at.is_some_and(|t| t <= n) && !self.done() {
+            self.fill(now, out);
         }
         ack
     }
@@ -755,12 +1016,12 @@ mod tests {
     use super::*;
 
     fn ack(a: u64, sack: (u64, u64), echo_ms: u64) -> AckMsg {
-        AckMsg { ack: a, sack, echo: Time::from_millis(echo_ms), ece: false }
+        AckMsg { ack: a, sack, echo: Time::from_millis(echo_ms), ece: false, dsack: false }
     }
 
     #[test]
     fn slow_start_grows_by_acked_segments() {
-        let mut t = Tcp::new(CongestionControl::Reno, false, None, 10_000);
+        let mut t = Tcp::new(CongestionControl::Reno, false, None, 10_000, 1);
         let mut out = Vec::new();
         t.fill(Time::ZERO, &mut out);
         assert_eq!(out.len(), 10);
@@ -774,7 +1035,7 @@ mod tests {
 
     #[test]
     fn sack_loss_recovery_retransmits_the_hole_and_reduces_once() {
-        let mut t = Tcp::new(CongestionControl::Reno, false, None, 10_000);
+        let mut t = Tcp::new(CongestionControl::Reno, false, None, 10_000, 1);
         let mut out = Vec::new();
         t.fill(Time::ZERO, &mut out);
         // Segment 0 lost; 1..=4 arrive and are SACKed. The third SACKed segment marks 0 lost.
@@ -803,7 +1064,7 @@ mod tests {
 
     #[test]
     fn a_lost_retransmission_is_detected_without_a_timeout() {
-        let mut t = Tcp::new(CongestionControl::Cubic, false, None, 10_000);
+        let mut t = Tcp::new(CongestionControl::Cubic, false, None, 10_000, 1);
         let mut out = Vec::new();
         t.fill(Time::ZERO, &mut out);
         for hi in 2..=5 {
@@ -833,7 +1094,7 @@ mod tests {
 
     #[test]
     fn rto_is_not_pushed_back_by_sends() {
-        let mut t = Tcp::new(CongestionControl::Reno, false, None, 10_000);
+        let mut t = Tcp::new(CongestionControl::Reno, false, None, 10_000, 1);
         let mut out = Vec::new();
         t.fill(Time::ZERO, &mut out);
         let first = t.rto_at;
@@ -849,7 +1110,7 @@ mod tests {
 
     #[test]
     fn rto_backs_off_and_retransmits_the_head() {
-        let mut t = Tcp::new(CongestionControl::Reno, false, None, 10_000);
+        let mut t = Tcp::new(CongestionControl::Reno, false, None, 10_000, 1);
         let mut out = Vec::new();
         t.fill(Time::ZERO, &mut out);
         let first = t.next_timer().unwrap();
@@ -874,7 +1135,7 @@ mod tests {
 
     #[test]
     fn receiver_delays_acks_after_quickacks_and_acks_holes_at_once() {
-        let mut t = Tcp::new(CongestionControl::Cubic, false, None, 100);
+        let mut t = Tcp::new(CongestionControl::Cubic, false, None, 100, 1);
         let now = Time::from_millis(1);
         for s in 0..QUICKACKS as u64 {
             assert!(t.on_data(s, now, false, now).ack.is_some());
@@ -898,7 +1159,7 @@ mod tests {
 
     #[test]
     fn ooo_blocks_merge() {
-        let mut t = Tcp::new(CongestionControl::Cubic, false, None, 100);
+        let mut t = Tcp::new(CongestionControl::Cubic, false, None, 100, 1);
         let z = Time::ZERO;
         assert_eq!(t.on_data(2, z, false, z).ack.unwrap().sack, (2, 3));
         assert_eq!(t.on_data(4, z, false, z).ack.unwrap().sack, (4, 5));
@@ -911,7 +1172,7 @@ mod tests {
 
     #[test]
     fn ecn_reduces_once_per_window() {
-        let mut t = Tcp::new(CongestionControl::Reno, true, None, 10_000);
+        let mut t = Tcp::new(CongestionControl::Reno, true, None, 10_000, 1);
         let mut out = Vec::new();
         t.fill(Time::ZERO, &mut out);
         let now = Time::from_millis(10);
@@ -920,5 +1181,81 @@ mod tests {
         assert!(after < 10.0);
         t.on_ack(&AckMsg { ece: true, ..ack(2, (0, 0), 0) }, now, &mut out);
         assert!(t.cwnd >= after, "second CE in the same window must not reduce again");
+    }
+
+    #[test]
+    fn a_tail_loss_is_probed_before_the_retransmission_timer() {
+        let mut t = Tcp::new(CongestionControl::Cubic, false, Some(10), 10_000, 1);
+        let mut out = Vec::new();
+        t.fill(Time::ZERO, &mut out);
+        assert_eq!(out.len(), 10);
+        // Segments 0..=7 are acknowledged at 20 ms; 8 and 9 (the tail) are lost.
+        out.clear();
+        t.on_ack(&ack(8, (0, 0), 0), Time::from_millis(20), &mut out);
+        assert!(out.is_empty(), "the flow has nothing new to send");
+        let pto = t.next_timer().unwrap();
+        assert!(pto < Time::from_millis(20) + Span::from_nanos(MIN_RTO), "probe before the RTO: {pto:?}");
+        t.on_timer(pto, &mut out);
+        assert_eq!(out, vec![9], "the last segment is sent again");
+        assert_eq!((t.probes, t.timeouts), (1, 0));
+        // The probe's ACK SACKs 9: RACK marks 8 lost, recovery repairs it, no timeout.
+        out.clear();
+        let now = pto + Span::from_millis(20);
+        t.on_ack(&ack(8, (9, 10), pto.as_nanos() / MS), now, &mut out);
+        assert_eq!(out, vec![8]);
+        out.clear();
+        t.on_ack(&ack(10, (0, 0), now.as_nanos() / MS), now + Span::from_millis(20), &mut out);
+        assert_eq!(t.snd_una, 10);
+        assert_eq!(t.timeouts, 0);
+    }
+
+    #[test]
+    fn bbr_paces_and_leaves_startup_when_bandwidth_stops_growing() {
+        let mut t = Tcp::new(CongestionControl::Bbr, false, None, 100_000, 1);
+        // A path of 1 segment per ms (12 Mbit/s at 1500 bytes) and 20 ms RTT, no queue beyond
+        // what the sender itself builds: each segment is delivered 1 ms after the previous one
+        // at the earliest, and acknowledged 20 ms after it was sent.
+        let mut out = Vec::new();
+        let mut sent: VecDeque<(u64, u64)> = VecDeque::new(); // (seq, sent ns)
+        let mut link_free = 0u64;
+        let mut now = 0u64;
+        t.fill(Time::ZERO, &mut out);
+        for &s in &out {
+            sent.push_back((s, 0));
+        }
+        let mut max_burst_gap_ok = true;
+        while now < 3_000 * MS {
+            // Next event: the next ACK, or the sender's timer (pacing).
+            let ack_at = sent.front().map(|&(_, x)| link_free.max(x) + MS + 19 * MS);
+            let timer = t.next_timer().map(|x| x.as_nanos());
+            let next = match (ack_at, timer) {
+                (Some(a), Some(b)) => a.min(b),
+                (Some(a), None) => a,
+                (None, Some(b)) => b,
+                (None, None) => break,
+            };
+            now = next;
+            out.clear();
+            if ack_at == Some(now) {
+                let (seq, x) = sent.pop_front().unwrap();
+                link_free = link_free.max(x) + MS;
+                let a = AckMsg { echo: Time::from_nanos(x), ..ack(seq + 1, (0, 0), 0) };
+                t.on_ack(&a, Time::from_nanos(now), &mut out);
+            } else {
+                t.on_timer(Time::from_nanos(now), &mut out);
+            }
+            if out.len() > 3 && t.bbr.as_ref().unwrap().full_pipe() {
+                max_burst_gap_ok = false;
+            }
+            for &s in &out {
+                sent.push_back((s, now));
+            }
+        }
+        let b = t.bbr.as_ref().unwrap();
+        assert!(b.full_pipe(), "startup ended");
+        let bw_per_ms = b.max_bw() * MS as f64;
+        assert!((0.9..1.1).contains(&bw_per_ms), "bandwidth estimate {bw_per_ms} segments/ms");
+        assert!(max_burst_gap_ok, "after startup, sends are paced, not burst");
+        assert!(!b.in_probe_rtt());
     }
 }

@@ -504,3 +504,32 @@ fn home_both_ways_shapes_the_download_through_the_ifb() {
             < 0.5 * flow(case(&r, &["direction=upload", "shaper=off"]), "ping").latency_ms.p50
     );
 }
+
+/// One flow through a 10 Mbit/s, 100-packet FIFO with 20 ms RTT: BBR fills the pipe with a
+/// short queue where CUBIC fills the buffer; both report their window and RTT over time.
+#[test]
+fn bbr_fills_the_pipe_with_a_short_queue_and_cubic_fills_the_buffer() {
+    let src =
+        "name = \"b\"\ndescription = \"d\"\nduration = \"8s\"\nwarmup = \"3s\"\n[params]\ncc = \"bbr\"\n\
+        [sweep]\ncc = [\"bbr\", \"cubic\"]\n\
+        [[link]]\nname = \"l\"\nrate = \"10mbit\"\ndelay = \"10ms\"\nqueue = \"pfifo 100\"\n\
+        [[reverse]]\nname = \"r\"\nrate = \"100mbit\"\ndelay = \"10ms\"\n\
+        [[flow]]\nname = \"bulk\"\ntype = \"tcp\"\ncc = \"${cc}\"\n\
+        [[flow]]\nname = \"ping\"\ntype = \"probe\"\ninterval = \"50ms\"\n";
+    let sc = Scenario::parse("b.toml", src).unwrap();
+    let r = run(&sc, &RunOptions { overrides: vec![], seed: None }, &|_| {}).unwrap().0;
+    let ideal = 10e6 * 1460.0 / 1514.0;
+    let ping = |c: &sluice_report::Case| c.flows.iter().find(|f| f.name == "ping").unwrap().latency_ms;
+    let (bbr, cubic) = (case(&r, &["cc=bbr"]), case(&r, &["cc=cubic"]));
+    for c in [bbr, cubic] {
+        let goodput = c.extra["bulk.goodput_bps"];
+        assert!(goodput > 0.95 * ideal, "{}: goodput {goodput}", c.name);
+        let s = c.series.as_ref().unwrap();
+        let cwnd = &s.tcp_cwnd_pkts["bulk"];
+        assert!(cwnd.iter().any(|&w| w > 20.0), "{}: {cwnd:?}", c.name);
+        assert!(s.tcp_srtt_ms["bulk"].iter().skip(10).all(|&r| r >= 20.0), "{}", c.name);
+    }
+    assert!(ping(bbr).p50 < 40.0, "BBR keeps about one BDP queued at most: {:?}", ping(bbr));
+    assert!(ping(cubic).p50 > 80.0, "CUBIC fills the FIFO: {:?}", ping(cubic));
+    assert_eq!(bbr.flows[0].kind, "tcp-bbr");
+}

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 /// Arguments of `sluice measure`.
 #[derive(clap::Args)]
 pub struct Args {
-    /// rate-sweep | rrul | home-uplink
+    /// rate-sweep | rrul | home-uplink | tcp
     scenario: String,
     /// Who shapes: sluice (live shaper), kernel (tc via netlink), none.
     #[arg(long, default_value = "sluice")]
@@ -30,7 +30,7 @@ pub struct Args {
     #[arg(long)]
     out: Option<PathBuf>,
     /// key=value settings: targets=100mbit,1gbit  duration=3  warmup=1  flows=1  rate=50mbit
-    /// leaf=fq_codel|pfifo  shape_pct=90  kernel_burst=tc|sluice.
+    /// leaf=fq_codel|pfifo  shape_pct=90  kernel_burst=tc|sluice; tcp: flows=1 cc=cubic|reno|bbr limit=1000.
     #[arg(long = "set")]
     set: Vec<String>,
     /// No progress output.

@@ -9,10 +9,18 @@ pub struct Args {
     /// Print the TOML source of this scenario instead of the list.
     #[arg(long)]
     show: Option<String>,
+    /// Run the built-in scenarios and print the README's seed table (scripts/seed-table.sh).
+    #[arg(long, conflicts_with = "show")]
+    seed_table: bool,
 }
 
 /// Lists the built-in scenarios.
 pub fn run(args: Args) -> Result<ExitCode> {
+    if args.seed_table {
+        let table = sluice_sim::seed_table::render().map_err(anyhow::Error::msg)?;
+        outp!("{table}");
+        return Ok(ExitCode::SUCCESS);
+    }
     if let Some(name) = args.show {
         return match sluice_sim::builtin::BUILTIN.iter().find(|(n, _, _)| *n == name) {
             Some((_, _, src)) => {

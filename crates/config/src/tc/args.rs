@@ -41,6 +41,11 @@ pub struct QdiscCmd {
     pub opts: Option<QdiscOpts>,
     /// Options for an unknown kind (the kernel then refuses the kind).
     pub unknown_kind: bool,
+    /// Lines tc prints on stderr while parsing the options (RED's derivations), before the
+    /// kernel answers.
+    pub warnings: Vec<String>,
+    /// `stab ...` (a size table), when given.
+    pub stab: Option<SizeTable>,
 }
 
 /// A parsed `tc class ...`.
@@ -91,7 +96,7 @@ pub struct FilterSpec {
     /// u32: `ht`/`sample` target table (with bucket).
     pub u32_htid: Option<u32>,
     /// Actions (`action ...`, `police ...`).
-    pub actions: Vec<Action>,
+    pub actions: Vec<super::actions::ActionSpec>,
     /// Which attributes were given (for flow `change`, which keeps the others).
     pub given: Vec<&'static str>,
 }
@@ -105,6 +110,8 @@ pub enum TcCmd {
     Class(ClassCmd),
     /// `tc filter`.
     Filter(FilterCmd),
+    /// `tc actions`.
+    Actions(super::actions::ActionsCmd),
 }
 
 /// Cursor over argv with tc's error helpers.
@@ -207,25 +214,31 @@ fn get_hex(s: &str) -> Option<u32> {
     u32::from_str_radix(s, 16).ok()
 }
 
-/// `get_qdisc_handle`: `X:` or `X` in hex, below 0x10000.
+/// `get_qdisc_handle`: `X:` or `X` in hex (with or without `0x`), below 0x10000.
 pub fn get_qdisc_handle(s: &str) -> Option<Handle> {
     if s == "none" {
         return Some(Handle::UNSPEC);
     }
-    let (num, rest) = split_hex(s);
-    if num.is_empty() {
-        return None;
-    }
-    let maj = u64::from_str_radix(num, 16).ok()?;
+    let (maj, rest) = strtoul16(s);
+    let maj = maj?;
     if maj >= 1 << 16 || !(rest.is_empty() || rest.starts_with(':')) {
         return None;
     }
     Some(Handle::new(maj as u16, 0))
 }
 
-fn split_hex(s: &str) -> (&str, &str) {
-    let end = s.find(|c: char| !c.is_ascii_hexdigit()).unwrap_or(s.len());
-    s.split_at(end)
+/// C's `strtoul(s, &end, 16)`: an optional `0x`/`0X` prefix, then hex digits. Returns the value
+/// (None when no digit was read, or on overflow) and the rest of the string.
+fn strtoul16(s: &str) -> (Option<u64>, &str) {
+    let body = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        Some(b) if b.starts_with(|c: char| c.is_ascii_hexdigit()) => b,
+        _ => s,
+    };
+    let end = body.find(|c: char| !c.is_ascii_hexdigit()).unwrap_or(body.len());
+    if end == 0 {
+        return (None, s);
+    }
+    (u64::from_str_radix(&body[..end], 16).ok(), &body[end..])
 }
 
 /// `get_tc_classid`: `root`, `none`, `X:Y`, `X:`, `:Y`, or a bare hex number (a whole 32-bit
@@ -235,29 +248,31 @@ pub fn get_tc_classid(s: &str) -> Option<Handle> {
 }
 
 /// [`get_tc_classid`]'s grammar with minors up to `max_minor` (`u32::MAX` in the native form).
+/// Each part is read like C's `strtoul(.., 16)`, so `0x1:0x3` is `1:3`.
 pub fn get_classid(s: &str, max_minor: u32) -> Option<Handle> {
     match s {
         "root" => return Some(H_ROOT),
         "none" => return Some(Handle::UNSPEC),
         _ => {}
     }
-    let (num, rest) = split_hex(s);
-    let maj = if num.is_empty() {
-        if !rest.starts_with(':') {
-            return None;
-        }
-        0
-    } else {
-        u64::from_str_radix(num, 16).ok()?
+    let (maj, rest) = strtoul16(s);
+    let maj = match maj {
+        Some(m) => m,
+        None if rest.starts_with(':') && rest.len() == s.len() => 0,
+        None => return None,
     };
     if let Some(min) = rest.strip_prefix(':') {
         if maj >= 1 << 16 {
             return None;
         }
-        if min.chars().any(|c| !c.is_ascii_hexdigit()) {
-            return None;
-        }
-        let min = if min.is_empty() { 0 } else { u64::from_str_radix(min, 16).ok()? };
+        let min = if min.is_empty() {
+            0
+        } else {
+            match strtoul16(min) {
+                (Some(v), "") => v,
+                _ => return None,
+            }
+        };
         if min > max_minor as u64 {
             return None;
         }
@@ -359,6 +374,8 @@ pub fn parse_command_in(argv: &[String], grammar: Grammar) -> Result<TcCmd, TcEr
     } else if matches(obj, "filter") {
         let v = verb(verb_word, true).ok_or_else(|| unknown_verb(verb_word, "filter"))?;
         parse_filter(v, &mut cur).map(TcCmd::Filter)
+    } else if matches(obj, "actions") {
+        super::actions::parse_actions_cmd(&argv[1..], grammar.max_minor()).map(TcCmd::Actions)
     } else {
         Err(TcError::usage(format!("Object \"{obj}\" is unknown, try \"tc help\"."), Some(0)))
     }
@@ -369,8 +386,17 @@ fn unknown_verb(word: &str, obj: &str) -> TcError {
 }
 
 fn parse_qdisc(verb: Verb, cur: &mut Cur) -> Result<QdiscCmd, TcError> {
-    let mut c =
-        QdiscCmd { verb, dev: None, handle: None, parent: None, kind: None, opts: None, unknown_kind: false };
+    let mut c = QdiscCmd {
+        verb,
+        dev: None,
+        handle: None,
+        parent: None,
+        kind: None,
+        opts: None,
+        unknown_kind: false,
+        warnings: Vec::new(),
+        stab: None,
+    };
     while let Some((at, w)) = cur.next_word() {
         match w {
             "dev" => cur.once(&mut c.dev, "dev", dev_value)?,
@@ -389,6 +415,7 @@ fn parse_qdisc(verb: Verb, cur: &mut Cur) -> Result<QdiscCmd, TcError> {
                 cur.once(&mut c.parent, "parent", classid_value("invalid parent ID", m))?
             }
             "estimator" | "est" => cur.skip(2)?,
+            w if matches(w, "stab") => c.stab = parse_stab(cur)?,
             w if matches(w, "help") => return Err(TcError::usage(QDISC_USAGE, Some(at))),
             _ => {
                 c.kind = Some((w.to_string(), at));
@@ -400,6 +427,12 @@ fn parse_qdisc(verb: Verb, cur: &mut Cur) -> Result<QdiscCmd, TcError> {
         return Ok(c);
     }
     if let Some((k, ki)) = c.kind.clone() {
+        if k == "red" {
+            let (o, w) = super::red::parse(cur)?;
+            c.opts = Some(QdiscOpts::Red(o));
+            c.warnings = w;
+            return Ok(c);
+        }
         match parse_qdisc_opts(&k, cur)? {
             Some(o) => c.opts = Some(o),
             None => {
@@ -414,6 +447,92 @@ fn parse_qdisc(verb: Verb, cur: &mut Cur) -> Result<QdiscCmd, TcError> {
         }
     }
     Ok(c)
+}
+
+const STAB_USAGE: &str = "Usage: ... stab [ mtu BYTES ] [ tsize SLOTS ] [ mpu BYTES ]\n                [ overhead BYTES ] [ linklayer TYPE ] ...\n   mtu       : max packet size we create rate map for {2047}\n   tsize     : how many slots should size table have {512}\n   mpu       : minimum packet size used in rate computations\n   overhead  : per-packet size overhead used in rate computations\n   linklayer : adapting to a linklayer e.g. atm\nExample: ... stab overhead 20 linklayer atm";
+
+/// The largest `tsize` whose table fits in tc's request buffer (64 KiB of 16-bit slots, less
+/// the rest of the message); tc reports a larger one as exceeding the bound.
+const STAB_MAX_TSIZE: u32 = 32_000;
+
+/// `stab [mtu N] [tsize N] [mpu N] [overhead N] [linklayer L]` (tc's `parse_size_table`): stops
+/// at the first other word. Without linklayer, mpu or overhead tc sends nothing and gives up
+/// (exit 255, no message). Returns the table as the kernel keeps it (`tc_calc_size_table`: no
+/// data table, so no mtu/tsize, for Ethernet without mpu).
+fn parse_stab(cur: &mut Cur) -> Result<Option<SizeTable>, TcError> {
+    let (at, first) = cur.value()?;
+    if matches(first, "help") {
+        return Err(TcError::fatal(STAB_USAGE, Some(at)));
+    }
+    cur.pos -= 1;
+    let mut t = SizeTable::default();
+    let dec_u32 = |v: &str| v.parse::<u32>().ok();
+    while let Some(w) = cur.peek() {
+        if matches(w, "mtu") || matches(w, "mpu") || matches(w, "tsize") {
+            let key = if matches(w, "mtu") {
+                "mtu"
+            } else if matches(w, "mpu") {
+                "mpu"
+            } else {
+                "tsize"
+            };
+            cur.pos += 1;
+            let (i, v) = cur.value()?;
+            let slot = match key {
+                "mtu" => &mut t.mtu,
+                "mpu" => &mut t.mpu,
+                _ => &mut t.tsize,
+            };
+            if *slot != 0 {
+                return Err(TcError::duparg(key, v, i));
+            }
+            let what = match key {
+                "tsize" => "invalid table size",
+                "mpu" => "invalid mpu",
+                _ => "invalid mtu",
+            };
+            // tc's call is invarg(KEY, TEXT): the text is printed as the argument.
+            *slot = dec_u32(v).ok_or_else(|| TcError::invarg(key, what, i))?;
+        } else if matches(w, "overhead") {
+            cur.pos += 1;
+            let (i, v) = cur.value()?;
+            if t.overhead != 0 {
+                return Err(TcError::duparg("overhead", v, i));
+            }
+            t.overhead = v.parse().map_err(|_| TcError::invarg("overhead", "invalid overhead", i))?;
+        } else if matches(w, "linklayer") {
+            cur.pos += 1;
+            let (i, v) = cur.value()?;
+            if t.linklayer.is_some() {
+                return Err(TcError::duparg("linklayer", v, i));
+            }
+            t.linklayer = Some(match v {
+                "ethernet" | "eth" => LinkLayer::Ethernet,
+                "atm" | "adsl" => LinkLayer::Atm,
+                _ => return Err(TcError::invarg("linklayer", "invalid linklayer", i)),
+            });
+        } else {
+            break;
+        }
+    }
+    if t.linklayer.is_none() && t.mpu == 0 && t.overhead == 0 {
+        return Err(TcError::fatal("", None));
+    }
+    if t.linklayer != Some(LinkLayer::Atm) && t.mpu == 0 {
+        t.mtu = 0;
+        t.tsize = 0;
+    } else {
+        if t.mtu == 0 {
+            t.mtu = 2047;
+        }
+        if t.tsize == 0 {
+            t.tsize = 512;
+        }
+        if t.tsize > STAB_MAX_TSIZE {
+            return Err(TcError::fatal("addattr_l ERROR: message exceeded bound of 65572", None));
+        }
+    }
+    Ok(Some(t))
 }
 
 const QDISC_USAGE: &str = "Usage: tc qdisc [ add | del | replace | change | show ] dev STRING\n       [ handle QHANDLE ] [ root | ingress | clsact | parent CLASSID ]\n       [ estimator INTERVAL TIME_CONSTANT ]\n       [ stab [ help | STAB_OPTIONS] ]\n       [ ingress_block BLOCK_INDEX ] [ egress_block BLOCK_INDEX ]\n       [ [ QDISC_KIND ] [ help | OPTIONS ] ]";
@@ -492,6 +611,15 @@ fn parse_qdisc_opts(kind: &str, cur: &mut Cur) -> Result<Option<QdiscOpts>, TcEr
                 _ => QdiscOpts::PfifoHeadDrop(o),
             }
         }
+        "drr" => {
+            if let Some((at, w)) = cur.next_word() {
+                if w == "help" {
+                    return Err(TcError::usage("Usage: ... drr", Some(at)));
+                }
+                return Err(what_is(w, at, "Usage: ... drr"));
+            }
+            QdiscOpts::Drr
+        }
         "ingress" | "clsact" => {
             // q_ingress.c skips `handle X`; q_clsact.c takes nothing.
             while let Some((at, w)) = cur.next_word() {
@@ -507,18 +635,17 @@ fn parse_qdisc_opts(kind: &str, cur: &mut Cur) -> Result<Option<QdiscOpts>, TcEr
                 QdiscOpts::Clsact
             }
         }
-        "pfifo_fast" | "drr" => {
-            if let Some(w) = cur.peek() {
-                if !(kind == "drr" && w == "help") {
-                    return Err(TcError::usage(
-                        format!("qdisc '{kind}' does not support option parsing"),
-                        Some(cur.pos),
-                    ));
-                }
+        "pfifo_fast" | "mq" => {
+            if cur.peek().is_some() {
+                return Err(TcError::usage(
+                    format!("qdisc '{kind}' does not support option parsing"),
+                    Some(cur.pos),
+                ));
             }
-            match kind {
-                "pfifo_fast" => QdiscOpts::PfifoFast,
-                _ => QdiscOpts::Drr,
+            if kind == "mq" {
+                QdiscOpts::Mq(MqOpts::default())
+            } else {
+                QdiscOpts::PfifoFast
             }
         }
         "prio" => QdiscOpts::Prio(parse_prio(cur)?),
@@ -527,6 +654,7 @@ fn parse_qdisc_opts(kind: &str, cur: &mut Cur) -> Result<Option<QdiscOpts>, TcEr
         "sfq" => QdiscOpts::Sfq(parse_sfq(cur)?),
         "codel" => QdiscOpts::Codel(parse_codel(cur)?),
         "fq_codel" => QdiscOpts::FqCodel(parse_fq_codel(cur)?),
+        "netem" => QdiscOpts::Netem(super::netem::parse(cur)?),
         _ => return Ok(None),
     }))
 }
@@ -577,31 +705,36 @@ fn parse_prio(cur: &mut Cur) -> Result<PrioOpts, TcError> {
     Ok(o)
 }
 
-const HTB_USAGE: &str =
-    "Usage: ... qdisc add ... htb [default N] [r2q N]\n                      [direct_qlen P] [offload]";
+/// q_htb.c's `explain()` (for the qdisc and for classes).
+const HTB_USAGE: &str = "Usage: ... qdisc add ... htb [default N] [r2q N]\n                      [direct_qlen P] [offload]\n default  minor id of class to which unclassified packets are sent {0}\n r2q      DRR quantums are computed as rate in Bps/r2q {10}\n debug    string of 16 numbers each 0-3 {0}\n\n direct_qlen  Limit of the direct queue {in packets}\n offload  enable hardware offload\n... class add ... htb rate R1 [burst B1] [mpu B] [overhead O]\n                      [prio P] [slot S] [pslot PS]\n                      [ceil R2] [cburst B2] [mtu MTU] [quantum Q]\n rate     rate allocated to this class (class can still borrow)\n burst    max bytes burst which can be accumulated during idle period {computed}\n mpu      minimum packet size used in rate computations\n overhead per-packet size overhead used in rate computations\n linklay  adapting to a linklayer e.g. atm\n ceil     definite upper class rate (no borrows) {rate}\n cburst   burst but for ceil {computed}\n mtu      max packet size we create rate map for {1600}\n prio     priority of leaf; lower are served first {0}\n quantum  how much bytes to serve from leaf at once {use r2q}\n\nTC HTB version 3.3";
+
+/// q_htb.c's `explain1`: `Illegal "KEY"` and the usage.
+fn htb_illegal(key: &str, at: usize) -> TcError {
+    TcError::usage(format!("Illegal \"{key}\"\n{HTB_USAGE}"), Some(at))
+}
+
+/// A decimal number (`get_u32(.., 10)`/`get_u16`) no larger than `max`, else HTB's `explain1`.
+fn htb_num(cur: &mut Cur, key: &str, max: u32) -> Result<u32, TcError> {
+    let (i, v) = cur.value()?;
+    v.parse::<u32>().ok().filter(|&n| n <= max).ok_or_else(|| htb_illegal(key, i))
+}
 
 fn parse_htb(cur: &mut Cur) -> Result<HtbOpts, TcError> {
     let mut o = HtbOpts::default();
     while let Some((at, w)) = cur.next_word() {
-        match w {
-            "r2q" => {
-                let (i, v) = cur.value()?;
-                o.r2q = get_u32(v)
-                    .ok_or_else(|| TcError::usage(format!("Illegal \"r2q\"\n{HTB_USAGE}"), Some(i)))?;
-            }
-            "default" => {
-                let (i, v) = cur.value()?;
-                o.default = get_hex(v)
-                    .ok_or_else(|| TcError::usage(format!("Illegal \"default\"\n{HTB_USAGE}"), Some(i)))?;
-            }
-            "direct_qlen" => {
-                let (i, v) = cur.value()?;
-                o.direct_qlen =
-                    Some(get_u32(v).ok_or_else(|| TcError::usage("Illegal \"direct_qlen\"", Some(i)))?);
-            }
-            "offload" => o.offload = true,
-            "debug" => cur.skip(1)?,
-            _ => return Err(what_is(w, at, HTB_USAGE)),
+        if matches(w, "r2q") {
+            o.r2q = htb_num(cur, "r2q", u32::MAX)?;
+        } else if matches(w, "default") {
+            let (i, v) = cur.value()?;
+            o.default = get_hex(v).ok_or_else(|| htb_illegal("default", i))?;
+        } else if matches(w, "debug") {
+            cur.skip(1)?;
+        } else if matches(w, "direct_qlen") {
+            o.direct_qlen = Some(htb_num(cur, "direct_qlen", u32::MAX)?);
+        } else if matches(w, "offload") {
+            o.offload = true;
+        } else {
+            return Err(what_is(w, at, HTB_USAGE));
         }
     }
     Ok(o)
@@ -613,7 +746,17 @@ pub fn tc_hz() -> u64 {
     std::env::var("HZ").ok().and_then(|v| v.parse().ok()).filter(|&h| h > 0).unwrap_or(1_000_000_000)
 }
 
-const HTB_CLASS_USAGE: &str = "Usage: ... class add ... htb rate R1 [burst B1] [mpu B] [overhead O]\n                      [prio P] [slot S] [pslot PS]\n                      [ceil R2] [cburst B2] [mtu MTU] [quantum Q]";
+/// `get_rate64`: a rate, zero refused.
+fn htb_rate(v: &str) -> Option<u64> {
+    parse_rate(v).ok().map(|r| r.bps()).filter(|&r| r != 0)
+}
+
+/// `get_size_and_cell`: a size with an optional `/cell`, else `Illegal "PARAM"`.
+fn htb_size(cur: &mut Cur, param: &str) -> Result<u32, TcError> {
+    let (i, v) = cur.value()?;
+    let v = v.split('/').next().unwrap_or(v);
+    parse_size(v).ok().and_then(|s| u32::try_from(s).ok()).ok_or_else(|| htb_illegal(param, i))
+}
 
 /// Parses HTB class options, filling tc's defaults (ceil = rate, burst = rate/HZ + mtu).
 pub(crate) fn parse_htb_class(cur: &mut Cur) -> Result<HtbClassOpts, TcError> {
@@ -634,30 +777,45 @@ pub(crate) fn parse_htb_class(cur: &mut Cur) -> Result<HtbClassOpts, TcError> {
         linklayer: LinkLayer::Ethernet,
     };
     while let Some((at, w)) = cur.next_word() {
-        match w {
-            "prio" => o.prio = u32_arg(cur, "prio")?,
-            "mtu" => o.mtu = u32_arg(cur, "mtu")?,
-            "mpu" => o.mpu = u32_arg(cur, "mpu")?,
-            "overhead" => o.overhead = overhead_arg(cur)?,
-            "linklayer" => o.linklayer = linklayer_arg(cur)?,
-            "quantum" => o.quantum = Some(u32_arg(cur, "quantum")?),
-            "burst" | "buffer" | "maxburst" => burst = size_arg(cur, "buffer")?,
-            "cburst" | "cbuffer" | "cmaxburst" => cburst = size_arg(cur, "cbuffer")?,
-            "ceil" => {
-                if ceil != 0 {
-                    return Err(TcError::usage("Double \"ceil\" spec", Some(at)));
-                }
-                ceil = rate_arg(cur, "ceil")?;
+        // q_htb.c: most keys by prefix, in this order; rate, ceil, buffer and help exactly.
+        if matches(w, "prio") {
+            o.prio = htb_num(cur, "prio", u32::MAX)?;
+        } else if matches(w, "mtu") {
+            o.mtu = htb_num(cur, "mtu", u32::MAX)?;
+        } else if matches(w, "mpu") {
+            o.mpu = htb_num(cur, "mpu", u16::MAX as u32)?;
+        } else if matches(w, "overhead") {
+            // An unsigned short in tc: a negative overhead is refused.
+            o.overhead = htb_num(cur, "overhead", u16::MAX as u32)? as i32;
+        } else if matches(w, "linklayer") {
+            let (i, v) = cur.value()?;
+            o.linklayer = match v {
+                "ethernet" | "eth" => LinkLayer::Ethernet,
+                "atm" | "adsl" => LinkLayer::Atm,
+                _ => return Err(htb_illegal("linklayer", i)),
+            };
+        } else if matches(w, "quantum") {
+            o.quantum = Some(htb_num(cur, "quantum", u32::MAX)?);
+        } else if matches(w, "burst") || w == "buffer" || w == "maxburst" {
+            burst = htb_size(cur, w)?;
+        } else if matches(w, "cburst") || w == "cbuffer" || w == "cmaxburst" {
+            cburst = htb_size(cur, w)?;
+        } else if w == "ceil" {
+            let (i, v) = cur.value()?;
+            if ceil != 0 {
+                return Err(TcError::usage("Double \"ceil\" spec", Some(at)));
             }
-            "rate" => {
-                if rate != 0 {
-                    return Err(TcError::usage("Double \"rate\" spec", Some(at)));
-                }
-                rate = rate_arg(cur, "rate")?;
+            ceil = htb_rate(v).ok_or_else(|| htb_illegal("ceil", i))?;
+        } else if w == "rate" {
+            let (i, v) = cur.value()?;
+            if rate != 0 {
+                return Err(TcError::usage("Double \"rate\" spec", Some(at)));
             }
-            "slot" | "pslot" => cur.skip(1)?,
-            "help" => return Err(TcError::usage(HTB_CLASS_USAGE, Some(at))),
-            _ => return Err(what_is(w, at, HTB_CLASS_USAGE)),
+            rate = htb_rate(v).ok_or_else(|| htb_illegal("rate", i))?;
+        } else if w == "help" {
+            return Err(TcError::usage(HTB_USAGE, Some(at)));
+        } else {
+            return Err(what_is(w, at, HTB_USAGE));
         }
     }
     if rate == 0 {
@@ -742,18 +900,22 @@ fn parse_tbf(cur: &mut Cur) -> Result<TbfOpts, TcError> {
             _ => return Err(what_is(w, at, TBF_USAGE)),
         }
     }
-    let mut verdict = None;
+    // q_tbf.c reports every missing parameter, then the usage.
+    let mut verdict = String::new();
     if o.rate == 0 {
-        verdict = Some("tbf: the \"rate\" parameter is mandatory.");
-    } else if o.burst == 0 {
-        verdict = Some("tbf: the \"burst\" parameter is mandatory.");
-    } else if o.peakrate.is_some() && o.mtu.is_none() {
-        verdict = Some("tbf: when \"peakrate\" is specified, \"mtu\" must also be specified.");
-    } else if limit == 0 && latency == 0 {
-        verdict = Some("tbf: the \"limit\" or \"latency\" parameter is mandatory.");
+        verdict.push_str("tbf: the \"rate\" parameter is mandatory.\n");
     }
-    if let Some(v) = verdict {
-        return Err(TcError::usage(format!("{v}\n{TBF_USAGE}"), None));
+    if o.burst == 0 {
+        verdict.push_str("tbf: the \"burst\" parameter is mandatory.\n");
+    }
+    if o.peakrate.is_some() && o.mtu.is_none() {
+        verdict.push_str("tbf: when \"peakrate\" is specified, \"mtu\" must also be specified.\n");
+    }
+    if limit == 0 && latency == 0 {
+        verdict.push_str("tbf: either \"limit\" or \"latency\" is required.\n");
+    }
+    if !verdict.is_empty() {
+        return Err(TcError::usage(format!("{verdict}{TBF_USAGE}"), None));
     }
     if latency != 0 {
         // tc: limit = rate * latency + burst, or the peak-rate equivalent when smaller.
@@ -934,19 +1096,18 @@ fn parse_class(verb: Verb, cur: &mut Cur) -> Result<ClassCmd, TcError> {
                 let mut quantum = None;
                 while let Some((at, w)) = cur.next_word() {
                     if w == "quantum" {
-                        let q = size_arg(cur, "quantum")?;
-                        if q == 0 {
-                            return Err(illegal("quantum", at + 1, None));
-                        }
-                        quantum = Some(q);
+                        // Zero is the kernel's to refuse.
+                        quantum = Some(size_arg(cur, "quantum")?);
+                    } else if w == "help" {
+                        return Err(TcError::usage("Usage: ... drr quantum SIZE", Some(at)));
                     } else {
-                        return Err(what_is(w, at, "Usage: ... drr [ quantum BYTES ]"));
+                        return Err(what_is(w, at, "Usage: ... drr quantum SIZE"));
                     }
                 }
                 ClassOpts::Drr { quantum }
             }
-            "prio" | "pfifo_fast" | "tbf" | "sfq" | "codel" | "fq_codel" | "pfifo" | "bfifo" | "ingress"
-            | "clsact" => {
+            "prio" | "pfifo_fast" | "tbf" | "netem" | "sfq" | "codel" | "fq_codel" | "pfifo" | "bfifo"
+            | "ingress" | "clsact" | "red" | "mq" => {
                 return Err(TcError::usage(format!("Error: Qdisc \"{k}\" is classless."), Some(ki)));
             }
             _ => {

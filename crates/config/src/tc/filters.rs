@@ -1,5 +1,7 @@
-//! Filter-kind grammars (u32, flow, fw, matchall, basic) and actions (gact, police).
+//! Filter-kind grammars (u32, flow, fw, matchall, basic); their actions are parsed by
+//! [`super::actions`].
 
+use super::actions::{ActionSpec, Ctx};
 use super::args::helpers::*;
 use super::args::FilterSpec;
 use super::error::TcError;
@@ -87,18 +89,6 @@ fn num(cur: &mut Cur, what: &str) -> Result<u32, TcError> {
     get_u32(v).ok_or_else(|| illegal(what, i, None))
 }
 
-/// Masks in u32 selectors are hexadecimal even without `0x` (tc's `get_u32(.., 16)`).
-fn mask(cur: &mut Cur) -> Result<u32, TcError> {
-    let (i, v) = cur.value()?;
-    u32::from_str_radix(v.trim_start_matches("0x").trim_start_matches("0X"), 16)
-        .map_err(|_| illegal("match", i, None))
-}
-
-/// A u32 selector's `VALUE MASK` pair.
-fn val_mask(cur: &mut Cur) -> Result<(u32, u32), TcError> {
-    Ok((num(cur, "match")?, mask(cur)?))
-}
-
 /// `classid`/`flowid CLASSID`, the result every filter kind may set.
 fn classid_arg(cur: &mut Cur) -> Result<Option<Handle>, TcError> {
     let (i, v) = cur.value()?;
@@ -114,104 +104,268 @@ fn plain_handle(handle: Option<(usize, &str)>) -> Result<u32, TcError> {
 }
 
 /// The spec of a kind with no hash tables and no partial `change`.
-fn simple_spec(opts: FilterOpts, handle: u32, actions: Vec<Action>) -> FilterSpec {
+fn simple_spec(opts: FilterOpts, handle: u32, actions: Vec<ActionSpec>) -> FilterSpec {
     FilterSpec { opts, handle, u32_htid: None, actions, given: vec![] }
 }
 
-/// `[at [nexthdr+]OFF]` after a raw u8/u16/u32 sample.
-fn at_offset(cur: &mut Cur) -> Result<(i32, bool), TcError> {
+/// tc's `parse_at`: `[nexthdr+]OFF` or `nexthdr+ OFF` (the word after `at`), overriding a
+/// sample's offset.
+fn parse_at(cur: &mut Cur, off: &mut i32, nexthdr: &mut bool) -> Result<(), ()> {
+    let (_, v) = cur.value().map_err(|_| ())?;
+    let p = if v.len() > "nexthdr+".len() && v.starts_with("nexthdr+") {
+        *nexthdr = true;
+        &v["nexthdr+".len()..]
+    } else if matches(v, "nexthdr+") {
+        *nexthdr = true;
+        cur.value().map_err(|_| ())?.1
+    } else {
+        v
+    };
+    *off = get_int(p).ok_or(())?;
+    Ok(())
+}
+
+/// `get_integer(.., 0)`: a signed decimal, `0x` hex or octal number that fits an int.
+fn get_int(s: &str) -> Option<i32> {
+    let (neg, body) = match s.strip_prefix('-') {
+        Some(b) => (true, b),
+        None => (false, s.strip_prefix('+').unwrap_or(s)),
+    };
+    let v = get_u32(body)? as i64;
+    i32::try_from(if neg { -v } else { v }).ok()
+}
+
+/// One `VALUE MASK [at OFF]` sample of `width` bits at `off` (tc's parse_u8/u16/u32): the value
+/// in any base, the mask in hex.
+fn sample(
+    cur: &mut Cur,
+    keys: &mut Vec<U32Key>,
+    width: u32,
+    mut off: i32,
+    mut nexthdr: bool,
+) -> Result<(), ()> {
+    let (_, v) = cur.value().map_err(|_| ())?;
+    let val = get_u32(v).ok_or(())?;
+    let (_, m) = cur.value().map_err(|_| ())?;
+    let mask = hex_u32(m).ok_or(())?;
     if cur.peek() == Some("at") {
         cur.pos += 1;
-        let (i, v) = cur.value()?;
-        let (nh, rest) = match v.strip_prefix("nexthdr+") {
-            Some(r) => (true, r),
-            None => (false, v),
-        };
-        let off: i32 = rest.parse().map_err(|_| illegal("offset", i, None))?;
-        return Ok((off, nh));
+        parse_at(cur, &mut off, &mut nexthdr)?;
     }
-    Ok((0, false))
+    match width {
+        32 => pack_key(keys, val, mask, off, nexthdr),
+        16 => pack_key16(keys, val, mask, off, nexthdr),
+        _ => pack_key8(keys, val, mask, off, nexthdr),
+    }
 }
 
-fn ipv4_prefix(s: &str) -> Option<(u32, u32)> {
-    let (addr, len) = match s.split_once('/') {
-        Some((a, l)) => (a, l.parse::<u32>().ok()?),
-        None => (s, 32),
-    };
-    let ip: std::net::Ipv4Addr = addr.parse().ok()?;
-    if len > 32 {
+/// `get_u32(.., 16)`: hexadecimal with or without `0x`.
+fn hex_u32(s: &str) -> Option<u32> {
+    let b = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")).unwrap_or(s);
+    u32::from_str_radix(b, 16).ok()
+}
+
+/// iproute2's `get_addr_ipv4`: one to four dot-separated parts (each in any C base, at most
+/// 255), missing trailing bytes zero: `80` is 80.0.0.0.
+fn get_addr_ipv4(s: &str) -> Option<u32> {
+    let parts: Vec<&str> = s.split('.').collect();
+    if parts.len() > 4 {
         return None;
     }
-    let mask = if len == 0 { 0 } else { u32::MAX << (32 - len) };
-    Some((u32::from(ip), mask))
+    let mut a = 0u32;
+    for (i, p) in parts.iter().enumerate() {
+        let n = get_u32(p).filter(|&n| n <= 255)?;
+        a |= n << (24 - 8 * i);
+    }
+    Some(a)
 }
 
-/// One `match` selector: appends its key(s).
+/// `get_prefix_1` for IPv4: `ADDR[/LEN]`, `default`/`any`/`all` (length 0). Returns the address
+/// and the mask.
+fn ipv4_prefix(s: &str) -> Option<(u32, u32)> {
+    if matches!(s, "default" | "any" | "all") {
+        return Some((0, 0));
+    }
+    let (addr, len) = match s.split_once('/') {
+        Some((a, l)) => (a, netmask_len(l, 32)?),
+        None => (s, 32),
+    };
+    let ip = get_addr_ipv4(addr)?;
+    let mask = if len == 0 { 0 } else { u32::MAX << (32 - len) };
+    Some((ip, mask))
+}
+
+/// A prefix length (`get_netmask`: decimal up to `max`, or for IPv4 a dotted mask).
+fn netmask_len(l: &str, max: u32) -> Option<u32> {
+    if let Some(n) = l.parse::<u32>().ok().filter(|&n| n <= max) {
+        return Some(n);
+    }
+    if max == 32 {
+        let m = get_addr_ipv4(l)?;
+        let len = m.leading_ones();
+        if m.checked_shl(len).unwrap_or(0) == 0 {
+            return Some(len);
+        }
+    }
+    None
+}
+
+/// `get_prefix_1` for IPv6: the address's 32-bit words and the prefix length.
+fn ipv6_prefix(s: &str) -> Option<([u32; 4], u32)> {
+    if matches!(s, "default" | "any" | "all") {
+        return Some(([0; 4], 0));
+    }
+    let (addr, len) = match s.split_once('/') {
+        Some((a, l)) => (a, netmask_len(l, 128)?),
+        None => (s, 128),
+    };
+    let ip: std::net::Ipv6Addr = addr.parse().ok()?;
+    let o = ip.octets();
+    let w = |i: usize| u32::from_be_bytes([o[i], o[i + 1], o[i + 2], o[i + 3]]);
+    Some(([w(0), w(4), w(8), w(12)], len))
+}
+
+/// `ADDR[/LEN] [at OFF]` at `off` (tc's parse_ip_addr / parse_ip6_addr).
+fn addr_sample(cur: &mut Cur, keys: &mut Vec<U32Key>, v6: bool, mut off: i32) -> Result<(), ()> {
+    let (_, a) = cur.value().map_err(|_| ())?;
+    let (words, len) = if v6 {
+        ipv6_prefix(a).ok_or(())?
+    } else {
+        let (ip, mask) = ipv4_prefix(a).ok_or(())?;
+        ([ip, 0, 0, 0], mask.leading_ones())
+    };
+    let mut nexthdr = false;
+    if cur.peek() == Some("at") {
+        cur.pos += 1;
+        parse_at(cur, &mut off, &mut nexthdr)?;
+    }
+    if !v6 {
+        let mask = if len == 0 { 0 } else { u32::MAX << (32 - len) };
+        return pack_key(keys, words[0], mask, off, nexthdr);
+    }
+    let mut i = 0;
+    while i < len {
+        let mask = if i + 31 < len { u32::MAX } else { u32::MAX << (32 - (len - i)) };
+        pack_key(keys, words[(i / 32) as usize], mask, off + 4 * (i / 32) as i32, nexthdr)?;
+        i += 32;
+    }
+    Ok(())
+}
+
+/// One `match` selector (tc's parse_selector): appends its key(s).
 fn parse_selector(cur: &mut Cur, keys: &mut Vec<U32Key>) -> Result<(), TcError> {
     let (ti, t) = cur.value()?;
-    let bad = |what: &str, i: usize| TcError::usage(format!("Illegal \"{what}\""), Some(i));
-    let key_err = |i: usize| TcError::usage("Illegal \"match\"", Some(i));
-    match t {
-        "u32" | "u16" | "u8" => {
-            let (v, m) = val_mask(cur)?;
-            let (off, nh) = at_offset(cur)?;
-            let r = match t {
-                "u32" => pack_key(keys, v, m, off, nh),
-                "u16" => pack_key16(keys, v, m, off, nh),
-                _ => pack_key8(keys, v, m, off, nh),
-            };
-            r.map_err(|_| key_err(ti))
-        }
+    let r = match t {
+        "u32" => sample(cur, keys, 32, 0, false),
+        "u16" => sample(cur, keys, 16, 0, false),
+        "u8" => sample(cur, keys, 8, 0, false),
         "ip" => {
-            let (fi, f) = cur.value()?;
+            let (_, f) = cur.value()?;
             match f {
-                "src" | "dst" => {
-                    let (ai, a) = cur.value()?;
-                    let (v, m) = ipv4_prefix(a).ok_or_else(|| bad("match", ai))?;
-                    pack_key(keys, v, m, if f == "src" { 12 } else { 16 }, false).map_err(|_| key_err(ti))
+                "src" => addr_sample(cur, keys, false, 12),
+                "dst" => addr_sample(cur, keys, false, 16),
+                _ if f == "tos" || matches(f, "dsfield") || matches(f, "precedence") => {
+                    sample(cur, keys, 8, 1, false)
                 }
-                "tos" | "dsfield" | "protocol" | "ihl" | "icmp_type" | "icmp_code" => {
-                    let (v, m) = val_mask(cur)?;
-                    let off = match f {
-                        "tos" | "dsfield" => 1,
-                        "protocol" => 9,
-                        "ihl" => 0,
-                        "icmp_type" => 20,
-                        _ => 21,
-                    };
-                    pack_key8(keys, v, m, off, false).map_err(|_| key_err(ti))
-                }
-                "sport" | "dport" => {
-                    let (v, m) = val_mask(cur)?;
-                    pack_key16(keys, v, m, if f == "sport" { 20 } else { 22 }, false).map_err(|_| key_err(ti))
-                }
-                "nofrag" | "firstfrag" | "df" | "mf" => {
-                    let (v, m) = match f {
-                        "nofrag" => (0, 0x3FFF),
-                        "firstfrag" => (0, 0x1FFF),
-                        "df" => (0x4000, 0x4000),
-                        _ => (0x2000, 0x2000),
-                    };
-                    pack_key16(keys, v, m, 6, false).map_err(|_| key_err(ti))
-                }
-                _ => Err(bad("match", fi)),
+                "ihl" => sample(cur, keys, 8, 0, false),
+                "protocol" => sample(cur, keys, 8, 9, false),
+                "nofrag" => pack_key16(keys, 0, 0x3FFF, 6, false),
+                "firstfrag" => pack_key16(keys, 0x2000, 0x3FFF, 6, false),
+                "df" => pack_key16(keys, 0x4000, 0x4000, 6, false),
+                "mf" => pack_key16(keys, 0x2000, 0x2000, 6, false),
+                "dport" => sample(cur, keys, 16, 22, false),
+                "sport" => sample(cur, keys, 16, 20, false),
+                "icmp_type" => sample(cur, keys, 8, 20, false),
+                "icmp_code" => sample(cur, keys, 8, 21, false),
+                _ => Err(()),
             }
         }
-        "tcp" | "udp" | "icmp" => {
-            let (fi, f) = cur.value()?;
-            let (v, m) = val_mask(cur)?;
-            let r = match (t, f) {
-                ("icmp", "type") => pack_key8(keys, v, m, 0, true),
-                ("icmp", "code") => pack_key8(keys, v, m, 1, true),
-                (_, "src") => pack_key16(keys, v, m, 0, true),
-                (_, "dst") => pack_key16(keys, v, m, 2, true),
-                _ => return Err(bad("match", fi)),
-            };
-            r.map_err(|_| key_err(ti))
+        "ip6" => {
+            let (_, f) = cur.value()?;
+            match f {
+                "src" => addr_sample(cur, keys, true, 8),
+                "dst" => addr_sample(cur, keys, true, 24),
+                "priority" => (|| {
+                    let (_, v) = cur.value().map_err(|_| ())?;
+                    let (_, m) = cur.value().map_err(|_| ())?;
+                    let (v, m) = (get_u32(v).ok_or(())?, hex_u32(m).ok_or(())?);
+                    if v > 0xFF || m > 0xFF {
+                        return Err(());
+                    }
+                    pack_key(keys, v << 20, m << 20, 0, false)
+                })(),
+                "protocol" => sample(cur, keys, 8, 6, false),
+                "flowlabel" => sample(cur, keys, 32, 0, false),
+                "dport" => sample(cur, keys, 16, 42, false),
+                "sport" => sample(cur, keys, 16, 40, false),
+                "icmp_type" => sample(cur, keys, 8, 40, false),
+                // tc passes an offset mask of 1 here (printed as nexthdr+).
+                "icmp_code" => sample(cur, keys, 8, 41, true),
+                _ => Err(()),
+            }
         }
-        "mark" => Err(TcError::usage("u32: \"mark\" match is not supported by Sluice", Some(ti))),
-        _ => Err(bad("match", ti)),
+        "tcp" | "udp" => {
+            let (_, f) = cur.value()?;
+            match f {
+                "src" => sample(cur, keys, 16, 0, true),
+                "dst" => sample(cur, keys, 16, 2, true),
+                _ => Err(()),
+            }
+        }
+        "icmp" => {
+            let (_, f) = cur.value()?;
+            match f {
+                "type" => sample(cur, keys, 8, 0, true),
+                "code" => sample(cur, keys, 8, 1, true),
+                _ => Err(()),
+            }
+        }
+        "mark" => return Err(TcError::usage("u32: \"mark\" match is not supported by Sluice", Some(ti))),
+        _ => Err(()),
+    };
+    r.map_err(|_| TcError::usage("Illegal \"match\"", Some(ti)))
+}
+
+/// tc's `parse_offset`: `plus P`, `at OFF` (even), `mask M` (hex), `shift S`, `eat`, until
+/// another word.
+fn parse_offset(cur: &mut Cur, mut o: U32OffsetOpts) -> Result<U32OffsetOpts, TcError> {
+    let start = cur.pos;
+    let bad = |msg: &str| TcError::usage(format!("{msg}Illegal \"offset\""), Some(start));
+    if cur.peek().is_none() {
+        return Err(TcError::fatal("Command line is not complete. Try option \"help\"", Some(start)));
     }
+    while let Some(w) = cur.peek() {
+        if matches(w, "plus") {
+            cur.pos += 1;
+            let (_, v) = cur.value()?;
+            o.plus = Some(get_int(v).ok_or_else(|| bad(""))? as i16);
+        } else if matches(w, "at") {
+            cur.pos += 1;
+            let (_, v) = cur.value()?;
+            let off = get_int(v).ok_or_else(|| bad(""))?;
+            if off % 2 != 0 {
+                return Err(bad("offset \"at\" must be even\n"));
+            }
+            o.at = off as i16;
+            o.var = true;
+        } else if matches(w, "mask") {
+            cur.pos += 1;
+            let (_, v) = cur.value()?;
+            o.mask = hex_u32(v).and_then(|m| u16::try_from(m).ok()).ok_or_else(|| bad(""))?;
+            o.var = true;
+        } else if matches(w, "shift") {
+            cur.pos += 1;
+            let (_, v) = cur.value()?;
+            o.shift = get_int(v).ok_or_else(|| bad(""))? as u8;
+            o.var = true;
+        } else if matches(w, "eat") {
+            cur.pos += 1;
+            o.eat = true;
+        } else {
+            break;
+        }
+    }
+    Ok(o)
 }
 
 pub(crate) fn parse_u32(cur: &mut Cur, handle: Option<(usize, &str)>) -> Result<FilterSpec, TcError> {
@@ -293,8 +447,8 @@ pub(crate) fn parse_u32(cur: &mut Cur, handle: Option<(usize, &str)>) -> Result<
             }
             "skip_hw" | "skip_sw" => {}
             "action" => parse_actions(cur, &mut actions)?,
-            "police" => actions.push(Action::Police(parse_police(cur)?)),
-            "offset" => return Err(TcError::usage("u32: \"offset\" is not supported by Sluice", Some(at))),
+            "police" => actions.push(parse_police(cur)?),
+            "offset" => o.offset = Some(parse_offset(cur, o.offset.unwrap_or_default())?),
             "help" => return Err(TcError::usage(U32_USAGE, Some(at))),
             _ => return Err(what_is(w, at, U32_USAGE)),
         }
@@ -389,7 +543,7 @@ pub(crate) fn parse_flow(cur: &mut Cur, handle: Option<(usize, &str)>) -> Result
             o.perturb = Some(num(cur, "perturb")?);
             given.push("perturb");
         } else if matches(w, "police") {
-            actions.push(Action::Police(parse_police(cur)?));
+            actions.push(parse_police(cur)?);
         } else if matches(w, "action") {
             parse_actions(cur, &mut actions)?;
         } else if matches(w, "match") {
@@ -451,7 +605,7 @@ pub(crate) fn parse_fw(cur: &mut Cur, handle: Option<(usize, &str)>) -> Result<F
         match w {
             "classid" | "flowid" => o.classid = classid_arg(cur)?,
             "action" => parse_actions(cur, &mut actions)?,
-            "police" => actions.push(Action::Police(parse_police(cur)?)),
+            "police" => actions.push(parse_police(cur)?),
             "indev" => {
                 cur.value()?;
             }
@@ -491,7 +645,7 @@ pub(crate) fn parse_basic(cur: &mut Cur, handle: Option<(usize, &str)>) -> Resul
             "classid" | "flowid" => o.classid = classid_arg(cur)?,
             "match" => o.ematch = Some(parse_ematch(cur)?),
             "action" => parse_actions(cur, &mut actions)?,
-            "police" => actions.push(Action::Police(parse_police(cur)?)),
+            "police" => actions.push(parse_police(cur)?),
             _ => {
                 return Err(what_is(
                     w,
@@ -504,93 +658,14 @@ pub(crate) fn parse_basic(cur: &mut Cur, handle: Option<(usize, &str)>) -> Resul
     Ok(simple_spec(FilterOpts::Basic(o), h, actions))
 }
 
-pub(crate) fn verdict(w: &str) -> Option<Verdict> {
-    Some(match w {
-        "ok" | "pass" => Verdict::Pass,
-        "drop" | "shot" => Verdict::Drop,
-        "continue" => Verdict::Continue,
-        "reclassify" => Verdict::Reclassify,
-        "pipe" => Verdict::Pipe,
-        _ => return None,
-    })
+/// After the `action` keyword: tc's action list (see [`super::actions`]).
+fn parse_actions(cur: &mut Cur, out: &mut Vec<ActionSpec>) -> Result<(), TcError> {
+    out.extend(super::actions::parse_action_list(cur, Ctx::Filter)?);
+    Ok(())
 }
 
-/// After the `action` keyword: `[gact] VERDICT [index N]` or `police ...`; repeated `action`s chain.
-fn parse_actions(cur: &mut Cur, out: &mut Vec<Action>) -> Result<(), TcError> {
-    loop {
-        let (i, w) = cur.value()?;
-        if w == "police" {
-            out.push(Action::Police(parse_police(cur)?));
-        } else if w == "mirred" {
-            out.push(Action::Mirred(super::mirred::parse_mirred(cur, i)?));
-        } else {
-            let w = if w == "gact" { cur.value()?.1 } else { w };
-            let v = verdict(w).ok_or_else(|| {
-                TcError::usage(format!("bad action type {w}\nUsage: ... gact <ACTTYPE> [INDEX]"), Some(i))
-            })?;
-            let mut index = 0;
-            if cur.peek() == Some("index") {
-                cur.pos += 1;
-                index = num(cur, "index")?;
-            }
-            out.push(Action::Gact { verdict: v, index });
-        }
-        if cur.peek() == Some("action") {
-            cur.pos += 1;
-            continue;
-        }
-        return Ok(());
-    }
-}
-
-/// `police rate R burst B [mtu M] [peakrate P] [conform-exceed E[/C]] [VERDICT] [index N]`.
-/// Stops at the first word it does not know, as tc does.
-pub(crate) fn parse_police(cur: &mut Cur) -> Result<PoliceOpts, TcError> {
-    let mut p = PoliceOpts { exceed: Verdict::Reclassify, conform: Verdict::Pass, ..Default::default() };
-    let start = cur.pos;
-    while let Some(w) = cur.peek() {
-        match w {
-            "rate" => {
-                cur.pos += 1;
-                p.rate = rate_arg(cur, "rate")?;
-            }
-            "burst" | "buffer" | "maxburst" => {
-                cur.pos += 1;
-                p.burst = size_arg(cur, "burst")?;
-            }
-            "mtu" | "minburst" => {
-                cur.pos += 1;
-                p.mtu = Some(size_arg(cur, "mtu")?);
-            }
-            "peakrate" => {
-                cur.pos += 1;
-                p.peakrate = Some(rate_arg(cur, "peakrate")?);
-            }
-            "conform-exceed" => {
-                cur.pos += 1;
-                let (i, v) = cur.value()?;
-                let (e, c) = v.split_once('/').unwrap_or((v, ""));
-                p.exceed = verdict(e).ok_or_else(|| illegal("conform-exceed", i, None))?;
-                if !c.is_empty() {
-                    p.conform = verdict(c).ok_or_else(|| illegal("conform-exceed", i, None))?;
-                }
-            }
-            "index" => {
-                cur.pos += 1;
-                p.index = num(cur, "index")?;
-            }
-            w if verdict(w).is_some() => {
-                cur.pos += 1;
-                p.exceed = verdict(w).unwrap_or(Verdict::Drop);
-            }
-            _ => break,
-        }
-    }
-    if p.rate == 0 || p.burst == 0 {
-        return Err(TcError::usage(
-            "\"burst\" requires \"rate\".\nUsage: ... police [ BYTES_RATE_SPEC ] [ burst BYTES[/BYTES] ] ...",
-            Some(start),
-        ));
-    }
-    Ok(p)
+/// The filter's `police` keyword: a policer action.
+fn parse_police(cur: &mut Cur) -> Result<ActionSpec, TcError> {
+    let p = super::actions::parse_police_keyword(cur, Ctx::Filter)?;
+    Ok(ActionSpec { action: Action::Police(p), cookie: None, bare: false, compat: true })
 }

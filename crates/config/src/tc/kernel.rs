@@ -31,7 +31,9 @@ pub fn class_exists(dev: &Device, q: &QdiscNode, classid: Handle) -> bool {
     match &q.opts {
         QdiscOpts::Prio(p) => minor >= 1 && minor <= p.bands,
         QdiscOpts::PfifoFast => false,
-        QdiscOpts::Tbf(_) => minor == 1,
+        // tbf_find, red_find and netem_find answer for any minor: their one class.
+        QdiscOpts::Tbf(_) | QdiscOpts::Red(_) | QdiscOpts::Netem(_) => true,
+        QdiscOpts::Mq(_) => minor >= 1 && minor <= dev.num_tx_queues,
         QdiscOpts::Htb(_) | QdiscOpts::Drr => dev.class(classid).is_some(),
         _ => false,
     }
@@ -42,10 +44,13 @@ fn has_class_ops(q: &QdiscNode) -> bool {
         q.opts,
         QdiscOpts::Prio(_)
             | QdiscOpts::Tbf(_)
+            | QdiscOpts::Netem(_)
+            | QdiscOpts::Red(_)
             | QdiscOpts::Htb(_)
             | QdiscOpts::Drr
             | QdiscOpts::Sfq(_)
             | QdiscOpts::FqCodel(_)
+            | QdiscOpts::Mq(_)
     )
 }
 
@@ -158,7 +163,7 @@ pub fn qdisc_modify(state: &mut State, c: &QdiscCmd) -> Result<Vec<String>, TcEr
                             return Err(TcError::kernel("Exclusivity flag on, cannot override"));
                         }
                         if kind.is_some_and(|k| k != other.opts.kind()) {
-                            return Err(TcError::kernel("Invalid qdisc name"));
+                            return Err(TcError::kernel("Invalid qdisc name: must match existing qdisc"));
                         }
                         return Err(TcError::kernel(
                             "Sluice cannot move an existing qdisc to another parent",
@@ -215,7 +220,14 @@ pub fn qdisc_modify(state: &mut State, c: &QdiscCmd) -> Result<Vec<String>, TcEr
         if matches!(opts, QdiscOpts::Ingress | QdiscOpts::Clsact) && parent != H_INGRESS {
             return Err(TcError::errno("Invalid argument"));
         }
+        // mq_init: only at the root of a device with more than one transmit queue.
+        if matches!(opts, QdiscOpts::Mq(_)) && (parent != H_ROOT || dev.num_tx_queues < 2) {
+            return Err(TcError::errno("Operation not supported"));
+        }
         let opts = validate_qdisc(dev, opts, None)?;
+        if let QdiscOpts::Netem(n) = &opts {
+            super::netem::check_in_tree(dev, graft_old, n)?;
+        }
         let new_handle = if !handle.is_unspec() {
             handle
         } else {
@@ -227,7 +239,14 @@ pub fn qdisc_modify(state: &mut State, c: &QdiscCmd) -> Result<Vec<String>, TcEr
             remove_qdisc_tree(dev, old);
         }
         dev.ingress_queue |= parent == H_INGRESS;
-        dev.qdiscs.push(QdiscNode { handle: new_handle, parent, opts, stats: Default::default() });
+        set_mq_slot(dev, parent, false);
+        dev.qdiscs.push(QdiscNode {
+            handle: new_handle,
+            parent,
+            opts,
+            stab: c.stab,
+            stats: Default::default(),
+        });
         return Ok(Vec::new());
     }
     let Some(qh) = existing else {
@@ -238,14 +257,23 @@ pub fn qdisc_modify(state: &mut State, c: &QdiscCmd) -> Result<Vec<String>, TcEr
     }
     let old = dev.qdisc(qh).cloned().ok_or_else(|| TcError::kernel("Specified qdisc not found"))?;
     if kind.is_some_and(|k| k != old.opts.kind()) {
-        return Err(TcError::kernel("Invalid qdisc name"));
+        return Err(TcError::kernel("Invalid qdisc name: must match existing qdisc"));
     }
-    let Some(new) = c.opts.clone() else {
-        return Ok(Vec::new());
+    // qdisc_change: options go to the kind's change operation (HTB has none, and tc always
+    // sends HTB options); then the size table is replaced by the one given, or removed.
+    let merged = match c.opts.clone() {
+        Some(QdiscOpts::Htb(_)) => {
+            return Err(TcError::kernel("Change operation not supported by specified qdisc"))
+        }
+        Some(new) => validate_qdisc(dev, new, Some(&old.opts))?,
+        None => old.opts.clone(),
     };
-    let merged = validate_qdisc(dev, new, Some(&old.opts))?;
+    if let QdiscOpts::Netem(n) = &merged {
+        super::netem::check_in_tree(dev, Some(qh), n)?;
+    }
     if let Some(q) = dev.qdiscs.iter_mut().find(|q| q.handle == qh) {
         q.opts = merged;
+        q.stab = c.stab;
     }
     Ok(Vec::new())
 }
@@ -260,6 +288,13 @@ fn validate_qdisc(dev: &Device, new: QdiscOpts, old: Option<&QdiscOpts>) -> Resu
                 return Err(einval());
             }
             QdiscOpts::Prio(p)
+        }
+        (QdiscOpts::Netem(n), old) => {
+            let old = match old {
+                Some(QdiscOpts::Netem(o)) => Some(o),
+                _ => None,
+            };
+            QdiscOpts::Netem(super::netem::kernel_change(n, old)?)
         }
         (QdiscOpts::Tbf(t), _) => {
             if let Some(pk) = t.peakrate {
@@ -281,6 +316,10 @@ fn validate_qdisc(dev: &Device, new: QdiscOpts, old: Option<&QdiscOpts>) -> Resu
                 }
             }
             QdiscOpts::Sfq(s)
+        }
+        (QdiscOpts::Red(r), _) => {
+            super::red::kernel_check(&r)?;
+            QdiscOpts::Red(r)
         }
         (QdiscOpts::Codel(n), Some(QdiscOpts::Codel(o))) => QdiscOpts::Codel(CodelOpts {
             limit: n.limit.or(o.limit),
@@ -354,7 +393,7 @@ fn qdisc_delete(dev: &mut Device, c: &QdiscCmd) -> Result<(), TcError> {
             let q = dev.qdisc(handle).filter(|_| !handle.is_unspec()).map(|q| q.handle);
             let q = q.ok_or_else(|| TcError::kernel("Failed to find qdisc with specified handle"))?;
             if kind.is_some_and(|k| Some(k) != dev.qdisc(q).map(|x| x.opts.kind())) {
-                return Err(TcError::kernel("Invalid qdisc name"));
+                return Err(TcError::kernel("Invalid qdisc name: must match existing qdisc"));
             }
             return Err(TcError::kernel("Classid cannot be zero"));
         }
@@ -363,10 +402,31 @@ fn qdisc_delete(dev: &mut Device, c: &QdiscCmd) -> Result<(), TcError> {
         return Err(TcError::kernel("Cannot delete qdisc with handle of zero"));
     }
     if kind.is_some_and(|k| Some(k) != dev.qdisc(qh).map(|x| x.opts.kind())) {
-        return Err(TcError::kernel("Invalid qdisc name"));
+        return Err(TcError::kernel("Invalid qdisc name: must match existing qdisc"));
     }
+    let slot = dev.qdisc(qh).map(|q| q.parent);
     remove_qdisc_tree(dev, qh);
+    if let Some(p) = slot {
+        set_mq_slot(dev, p, true);
+    }
     Ok(())
+}
+
+/// Marks an mq class as holding nothing (its grafted qdisc was deleted: the kernel's noop) or,
+/// when a qdisc is grafted there, as holding that one.
+fn set_mq_slot(dev: &mut Device, parent: Handle, emptied: bool) {
+    if parent == H_ROOT || parent == H_INGRESS {
+        return;
+    }
+    let minor = parent.minor();
+    if let Some(q) = dev.qdiscs.iter_mut().find(|q| q.handle == parent.qdisc()) {
+        if let QdiscOpts::Mq(m) = &mut q.opts {
+            m.emptied.retain(|&e| e != minor);
+            if emptied {
+                m.emptied.push(minor);
+            }
+        }
+    }
 }
 
 /// The kernel's `qdisc_alloc_handle`: the major after the last one handed out, from 8000: to
@@ -450,6 +510,10 @@ pub fn class_modify(state: &mut State, c: &ClassCmd) -> Result<Vec<String>, TcEr
             return Err(TcError::errno("Invalid argument"));
         }
     }
+    // tc_ctl_tclass, for every kind.
+    if clid == H_ROOT {
+        return Err(TcError::kernel("Cannot create traffic class with classid TC_H_ROOT"));
+    }
     let Some(opts) = c.opts.clone() else {
         return Err(TcError::errno("Invalid argument"));
     };
@@ -492,8 +556,15 @@ pub fn class_modify(state: &mut State, c: &ClassCmd) -> Result<Vec<String>, TcEr
             }
             dev.classes.push(ClassNode { classid: clid, parent: parent_id, opts, stats: Default::default() });
         }
-        (QdiscOpts::Drr, ClassOpts::Drr { .. }) => {
+        (QdiscOpts::Drr, ClassOpts::Drr { quantum }) => {
+            if *quantum == Some(0) {
+                return Err(TcError::kernel("Specified DRR quantum cannot be zero"));
+            }
             if exists {
+                // A change without `quantum` keeps the class's quantum.
+                if quantum.is_none() {
+                    return Ok(warnings);
+                }
                 return Ok(set_class_opts(dev, clid, opts, warnings));
             }
             check_new_classid(clid)?;
@@ -588,6 +659,8 @@ pub fn resolve_block(dev: &Device, parent: Option<Handle>) -> Result<Handle, TcE
             }
             if matches!(q.opts, QdiscOpts::Htb(_)) {
                 Ok(parent)
+            } else if matches!(q.opts, QdiscOpts::Drr) {
+                Err(TcError::kernel("DRR classid must be zero"))
             } else {
                 Err(TcError::kernel("Class doesn't support blocks"))
             }
@@ -596,14 +669,25 @@ pub fn resolve_block(dev: &Device, parent: Option<Handle>) -> Result<Handle, TcE
     }
 }
 
-fn next_action_index(state_actions: usize) -> u32 {
-    state_actions as u32 + 1
+/// `tc filter add|change|replace|delete`. A filter's actions bind the namespace's action table
+/// (see [`super::actions`]): new inline actions join it, and those no filter holds any more leave.
+pub fn filter_modify(state: &mut State, c: &FilterCmd) -> Result<Vec<String>, TcError> {
+    let specs = c.spec.as_ref().map(|s| s.actions.as_slice()).unwrap_or(&[]);
+    let (actions, added) = if c.verb == Verb::Delete {
+        (Vec::new(), Vec::new())
+    } else {
+        super::actions::bind_filter_actions(state, specs)?
+    };
+    let w = filter_modify_inner(state, c, actions)?;
+    super::actions::settle(state, added);
+    Ok(w)
 }
 
-/// `tc filter add|change|replace|delete`.
-pub fn filter_modify(state: &mut State, c: &FilterCmd) -> Result<Vec<String>, TcError> {
-    let gact_count =
-        state.devices.iter().flat_map(|d| d.filters.iter()).map(|f| f.actions.len()).sum::<usize>();
+fn filter_modify_inner(
+    state: &mut State,
+    c: &FilterCmd,
+    actions: Vec<Action>,
+) -> Result<Vec<String>, TcError> {
     let names: Vec<String> = state.devices.iter().map(|d| d.name.clone()).collect();
     let dev = device_mut(state, &c.dev)?;
     let block = resolve_block(dev, c.parent)?;
@@ -688,35 +772,9 @@ pub fn filter_modify(state: &mut State, c: &FilterCmd) -> Result<Vec<String>, Tc
             c.protocol.unwrap_or(ETH_P_ALL)
         }
     };
-    let mut actions = spec.actions.clone();
-    for a in &actions {
-        if let Action::Mirred(m) = a {
-            // `lo` is on every machine (Sluice does not list it).
-            if m.dev != "lo" && !names.contains(&m.dev) {
-                // tc resolves the name itself before sending anything.
-                return Err(TcError::usage(
-                    format!(
-                        "Cannot find device \"{}\"\nbad action parsing\nparse_action: bad value (mirred)!\nIllegal \"action\"",
-                        m.dev
-                    ),
-                    None,
-                ));
-            }
-        }
-    }
-    let mut next = next_action_index(gact_count);
-    for a in &mut actions {
-        let idx = match a {
-            Action::Gact { index, .. } => index,
-            Action::Police(p) => &mut p.index,
-            Action::Mirred(m) => &mut m.index,
-        };
-        if *idx == 0 {
-            *idx = next;
-            next += 1;
-        }
-    }
+    let police_keyword = spec.actions.iter().any(|a| a.compat);
     let mk = |opts: FilterOpts, handle: u32, prio: u16, actions: Vec<Action>| FilterNode {
+        police_keyword,
         parent: block,
         chain,
         prio,
@@ -905,7 +963,9 @@ fn u32_change_inner(
     devices: &[String],
 ) -> Result<(), TcError> {
     // Hash tables hold no actions (the kernel's tc_u_hnode has none); key nodes do.
+    let police_keyword = spec.actions.iter().any(|a| a.compat);
     let node = |opts: FilterOpts, handle, prio| FilterNode {
+        police_keyword: police_keyword && !matches!(opts, FilterOpts::U32Table { .. }),
         parent: block,
         chain,
         prio,

@@ -4,11 +4,14 @@
 //! what the real tools would print and their exit status. A failed command leaves the state as
 //! it was.
 
+pub mod actions;
 pub mod args;
 pub mod error;
 pub mod filters;
 pub mod kernel;
 pub mod mirred;
+pub mod netem;
+pub mod red;
 pub mod show;
 
 pub use args::{parse_command, parse_command_in, Grammar, TcCmd, Verb};
@@ -30,7 +33,9 @@ pub struct Outcome {
 
 impl Outcome {
     fn err(e: &TcError) -> Outcome {
-        Outcome { code: e.code, stdout: String::new(), stderr: format!("{}\n", e.message) }
+        // An empty message: tc gave up without printing anything.
+        let stderr = if e.message.is_empty() { String::new() } else { format!("{}\n", e.message) };
+        Outcome { code: e.code, stdout: String::new(), stderr }
     }
 }
 
@@ -146,13 +151,19 @@ fn run_one_in(state: &mut State, argv: &[String], opts: ShowOpts, grammar: Gramm
         Ok(c) => c,
         Err(e) => return Outcome::err(&e),
     };
+    // What tc printed while parsing comes before the kernel's answer.
+    let parsed: String = match &cmd {
+        TcCmd::Qdisc(q) => q.warnings.iter().map(|w| format!("{w}\n")).collect(),
+        _ => String::new(),
+    };
     match execute(state, &cmd, opts) {
         Ok((stdout, warnings)) => {
-            let stderr = warnings.iter().map(|w| format!("{w}\n")).collect();
+            let stderr = parsed + &warnings.iter().map(|w| format!("{w}\n")).collect::<String>();
             Outcome { code: 0, stdout, stderr }
         }
         Err(e) => {
             let mut o = Outcome::err(&e);
+            o.stderr.insert_str(0, &parsed);
             if e.code == 2 {
                 if let TcCmd::Filter(f) = &cmd {
                     if f.verb != Verb::Show && f.verb != Verb::Get {
@@ -198,16 +209,27 @@ fn execute_inner(state: &mut State, cmd: &TcCmd, opts: ShowOpts) -> Result<(Stri
                 }
             }
         }
-        TcCmd::Qdisc(c) => return kernel::qdisc_modify(state, c).map(|w| (out, w)),
+        TcCmd::Qdisc(c) => {
+            let w = kernel::qdisc_modify(state, c)?;
+            actions::settle(state, Vec::new());
+            return Ok((out, w));
+        }
         TcCmd::Class(c) if c.verb == Verb::Show => {
             let d = find_dev(state, &c.dev)?.ok_or_else(|| TcError::usage("Must specify device.", None))?;
-            show::show_classes(&mut out, d, opts, c.parent);
+            show::show_classes(&mut out, d, opts, c.parent, c.classid);
         }
-        TcCmd::Class(c) => return kernel::class_modify(state, c).map(|w| (out, w)),
+        TcCmd::Class(c) => {
+            let w = kernel::class_modify(state, c)?;
+            actions::settle(state, Vec::new());
+            return Ok((out, w));
+        }
         TcCmd::Filter(c) if c.verb == Verb::Show => {
             let d = find_dev(state, &c.dev)?.ok_or_else(|| TcError::usage("Must specify device.", None))?;
-            let ctx =
-                show::FilterShowCtx { protocol: c.protocol, prio: (c.prio != 0).then_some(c.prio as u16) };
+            let ctx = show::FilterShowCtx {
+                protocol: c.protocol,
+                prio: (c.prio != 0).then_some(c.prio as u16),
+                opts,
+            };
             // A missing block prints nothing, as the kernel's dump does.
             if let Ok(block) = kernel::resolve_block(d, c.parent) {
                 let ingress = d.qdisc_at(H_INGRESS).filter(|q| matches!(q.opts, QdiscOpts::Ingress));
@@ -221,7 +243,7 @@ fn execute_inner(state: &mut State, cmd: &TcCmd, opts: ShowOpts) -> Result<(Stri
                     Some(_) => None,
                     None => Some(d.root().map(|q| q.handle).unwrap_or(Handle::UNSPEC)),
                 };
-                show::show_filters(&mut out, d, block, shown, ctx);
+                show::show_filters(&mut out, state, d, block, shown, ctx);
             }
         }
         TcCmd::Filter(c) if c.verb == Verb::Get => {
@@ -244,7 +266,7 @@ fn execute_inner(state: &mut State, cmd: &TcCmd, opts: ShowOpts) -> Result<(Stri
                 .find(|f| f.parent == block && f.prio == c.prio as u16 && f.handle == handle && handle != 0)
                 .ok_or_else(|| TcError::kernel("Specified filter handle not found"))?;
             let parent = c.parent.unwrap_or(block);
-            show::show_one_filter(&mut out, f, parent);
+            show::show_one_filter(&mut out, state, f, parent, opts);
         }
         TcCmd::Filter(c) => {
             let w = kernel::filter_modify(state, c)?;
@@ -261,6 +283,7 @@ fn execute_inner(state: &mut State, cmd: &TcCmd, opts: ShowOpts) -> Result<(Stri
             }
             return Ok((out, w));
         }
+        TcCmd::Actions(c) => return actions::execute(state, c, opts),
     }
     Ok((out, Vec::new()))
 }
@@ -282,6 +305,7 @@ pub fn run_ip(state: &mut State, argv: &[String]) -> Outcome {
     let mut peer: Option<&str> = None;
     let mut mtu: Option<u32> = None;
     let mut txqlen: Option<u32> = None;
+    let mut txqs: Option<u32> = None;
     let mut i = 0;
     while i < rest.len() {
         match rest[i] {
@@ -308,6 +332,19 @@ pub fn run_ip(state: &mut State, argv: &[String]) -> Outcome {
                 i += 1;
                 txqlen = rest.get(i).and_then(|v| v.parse().ok());
             }
+            "numtxqueues" => {
+                i += 1;
+                match rest.get(i).and_then(|v| v.parse::<u32>().ok()) {
+                    Some(n) if (1..=4096).contains(&n) => txqs = Some(n),
+                    _ => {
+                        return fail(
+                            255,
+                            "Error: argument of \"numtxqueues\" must be a positive number".into(),
+                        )
+                    }
+                }
+            }
+            "numrxqueues" => i += 1,
             "up" | "down" => {}
             w if name.is_none() => name = Some(w),
             _ => {}
@@ -333,6 +370,7 @@ pub fn run_ip(state: &mut State, argv: &[String]) -> Outcome {
                 if let Some(q) = txqlen {
                     d.txqueuelen = q;
                 }
+                d.num_tx_queues = txqs.unwrap_or(1);
                 state.devices.push(d);
             };
             match kind {
@@ -381,6 +419,7 @@ pub fn run_ip(state: &mut State, argv: &[String]) -> Outcome {
                 gone.push(peer.clone());
             }
             state.devices.retain(|d| !gone.contains(&d.name));
+            actions::settle(state, Vec::new());
             Outcome::default()
         }
         v if args::matches(v, "set") => {

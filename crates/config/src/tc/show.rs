@@ -120,6 +120,7 @@ pub fn qdisc_options(dev: &Device, q: &QdiscOpts, d: bool) -> String {
             }
         }
         QdiscOpts::Tbf(t) => tbf_opts(&mut s, t, d),
+        QdiscOpts::Netem(n) => s.push_str(&super::netem::print_opts(n)),
         QdiscOpts::Sfq(q) => {
             // sch_sfq's sfq_change: flows and divisor cap maxflows; only a given limit is
             // capped by depth * flows and caps maxflows in turn.
@@ -210,7 +211,8 @@ pub fn qdisc_options(dev: &Device, q: &QdiscOpts, d: bool) -> String {
             let _ = write!(s, "drop_batch {} ", f.drop_batch.unwrap_or(64).max(1));
         }
         QdiscOpts::Ingress => s.push_str("---------------- "),
-        QdiscOpts::Clsact | QdiscOpts::Drr => {}
+        QdiscOpts::Red(r) => s.push_str(&super::red::options(r, d)),
+        QdiscOpts::Clsact | QdiscOpts::Drr | QdiscOpts::Mq(_) => {}
     }
     s
 }
@@ -220,7 +222,6 @@ fn prio_opts(s: &mut String, p: &PrioOpts) {
     for b in &p.priomap {
         let _ = write!(s, " {b}");
     }
-    s.push(' ');
 }
 
 fn tbf_opts(s: &mut String, t: &TbfOpts, d: bool) {
@@ -280,20 +281,41 @@ fn qdisc_bucket(handle: Handle) -> u32 {
     handle.to_tc().unwrap_or(0).wrapping_mul(0x61C8_8647) >> 28
 }
 
+/// The default qdisc of an mq class that holds no other (pfifo_fast, handle 0).
+fn mq_default(parent: Handle) -> QdiscNode {
+    QdiscNode {
+        handle: Handle::UNSPEC,
+        parent,
+        opts: QdiscOpts::PfifoFast,
+        stab: None,
+        stats: Default::default(),
+    }
+}
+
 /// Qdiscs in the order the kernel dumps them: the root, then the device's 16-bucket qdisc hash
-/// (bucket by bucket, the newest first in each), then ingress/clsact.
-fn qdisc_order(dev: &Device) -> Vec<&QdiscNode> {
-    let mut v: Vec<&QdiscNode> = dev.qdiscs.iter().filter(|q| q.parent == H_ROOT).collect();
-    let mut hashed: Vec<(u32, usize, &QdiscNode)> = dev
-        .qdiscs
-        .iter()
-        .enumerate()
-        .filter(|(_, q)| q.parent != H_ROOT && q.parent != H_INGRESS)
-        .map(|(i, q)| (qdisc_bucket(q.handle), usize::MAX - i, q))
-        .collect();
-    hashed.sort_by_key(|&(b, newest_first, _)| (b, newest_first));
+/// (bucket by bucket, the newest first in each), then ingress/clsact. An mq root's default
+/// children (made with it, one per queue) are hashed like the others.
+fn qdisc_order(dev: &Device) -> Vec<std::borrow::Cow<'_, QdiscNode>> {
+    use std::borrow::Cow;
+    let mut v: Vec<Cow<QdiscNode>> =
+        dev.qdiscs.iter().filter(|q| q.parent == H_ROOT).map(Cow::Borrowed).collect();
+    let mut hashed: Vec<(u32, (usize, u32), Cow<QdiscNode>)> = Vec::new();
+    for (i, q) in dev.qdiscs.iter().enumerate() {
+        if let QdiscOpts::Mq(m) = &q.opts {
+            for n in 1..=dev.num_tx_queues {
+                let slot = Handle::new(q.handle.major(), n);
+                if dev.qdisc_at(slot).is_none() && !m.emptied.contains(&n) {
+                    hashed.push((qdisc_bucket(Handle::UNSPEC), (i, n), Cow::Owned(mq_default(slot))));
+                }
+            }
+        }
+        if q.parent != H_ROOT && q.parent != H_INGRESS {
+            hashed.push((qdisc_bucket(q.handle), (i, u32::MAX), Cow::Borrowed(q)));
+        }
+    }
+    hashed.sort_by_key(|(b, created, _)| (*b, std::cmp::Reverse(*created)));
     v.extend(hashed.into_iter().map(|(_, _, q)| q));
-    v.extend(dev.qdiscs.iter().filter(|q| q.parent == H_INGRESS));
+    v.extend(dev.qdiscs.iter().filter(|q| q.parent == H_INGRESS).map(Cow::Borrowed));
     v
 }
 
@@ -351,8 +373,11 @@ pub fn show_qdiscs(out: &mut String, dev: &Device, with_dev: bool, o: ShowOpts, 
                 continue;
             }
         }
+        // tc prints the reference count when it is not 1: every transmit queue holds the root
+        // (mq's queues hold its children instead).
         let parent = match q.parent {
-            H_ROOT => "root refcnt 2 ".to_string(),
+            H_ROOT if matches!(q.opts, QdiscOpts::Mq(_)) => "root ".to_string(),
+            H_ROOT => format!("root refcnt {} ", dev.num_tx_queues + 1),
             p => format!("parent {} ", classid_str(p)),
         };
         let _ = writeln!(
@@ -362,14 +387,38 @@ pub fn show_qdiscs(out: &mut String, dev: &Device, with_dev: bool, o: ShowOpts, 
             q.handle.major(),
             qdisc_options(dev, &q.opts, o.details)
         );
+        if let Some(t) = q.stab.filter(|_| o.details) {
+            out.push(' ');
+            if let Some(l) = t.linklayer {
+                let _ = write!(out, "linklayer {} ", if l == LinkLayer::Atm { "atm" } else { "ethernet" });
+            }
+            if t.overhead != 0 {
+                let _ = write!(out, "overhead {} ", t.overhead);
+            }
+            for (k, v) in [("mpu", t.mpu), ("mtu", t.mtu), ("tsize", t.tsize)] {
+                if v != 0 {
+                    let _ = write!(out, "{k} {v} ");
+                }
+            }
+            out.push('\n');
+        }
         if o.stats {
             stats_lines(out, &q.stats);
+            if let QdiscOpts::Red(_) = q.opts {
+                let _ = writeln!(out, "{}", super::red::xstats(0, 0, 0, 0));
+            }
         }
     }
 }
 
-/// `tc class show dev D`.
-pub fn show_classes(out: &mut String, dev: &Device, o: ShowOpts, only_parent: Option<Handle>) {
+/// `tc class show dev D [parent P | root] [classid C]`.
+pub fn show_classes(
+    out: &mut String,
+    dev: &Device,
+    o: ShowOpts,
+    only_parent: Option<Handle>,
+    only_classid: Option<Handle>,
+) {
     for q in qdisc_order(dev) {
         let mut lines: Vec<(Handle, String, Option<&ClassNode>)> = Vec::new();
         match &q.opts {
@@ -382,11 +431,26 @@ pub fn show_classes(out: &mut String, dev: &Device, o: ShowOpts, only_parent: Op
                     ));
                 }
             }
-            QdiscOpts::Tbf(_) => lines.push((
+            QdiscOpts::Tbf(_) | QdiscOpts::Red(_) => lines.push((
                 Handle::new(q.handle.major(), 1),
                 format!("parent {} ", classid_str(q.handle)),
                 None,
             )),
+            // netem_dump_class: its one class exists only while it has a child qdisc.
+            QdiscOpts::Netem(_) => {
+                if dev.qdiscs.iter().any(|c| c.parent != H_ROOT && c.parent.qdisc() == q.handle) {
+                    lines.push((
+                        Handle::new(q.handle.major(), 1),
+                        format!("parent {} ", classid_str(q.handle)),
+                        None,
+                    ));
+                }
+            }
+            QdiscOpts::Mq(_) => {
+                for n in 1..=dev.num_tx_queues {
+                    lines.push((Handle::new(q.handle.major(), n), "root ".to_string(), None));
+                }
+            }
             QdiscOpts::Htb(_) | QdiscOpts::Drr => {
                 let cls: Vec<&ClassNode> =
                     dev.classes.iter().filter(|c| c.classid.qdisc() == q.handle).collect();
@@ -402,6 +466,9 @@ pub fn show_classes(out: &mut String, dev: &Device, o: ShowOpts, only_parent: Op
             _ => {}
         }
         for (id, parent, node) in lines {
+            if only_classid.is_some_and(|c| c != id) {
+                continue;
+            }
             if let Some(p) = only_parent {
                 let cp = node.map(|n| n.parent).unwrap_or(q.handle);
                 if cp != p && !(p == H_ROOT && cp == q.handle) {
@@ -466,16 +533,21 @@ pub fn show_classes(out: &mut String, dev: &Device, o: ShowOpts, only_parent: Op
             if o.stats {
                 let st = node.map(|n| n.stats).unwrap_or_default();
                 stats_lines(out, &st);
-                if let Some(ClassOpts::Htb(h)) = node.map(|n| &n.opts) {
-                    let _ = writeln!(out, " lended: 0 borrowed: 0 giants: 0");
-                    let _ = writeln!(
-                        out,
-                        " tokens: {} ctokens: {}",
-                        xmittime(h.rate / 8, h.burst) as i32,
-                        xmittime(h.ceil / 8, h.cburst) as i32
-                    );
+                // Kinds with class xstats print them, then an empty line.
+                match node.map(|n| &n.opts) {
+                    Some(ClassOpts::Htb(h)) => {
+                        let _ = writeln!(out, " lended: 0 borrowed: 0 giants: 0");
+                        let _ = writeln!(
+                            out,
+                            " tokens: {} ctokens: {}",
+                            xmittime(h.rate / 8, h.burst) as i32,
+                            xmittime(h.ceil / 8, h.cburst) as i32
+                        );
+                        out.push('\n');
+                    }
+                    Some(ClassOpts::Drr { .. }) => out.push_str(" deficit 0b \n"),
+                    None => {}
                 }
-                out.push('\n');
             }
         }
     }
@@ -529,51 +601,12 @@ pub struct FilterShowCtx {
     pub protocol: Option<u16>,
     /// `prio` given to show.
     pub prio: Option<u16>,
-}
-
-fn action_text(actions: &[Action]) -> String {
-    let mut s = String::new();
-    for (i, a) in actions.iter().enumerate() {
-        match a {
-            Action::Gact { verdict, index } => {
-                let _ = write!(
-                    s,
-                    "\n\taction order {}: gact action {}\n\t random type none pass val 0\n\t index {} ref 1 bind 1\n",
-                    i + 1,
-                    verdict.name(),
-                    index
-                );
-            }
-            Action::Police(p) => {
-                let _ = write!(
-                    s,
-                    "\n\taction order {}:  police {:#x} rate {} burst {} ",
-                    i + 1,
-                    p.index,
-                    rate(p.rate),
-                    format_size(p.burst as u64)
-                );
-                if let Some(m) = p.mtu {
-                    let _ = write!(s, "mtu {} ", format_size(m as u64));
-                }
-                if let Some(pk) = p.peakrate {
-                    let _ = write!(s, "peakrate {} ", rate(pk));
-                }
-                let _ = write!(
-                    s,
-                    "action {}/{} overhead 0b \n\tref 1 bind 1\n",
-                    p.exceed.name(),
-                    p.conform.name()
-                );
-            }
-            Action::Mirred(m) => super::mirred::show(&mut s, i + 1, m),
-        }
-    }
-    s
+    /// `-s`/`-d`.
+    pub opts: ShowOpts,
 }
 
 /// Body of one filter after the header.
-pub fn filter_body(f: &FilterNode) -> String {
+pub fn filter_body(state: &State, f: &FilterNode, opts: ShowOpts) -> String {
     let mut s = String::new();
     match &f.opts {
         FilterOpts::U32Table { divisor } => {
@@ -608,6 +641,18 @@ pub fn filter_body(f: &FilterNode) -> String {
                     if k.nexthdr { "nexthdr+" } else { "" },
                     k.off
                 );
+            }
+            if let Some(o) = u.offset.filter(|o| o.var || o.plus.is_some()) {
+                s.push_str("\n    offset ");
+                if o.var {
+                    let _ = write!(s, "{:04x}>>{} at {} ", o.mask, o.shift, o.at);
+                }
+                if let Some(p) = o.plus.filter(|&p| p != 0) {
+                    let _ = write!(s, "plus {p} ");
+                }
+            }
+            if u.offset.is_some_and(|o| o.eat) {
+                s.push_str(" eat ");
             }
             if let Some((m, off)) = u.hashkey {
                 let _ = write!(s, "\n    hash mask {m:08x} at {off} ");
@@ -680,13 +725,14 @@ pub fn filter_body(f: &FilterNode) -> String {
             }
         }
     }
-    s.push_str(&action_text(&f.actions));
+    s.push_str(&super::actions::filter_actions_text(state, f, opts));
     s
 }
 
 /// Filters of one block in dump order, each classifier instance (prio) led by its header line.
 pub fn show_filters(
     out: &mut String,
+    state: &State,
     dev: &Device,
     block: Handle,
     parent_shown: Option<Handle>,
@@ -722,25 +768,41 @@ pub fn show_filters(
             let tables: Vec<&&FilterNode> =
                 tp.iter().filter(|f| matches!(f.opts, FilterOpts::U32Table { .. })).collect();
             for t in tables.iter().rev() {
-                let _ = writeln!(out, "{}{}", filter_head(t, parent_shown, &ctx), filter_body(t));
+                let _ = writeln!(
+                    out,
+                    "{}{}",
+                    filter_head(t, parent_shown, &ctx),
+                    filter_body(state, t, ctx.opts)
+                );
                 let mut keys: Vec<&&FilterNode> = tp
                     .iter()
                     .filter(|f| matches!(f.opts, FilterOpts::U32(_)) && f.handle >> 20 == t.handle >> 20)
                     .collect();
                 keys.sort_by_key(|f| f.handle);
                 for k in keys {
-                    let _ = writeln!(out, "{}{}", filter_head(k, parent_shown, &ctx), filter_body(k));
+                    let _ = writeln!(
+                        out,
+                        "{}{}",
+                        filter_head(k, parent_shown, &ctx),
+                        filter_body(state, k, ctx.opts)
+                    );
                 }
             }
         } else {
             for f in tp {
-                let _ = writeln!(out, "{}{}", filter_head(f, parent_shown, &ctx), filter_body(f));
+                let _ = writeln!(
+                    out,
+                    "{}{}",
+                    filter_head(f, parent_shown, &ctx),
+                    filter_body(state, f, ctx.opts)
+                );
             }
         }
     }
 }
 
 /// `tc filter get`: one filter with its parent.
-pub fn show_one_filter(out: &mut String, f: &FilterNode, parent: Handle) {
-    let _ = writeln!(out, "{}{}", filter_head(f, Some(parent), &FilterShowCtx::default()), filter_body(f));
+pub fn show_one_filter(out: &mut String, state: &State, f: &FilterNode, parent: Handle, opts: ShowOpts) {
+    let ctx = FilterShowCtx { opts, ..Default::default() };
+    let _ = writeln!(out, "{}{}", filter_head(f, Some(parent), &ctx), filter_body(state, f, opts));
 }

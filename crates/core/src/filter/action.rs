@@ -24,6 +24,9 @@ pub enum Verdict {
     Continue,
     /// `goto chain N`: continue with the first filter of chain N at the same parent.
     GotoChain(u32),
+    /// `jump N`: go on with action N of this filter's list (counted from 0, i.e. skip the first
+    /// N). Resolved inside [`Actions::run`]; a jump out of range ends the list with `ok`.
+    Jump(u32),
     /// `stolen` after a mirred redirect: the packet leaves this path for `MirredTarget`.
     Redirect(MirredTarget),
 }
@@ -63,6 +66,7 @@ impl fmt::Display for Verdict {
             Verdict::Reclassify => f.write_str("reclassify"),
             Verdict::Continue => f.write_str("continue"),
             Verdict::GotoChain(n) => write!(f, "goto chain {n}"),
+            Verdict::Jump(n) => write!(f, "jump {n}"),
             Verdict::Redirect(_) => f.write_str("stolen"),
         }
     }
@@ -86,10 +90,71 @@ pub struct ActionStats {
 pub enum Action {
     /// `gact`: a fixed verdict (`action ok`, `action drop`, ...).
     Gact(Verdict),
+    /// `gact VERDICT random determ|netrand OTHER VAL`.
+    GactRandom(GactRandom),
     /// `police`.
     Police(Police),
+    /// `skbedit`: rewrite the packet's mark and priority, then a verdict.
+    Skbedit(Skbedit),
     /// `mirred ... redirect`: the packet goes to another device (verdict `stolen`).
     Redirect(MirredTarget),
+}
+
+/// gact with a `random` part (`act_gact.c`): with `determ`, every `val`-th packet gets `other`;
+/// with `netrand`, each packet does with probability 1/`val`. `val` 0 never.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GactRandom {
+    /// The usual verdict.
+    pub verdict: Verdict,
+    /// The other verdict.
+    pub other: Verdict,
+    /// Deterministic (true) or random.
+    pub determ: bool,
+    /// Period or inverse probability.
+    pub val: u16,
+    packets: u64,
+    rng: u64,
+}
+
+impl GactRandom {
+    /// A random gact; `seed` drives `netrand` (the same seed gives the same packets).
+    pub fn new(verdict: Verdict, other: Verdict, determ: bool, val: u16, seed: u64) -> GactRandom {
+        GactRandom { verdict, other, determ, val, packets: 0, rng: seed | 1 }
+    }
+
+    fn decide(&mut self) -> Verdict {
+        self.packets += 1;
+        if self.val == 0 {
+            return self.verdict;
+        }
+        let hit = if self.determ {
+            self.packets.is_multiple_of(self.val as u64)
+        } else {
+            // xorshift64*: cheap, no allocation, reproducible under the simulator's seed.
+            self.rng ^= self.rng >> 12;
+            self.rng ^= self.rng << 25;
+            self.rng ^= self.rng >> 27;
+            (self.rng.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 32).is_multiple_of(self.val as u64)
+        };
+        if hit {
+            self.other
+        } else {
+            self.verdict
+        }
+    }
+}
+
+/// skbedit (`act_skbedit.c`): the fields it writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Skbedit {
+    /// New `skb->priority`.
+    pub priority: Option<u32>,
+    /// New mark bits.
+    pub mark: Option<u32>,
+    /// Which mark bits are written (all by default).
+    pub mask: u32,
+    /// Verdict after editing (`pipe` by default).
+    pub verdict: Verdict,
 }
 
 /// One action with its counters.
@@ -135,45 +200,68 @@ impl Actions {
 
     /// True if any action is a `goto chain` (directly or as a police branch) to `chain`.
     pub fn jumps_to(&self, chain: u32) -> bool {
+        let to = Verdict::GotoChain(chain);
         self.slots.iter().any(|s| match &s.action {
-            Action::Gact(v) => *v == Verdict::GotoChain(chain),
+            Action::Gact(v) => *v == to,
+            Action::GactRandom(g) => g.verdict == to || g.other == to,
+            Action::Police(p) => p.config().conform == to || p.config().exceed == to,
+            Action::Skbedit(k) => k.verdict == to,
             Action::Redirect(_) => false,
-            Action::Police(p) => {
-                p.config().conform == Verdict::GotoChain(chain)
-                    || p.config().exceed == Verdict::GotoChain(chain)
-            }
         })
     }
 
-    /// Runs the actions for a matched packet and returns the final verdict
-    /// (`Pipe` at the end of the list is returned as `Ok`).
+    /// Runs the actions for a matched packet and returns the final verdict (`Pipe` at the end of
+    /// the list is returned as `Ok`). `jump N` restarts at action N, at most 32 times (the
+    /// kernel's `tcf_action_exec`); skbedit writes into `input.meta`.
     pub fn run(&mut self, input: &ClassifyInput<'_>, now: Time) -> Verdict {
+        const JUMP_TTL: u32 = 32;
         let mut verdict = Verdict::Ok;
-        for slot in self.slots.iter_mut() {
-            slot.stats.packets += 1;
-            slot.stats.bytes += input.pkt.len as u64;
-            verdict = match &mut slot.action {
-                Action::Gact(v) => *v,
-                Action::Redirect(t) => Verdict::Redirect(*t),
-                Action::Police(p) => {
-                    let (v, exceeded) = p.police(input.pkt, now);
-                    if exceeded {
-                        slot.stats.overlimits += 1;
+        let mut start = 0usize;
+        let mut ttl = JUMP_TTL;
+        'restart: loop {
+            for i in start..self.slots.len() {
+                let slot = &mut self.slots[i];
+                slot.stats.packets += 1;
+                slot.stats.bytes += input.pkt.len as u64;
+                verdict = match &mut slot.action {
+                    Action::Gact(v) => *v,
+                    Action::GactRandom(g) => g.decide(),
+                    Action::Redirect(t) => Verdict::Redirect(*t),
+                    Action::Police(p) => {
+                        let (v, exceeded) = p.police(input.pkt, now);
+                        if exceeded {
+                            slot.stats.overlimits += 1;
+                        }
+                        v
                     }
-                    v
+                    Action::Skbedit(k) => {
+                        let mut m = input.meta.get();
+                        if let Some(p) = k.priority {
+                            m.priority = p;
+                        }
+                        if let Some(mark) = k.mark {
+                            m.mark = (m.mark & !k.mask) | (mark & k.mask);
+                        }
+                        input.meta.set(m);
+                        k.verdict
+                    }
+                };
+                if verdict == Verdict::Drop {
+                    slot.stats.drops += 1;
                 }
-            };
-            if verdict == Verdict::Drop {
-                slot.stats.drops += 1;
+                if let Verdict::Jump(n) = verdict {
+                    ttl -= 1;
+                    if n == 0 || n as usize > self.slots.len() || ttl == 0 {
+                        return Verdict::Ok;
+                    }
+                    start = n as usize;
+                    continue 'restart;
+                }
+                if verdict != Verdict::Pipe {
+                    return verdict;
+                }
             }
-            if verdict != Verdict::Pipe {
-                return verdict;
-            }
-        }
-        if verdict == Verdict::Pipe {
-            Verdict::Ok
-        } else {
-            verdict
+            return if verdict == Verdict::Pipe { Verdict::Ok } else { verdict };
         }
     }
 }

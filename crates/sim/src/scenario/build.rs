@@ -715,11 +715,12 @@ fn build_flows(
             let cc = match fl.cc.as_ref().map(|q| ctx.text(q)).transpose()?.as_deref() {
                 None | Some("cubic") => CongestionControl::Cubic,
                 Some("reno") => CongestionControl::Reno,
+                Some("bbr") => CongestionControl::Bbr,
                 Some(o) => {
                     return Err(ctx.err(
                         fl.cc.as_ref().map(|q| q.span()),
                         format!("unknown cc `{o}`"),
-                        Some("reno or cubic"),
+                        Some("reno, cubic or bbr"),
                     ))
                 }
             };

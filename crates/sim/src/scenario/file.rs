@@ -352,7 +352,7 @@ pub struct FlowFile {
     /// Number of identical flows.
     #[serde(default)]
     pub count: Option<Q>,
-    /// TCP congestion control: reno or cubic.
+    /// TCP congestion control: reno, cubic or bbr.
     #[serde(default)]
     pub cc: Option<Q>,
     /// TCP bytes to send (default unlimited).
