@@ -208,7 +208,7 @@ impl Engine {
                 let input = ClassifyInput::new(&pkt, keys, frame);
                 (hook.classify(&input, now), input.meta.get())
             };
-            // What skbedit wrote stays with the packet (a redirect carries it to the IFB).
+            // What skbedit wrote on the hook is what the qdiscs (and fw) see next.
             pkt.mark = meta.mark;
             pkt.priority = meta.priority;
             pkt = match self.hook_taken(outcome, pkt) {
@@ -274,7 +274,7 @@ impl Engine {
                 let input = ClassifyInput::new(&pkt, keys, frame);
                 (hook.classify(&input, now), input.meta.get())
             };
-            // What skbedit wrote stays with the packet (a redirect carries it to the IFB).
+            // What skbedit wrote on the hook is what the qdiscs (and fw) see next.
             pkt.mark = meta.mark;
             pkt.priority = meta.priority;
             pkt = match self.hook_taken(outcome, pkt) {

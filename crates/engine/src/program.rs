@@ -1,6 +1,6 @@
 //! A [`Program`]: what one configuration turns into (root qdisc, classifier, description).
 
-use sluice_config::build::{build_device, build_hook, BuildError};
+use sluice_config::build::{build_device_seeded, build_hook, BuildError};
 use sluice_config::burst::{auto_burst, BurstPolicy};
 use sluice_config::model::{
     ClassNode, ClassOpts, DevKind, FilterOpts, QdiscNode, QdiscOpts, State, H_INGRESS, H_MIN_EGRESS,
@@ -34,12 +34,20 @@ pub struct ProgramOptions {
     /// services cannot be honoured by a user-space loop. `None` (the simulator, tests) builds
     /// the configuration exactly as written.
     pub burst_floor: Option<Span>,
+    /// Seed of the random sources of the configuration's qdiscs (netem's loss, jitter,
+    /// reordering): the same seed repeats a run exactly. The simulator passes its run's seed.
+    pub seed: u64,
 }
 
 impl ProgramOptions {
     /// The live shaper's options: buckets raised to the burst rule and `floor`.
     pub fn live(floor: Span) -> ProgramOptions {
-        ProgramOptions { burst_floor: Some(floor) }
+        // Each live run draws a different sequence, as the kernel seeds netem from entropy.
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0);
+        ProgramOptions { burst_floor: Some(floor), seed }
     }
 }
 
@@ -95,13 +103,14 @@ impl Program {
                     handle: sluice_core::Handle::new(0xFFFE, 0),
                     parent: H_ROOT,
                     opts: QdiscOpts::PfifoFast,
+                    stab: None,
                     stats: Default::default(),
                     stab: None,
                 },
             );
         }
         let raised = opts.burst_floor.map(|floor| (raise_buckets(state.to_mut(), dev, floor), floor));
-        let built = build_device(&state, dev)?;
+        let built = build_device_seeded(&state, dev, opts.seed)?;
         let ingress_hook = build_hook(&state, dev, H_MIN_INGRESS)?;
         let egress_hook = build_hook(&state, dev, H_MIN_EGRESS)?;
         let devices = state.devices.iter().map(|d| d.name.clone()).collect();

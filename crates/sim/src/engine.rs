@@ -616,6 +616,10 @@ impl Sim {
         let last = self.hop_index(route, next).is_none();
         let s = &self.slots[slot as usize];
         if last && s.kind == Kind::Data && !matches!(self.flows[s.flow as usize].src, Src::Tcp(_)) {
+            if s.pkt.payload & sluice_core::netem::CORRUPT_FLAG != 0 {
+                self.drop_slot(slot); // see `deliver`
+                return;
+            }
             // Open-loop data needs no reaction at the receiver: record it now, no event.
             let lat = at - s.sent;
             self.rec.on_recv(s.flow, s.pkt.len as u64, s.sent, at, lat);
@@ -632,6 +636,11 @@ impl Sim {
     /// The packet reached the end of its route.
     fn deliver(&mut self, slot: u32) {
         let s = self.slots[slot as usize];
+        if s.pkt.payload & sluice_core::netem::CORRUPT_FLAG != 0 {
+            // netem corrupted it on the way: the receiver's checksum discards it.
+            self.drop_slot(slot);
+            return;
+        }
         self.free.push(slot);
         let fi = s.flow as usize;
         match s.kind {

@@ -66,14 +66,16 @@ pub(crate) fn load(file: &str, text: &str) -> Result<TcShaper, String> {
 }
 
 impl TcShaper {
-    /// A fresh program (root qdisc and filters) of the upload device.
-    pub(crate) fn program(&self) -> Program {
-        self.program_of(&self.dev)
+    /// A fresh program (root qdisc and filters) of the upload device; random sources (netem)
+    /// seeded from `seed`.
+    pub(crate) fn program(&self, seed: u64) -> Program {
+        self.program_of(&self.dev, seed)
     }
 
     /// A fresh program of any device of the script (built once already).
-    pub(crate) fn program_of(&self, dev: &str) -> Program {
-        Program::from_model(&self.state, dev, &ProgramOptions::default()).expect("built once already")
+    pub(crate) fn program_of(&self, dev: &str, seed: u64) -> Program {
+        let opts = ProgramOptions { seed, ..ProgramOptions::default() };
+        Program::from_model(&self.state, dev, &opts).expect("built once already")
     }
 
     /// HTB classes of the upload device's root qdisc that have no child classes (what packets

@@ -81,6 +81,10 @@ pub struct ScenarioFile {
     /// Record time series (default true).
     #[serde(default)]
     pub series: Option<Q>,
+    /// Every flow starts up to this much later than its `start`, uniformly at random from the
+    /// seed, as real hosts never start in the same nanosecond (default 10ms; "0s": exact).
+    #[serde(default)]
+    pub start_jitter: Option<Q>,
     /// Time the shaper's enqueue/dequeue with the wall clock (default false).
     #[serde(default)]
     pub profile: Option<bool>,
