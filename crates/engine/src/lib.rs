@@ -22,9 +22,9 @@
 //!   whoever dropped it: a frame too short to forward, a filter
 //!   verdict, the root qdisc refusing it, a qdisc dropping it later on its own (AQM, head drop, the
 //!   fattest flow), or [`Engine::flush`]. The verdict of an ingress is informational.
-//! - **Counters.** [`Engine::stats`] counts every packet once: `received = sent_packets + dropped
-//!   + queued + redirected + delivered`, and `dropped` is the number of payloads `take_dropped`
-//!   hands back.
+//! - **Counters.** [`Engine::stats`] counts every packet once:
+//!   `received = sent_packets + dropped + queued + redirected + delivered`, and `dropped` is the
+//!   number of payloads `take_dropped` hands back.
 //! - **Devices.** One engine is one device: its egress (root qdisc, clsact egress filters) and its
 //!   ingress hook (the `ingress` qdisc's or clsact's ingress filters, [`Engine::receive`]). A
 //!   mirred redirect names another device; the caller, who holds one engine per device, routes

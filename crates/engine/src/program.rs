@@ -105,6 +105,7 @@ impl Program {
                     opts: QdiscOpts::PfifoFast,
                     stab: None,
                     stats: Default::default(),
+                    stab: None,
                 },
             );
         }

@@ -244,7 +244,7 @@ fn ingress_redirect_to_an_ifb_is_shaped_there() {
         while ifb.dequeue(t).is_some() {
             sent += 1;
         }
-        t = t + sluice_core::Span::from_micros(100);
+        t += sluice_core::Span::from_micros(100);
     }
     assert!((45..=60).contains(&sent), "{sent} packets in 50 ms at 8 Mbit/s");
     let s = ifb.stats();

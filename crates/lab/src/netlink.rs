@@ -80,6 +80,8 @@ pub struct TcMsg {
 
 /// The root parent handle.
 pub const TC_H_ROOT: u32 = 0xFFFF_FFFF;
+/// `TC_H_INGRESS`: the parent of ingress and clsact qdiscs.
+pub const TC_H_INGRESS: u32 = 0xFFFF_FFF1;
 
 impl Msg {
     /// A tc request of `kind` (an `rtm::*`) with `flags`.
