@@ -372,6 +372,7 @@ fn class_order(dev: &Device, q: &QdiscNode, out: &mut Vec<ClassNode>) {
 /// are equal when their normalised states are.
 pub fn normalized(state: &State) -> State {
     let mut s = state.clone();
+    s.next_auto_handle = 0x8001;
     for d in &mut s.devices {
         d.next_auto_handle = 0x8001;
         for b in &mut d.u32_blocks {

@@ -35,6 +35,10 @@ pub struct State {
     /// Next ifindex to hand out.
     #[serde(default = "first_ifindex")]
     pub next_ifindex: u32,
+    /// Next automatic qdisc handle major: the kernel has one counter for the whole machine
+    /// (`qdisc_alloc_handle`'s static `autohandle`), starting at 0x8001.
+    #[serde(default = "first_auto_handle")]
+    pub next_auto_handle: u32,
 }
 
 fn first_ifindex() -> u32 {
@@ -43,7 +47,7 @@ fn first_ifindex() -> u32 {
 
 impl Default for State {
     fn default() -> Self {
-        State { devices: Vec::new(), next_ifindex: first_ifindex() }
+        State { devices: Vec::new(), next_ifindex: first_ifindex(), next_auto_handle: first_auto_handle() }
     }
 }
 

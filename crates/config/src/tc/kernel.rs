@@ -113,9 +113,22 @@ fn flags(verb: Verb) -> (bool, bool, bool) {
     }
 }
 
-/// `tc qdisc add|change|replace|delete`.
+/// `tc qdisc add|change|replace|delete`. Automatic handles come from the state's one counter
+/// (the kernel's is global), advanced only when the request succeeds.
 pub fn qdisc_modify(state: &mut State, c: &QdiscCmd) -> Result<Vec<String>, TcError> {
+    let global = state.next_auto_handle;
     let dev = device_mut(state, &c.dev)?;
+    let own = dev.next_auto_handle;
+    dev.next_auto_handle = global;
+    let r = qdisc_modify_dev(dev, c);
+    let next = std::mem::replace(&mut dev.next_auto_handle, own);
+    if r.is_ok() {
+        state.next_auto_handle = next;
+    }
+    r
+}
+
+fn qdisc_modify_dev(dev: &mut Device, c: &QdiscCmd) -> Result<Vec<String>, TcError> {
     if c.unknown_kind {
         return Err(TcError::kernel("Specified qdisc kind is unknown"));
     }
