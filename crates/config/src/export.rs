@@ -182,7 +182,8 @@ pub fn qdisc_args(o: &QdiscOpts) -> String {
                 }
             }
         }
-        QdiscOpts::PfifoFast | QdiscOpts::Drr | QdiscOpts::Ingress | QdiscOpts::Clsact | QdiscOpts::Mq(_) => {}
+        QdiscOpts::PfifoFast | QdiscOpts::Drr | QdiscOpts::Ingress | QdiscOpts::Clsact | QdiscOpts::Mq(_) => {
+        }
     }
     s
 }

@@ -43,13 +43,8 @@ fn more() -> Option<PathBuf> {
 
 /// The tdc-more files whose kinds Sluice claims: each must pass at ≥ 95% (issue 12 for fifo,
 /// issue 15 for the rest).
-const ENFORCED: &[&str] = &[
-    "qdiscs/fifo.json",
-    "qdiscs/netem.json",
-    "qdiscs/drr.json",
-    "qdiscs/red.json",
-    "qdiscs/ingress.json",
-];
+const ENFORCED: &[&str] =
+    &["qdiscs/fifo.json", "qdiscs/netem.json", "qdiscs/drr.json", "qdiscs/red.json", "qdiscs/ingress.json"];
 
 /// tdc-more files still being brought up: run and their rates printed, not enforced.
 const REPORTED: &[&str] = &[
@@ -88,7 +83,10 @@ fn tdc_more_claimed_kinds_pass() {
         match run_tdc(&[dir.join(file)]) {
             Ok(r) => {
                 let (p, f, s) = r.counts();
-                eprintln!("{file}: {p} passed, {f} failed, {s} skipped ({:.1}%, not enforced)", r.pass_rate());
+                eprintln!(
+                    "{file}: {p} passed, {f} failed, {s} skipped ({:.1}%, not enforced)",
+                    r.pass_rate()
+                );
             }
             Err(e) => eprintln!("{file}: not run: {e}"),
         }
