@@ -1004,7 +1004,13 @@ fn parse_sfq(cur: &mut Cur) -> Result<SfqOpts, TcError> {
             "avpkt" => avpkt = size_arg(cur, "avpkt")?,
             "probability" => {
                 let (i, v) = cur.value()?;
-                prob = v.parse().map_err(|_| illegal("probability", i, None))?;
+                // tc reads it with sscanf("%lg") and scales it to 32 bits; a value that is not
+                // a number in [0, 1] (nan, inf, 1e309) is refused here rather than sent.
+                prob = v
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|p| (0.0..=1.0).contains(p))
+                    .ok_or_else(|| illegal("probability", i, None))?;
             }
             "ecn" => ecn = true,
             "harddrop" => harddrop = true,
