@@ -345,6 +345,9 @@ pub fn filter_args(f: &FilterNode) -> String {
         }
         FilterOpts::Matchall(m) => {
             let _ = write!(s, " handle {:#x} matchall", f.handle);
+            if m.skip_hw {
+                s.push_str(" skip_hw");
+            }
             if let Some(c) = m.classid {
                 let _ = write!(s, " classid {}", classid_str(c));
             }

@@ -1004,12 +1004,15 @@ pub struct FwOpts {
     pub mask: Option<u32>,
 }
 
-/// A filter whose only option is its class.
+/// A filter whose only option is its class (matchall).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct SimpleResult {
     /// Result class.
     #[serde(default, skip_serializing_if = "Option::is_none", with = "crate::serde_units::opt_handle")]
     pub classid: Option<Handle>,
+    /// `skip_hw`: never offloaded (printed back as tc does).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub skip_hw: bool,
 }
 
 /// basic options.
