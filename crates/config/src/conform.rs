@@ -93,7 +93,7 @@ pub fn tdc_vars() -> Vars {
 
 /// The devices nsPlugin creates for each case.
 pub fn fresh_state() -> State {
-    let mut s = State { devices: vec![], next_ifindex: 2, actions: vec![] };
+    let mut s = State::default();
     for (name, kind) in [
         ("v0p0", DevKind::Veth { peer: "v0p1".into() }),
         ("v0p1", DevKind::Veth { peer: "v0p0".into() }),

@@ -328,6 +328,9 @@ pub fn filter_args(f: &FilterNode) -> String {
         }
         FilterOpts::Matchall(m) => {
             let _ = write!(s, " handle {:#x} matchall", f.handle);
+            if m.skip_hw {
+                s.push_str(" skip_hw");
+            }
             if let Some(c) = m.classid {
                 let _ = write!(s, " classid {}", classid_str(c));
             }
@@ -356,6 +359,7 @@ fn class_order(dev: &Device, q: &QdiscNode, out: &mut Vec<ClassNode>) {
 /// are equal when their normalised states are.
 pub fn normalized(state: &State) -> State {
     let mut s = state.clone();
+    s.next_auto_handle = 0x8001;
     for d in &mut s.devices {
         d.next_auto_handle = 0x8001;
         for b in &mut d.u32_blocks {

@@ -40,6 +40,10 @@ pub struct State {
     /// parameters of the actions they bind (as tc sends them); `tc actions replace` updates both.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub actions: Vec<ActionEntry>,
+    /// Next automatic qdisc handle major: the kernel has one counter for the whole machine
+    /// (`qdisc_alloc_handle`'s static `autohandle`), starting at 0x8001.
+    #[serde(default = "first_auto_handle")]
+    pub next_auto_handle: u32,
 }
 
 fn first_ifindex() -> u32 {
@@ -48,7 +52,12 @@ fn first_ifindex() -> u32 {
 
 impl Default for State {
     fn default() -> Self {
-        State { devices: Vec::new(), next_ifindex: first_ifindex(), actions: Vec::new() }
+        State {
+            devices: Vec::new(),
+            next_ifindex: first_ifindex(),
+            actions: Vec::new(),
+            next_auto_handle: first_auto_handle(),
+        }
     }
 }
 
@@ -1012,12 +1021,15 @@ pub struct FwOpts {
     pub mask: Option<u32>,
 }
 
-/// A filter whose only option is its class.
+/// A filter whose only option is its class (matchall).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct SimpleResult {
     /// Result class.
     #[serde(default, skip_serializing_if = "Option::is_none", with = "crate::serde_units::opt_handle")]
     pub classid: Option<Handle>,
+    /// `skip_hw`: never offloaded (printed back as tc does).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub skip_hw: bool,
 }
 
 /// basic options.

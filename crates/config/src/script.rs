@@ -141,7 +141,7 @@ pub(crate) fn load_script_in(
     grammar: Grammar,
 ) -> Result<Loaded, ScriptError> {
     let mut vars = vars.clone();
-    let mut state = State { devices: vec![], next_ifindex: 2, actions: vec![] };
+    let mut state = State::default();
     let mut notes = Vec::new();
     let mut commands = Vec::new();
     let mut link_rates: Vec<(Option<String>, u64)> = Vec::new();

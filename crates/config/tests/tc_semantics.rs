@@ -83,3 +83,15 @@ fn tbf_latency_becomes_limit() {
         "limit or latency is mandatory"
     );
 }
+
+#[test]
+fn non_finite_probability_is_refused_before_it_reaches_the_state() {
+    let mut s = setup();
+    for p in ["nan", "inf", "1e309", "-0.5", "1.5"] {
+        let before = s.clone();
+        let o = tc(&mut s, &format!("qdisc add dev eth0 root sfq redflowlimit 100000 probability {p}"));
+        assert_eq!((o.code, o.stderr.as_str()), (1, "Illegal \"probability\"\n"), "{p}");
+        assert_eq!(s, before);
+    }
+    assert_eq!(tc(&mut s, "qdisc add dev eth0 root sfq redflowlimit 100000 probability 0.5").code, 0);
+}

@@ -53,10 +53,11 @@ const ENFORCED: &[&str] = &[
     "actions/police.json",
     "actions/skbedit.json",
     "actions/mirred.json",
+    "filters/matchall.json",
 ];
 
 /// tdc-more files still being brought up: run and their rates printed, not enforced.
-const REPORTED: &[&str] = &["filters/fw.json", "filters/matchall.json", "filters/basic.json"];
+const REPORTED: &[&str] = &["filters/fw.json", "filters/basic.json"];
 
 #[test]
 fn tdc_more_claimed_kinds_pass() {

@@ -284,39 +284,78 @@ pub fn get_classid(s: &str, max_minor: u32) -> Option<Handle> {
     }
 }
 
-/// `ll_proto_a2n`: protocol names tc knows, or a number.
+/// iproute2's `llproto_names` (lib/ll_proto.c), in its order: the first name of an id is the
+/// one printed.
+const LL_PROTOS: &[(u16, &str)] = &[
+    (0x0060, "loop"),
+    (0x0200, "pup"),
+    (0x0201, "pupat"),
+    (0x0800, "ip"),
+    (0x0805, "x25"),
+    (0x0806, "arp"),
+    (0x08FF, "bpq"),
+    (0x0a00, "ieeepup"),
+    (0x0a01, "ieeepupat"),
+    (0x6000, "dec"),
+    (0x6001, "dna_dl"),
+    (0x6002, "dna_rc"),
+    (0x6003, "dna_rt"),
+    (0x6004, "lat"),
+    (0x6005, "diag"),
+    (0x6006, "cust"),
+    (0x6007, "sca"),
+    (0x8035, "rarp"),
+    (0x809B, "atalk"),
+    (0x80F3, "aarp"),
+    (0x8137, "ipx"),
+    (0x86DD, "ipv6"),
+    (0x8863, "ppp_disc"),
+    (0x8864, "ppp_ses"),
+    (0x884c, "atmmpoa"),
+    (0x8884, "atmfate"),
+    (0x0001, "802_3"),
+    (0x0002, "ax25"),
+    (0x0003, "all"),
+    (0x0004, "802_2"),
+    (0x0005, "snap"),
+    (0x0006, "ddcmp"),
+    (0x0007, "wan_ppp"),
+    (0x0008, "ppp_mp"),
+    (0x0009, "localtalk"),
+    (0x000C, "can"),
+    (0x0010, "ppptalk"),
+    (0x0011, "tr_802_2"),
+    (0x0015, "mobitex"),
+    (0x0016, "control"),
+    (0x0017, "irda"),
+    (0x0018, "econet"),
+    (0x88CA, "tipc"),
+    (0x8892, "profinet"),
+    (0x88A2, "aoe"),
+    (0x88A4, "ethercat"),
+    (0x8100, "802.1Q"),
+    (0x88A8, "802.1ad"),
+    (0x8847, "mpls_uc"),
+    (0x8848, "mpls_mc"),
+    (0x6558, "teb"),
+    (0x8100, "802.1Q"),
+    (0x88cc, "LLDP"),
+    (0x0800, "ipv4"),
+];
+
+/// `ll_proto_a2n`: a name from [`LL_PROTOS`] (any case), or a number (`get_be16`, any base).
 pub fn proto_from_name(s: &str) -> Option<u16> {
-    Some(match s {
-        "ip" => 0x0800,
-        "ipv6" => 0x86DD,
-        "all" => 0x0003,
-        "arp" => 0x0806,
-        "802.1Q" | "802.1q" | "vlan" => 0x8100,
-        "802.1ad" => 0x88A8,
-        "mpls_uc" => 0x8847,
-        "mpls_mc" => 0x8848,
-        "rarp" => 0x8035,
-        "ipx" => 0x8137,
-        "lldp" => 0x88CC,
-        _ => return get_u32(s).and_then(|v| u16::try_from(v).ok()),
-    })
+    if let Some((id, _)) = LL_PROTOS.iter().find(|(_, n)| n.eq_ignore_ascii_case(s)) {
+        return Some(*id);
+    }
+    get_u32(s).and_then(|v| u16::try_from(v).ok())
 }
 
-/// `ll_proto_n2a`.
+/// `ll_proto_n2a`: the first name of `p`, or `[N]` in decimal.
 pub fn proto_name(p: u16) -> String {
-    match p {
-        0x0800 => "ip".into(),
-        0x86DD => "ipv6".into(),
-        0x0003 => "all".into(),
-        0x0806 => "arp".into(),
-        0x8100 => "802.1Q".into(),
-        0x88A8 => "802.1ad".into(),
-        0x8847 => "mpls_uc".into(),
-        0x8848 => "mpls_mc".into(),
-        0x8035 => "rarp".into(),
-        0x8137 => "ipx".into(),
-        0x88CC => "lldp".into(),
-        p => format!("[{p:04x}]"),
+    match LL_PROTOS.iter().find(|(id, _)| *id == p) {
+        Some((_, n)) => n.to_string(),
+        None => format!("[{p}]"),
     }
 }
 
@@ -377,7 +416,7 @@ pub fn parse_command_in(argv: &[String], grammar: Grammar) -> Result<TcCmd, TcEr
     } else if matches(obj, "actions") {
         super::actions::parse_actions_cmd(&argv[1..], grammar.max_minor()).map(TcCmd::Actions)
     } else {
-        Err(TcError::usage(format!("Object \"{obj}\" is unknown, try \"tc help\"."), Some(0)))
+        Err(TcError::fatal(format!("Object \"{obj}\" is unknown, try \"tc help\"."), Some(0)))
     }
 }
 
@@ -969,7 +1008,13 @@ fn parse_sfq(cur: &mut Cur) -> Result<SfqOpts, TcError> {
             "avpkt" => avpkt = size_arg(cur, "avpkt")?,
             "probability" => {
                 let (i, v) = cur.value()?;
-                prob = v.parse().map_err(|_| illegal("probability", i, None))?;
+                // tc reads it with sscanf("%lg") and scales it to 32 bits; a value that is not
+                // a number in [0, 1] (nan, inf, 1e309) is refused here rather than sent.
+                prob = v
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|p| (0.0..=1.0).contains(p))
+                    .ok_or_else(|| illegal("probability", i, None))?;
             }
             "ecn" => ecn = true,
             "harddrop" => harddrop = true,

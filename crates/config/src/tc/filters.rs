@@ -629,7 +629,8 @@ pub(crate) fn parse_matchall(cur: &mut Cur, handle: Option<(usize, &str)>) -> Re
         match w {
             "classid" | "flowid" => o.classid = classid_arg(cur)?,
             "action" => parse_actions(cur, &mut actions)?,
-            "skip_hw" | "skip_sw" => {}
+            "skip_hw" => o.skip_hw = true,
+            "skip_sw" => {}
             _ => return Err(what_is(w, at, "Usage: ... matchall [skip_sw | skip_hw]\n                 [ action ACTION_SPEC ] [ classid CLASSID ]")),
         }
     }

@@ -113,9 +113,22 @@ fn flags(verb: Verb) -> (bool, bool, bool) {
     }
 }
 
-/// `tc qdisc add|change|replace|delete`.
+/// `tc qdisc add|change|replace|delete`. Automatic handles come from the state's one counter
+/// (the kernel's is global), advanced only when the request succeeds.
 pub fn qdisc_modify(state: &mut State, c: &QdiscCmd) -> Result<Vec<String>, TcError> {
+    let global = state.next_auto_handle;
     let dev = device_mut(state, &c.dev)?;
+    let own = dev.next_auto_handle;
+    dev.next_auto_handle = global;
+    let r = qdisc_modify_dev(dev, c);
+    let next = std::mem::replace(&mut dev.next_auto_handle, own);
+    if r.is_ok() {
+        state.next_auto_handle = next;
+    }
+    r
+}
+
+fn qdisc_modify_dev(dev: &mut Device, c: &QdiscCmd) -> Result<Vec<String>, TcError> {
     if c.unknown_kind {
         return Err(TcError::kernel("Specified qdisc kind is unknown"));
     }
@@ -518,6 +531,11 @@ pub fn class_modify(state: &mut State, c: &ClassCmd) -> Result<Vec<String>, TcEr
         return Err(TcError::errno("Invalid argument"));
     };
     let mut warnings = Vec::new();
+    // htb_change_class: a priority above 7 (TC_HTB_NUMPRIO - 1) is kept as 7.
+    let mut opts = opts;
+    if let ClassOpts::Htb(o) = &mut opts {
+        o.prio = o.prio.min(7);
+    }
     match (&q.opts, &opts) {
         (QdiscOpts::Htb(h), ClassOpts::Htb(o)) => {
             if o.rate == 0 || o.ceil == 0 {
@@ -745,20 +763,24 @@ fn filter_modify_inner(
         if !create {
             return Err(TcError::kernel("Invalid filter command with priority of zero"));
         }
+        // tcf_auto_prio: one below the first classifier at or above 0x8000 (where a request
+        // without priority is inserted), else 0xc000.
         prio = dev
             .filters
             .iter()
-            .filter(|f| f.parent == block && f.chain == chain)
+            .filter(|f| f.parent == block && f.chain == chain && f.prio >= 0x8000)
             .map(|f| f.prio)
             .min()
-            .map(|p| p.saturating_sub(1))
+            .map(|p| p - 1)
             .unwrap_or(0xC000);
     }
     let tp = dev.filters.iter().find(|f| in_tp(f, prio)).cloned();
     let protocol = match &tp {
         Some(t) => {
-            if c.protocol.is_some_and(|p| p != t.protocol) {
-                return Err(TcError::errno("Invalid argument"));
+            // tc sends ETH_P_ALL for an add or replace without `protocol`.
+            let asked = c.protocol.or(create.then_some(ETH_P_ALL));
+            if asked.is_some_and(|p| p != t.protocol) {
+                return Err(TcError::kernel("Protocol mismatch for filter with specified priority"));
             }
             if t.opts.kind() != kind {
                 return Err(TcError::kernel("Specified filter kind does not match existing one"));

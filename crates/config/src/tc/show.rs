@@ -738,6 +738,9 @@ pub fn filter_body(state: &State, f: &FilterNode, opts: ShowOpts) -> String {
             if let Some(c) = m.classid {
                 let _ = write!(s, "flowid {} ", classid_str(c));
             }
+            if m.skip_hw {
+                s.push_str("\n  skip_hw");
+            }
             s.push_str("\n  not_in_hw");
         }
         FilterOpts::Basic(b) => {
