@@ -150,6 +150,7 @@ impl PlannedQdisc<'_> {
             QdiscOpts::Htb(_)
             | QdiscOpts::Tbf(_)
             | QdiscOpts::Netem(_)
+            | QdiscOpts::Cake(_)
             | QdiscOpts::Pfifo(_)
             | QdiscOpts::Bfifo(_) => String::new(),
             other => qdisc_args(other).trim().to_string(),
@@ -757,6 +758,13 @@ pub fn qdisc_msg(ifindex: i32, q: &PlannedQdisc<'_>, replace: bool) -> Msg {
             m.end_nest();
         }
         QdiscOpts::Netem(n) => netem_options(&mut m, n),
+        QdiscOpts::Cake(c) => {
+            m.begin_nest(tca::OPTIONS);
+            for (ty, payload) in sluice_config::tc::cake::netlink_attrs(c) {
+                m.attr(ty, &payload);
+            }
+            m.end_nest();
+        }
         QdiscOpts::Pfifo(f) | QdiscOpts::Bfifo(f) => {
             if let Some(l) = f.limit {
                 m.attr(tca::OPTIONS, &l.to_ne_bytes());
