@@ -63,6 +63,9 @@ pub enum DevKind {
         /// The other end.
         peer: String,
     },
+    /// `ip link add type ifb`: an intermediate functional block. What mirred redirects to its
+    /// egress leaves through its root qdisc and goes back where it came from.
+    Ifb,
 }
 
 /// One emulated device and its traffic-control tree.
@@ -291,8 +294,8 @@ pub enum QdiscOpts {
     Codel(CodelOpts),
     /// Flow queueing with CoDel.
     FqCodel(FqCodelOpts),
-    /// Network emulator.
-    Netem(NetemOpts),
+    /// Network emulator (boxed: its options are the largest).
+    Netem(Box<NetemOpts>),
     /// Deficit round robin.
     Drr,
     /// Random early detection.
@@ -1164,9 +1167,10 @@ pub struct GactRandom {
     pub val: u16,
 }
 
-/// One entry of the namespace's action table.
+/// One entry of the namespace's action table. Two entries are equal when everything but the
+/// time they were made is.
 #[serde_with::skip_serializing_none]
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ActionEntry {
     /// Kind, parameters and index.
     pub action: Action,
@@ -1179,6 +1183,12 @@ pub struct ActionEntry {
     /// When it was made, in milliseconds since the Unix epoch (tc prints `installed N sec`).
     #[serde(default)]
     pub installed_ms: u64,
+}
+
+impl PartialEq for ActionEntry {
+    fn eq(&self, o: &ActionEntry) -> bool {
+        self.action == o.action && self.standalone == o.standalone && self.cookie == o.cookie
+    }
 }
 
 /// skbedit options: what the action writes into the packet's metadata.

@@ -19,7 +19,7 @@
 //! A `drop` verdict (e.g. a policer's exceed action) gives [`ClassifyOutcome::Drop`]; the caller
 //! counts and frees the packet. Nothing here allocates per packet.
 
-use crate::filter::{ClassifyInput, FilterError, FilterList, FilterSpec, TcfOutcome, Upsert};
+use crate::filter::{ClassifyInput, FilterError, FilterList, FilterSpec, MirredTarget, TcfOutcome, Upsert};
 use crate::flow_keys::FlowKeys;
 use crate::handle::Handle;
 use crate::packet::{Packet, MAX_CLASS_PATH};
@@ -86,6 +86,8 @@ pub enum ClassifyOutcome {
     Enqueue,
     /// A filter or action dropped the packet.
     Drop,
+    /// A mirred action took the packet for another device: the caller hands it over.
+    Redirect(MirredTarget),
 }
 
 enum Step {
@@ -98,6 +100,8 @@ enum Step {
     Recorded(Handle, Handle),
     NoResult,
     Drop,
+    /// A mirred redirect took the packet.
+    Redirect(MirredTarget),
 }
 
 /// Filters of every parent plus the tree shape; see the module docs.
@@ -274,6 +278,7 @@ impl Classifier {
             pkt.priority = meta.priority;
             let class = match step {
                 Step::Drop => return ClassifyOutcome::Drop,
+                Step::Redirect(t) => return ClassifyOutcome::Redirect(t),
                 Step::NoResult => return ClassifyOutcome::Enqueue,
                 Step::Class(c) => {
                     pkt.push_class(c);
@@ -305,6 +310,7 @@ impl Classifier {
             return match self.lists.get_mut(&q).map(|l| l.classify(input, now)) {
                 Some(TcfOutcome::Classified(r)) if !r.classid.is_unspec() => Step::Class(r.classid),
                 Some(TcfOutcome::Drop) => Step::Drop,
+                Some(TcfOutcome::Redirect(t)) => Step::Redirect(t),
                 _ => Step::NoResult,
             };
         };
@@ -331,6 +337,7 @@ impl Classifier {
                     };
                     match list.classify(input, now) {
                         TcfOutcome::Drop => return Step::Drop,
+                        TcfOutcome::Redirect(t) => return Step::Redirect(t),
                         TcfOutcome::NoMatch => break,
                         TcfOutcome::Classified(r) => {
                             if r.classid == q {
@@ -355,6 +362,7 @@ impl Classifier {
                 } else {
                     match self.lists.get_mut(&q).map(|l| l.classify(input, now)) {
                         Some(TcfOutcome::Drop) => return Step::Drop,
+                        Some(TcfOutcome::Redirect(t)) => return Step::Redirect(t),
                         Some(TcfOutcome::Classified(r)) => r.classid.minor(),
                         _ => return Step::Fallback(fallback(&si.shape, prio)),
                     }

@@ -126,7 +126,7 @@ fn a2n(w: &str, allow_num: bool) -> Option<A2n> {
 }
 
 /// True when `w` names a control action (tc's `action_a2n(w, NULL, false) == 0`).
-pub fn is_control(w: &str) -> bool {
+fn is_control(w: &str) -> bool {
     a2n(w, false).is_some()
 }
 
@@ -619,6 +619,8 @@ pub(crate) fn parse_action_list(cur: &mut Cur, ctx: Ctx) -> Result<Vec<ActionSpe
             }
             cur.pos += 1;
         }
+        // Accepted and not kept (software-only emulation): `no_percpu`, then `skip_sw` and
+        // `skip_hw` in either order, as tc reads them.
         for flag in ["no_percpu", "skip_sw", "skip_hw", "skip_sw"] {
             if cur.peek() == Some(flag) {
                 cur.pos += 1;
@@ -826,10 +828,10 @@ fn check_new(spec: &ActionSpec, in_filter: bool) -> Result<(), TcError> {
     };
     match &spec.action {
         Action::Gact { verdict, random, .. } => {
-            goto_ok(*verdict)?;
-            if let Some(r) = random {
-                goto_ok(r.verdict)?;
+            if random.is_some_and(|r| matches!(r.verdict, Verdict::Goto(_))) {
+                return Err(kernel_err("goto chain not allowed on fallback"));
             }
+            goto_ok(*verdict)?;
         }
         Action::Police(p) => {
             goto_ok(p.exceed)?;

@@ -327,7 +327,7 @@ fn verb(word: &str, allow_get: bool) -> Option<Verb> {
         "get" if allow_get => Verb::Get,
         w if matches(w, "change") => Verb::Change,
         w if matches(w, "replace") => Verb::Replace,
-        w if matches(w, "show") || matches(w, "list") || w == "lst" => Verb::Show,
+        w if matches(w, "show") || matches(w, "list") || matches(w, "lst") => Verb::Show,
         _ => return None,
     })
 }
@@ -654,7 +654,7 @@ fn parse_qdisc_opts(kind: &str, cur: &mut Cur) -> Result<Option<QdiscOpts>, TcEr
         "sfq" => QdiscOpts::Sfq(parse_sfq(cur)?),
         "codel" => QdiscOpts::Codel(parse_codel(cur)?),
         "fq_codel" => QdiscOpts::FqCodel(parse_fq_codel(cur)?),
-        "netem" => QdiscOpts::Netem(super::netem::parse(cur)?),
+        "netem" => QdiscOpts::Netem(Box::new(super::netem::parse(cur)?)),
         "cake" => QdiscOpts::Cake(super::cake::parse(cur)?),
         _ => return Ok(None),
     }))

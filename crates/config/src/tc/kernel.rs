@@ -292,10 +292,10 @@ fn validate_qdisc(dev: &Device, new: QdiscOpts, old: Option<&QdiscOpts>) -> Resu
         }
         (QdiscOpts::Netem(n), old) => {
             let old = match old {
-                Some(QdiscOpts::Netem(o)) => Some(o),
+                Some(QdiscOpts::Netem(o)) => Some(&**o),
                 _ => None,
             };
-            QdiscOpts::Netem(super::netem::kernel_change(n, old)?)
+            QdiscOpts::Netem(Box::new(super::netem::kernel_change(*n, old)?))
         }
         (QdiscOpts::Tbf(t), _) => {
             if let Some(pk) = t.peakrate {

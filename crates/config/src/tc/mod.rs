@@ -376,6 +376,15 @@ pub fn run_ip(state: &mut State, argv: &[String]) -> Outcome {
             };
             match kind {
                 Some("dummy") => mk(state, n, DevKind::Dummy),
+                Some("ifb") => {
+                    mk(state, n, DevKind::Ifb);
+                    if txqlen.is_none() {
+                        // ifb.c: TX_Q_LEN.
+                        if let Some(d) = state.devices.last_mut() {
+                            d.txqueuelen = 32;
+                        }
+                    }
+                }
                 Some("veth") => {
                     let p = peer.map(str::to_string).unwrap_or_else(|| {
                         let mut k = 0;
@@ -391,8 +400,8 @@ pub fn run_ip(state: &mut State, argv: &[String]) -> Outcome {
                     return fail(
                         2,
                         format!(
-                            "Error: Unknown device type.\nSluice emulates dummy and veth only, not \"{k}\"."
-                        ),
+                        "Error: Unknown device type.\nSluice emulates dummy, veth and ifb only, not \"{k}\"."
+                    ),
                     )
                 }
                 None => return fail(2, "Not enough information: \"type\" argument is required.".into()),
@@ -437,6 +446,7 @@ pub fn run_ip(state: &mut State, argv: &[String]) -> Outcome {
                 }
                 let (pname, kind) = match &d.kind {
                     DevKind::Dummy => (d.name.clone(), "dummy"),
+                    DevKind::Ifb => (d.name.clone(), "ifb"),
                     DevKind::Veth { peer } => (format!("{}@{}", d.name, peer), "veth"),
                 };
                 let q = d.root().map(|q| q.opts.kind()).unwrap_or("noqueue");

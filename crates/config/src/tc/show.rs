@@ -277,6 +277,20 @@ fn stats_lines(out: &mut String, st: &QdiscStats) {
     let _ = writeln!(out, " backlog {} {}p requeues {}", format_size(st.backlog_bytes), st.qlen, st.requeues);
 }
 
+/// The kinds' own statistics (`print_xstats`) as an idle qdisc reports them: CoDel's and
+/// fq_codel's counters (Sluice's emulated qdiscs carry no packet history).
+fn qdisc_xstats(out: &mut String, q: &QdiscOpts) {
+    match q {
+        QdiscOpts::Codel(_) => out.push_str(
+            "  count 0 lastcount 0 ldelay 0us drop_next 0us\n  maxpacket 0 ecn_mark 0 drop_overlimit 0\n",
+        ),
+        QdiscOpts::FqCodel(_) => out.push_str(
+            "  maxpacket 0 drop_overlimit 0 new_flow_count 0 ecn_mark 0\n  new_flows_len 0 old_flows_len 0\n",
+        ),
+        _ => {}
+    }
+}
+
 /// The kernel's `hash_32(val, 4)` (GOLDEN_RATIO_32), the bucket of a qdisc in `qdisc_hash`.
 fn qdisc_bucket(handle: Handle) -> u32 {
     handle.to_tc().unwrap_or(0).wrapping_mul(0x61C8_8647) >> 28
@@ -355,7 +369,15 @@ fn class_hash_order(classes: Vec<&ClassNode>) -> Vec<&ClassNode> {
 pub fn show_qdiscs(out: &mut String, dev: &Device, with_dev: bool, o: ShowOpts, only: Option<Handle>) {
     let devs = if with_dev { format!("dev {} ", dev.name) } else { String::new() };
     if dev.root().is_none() && only.is_none_or(|p| p == H_ROOT) {
-        let _ = writeln!(out, "qdisc noqueue 0: {devs}root refcnt 2 ");
+        if dev.kind == DevKind::Ifb {
+            // An IFB has a transmit queue (qlen 32): the kernel's default qdisc, not noqueue.
+            let _ = writeln!(
+                out,
+                "qdisc pfifo_fast 0: {devs}root refcnt 2 bands 3 priomap 1 2 2 2 1 2 0 0 1 1 1 1 1 1 1 1"
+            );
+        } else {
+            let _ = writeln!(out, "qdisc noqueue 0: {devs}root refcnt 2 ");
+        }
         if o.stats {
             stats_lines(out, &QdiscStats::default());
         }
@@ -397,6 +419,7 @@ pub fn show_qdiscs(out: &mut String, dev: &Device, with_dev: bool, o: ShowOpts, 
         }
         if o.stats {
             stats_lines(out, &q.stats);
+            qdisc_xstats(out, &q.opts);
             if let QdiscOpts::Red(_) = q.opts {
                 let _ = writeln!(out, "{}", super::red::xstats(0, 0, 0, 0));
             }
@@ -434,14 +457,14 @@ pub fn show_classes(
                 None,
             )),
             // netem_dump_class: its one class exists only while it has a child qdisc.
-            QdiscOpts::Netem(_) => {
-                if dev.qdiscs.iter().any(|c| c.parent != H_ROOT && c.parent.qdisc() == q.handle) {
-                    lines.push((
-                        Handle::new(q.handle.major(), 1),
-                        format!("parent {} ", classid_str(q.handle)),
-                        None,
-                    ));
-                }
+            QdiscOpts::Netem(_)
+                if dev.qdiscs.iter().any(|c| c.parent != H_ROOT && c.parent.qdisc() == q.handle) =>
+            {
+                lines.push((
+                    Handle::new(q.handle.major(), 1),
+                    format!("parent {} ", classid_str(q.handle)),
+                    None,
+                ));
             }
             QdiscOpts::Mq(_) => {
                 for n in 1..=dev.num_tx_queues {
@@ -697,7 +720,7 @@ pub fn filter_body(state: &State, f: &FilterNode, opts: ShowOpts) -> String {
         }
         FilterOpts::Fw(fw) => {
             let _ = write!(s, "handle {:#x}", f.handle);
-            if let Some(m) = fw.mask {
+            if let Some(m) = fw.mask.filter(|&m| m != u32::MAX) {
                 let _ = write!(s, "/{m:#x}");
             }
             s.push(' ');

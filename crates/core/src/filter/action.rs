@@ -27,6 +27,18 @@ pub enum Verdict {
     /// `jump N`: go on with action N of this filter's list (counted from 0, i.e. skip the first
     /// N). Resolved inside [`Actions::run`]; a jump out of range ends the list with `ok`.
     Jump(u32),
+    /// `stolen` after a mirred redirect: the packet leaves this path for `MirredTarget`.
+    Redirect(MirredTarget),
+}
+
+/// Where a mirred redirect sends a packet: a device (an index into the device table of whoever
+/// built the filters) and the side of it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct MirredTarget {
+    /// The target device's index.
+    pub dev: u16,
+    /// `ingress`: the device's receive path (its ingress hook); else its root qdisc.
+    pub ingress: bool,
 }
 
 impl Verdict {
@@ -55,6 +67,7 @@ impl fmt::Display for Verdict {
             Verdict::Continue => f.write_str("continue"),
             Verdict::GotoChain(n) => write!(f, "goto chain {n}"),
             Verdict::Jump(n) => write!(f, "jump {n}"),
+            Verdict::Redirect(_) => f.write_str("stolen"),
         }
     }
 }
@@ -81,6 +94,8 @@ pub enum Action {
     GactRandom(GactRandom),
     /// `police`.
     Police(Police),
+    /// `mirred ... redirect`: the packet goes to another device (verdict `stolen`).
+    Redirect(MirredTarget),
     /// `skbedit`: rewrite the packet's mark and priority, then a verdict.
     Skbedit(Skbedit),
 }
@@ -191,6 +206,7 @@ impl Actions {
             Action::GactRandom(g) => g.verdict == to || g.other == to,
             Action::Police(p) => p.config().conform == to || p.config().exceed == to,
             Action::Skbedit(k) => k.verdict == to,
+            Action::Redirect(_) => false,
         })
     }
 
@@ -200,51 +216,116 @@ impl Actions {
     pub fn run(&mut self, input: &ClassifyInput<'_>, now: Time) -> Verdict {
         const JUMP_TTL: u32 = 32;
         let mut verdict = Verdict::Ok;
-        let mut start = 0usize;
+        let mut i = 0usize;
         let mut ttl = JUMP_TTL;
-        'restart: loop {
-            for i in start..self.slots.len() {
-                let slot = &mut self.slots[i];
-                slot.stats.packets += 1;
-                slot.stats.bytes += input.pkt.len as u64;
-                verdict = match &mut slot.action {
-                    Action::Gact(v) => *v,
-                    Action::GactRandom(g) => g.decide(),
-                    Action::Police(p) => {
-                        let (v, exceeded) = p.police(input.pkt, now);
-                        if exceeded {
-                            slot.stats.overlimits += 1;
-                        }
-                        v
+        while i < self.slots.len() {
+            let slot = &mut self.slots[i];
+            i += 1;
+            slot.stats.packets += 1;
+            slot.stats.bytes += input.pkt.len as u64;
+            verdict = match &mut slot.action {
+                Action::Gact(v) => *v,
+                Action::GactRandom(g) => g.decide(),
+                Action::Redirect(t) => Verdict::Redirect(*t),
+                Action::Police(p) => {
+                    let (v, exceeded) = p.police(input.pkt, now);
+                    if exceeded {
+                        slot.stats.overlimits += 1;
                     }
-                    Action::Skbedit(k) => {
-                        let mut m = input.meta.get();
-                        if let Some(p) = k.priority {
-                            m.priority = p;
-                        }
-                        if let Some(mark) = k.mark {
-                            m.mark = (m.mark & !k.mask) | (mark & k.mask);
-                        }
-                        input.meta.set(m);
-                        k.verdict
+                    v
+                }
+                Action::Skbedit(k) => {
+                    let mut m = input.meta.get();
+                    if let Some(p) = k.priority {
+                        m.priority = p;
                     }
-                };
-                if verdict == Verdict::Drop {
-                    slot.stats.drops += 1;
-                }
-                if let Verdict::Jump(n) = verdict {
-                    ttl -= 1;
-                    if n == 0 || n as usize > self.slots.len() || ttl == 0 {
-                        return Verdict::Ok;
+                    if let Some(mark) = k.mark {
+                        m.mark = (m.mark & !k.mask) | (mark & k.mask);
                     }
-                    start = n as usize;
-                    continue 'restart;
+                    input.meta.set(m);
+                    k.verdict
                 }
-                if verdict != Verdict::Pipe {
-                    return verdict;
-                }
+            };
+            if verdict == Verdict::Drop {
+                slot.stats.drops += 1;
             }
-            return if verdict == Verdict::Pipe { Verdict::Ok } else { verdict };
+            if let Verdict::Jump(n) = verdict {
+                ttl -= 1;
+                if n == 0 || n as usize > self.slots.len() || ttl == 0 {
+                    return Verdict::Ok;
+                }
+                i = n as usize;
+                continue;
+            }
+            if verdict != Verdict::Pipe {
+                return verdict;
+            }
         }
+        if verdict == Verdict::Pipe {
+            Verdict::Ok
+        } else {
+            verdict
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::flow_keys::FlowKeys;
+    use crate::packet::Packet;
+
+    fn run(actions: &mut Actions, pkt: &Packet) -> (Verdict, crate::filter::PacketMeta) {
+        let keys = FlowKeys::default();
+        let input = ClassifyInput::new(pkt, &keys, &[]);
+        let v = actions.run(&input, Time::ZERO);
+        (v, input.meta.get())
+    }
+
+    #[test]
+    fn skbedit_writes_priority_and_masked_mark_then_pipes() {
+        let mut pkt = Packet::new(100, 0);
+        pkt.mark = 0xAB00;
+        let edit =
+            Skbedit { priority: Some(0x0001_0010), mark: Some(0x0042), mask: 0x00FF, verdict: Verdict::Pipe };
+        let mut a = Actions::new(vec![Action::Skbedit(edit), Action::Gact(Verdict::Pipe)]);
+        let (v, m) = run(&mut a, &pkt);
+        assert_eq!(v, Verdict::Ok);
+        assert_eq!((m.priority, m.mark), (0x0001_0010, 0xAB42));
+        // The packet itself is untouched until the caller writes the metadata back.
+        assert_eq!(pkt.mark, 0xAB00);
+    }
+
+    #[test]
+    fn jump_skips_from_the_start_and_a_bad_jump_ends_with_ok() {
+        let pkt = Packet::new(100, 0);
+        // jump 2 from action 0: actions 0 and 1 are skipped on the restart, action 2 decides.
+        let mut a = Actions::new(vec![
+            Action::Gact(Verdict::Jump(2)),
+            Action::Gact(Verdict::Drop),
+            Action::Gact(Verdict::Reclassify),
+        ]);
+        assert_eq!(run(&mut a, &pkt).0, Verdict::Reclassify);
+        assert_eq!(a.slots()[1].stats.packets, 0);
+        let mut bad = Actions::new(vec![Action::Gact(Verdict::Jump(5)), Action::Gact(Verdict::Drop)]);
+        assert_eq!(run(&mut bad, &pkt).0, Verdict::Ok);
+        // A jump to itself loops until the kernel's 32-jump limit stops it.
+        let mut lp = Actions::new(vec![Action::Gact(Verdict::Pipe), Action::Gact(Verdict::Jump(1))]);
+        assert_eq!(run(&mut lp, &pkt).0, Verdict::Ok);
+        assert_eq!(lp.slots()[1].stats.packets, 32);
+    }
+
+    #[test]
+    fn gact_determ_gives_every_nth_packet_the_other_verdict() {
+        let pkt = Packet::new(100, 0);
+        let mut a =
+            Actions::new(vec![Action::GactRandom(GactRandom::new(Verdict::Drop, Verdict::Ok, true, 3, 0))]);
+        let got: Vec<Verdict> = (0..6).map(|_| run(&mut a, &pkt).0).collect();
+        use Verdict::*;
+        assert_eq!(got, [Drop, Drop, Ok, Drop, Drop, Ok]);
+        // netrand: about 1 in val, reproducible from the seed.
+        let mut r = Actions::new(vec![Action::GactRandom(GactRandom::new(Drop, Ok, false, 4, 7))]);
+        let oks = (0..4000).filter(|_| run(&mut r, &pkt).0 == Ok).count();
+        assert!((800..1200).contains(&oks), "{oks}");
     }
 }

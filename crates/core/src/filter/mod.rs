@@ -51,7 +51,7 @@ use crate::time::Time;
 use std::cell::Cell;
 use std::fmt;
 
-pub use action::{Action, ActionStats, Actions, Verdict};
+pub use action::{Action, ActionStats, Actions, MirredTarget, Verdict};
 pub use dsfield::{DsfieldConfig, DsfieldTp};
 pub use flow::{FlowConfig, FlowKey, FlowMode, FlowTp};
 pub use fw::{FwConfig, FwTp};
@@ -124,6 +124,8 @@ pub enum TcfOutcome {
     Classified(FilterResult),
     /// A filter or action said `drop` (or the reclassify limit was hit).
     Drop,
+    /// A mirred action took the packet for another device.
+    Redirect(MirredTarget),
     /// No filter matched.
     NoMatch,
 }
@@ -524,6 +526,7 @@ impl FilterList {
                         return TcfOutcome::Classified(FilterResult { classid })
                     }
                     Verdict::Drop => return TcfOutcome::Drop,
+                    Verdict::Redirect(t) => return TcfOutcome::Redirect(t),
                     Verdict::Continue => continue,
                     Verdict::Reclassify | Verdict::GotoChain(_) => {
                         restarts += 1;
