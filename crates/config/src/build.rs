@@ -410,6 +410,9 @@ fn build_qdisc(
             }
             Box::new(red)
         }
+        QdiscOpts::Cake(c) => {
+            Box::new(sluice_core::cake::Cake::new(crate::tc::cake::config(c, dev.psched_mtu()), major))
+        }
         QdiscOpts::Mq(_) => return Err(BuildError::Unsupported("mq (one qdisc per transmit queue)".into())),
         QdiscOpts::Ingress | QdiscOpts::Clsact => {
             return Err(BuildError::Unsupported("an ingress qdisc as the egress root".into()))

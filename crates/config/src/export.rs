@@ -78,6 +78,7 @@ pub fn qdisc_args(o: &QdiscOpts) -> String {
             }
         }
         QdiscOpts::Netem(n) => s.push_str(&crate::tc::netem::export_args(n)),
+        QdiscOpts::Cake(c) => s.push_str(&crate::tc::cake::export_args(c)),
         QdiscOpts::Tbf(t) => {
             let _ = write!(s, " rate {}bit burst {} limit {}", t.rate, t.burst, t.limit);
             if let Some(p) = t.peakrate {

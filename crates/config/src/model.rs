@@ -309,6 +309,8 @@ pub enum QdiscOpts {
     Drr,
     /// Random early detection.
     Red(RedOpts),
+    /// Common Applications Kept Enhanced.
+    Cake(CakeOpts),
     /// Ingress hook.
     Ingress,
     /// Ingress+egress filter hook.
@@ -334,6 +336,7 @@ impl QdiscOpts {
             QdiscOpts::Netem(_) => "netem",
             QdiscOpts::Drr => "drr",
             QdiscOpts::Red(_) => "red",
+            QdiscOpts::Cake(_) => "cake",
             QdiscOpts::Ingress => "ingress",
             QdiscOpts::Clsact => "clsact",
             QdiscOpts::Mq(_) => "mq",
@@ -1332,4 +1335,46 @@ impl MirredOpts {
             (MirredDirection::Ingress, MirredMode::Mirror) => "Ingress Mirror",
         }
     }
+}
+
+/// CAKE options: the attributes tc sends (`TCA_CAKE_*`), each `None` when not sent. The kernel
+/// keeps what was sent before for those not sent again (`cake_change`); see `crate::tc::cake`.
+#[serde_with::skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CakeOpts {
+    /// Shaped rate, bytes/s (`Some(0)`: `unlimited`).
+    pub bandwidth: Option<u64>,
+    /// `autorate-ingress`.
+    pub autorate: Option<bool>,
+    /// Diffserv mode.
+    pub diffserv: Option<sluice_core::cake::TinMode>,
+    /// Isolation mode.
+    pub flow_mode: Option<sluice_core::cake::FlowMode>,
+    /// Cell framing.
+    pub atm: Option<sluice_core::cake::AtmMode>,
+    /// Per-packet overhead, bytes.
+    pub overhead: Option<i32>,
+    /// `TCA_CAKE_RAW` sent (`raw`): overhead compensation off.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub raw: bool,
+    /// Minimum packet size, bytes.
+    pub mpu: Option<u32>,
+    /// `rtt`, µs.
+    pub rtt: Option<u32>,
+    /// AQM target, µs (tc derives it from `rtt`).
+    pub target: Option<u32>,
+    /// `memlimit`, bytes.
+    pub memlimit: Option<u32>,
+    /// `fwmark` mask.
+    pub fwmark: Option<u32>,
+    /// `nat`/`nonat`.
+    pub nat: Option<bool>,
+    /// `wash`/`nowash`.
+    pub wash: Option<bool>,
+    /// `split-gso`/`no-split-gso`.
+    pub split_gso: Option<bool>,
+    /// `ingress`/`egress`.
+    pub ingress: Option<bool>,
+    /// ACK filter mode.
+    pub ack_filter: Option<sluice_core::cake::AckFilter>,
 }

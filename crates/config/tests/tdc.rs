@@ -49,6 +49,7 @@ const ENFORCED: &[&str] = &[
     "qdiscs/drr.json",
     "qdiscs/red.json",
     "qdiscs/ingress.json",
+    "qdiscs/cake.json",
     "actions/gact.json",
     "actions/police.json",
     "actions/skbedit.json",

@@ -13,6 +13,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod cake;
 pub mod classify;
 pub mod codel;
 pub mod drr;

@@ -152,6 +152,7 @@ impl PlannedQdisc<'_> {
             QdiscOpts::Htb(_)
             | QdiscOpts::Tbf(_)
             | QdiscOpts::Netem(_)
+            | QdiscOpts::Cake(_)
             | QdiscOpts::Red(_)
             | QdiscOpts::Drr
             | QdiscOpts::Pfifo(_)
@@ -809,6 +810,13 @@ pub fn qdisc_msg(ifindex: i32, q: &PlannedQdisc<'_>, replace: bool) -> Msg {
             m.end_nest();
         }
         QdiscOpts::Netem(n) => netem_options(&mut m, n),
+        QdiscOpts::Cake(c) => {
+            m.begin_nest(tca::OPTIONS);
+            for (ty, payload) in sluice_config::tc::cake::netlink_attrs(c) {
+                m.attr(ty, &payload);
+            }
+            m.end_nest();
+        }
         QdiscOpts::Red(r) => red_options(&mut m, r),
         QdiscOpts::Pfifo(f) | QdiscOpts::Bfifo(f) => {
             if let Some(l) = f.limit {

@@ -3,6 +3,7 @@
 /// (name, seed document, TOML source).
 pub const BUILTIN: &[(&str, &str, &str)] = &[
     ("home-uplink", "003", include_str!("../../../scenarios/home-uplink.toml")),
+    ("home-uplink-cake", "003", include_str!("../../../scenarios/home-uplink-cake.toml")),
     ("rate-sweep", "000", include_str!("../../../scenarios/rate-sweep.toml")),
     ("send-credits", "002", include_str!("../../../scenarios/send-credits.toml")),
     ("ecn-priority", "003", include_str!("../../../scenarios/ecn-priority.toml")),

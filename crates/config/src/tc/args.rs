@@ -694,6 +694,7 @@ fn parse_qdisc_opts(kind: &str, cur: &mut Cur) -> Result<Option<QdiscOpts>, TcEr
         "codel" => QdiscOpts::Codel(parse_codel(cur)?),
         "fq_codel" => QdiscOpts::FqCodel(parse_fq_codel(cur)?),
         "netem" => QdiscOpts::Netem(Box::new(super::netem::parse(cur)?)),
+        "cake" => QdiscOpts::Cake(super::cake::parse(cur)?),
         _ => return Ok(None),
     }))
 }
@@ -1152,7 +1153,7 @@ fn parse_class(verb: Verb, cur: &mut Cur) -> Result<ClassCmd, TcError> {
                 ClassOpts::Drr { quantum }
             }
             "prio" | "pfifo_fast" | "tbf" | "netem" | "sfq" | "codel" | "fq_codel" | "pfifo" | "bfifo"
-            | "ingress" | "clsact" | "red" | "mq" => {
+            | "ingress" | "clsact" | "red" | "mq" | "cake" => {
                 return Err(TcError::usage(format!("Error: Qdisc \"{k}\" is classless."), Some(ki)));
             }
             _ => {

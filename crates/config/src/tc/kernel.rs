@@ -50,6 +50,7 @@ fn has_class_ops(q: &QdiscNode) -> bool {
             | QdiscOpts::Drr
             | QdiscOpts::Sfq(_)
             | QdiscOpts::FqCodel(_)
+            | QdiscOpts::Cake(_)
             | QdiscOpts::Mq(_)
     )
 }
@@ -363,6 +364,13 @@ fn validate_qdisc(dev: &Device, new: QdiscOpts, old: Option<&QdiscOpts>) -> Resu
             }
             QdiscOpts::FqCodel(n)
         }
+        (QdiscOpts::Cake(n), old) => {
+            let old = match old {
+                Some(QdiscOpts::Cake(o)) => Some(o),
+                _ => None,
+            };
+            QdiscOpts::Cake(super::cake::merge(&n, old))
+        }
         (QdiscOpts::Htb(n), Some(QdiscOpts::Htb(_))) => {
             let _ = dev;
             QdiscOpts::Htb(n)
@@ -668,7 +676,8 @@ pub fn resolve_block(dev: &Device, parent: Option<Handle>) -> Result<Handle, TcE
         | QdiscOpts::Prio(_)
         | QdiscOpts::Drr
         | QdiscOpts::Sfq(_)
-        | QdiscOpts::FqCodel(_) => {
+        | QdiscOpts::FqCodel(_)
+        | QdiscOpts::Cake(_) => {
             if minor == 0 {
                 return Ok(q.handle);
             }

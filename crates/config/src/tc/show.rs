@@ -212,6 +212,7 @@ pub fn qdisc_options(dev: &Device, q: &QdiscOpts, d: bool) -> String {
         }
         QdiscOpts::Ingress => s.push_str("---------------- "),
         QdiscOpts::Red(r) => s.push_str(&super::red::options(r, d)),
+        QdiscOpts::Cake(c) => s.push_str(&super::cake::options(c)),
         QdiscOpts::Clsact | QdiscOpts::Drr | QdiscOpts::Mq(_) => {}
     }
     s
@@ -421,6 +422,10 @@ pub fn show_qdiscs(out: &mut String, dev: &Device, with_dev: bool, o: ShowOpts, 
             qdisc_xstats(out, &q.opts);
             if let QdiscOpts::Red(_) = q.opts {
                 let _ = writeln!(out, "{}", super::red::xstats(0, 0, 0, 0));
+            }
+            if let QdiscOpts::Cake(c) = &q.opts {
+                let cfg = super::cake::config(c, dev.psched_mtu());
+                out.push_str(&super::cake::xstats(&sluice_core::cake::CakeStats::idle(&cfg)));
             }
         }
     }

@@ -604,8 +604,31 @@ fn build_shaper(ctx: &Ctx, s: &ShaperFile, seed: u64) -> Result<BuiltShaper, Sce
 
 /// `${name}` of scenario parameters substituted; other `$...` is left to the script's own shell
 /// variables.
+/// The script with `${param}` substituted. A line that starts with `[cond]` (conditions as in
+/// `when`, e.g. `[shaper=cake]`) is kept, without the prefix, only when the condition holds; it
+/// becomes an empty line otherwise, so line numbers in errors stay right.
 fn tc_text(ctx: &Ctx, raw: &str) -> String {
-    let mut out = raw.to_string();
+    let holds = |cond: &str| {
+        cond.split(',').map(str::trim).filter(|c| !c.is_empty()).all(|c| {
+            let (k, v, neg) = match c.split_once("!=") {
+                Some((k, v)) => (k, v, true),
+                None => match c.split_once('=') {
+                    Some((k, v)) => (k, v, false),
+                    None => return false,
+                },
+            };
+            (ctx.params.get(k.trim()).map(String::as_str) == Some(v.trim())) != neg
+        })
+    };
+    let mut out = String::with_capacity(raw.len());
+    for line in raw.split_inclusive('\n') {
+        let t = line.trim_start();
+        match t.strip_prefix('[').and_then(|r| r.split_once(']')) {
+            Some((cond, rest)) if holds(cond) => out.push_str(rest.trim_start()),
+            Some(_) => out.push_str(if line.ends_with('\n') { "\n" } else { "" }),
+            None => out.push_str(line),
+        }
+    }
     for (k, v) in ctx.params.iter() {
         out = out.replace(&format!("${{{k}}}"), v);
     }
