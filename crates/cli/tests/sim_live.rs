@@ -64,7 +64,7 @@ fn simulated_cubic_through_a_fifo_matches_the_kernel_coarsely() {
     let scenario = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/lab-tcp.toml");
     let sim = dir.join("sim.json");
     let mut args = vec!["simulate", scenario, "--quiet", "--json", sim.to_str().unwrap()];
-    for s in set.iter().chain(&["leaf=pfifo 1000", "warmup=2s", "duration=6s", "delay=50us"]) {
+    for s in set.iter().chain(&["leaf=pfifo limit 1000", "warmup=2s", "duration=6s", "delay=50us"]) {
         args.extend(["--set", s]);
     }
     sluice(&args);

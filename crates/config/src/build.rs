@@ -2,25 +2,29 @@
 //! [`Classifier`] holding its filters and tree shape, ready for the simulator or the live shaper.
 //!
 //! Implemented with what sluice-core provides today: pfifo/bfifo/pfifo_head_drop, pfifo_fast,
-//! prio (with band children), tbf (with its child), codel, fq_codel; filters u32, flow, fw,
-//! matchall with gact and police actions, htb (any leaf qdiscs), sfq. DRR and the `basic` filter
-//! are reported as unsupported.
+//! prio (with band children), tbf (with its child), netem (with its child), codel, fq_codel;
+//! filters u32, flow, fw, matchall with gact and police actions, htb (any leaf qdiscs), sfq, drr,
+//! red (with its child). The `basic` filter is reported as unsupported.
 
 use crate::model::*;
 use sluice_core::classify::{ClassShape, Classifier, Fallback, QdiscShape, ShapeKind};
 use sluice_core::codel::{Codel, CodelConfig, CodelParams};
+use sluice_core::drr::Drr;
 use sluice_core::fifo::{Fifo, FifoKind};
-use sluice_core::filter::action::{Action as CoreAction, Actions, Verdict as CoreVerdict};
+use sluice_core::filter::action::{
+    Action as CoreAction, Actions, GactRandom, Skbedit, Verdict as CoreVerdict,
+};
 use sluice_core::filter::flow::{FlowConfig, FlowMode};
 use sluice_core::filter::fw::FwConfig;
 use sluice_core::filter::matchall::MatchallConfig;
 use sluice_core::filter::police::{Police, PoliceConfig};
 use sluice_core::filter::u32::{HashKey, U32Config, U32Key as CoreKey, U32Offset, U32Selector, VarOffset};
-use sluice_core::filter::{FilterConfig, FilterSpec, Protocol, Upsert};
+use sluice_core::filter::{FilterConfig, FilterList, FilterSpec, MirredTarget, Protocol, Upsert};
 use sluice_core::fq_codel::{FqCodel, FqCodelConfig};
 use sluice_core::htb::{Htb, HtbClassConfig, HtbConfig};
 use sluice_core::prio::{PfifoFast, PfifoFastConfig, Prio, PrioConfig};
 use sluice_core::rate::LinkLayer as CoreLinkLayer;
+use sluice_core::red::Red;
 use sluice_core::sfq::{Sfq, SfqConfig, SfqRed as CoreSfqRed};
 use sluice_core::tbf::{Tbf, TbfConfig};
 use sluice_core::{Handle, Qdisc, Rate, Span, Time, WireSpec};
@@ -88,47 +92,112 @@ pub fn build_device_seeded(state: &State, dev_name: &str, seed: u64) -> Result<B
         if f.parent == H_MIN_INGRESS || f.parent == H_MIN_EGRESS {
             continue;
         }
-        if let Some(spec) = filter_spec(f)? {
+        if let Some(spec) = filter_spec(f, &state.devices)? {
             classifier.add_filter(f.parent, spec, Upsert::Replace)?;
         }
     }
     Ok(Built { root: q, classifier })
 }
 
-fn verdict(v: Verdict) -> CoreVerdict {
-    match v {
+/// The filters on one hook of `dev_name`'s ingress or clsact qdisc (`block`: [`H_MIN_INGRESS`] or
+/// [`H_MIN_EGRESS`]), run on their own as the kernel runs them (`tcf_classify` on the block, no
+/// qdisc behind it); `None` when the hook has no filter. A mirred target is the device's index in
+/// `state.devices`.
+pub fn build_hook(state: &State, dev_name: &str, block: Handle) -> Result<Option<FilterList>, BuildError> {
+    let dev = state
+        .devices
+        .iter()
+        .find(|d| d.name == dev_name)
+        .ok_or_else(|| BuildError::Missing(format!("no device {dev_name}")))?;
+    if !dev.filters.iter().any(|f| f.parent == block) {
+        return Ok(None);
+    }
+    let mut list = FilterList::new();
+    for f in dev.filters.iter().filter(|f| f.parent == block) {
+        if let Some(spec) = filter_spec(f, &state.devices)? {
+            list.apply(spec, Upsert::Replace, 0xFFFF)?;
+        }
+    }
+    Ok(Some(list))
+}
+
+fn verdict(v: Verdict) -> Result<CoreVerdict, BuildError> {
+    Ok(match v {
         Verdict::Pass => CoreVerdict::Ok,
         Verdict::Drop => CoreVerdict::Drop,
         Verdict::Continue => CoreVerdict::Continue,
         Verdict::Reclassify => CoreVerdict::Reclassify,
         Verdict::Pipe => CoreVerdict::Pipe,
-        // Only mirred returns it, and mirred is not built yet.
-        Verdict::Stolen => CoreVerdict::Drop,
-    }
+        // In software a trap is a drop (`TC_ACT_TRAP` only means something to hardware).
+        Verdict::Trap => CoreVerdict::Drop,
+        Verdict::Goto(n) => CoreVerdict::GotoChain(n),
+        Verdict::Jump(n) => CoreVerdict::Jump(n),
+        // Only a mirred redirect returns it, as its own verdict.
+        Verdict::Stolen => {
+            return Err(BuildError::Unsupported("a `stolen` verdict outside a mirred redirect".into()))
+        }
+    })
 }
 
-fn actions(a: &[Action]) -> Result<Actions, BuildError> {
+fn actions(a: &[Action], devices: &[Device]) -> Result<Actions, BuildError> {
     let mut v = Vec::new();
     for x in a {
         v.push(match x {
-            Action::Gact { verdict: g, .. } => CoreAction::Gact(verdict(*g)),
+            Action::Gact { verdict: g, random: None, .. } => CoreAction::Gact(verdict(*g)?),
+            Action::Gact { verdict: g, random: Some(r), index } => CoreAction::GactRandom(GactRandom::new(
+                verdict(*g)?,
+                verdict(r.verdict)?,
+                r.determ,
+                r.val,
+                *index as u64,
+            )),
+            Action::Skbedit(k) => CoreAction::Skbedit(Skbedit {
+                priority: k.priority.and_then(|p| p.to_tc()),
+                mark: k.mark,
+                mask: k.mask.unwrap_or(u32::MAX),
+                verdict: verdict(k.verdict)?,
+            }),
+            Action::Police(p) if p.avrate.is_some() || p.pkts_rate.is_some() => {
+                return Err(BuildError::Unsupported(
+                    "police avrate and pkts_rate (the core polices bytes with a token bucket)".into(),
+                ))
+            }
             Action::Police(p) => CoreAction::Police(Police::new(PoliceConfig {
-                rate: Some(Rate::from_bps(p.rate)),
+                rate: (p.rate > 0).then(|| Rate::from_bps(p.rate)),
                 burst: p.burst as u64,
-                mtu: p.mtu.unwrap_or(sluice_core::filter::police::DEFAULT_MTU),
+                // Without a rate and an mtu the kernel's policer lets every packet conform.
+                mtu: p.mtu.unwrap_or(if p.rate > 0 {
+                    sluice_core::filter::police::DEFAULT_MTU
+                } else {
+                    u32::MAX
+                }),
                 peakrate: p.peakrate.map(Rate::from_bps),
-                exceed: verdict(p.exceed),
-                conform: verdict(p.conform),
-                ..PoliceConfig::default()
+                wire: wire(p.overhead as i32, p.mpu, p.linklayer),
+                exceed: verdict(p.exceed)?,
+                conform: verdict(p.conform)?,
             })?),
-            Action::Mirred(_) => return Err(BuildError::Unsupported("the mirred action".into())),
+            Action::Mirred(m) => CoreAction::Redirect(mirred_target(m, devices)?),
         });
     }
     Ok(Actions::new(v))
 }
 
-fn filter_spec(f: &FilterNode) -> Result<Option<FilterSpec>, BuildError> {
-    let acts = actions(&f.actions)?;
+/// A mirred redirect's target; a mirror (a copy of each packet) is not in the data path.
+fn mirred_target(m: &MirredOpts, devices: &[Device]) -> Result<MirredTarget, BuildError> {
+    if m.mode == MirredMode::Mirror {
+        return Err(BuildError::Unsupported("mirred mirror (a copy of each packet)".into()));
+    }
+    if m.verdict != Verdict::Stolen {
+        return Err(BuildError::Unsupported(format!("a mirred redirect with verdict {}", m.verdict.name())));
+    }
+    let dev = devices.iter().position(|d| d.name == m.dev).and_then(|i| u16::try_from(i).ok()).ok_or_else(
+        || BuildError::Missing(format!("mirred target {} is not a device of this configuration", m.dev)),
+    )?;
+    Ok(MirredTarget { dev, ingress: m.direction == MirredDirection::Ingress })
+}
+
+fn filter_spec(f: &FilterNode, devices: &[Device]) -> Result<Option<FilterSpec>, BuildError> {
+    let acts = actions(&f.actions, devices)?;
     let (config, handle) = match &f.opts {
         // The root table of each priority is created by the core itself.
         FilterOpts::U32Table { .. } if f.handle >> 20 >= 0x800 => return Ok(None),
@@ -330,13 +399,52 @@ fn build_qdisc(
                 ..d
             })?)
         }
-        QdiscOpts::Drr => return Err(BuildError::Unsupported("drr".into())),
-        QdiscOpts::Red(_) => return Err(BuildError::Unsupported("red".into())),
+        QdiscOpts::Drr => build_drr(dev, q, cls, seed)?,
+        QdiscOpts::Red(r) => {
+            let mut red = Red::new(sluice_core::red::RedConfig {
+                seed: seed ^ (major as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+                ..crate::tc::red::core_config(r)
+            })?;
+            if let Some(c) = dev.qdisc_at(Handle::new(major, 1)) {
+                red.set_child(build_qdisc(dev, c, cls, seed)?);
+            }
+            Box::new(red)
+        }
         QdiscOpts::Mq(_) => return Err(BuildError::Unsupported("mq (one qdisc per transmit queue)".into())),
         QdiscOpts::Ingress | QdiscOpts::Clsact => {
             return Err(BuildError::Unsupported("an ingress qdisc as the egress root".into()))
         }
     })
+}
+
+/// DRR: its classes (quantum, default pfifo or the grafted qdisc) and the classifier's shape. DRR
+/// has no default class: what no filter (or `skb->priority`) sends to a class is dropped.
+fn build_drr(
+    dev: &Device,
+    q: &QdiscNode,
+    cls: &mut Classifier,
+    seed: u64,
+) -> Result<Box<dyn Qdisc>, BuildError> {
+    let mut drr = Drr::new(q.handle, dev.txqueuelen);
+    let mut shapes = Vec::new();
+    for c in dev.classes.iter().filter(|c| c.classid.qdisc() == q.handle) {
+        let ClassOpts::Drr { quantum } = &c.opts else { continue };
+        drr.add_class(c.classid, quantum.unwrap_or(dev.psched_mtu()))?;
+        let child = dev.qdisc_at(c.classid);
+        if let Some(l) = child {
+            drr.set_class_qdisc(c.classid, Some(build_qdisc(dev, l, cls, seed)?))?;
+        }
+        let classful_child = child.filter(|l| l.opts.is_classful()).map(|l| l.handle);
+        shapes.push(ClassShape { classid: c.classid, inner: false, child: classful_child });
+    }
+    cls.set_shape(QdiscShape {
+        handle: q.handle,
+        kind: ShapeKind::Htb,
+        classes: shapes,
+        fallback: Fallback::Class(q.handle),
+    })
+    .map_err(BuildError::Filter)?;
+    Ok(Box::new(drr))
 }
 
 /// FNV-1a: a hash that stays the same across runs and platforms.
@@ -353,15 +461,13 @@ fn build_netem(
     seed: u64,
 ) -> Result<Box<dyn Qdisc>, BuildError> {
     use sluice_core::netem::{LossModel, Netem, NetemConfig, NetemRate, NetemSlot};
-    // A duplicate or a corrupted frame needs its bytes copied or changed by whoever owns them;
-    // the engine's owners (simulator slots, the live shaper's pool) hand each payload out once.
+    // A duplicate needs its bytes copied by whoever owns them; the engine's owners (simulator
+    // slots, the live shaper's pool) hand each payload out once. A corrupted packet keeps its
+    // payload, marked: the simulator's receiver discards it, the live shaper flips a bit.
     if n.duplicate != 0 {
         return Err(BuildError::Unsupported(
             "netem duplicate (a second copy of a frame needs its owner to clone it)".into(),
         ));
-    }
-    if n.corrupt.is_some_and(|c| c.probability != 0) {
-        return Err(BuildError::Unsupported("netem corrupt (the engine does not change frame bytes)".into()));
     }
     let cor = n.corr.unwrap_or_default();
     let table = |d: &Option<NetemDist>| d.as_ref().map(|d| crate::tc::netem::dist_table(d).into());
@@ -496,6 +602,31 @@ mod tests {
     }
 
     #[test]
+    fn skbedit_mark_feeds_fw_and_priority_picks_the_class_below() {
+        use sluice_core::classify::ClassifyOutcome;
+        // skbedit mark + continue: the next filter (fw) reads the new mark.
+        let s = load("tc qdisc add dev e root handle 1: htb default 10\ntc class add dev e parent 1: classid 1:10 htb rate 1mbit\ntc class add dev e parent 1: classid 1:20 htb rate 1mbit\ntc filter add dev e parent 1: protocol all prio 1 matchall action skbedit mark 5 continue\ntc filter add dev e parent 1: protocol all prio 2 handle 5 fw classid 1:20\n");
+        let mut b = build_device(&s, "e").unwrap();
+        let mut p = Packet::new(1000, 1);
+        assert_eq!(
+            b.classifier.classify(&mut p, &Default::default(), &[], Time::ZERO),
+            ClassifyOutcome::Enqueue
+        );
+        assert_eq!(p.mark, 5);
+        assert_eq!(p.class_for(1), Some(Handle::new(1, 0x20)));
+        // skbedit priority in the prio's filter: the HTB below takes skb->priority as its class.
+        let s = load("tc qdisc add dev e root handle 1: prio\ntc qdisc add dev e parent 1:2 handle 10: htb default 1\ntc class add dev e parent 10: classid 10:1 htb rate 1mbit\ntc class add dev e parent 10: classid 10:2 htb rate 1mbit\ntc filter add dev e parent 1: protocol all prio 1 matchall classid 1:2 action skbedit priority 10:2\n");
+        let mut b = build_device(&s, "e").unwrap();
+        let mut p = Packet::new(1000, 2);
+        assert_eq!(
+            b.classifier.classify(&mut p, &Default::default(), &[], Time::ZERO),
+            ClassifyOutcome::Enqueue
+        );
+        assert_eq!(p.priority, 0x0010_0002);
+        assert_eq!(p.class_for(0x10), Some(Handle::new(0x10, 2)));
+    }
+
+    #[test]
     fn builds_the_home_example_and_shapes() {
         let text =
             std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/home-003.tc"))
@@ -523,10 +654,48 @@ mod tests {
     }
 
     #[test]
-    fn reports_what_the_core_lacks() {
-        let s = load("tc qdisc add dev e root handle 1: drr\n");
-        assert!(matches!(build_device(&s, "e"), Err(BuildError::Unsupported(_))));
+    fn builds_sfq_with_its_options() {
         let s = load("tc qdisc add dev e root handle 1: sfq perturb 10 headdrop\n");
         assert_eq!(build_device(&s, "e").unwrap().root.kind(), "sfq");
+    }
+
+    #[test]
+    fn drr_classes_take_filter_results_and_drop_the_unclassified() {
+        let s = load("tc qdisc add dev e root handle 1: drr\ntc class add dev e parent 1: classid 1:1 drr quantum 1500\ntc class add dev e parent 1: classid 1:2 drr quantum 3000\ntc qdisc add dev e parent 1:2 handle 20: bfifo limit 100000\ntc filter add dev e parent 1: protocol all prio 1 handle 1 fw classid 1:1\ntc filter add dev e parent 1: protocol all prio 1 handle 2 fw classid 1:2\n");
+        let mut b = build_device(&s, "e").unwrap();
+        assert_eq!(b.root.kind(), "drr");
+        let mut queued = 0;
+        for i in 0..40u64 {
+            let mut p = Packet::new(1500, i);
+            p.mark = (i % 3) as u32; // fw: mark 1 -> 1:1, mark 2 -> 1:2, mark 0 -> no class
+            let out = b.classifier.classify(&mut p, &Default::default(), &[], Time::ZERO);
+            assert_eq!(out, sluice_core::classify::ClassifyOutcome::Enqueue);
+            match b.root.enqueue(p, Time::ZERO) {
+                Ok(()) => queued += 1,
+                Err(d) => assert_eq!((d.reason, i % 3), (sluice_core::DropReason::Unclassified, 0)),
+            }
+        }
+        assert_eq!(b.root.stats().drops, 14);
+        // Backlogged: class 1:2 (quantum 3000) sends two packets per round, 1:1 one.
+        let mut n = [0; 3];
+        for _ in 0..9 {
+            n[(b.root.dequeue(Time::ZERO).unwrap().payload % 3) as usize] += 1;
+        }
+        assert_eq!((n[1], n[2], queued), (3, 6, 26));
+    }
+
+    #[test]
+    fn red_builds_with_the_derived_parameters_and_a_grafted_child() {
+        let s = load("tc qdisc add dev e root handle 1: red limit 400000 min 30000 max 90000 avpkt 1000 burst 55 ecn bandwidth 10Mbit\n");
+        let mut b = build_device(&s, "e").unwrap();
+        assert_eq!(b.root.kind(), "red");
+        b.root.enqueue(Packet::new(1000, 1), Time::ZERO).unwrap();
+        assert_eq!(b.root.dequeue(Time::ZERO).unwrap().payload, 1);
+        let s = load("tc qdisc add dev e root handle 1: red limit 400000 avpkt 1000\ntc qdisc add dev e parent 1:1 handle 10: pfifo limit 2\n");
+        let mut b = build_device(&s, "e").unwrap();
+        for i in 0..3 {
+            let _ = b.root.enqueue(Packet::new(1000, i), Time::ZERO);
+        }
+        assert_eq!(b.root.stats().qlen, 2, "the grafted pfifo's limit applies");
     }
 }

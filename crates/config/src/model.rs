@@ -35,6 +35,11 @@ pub struct State {
     /// Next ifindex to hand out.
     #[serde(default = "first_ifindex")]
     pub next_ifindex: u32,
+    /// The namespace's actions (the kernel's per-kind action tables): those made with
+    /// `tc actions` and those filters made inline, by kind and index. Filters keep a copy of the
+    /// parameters of the actions they bind (as tc sends them); `tc actions replace` updates both.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub actions: Vec<ActionEntry>,
     /// Next automatic qdisc handle major: the kernel has one counter for the whole machine
     /// (`qdisc_alloc_handle`'s static `autohandle`), starting at 0x8001.
     #[serde(default = "first_auto_handle")]
@@ -47,7 +52,12 @@ fn first_ifindex() -> u32 {
 
 impl Default for State {
     fn default() -> Self {
-        State { devices: Vec::new(), next_ifindex: first_ifindex(), next_auto_handle: first_auto_handle() }
+        State {
+            devices: Vec::new(),
+            next_ifindex: first_ifindex(),
+            actions: Vec::new(),
+            next_auto_handle: first_auto_handle(),
+        }
     }
 }
 
@@ -62,6 +72,9 @@ pub enum DevKind {
         /// The other end.
         peer: String,
     },
+    /// `ip link add type ifb`: an intermediate functional block. What mirred redirects to its
+    /// egress leaves through its root qdisc and goes back where it came from.
+    Ifb,
 }
 
 /// One emulated device and its traffic-control tree.
@@ -249,6 +262,10 @@ pub struct FilterNode {
     /// Actions run on a match.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub actions: Vec<Action>,
+    /// The action is a policer given with the filter's own `police` keyword (the kernel's
+    /// `TCA_*_POLICE`, printed without `action order`).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub police_keyword: bool,
 }
 
 /// Link-layer framing for rate computations.
@@ -286,8 +303,8 @@ pub enum QdiscOpts {
     Codel(CodelOpts),
     /// Flow queueing with CoDel.
     FqCodel(FqCodelOpts),
-    /// Network emulator.
-    Netem(NetemOpts),
+    /// Network emulator (boxed: its options are the largest).
+    Netem(Box<NetemOpts>),
     /// Deficit round robin.
     Drr,
     /// Random early detection.
@@ -1026,7 +1043,7 @@ pub struct BasicOpts {
     pub ematch: Option<String>,
 }
 
-/// What a gact or police action does with a packet.
+/// What a gact or police action does with a packet (`TC_ACT_*`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Verdict {
@@ -1044,10 +1061,16 @@ pub enum Verdict {
     /// The action took the packet (`TC_ACT_STOLEN`): mirred's default after a redirect. tc prints
     /// it but does not parse it.
     Stolen,
+    /// Hand to the CPU (hardware paths); dropped in software (`trap`).
+    Trap,
+    /// Continue with the first filter of a chain (`goto chain N`).
+    Goto(u32),
+    /// Skip this many actions ahead (`jump N`).
+    Jump(u32),
 }
 
 impl Verdict {
-    /// tc's name.
+    /// tc's name (`goto` and `jump` without their number).
     pub fn name(self) -> &'static str {
         match self {
             Verdict::Pass => "pass",
@@ -1056,6 +1079,33 @@ impl Verdict {
             Verdict::Reclassify => "reclassify",
             Verdict::Pipe => "pipe",
             Verdict::Stolen => "stolen",
+            Verdict::Trap => "trap",
+            Verdict::Goto(_) => "goto",
+            Verdict::Jump(_) => "jump",
+        }
+    }
+
+    /// As tc's `print_action_control` prints it: `pass`, `goto chain 42`, `jump 3`.
+    pub fn text(self) -> String {
+        match self {
+            Verdict::Goto(c) => format!("goto chain {c}"),
+            Verdict::Jump(n) => format!("jump {n}"),
+            v => v.name().to_string(),
+        }
+    }
+
+    /// The kernel's value (`TC_ACT_*`, with the chain or jump count in the low 28 bits).
+    pub fn code(self) -> i32 {
+        match self {
+            Verdict::Continue => -1,
+            Verdict::Pass => 0,
+            Verdict::Reclassify => 1,
+            Verdict::Drop => 2,
+            Verdict::Pipe => 3,
+            Verdict::Stolen => 4,
+            Verdict::Trap => 8,
+            Verdict::Jump(n) => (1 << 28) | (n & 0x0FFF_FFFF) as i32,
+            Verdict::Goto(c) => (2 << 28) | (c & 0x0FFF_FFFF) as i32,
         }
     }
 }
@@ -1070,18 +1120,121 @@ pub enum Action {
         verdict: Verdict,
         /// Action index.
         index: u32,
+        /// `random determ|netrand VERDICT VAL`: another verdict for some packets.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        random: Option<GactRandom>,
     },
     /// Policer.
     Police(PoliceOpts),
     /// Mirror or redirect to a device (`action mirred egress redirect dev ifb0`).
     Mirred(MirredOpts),
+    /// Packet metadata editor.
+    Skbedit(SkbeditOpts),
+}
+
+impl Action {
+    /// tc's kind name.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Action::Gact { .. } => "gact",
+            Action::Police(_) => "police",
+            Action::Skbedit(_) => "skbedit",
+            Action::Mirred(_) => "mirred",
+        }
+    }
+
+    /// The action's index in its kind's table (0: not assigned yet).
+    pub fn index(&self) -> u32 {
+        match self {
+            Action::Gact { index, .. } => *index,
+            Action::Police(p) => p.index,
+            Action::Skbedit(k) => k.index,
+            Action::Mirred(m) => m.index,
+        }
+    }
+
+    /// Sets the index.
+    pub fn set_index(&mut self, i: u32) {
+        match self {
+            Action::Gact { index, .. } => *index = i,
+            Action::Police(p) => p.index = i,
+            Action::Skbedit(k) => k.index = i,
+            Action::Mirred(m) => m.index = i,
+        }
+    }
+}
+
+/// gact's `random` part: with `determ`, every `val`-th packet gets `verdict`; with `netrand`,
+/// each packet does with probability 1/`val`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GactRandom {
+    /// `determ` (true) or `netrand`.
+    pub determ: bool,
+    /// The other verdict.
+    pub verdict: Verdict,
+    /// Period or inverse probability (at most 10000).
+    pub val: u16,
+}
+
+/// One entry of the namespace's action table. Two entries are equal when everything but the
+/// time they were made is.
+#[serde_with::skip_serializing_none]
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ActionEntry {
+    /// Kind, parameters and index.
+    pub action: Action,
+    /// Made with `tc actions` (the table holds a reference of its own besides the binds of
+    /// filters; an action a filter made inline goes away with its last filter).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub standalone: bool,
+    /// `cookie HEX`: opaque bytes the user attached, in hex.
+    pub cookie: Option<String>,
+    /// When it was made, in milliseconds since the Unix epoch (tc prints `installed N sec`).
+    #[serde(default)]
+    pub installed_ms: u64,
+}
+
+impl PartialEq for ActionEntry {
+    fn eq(&self, o: &ActionEntry) -> bool {
+        self.action == o.action && self.standalone == o.standalone && self.cookie == o.cookie
+    }
+}
+
+/// skbedit options: what the action writes into the packet's metadata.
+#[serde_with::skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SkbeditOpts {
+    /// Transmit queue.
+    pub queue_mapping: Option<u16>,
+    /// `skb->priority` (a class id: HTB and prio classify by it).
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "crate::serde_units::opt_handle")]
+    pub priority: Option<Handle>,
+    /// Firewall mark (what fw reads).
+    pub mark: Option<u32>,
+    /// Mask of the mark bits written (all when absent).
+    pub mask: Option<u32>,
+    /// Packet type (`PACKET_HOST` 0, `BROADCAST` 1, `MULTICAST` 2, `OTHERHOST` 3).
+    pub ptype: Option<u16>,
+    /// Priority from the DS field.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub inheritdsfield: bool,
+    /// Verdict after editing (`pipe`).
+    #[serde(default = "pipe")]
+    pub verdict: Verdict,
+    /// Action index.
+    #[serde(default)]
+    pub index: u32,
+}
+
+fn pipe() -> Verdict {
+    Verdict::Pipe
 }
 
 /// Police action options.
 #[serde_with::skip_serializing_none]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct PoliceOpts {
-    /// bit/s.
+    /// bit/s (0: no byte rate).
     #[serde(with = "crate::serde_units::rate")]
     pub rate: u64,
     /// Bucket bytes.
@@ -1091,16 +1244,31 @@ pub struct PoliceOpts {
     pub mtu: Option<u32>,
     /// Peak rate bit/s.
     pub peakrate: Option<u64>,
+    /// Average rate bit/s (`avrate`: police the rate estimator instead of a bucket).
+    pub avrate: Option<u64>,
+    /// Packets per second (`pkts_rate`).
+    pub pkts_rate: Option<u64>,
+    /// Packet bucket (`pkts_burst`).
+    pub pkts_burst: Option<u64>,
+    /// Per-packet overhead for the rate table.
+    #[serde(default, skip_serializing_if = "is_zero_u16")]
+    pub overhead: u16,
+    /// Minimum packet unit.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub mpu: u32,
+    /// Link layer of the rate table.
+    #[serde(default, skip_serializing_if = "is_ethernet")]
+    pub linklayer: LinkLayer,
     /// Verdict above the rate (`reclassify` by default in tc; `drop` usual).
     pub exceed: Verdict,
     /// Verdict within the rate.
     pub conform: Verdict,
     /// Action index.
     pub index: u32,
-    /// Given as the filter's own `police ...` (the kernel keeps it as the old-style policer
-    /// attribute, and tc prints it without an `action order` line).
-    #[serde(default, skip_serializing_if = "is_false")]
-    pub inline: bool,
+}
+
+fn is_zero_u16(v: &u16) -> bool {
+    *v == 0
 }
 
 /// Which path of the target device a mirred action hands the packet to.

@@ -80,7 +80,13 @@ fn mirred_grammar_refusals_follow_tc() {
     assert_eq!((o.code, o.stderr.as_str()), (255, "Command line is not complete. Try option \"help\"\n"));
     let o = add(&mut s, "mirred egress redirect");
     assert_eq!((o.code, o.stderr.as_str()), (255, "Command line is not complete. Try option \"help\"\n"));
-    assert_ne!(add(&mut s, "mirred egress redirect dev ifb0 pass").code, 0, "a redirect takes no verdict");
+    // A redirect takes no verdict: tc's action loop reads `pass` as a second (gact) action, and
+    // this machine's tc gets as far as the kernel with it ("Failed to load TC action module").
+    let o = add(&mut s, "mirred egress redirect dev ifb0 pass");
+    assert_eq!(o.code, 0, "{o:?}");
+    let show = tc(&mut s, "filter show dev vin0 parent ffff:").stdout;
+    assert!(show.contains("action order 2: gact action pass"), "{show}");
+    tc(&mut s, "filter del dev vin0 parent ffff: prio 5");
     let before = s.clone();
     assert_ne!(add(&mut s, "mirred egress mirror redirect dev ifb0").code, 0);
     assert_eq!(s, before);
@@ -177,4 +183,20 @@ fn clsact_hooks_share_u32_table_ids() {
     let out = tc(&mut s, "filter show dev dm0 egress").stdout;
     assert!(out.contains("fh 801::800 order 2048 key ht 801 bkt 0 terminal flowid not_in_hw \n"), "{out}");
     assert!(out.contains("mirred (Ingress Redirect to device dm1) stolen"), "{out}");
+}
+
+#[test]
+fn ifb_devices_have_a_queue_of_32() {
+    let mut s = State::default();
+    assert_eq!(ip(&mut s, "link add ifb0 type ifb").code, 0);
+    assert_eq!(ip(&mut s, "link set dev ifb0 up").code, 0);
+    // Recorded from the kernel: an IFB starts with pfifo_fast, and pfifo takes its qlen of 32.
+    assert_eq!(
+        tc(&mut s, "qdisc show dev ifb0").stdout,
+        "qdisc pfifo_fast 0: root refcnt 2 bands 3 priomap 1 2 2 2 1 2 0 0 1 1 1 1 1 1 1 1\n"
+    );
+    tc(&mut s, "qdisc add dev ifb0 root handle 1: pfifo");
+    assert_eq!(tc(&mut s, "qdisc show dev ifb0").stdout, "qdisc pfifo 1: root refcnt 2 limit 32p\n");
+    let shown = ip(&mut s, "link show ifb0").stdout;
+    assert!(shown.contains("qlen 32") && shown.contains("ifb"), "{shown}");
 }

@@ -21,6 +21,9 @@ tc filter add dev v1 ingress protocol ip prio 1 u32 match ip src 127.0.0.1/32 ma
 tc filter add dev v1 ingress protocol ip prio 2 handle 7 flow map key dst or 0xff rshift 3 addend 0x10
 tc filter add dev v1 ingress protocol ip prio 3 handle 5/0xff fw classid 1:5 police rate 1mbit burst 10k drop
 tc filter add dev v0 parent 1: protocol all prio 5 matchall classid 1:2
+tc actions add action skbedit priority 1:3 mark 0x10/0xff index 4 cookie 0a0b
+tc actions add action police rate 2mbit burst 20k mtu 2k peakrate 3mbit conform-exceed drop/continue overhead 8 linklayer atm index 9 action police avrate 1mbit conform-exceed pass index 10
+tc filter add dev v0 parent 1: protocol ip prio 6 u32 match u32 0 0 classid 1:1 action skbedit index 4 action drop random determ pass 5 action mirred egress mirror dev v1 continue
 ";
 
 const NETEM: &str = "ip link add dev v0 type veth peer name v1

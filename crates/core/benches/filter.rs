@@ -66,13 +66,13 @@ fn bench(c: &mut Criterion) {
     g.throughput(Throughput::Elements(1));
     let mut l = u32_list();
     g.bench_function("u32_linked_table", |b| {
-        b.iter(|| l.classify(black_box(&ClassifyInput { pkt: &pkt, keys: &keys, frame: &f }), Time::ZERO))
+        b.iter(|| l.classify(black_box(&ClassifyInput::new(&pkt, &keys, &f)), Time::ZERO))
     });
     let mut fl = FilterList::new();
     let cfg = FlowConfig::hash("src,dst,proto,proto-src,proto-dst", 1024, None).unwrap();
     fl.apply(FilterSpec::new(1, FilterConfig::Flow(cfg)), Upsert::Add, 1).unwrap();
     g.bench_function("flow_hash_5_keys", |b| {
-        b.iter(|| fl.classify(black_box(&ClassifyInput { pkt: &pkt, keys: &keys, frame: &f }), Time::ZERO))
+        b.iter(|| fl.classify(black_box(&ClassifyInput::new(&pkt, &keys, &f)), Time::ZERO))
     });
     let mut cl = Classifier::new();
     cl.set_root(Some(h("1:")));

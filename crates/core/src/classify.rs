@@ -19,7 +19,7 @@
 //! A `drop` verdict (e.g. a policer's exceed action) gives [`ClassifyOutcome::Drop`]; the caller
 //! counts and frees the packet. Nothing here allocates per packet.
 
-use crate::filter::{ClassifyInput, FilterError, FilterList, FilterSpec, TcfOutcome, Upsert};
+use crate::filter::{ClassifyInput, FilterError, FilterList, FilterSpec, MirredTarget, TcfOutcome, Upsert};
 use crate::flow_keys::FlowKeys;
 use crate::handle::Handle;
 use crate::packet::{Packet, MAX_CLASS_PATH};
@@ -86,6 +86,8 @@ pub enum ClassifyOutcome {
     Enqueue,
     /// A filter or action dropped the packet.
     Drop,
+    /// A mirred action took the packet for another device: the caller hands it over.
+    Redirect(MirredTarget),
 }
 
 enum Step {
@@ -98,6 +100,8 @@ enum Step {
     Recorded(Handle, Handle),
     NoResult,
     Drop,
+    /// A mirred redirect took the packet.
+    Redirect(MirredTarget),
 }
 
 /// Filters of every parent plus the tree shape; see the module docs.
@@ -244,7 +248,7 @@ impl Classifier {
         let Ok(parent) = self.resolve(parent) else {
             return TcfOutcome::NoMatch;
         };
-        let input = ClassifyInput { pkt, keys, frame };
+        let input = ClassifyInput::new(pkt, keys, frame);
         match self.lists.get_mut(&parent) {
             Some(l) => l.classify(&input, now),
             None => TcfOutcome::NoMatch,
@@ -265,12 +269,16 @@ impl Classifier {
             return ClassifyOutcome::Enqueue;
         };
         for _ in 0..MAX_LEVELS {
-            let step = {
-                let input = ClassifyInput { pkt, keys, frame };
-                self.classify_qdisc(q, &input, now)
+            let (step, meta) = {
+                let input = ClassifyInput::new(pkt, keys, frame);
+                (self.classify_qdisc(q, &input, now), input.meta.get())
             };
+            // What skbedit wrote is what the next qdisc down (and fw there) sees.
+            pkt.mark = meta.mark;
+            pkt.priority = meta.priority;
             let class = match step {
                 Step::Drop => return ClassifyOutcome::Drop,
+                Step::Redirect(t) => return ClassifyOutcome::Redirect(t),
                 Step::NoResult => return ClassifyOutcome::Enqueue,
                 Step::Class(c) => {
                     pkt.push_class(c);
@@ -302,11 +310,12 @@ impl Classifier {
             return match self.lists.get_mut(&q).map(|l| l.classify(input, now)) {
                 Some(TcfOutcome::Classified(r)) if !r.classid.is_unspec() => Step::Class(r.classid),
                 Some(TcfOutcome::Drop) => Step::Drop,
+                Some(TcfOutcome::Redirect(t)) => Step::Redirect(t),
                 _ => Step::NoResult,
             };
         };
         // `skb->priority` is a 32-bit tc handle.
-        let prio = Handle::from_tc(input.pkt.priority);
+        let prio = Handle::from_tc(input.priority());
         match si.shape.kind {
             ShapeKind::Htb => {
                 let mut start = q;
@@ -328,6 +337,7 @@ impl Classifier {
                     };
                     match list.classify(input, now) {
                         TcfOutcome::Drop => return Step::Drop,
+                        TcfOutcome::Redirect(t) => return Step::Redirect(t),
                         TcfOutcome::NoMatch => break,
                         TcfOutcome::Classified(r) => {
                             if r.classid == q {
@@ -352,6 +362,7 @@ impl Classifier {
                 } else {
                     match self.lists.get_mut(&q).map(|l| l.classify(input, now)) {
                         Some(TcfOutcome::Drop) => return Step::Drop,
+                        Some(TcfOutcome::Redirect(t)) => return Step::Redirect(t),
                         Some(TcfOutcome::Classified(r)) => r.classid.minor(),
                         _ => return Step::Fallback(fallback(&si.shape, prio)),
                     }

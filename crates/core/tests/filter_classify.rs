@@ -173,6 +173,7 @@ fn police_drop_counts_exceed_and_drops_under_a_deterministic_clock() {
                 passed += 1
             }
             ClassifyOutcome::Drop => dropped += 1,
+            ClassifyOutcome::Redirect(_) => panic!("no mirred here"),
         }
     }
     // Tokens: 3000 B at t=0 plus 10 B/ms for 990 ms = 12900 B: 12 packets.

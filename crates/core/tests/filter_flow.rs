@@ -24,7 +24,7 @@ fn list(cfg: FlowConfig) -> FilterList {
 }
 
 fn class_at(l: &mut FilterList, b: &Built, now: Time) -> Handle {
-    match l.classify(&ClassifyInput { pkt: &b.pkt, keys: &b.keys, frame: &b.frame }, now) {
+    match l.classify(&ClassifyInput::new(&b.pkt, &b.keys, &b.frame), now) {
         TcfOutcome::Classified(FilterResult { classid }) => classid,
         other => panic!("flow always classifies, got {other:?}"),
     }

@@ -180,6 +180,7 @@ proptest! {
             now += Span::from_nanos(dt);
             match c.classify(&mut pkt, &keys, &frame, now) {
                 ClassifyOutcome::Drop => {}
+                ClassifyOutcome::Redirect(_) => panic!("no mirred here"),
                 ClassifyOutcome::Enqueue => {
                     // No result means "the qdisc's own fallback"; a result is always a class
                     // the qdisc has (or 1:, its direct queue), and only 1: and 10: get results.

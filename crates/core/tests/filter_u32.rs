@@ -16,7 +16,7 @@ fn class(h: &str) -> Handle {
 }
 
 fn run(list: &mut FilterList, b: &filter_support::Built) -> TcfOutcome {
-    list.classify(&ClassifyInput { pkt: &b.pkt, keys: &b.keys, frame: &b.frame }, Time::ZERO)
+    list.classify(&ClassifyInput::new(&b.pkt, &b.keys, &b.frame), Time::ZERO)
 }
 
 fn hit(h: &str) -> TcfOutcome {

@@ -3,6 +3,7 @@
 use crate::program::Program;
 use serde::Serialize;
 use sluice_core::classify::{Classifier, ClassifyOutcome};
+use sluice_core::filter::{ClassifyInput, FilterList, MirredTarget, TcfOutcome};
 use sluice_core::packet::MAX_CLASS_PATH;
 use sluice_core::{DropReason, Dropped, FlowKeys, Handle, Packet, Qdisc, QdiscStats, Time};
 use sluice_wire::{parse_frame, ParseOptions, Start};
@@ -22,11 +23,34 @@ pub enum Verdict {
     Queued,
     /// Not accepted, for this reason.
     Dropped(DropReason),
+    /// A mirred redirect took it for another device: it comes back from
+    /// [`Engine::take_redirected`].
+    Redirected,
+}
+
+/// What the ingress hook did with a packet offered to [`Engine::receive`].
+#[derive(Debug)]
+pub enum Received {
+    /// No filter took it: deliver it up (the payload is the caller's again).
+    Pass(Packet),
+    /// Dropped ([`Engine::take_dropped`]) or redirected ([`Engine::take_redirected`]).
+    Taken(Verdict),
+}
+
+/// A packet a mirred redirect took: hand it to `target`'s engine ([`Engine::ingress`] for its
+/// egress side, [`Engine::receive`] for its ingress side). [`Engine::device_name`] names it.
+#[derive(Debug)]
+pub struct Redirected {
+    /// The packet (its payload handle moves with it).
+    pub pkt: Packet,
+    /// The device and side it goes to.
+    pub target: MirredTarget,
 }
 
 /// Counters of an [`Engine`], over every configuration it has run.
 ///
-/// Conservation: `received = sent_packets + dropped + queued` at every moment.
+/// Conservation: `received = sent_packets + dropped + queued + redirected + delivered` at every
+/// moment.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct EngineStats {
     /// The root qdisc's counters as `tc -s qdisc show` prints them, summed over every generation
@@ -42,6 +66,14 @@ pub struct EngineStats {
     pub runts: u64,
     /// Packets a filter or action dropped ([`DropReason::Policed`]).
     pub classify_drops: u64,
+    /// Packets a mirred redirect took (handed back by [`Engine::take_redirected`]).
+    pub redirected: u64,
+    /// Packets offered to [`Engine::receive`] (also counted in `received`).
+    pub rx_packets: u64,
+    /// Their bytes (the ingress qdisc's `Sent` counter).
+    pub rx_bytes: u64,
+    /// Packets [`Engine::receive`] passed back to be delivered.
+    pub delivered: u64,
     /// Packets the root qdisc refused on enqueue.
     pub enqueue_drops: u64,
     /// Packets a qdisc dropped on its own initiative (AQM, head drop, another flow's overflow).
@@ -77,6 +109,10 @@ pub struct Engine {
     /// Counters of generations that were replaced and have drained.
     retired: QdiscStats,
     dropped: VecDeque<Dropped>,
+    ingress_hook: Option<FilterList>,
+    egress_hook: Option<FilterList>,
+    devices: Vec<String>,
+    redirected: VecDeque<Redirected>,
     parse: ParseOptions,
     now: Time,
     c: EngineStats,
@@ -96,8 +132,12 @@ impl std::fmt::Debug for Engine {
 impl Engine {
     /// An engine running `program`, its clock at `now`. Frames start at an Ethernet header.
     pub fn new(program: Program, now: Time) -> Engine {
-        let Program { root, classifier, summary, .. } = program;
+        let Program { root, classifier, summary, ingress_hook, egress_hook, devices, .. } = program;
         Engine {
+            ingress_hook,
+            egress_hook,
+            devices,
+            redirected: VecDeque::with_capacity(16),
             current: root,
             classify: classifier.root().is_some(),
             classifier,
@@ -163,12 +203,31 @@ impl Engine {
     #[inline]
     fn admit(&mut self, mut pkt: Packet, keys: &FlowKeys, frame: &[u8], now: Time) -> Verdict {
         let now = self.observe(now);
+        if let Some(hook) = self.egress_hook.as_mut() {
+            let (outcome, meta) = {
+                let input = ClassifyInput::new(&pkt, keys, frame);
+                (hook.classify(&input, now), input.meta.get())
+            };
+            // What skbedit wrote on the hook is what the qdiscs (and fw) see next.
+            pkt.mark = meta.mark;
+            pkt.priority = meta.priority;
+            pkt = match self.hook_taken(outcome, pkt) {
+                Ok(p) => p,
+                Err(v) => return v,
+            };
+        }
         if !self.classify {
             // What the classifier would do with no root: no results, every qdisc's fallback.
             pkt.class_path = [Handle::UNSPEC; MAX_CLASS_PATH];
-        } else if self.classifier.classify(&mut pkt, keys, frame, now) == ClassifyOutcome::Drop {
-            self.c.classify_drops += 1;
-            return self.drop_now(pkt, DropReason::Policed);
+        } else {
+            match self.classifier.classify(&mut pkt, keys, frame, now) {
+                ClassifyOutcome::Enqueue => {}
+                ClassifyOutcome::Drop => {
+                    self.c.classify_drops += 1;
+                    return self.drop_now(pkt, DropReason::Policed);
+                }
+                ClassifyOutcome::Redirect(target) => return self.redirect(pkt, target),
+            }
         }
         pkt.enqueue_time = now;
         let verdict = match self.current.enqueue(pkt, now) {
@@ -180,6 +239,78 @@ impl Engine {
         };
         collect(&mut *self.current, &mut self.dropped, &mut self.c);
         verdict
+    }
+
+    /// A hook's decision: the packet back when it goes on, else what took it.
+    #[inline]
+    fn hook_taken(&mut self, outcome: TcfOutcome, pkt: Packet) -> Result<Packet, Verdict> {
+        match outcome {
+            TcfOutcome::Classified(_) | TcfOutcome::NoMatch => Ok(pkt),
+            TcfOutcome::Drop => {
+                self.c.classify_drops += 1;
+                Err(self.drop_now(pkt, DropReason::Policed))
+            }
+            TcfOutcome::Redirect(target) => Err(self.redirect(pkt, target)),
+        }
+    }
+
+    fn redirect(&mut self, pkt: Packet, target: MirredTarget) -> Verdict {
+        self.c.redirected += 1;
+        self.redirected.push_back(Redirected { pkt, target });
+        Verdict::Redirected
+    }
+
+    /// Offers a packet to the device's receive path: the ingress (or clsact ingress) hook's
+    /// filters run on it, as the kernel's `sch_handle_ingress` does. `Pass` gives it back to be
+    /// delivered; a drop or a mirred redirect keeps it (see [`Received::Taken`]). With no ingress
+    /// filters every packet passes.
+    pub fn receive(&mut self, mut pkt: Packet, keys: &FlowKeys, frame: &[u8], now: Time) -> Received {
+        let now = self.observe(now);
+        self.c.received += 1;
+        self.c.rx_packets += 1;
+        self.c.rx_bytes += pkt.len as u64;
+        if let Some(hook) = self.ingress_hook.as_mut() {
+            let (outcome, meta) = {
+                let input = ClassifyInput::new(&pkt, keys, frame);
+                (hook.classify(&input, now), input.meta.get())
+            };
+            // What skbedit wrote on the hook is what the qdiscs (and fw) see next.
+            pkt.mark = meta.mark;
+            pkt.priority = meta.priority;
+            pkt = match self.hook_taken(outcome, pkt) {
+                Ok(p) => p,
+                Err(v) => return Received::Taken(v),
+            };
+        }
+        self.c.delivered += 1;
+        Received::Pass(pkt)
+    }
+
+    /// [`Engine::receive`] for a frame: parsed by sluice-wire as [`Engine::ingress_frame`] does (a
+    /// frame that does not parse is offered with empty flow keys).
+    pub fn receive_frame(&mut self, frame: &[u8], payload: u64, now: Time) -> Received {
+        match parse_frame(frame, self.parse) {
+            Ok(parsed) => {
+                let pkt = parsed.to_packet(payload);
+                self.receive(pkt, &parsed.keys, frame, now)
+            }
+            Err(_) => {
+                self.c.parse_errors += 1;
+                self.receive(Packet::new(frame.len() as u32, payload), &FlowKeys::default(), frame, now)
+            }
+        }
+    }
+
+    /// A packet a mirred redirect took since the last call: route it to its target. Drain it
+    /// after every ingress and receive, as [`Engine::take_dropped`].
+    #[inline]
+    pub fn take_redirected(&mut self) -> Option<Redirected> {
+        self.redirected.pop_front()
+    }
+
+    /// The name of a redirect's target device (the configuration's device table).
+    pub fn device_name(&self, index: u16) -> Option<&str> {
+        self.devices.get(index as usize).map(String::as_str)
     }
 
     fn drop_now(&mut self, pkt: Packet, reason: DropReason) -> Verdict {
@@ -281,7 +412,10 @@ impl Engine {
     /// retired, its counters kept in [`Engine::stats`], once it is empty.
     pub fn reload(&mut self, program: Program, now: Time) {
         self.observe(now);
-        let Program { root, classifier, summary, .. } = program;
+        let Program { root, classifier, summary, ingress_hook, egress_hook, devices, .. } = program;
+        self.ingress_hook = ingress_hook;
+        self.egress_hook = egress_hook;
+        self.devices = devices;
         let mut old = std::mem::replace(&mut self.current, root);
         self.classify = classifier.root().is_some();
         self.classifier = classifier;

@@ -15,13 +15,21 @@
 //!
 //! ## Contract
 //!
-//! - **Ownership.** Every payload handle given to [`Engine::ingress_frame`] or
-//!   [`Engine::ingress`] comes back exactly once: from [`Engine::dequeue`] (send it) or from
-//!   [`Engine::take_dropped`] (free it), whoever dropped it: a frame too short to forward, a filter
+//! - **Ownership.** Every payload handle given to [`Engine::ingress_frame`], [`Engine::ingress`]
+//!   or [`Engine::receive`] comes back exactly once: from [`Engine::dequeue`] (send it), from
+//!   [`Engine::receive`]'s `Pass` (deliver it), from [`Engine::take_redirected`] (a mirred
+//!   redirect: hand it to the target device's engine) or from [`Engine::take_dropped`] (free it),
+//!   whoever dropped it: a frame too short to forward, a filter
 //!   verdict, the root qdisc refusing it, a qdisc dropping it later on its own (AQM, head drop, the
 //!   fattest flow), or [`Engine::flush`]. The verdict of an ingress is informational.
 //! - **Counters.** [`Engine::stats`] counts every packet once: `received = sent_packets + dropped
-//!   + queued`, and `dropped` is the number of payloads `take_dropped` hands back.
+//!   + queued + redirected + delivered`, and `dropped` is the number of payloads `take_dropped`
+//!   hands back.
+//! - **Devices.** One engine is one device: its egress (root qdisc, clsact egress filters) and its
+//!   ingress hook (the `ingress` qdisc's or clsact's ingress filters, [`Engine::receive`]). A
+//!   mirred redirect names another device; the caller, who holds one engine per device, routes
+//!   what [`Engine::take_redirected`] returns (an IFB's egress output goes back where it came
+//!   from: delivered, for the usual ingress shaping).
 //! - **Time.** Every call takes `now`, which must not go backwards (an earlier `now` is taken as
 //!   the latest seen). The engine never reads a clock.
 //! - **Reload.** [`Engine::reload`] is hitless: packets already queued leave first, under the
@@ -68,7 +76,7 @@
 mod engine;
 mod program;
 
-pub use engine::{Engine, EngineStats, Verdict};
+pub use engine::{Engine, EngineStats, Received, Redirected, Verdict};
 pub use program::{EngineError, Program, ProgramOptions};
 
 #[cfg(test)]

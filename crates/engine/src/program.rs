@@ -1,9 +1,13 @@
 //! A [`Program`]: what one configuration turns into (root qdisc, classifier, description).
 
-use sluice_config::build::{build_device, BuildError};
+use sluice_config::build::{build_device_seeded, build_hook, BuildError};
 use sluice_config::burst::{auto_burst, BurstPolicy};
-use sluice_config::model::{ClassNode, ClassOpts, FilterOpts, State, H_MIN_EGRESS, H_MIN_INGRESS};
+use sluice_config::model::{
+    ClassNode, ClassOpts, DevKind, FilterOpts, QdiscNode, QdiscOpts, State, H_INGRESS, H_MIN_EGRESS,
+    H_MIN_INGRESS, H_ROOT,
+};
 use sluice_core::classify::Classifier;
+use sluice_core::filter::FilterList;
 use sluice_core::{Qdisc, Rate, Span};
 
 /// Why a configuration cannot be turned into a [`Program`].
@@ -30,12 +34,20 @@ pub struct ProgramOptions {
     /// services cannot be honoured by a user-space loop. `None` (the simulator, tests) builds
     /// the configuration exactly as written.
     pub burst_floor: Option<Span>,
+    /// Seed of the random sources of the configuration's qdiscs (netem's loss, jitter,
+    /// reordering): the same seed repeats a run exactly. The simulator passes its run's seed.
+    pub seed: u64,
 }
 
 impl ProgramOptions {
     /// The live shaper's options: buckets raised to the burst rule and `floor`.
     pub fn live(floor: Span) -> ProgramOptions {
-        ProgramOptions { burst_floor: Some(floor) }
+        // Each live run draws a different sequence, as the kernel seeds netem from entropy.
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0);
+        ProgramOptions { burst_floor: Some(floor), seed }
     }
 }
 
@@ -46,6 +58,12 @@ pub struct Program {
     pub(crate) root: Box<dyn Qdisc>,
     pub(crate) classifier: Classifier,
     pub(crate) summary: String,
+    /// The ingress (or clsact ingress) hook's filters: [`crate::Engine::receive`] runs them.
+    pub(crate) ingress_hook: Option<FilterList>,
+    /// clsact's egress hook: run before the root qdisc's own filters.
+    pub(crate) egress_hook: Option<FilterList>,
+    /// Device names by index: what a redirect's `MirredTarget::dev` names.
+    pub(crate) devices: Vec<String>,
     warnings: Vec<String>,
 }
 
@@ -67,24 +85,34 @@ impl Program {
         let device = state
             .devices
             .iter()
-            .find(|d| d.name == dev && d.root().is_some())
+            .find(|d| d.name == dev)
+            .filter(|d| d.root().is_some() || d.kind == DevKind::Ifb || d.qdisc_at(H_INGRESS).is_some())
             .ok_or_else(|| EngineError::NoDevice { dev: dev.to_string() })?;
         let mut warnings = Vec::new();
-        let skipped = device.filters.iter().filter(|f| f.parent == H_MIN_INGRESS || f.parent == H_MIN_EGRESS);
-        let skipped = skipped.count();
-        if skipped > 0 {
-            warnings.push(format!(
-                "{skipped} filter(s) on an ingress/clsact parent are not run on the egress path"
-            ));
-        }
-        let (built, raised) = match opts.burst_floor {
-            None => (build_device(state, dev)?, None),
-            Some(floor) => {
-                let mut state = state.clone();
-                let raised = raise_buckets(&mut state, dev, floor);
-                (build_device(&state, dev)?, Some((raised, floor)))
+        let mut state = std::borrow::Cow::Borrowed(state);
+        if device.root().is_none() {
+            // An IFB transmits through the default qdisc (pfifo_fast, its queue of 32); a device
+            // kept only for its ingress hook gets the same stand-in on its egress side.
+            if device.kind != DevKind::Ifb {
+                warnings.push(format!("{dev} has no root qdisc: pfifo_fast stands in on its egress"));
             }
-        };
+            let d = state.to_mut().devices.iter_mut().find(|d| d.name == dev).expect("found above");
+            d.qdiscs.insert(
+                0,
+                QdiscNode {
+                    handle: sluice_core::Handle::new(0xFFFE, 0),
+                    parent: H_ROOT,
+                    opts: QdiscOpts::PfifoFast,
+                    stab: None,
+                    stats: Default::default(),
+                },
+            );
+        }
+        let raised = opts.burst_floor.map(|floor| (raise_buckets(state.to_mut(), dev, floor), floor));
+        let built = build_device_seeded(&state, dev, opts.seed)?;
+        let ingress_hook = build_hook(&state, dev, H_MIN_INGRESS)?;
+        let egress_hook = build_hook(&state, dev, H_MIN_EGRESS)?;
+        let devices = state.devices.iter().map(|d| d.name.clone()).collect();
         // u32 hash tables are containers, not filters of their own.
         let filters = device
             .filters
@@ -97,7 +125,18 @@ impl Program {
         if let Some((raised, floor)) = raised {
             summary += &format!("; {raised} buckets raised to rate x max(1ms, {}us)", floor.as_micros());
         }
-        Ok(Program { root: built.root, classifier: built.classifier, summary, warnings })
+        if ingress_hook.is_some() || egress_hook.is_some() {
+            summary += "; ingress filters";
+        }
+        Ok(Program {
+            root: built.root,
+            classifier: built.classifier,
+            summary,
+            ingress_hook,
+            egress_hook,
+            devices,
+            warnings,
+        })
     }
 
     /// A program from core objects built elsewhere (the simulator's link queues and structured
@@ -105,7 +144,15 @@ impl Program {
     /// fallback (HTB's `skb->priority` and `default`, prio's priomap).
     pub fn from_parts(root: Box<dyn Qdisc>, classifier: Classifier) -> Program {
         let summary = root.kind().to_string();
-        Program { root, classifier, summary, warnings: Vec::new() }
+        Program {
+            root,
+            classifier,
+            summary,
+            ingress_hook: None,
+            egress_hook: None,
+            devices: Vec::new(),
+            warnings: Vec::new(),
+        }
     }
 
     /// Replaces the one-line summary.
@@ -127,6 +174,16 @@ impl Program {
     /// The root qdisc's tc kind.
     pub fn kind(&self) -> &'static str {
         self.root.kind()
+    }
+
+    /// Whether the device has filters on its ingress hook ([`crate::Engine::receive`] runs them).
+    pub fn has_ingress_hook(&self) -> bool {
+        self.ingress_hook.is_some()
+    }
+
+    /// The name of the device a redirect names (`MirredTarget::dev`).
+    pub fn device_name(&self, index: u16) -> Option<&str> {
+        self.devices.get(index as usize).map(String::as_str)
     }
 }
 

@@ -1,6 +1,6 @@
 //! Unit tests of the engine's contract: ownership, counters, reload order.
 
-use crate::{Engine, Program, ProgramOptions, Verdict};
+use crate::{Engine, Program, ProgramOptions, Received, Verdict};
 use sluice_config::script::load_tc_script;
 use sluice_core::fifo::Fifo;
 use sluice_core::{DropReason, Packet, Span, Time};
@@ -201,4 +201,63 @@ fn a_native_configuration_with_a_wide_minor_runs_and_filters_reach_it() {
     }
     let p = e.dequeue(Time::ZERO).expect("the 100 Mbit/s class sends at once");
     assert_eq!(p.class_path[0], sluice_core::Handle::new(1, 0x12345));
+}
+
+/// The sqm setup: eth0's ingress redirects everything to ifb0, whose HTB shapes it.
+#[test]
+fn ingress_redirect_to_an_ifb_is_shaped_there() {
+    let script = "ip link add ifb0 type ifb\n\
+                  ip link add eth0 type veth peer name eth1\n\
+                  tc qdisc add dev ifb0 root handle 1: htb default 11\n\
+                  tc class add dev ifb0 parent 1: classid 1:1 htb rate 8mbit\n\
+                  tc class add dev ifb0 parent 1:1 classid 1:11 htb rate 8mbit\n\
+                  tc qdisc add dev eth0 handle ffff: ingress\n\
+                  tc filter add dev eth0 parent ffff: protocol all prio 10 u32 match u32 0 0 flowid 1:1 \
+                  action mirred egress redirect dev ifb0\n";
+    let state = sluice_config::script::load_tc_script("sqm.tc", script, &Default::default()).unwrap().state;
+    let opts = ProgramOptions::default();
+    let wan = Program::from_model(&state, "eth0", &opts).unwrap();
+    assert!(wan.has_ingress_hook());
+    let mut wan = Engine::new(wan, Time::ZERO);
+    let mut ifb = Engine::new(Program::from_model(&state, "ifb0", &opts).unwrap(), Time::ZERO);
+    let now = Time::ZERO;
+    for payload in 0..100 {
+        // u32 reads the frame: a zeroed one matches `match u32 0 0`.
+        match wan.receive(Packet::new(1000, payload), &Default::default(), &[0u8; 64], now) {
+            Received::Taken(Verdict::Redirected) => {}
+            other => panic!("not redirected: {other:?}"),
+        }
+        let r = wan.take_redirected().expect("redirected");
+        assert_eq!(wan.device_name(r.target.dev), Some("ifb0"));
+        assert!(!r.target.ingress);
+        assert_eq!(ifb.ingress(r.pkt, &Default::default(), &[], now), Verdict::Queued);
+    }
+    let s = wan.stats();
+    assert_eq!((s.received, s.rx_packets, s.redirected, s.delivered, s.dropped), (100, 100, 100, 0, 0));
+    // 8 Mbit/s is 1000 bytes per ms: over 50 ms the IFB sends about 50 packets plus its burst.
+    let mut sent = 0;
+    let mut t = now;
+    while t < Time::from_millis(50) {
+        while ifb.dequeue(t).is_some() {
+            sent += 1;
+        }
+        t = t + sluice_core::Span::from_micros(100);
+    }
+    assert!((45..=60).contains(&sent), "{sent} packets in 50 ms at 8 Mbit/s");
+    let s = ifb.stats();
+    assert_eq!(s.received, s.sent_packets + s.queued + s.dropped);
+}
+
+#[test]
+fn a_device_without_ingress_filters_delivers_what_it_receives() {
+    let script = "tc qdisc add dev eth0 root handle 1: pfifo\n";
+    let state = sluice_config::script::load_tc_script("x.tc", script, &Default::default()).unwrap().state;
+    let mut e =
+        Engine::new(Program::from_model(&state, "eth0", &ProgramOptions::default()).unwrap(), Time::ZERO);
+    match e.receive(Packet::new(100, 7), &Default::default(), &[], Time::ZERO) {
+        Received::Pass(p) => assert_eq!(p.payload, 7),
+        other => panic!("{other:?}"),
+    }
+    let s = e.stats();
+    assert_eq!((s.received, s.delivered), (1, 1));
 }

@@ -4,14 +4,16 @@
 //!
 //! [`Plan::new`] reads the model once: it picks the device, converts every model handle to the
 //! kernel's 32-bit `major:minor` through one function (`kernel_handle`), refuses by name what the
-//! encoder cannot send (ingress/clsact, ATM link layer, tbf overhead/mpu, HTB offload, classes of
-//! other kinds, minors the kernel cannot hold), resolves the bursts the configuration left out,
+//! encoder cannot send (ingress/clsact, ATM link layer, tbf overhead/mpu, HTB offload, minors the
+//! kernel cannot hold), resolves the bursts the configuration left out,
 //! and orders the objects so that every parent exists before its children (a qdisc, then its
 //! classes, then the qdiscs attached to them, level by level). [`apply`], [`Plan::tc_commands`]
 //! and [`Plan::compare`] all work from that plan.
 //!
-//! HTB, TBF, pfifo and bfifo are encoded with their options; other qdisc kinds are sent by kind
-//! alone (the kernel's defaults apply, and a kernel that lacks the kind refuses it by name).
+//! HTB, TBF, netem, RED, pfifo and bfifo are encoded with their options, HTB and DRR classes with
+//! theirs (DRR qdiscs have none); other qdisc kinds are sent by kind alone (the kernel's defaults
+//! apply, and a kernel that lacks the kind refuses it by name). `Plan::compare` checks HTB classes
+//! only.
 //! Filters are not programmed yet: each one is reported as refused, never dropped silently.
 //!
 //! ## Burst rule (shared with `sluice lint`)
@@ -34,7 +36,7 @@ use sluice_config::burst::{auto_burst, BurstPolicy};
 use sluice_config::export::{filter_args, qdisc_args};
 use sluice_config::model::{
     ClassOpts, Device, FilterNode, FilterOpts, HtbClassOpts, LinkLayer, NetemLoss, NetemOpts, QdiscNode,
-    QdiscOpts, State, H_INGRESS, H_MIN_EGRESS, H_MIN_INGRESS,
+    QdiscOpts, RedOpts, State, H_INGRESS, H_MIN_EGRESS, H_MIN_INGRESS,
 };
 use sluice_config::tc::args::proto_name;
 use sluice_config::tc::show::classid_str;
@@ -105,7 +107,7 @@ pub fn ticks_to_bytes(bytes_per_sec: u64, ticks: u32) -> u64 {
 
 /// A `struct tc_ratespec` and its 256-slot legacy rate table (only used by the kernel to guess the
 /// link layer, but tc sends it and old kernels need it).
-fn ratespec(rate: Rate, mtu: u32, overhead: i32, mpu: u32) -> ([u8; 12], Vec<u8>) {
+pub(crate) fn ratespec(rate: Rate, mtu: u32, overhead: i32, mpu: u32) -> ([u8; 12], Vec<u8>) {
     let bps = rate.bytes_per_sec();
     let mtu = if mtu == 0 { 2047 } else { mtu };
     let mut cell_log = 0u8;
@@ -150,6 +152,8 @@ impl PlannedQdisc<'_> {
             QdiscOpts::Htb(_)
             | QdiscOpts::Tbf(_)
             | QdiscOpts::Netem(_)
+            | QdiscOpts::Red(_)
+            | QdiscOpts::Drr
             | QdiscOpts::Pfifo(_)
             | QdiscOpts::Bfifo(_) => String::new(),
             other => qdisc_args(other).trim().to_string(),
@@ -188,6 +192,29 @@ impl ResolvedClass<'_> {
 enum Step<'a> {
     Qdisc(PlannedQdisc<'a>),
     Class(ResolvedClass<'a>),
+    DrrClass(DrrClassPlan),
+}
+
+impl Step<'_> {
+    /// (class id, parent) of a class step.
+    fn class_ids(&self) -> Option<(u32, u32)> {
+        match self {
+            Step::Qdisc(_) => None,
+            Step::Class(c) => Some((c.classid, c.parent)),
+            Step::DrrClass(c) => Some((c.classid, c.parent)),
+        }
+    }
+}
+
+/// A DRR class of the plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DrrClassPlan {
+    /// Kernel class id.
+    pub classid: u32,
+    /// Kernel parent (the DRR qdisc).
+    pub parent: u32,
+    /// `TCA_DRR_QUANTUM`, when given (the kernel's default is the device's psched_mtu).
+    pub quantum: Option<u32>,
 }
 
 /// An object of the plan, by its kernel handle (filters by their index in the model device).
@@ -285,9 +312,14 @@ impl<'a> Plan<'a> {
         let mut classes = Vec::new();
         for c in &dev.classes {
             let id = classid_str(c.classid);
-            let ClassOpts::Htb(htb) = &c.opts else {
-                unencoded.push(format!("class {id} (only htb classes)"));
-                continue;
+            let htb = match &c.opts {
+                ClassOpts::Htb(htb) => htb,
+                ClassOpts::Drr { quantum } => {
+                    let classid = conv(c.classid, &|| format!("class {id}"), &mut too_wide);
+                    let parent = conv(c.parent, &|| format!("the parent of class {id}"), &mut too_wide);
+                    classes.push(Step::DrrClass(DrrClassPlan { classid, parent, quantum: *quantum }));
+                    continue;
+                }
             };
             if htb.linklayer != LinkLayer::Ethernet {
                 unencoded.push(format!("class {id} linklayer"));
@@ -304,7 +336,7 @@ impl<'a> Plan<'a> {
             } else {
                 htb.cburst as u64
             };
-            classes.push(ResolvedClass { classid, parent, htb, burst, cburst });
+            classes.push(Step::Class(ResolvedClass { classid, parent, htb, burst, cburst }));
         }
         if !too_wide.is_empty() {
             return Err(LabError::Config(format!(
@@ -341,7 +373,7 @@ impl<'a> Plan<'a> {
     pub fn qdiscs(&self) -> impl Iterator<Item = &PlannedQdisc<'a>> {
         self.steps.iter().filter_map(|s| match s {
             Step::Qdisc(q) => Some(q),
-            Step::Class(_) => None,
+            Step::Class(_) | Step::DrrClass(_) => None,
         })
     }
 
@@ -349,7 +381,15 @@ impl<'a> Plan<'a> {
     pub fn classes(&self) -> impl Iterator<Item = &ResolvedClass<'a>> {
         self.steps.iter().filter_map(|s| match s {
             Step::Class(c) => Some(c),
-            Step::Qdisc(_) => None,
+            Step::Qdisc(_) | Step::DrrClass(_) => None,
+        })
+    }
+
+    /// The DRR classes, in the order they are created.
+    pub fn drr_classes(&self) -> impl Iterator<Item = &DrrClassPlan> {
+        self.steps.iter().filter_map(|s| match s {
+            Step::DrrClass(c) => Some(c),
+            _ => None,
         })
     }
 
@@ -394,6 +434,12 @@ impl<'a> Plan<'a> {
         for step in &self.steps {
             out.push(match step {
                 Step::Qdisc(q) => qdisc_command(dev, q),
+                Step::DrrClass(c) => format!(
+                    "tc class replace dev {dev} parent {} classid {} drr{}",
+                    handle_str(c.parent),
+                    handle_str(c.classid),
+                    c.quantum.map(|q| format!(" quantum {q}")).unwrap_or_default()
+                ),
                 Step::Class(c) => {
                     let h = c.htb;
                     let mut line = format!(
@@ -575,11 +621,13 @@ fn first_few(items: &[String]) -> String {
 /// Parents first: the root qdisc and its classes (each after its parent class), then the qdiscs
 /// attached to those classes and their classes, level by level, each level in model order.
 /// Objects not reachable from the root come last, in model order (the kernel refuses them by name).
-fn order<'a>(qdiscs: Vec<PlannedQdisc<'a>>, classes: Vec<ResolvedClass<'a>>) -> Vec<Step<'a>> {
+/// `classes` are class steps (HTB or DRR).
+fn order<'a>(qdiscs: Vec<PlannedQdisc<'a>>, classes: Vec<Step<'a>>) -> Vec<Step<'a>> {
+    let ids: Vec<(u32, u32)> = classes.iter().map(|c| c.class_ids().expect("a class step")).collect();
     // Classes by the qdisc that owns them, and qdiscs by the qdisc that owns their parent class.
     let mut classes_of: HashMap<u32, Vec<usize>> = HashMap::new();
-    for (i, c) in classes.iter().enumerate() {
-        classes_of.entry(qdisc_of(c.classid)).or_default().push(i);
+    for (i, &(classid, _)) in ids.iter().enumerate() {
+        classes_of.entry(qdisc_of(classid)).or_default().push(i);
     }
     let mut qdiscs_under: HashMap<u32, Vec<usize>> = HashMap::new();
     for (i, q) in qdiscs.iter().enumerate().filter(|(_, q)| q.parent != netlink::TC_H_ROOT) {
@@ -605,11 +653,11 @@ fn order<'a>(qdiscs: Vec<PlannedQdisc<'a>>, classes: Vec<ResolvedClass<'a>>) -> 
             loop {
                 let before = placed.len();
                 for &ci in mine {
-                    let c = &classes[ci];
-                    if !c_done[ci] && placed.contains(&c.parent) {
+                    let (classid, parent) = ids[ci];
+                    if !c_done[ci] && placed.contains(&parent) {
                         c_done[ci] = true;
-                        placed.insert(c.classid);
-                        steps.push(Step::Class(c.clone()));
+                        placed.insert(classid);
+                        steps.push(classes[ci].clone());
                     }
                 }
                 if placed.len() == before {
@@ -621,7 +669,7 @@ fn order<'a>(qdiscs: Vec<PlannedQdisc<'a>>, classes: Vec<ResolvedClass<'a>>) -> 
         level = next;
     }
     steps.extend(qdiscs.into_iter().zip(q_done).filter(|(_, d)| !d).map(|(q, _)| Step::Qdisc(q)));
-    steps.extend(classes.into_iter().zip(c_done).filter(|(_, d)| !d).map(|(c, _)| Step::Class(c)));
+    steps.extend(classes.into_iter().zip(c_done).filter(|(_, d)| !d).map(|(c, _)| c));
     steps
 }
 
@@ -757,6 +805,7 @@ pub fn qdisc_msg(ifindex: i32, q: &PlannedQdisc<'_>, replace: bool) -> Msg {
             m.end_nest();
         }
         QdiscOpts::Netem(n) => netem_options(&mut m, n),
+        QdiscOpts::Red(r) => red_options(&mut m, r),
         QdiscOpts::Pfifo(f) | QdiscOpts::Bfifo(f) => {
             if let Some(l) = f.limit {
                 m.attr(tca::OPTIONS, &l.to_ne_bytes());
@@ -765,6 +814,55 @@ pub fn qdisc_msg(ifindex: i32, q: &PlannedQdisc<'_>, replace: bool) -> Msg {
         // Sent by kind alone: the kernel's defaults apply (see `PlannedQdisc::unencoded_options`).
         _ => {}
     }
+    m
+}
+
+/// `TCA_DRR_QUANTUM` (`linux/pkt_sched.h`).
+const TCA_DRR_QUANTUM: u16 = 1;
+
+/// `TCA_RED_*` (`linux/pkt_sched.h`).
+mod red_attr {
+    pub const PARMS: u16 = 1;
+    pub const STAB: u16 = 2;
+    pub const MAX_P: u16 = 3;
+    pub const FLAGS: u16 = 4;
+    /// `TC_RED_ECN | TC_RED_HARDDROP | TC_RED_ADAPTATIVE | TC_RED_NODROP`: the selector tc sends.
+    pub const SUPPORTED_FLAGS: u32 = 0x0F;
+}
+
+/// RED's `TCA_OPTIONS` as tc 6.1 writes it: `struct tc_red_qopt` with the flags left 0, the
+/// 256-byte idle table, `max_P`, and the flags as a bitfield.
+fn red_options(m: &mut Msg, r: &RedOpts) {
+    let mut qopt = Vec::with_capacity(16);
+    for v in [r.limit, r.min, r.max] {
+        qopt.extend_from_slice(&v.to_ne_bytes());
+    }
+    qopt.extend_from_slice(&[r.wlog, r.plog, r.scell_log, 0]);
+    let flags = [(r.ecn, 1u32), (r.harddrop, 2), (r.adaptive, 4), (r.nodrop, 8)]
+        .iter()
+        .filter(|(on, _)| *on)
+        .fold(0, |f, (_, bit)| f | bit);
+    let mut bitfield = flags.to_ne_bytes().to_vec();
+    bitfield.extend_from_slice(&red_attr::SUPPORTED_FLAGS.to_ne_bytes());
+    m.begin_nest(tca::OPTIONS);
+    m.attr(red_attr::PARMS, &qopt);
+    m.attr(red_attr::STAB, &sluice_config::tc::red::stab(r));
+    m.attr(red_attr::MAX_P, &r.max_p.to_ne_bytes());
+    m.attr(red_attr::FLAGS, &bitfield);
+    m.end_nest();
+}
+
+/// The netlink request that creates DRR class `c` on `ifindex` (`TCA_OPTIONS` always present,
+/// `TCA_DRR_QUANTUM` only when given, as tc sends them).
+pub fn drr_class_msg(ifindex: i32, c: &DrrClassPlan, replace: bool) -> Msg {
+    let fl = flags::REQUEST | flags::ACK | flags::CREATE | if replace { flags::REPLACE } else { flags::EXCL };
+    let mut m = Msg::tc(rtm::NEWTCLASS, fl, TcMsg { ifindex, handle: c.classid, parent: c.parent, info: 0 });
+    m.attr_str(tca::KIND, "drr");
+    m.begin_nest(tca::OPTIONS);
+    if let Some(q) = c.quantum {
+        m.attr(TCA_DRR_QUANTUM, &q.to_ne_bytes());
+    }
+    m.end_nest();
     m
 }
 
@@ -936,6 +1034,15 @@ pub fn apply(plan: &Plan<'_>) -> Result<ApplyReport, LabError> {
                 // A qdisc hangs from a class, or from an implicit class of a refused qdisc.
                 let parents = [ObjectId::Class(q.parent), ObjectId::Qdisc(qdisc_of(q.parent))];
                 (ObjectId::Qdisc(q.handle), what, qdisc_msg(ifindex, q, true), parents)
+            }
+            Step::DrrClass(c) => {
+                let what = format!(
+                    "class drr {}{}",
+                    handle_str(c.classid),
+                    c.quantum.map(|q| format!(" quantum {q}")).unwrap_or_default()
+                );
+                let parents = [ObjectId::Class(c.parent), ObjectId::Qdisc(qdisc_of(c.classid))];
+                (ObjectId::Class(c.classid), what, drr_class_msg(ifindex, c, true), parents)
             }
             Step::Class(c) => {
                 let what = format!(
@@ -1308,7 +1415,7 @@ mod tests {
             .iter()
             .map(|s| match s {
                 Step::Qdisc(q) => handle_str(q.handle),
-                Step::Class(c) => handle_str(c.classid),
+                Step::Class(_) | Step::DrrClass(_) => handle_str(s.class_ids().unwrap().0),
             })
             .collect();
         assert_eq!(order, ["1:", "1:1", "1:10", "1:20", "10:", "20:", "20:1", "20:2", "202:"]);
@@ -1319,16 +1426,16 @@ mod tests {
     fn what_the_encoder_cannot_send_is_refused_by_name() {
         let e = Plan::new(&state("tc qdisc add dev $DEV ingress"), "eth0", BurstPolicy::Sluice).unwrap_err();
         assert!(e.to_string().contains("ingress qdisc is not encoded"), "{e}");
+        // DRR classes are planned after their qdisc, with their quantum when given.
         let st = state(
             "tc qdisc add dev $DEV root handle 1: drr\n\
              tc class add dev $DEV parent 1: classid 1:1 drr\n\
-             tc class add dev $DEV parent 1: classid 1:2 drr\n",
+             tc class add dev $DEV parent 1: classid 1:2 drr quantum 3000\n",
         );
-        let e = Plan::new(&st, "eth0", BurstPolicy::Sluice).unwrap_err().to_string();
-        assert!(
-            e.contains("class 1:1 (only htb classes), class 1:2 (only htb classes) are not encoded"),
-            "{e}"
-        );
+        let plan = Plan::new(&st, "eth0", BurstPolicy::Sluice).unwrap();
+        let cmds = plan.tc_commands();
+        assert_eq!(cmds[2], "tc class replace dev eth0 parent 1: classid 1:1 drr");
+        assert_eq!(cmds[3], "tc class replace dev eth0 parent 1: classid 1:2 drr quantum 3000");
         let many: Vec<String> = (0..8).map(|i| format!("class 1:{i}")).collect();
         assert_eq!(first_few(&many), "class 1:0, class 1:1, class 1:2, class 1:3, class 1:4 and 3 more");
         // A kind with options the encoder does not send is sent by name, with the options shown.

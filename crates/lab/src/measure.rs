@@ -437,9 +437,10 @@ fn rrul(lab: &Lab, backend: &Backend<'_>, s: &Settings, r: &mut Results) -> Resu
 }
 
 /// `flows` bulk TCP uploads with congestion control `cc` through one HTB class at `rate` with
-/// `leaf` (`pfifo`, a FIFO of `limit` packets, or `fq_codel`), and 64-byte UDP probes every
-/// 20 ms during the measured window: the lab half of the simulator-against-Linux comparison
-/// (`scenarios/lab-tcp.toml` is the simulated half).
+/// `leaf` (`pfifo`, a FIFO of `limit` packets; `fq_codel`; or `netem`, a FIFO of `limit`
+/// packets that holds each packet `delay` first, for a path with a real RTT: Sluice's live
+/// shaper only), and 64-byte UDP probes every 20 ms during the measured window: the lab half of
+/// the simulator-against-Linux comparison (`scenarios/lab-tcp.toml` is the simulated half).
 fn tcp(lab: &Lab, backend: &Backend<'_>, s: &Settings, r: &mut Results) -> Result<(), LabError> {
     let rate = s.rate("rate", "20mbit")?;
     let flows = s.usize("flows", 1)?;
@@ -454,7 +455,8 @@ fn tcp(lab: &Lab, backend: &Backend<'_>, s: &Settings, r: &mut Results) -> Resul
     let leaf_tc = match leaf.as_str() {
         "fq_codel" => "fq_codel".to_string(),
         "pfifo" => format!("pfifo limit {limit}"),
-        o => return Err(LabError::Config(format!("leaf `{o}`: pfifo or fq_codel"))),
+        "netem" => format!("netem delay {} limit {limit}", s.get("delay").unwrap_or("10ms")),
+        o => return Err(LabError::Config(format!("leaf `{o}`: pfifo, fq_codel or netem"))),
     };
     let config = shaper_config(&format!(
         "tc qdisc add dev $DEV root handle 1: htb default 1\n\
@@ -499,6 +501,7 @@ fn tcp(lab: &Lab, backend: &Backend<'_>, s: &Settings, r: &mut Results) -> Resul
     params.insert("cc".into(), cc.clone());
     params.insert("leaf".into(), leaf_that_ran(&leaf, &kernel_note));
     params.insert("limit".into(), limit.to_string());
+    params.insert("leaf_tc".into(), leaf_tc.clone());
     if !kernel_note.is_empty() {
         params.insert("kernel".into(), kernel_note);
     }

@@ -192,3 +192,50 @@ fn filters_from_a_tc_script_steer_traffic_on_the_live_path() {
     assert_eq!(e.received, e.sent_packets + e.dropped + e.queued, "{e:?}");
     assert!(e.dropped > 0 && e.qdisc.drops == e.enqueue_drops + e.qdisc_drops + e.classify_drops, "{e:?}");
 }
+
+#[test]
+fn an_sqm_style_script_shapes_both_ways_the_download_through_its_ifb() {
+    if !lab_or_skip("an_sqm_style_script_shapes_both_ways_the_download_through_its_ifb") {
+        return;
+    }
+    let lab = Lab::new("tifb").unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let _g = Guard(lab.clone(), stop.clone());
+    lab.up(&LabOptions::default()).unwrap();
+    lab.set_path(PathMode::Open).unwrap();
+    // simple.qos's layout: the upload on $DEV's root, the download redirected from $DEV's
+    // ingress to ifb4dev and shaped there.
+    let script = "ip link add ifb4dev type ifb\n\
+         ip link set dev ifb4dev up\n\
+         tc qdisc add dev $DEV root handle 1: htb default 1\n\
+         tc class add dev $DEV parent 1: classid 1:1 htb rate 20mbit\n\
+         tc qdisc add dev $DEV parent 1:1 pfifo limit 200\n\
+         tc qdisc add dev ifb4dev root handle 1: htb default 1\n\
+         tc class add dev ifb4dev parent 1: classid 1:1 htb rate 10mbit\n\
+         tc qdisc add dev ifb4dev parent 1:1 pfifo limit 200\n\
+         tc qdisc add dev $DEV handle ffff: ingress\n\
+         tc filter add dev $DEV parent ffff: protocol all prio 10 u32 match u32 0 0 flowid 1:1 \
+         action mirred egress redirect dev ifb4dev\n";
+    let h = start(&lab, script, None, stop.clone());
+    let ep = Endpoints::of_lab(&lab);
+    let win = Window { warmup: Duration::from_millis(800), measure: Duration::from_secs(2) };
+    let down: f64 =
+        traffic::bulk_tcp(&ep, 2, Direction::Down, None, 7500, win).unwrap().iter().map(|f| f.bps()).sum();
+    let up: f64 =
+        traffic::bulk_tcp(&ep, 2, Direction::Up, None, 7502, win).unwrap().iter().map(|f| f.bps()).sum();
+    let goodput = 1448.0 / 1514.0;
+    eprintln!(
+        "sqm-style: download {:.2} Mbit/s (ifb 10mbit), upload {:.2} Mbit/s (20mbit)",
+        down / 1e6,
+        up / 1e6
+    );
+    assert!(down > 0.8 * 10e6 * goodput && down < 1.1 * 10e6, "download {down}");
+    assert!(up > 0.8 * 20e6 * goodput && up < 1.1 * 20e6, "upload {up}");
+    stop.store(true, Ordering::Relaxed);
+    let snap = h.join().unwrap();
+    let d = &snap.directions[1];
+    assert!(d.config.contains("htb root"), "the download runs the IFB's tree: {}", d.config);
+    let e = d.engine.unwrap();
+    assert_eq!(e.received, e.sent_packets + e.dropped + e.queued, "{e:?}");
+    assert!(e.sent_packets > 1000, "{e:?}");
+}

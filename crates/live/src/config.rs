@@ -35,6 +35,23 @@ pub fn unlimited(dev: &str) -> State {
     from_script("--unlimited", UNLIMITED, dev).expect("the built-in configuration loads")
 }
 
+/// Ingress shaping in `state`: the device `dev`'s ingress filters redirect to the egress of an
+/// IFB (sqm's layout). Returns the IFB's name and its index (what the redirect names).
+pub fn ingress_target(state: &State, dev: &str) -> Option<(String, u16)> {
+    use sluice_config::model::{Action, MirredDirection, MirredMode, H_MIN_INGRESS};
+    let d = state.devices.iter().find(|d| d.name == dev)?;
+    let target = d.filters.iter().filter(|f| f.parent == H_MIN_INGRESS).flat_map(|f| &f.actions).find_map(
+        |a| match a {
+            Action::Mirred(m) if m.mode == MirredMode::Redirect && m.direction == MirredDirection::Egress => {
+                Some(m.dev.clone())
+            }
+            _ => None,
+        },
+    )?;
+    let idx = state.devices.iter().position(|x| x.name == target)?;
+    Some((target, u16::try_from(idx).ok()?))
+}
+
 /// Builds `state`'s tree on `dev` for the live path: every HTB bucket raised to the burst rule
 /// and to `rate × floor` (the wake-up jitter measured at start-up), see [`ProgramOptions::live`].
 pub fn program(state: &State, dev: &str, floor: Span) -> Result<Program, LiveError> {

@@ -3,6 +3,13 @@
 //!
 //! Parsing and classification are the engine's ([`sluice_engine::Engine::ingress_frame`]).
 
+use sluice_core::netem::CORRUPT_FLAG;
+
+/// The pool slot a payload handle names (without netem's corruption mark).
+fn slot_index(id: u64) -> usize {
+    (id & !CORRUPT_FLAG) as usize
+}
+
 /// Offset of the network header after Ethernet and any VLAN tags (0 if the frame has no IP).
 pub fn network_offset(frame: &[u8]) -> usize {
     if frame.len() < 14 {
@@ -59,13 +66,22 @@ impl Pool {
 
     /// The frame in slot `id`.
     pub fn get(&self, id: u64) -> &[u8] {
-        self.slots.get(id as usize).map(Vec::as_slice).unwrap_or(&[])
+        self.slots.get(slot_index(id)).map(Vec::as_slice).unwrap_or(&[])
     }
 
     /// The frame in slot `id`, with the descriptor's TOS byte written back if a qdisc changed it
     /// (a CE mark from fq_codel/CoDel). Returns the bytes to send.
+    ///
+    /// A payload netem chose to corrupt ([`CORRUPT_FLAG`]) has one bit flipped, in its last
+    /// byte (the kernel flips a random bit of the linear data; the last byte keeps the
+    /// headers the frame is forwarded by intact, so the receiver's checksum catches it).
     pub fn finish(&mut self, id: u64, dsfield: u8) -> &[u8] {
-        let i = id as usize;
+        let i = slot_index(id);
+        if id & CORRUPT_FLAG != 0 {
+            if let Some(b) = self.slots.get_mut(i).and_then(|s| s.last_mut()) {
+                *b ^= 1;
+            }
+        }
         let Some(buf) = self.slots.get_mut(i) else { return &[] };
         let (off, ds) = self.meta[i];
         if off > 0 && ds != dsfield {
@@ -77,8 +93,8 @@ impl Pool {
 
     /// Release slot `id`.
     pub fn free(&mut self, id: u64) {
-        if (id as usize) < self.slots.len() {
-            self.free.push(id as u32);
+        if slot_index(id) < self.slots.len() {
+            self.free.push(slot_index(id) as u32);
         }
     }
 
@@ -126,5 +142,20 @@ mod tests {
         assert_eq!(c, a);
         assert_eq!(p.get(c), b"c");
         assert_eq!(p.in_use(), 2);
+    }
+
+    #[test]
+    fn a_corrupted_payload_goes_out_with_one_bit_flipped_and_frees_its_slot() {
+        let mut p = Pool::new(1);
+        let frame = ipv4_udp(0, 3);
+        let id = p.put(&frame).unwrap() | CORRUPT_FLAG;
+        let out = p.finish(id, 0).to_vec();
+        assert_eq!(out.len(), frame.len());
+        let diff: Vec<usize> = (0..out.len()).filter(|&i| out[i] != frame[i]).collect();
+        assert_eq!(diff, vec![frame.len() - 1]);
+        assert_eq!((out[frame.len() - 1] ^ frame[frame.len() - 1]).count_ones(), 1);
+        assert_eq!(p.get(id), &out[..]);
+        p.free(id);
+        assert_eq!(p.in_use(), 0);
     }
 }

@@ -16,7 +16,7 @@ use crate::LiveError;
 use serde::Serialize;
 use sluice_config::model::State;
 use sluice_core::{Span, Time};
-use sluice_engine::{Engine, EngineStats};
+use sluice_engine::{Engine, EngineStats, Received};
 use std::net::SocketAddr;
 use std::os::fd::AsFd;
 use std::path::PathBuf;
@@ -37,7 +37,10 @@ pub struct Options {
     pub out_if: String,
     /// Configuration for in → out: the tree of device `out_if` in this model.
     pub forward: State,
-    /// Configuration for out → in: the tree of device `in_if` (None: forwarded unshaped).
+    /// Configuration for out → in: the tree of device `in_if` (None: forwarded unshaped, unless
+    /// `forward` shapes `out_if`'s ingress through an IFB, sqm's way: then the frames coming in
+    /// on `out_if` cross its ingress filters and what they redirect to the IFB is shaped by the
+    /// IFB's tree).
     pub reverse: Option<State>,
     /// Control socket path (None: no control socket).
     pub control: Option<PathBuf>,
@@ -276,6 +279,9 @@ impl Port {
 struct Dir {
     /// None: forwarded unshaped.
     engine: Option<Engine>,
+    /// Ingress shaping: the receiving device's engine (its ingress filters) and the index of the
+    /// IFB `engine` runs; frames its filters do not redirect there go straight through.
+    rx: Option<(Engine, u16)>,
     c: DirCounters,
 }
 
@@ -285,7 +291,16 @@ impl Dir {
             Some(state) => Some(Engine::new(crate::config::program(state, dev, floor)?, now)),
             None => None,
         };
-        Ok(Dir { engine, c: DirCounters::default() })
+        Ok(Dir { engine, rx: None, c: DirCounters::default() })
+    }
+
+    /// The download direction of an sqm-style configuration: `wan`'s ingress filters, then the
+    /// IFB they redirect to.
+    fn through_ifb(state: &State, wan: &str, floor: Span, now: Time) -> Result<Option<Dir>, LiveError> {
+        let Some((ifb, idx)) = crate::config::ingress_target(state, wan) else { return Ok(None) };
+        let rx = Engine::new(crate::config::program(state, wan, floor)?, now);
+        let engine = Engine::new(crate::config::program(state, &ifb, floor)?, now);
+        Ok(Some(Dir { engine: Some(engine), rx: Some((rx, idx)), c: DirCounters::default() }))
     }
 
     fn summary(&self) -> &str {
@@ -297,8 +312,13 @@ impl Dir {
 pub fn run(opts: Options) -> Result<Snapshot, LiveError> {
     // Refuse a configuration the engine cannot run before spending time on calibration.
     crate::config::program(&opts.forward, &opts.out_if, Span::ZERO)?;
-    if let Some(r) = &opts.reverse {
-        crate::config::program(r, &opts.in_if, Span::ZERO)?;
+    match &opts.reverse {
+        Some(r) => {
+            crate::config::program(r, &opts.in_if, Span::ZERO)?;
+        }
+        None => {
+            Dir::through_ifb(&opts.forward, &opts.out_if, Span::ZERO, Time::ZERO)?;
+        }
     }
     let cal = Calibration::measure(300);
     if opts.verbose {
@@ -308,7 +328,13 @@ pub fn run(opts: Options) -> Result<Snapshot, LiveError> {
     let clock = || Time::from_nanos(epoch.elapsed().as_nanos() as u64);
     let mut dirs = [
         Dir::new(Some(&opts.forward), &opts.out_if, cal.floor, clock())?,
-        Dir::new(opts.reverse.as_ref(), &opts.in_if, cal.floor, clock())?,
+        match &opts.reverse {
+            Some(r) => Dir::new(Some(r), &opts.in_if, cal.floor, clock())?,
+            None => match Dir::through_ifb(&opts.forward, &opts.out_if, cal.floor, clock())? {
+                Some(d) => d,
+                None => Dir::new(None, &opts.in_if, cal.floor, clock())?,
+            },
+        },
     ];
     let metrics_text = Arc::new(Mutex::new(String::new()));
     if let Some(addr) = opts.metrics {
@@ -583,6 +609,19 @@ fn realtime_ns() -> u64 {
 
 fn ingest(f: &[u8], now: Time, d: &mut Dir, pool: &mut Pool, dst: &Port) {
     d.c.rx_frames += 1;
+    if let Some((rx, ifb)) = d.rx.as_mut() {
+        // The payload handle is not used: the frame is still in the ring.
+        if let Received::Pass(_) = rx.receive_frame(f, 0, now) {
+            send_counted(f, dst, &mut d.c);
+            return;
+        }
+        let to_ifb = matches!(rx.take_redirected(), Some(r) if r.target.dev == *ifb && !r.target.ingress);
+        while rx.take_dropped().is_some() {}
+        if !to_ifb {
+            // Dropped by an ingress filter, or redirected to a device this loop does not run.
+            return;
+        }
+    }
     let Some(engine) = d.engine.as_mut() else {
         // Unshaped direction: straight through.
         send_counted(f, dst, &mut d.c);

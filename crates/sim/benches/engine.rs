@@ -26,6 +26,7 @@ fn spec(ms: u64) -> SimSpec {
                 Box::new(ExactShaper::new(Rate::from_bps(10_000_000_000), 16000, WireSpec::default(), 1000))
             }),
             is_shaper: true,
+            receive: None,
         }],
         reverse: vec![],
         classes: vec![ClassSpec {

@@ -50,6 +50,24 @@ pub(crate) fn queue_factory(spec: &str) -> Result<QueueFactory, String> {
     Ok(crate::model::queue(move || f()))
 }
 
+/// A link's queue: a [`queue_factory`] spec, or `netem OPTIONS` in tc's grammar (a WAN emulator
+/// on the link, built from the model like a tc script's netem; its random source is seeded from
+/// the run's `seed` and the link's name).
+pub(crate) fn link_queue_factory(spec: &str, link: &str, seed: u64) -> Result<QueueFactory, String> {
+    if spec.split_whitespace().next() != Some("netem") {
+        return queue_factory(spec);
+    }
+    let dev = "wan0";
+    let text = format!("tc qdisc add dev {dev} root handle 1: {spec}\n");
+    let state = sluice_config::script::load_tc_script(&format!("link {link}"), &text, &Default::default())
+        .map_err(|e| e.to_string())?
+        .state;
+    let seed = seed ^ link.bytes().fold(0u64, |h, b| h.rotate_left(5) ^ b as u64);
+    let build = move || sluice_config::build::build_device_seeded(&state, dev, seed).map(|b| b.root);
+    build().map_err(|e| e.to_string())?;
+    Ok(crate::model::queue(move || build().expect("built once already")))
+}
+
 pub(crate) fn shared_queue(spec: &str) -> Result<SharedFactory, String> {
     let words: Vec<&str> = spec.split_whitespace().collect();
     let kind = words.first().copied().unwrap_or("");

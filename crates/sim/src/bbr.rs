@@ -4,8 +4,10 @@
 //! startup gain of 2/ln 2, three rounds without 25% growth end startup, an eight-phase
 //! ProbeBW gain cycle entered at a random phase other than the draining one, ProbeRTT at four
 //! segments for 200 ms and one round, packet conservation in the first round of recovery, and a
-//! pacing rate 1% below the estimate. Not modelled: the long-term (policer) bandwidth sampling
-//! and the idle-restart path.
+//! pacing rate 1% below the estimate, and the ACK-aggregation allowance Linux adds to the window
+//! (the most data ACKed beyond the bandwidth estimate in one aggregation epoch, over the last
+//! five to ten rounds, capped at 100 ms of the estimate). Not modelled: the long-term (policer)
+//! bandwidth sampling and the idle-restart path.
 //!
 //! Units: segments, nanoseconds; bandwidth in segments per nanosecond.
 
@@ -21,6 +23,9 @@ const FULL_BW_THRESH: f64 = 1.25;
 const FULL_BW_ROUNDS: u32 = 3;
 const PACING_MARGIN: f64 = 0.99;
 const INIT_CWND: f64 = 10.0;
+const EXTRA_ACKED_WIN_ROUNDS: u32 = 5;
+const EXTRA_ACKED_MAX: u64 = 100_000_000;
+const ACK_EPOCH_RESET: f64 = (1u64 << 20) as f64;
 
 /// A delivery-rate sample (draft-cheng-iccrg-delivery-rate-estimation) taken on one ACK.
 #[derive(Clone, Copy, Debug, Default)]
@@ -75,6 +80,13 @@ pub(crate) struct Bbr {
     prev_recovering: bool,
     probe_rtt_done: Option<u64>,
     probe_rtt_round_done: bool,
+    // ACK aggregation: the two windows' maxima, rounds in the current one, which is current,
+    // and the epoch (start, segments ACKed since).
+    extra_acked: [f64; 2],
+    extra_acked_rounds: u32,
+    extra_acked_idx: usize,
+    ack_epoch_stamp: u64,
+    ack_epoch_acked: f64,
     /// Pacing rate, segments per ns (0: not set yet).
     pub pacing_rate: f64,
     rng: u64,
@@ -103,6 +115,11 @@ impl Bbr {
             prev_recovering: false,
             probe_rtt_done: None,
             probe_rtt_round_done: false,
+            extra_acked: [0.0; 2],
+            extra_acked_rounds: 0,
+            extra_acked_idx: 0,
+            ack_epoch_stamp: 0,
+            ack_epoch_acked: 0.0,
             pacing_rate: 0.0,
             rng: seed ^ 0x9e37_79b9_7f4a_7c15,
         }
@@ -126,11 +143,15 @@ impl Bbr {
     /// Segments in flight `gain` times the estimated BDP would take, with Linux's allowance for
     /// send quantisation (three bursts of two segments, one more in the probing phase).
     fn inflight(&self, bw: f64, gain: f64) -> f64 {
+        self.window(bw, gain, 0.0)
+    }
+
+    fn window(&self, bw: f64, gain: f64, extra: f64) -> f64 {
         if self.min_rtt == u64::MAX {
             return INIT_CWND;
         }
         let bdp = bw * self.min_rtt as f64;
-        let mut cwnd = (bdp * gain).ceil() + 6.0;
+        let mut cwnd = (bdp * gain + extra).ceil() + 6.0;
         cwnd += cwnd % 2.0; // even, so delayed ACKs release whole pairs
         if self.mode == Mode::ProbeBw && self.cycle_idx == 0 {
             cwnd += 2.0;
@@ -195,6 +216,9 @@ impl Bbr {
             }
         }
         let bw = self.max_bw();
+        if rs.interval > 0 && rs.acked > 0 {
+            self.ack_aggregation(rs, now, bw, cwnd);
+        }
         // ProbeBW phase.
         if self.mode == Mode::ProbeBw && self.next_phase(rs, now, bw) {
             self.cycle_idx = (self.cycle_idx + 1) % PACING_GAIN.len();
@@ -290,7 +314,7 @@ impl Bbr {
             conserving = true;
         }
         if !conserving {
-            let target = self.inflight(bw, self.cwnd_gain);
+            let target = self.inflight_with_aggregation(bw, self.cwnd_gain);
             if self.full_bw_reached {
                 cwnd = (cwnd + acked).min(target);
             } else if cwnd < target || delivered < INIT_CWND as u64 {
@@ -302,6 +326,41 @@ impl Bbr {
             cwnd = cwnd.min(MIN_CWND);
         }
         cwnd
+    }
+
+    /// Linux's `bbr_update_ack_aggregation`: how much more was ACKed in this epoch than the
+    /// bandwidth estimate explains.
+    fn ack_aggregation(&mut self, rs: &RateSample, now: u64, bw: f64, cwnd: f64) {
+        if self.round_start {
+            self.extra_acked_rounds = (self.extra_acked_rounds + 1).min(31);
+            if self.extra_acked_rounds >= EXTRA_ACKED_WIN_ROUNDS {
+                self.extra_acked_rounds = 0;
+                self.extra_acked_idx ^= 1;
+                self.extra_acked[self.extra_acked_idx] = 0.0;
+            }
+        }
+        let acked = rs.acked as f64;
+        let mut expected = bw * now.saturating_sub(self.ack_epoch_stamp) as f64;
+        if self.ack_epoch_acked <= expected || self.ack_epoch_acked + acked >= ACK_EPOCH_RESET {
+            self.ack_epoch_acked = 0.0;
+            self.ack_epoch_stamp = now;
+            expected = 0.0;
+        }
+        self.ack_epoch_acked = (self.ack_epoch_acked + acked).min(ACK_EPOCH_RESET - 1.0);
+        let extra = (self.ack_epoch_acked - expected).min(cwnd);
+        let slot = &mut self.extra_acked[self.extra_acked_idx];
+        *slot = slot.max(extra);
+    }
+
+    /// The window target: BDP times `gain`, plus the ACK-aggregation allowance once the pipe is
+    /// full, plus the quantisation allowance.
+    fn inflight_with_aggregation(&self, bw: f64, gain: f64) -> f64 {
+        let aggr = if self.full_bw_reached {
+            self.extra_acked[0].max(self.extra_acked[1]).min(bw * EXTRA_ACKED_MAX as f64)
+        } else {
+            0.0
+        };
+        self.window(bw, gain, aggr)
     }
 
     fn enter_probe_bw(&mut self, now: u64) {
@@ -325,7 +384,7 @@ impl Bbr {
         }
     }
 
-    /// Whether the mode is ProbeRTT (for tests and series).
+    /// Whether the mode is ProbeRTT.
     #[cfg(test)]
     pub(crate) fn in_probe_rtt(&self) -> bool {
         self.mode == Mode::ProbeRtt

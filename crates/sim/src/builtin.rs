@@ -11,6 +11,9 @@ pub const BUILTIN: &[(&str, &str, &str)] = &[
     ("benita", "004", include_str!("../../../scenarios/benita.toml")),
     ("sfq-perturb", "003", include_str!("../../../scenarios/sfq-perturb.toml")),
     ("speed", "-", include_str!("../../../scenarios/speed.toml")),
+    ("wan-netem", "-", include_str!("../../../scenarios/wan-netem.toml")),
+    ("mininet-red", "-", include_str!("../../../scenarios/mininet-red.toml")),
+    ("home-both-ways", "-", include_str!("../../../scenarios/home-both-ways.toml")),
 ];
 
 /// `(name, description)` of every built-in scenario.

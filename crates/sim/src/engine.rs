@@ -16,7 +16,7 @@ use crate::tcp::{AckMsg, Tcp};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use sluice_core::{FlowKeys, Handle, Packet, Rate, Span, Time, WireSpec};
-use sluice_engine::Engine;
+use sluice_engine::{Engine, Received};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -51,6 +51,9 @@ struct Slot {
 
 struct Hop {
     e: Engine,
+    /// Ingress shaping: the receiving device's engine (its ingress filters run first) and the
+    /// index of this hop's device among its redirect targets.
+    rx: Option<(Engine, u16)>,
     rate: Option<Rate>,
     delay: Span,
     overhead: u64,
@@ -135,6 +138,7 @@ impl Sim {
             for (pos, l) in links.iter().enumerate() {
                 hops.push(Hop {
                     e: Engine::new((l.queue)(), Time::ZERO),
+                    rx: l.receive.as_ref().map(|(f, dev)| (Engine::new(f(), Time::ZERO), *dev)),
                     rate: l.rate.filter(|r| !r.is_zero()),
                     delay: l.delay,
                     overhead: l.overhead as u64,
@@ -408,7 +412,31 @@ impl Sim {
                     _ => (&self.no_keys, &[][..]),
                 };
                 let t0 = self.profile_start(h);
-                let _ = self.hops[h].e.ingress(s.pkt, keys, frame, self.now);
+                let mut pkt = s.pkt;
+                if let Some((rx, ifb)) = self.hops[h].rx.as_mut() {
+                    match rx.receive(pkt, keys, frame, self.now) {
+                        // Not redirected: delivered without this hop's queue.
+                        Received::Pass(_) => {
+                            self.profile_end(t0);
+                            return self.arrive(slot, pos + 1);
+                        }
+                        Received::Taken(_) => {}
+                    }
+                    let ifb = *ifb;
+                    let to_here = match rx.take_redirected() {
+                        Some(r) if r.target.dev == ifb && !r.target.ingress => Some(r.pkt),
+                        _ => None,
+                    };
+                    // Dropped by an ingress filter, or redirected off the simulated path.
+                    let Some(p) = to_here else {
+                        while rx.take_dropped().is_some() {}
+                        self.profile_end(t0);
+                        self.drop_slot(slot);
+                        return;
+                    };
+                    pkt = p;
+                }
+                let _ = self.hops[h].e.ingress(pkt, keys, frame, self.now);
                 self.profile_end(t0);
                 self.drain_drops(h);
                 self.kick(h);
@@ -588,6 +616,10 @@ impl Sim {
         let last = self.hop_index(route, next).is_none();
         let s = &self.slots[slot as usize];
         if last && s.kind == Kind::Data && !matches!(self.flows[s.flow as usize].src, Src::Tcp(_)) {
+            if s.pkt.payload & sluice_core::netem::CORRUPT_FLAG != 0 {
+                self.drop_slot(slot); // see `deliver`
+                return;
+            }
             // Open-loop data needs no reaction at the receiver: record it now, no event.
             let lat = at - s.sent;
             self.rec.on_recv(s.flow, s.pkt.len as u64, s.sent, at, lat);
@@ -604,6 +636,11 @@ impl Sim {
     /// The packet reached the end of its route.
     fn deliver(&mut self, slot: u32) {
         let s = self.slots[slot as usize];
+        if s.pkt.payload & sluice_core::netem::CORRUPT_FLAG != 0 {
+            // netem corrupted it on the way: the receiver's checksum discards it.
+            self.drop_slot(slot);
+            return;
+        }
         self.free.push(slot);
         let fi = s.flow as usize;
         match s.kind {

@@ -28,6 +28,11 @@ pub struct LinkSpec {
     pub queue: QueueFactory,
     /// True if this queue is the configured shaper: its dequeues are accounted per class.
     pub is_shaper: bool,
+    /// Ingress shaping: packets first cross this device's receive path (its ingress filters);
+    /// those redirected to the egress of the device whose index is the `u16` (this hop's, an IFB)
+    /// are queued here, the others go on past this hop unqueued (delivered) or, redirected
+    /// elsewhere, leave the path (counted as drops).
+    pub receive: Option<(QueueFactory, u16)>,
 }
 
 /// A shaper class whose rate is reported.

@@ -17,7 +17,7 @@ pub struct RunOptions {
 }
 
 /// What the run cost.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct RunInfo {
     /// Wall-clock seconds.
     pub wall_s: f64,
@@ -29,6 +29,8 @@ pub struct RunInfo {
     pub virtual_s: f64,
     /// Cases run.
     pub cases: usize,
+    /// `sluice lint`'s findings on the shaper, checked before the run (each once).
+    pub lint: Vec<String>,
 }
 
 /// Runs `sc`. `progress` receives the overall fraction done (0..=1), from any thread.
@@ -44,6 +46,12 @@ pub fn run(
     let points = sc.points(&overrides)?;
     let cases = points.iter().map(|p| build_case(sc, p)).collect::<Result<Vec<_>, _>>()?;
     let seed = cases.first().map(|c| c.spec.seed).unwrap_or(1);
+    let mut lint: Vec<String> = Vec::new();
+    for l in cases.iter().flat_map(|c| &c.lint) {
+        if !lint.contains(l) {
+            lint.push(l.clone());
+        }
+    }
     let done: Vec<AtomicU64> = cases.iter().map(|_| AtomicU64::new(0)).collect();
     let n = cases.len().max(1) as f64;
     let t0 = Instant::now();
@@ -68,7 +76,8 @@ pub fn run(
             (res, st, c.spec.duration.as_nanos() as f64 / 1e9)
         })
         .collect();
-    let mut info = RunInfo { wall_s: t0.elapsed().as_secs_f64(), cases: out.len(), ..Default::default() };
+    let mut info =
+        RunInfo { wall_s: t0.elapsed().as_secs_f64(), cases: out.len(), lint, ..Default::default() };
     let mut results = Results {
         scenario: sc.file.name.clone(),
         seed,

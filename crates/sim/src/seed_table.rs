@@ -303,12 +303,28 @@ pub fn run_builtin(name: &str, set: &[(&str, &str)]) -> Result<Results, String> 
 
 /// The table, between [`BEGIN`] and [`END`], from fresh runs (each scenario run once).
 pub fn render() -> Result<String, String> {
+    render_with(run_builtin)
+}
+
+/// The table from results files `DIR/NAME.json` (`sluice simulate NAME --json DIR/NAME.json`,
+/// e.g. by an older binary, to compare figures before and after a change).
+pub fn render_from(dir: &std::path::Path) -> Result<String, String> {
+    render_with(|name, _| {
+        let p = dir.join(format!("{name}.json"));
+        let text = std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+        Results::from_json(&text).map_err(|e| format!("{}: {e}", p.display()))
+    })
+}
+
+fn render_with(
+    mut get: impl FnMut(&str, &[(&str, &str)]) -> Result<Results, String>,
+) -> Result<String, String> {
     let mut runs: HashMap<(&str, String), Results> = HashMap::new();
     let mut out = format!("{BEGIN}\n| scenario (seed) | the seed's figure | Sluice |\n|---|---|---|\n");
     for row in ROWS {
         let key = (row.scenario, format!("{:?}", row.set));
         if !runs.contains_key(&key) {
-            runs.insert(key.clone(), run_builtin(row.scenario, row.set)?);
+            runs.insert(key.clone(), get(row.scenario, row.set)?);
         }
         let cell = (row.cell)(&runs[&key])?;
         out += &format!("| {} | {} | {} |\n", row.label, row.seed, cell);

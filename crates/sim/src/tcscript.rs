@@ -8,7 +8,9 @@
 //! the live shaper would compute.
 
 use crate::model::name_hash;
-use sluice_config::model::{ClassOpts, QdiscOpts, State};
+use sluice_config::model::{
+    Action, ClassOpts, DevKind, MirredDirection, MirredMode, QdiscOpts, State, H_MIN_INGRESS,
+};
 use sluice_config::script::load_tc_script;
 use sluice_core::{FlowKeys, Handle, Rate};
 use sluice_engine::{Program, ProgramOptions};
@@ -19,7 +21,11 @@ use std::sync::Arc;
 /// A loaded tc script.
 pub(crate) struct TcShaper {
     pub state: State,
+    /// The upload device: the first one with a root qdisc that is not an IFB.
     pub dev: String,
+    /// Ingress shaping: the device whose ingress filters redirect (the WAN side) and the IFB
+    /// they redirect to, with its index in the state.
+    pub download: Option<(String, String, u16)>,
 }
 
 /// Loads and builds the script once (to report errors); `Err` is a message with line info.
@@ -29,23 +35,58 @@ pub(crate) fn load(file: &str, text: &str) -> Result<TcShaper, String> {
     let dev = state
         .devices
         .iter()
-        .find(|d| !d.qdiscs.is_empty())
+        .find(|d| d.root().is_some() && d.kind != DevKind::Ifb)
+        .or_else(|| state.devices.iter().find(|d| !d.qdiscs.is_empty()))
         .map(|d| d.name.clone())
         .ok_or_else(|| "the tc script adds no qdisc".to_string())?;
+    // The first ingress filter that redirects to a device's egress names the download pair.
+    let download = state.devices.iter().find_map(|d| {
+        let target =
+            d.filters.iter().filter(|f| f.parent == H_MIN_INGRESS).flat_map(|f| &f.actions).find_map(
+                |a| match a {
+                    Action::Mirred(m)
+                        if m.mode == MirredMode::Redirect && m.direction == MirredDirection::Egress =>
+                    {
+                        Some(m.dev.clone())
+                    }
+                    _ => None,
+                },
+            )?;
+        let idx = state.devices.iter().position(|x| x.name == target)?;
+        Some((d.name.clone(), target, u16::try_from(idx).ok()?))
+    });
     // Built once here so that what the engine cannot run is reported before any case runs.
-    Program::from_model(&state, &dev, &ProgramOptions::default()).map_err(|e| e.to_string())?;
-    Ok(TcShaper { state, dev })
+    let opts = ProgramOptions::default();
+    Program::from_model(&state, &dev, &opts).map_err(|e| e.to_string())?;
+    if let Some((wan, ifb, _)) = &download {
+        Program::from_model(&state, wan, &opts).map_err(|e| e.to_string())?;
+        Program::from_model(&state, ifb, &opts).map_err(|e| e.to_string())?;
+    }
+    Ok(TcShaper { state, dev, download })
 }
 
 impl TcShaper {
-    /// A fresh program (root qdisc and filters).
-    pub(crate) fn program(&self) -> Program {
-        Program::from_model(&self.state, &self.dev, &ProgramOptions::default()).expect("built once already")
+    /// A fresh program (root qdisc and filters) of the upload device; random sources (netem)
+    /// seeded from `seed`.
+    pub(crate) fn program(&self, seed: u64) -> Program {
+        self.program_of(&self.dev, seed)
     }
 
-    /// HTB classes of the root qdisc that have no child classes (what packets are charged to).
+    /// A fresh program of any device of the script (built once already).
+    pub(crate) fn program_of(&self, dev: &str, seed: u64) -> Program {
+        let opts = ProgramOptions { seed, ..ProgramOptions::default() };
+        Program::from_model(&self.state, dev, &opts).expect("built once already")
+    }
+
+    /// HTB classes of the upload device's root qdisc that have no child classes (what packets
+    /// are charged to).
     pub(crate) fn leaf_classes(&self) -> Vec<(Handle, Rate, Rate)> {
-        let Some(d) = self.state.devices.iter().find(|d| d.name == self.dev) else { return vec![] };
+        self.leaf_classes_of(&self.dev)
+    }
+
+    /// [`TcShaper::leaf_classes`] of any device.
+    pub(crate) fn leaf_classes_of(&self, dev: &str) -> Vec<(Handle, Rate, Rate)> {
+        let Some(d) = self.state.devices.iter().find(|d| d.name == dev) else { return vec![] };
         let Some(root) = d.root() else { return vec![] };
         let major = root.handle.major();
         d.classes
@@ -61,7 +102,12 @@ impl TcShaper {
 
     /// The root HTB's `default` class, when it is a leaf (where unclassified packets go).
     pub(crate) fn default_class(&self) -> Option<Handle> {
-        let d = self.state.devices.iter().find(|d| d.name == self.dev)?;
+        self.default_class_of(&self.dev)
+    }
+
+    /// [`TcShaper::default_class`] of any device.
+    pub(crate) fn default_class_of(&self, dev: &str) -> Option<Handle> {
+        let d = self.state.devices.iter().find(|d| d.name == dev)?;
         let root = d.root()?;
         let QdiscOpts::Htb(h) = &root.opts else { return None };
         let id = Handle::new(root.handle.major(), h.default);

@@ -15,6 +15,7 @@ fn link(name: &str, rate: Option<u64>, delay_ms: u64, fifo_bytes: u64) -> LinkSp
         overhead: 0,
         queue: queue(move || Box::new(Fifo::bfifo(fifo_bytes))),
         is_shaper: false,
+        receive: None,
     }
 }
 
@@ -123,6 +124,7 @@ fn exact_shaper_class_is_within_a_tenth_of_a_percent() {
             Box::new(ExactShaper::new(Rate::from_bps(100_000_000), 66616, WireSpec::default(), 100))
         }),
         is_shaper: true,
+        receive: None,
     };
     let mut s = spec(vec![shaper], vec![], vec![f], 2);
     s.classes =

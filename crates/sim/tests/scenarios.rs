@@ -506,3 +506,71 @@ fn bbr_fills_the_pipe_with_a_short_queue_and_cubic_fills_the_buffer() {
     assert!(ping(cubic).p50 > 80.0, "CUBIC fills the FIFO: {:?}", ping(cubic));
     assert_eq!(bbr.flows[0].kind, "tcp-bbr");
 }
+
+#[test]
+fn home_both_ways_shapes_the_download_through_the_ifb() {
+    let r = sim("home-both-ways", &[("duration", "6s")]);
+    let flow = |c: &sluice_report::Case, n: &str| c.flows.iter().find(|f| f.name == n).unwrap().clone();
+    let off = case(&r, &["direction=download", "shaper=off"]);
+    let on = case(&r, &["direction=download", "shaper=on"]);
+    // Without the IFB shaper the ISP's buffer fills; with it the queue is the IFB's fq_codel.
+    let (p_off, p_on) = (flow(off, "ping").latency_ms.p50, flow(on, "ping").latency_ms.p50);
+    assert!(p_off > 3.0 * p_on, "download ping p50 {p_off} ms unshaped, {p_on} ms shaped");
+    // The bulk class runs at the IFB's ceil (18.4 Mbit/s), VoIP lands in the priority class.
+    let bulk = on.classes.iter().find(|c| c.id == "1:12").expect("IFB class 1:12 reported");
+    assert_eq!(bulk.ceil_bps, 18_400_000);
+    let e = (bulk.achieved_bps - bulk.ceil_bps as f64) / bulk.ceil_bps as f64;
+    assert!(e.abs() < 0.05, "bulk class at {} bit/s", bulk.achieved_bps);
+    let prio = on.classes.iter().find(|c| c.id == "1:11").unwrap();
+    assert!(prio.packets > 0, "VoIP and ping were not classified into 1:11 on the IFB");
+    assert_eq!(flow(on, "voip").loss_pct, 0.0);
+    // The upload is shaped on eth0 by the same script.
+    let up = case(&r, &["direction=upload", "shaper=on"]);
+    let c = up.classes.iter().find(|c| c.id == "1:12").unwrap();
+    assert_eq!(c.ceil_bps, 4_600_000);
+    assert!(
+        flow(up, "ping").latency_ms.p50
+            < 0.5 * flow(case(&r, &["direction=upload", "shaper=off"]), "ping").latency_ms.p50
+    );
+}
+
+/// `sluice lint`'s checks run on a tc-script shaper before the simulation; findings come back
+/// with the run.
+#[test]
+fn lint_findings_on_a_tc_script_shaper_come_with_the_run() {
+    let src = "name = \"b\"\ndescription = \"d\"\nduration = \"1s\"\n\
+        [[link]]\nname = \"l\"\nrate = \"10mbit\"\nqueue = \"shaper\"\n\
+        [shaper]\ntc = \"\"\"\ntc qdisc add dev eth0 root handle 1: sfq perturb 10\n\"\"\"\n\
+        [[flow]]\nname = \"f\"\ntype = \"cbr\"\nrate = \"1mbit\"\n";
+    let sc = Scenario::parse("b.toml", src).unwrap();
+    let (_, info) = run(&sc, &RunOptions { overrides: vec![], seed: None }, &|_| {}).unwrap();
+    assert!(info.lint.iter().any(|l| l.starts_with("L007")), "{:?}", info.lint);
+    let clean = src.replace(" perturb 10", "");
+    let (_, info) = run(
+        &Scenario::parse("b.toml", &clean).unwrap(),
+        &RunOptions { overrides: vec![], seed: None },
+        &|_| {},
+    )
+    .unwrap();
+    assert!(info.lint.is_empty(), "{:?}", info.lint);
+}
+
+/// `--seed` changes the random inputs (flow start times, BBR's first phase): different seeds
+/// give different TCP results, the same seed the same ones.
+#[test]
+fn the_seed_changes_random_inputs_and_only_the_seed_does() {
+    let set = [("load", "scp"), ("shaper", "off"), ("test", "scp")];
+    let goodputs = |seed: u64| -> Vec<f64> {
+        let sc = Scenario::find("home-uplink").unwrap();
+        let opts = RunOptions {
+            overrides: set.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            seed: Some(seed),
+        };
+        let r = run(&sc, &opts, &|_| {}).unwrap().0;
+        let c = &r.cases[0];
+        c.flows.iter().filter_map(|f| c.extra.get(&format!("{}.goodput_bps", f.name)).copied()).collect()
+    };
+    let (a, b, a2) = (goodputs(1), goodputs(2), goodputs(1));
+    assert_eq!(a, a2, "deterministic for one seed");
+    assert_ne!(a, b, "seeds 1 and 2 gave identical results");
+}

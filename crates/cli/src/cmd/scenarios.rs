@@ -12,12 +12,19 @@ pub struct Args {
     /// Run the built-in scenarios and print the README's seed table (scripts/seed-table.sh).
     #[arg(long, conflicts_with = "show")]
     seed_table: bool,
+    /// With --seed-table: take the results from DIR/NAME.json files instead of running.
+    #[arg(long, requires = "seed_table")]
+    from: Option<std::path::PathBuf>,
 }
 
 /// Lists the built-in scenarios.
 pub fn run(args: Args) -> Result<ExitCode> {
     if args.seed_table {
-        let table = sluice_sim::seed_table::render().map_err(anyhow::Error::msg)?;
+        let table = match &args.from {
+            Some(dir) => sluice_sim::seed_table::render_from(dir),
+            None => sluice_sim::seed_table::render(),
+        }
+        .map_err(anyhow::Error::msg)?;
         outp!("{table}");
         return Ok(ExitCode::SUCCESS);
     }

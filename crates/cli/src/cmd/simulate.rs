@@ -111,6 +111,9 @@ pub fn run_cmd(args: Args) -> Result<ExitCode> {
     if let Some(pb) = bar.lock().unwrap_or_else(|p| p.into_inner()).take() {
         pb.finish_and_clear();
     }
+    for l in &info.lint {
+        eprintln!("lint: {l}");
+    }
     if !args.quiet {
         print_summary(&results, &info);
     }

@@ -96,7 +96,7 @@ pub struct FilterSpec {
     /// u32: `ht`/`sample` target table (with bucket).
     pub u32_htid: Option<u32>,
     /// Actions (`action ...`, `police ...`).
-    pub actions: Vec<Action>,
+    pub actions: Vec<super::actions::ActionSpec>,
     /// Which attributes were given (for flow `change`, which keeps the others).
     pub given: Vec<&'static str>,
 }
@@ -110,6 +110,8 @@ pub enum TcCmd {
     Class(ClassCmd),
     /// `tc filter`.
     Filter(FilterCmd),
+    /// `tc actions`.
+    Actions(super::actions::ActionsCmd),
 }
 
 /// Cursor over argv with tc's error helpers.
@@ -411,6 +413,8 @@ pub fn parse_command_in(argv: &[String], grammar: Grammar) -> Result<TcCmd, TcEr
     } else if matches(obj, "filter") {
         let v = verb(verb_word, true).ok_or_else(|| unknown_verb(verb_word, "filter"))?;
         parse_filter(v, &mut cur).map(TcCmd::Filter)
+    } else if matches(obj, "actions") {
+        super::actions::parse_actions_cmd(&argv[1..], grammar.max_minor()).map(TcCmd::Actions)
     } else {
         Err(TcError::fatal(format!("Object \"{obj}\" is unknown, try \"tc help\"."), Some(0)))
     }
@@ -689,7 +693,7 @@ fn parse_qdisc_opts(kind: &str, cur: &mut Cur) -> Result<Option<QdiscOpts>, TcEr
         "sfq" => QdiscOpts::Sfq(parse_sfq(cur)?),
         "codel" => QdiscOpts::Codel(parse_codel(cur)?),
         "fq_codel" => QdiscOpts::FqCodel(parse_fq_codel(cur)?),
-        "netem" => QdiscOpts::Netem(super::netem::parse(cur)?),
+        "netem" => QdiscOpts::Netem(Box::new(super::netem::parse(cur)?)),
         _ => return Ok(None),
     }))
 }

@@ -1,5 +1,7 @@
-//! Filter-kind grammars (u32, flow, fw, matchall, basic) and actions (gact, police).
+//! Filter-kind grammars (u32, flow, fw, matchall, basic); their actions are parsed by
+//! [`super::actions`].
 
+use super::actions::{ActionSpec, Ctx};
 use super::args::helpers::*;
 use super::args::FilterSpec;
 use super::error::TcError;
@@ -102,7 +104,7 @@ fn plain_handle(handle: Option<(usize, &str)>) -> Result<u32, TcError> {
 }
 
 /// The spec of a kind with no hash tables and no partial `change`.
-fn simple_spec(opts: FilterOpts, handle: u32, actions: Vec<Action>) -> FilterSpec {
+fn simple_spec(opts: FilterOpts, handle: u32, actions: Vec<ActionSpec>) -> FilterSpec {
     FilterSpec { opts, handle, u32_htid: None, actions, given: vec![] }
 }
 
@@ -445,7 +447,7 @@ pub(crate) fn parse_u32(cur: &mut Cur, handle: Option<(usize, &str)>) -> Result<
             }
             "skip_hw" | "skip_sw" => {}
             "action" => parse_actions(cur, &mut actions)?,
-            "police" => actions.push(Action::Police(PoliceOpts { inline: true, ..parse_police(cur)? })),
+            "police" => actions.push(parse_police(cur)?),
             "offset" => o.offset = Some(parse_offset(cur, o.offset.unwrap_or_default())?),
             "help" => return Err(TcError::usage(U32_USAGE, Some(at))),
             _ => return Err(what_is(w, at, U32_USAGE)),
@@ -541,7 +543,7 @@ pub(crate) fn parse_flow(cur: &mut Cur, handle: Option<(usize, &str)>) -> Result
             o.perturb = Some(num(cur, "perturb")?);
             given.push("perturb");
         } else if matches(w, "police") {
-            actions.push(Action::Police(PoliceOpts { inline: true, ..parse_police(cur)? }));
+            actions.push(parse_police(cur)?);
         } else if matches(w, "action") {
             parse_actions(cur, &mut actions)?;
         } else if matches(w, "match") {
@@ -603,7 +605,7 @@ pub(crate) fn parse_fw(cur: &mut Cur, handle: Option<(usize, &str)>) -> Result<F
         match w {
             "classid" | "flowid" => o.classid = classid_arg(cur)?,
             "action" => parse_actions(cur, &mut actions)?,
-            "police" => actions.push(Action::Police(PoliceOpts { inline: true, ..parse_police(cur)? })),
+            "police" => actions.push(parse_police(cur)?),
             "indev" => {
                 cur.value()?;
             }
@@ -644,7 +646,7 @@ pub(crate) fn parse_basic(cur: &mut Cur, handle: Option<(usize, &str)>) -> Resul
             "classid" | "flowid" => o.classid = classid_arg(cur)?,
             "match" => o.ematch = Some(parse_ematch(cur)?),
             "action" => parse_actions(cur, &mut actions)?,
-            "police" => actions.push(Action::Police(PoliceOpts { inline: true, ..parse_police(cur)? })),
+            "police" => actions.push(parse_police(cur)?),
             _ => {
                 return Err(what_is(
                     w,
@@ -657,93 +659,14 @@ pub(crate) fn parse_basic(cur: &mut Cur, handle: Option<(usize, &str)>) -> Resul
     Ok(simple_spec(FilterOpts::Basic(o), h, actions))
 }
 
-pub(crate) fn verdict(w: &str) -> Option<Verdict> {
-    Some(match w {
-        "ok" | "pass" => Verdict::Pass,
-        "drop" | "shot" => Verdict::Drop,
-        "continue" => Verdict::Continue,
-        "reclassify" => Verdict::Reclassify,
-        "pipe" => Verdict::Pipe,
-        _ => return None,
-    })
+/// After the `action` keyword: tc's action list (see [`super::actions`]).
+fn parse_actions(cur: &mut Cur, out: &mut Vec<ActionSpec>) -> Result<(), TcError> {
+    out.extend(super::actions::parse_action_list(cur, Ctx::Filter)?);
+    Ok(())
 }
 
-/// After the `action` keyword: `[gact] VERDICT [index N]` or `police ...`; repeated `action`s chain.
-fn parse_actions(cur: &mut Cur, out: &mut Vec<Action>) -> Result<(), TcError> {
-    loop {
-        let (i, w) = cur.value()?;
-        if w == "police" {
-            out.push(Action::Police(parse_police(cur)?));
-        } else if w == "mirred" {
-            out.push(Action::Mirred(super::mirred::parse_mirred(cur, i)?));
-        } else {
-            let w = if w == "gact" { cur.value()?.1 } else { w };
-            let v = verdict(w).ok_or_else(|| {
-                TcError::usage(format!("bad action type {w}\nUsage: ... gact <ACTTYPE> [INDEX]"), Some(i))
-            })?;
-            let mut index = 0;
-            if cur.peek() == Some("index") {
-                cur.pos += 1;
-                index = num(cur, "index")?;
-            }
-            out.push(Action::Gact { verdict: v, index });
-        }
-        if cur.peek() == Some("action") {
-            cur.pos += 1;
-            continue;
-        }
-        return Ok(());
-    }
-}
-
-/// `police rate R burst B [mtu M] [peakrate P] [conform-exceed E[/C]] [VERDICT] [index N]`.
-/// Stops at the first word it does not know, as tc does.
-pub(crate) fn parse_police(cur: &mut Cur) -> Result<PoliceOpts, TcError> {
-    let mut p = PoliceOpts { exceed: Verdict::Reclassify, conform: Verdict::Pass, ..Default::default() };
-    let start = cur.pos;
-    while let Some(w) = cur.peek() {
-        match w {
-            "rate" => {
-                cur.pos += 1;
-                p.rate = rate_arg(cur, "rate")?;
-            }
-            "burst" | "buffer" | "maxburst" => {
-                cur.pos += 1;
-                p.burst = size_arg(cur, "burst")?;
-            }
-            "mtu" | "minburst" => {
-                cur.pos += 1;
-                p.mtu = Some(size_arg(cur, "mtu")?);
-            }
-            "peakrate" => {
-                cur.pos += 1;
-                p.peakrate = Some(rate_arg(cur, "peakrate")?);
-            }
-            "conform-exceed" => {
-                cur.pos += 1;
-                let (i, v) = cur.value()?;
-                let (e, c) = v.split_once('/').unwrap_or((v, ""));
-                p.exceed = verdict(e).ok_or_else(|| illegal("conform-exceed", i, None))?;
-                if !c.is_empty() {
-                    p.conform = verdict(c).ok_or_else(|| illegal("conform-exceed", i, None))?;
-                }
-            }
-            "index" => {
-                cur.pos += 1;
-                p.index = num(cur, "index")?;
-            }
-            w if verdict(w).is_some() => {
-                cur.pos += 1;
-                p.exceed = verdict(w).unwrap_or(Verdict::Drop);
-            }
-            _ => break,
-        }
-    }
-    if p.rate == 0 || p.burst == 0 {
-        return Err(TcError::usage(
-            "\"burst\" requires \"rate\".\nUsage: ... police [ BYTES_RATE_SPEC ] [ burst BYTES[/BYTES] ] ...",
-            Some(start),
-        ));
-    }
-    Ok(p)
+/// The filter's `police` keyword: a policer action.
+fn parse_police(cur: &mut Cur) -> Result<ActionSpec, TcError> {
+    let p = super::actions::parse_police_keyword(cur, Ctx::Filter)?;
+    Ok(ActionSpec { action: Action::Police(p), cookie: None, bare: false, compat: true })
 }

@@ -304,10 +304,10 @@ fn validate_qdisc(dev: &Device, new: QdiscOpts, old: Option<&QdiscOpts>) -> Resu
         }
         (QdiscOpts::Netem(n), old) => {
             let old = match old {
-                Some(QdiscOpts::Netem(o)) => Some(o),
+                Some(QdiscOpts::Netem(o)) => Some(&**o),
                 _ => None,
             };
-            QdiscOpts::Netem(super::netem::kernel_change(n, old)?)
+            QdiscOpts::Netem(Box::new(super::netem::kernel_change(*n, old)?))
         }
         (QdiscOpts::Tbf(t), _) => {
             if let Some(pk) = t.peakrate {
@@ -687,14 +687,25 @@ pub fn resolve_block(dev: &Device, parent: Option<Handle>) -> Result<Handle, TcE
     }
 }
 
-fn next_action_index(state_actions: usize) -> u32 {
-    state_actions as u32 + 1
+/// `tc filter add|change|replace|delete`. A filter's actions bind the namespace's action table
+/// (see [`super::actions`]): new inline actions join it, and those no filter holds any more leave.
+pub fn filter_modify(state: &mut State, c: &FilterCmd) -> Result<Vec<String>, TcError> {
+    let specs = c.spec.as_ref().map(|s| s.actions.as_slice()).unwrap_or(&[]);
+    let (actions, added) = if c.verb == Verb::Delete {
+        (Vec::new(), Vec::new())
+    } else {
+        super::actions::bind_filter_actions(state, specs)?
+    };
+    let w = filter_modify_inner(state, c, actions)?;
+    super::actions::settle(state, added);
+    Ok(w)
 }
 
-/// `tc filter add|change|replace|delete`.
-pub fn filter_modify(state: &mut State, c: &FilterCmd) -> Result<Vec<String>, TcError> {
-    let gact_count =
-        state.devices.iter().flat_map(|d| d.filters.iter()).map(|f| f.actions.len()).sum::<usize>();
+fn filter_modify_inner(
+    state: &mut State,
+    c: &FilterCmd,
+    actions: Vec<Action>,
+) -> Result<Vec<String>, TcError> {
     let names: Vec<String> = state.devices.iter().map(|d| d.name.clone()).collect();
     let dev = device_mut(state, &c.dev)?;
     let block = resolve_block(dev, c.parent)?;
@@ -703,6 +714,11 @@ pub fn filter_modify(state: &mut State, c: &FilterCmd) -> Result<Vec<String>, Tc
     let in_tp = |f: &FilterNode, prio: u16| f.parent == block && f.chain == chain && f.prio == prio;
     if c.verb == Verb::Delete {
         if c.prio == 0 {
+            // tc_del_tfilter: without a priority the whole chain is flushed, and nothing else
+            // may narrow the request.
+            if c.protocol.is_some() || c.kind.is_some() {
+                return Err(TcError::kernel("Cannot flush filters with protocol, handle or kind set"));
+            }
             dev.filters.retain(|f| !(f.parent == block && f.chain == chain));
             return Ok(Vec::new());
         }
@@ -783,35 +799,9 @@ pub fn filter_modify(state: &mut State, c: &FilterCmd) -> Result<Vec<String>, Tc
             c.protocol.unwrap_or(ETH_P_ALL)
         }
     };
-    let mut actions = spec.actions.clone();
-    for a in &actions {
-        if let Action::Mirred(m) = a {
-            // `lo` is on every machine (Sluice does not list it).
-            if m.dev != "lo" && !names.contains(&m.dev) {
-                // tc resolves the name itself before sending anything.
-                return Err(TcError::usage(
-                    format!(
-                        "Cannot find device \"{}\"\nbad action parsing\nparse_action: bad value (mirred)!\nIllegal \"action\"",
-                        m.dev
-                    ),
-                    None,
-                ));
-            }
-        }
-    }
-    let mut next = next_action_index(gact_count);
-    for a in &mut actions {
-        let idx = match a {
-            Action::Gact { index, .. } => index,
-            Action::Police(p) => &mut p.index,
-            Action::Mirred(m) => &mut m.index,
-        };
-        if *idx == 0 {
-            *idx = next;
-            next += 1;
-        }
-    }
+    let police_keyword = spec.actions.iter().any(|a| a.compat);
     let mk = |opts: FilterOpts, handle: u32, prio: u16, actions: Vec<Action>| FilterNode {
+        police_keyword,
         parent: block,
         chain,
         prio,
@@ -1000,7 +990,9 @@ fn u32_change_inner(
     devices: &[String],
 ) -> Result<(), TcError> {
     // Hash tables hold no actions (the kernel's tc_u_hnode has none); key nodes do.
+    let police_keyword = spec.actions.iter().any(|a| a.compat);
     let node = |opts: FilterOpts, handle, prio| FilterNode {
+        police_keyword: police_keyword && !matches!(opts, FilterOpts::U32Table { .. }),
         parent: block,
         chain,
         prio,

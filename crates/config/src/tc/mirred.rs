@@ -3,7 +3,6 @@
 
 use super::args::helpers::*;
 use super::error::TcError;
-use super::filters::verdict;
 use crate::model::{MirredDirection, MirredMode, MirredOpts, Verdict};
 use std::fmt::Write;
 
@@ -95,17 +94,20 @@ pub(crate) fn parse_mirred(cur: &mut Cur, at: usize) -> Result<MirredOpts, TcErr
         next(cur)?;
     }
     let (Some(direction), Some(mode), Some(dev)) = (direction, mode, dev) else {
-        // `mirred index N` alone binds an action made with `tc actions`.
-        return Err(bad(cur, at, "mirred: an action bound only by \"index\" is not supported"));
+        // `mirred index N` alone binds an action made with `tc actions` (no device: the kernel
+        // refuses it when nothing has that index).
+        if let (Some(index), None) = (index, direction) {
+            return Ok(MirredOpts { index, ..Default::default() });
+        }
+        return Err(bad(cur, at, ""));
     };
     let mut verdict_after = match mode {
         MirredMode::Redirect => Verdict::Stolen,
         MirredMode::Mirror => Verdict::Pipe,
     };
     if mode == MirredMode::Mirror {
-        if let Some(v) = cur.peek().and_then(verdict) {
+        if let Some(v) = super::actions::control_or_default(cur) {
             verdict_after = v;
-            cur.pos += 1;
         }
     }
     if let Some(w) = cur.peek() {
@@ -119,18 +121,6 @@ pub(crate) fn parse_mirred(cur: &mut Cur, at: usize) -> Result<MirredOpts, TcErr
         }
     }
     Ok(MirredOpts { direction, mode, dev, verdict: verdict_after, index: index.unwrap_or(0) })
-}
-
-/// `tc filter show`'s lines for one mirred action (`order`: its place in the filter's list).
-pub(crate) fn show(s: &mut String, order: usize, m: &MirredOpts) {
-    let _ = write!(
-        s,
-        "\n\taction order {order}: mirred ({} to device {}) {}\n\tindex {} ref 1 bind 1\n",
-        m.description(),
-        m.dev,
-        m.verdict.name(),
-        m.index
-    );
 }
 
 /// The words that make this action again (`action mirred egress redirect dev ifb0 index 1`).

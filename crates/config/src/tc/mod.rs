@@ -4,6 +4,7 @@
 //! what the real tools would print and their exit status. A failed command leaves the state as
 //! it was.
 
+pub mod actions;
 pub mod args;
 pub mod error;
 pub mod filters;
@@ -208,16 +209,27 @@ fn execute_inner(state: &mut State, cmd: &TcCmd, opts: ShowOpts) -> Result<(Stri
                 }
             }
         }
-        TcCmd::Qdisc(c) => return kernel::qdisc_modify(state, c).map(|w| (out, w)),
+        TcCmd::Qdisc(c) => {
+            let w = kernel::qdisc_modify(state, c)?;
+            actions::settle(state, Vec::new());
+            return Ok((out, w));
+        }
         TcCmd::Class(c) if c.verb == Verb::Show => {
             let d = find_dev(state, &c.dev)?.ok_or_else(|| TcError::usage("Must specify device.", None))?;
             show::show_classes(&mut out, d, opts, c.parent, c.classid);
         }
-        TcCmd::Class(c) => return kernel::class_modify(state, c).map(|w| (out, w)),
+        TcCmd::Class(c) => {
+            let w = kernel::class_modify(state, c)?;
+            actions::settle(state, Vec::new());
+            return Ok((out, w));
+        }
         TcCmd::Filter(c) if c.verb == Verb::Show => {
             let d = find_dev(state, &c.dev)?.ok_or_else(|| TcError::usage("Must specify device.", None))?;
-            let ctx =
-                show::FilterShowCtx { protocol: c.protocol, prio: (c.prio != 0).then_some(c.prio as u16) };
+            let ctx = show::FilterShowCtx {
+                protocol: c.protocol,
+                prio: (c.prio != 0).then_some(c.prio as u16),
+                opts,
+            };
             // A missing block prints nothing, as the kernel's dump does.
             if let Ok(block) = kernel::resolve_block(d, c.parent) {
                 let ingress = d.qdisc_at(H_INGRESS).filter(|q| matches!(q.opts, QdiscOpts::Ingress));
@@ -231,7 +243,7 @@ fn execute_inner(state: &mut State, cmd: &TcCmd, opts: ShowOpts) -> Result<(Stri
                     Some(_) => None,
                     None => Some(d.root().map(|q| q.handle).unwrap_or(Handle::UNSPEC)),
                 };
-                show::show_filters(&mut out, d, block, shown, ctx);
+                show::show_filters(&mut out, state, d, block, shown, ctx);
             }
         }
         TcCmd::Filter(c) if c.verb == Verb::Get => {
@@ -254,7 +266,7 @@ fn execute_inner(state: &mut State, cmd: &TcCmd, opts: ShowOpts) -> Result<(Stri
                 .find(|f| f.parent == block && f.prio == c.prio as u16 && f.handle == handle && handle != 0)
                 .ok_or_else(|| TcError::kernel("Specified filter handle not found"))?;
             let parent = c.parent.unwrap_or(block);
-            show::show_one_filter(&mut out, f, parent);
+            show::show_one_filter(&mut out, state, f, parent, opts);
         }
         TcCmd::Filter(c) => {
             let w = kernel::filter_modify(state, c)?;
@@ -271,6 +283,7 @@ fn execute_inner(state: &mut State, cmd: &TcCmd, opts: ShowOpts) -> Result<(Stri
             }
             return Ok((out, w));
         }
+        TcCmd::Actions(c) => return actions::execute(state, c, opts),
     }
     Ok((out, Vec::new()))
 }
@@ -362,6 +375,15 @@ pub fn run_ip(state: &mut State, argv: &[String]) -> Outcome {
             };
             match kind {
                 Some("dummy") => mk(state, n, DevKind::Dummy),
+                Some("ifb") => {
+                    mk(state, n, DevKind::Ifb);
+                    if txqlen.is_none() {
+                        // ifb.c: TX_Q_LEN.
+                        if let Some(d) = state.devices.last_mut() {
+                            d.txqueuelen = 32;
+                        }
+                    }
+                }
                 Some("veth") => {
                     let p = peer.map(str::to_string).unwrap_or_else(|| {
                         let mut k = 0;
@@ -377,8 +399,8 @@ pub fn run_ip(state: &mut State, argv: &[String]) -> Outcome {
                     return fail(
                         2,
                         format!(
-                            "Error: Unknown device type.\nSluice emulates dummy and veth only, not \"{k}\"."
-                        ),
+                        "Error: Unknown device type.\nSluice emulates dummy, veth and ifb only, not \"{k}\"."
+                    ),
                     )
                 }
                 None => return fail(2, "Not enough information: \"type\" argument is required.".into()),
@@ -397,6 +419,7 @@ pub fn run_ip(state: &mut State, argv: &[String]) -> Outcome {
                 gone.push(peer.clone());
             }
             state.devices.retain(|d| !gone.contains(&d.name));
+            actions::settle(state, Vec::new());
             Outcome::default()
         }
         v if args::matches(v, "set") => {
@@ -422,6 +445,7 @@ pub fn run_ip(state: &mut State, argv: &[String]) -> Outcome {
                 }
                 let (pname, kind) = match &d.kind {
                     DevKind::Dummy => (d.name.clone(), "dummy"),
+                    DevKind::Ifb => (d.name.clone(), "ifb"),
                     DevKind::Veth { peer } => (format!("{}@{}", d.name, peer), "veth"),
                 };
                 let q = d.root().map(|q| q.opts.kind()).unwrap_or("noqueue");

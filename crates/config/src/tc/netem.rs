@@ -620,7 +620,6 @@ pub fn export_args(o: &NetemOpts) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use crate::model::State;
     use crate::tc::run_tc;
 

@@ -368,7 +368,15 @@ fn class_hash_order(classes: Vec<&ClassNode>) -> Vec<&ClassNode> {
 pub fn show_qdiscs(out: &mut String, dev: &Device, with_dev: bool, o: ShowOpts, only: Option<Handle>) {
     let devs = if with_dev { format!("dev {} ", dev.name) } else { String::new() };
     if dev.root().is_none() && only.is_none_or(|p| p == H_ROOT) {
-        let _ = writeln!(out, "qdisc noqueue 0: {devs}root refcnt 2 ");
+        if dev.kind == DevKind::Ifb {
+            // An IFB has a transmit queue (qlen 32): the kernel's default qdisc, not noqueue.
+            let _ = writeln!(
+                out,
+                "qdisc pfifo_fast 0: {devs}root refcnt 2 bands 3 priomap 1 2 2 2 1 2 0 0 1 1 1 1 1 1 1 1"
+            );
+        } else {
+            let _ = writeln!(out, "qdisc noqueue 0: {devs}root refcnt 2 ");
+        }
         if o.stats {
             stats_lines(out, &QdiscStats::default());
         }
@@ -444,14 +452,14 @@ pub fn show_classes(
                 None,
             )),
             // netem_dump_class: its one class exists only while it has a child qdisc.
-            QdiscOpts::Netem(_) => {
-                if dev.qdiscs.iter().any(|c| c.parent != H_ROOT && c.parent.qdisc() == q.handle) {
-                    lines.push((
-                        Handle::new(q.handle.major(), 1),
-                        format!("parent {} ", classid_str(q.handle)),
-                        None,
-                    ));
-                }
+            QdiscOpts::Netem(_)
+                if dev.qdiscs.iter().any(|c| c.parent != H_ROOT && c.parent.qdisc() == q.handle) =>
+            {
+                lines.push((
+                    Handle::new(q.handle.major(), 1),
+                    format!("parent {} ", classid_str(q.handle)),
+                    None,
+                ));
             }
             QdiscOpts::Mq(_) => {
                 for n in 1..=dev.num_tx_queues {
@@ -608,66 +616,12 @@ pub struct FilterShowCtx {
     pub protocol: Option<u16>,
     /// `prio` given to show.
     pub prio: Option<u16>,
-}
-
-/// m_police.c's `print_police`: ` police 0xI rate R burst B mtu M [peakrate P] action E[/C]
-/// overhead 0b` then `ref`/`bind` on a line of their own. Burst and mtu as the kernel keeps them:
-/// the burst through psched ticks, a missing mtu as `255 << cell_log` of tc's rate table (2040).
-fn police_text(p: &PoliceOpts) -> String {
-    let mut s = format!(
-        " police {:#x} rate {} burst {} mtu {} ",
-        p.index,
-        rate(p.rate),
-        format_size(htb_shown_burst(p.rate, p.burst) as u64),
-        format_size(p.mtu.unwrap_or(2040) as u64)
-    );
-    if let Some(pk) = p.peakrate {
-        let _ = write!(s, "peakrate {} ", rate(pk));
-    }
-    let _ = write!(s, "action {}", p.exceed.name());
-    // The conform verdict is only reported when it is not "pass" (TC_ACT_OK is 0).
-    if p.conform != Verdict::Pass {
-        let _ = write!(s, "/{} ", p.conform.name());
-    } else {
-        s.push(' ');
-    }
-    s.push_str("overhead 0b \n\tref 1 bind 1 \n");
-    s
-}
-
-/// The filter's own (old-style) policer, if it was given as `police ...`.
-fn inline_police(actions: &[Action]) -> Option<&PoliceOpts> {
-    actions.iter().find_map(|a| match a {
-        Action::Police(p) if p.inline => Some(p),
-        _ => None,
-    })
-}
-
-fn action_text(actions: &[Action]) -> String {
-    let mut s = String::new();
-    let listed = actions.iter().filter(|a| !matches!(a, Action::Police(p) if p.inline));
-    for (i, a) in listed.enumerate() {
-        match a {
-            Action::Gact { verdict, index } => {
-                let _ = write!(
-                    s,
-                    "\n\taction order {}: gact action {}\n\t random type none pass val 0\n\t index {} ref 1 bind 1\n",
-                    i + 1,
-                    verdict.name(),
-                    index
-                );
-            }
-            Action::Police(p) => {
-                let _ = write!(s, "\n\taction order {}: {}", i + 1, police_text(p));
-            }
-            Action::Mirred(m) => super::mirred::show(&mut s, i + 1, m),
-        }
-    }
-    s
+    /// `-s`/`-d`.
+    pub opts: ShowOpts,
 }
 
 /// Body of one filter after the header.
-pub fn filter_body(f: &FilterNode) -> String {
+pub fn filter_body(state: &State, f: &FilterNode, opts: ShowOpts) -> String {
     let mut s = String::new();
     match &f.opts {
         FilterOpts::U32Table { divisor } => {
@@ -718,10 +672,6 @@ pub fn filter_body(f: &FilterNode) -> String {
             if let Some((m, off)) = u.hashkey {
                 let _ = write!(s, "\n    hash mask {m:08x} at {off} ");
             }
-            if let Some(p) = inline_police(&f.actions) {
-                s.push('\n');
-                s.push_str(&police_text(p));
-            }
             if let Some(i) = &u.indev {
                 let _ = write!(s, "\n  input dev {i}\n");
             }
@@ -762,9 +712,6 @@ pub fn filter_body(f: &FilterNode) -> String {
             if let Some(e) = &fl.ematch {
                 let _ = write!(s, "\n  {e}");
             }
-            if let Some(p) = inline_police(&f.actions) {
-                s.push_str(&police_text(p));
-            }
         }
         FilterOpts::Fw(fw) => {
             let _ = write!(s, "handle {:#x}", f.handle);
@@ -774,9 +721,6 @@ pub fn filter_body(f: &FilterNode) -> String {
             s.push(' ');
             if let Some(c) = fw.classid {
                 let _ = write!(s, "classid {} ", classid_str(c));
-            }
-            if let Some(p) = inline_police(&f.actions) {
-                s.push_str(&police_text(p));
             }
         }
         FilterOpts::Matchall(m) => {
@@ -797,19 +741,16 @@ pub fn filter_body(f: &FilterNode) -> String {
             if let Some(e) = &b.ematch {
                 let _ = write!(s, "\n  {e}");
             }
-            if let Some(p) = inline_police(&f.actions) {
-                s.push('\n');
-                s.push_str(&police_text(p));
-            }
         }
     }
-    s.push_str(&action_text(&f.actions));
+    s.push_str(&super::actions::filter_actions_text(state, f, opts));
     s
 }
 
 /// Filters of one block in dump order, each classifier instance (prio) led by its header line.
 pub fn show_filters(
     out: &mut String,
+    state: &State,
     dev: &Device,
     block: Handle,
     parent_shown: Option<Handle>,
@@ -845,25 +786,41 @@ pub fn show_filters(
             let tables: Vec<&&FilterNode> =
                 tp.iter().filter(|f| matches!(f.opts, FilterOpts::U32Table { .. })).collect();
             for t in tables.iter().rev() {
-                let _ = writeln!(out, "{}{}", filter_head(t, parent_shown, &ctx), filter_body(t));
+                let _ = writeln!(
+                    out,
+                    "{}{}",
+                    filter_head(t, parent_shown, &ctx),
+                    filter_body(state, t, ctx.opts)
+                );
                 let mut keys: Vec<&&FilterNode> = tp
                     .iter()
                     .filter(|f| matches!(f.opts, FilterOpts::U32(_)) && f.handle >> 20 == t.handle >> 20)
                     .collect();
                 keys.sort_by_key(|f| f.handle);
                 for k in keys {
-                    let _ = writeln!(out, "{}{}", filter_head(k, parent_shown, &ctx), filter_body(k));
+                    let _ = writeln!(
+                        out,
+                        "{}{}",
+                        filter_head(k, parent_shown, &ctx),
+                        filter_body(state, k, ctx.opts)
+                    );
                 }
             }
         } else {
             for f in tp {
-                let _ = writeln!(out, "{}{}", filter_head(f, parent_shown, &ctx), filter_body(f));
+                let _ = writeln!(
+                    out,
+                    "{}{}",
+                    filter_head(f, parent_shown, &ctx),
+                    filter_body(state, f, ctx.opts)
+                );
             }
         }
     }
 }
 
 /// `tc filter get`: one filter with its parent.
-pub fn show_one_filter(out: &mut String, f: &FilterNode, parent: Handle) {
-    let _ = writeln!(out, "{}{}", filter_head(f, Some(parent), &FilterShowCtx::default()), filter_body(f));
+pub fn show_one_filter(out: &mut String, state: &State, f: &FilterNode, parent: Handle, opts: ShowOpts) {
+    let ctx = FilterShowCtx { opts, ..Default::default() };
+    let _ = writeln!(out, "{}{}", filter_head(f, Some(parent), &ctx), filter_body(state, f, opts));
 }

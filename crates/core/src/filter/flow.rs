@@ -394,8 +394,8 @@ impl FlowFilter {
                 }
             }
             FlowKey::Iif => keys.iif,
-            FlowKey::Priority => input.pkt.priority,
-            FlowKey::Mark => input.pkt.mark,
+            FlowKey::Priority => input.priority(),
+            FlowKey::Mark => input.mark(),
             FlowKey::Nfct | FlowKey::RtClassid | FlowKey::SkUid | FlowKey::SkGid => 0,
             FlowKey::VlanTag => keys.vlan_tci.map_or(0, |t| (t & 0x0FFF) as u32),
             FlowKey::Rxhash => input.pkt.flow_hash,

@@ -109,7 +109,7 @@ impl FwTp {
 
     /// Classifies by mark.
     pub fn classify(&mut self, input: &ClassifyInput<'_>, now: Time) -> Option<(Verdict, Handle)> {
-        let mark = input.pkt.mark;
+        let mark = input.mark();
         if self.elems.is_empty() {
             let h = Handle::from_tc(mark);
             return (mark != 0 && (h.major() == 0 || h.major() == self.qdisc_major))

@@ -48,9 +48,10 @@ use crate::flow_keys::FlowKeys;
 use crate::handle::Handle;
 use crate::packet::Packet;
 use crate::time::Time;
+use std::cell::Cell;
 use std::fmt;
 
-pub use action::{Action, ActionStats, Actions, Verdict};
+pub use action::{Action, ActionStats, Actions, MirredTarget, Verdict};
 pub use dsfield::{DsfieldConfig, DsfieldTp};
 pub use flow::{FlowConfig, FlowKey, FlowMode, FlowTp};
 pub use fw::{FwConfig, FwTp};
@@ -63,7 +64,7 @@ pub use u32::{U32Block, U32Config, U32Selector};
 pub const MAX_RECLASSIFY: u32 = 16;
 
 /// What a classifier looks at.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct ClassifyInput<'a> {
     /// The packet descriptor (mark, priority, dsfield, flow hash, length).
     pub pkt: &'a Packet,
@@ -72,6 +73,40 @@ pub struct ClassifyInput<'a> {
     /// The frame from the link-layer header on; `keys.network_offset` locates the IP header.
     /// May be empty when the bytes are not available (u32 then never matches).
     pub frame: &'a [u8],
+    /// `skb->mark` and `skb->priority` as actions (skbedit) left them: later filters read these,
+    /// and the caller writes them back into the packet.
+    pub meta: Cell<PacketMeta>,
+}
+
+/// The packet metadata an action may rewrite.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PacketMeta {
+    /// `skb->mark`.
+    pub mark: u32,
+    /// `skb->priority`.
+    pub priority: u32,
+}
+
+impl<'a> ClassifyInput<'a> {
+    /// The input for one packet, its metadata as the packet has it.
+    pub fn new(pkt: &'a Packet, keys: &'a FlowKeys, frame: &'a [u8]) -> ClassifyInput<'a> {
+        ClassifyInput {
+            pkt,
+            keys,
+            frame,
+            meta: Cell::new(PacketMeta { mark: pkt.mark, priority: pkt.priority }),
+        }
+    }
+
+    /// The firewall mark, as actions so far left it.
+    pub fn mark(&self) -> u32 {
+        self.meta.get().mark
+    }
+
+    /// `skb->priority`, as actions so far left it.
+    pub fn priority(&self) -> u32 {
+        self.meta.get().priority
+    }
 }
 
 /// A classification result: the class chosen (`X:0` means the qdisc itself, i.e. HTB's direct
@@ -89,6 +124,8 @@ pub enum TcfOutcome {
     Classified(FilterResult),
     /// A filter or action said `drop` (or the reclassify limit was hit).
     Drop,
+    /// A mirred action took the packet for another device.
+    Redirect(MirredTarget),
     /// No filter matched.
     NoMatch,
 }
@@ -485,8 +522,11 @@ impl FilterList {
                     continue;
                 };
                 match verdict {
-                    Verdict::Ok | Verdict::Pipe => return TcfOutcome::Classified(FilterResult { classid }),
+                    Verdict::Ok | Verdict::Pipe | Verdict::Jump(_) => {
+                        return TcfOutcome::Classified(FilterResult { classid })
+                    }
                     Verdict::Drop => return TcfOutcome::Drop,
+                    Verdict::Redirect(t) => return TcfOutcome::Redirect(t),
                     Verdict::Continue => continue,
                     Verdict::Reclassify | Verdict::GotoChain(_) => {
                         restarts += 1;

@@ -700,7 +700,7 @@ impl U32Block {
             }
             let n = &self.tables[cur.table].buckets[cur.bucket][cur.node];
             if let Some((val, mask)) = n.mark {
-                if input.pkt.mark & mask != val {
+                if input.mark() & mask != val {
                     cur.node += 1;
                     continue;
                 }

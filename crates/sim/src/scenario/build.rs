@@ -22,6 +22,8 @@ pub struct CaseSpec {
     pub references: Vec<(String, f64)>,
     /// Per-leaf accuracy of the generated leaves (`[shaper.leaves] report = "active"`).
     pub leaf_accuracy: Option<LeafAccuracy>,
+    /// What `sluice lint` finds in a tc-script shaper, one line per finding.
+    pub lint: Vec<String>,
 }
 
 /// What to summarise about the backlogged generated leaves after the run.
@@ -214,6 +216,17 @@ pub fn build_case(sc: &Scenario, point: &Point) -> Result<CaseSpec, ScenarioErro
         }
         _ => f.seed.unwrap_or(1),
     };
+    let start_jitter = match top("start_jitter", f.start_jitter.as_ref()) {
+        Some(q) => ctx.time(&q)?,
+        None => Span::from_millis(10),
+    };
+    if start_jitter > duration {
+        return Err(ctx.err(
+            f.start_jitter.as_ref().map(|q| q.span()),
+            "start_jitter must not exceed the duration",
+            None,
+        ));
+    }
     let series = match &f.series {
         Some(q) => ctx.boolean(q)?,
         None => true,
@@ -224,13 +237,17 @@ pub fn build_case(sc: &Scenario, point: &Point) -> Result<CaseSpec, ScenarioErro
         _ => None,
     };
     let built = match shaper {
-        Some(s) => Some(build_shaper(&ctx, s)?),
+        Some(s) => Some(build_shaper(&ctx, s, seed)?),
         None => None,
     };
     let mut shaper_used = false;
+    let mut download_used = false;
     let mut links = |ls: &[LinkFile], reverse: bool| -> Result<Vec<LinkSpec>, ScenarioError> {
         let mut out = Vec::new();
         for l in ls {
+            if !ctx.when(&l.when)? {
+                continue;
+            }
             let rate = l.rate.as_ref().map(|q| ctx.rate(q)).transpose()?;
             let delay = l.delay.as_ref().map(|q| ctx.time(q)).transpose()?.unwrap_or(Span::ZERO);
             let overhead = l.overhead.as_ref().map(|q| ctx.uint(q, 1 << 16)).transpose()?.unwrap_or(0) as u32;
@@ -238,6 +255,54 @@ pub fn build_case(sc: &Scenario, point: &Point) -> Result<CaseSpec, ScenarioErro
                 Some(q) => ctx.text(q)?,
                 None => "pfifo 1000".to_string(),
             };
+            if qtext == "shaper-download" && reverse {
+                return Err(ctx.err(
+                    l.queue.as_ref().map(|q| q.span()),
+                    "the shaper must be on the forward path",
+                    None,
+                ));
+            }
+            if qtext == "shaper-download" {
+                // The tc script's download path: the WAN device's ingress filters, then the IFB
+                // they redirect to.
+                let tc = built.as_ref().and_then(|b| b.tc.clone());
+                let Some((wan, ifb, idx)) = tc.as_ref().and_then(|t| t.download.clone()) else {
+                    if built.is_none() {
+                        // Shaper disabled by its `when`: the device's default qdisc.
+                        let queue = backend::queue_factory("pfifo 1000").expect("static queue spec");
+                        out.push(LinkSpec {
+                            name: l.name.clone(),
+                            rate,
+                            delay,
+                            overhead,
+                            queue,
+                            is_shaper: false,
+                            receive: None,
+                        });
+                        continue;
+                    }
+                    return Err(ctx.err(
+                        l.queue.as_ref().map(|q| q.span()),
+                        "the shaper's tc script has no ingress filter redirecting to a device's egress",
+                        Some("shape the download as sqm does: an ingress qdisc and `action mirred egress redirect dev ifb0`"),
+                    ));
+                };
+                let tc = tc.expect("download found in it");
+                download_used = true;
+                let (t1, t2) = (tc.clone(), tc.clone());
+                let queue: QueueFactory = Box::new(move || t1.program_of(&ifb, seed));
+                let rx: QueueFactory = Box::new(move || t2.program_of(&wan, seed));
+                out.push(LinkSpec {
+                    name: l.name.clone(),
+                    rate,
+                    delay,
+                    overhead,
+                    queue,
+                    is_shaper: true,
+                    receive: Some((rx, idx)),
+                });
+                continue;
+            }
             let (queue, is_shaper): (QueueFactory, bool) = if qtext == "shaper" {
                 if reverse {
                     return Err(ctx.err(
@@ -253,16 +318,24 @@ pub fn build_case(sc: &Scenario, point: &Point) -> Result<CaseSpec, ScenarioErro
                     None => (backend::queue_factory("pfifo 1000").expect("static queue spec"), false),
                 }
             } else {
-                let fac = backend::queue_factory(&qtext).map_err(|m| {
+                let fac = backend::link_queue_factory(&qtext, &l.name, seed).map_err(|m| {
                     ctx.err(
                         l.queue.as_ref().map(|q| q.span()),
                         m,
-                        Some("\"shaper\", \"pfifo [N]\", \"bfifo [SIZE]\" or \"pfifo_head_drop [N]\""),
+                        Some("\"shaper\", \"pfifo [N]\", \"bfifo [SIZE]\", \"pfifo_head_drop [N]\" or \"netem OPTIONS\""),
                     )
                 })?;
                 (fac, false)
             };
-            out.push(LinkSpec { name: l.name.clone(), rate, delay, overhead, queue, is_shaper });
+            out.push(LinkSpec {
+                name: l.name.clone(),
+                rate,
+                delay,
+                overhead,
+                queue,
+                is_shaper,
+                receive: None,
+            });
         }
         Ok(out)
     };
@@ -275,7 +348,7 @@ pub fn build_case(sc: &Scenario, point: &Point) -> Result<CaseSpec, ScenarioErro
             Some("add at least one [[link]] table for the forward path"),
         ));
     }
-    if built.is_some() && !shaper_used {
+    if built.is_some() && !shaper_used && !download_used {
         return Err(ctx.err(None, "a [shaper] is configured but no link has queue = \"shaper\"", None));
     }
 
@@ -288,10 +361,31 @@ pub fn build_case(sc: &Scenario, point: &Point) -> Result<CaseSpec, ScenarioErro
         }
         build_flows(&ctx, fl, built.as_ref(), &mut flows, &mut leaf_of)?;
     }
-    let (mut classes, shaper_wire, default_class) = match &built {
+    if start_jitter > Span::ZERO {
+        // The seed's random inputs: each flow's start offset (TCP senders also draw from it).
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x5157_a271);
+        for fs in flows.iter_mut() {
+            fs.start = Span::from_nanos(fs.start.as_nanos() + rng.gen_range(0..start_jitter.as_nanos()));
+        }
+    }
+    let (mut classes, shaper_wire, mut default_class) = match &built {
         Some(b) => (b.classes.clone(), b.wire, b.default_class),
         None => (Vec::new(), WireSpec::default(), None),
     };
+    if download_used && !shaper_used {
+        // The download shaper's classes are the IFB's.
+        if let Some((tc, (_, ifb, _))) =
+            built.as_ref().and_then(|b| b.tc.as_ref()).and_then(|t| Some((t, t.download.as_ref()?)))
+        {
+            classes = tc
+                .leaf_classes_of(ifb)
+                .into_iter()
+                .map(|(id, rate, ceil)| ClassSpec { id, rate, ceil })
+                .collect();
+            default_class = tc.default_class_of(ifb);
+        }
+    }
     let leaf_accuracy = match built.as_ref().and_then(|b| b.leaves.as_ref().map(|g| (b, g))) {
         Some((b, g)) if g.report == LeafReport::Active => {
             Some(active_leaves(g, &flows, &leaf_of, &mut classes, b.build_ms))
@@ -319,7 +413,20 @@ pub fn build_case(sc: &Scenario, point: &Point) -> Result<CaseSpec, ScenarioErro
             references.push((format!("seed_mbit.{}", r.flow), r.mbit));
         }
     }
-    Ok(CaseSpec { name: point.name(), params: point.params.clone(), spec, references, leaf_accuracy })
+    let lint = match built.as_ref().and_then(|b| b.tc.as_ref()) {
+        Some(tc) => {
+            let opts = sluice_config::lint::LintOpts {
+                link_rate: spec.forward.iter().find(|l| l.is_shaper).and_then(|l| l.rate).map(|r| r.bps()),
+                ..Default::default()
+            };
+            sluice_config::lint::lint(&tc.state, None, &opts)
+                .into_iter()
+                .map(|f| format!("{} {} ({}): {} — {}", f.code, f.object, f.dev, f.message, f.fix))
+                .collect()
+        }
+        None => Vec::new(),
+    };
+    Ok(CaseSpec { name: point.name(), params: point.params.clone(), spec, references, leaf_accuracy, lint })
 }
 
 /// Lists the generated leaves that flows are sent to among the reported classes, and what to
@@ -387,7 +494,7 @@ pub(crate) struct Rule {
     pub class: Handle,
 }
 
-fn build_shaper(ctx: &Ctx, s: &ShaperFile) -> Result<BuiltShaper, ScenarioError> {
+fn build_shaper(ctx: &Ctx, s: &ShaperFile, seed: u64) -> Result<BuiltShaper, ScenarioError> {
     let overhead = match &s.overhead {
         Some(q) => {
             let t = ctx.text(q)?;
@@ -468,7 +575,7 @@ fn build_shaper(ctx: &Ctx, s: &ShaperFile) -> Result<BuiltShaper, ScenarioError>
         let classes =
             sh.leaf_classes().into_iter().map(|(id, rate, ceil)| ClassSpec { id, rate, ceil }).collect();
         let f = sh.clone();
-        let factory: backend::SharedProgram = std::sync::Arc::new(move || f.program());
+        let factory: backend::SharedProgram = std::sync::Arc::new(move || f.program(seed));
         return Ok(BuiltShaper {
             factory,
             classes,
@@ -923,6 +1030,7 @@ pub(crate) fn check_budget(spec: &SimSpec) -> Result<(), (&'static str, String)>
     let rtt: f64 = spec.forward.iter().chain(&spec.reverse).map(|l| l.delay.as_secs_f64()).sum();
     let mut packets = 0f64;
     let mut tcp_bytes = 0f64;
+    let mut tcp_flows = 0f64;
     for f in &spec.flows {
         let bits = f.size.max(1) as f64 * 8.0 * f.gso_segs.max(1) as f64;
         let pps = match &f.traffic {
@@ -956,7 +1064,9 @@ pub(crate) fn check_budget(spec: &SimSpec) -> Result<(), (&'static str, String)>
             }
         };
         if let TrafficSpec::Tcp { rwnd, .. } = &f.traffic {
-            tcp_bytes += *rwnd as f64 * 48.0;
+            // Scoreboard entry (40 bytes), time-ordered entry (16), retransmission entry (8).
+            tcp_bytes += *rwnd as f64 * 64.0;
+            tcp_flows += 1.0;
         }
         packets += pps * secs;
     }
@@ -968,10 +1078,11 @@ pub(crate) fn check_budget(spec: &SimSpec) -> Result<(), (&'static str, String)>
         ));
     }
     // Memory: per flow its records and histogram, per time-series bin a few counters per flow,
-    // class and link, TCP scoreboards up to their receive window.
+    // class and link (and the window and RTT of each TCP sender), TCP scoreboards up to their
+    // receive window.
     let nflows = spec.flows.len() as f64;
     let bins = if spec.series { samples as f64 } else { 0.0 };
-    let per_bin = nflows * 20.0 + spec.classes.len() as f64 * 8.0 + hops * 8.0;
+    let per_bin = nflows * 20.0 + tcp_flows * 16.0 + spec.classes.len() as f64 * 8.0 + hops * 8.0;
     let need = nflows * 4096.0 + bins * per_bin + tcp_bytes;
     let budget = memory_budget() as f64;
     if need > budget {

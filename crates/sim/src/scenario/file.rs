@@ -81,6 +81,10 @@ pub struct ScenarioFile {
     /// Record time series (default true).
     #[serde(default)]
     pub series: Option<Q>,
+    /// Every flow starts up to this much later than its `start`, uniformly at random from the
+    /// seed, as real hosts never start in the same nanosecond (default 10ms; "0s": exact).
+    #[serde(default)]
+    pub start_jitter: Option<Q>,
     /// Time the shaper's enqueue/dequeue with the wall clock (default false).
     #[serde(default)]
     pub profile: Option<bool>,
@@ -129,6 +133,9 @@ pub struct ReferenceFile {
 pub struct LinkFile {
     /// Name in results.
     pub name: String,
+    /// Condition, e.g. `"direction=download"`: the hop is on the path only when it holds.
+    #[serde(default)]
+    pub when: Option<Q>,
     /// Rate (omit for an unlimited transmitter).
     #[serde(default)]
     pub rate: Option<Q>,

@@ -104,10 +104,10 @@ impl Scenario {
             sweep.push((k.clone(), vals));
         }
         for (k, v) in overrides {
-            let top = ["duration", "warmup", "step", "seed"].contains(&k.as_str());
+            let top = ["duration", "warmup", "step", "seed", "start_jitter"].contains(&k.as_str());
             if !top && !params.contains_key(k) && !sweep.iter().any(|(s, _)| s == k) {
                 let mut known: Vec<_> = params.keys().cloned().collect();
-                known.extend(["duration", "warmup", "step", "seed"].map(String::from));
+                known.extend(["duration", "warmup", "step", "seed", "start_jitter"].map(String::from));
                 return Err(ScenarioError::at(
                     "--set",
                     &format!("{k}={v}"),
