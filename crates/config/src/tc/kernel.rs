@@ -723,6 +723,11 @@ fn filter_modify_inner(
     let in_tp = |f: &FilterNode, prio: u16| f.parent == block && f.chain == chain && f.prio == prio;
     if c.verb == Verb::Delete {
         if c.prio == 0 {
+            // tc_del_tfilter: without a priority the whole chain is flushed, and nothing else
+            // may narrow the request.
+            if c.protocol.is_some() || c.kind.is_some() {
+                return Err(TcError::kernel("Cannot flush filters with protocol, handle or kind set"));
+            }
             dev.filters.retain(|f| !(f.parent == block && f.chain == chain));
             return Ok(Vec::new());
         }
