@@ -105,7 +105,6 @@ impl Program {
                     opts: QdiscOpts::PfifoFast,
                     stab: None,
                     stats: Default::default(),
-                    stab: None,
                 },
             );
         }
