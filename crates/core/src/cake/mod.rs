@@ -873,6 +873,8 @@ impl Cake {
         let mode = self.cfg.flow_mode;
         // Bounded: every pass either delivers, drops a packet or retires an empty flow.
         let mut guard = 0u32;
+        // Only the first flow looked at in a call may come from the decaying list.
+        let mut first = true;
         'begin: loop {
             guard += 1;
             if self.qlen == 0 || guard > 4 * (QUEUES as u32) * (MAX_TINS as u32) + 2 * self.qlen {
@@ -922,7 +924,6 @@ impl Cake {
                 }
             }
             self.cur_tin = t;
-            let mut first = true;
             // retry:
             loop {
                 let tin = &self.tins[t];
