@@ -419,7 +419,8 @@ mod tests {
         assert_eq!(c.buffer_limit(), 4 << 20);
         assert_eq!(CakeConfig::default().buffer_limit(), 10240 * 1514);
         let big = CakeConfig { rate: 125_000_000, ..CakeConfig::default() };
-        assert_eq!(big.buffer_limit(), 50_000_000.min(10240 * 1514));
+        // 4 x BDP is 50 MB; sch->limit x MTU (15.5 MB) caps it.
+        assert_eq!(big.buffer_limit(), 10240 * 1514);
     }
 
     #[test]

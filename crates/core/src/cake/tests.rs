@@ -204,7 +204,12 @@ fn change_to_fewer_tins_frees_their_packets() {
 fn a_decaying_flow_does_not_stall_dequeue() {
     // A flow dropped by the memory limit stays decaying after it empties; another flow's
     // packets must still come out.
-    let cfg = CakeConfig { rate: 125_000, memlimit: 20_000, tin_mode: TinMode::Besteffort, ..CakeConfig::default() };
+    let cfg = CakeConfig {
+        rate: 125_000,
+        memlimit: 20_000,
+        tin_mode: TinMode::Besteffort,
+        ..CakeConfig::default()
+    };
     let mut c = Cake::new(cfg, 1);
     let mut now = Time::ZERO;
     for i in 0..30u64 {
