@@ -79,10 +79,16 @@ fn configurations_the_kernel_cannot_hold_are_refused_before_anything_is_sent() {
     let (code, _, err) = sluice(&["apply", "--dev", "eth9", &wide, "--dry-run"]);
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("default class 0x10020") && err.contains("nested HTB"), "{err}");
+    // An ingress-only configuration is whole: nothing in it is refused.
     let ingress = dir.file("i.tc", "tc qdisc add dev $DEV ingress\n");
-    let (code, _, err) = sluice(&["apply", "--dev", "eth9", &ingress, "--dry-run"]);
-    assert_eq!(code, 1, "{err}");
-    assert!(err.contains("ingress qdisc is not encoded"), "{err}");
+    let (code, out, err) = sluice(&["apply", "--dev", "eth9", &ingress, "--dry-run"]);
+    assert_eq!((code, err.as_str()), (0, ""), "{out}");
+    assert!(out.contains("tc qdisc replace dev eth9 ingress"), "{out}");
+    // A file that configures nothing is refused, with what was expected.
+    let empty = dir.file("e.tc", "ip link add dev $DEV type veth peer name x$DEV\n");
+    let (code, _, err) = sluice(&["apply", "--dev", "eth9", &empty, "--dry-run"]);
+    assert_ne!(code, 0, "{err}");
+    assert!(err.contains("no qdisc was configured"), "{err}");
 }
 
 #[test]

@@ -358,8 +358,12 @@ impl<'a> Plan<'a> {
                 if unencoded.len() == 1 { "is" } else { "are" }
             )));
         }
-        if !qdiscs.iter().any(|q| q.parent == netlink::TC_H_ROOT) {
-            return Err(LabError::Config(format!("{}: the configuration has no root qdisc", dev.name)));
+        // An ingress-only configuration (policing what comes in) is whole without a root.
+        if !qdiscs.iter().any(|q| q.parent == netlink::TC_H_ROOT || q.parent == netlink::TC_H_INGRESS) {
+            return Err(LabError::Config(format!(
+                "{}: the configuration has no root or ingress qdisc",
+                dev.name
+            )));
         }
         let filters = dev
             .filters
