@@ -129,6 +129,19 @@ impl std::fmt::Debug for Engine {
     }
 }
 
+/// Runs a hook's filters (ingress, or clsact's egress) on a packet. What skbedit wrote there is
+/// what the qdiscs (and fw) see next.
+#[inline]
+fn run_hook(hook: &mut FilterList, pkt: &mut Packet, keys: &FlowKeys, frame: &[u8], now: Time) -> TcfOutcome {
+    let (outcome, meta) = {
+        let input = ClassifyInput::new(pkt, keys, frame);
+        (hook.classify(&input, now), input.meta.get())
+    };
+    pkt.mark = meta.mark;
+    pkt.priority = meta.priority;
+    outcome
+}
+
 impl Engine {
     /// An engine running `program`, its clock at `now`. Frames start at an Ethernet header.
     pub fn new(program: Program, now: Time) -> Engine {
@@ -204,13 +217,7 @@ impl Engine {
     fn admit(&mut self, mut pkt: Packet, keys: &FlowKeys, frame: &[u8], now: Time) -> Verdict {
         let now = self.observe(now);
         if let Some(hook) = self.egress_hook.as_mut() {
-            let (outcome, meta) = {
-                let input = ClassifyInput::new(&pkt, keys, frame);
-                (hook.classify(&input, now), input.meta.get())
-            };
-            // What skbedit wrote on the hook is what the qdiscs (and fw) see next.
-            pkt.mark = meta.mark;
-            pkt.priority = meta.priority;
+            let outcome = run_hook(hook, &mut pkt, keys, frame, now);
             pkt = match self.hook_taken(outcome, pkt) {
                 Ok(p) => p,
                 Err(v) => return v,
@@ -270,13 +277,7 @@ impl Engine {
         self.c.rx_packets += 1;
         self.c.rx_bytes += pkt.len as u64;
         if let Some(hook) = self.ingress_hook.as_mut() {
-            let (outcome, meta) = {
-                let input = ClassifyInput::new(&pkt, keys, frame);
-                (hook.classify(&input, now), input.meta.get())
-            };
-            // What skbedit wrote on the hook is what the qdiscs (and fw) see next.
-            pkt.mark = meta.mark;
-            pkt.priority = meta.priority;
+            let outcome = run_hook(hook, &mut pkt, keys, frame, now);
             pkt = match self.hook_taken(outcome, pkt) {
                 Ok(p) => p,
                 Err(v) => return Received::Taken(v),
