@@ -1459,9 +1459,10 @@ mod tests {
 
     #[test]
     fn what_the_encoder_cannot_send_is_refused_by_name() {
-        // An ingress qdisc is sent (by kind); a plan still needs a root.
-        let e = Plan::new(&state("tc qdisc add dev $DEV ingress"), "eth0", BurstPolicy::Sluice).unwrap_err();
-        assert!(e.to_string().contains("no root qdisc"), "{e}");
+        // An ingress qdisc is sent (by kind), and is a whole configuration on its own.
+        let st = state("tc qdisc add dev $DEV ingress");
+        let plan = Plan::new(&st, "eth0", BurstPolicy::Sluice).unwrap();
+        assert_eq!(plan.tc_commands()[1], "tc qdisc replace dev eth0 ingress");
         // DRR classes are planned after their qdisc, with their quantum when given.
         let st = state(
             "tc qdisc add dev $DEV root handle 1: drr\n\
