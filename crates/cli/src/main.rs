@@ -28,7 +28,7 @@ enum Command {
     Apply(cmd::apply::Args),
     /// iproute2 tc on emulated devices (state in a JSON file).
     Tc(cmd::tc::Args),
-    /// `ip link add|del|show` for emulated dummy/veth devices.
+    /// `ip link add|del|show` for emulated dummy, veth and ifb devices.
     Ip(cmd::ip::Args),
     /// Run a shell script with `tc` and `ip` standing for Sluice (state in a file) and harmless
     /// stand-ins for modprobe, ethtool, sysctl, iptables...; lists what ran and what was stood in for.

@@ -6,10 +6,15 @@
 
 use crate::model::*;
 use crate::tc::show::classid_str;
-use sluice_core::units::format_rate;
-use sluice_core::Rate;
+use sluice_core::units::{format_rate, format_time};
+use sluice_core::{Rate, Span};
 use std::collections::BTreeMap;
 use std::fmt::Write;
+
+/// A time in microseconds (the model's unit) as tc prints it (`5ms`).
+fn us(micros: u32) -> String {
+    format_time(Span::from_micros(micros as u64))
+}
 
 /// Per-class measurements to draw.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -175,8 +180,8 @@ fn qdisc_summary(q: &QdiscOpts) -> Option<String> {
         QdiscOpts::Prio(p) => format!("{} bands", p.bands),
         QdiscOpts::Pfifo(f) | QdiscOpts::PfifoHeadDrop(f) => format!("limit {}p", f.limit?),
         QdiscOpts::Bfifo(f) => format!("limit {}b", f.limit?),
-        QdiscOpts::FqCodel(f) => format!("target {}us", f.target.unwrap_or(5000)),
-        QdiscOpts::Codel(c) => format!("target {}us", c.target.unwrap_or(5000)),
+        QdiscOpts::FqCodel(f) => format!("target {}", us(f.target.unwrap_or(5000))),
+        QdiscOpts::Codel(c) => format!("target {}", us(c.target.unwrap_or(5000))),
         QdiscOpts::Sfq(s) if s.perturb != 0 => format!("perturb {}s", s.perturb),
         _ => return None,
     })
@@ -1024,7 +1029,7 @@ mod tests {
         assert_eq!(groups.len(), 1);
         assert_eq!(groups[0].lines[0], "300 × class 1:100–1:22b");
         assert!(
-            groups[0].lines.iter().any(|l| l == "each → fq_codel target 5000us"),
+            groups[0].lines.iter().any(|l| l == "each → fq_codel target 5ms"),
             "{:?}",
             groups[0].lines
         );
