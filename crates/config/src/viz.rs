@@ -1028,11 +1028,7 @@ mod tests {
             g.reachable().into_iter().map(|i| &g.nodes[i]).filter(|n| n.kind == "group").collect();
         assert_eq!(groups.len(), 1);
         assert_eq!(groups[0].lines[0], "300 × class 1:100–1:22b");
-        assert!(
-            groups[0].lines.iter().any(|l| l == "each → fq_codel target 5ms"),
-            "{:?}",
-            groups[0].lines
-        );
+        assert!(groups[0].lines.iter().any(|l| l == "each → fq_codel target 5ms"), "{:?}", groups[0].lines);
         assert_eq!(g.filters.len(), 1, "the 300 filters to the group merge into one edge");
         let p = layout(&g);
         no_overlaps(&p);
