@@ -255,87 +255,51 @@ pub fn build_case(sc: &Scenario, point: &Point) -> Result<CaseSpec, ScenarioErro
                 Some(q) => ctx.text(q)?,
                 None => "pfifo 1000".to_string(),
             };
-            if qtext == "shaper-download" && reverse {
+            if reverse && (qtext == "shaper" || qtext == "shaper-download") {
                 return Err(ctx.err(
                     l.queue.as_ref().map(|q| q.span()),
                     "the shaper must be on the forward path",
                     None,
                 ));
             }
-            if qtext == "shaper-download" {
-                // The tc script's download path: the WAN device's ingress filters, then the IFB
-                // they redirect to.
-                let tc = built.as_ref().and_then(|b| b.tc.clone());
-                let Some((wan, ifb, idx)) = tc.as_ref().and_then(|t| t.download.clone()) else {
-                    if built.is_none() {
-                        // Shaper disabled by its `when`: the device's default qdisc.
-                        let queue = backend::queue_factory("pfifo 1000").expect("static queue spec");
-                        out.push(LinkSpec {
-                            name: l.name.clone(),
-                            rate,
-                            delay,
-                            overhead,
-                            queue,
-                            is_shaper: false,
-                            receive: None,
-                        });
-                        continue;
-                    }
-                    return Err(ctx.err(
-                        l.queue.as_ref().map(|q| q.span()),
-                        "the shaper's tc script has no ingress filter redirecting to a device's egress",
-                        Some("shape the download as sqm does: an ingress qdisc and `action mirred egress redirect dev ifb0`"),
-                    ));
-                };
-                let tc = tc.expect("download found in it");
-                download_used = true;
-                let (t1, t2) = (tc.clone(), tc.clone());
-                let queue: QueueFactory = Box::new(move || t1.program_of(&ifb, seed));
-                let rx: QueueFactory = Box::new(move || t2.program_of(&wan, seed));
-                out.push(LinkSpec {
-                    name: l.name.clone(),
-                    rate,
-                    delay,
-                    overhead,
-                    queue,
-                    is_shaper: true,
-                    receive: Some((rx, idx)),
-                });
-                continue;
-            }
-            let (queue, is_shaper): (QueueFactory, bool) = if qtext == "shaper" {
-                if reverse {
-                    return Err(ctx.err(
-                        l.queue.as_ref().map(|q| q.span()),
-                        "the shaper must be on the forward path",
-                        None,
-                    ));
+            let default_qdisc = || backend::queue_factory("pfifo 1000").expect("static queue spec");
+            let (queue, is_shaper, receive): (QueueFactory, bool, _) = match (qtext.as_str(), &built) {
+                // Shaper disabled by its `when`: the device's default qdisc.
+                ("shaper" | "shaper-download", None) => (default_qdisc(), false, None),
+                ("shaper", Some(b)) => {
+                    shaper_used = true;
+                    (backend::clone_factory(&b.factory), true, None)
                 }
-                shaper_used = true;
-                match &built {
-                    Some(b) => (backend::clone_factory(&b.factory), true),
-                    // Shaper disabled by its `when`: the device's default qdisc.
-                    None => (backend::queue_factory("pfifo 1000").expect("static queue spec"), false),
+                ("shaper-download", Some(b)) => {
+                    // The tc script's download path: the WAN device's ingress filters, then the
+                    // IFB they redirect to.
+                    let Some((tc, (wan, ifb, idx))) =
+                        b.tc.clone().and_then(|t| t.download.clone().map(|d| (t, d)))
+                    else {
+                        return Err(ctx.err(
+                            l.queue.as_ref().map(|q| q.span()),
+                            "the shaper's tc script has no ingress filter redirecting to a device's egress",
+                            Some("shape the download as sqm does: an ingress qdisc and `action mirred egress redirect dev ifb0`"),
+                        ));
+                    };
+                    download_used = true;
+                    let rx_tc = tc.clone();
+                    let queue: QueueFactory = Box::new(move || tc.program_of(&ifb, seed));
+                    let rx: QueueFactory = Box::new(move || rx_tc.program_of(&wan, seed));
+                    (queue, true, Some((rx, idx)))
                 }
-            } else {
-                let fac = backend::link_queue_factory(&qtext, &l.name, seed).map_err(|m| {
-                    ctx.err(
-                        l.queue.as_ref().map(|q| q.span()),
-                        m,
-                        Some("\"shaper\", \"pfifo [N]\", \"bfifo [SIZE]\", \"pfifo_head_drop [N]\" or \"netem OPTIONS\""),
-                    )
-                })?;
-                (fac, false)
+                _ => {
+                    let fac = backend::link_queue_factory(&qtext, &l.name, seed).map_err(|m| {
+                        ctx.err(
+                            l.queue.as_ref().map(|q| q.span()),
+                            m,
+                            Some("\"shaper\", \"pfifo [N]\", \"bfifo [SIZE]\", \"pfifo_head_drop [N]\" or \"netem OPTIONS\""),
+                        )
+                    })?;
+                    (fac, false, None)
+                }
             };
-            out.push(LinkSpec {
-                name: l.name.clone(),
-                rate,
-                delay,
-                overhead,
-                queue,
-                is_shaper,
-                receive: None,
-            });
+            out.push(LinkSpec { name: l.name.clone(), rate, delay, overhead, queue, is_shaper, receive });
         }
         Ok(out)
     };
