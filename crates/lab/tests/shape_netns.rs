@@ -239,3 +239,47 @@ fn an_sqm_style_script_shapes_both_ways_the_download_through_its_ifb() {
     assert_eq!(e.received, e.sent_packets + e.dropped + e.queued, "{e:?}");
     assert!(e.sent_packets > 1000, "{e:?}");
 }
+
+#[test]
+fn with_offloads_on_super_packets_and_partial_checksums_cross_intact() {
+    if !lab_or_skip("with_offloads_on_super_packets_and_partial_checksums_cross_intact") {
+        return;
+    }
+    let lab = Lab::new("toffl").unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let _g = Guard(lab.clone(), stop.clone());
+    // TSO/GSO/GRO and checksum offload stay on: TCP crosses as 64 KiB super-packets and UDP
+    // with checksums left partial.
+    lab.up(&LabOptions { offloads: true, ..Default::default() }).unwrap();
+    lab.set_path(PathMode::Open).unwrap();
+    let h = start(&lab, &single_htb("200mbit", 1000), None, stop.clone());
+    let ep = Endpoints::of_lab(&lab);
+    let errors_before = lab.checksum_errors().unwrap();
+    let win = Window { warmup: Duration::from_millis(300), measure: Duration::from_millis(1500) };
+    let udp = traffic::udp_stream(&ep, Some(Rate::from_bps(50_000_000)), 1200, None, 7600, win, "udp").unwrap();
+    let win = Window { warmup: Duration::from_millis(800), measure: Duration::from_secs(2) };
+    let tcp: f64 =
+        traffic::bulk_tcp(&ep, 2, Direction::Up, None, 7602, win).unwrap().iter().map(|f| f.bps()).sum();
+    let errors = lab.checksum_errors().unwrap() - errors_before;
+    eprintln!(
+        "offloads on: UDP {} of {} datagrams, {:.2} Mbit/s; TCP {:.2} Mbit/s through 200mbit; {errors} checksum errors",
+        udp.received,
+        udp.sent,
+        udp.bps() / 1e6,
+        tcp / 1e6
+    );
+    assert_eq!(errors, 0, "the receivers saw bad checksums");
+    assert!(udp.received as f64 > 0.95 * udp.sent as f64, "{udp:?}");
+    let ideal = 200e6 * 1448.0 / 1514.0;
+    assert!(tcp > 0.8 * ideal && tcp < 1.05 * ideal, "TCP {tcp} vs ideal {ideal}");
+    stop.store(true, Ordering::Relaxed);
+    let snap = h.join().unwrap();
+    let c = &snap.directions[0].counters;
+    eprintln!("{}", snap.to_text());
+    assert!(c.rx_super_packets > 0, "no super-packet crossed: offloads are not on? {c:?}");
+    assert!(c.rx_partial_checksums > udp.sent / 2, "the datagrams' checksums were not partial: {c:?}");
+    assert_eq!((c.refused_total(), c.rx_truncated, c.tx_errors), (0, 0, 0), "{c:?}");
+    let e = snap.directions[0].engine.unwrap();
+    // Super-packets are counted per segment, as the kernel counts them.
+    assert!(e.qdisc.packets > c.tx_frames, "{e:?} vs {c:?}");
+}
