@@ -133,6 +133,11 @@ pub struct Wire {
 }
 
 impl Wire {
+    /// An ordinary frame.
+    pub fn single(frame: &[u8]) -> Wire {
+        Wire { len: u32::try_from(frame.len()).unwrap_or(u32::MAX), segs: 1, seg_len: 0 }
+    }
+
     /// Sets `pkt`'s length and segments.
     pub fn apply(&self, pkt: &mut sluice_core::Packet) {
         (pkt.len, pkt.gso_segs, pkt.gso_size) = (self.len, self.segs, self.seg_len);
@@ -142,7 +147,7 @@ impl Wire {
 /// Checks that `frame` with header `v` can be sent as it is, and returns what it stands for on
 /// the wire.
 pub fn check(v: &VnetHdr, frame: &[u8]) -> Result<Wire, Refusal> {
-    let single = Wire { len: u32::try_from(frame.len()).unwrap_or(u32::MAX), segs: 1, seg_len: 0 };
+    let single = Wire::single(frame);
     if v.needs_csum() {
         let at = v.csum_start as usize + v.csum_offset as usize;
         if at + 2 > frame.len() {
@@ -208,6 +213,77 @@ pub fn complete_checksum(frame: &mut [u8], csum_start: u16, csum_offset: u16) ->
     }
     frame[at..at + 2].copy_from_slice(&c.to_be_bytes());
     true
+}
+
+/// Super-packets are cut into wire segments before they are queued when the direction's
+/// slowest HTB class runs below this rate (CAKE's `split-gso` rule): there, one 64 KiB
+/// super-packet holds the link for milliseconds (10 ms at 50 Mbit/s) and every other flow's
+/// packets wait behind it.
+pub const SPLIT_BELOW_BPS: u64 = 1_000_000_000;
+
+/// Cuts a TCP or UDP super-packet into the frames the kernel's GSO would send, with complete
+/// checksums, handing each to `f` (the segment is built in `buf`, reused across calls).
+/// `frame` must have passed [`check`] with more than one segment.
+pub fn segment(v: &VnetHdr, frame: &[u8], buf: &mut Vec<u8>, mut f: impl FnMut(&[u8])) -> Result<(), Refusal> {
+    let w = check(v, frame)?;
+    let l3 = crate::frame::network_offset(frame);
+    let l4 = v.csum_start as usize;
+    let hdr = w.seg_len as usize - v.gso_size as usize;
+    let mss = v.gso_size as usize;
+    let v4 = match frame.get(l3).map(|b| b >> 4) {
+        Some(4) if l3 > 0 && l3 + 20 <= l4 => true,
+        Some(6) if l3 > 0 && l3 + 40 <= l4 => false,
+        _ => return Err(Refusal::UnknownGso),
+    };
+    let tcp = matches!(v.gso_type & !VnetHdr::GSO_ECN, VnetHdr::GSO_TCPV4 | VnetHdr::GSO_TCPV6);
+    let proto: u8 = if tcp { 6 } else { 17 };
+    let rd16 = |b: &[u8], at: usize| u16::from_be_bytes([b[at], b[at + 1]]);
+    let id = rd16(frame, l3 + 4);
+    let seq = if tcp { u32::from_be_bytes([frame[l4 + 4], frame[l4 + 5], frame[l4 + 6], frame[l4 + 7]]) } else { 0 };
+    let segs = w.segs as usize;
+    for i in 0..segs {
+        let payload = &frame[hdr + i * mss..(hdr + (i + 1) * mss).min(frame.len())];
+        buf.clear();
+        buf.extend_from_slice(&frame[..hdr]);
+        buf.extend_from_slice(payload);
+        let total = buf.len();
+        if v4 {
+            buf[l3 + 2..l3 + 4].copy_from_slice(&((total - l3) as u16).to_be_bytes());
+            buf[l3 + 4..l3 + 6].copy_from_slice(&id.wrapping_add(i as u16).to_be_bytes());
+            let ihl = (buf[l3] & 0x0f) as usize * 4;
+            buf[l3 + 10..l3 + 12].copy_from_slice(&[0, 0]);
+            let c = !sum16(&buf[l3..l3 + ihl.max(20)], 0);
+            buf[l3 + 10..l3 + 12].copy_from_slice(&c.to_be_bytes());
+        } else {
+            buf[l3 + 4..l3 + 6].copy_from_slice(&((total - l3 - 40) as u16).to_be_bytes());
+        }
+        let l4_len = total - l4;
+        if tcp {
+            let s = seq.wrapping_add((i * mss) as u32);
+            buf[l4 + 4..l4 + 8].copy_from_slice(&s.to_be_bytes());
+            if i + 1 < segs {
+                buf[l4 + 13] &= !0x09; // FIN and PSH only on the last segment
+            }
+            if i > 0 {
+                buf[l4 + 13] &= !0x80; // CWR only on the first
+            }
+        } else {
+            buf[l4 + 4..l4 + 6].copy_from_slice(&(l4_len as u16).to_be_bytes());
+        }
+        // The full checksum over the pseudo-header and the segment.
+        let at = l4 + v.csum_offset as usize;
+        buf[at..at + 2].copy_from_slice(&[0, 0]);
+        let mut acc: u64 = proto as u64 + l4_len as u64;
+        let addrs = if v4 { &buf[l3 + 12..l3 + 20] } else { &buf[l3 + 8..l3 + 40] };
+        acc += sum16(addrs, 0) as u64;
+        let mut c = !sum16(&buf[l4..], acc);
+        if c == 0 && !tcp {
+            c = 0xffff;
+        }
+        buf[at..at + 2].copy_from_slice(&c.to_be_bytes());
+        f(buf);
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -297,5 +373,63 @@ mod tests {
         let udp = VnetHdr { gso_type: VnetHdr::GSO_UDP_L4, csum_offset: 6, gso_size: 1000, ..v };
         let w = check(&udp, &f[..34 + 8 + 2500]).unwrap();
         assert_eq!((w.segs, w.seg_len, w.len), (3, 34 + 8 + 1000, 3 * 42 + 2500));
+    }
+
+    /// A TCP/IPv4 super-packet as TSO hands it over: headers of the whole, a partial checksum.
+    fn tcp_super(payload: usize, mss: u16) -> (VnetHdr, Vec<u8>) {
+        let (a, b) = (IpAddr::V4(Ipv4Addr::new(198, 18, 0, 1)), IpAddr::V4(Ipv4Addr::new(198, 18, 0, 2)));
+        let mut f = sluice_wire::FrameSpec::udp(a, b, 1000, 2000, 0).build().unwrap();
+        f.truncate(34);
+        f[23] = 6; // protocol TCP
+        let mut tcp = vec![0u8; 20];
+        tcp[0..2].copy_from_slice(&1000u16.to_be_bytes());
+        tcp[2..4].copy_from_slice(&2000u16.to_be_bytes());
+        tcp[4..8].copy_from_slice(&0xffff_fff0u32.to_be_bytes()); // the sequence wraps
+        tcp[12] = 5 << 4;
+        tcp[13] = 0x18 | 0x80 | 0x01; // ACK PSH CWR FIN
+        f.extend_from_slice(&tcp);
+        f.extend((0..payload).map(|k| (k * 7 % 251) as u8));
+        let tot = (f.len() - 14) as u16;
+        f[16..18].copy_from_slice(&tot.to_be_bytes());
+        let v = VnetHdr {
+            flags: VnetHdr::NEEDS_CSUM,
+            gso_type: VnetHdr::GSO_TCPV4,
+            hdr_len: 54,
+            gso_size: mss,
+            csum_start: 34,
+            csum_offset: 16,
+        };
+        (v, f)
+    }
+
+    fn tcp_verifies(f: &[u8]) -> bool {
+        let mut pseudo = f[26..34].to_vec();
+        pseudo.extend_from_slice(&[0, 6]);
+        pseudo.extend_from_slice(&((f.len() - 34) as u16).to_be_bytes());
+        sum16(&f[34..], sum16(&pseudo, 0) as u64) == 0xffff && sum16(&f[14..34], 0) == 0xffff
+    }
+
+    #[test]
+    fn a_super_packet_is_cut_into_the_segments_gso_would_send() {
+        let (v, f) = tcp_super(3000, 1448);
+        let mut buf = Vec::new();
+        let mut out: Vec<Vec<u8>> = Vec::new();
+        segment(&v, &f, &mut buf, |s| out.push(s.to_vec())).unwrap();
+        assert_eq!(out.iter().map(Vec::len).collect::<Vec<_>>(), vec![1502, 1502, 54 + 104]);
+        let mut payload = Vec::new();
+        for (i, s) in out.iter().enumerate() {
+            assert!(tcp_verifies(s), "segment {i}: bad checksum");
+            assert_eq!(u16::from_be_bytes([s[16], s[17]]) as usize, s.len() - 14);
+            let seq = u32::from_be_bytes([s[38], s[39], s[40], s[41]]);
+            assert_eq!(seq, 0xffff_fff0u32.wrapping_add(1448 * i as u32));
+            let flags = s[47];
+            assert_eq!(flags & 0x80 != 0, i == 0, "CWR on the first segment only");
+            assert_eq!(flags & 0x09 != 0, i == 2, "FIN/PSH on the last only");
+            payload.extend_from_slice(&s[54..]);
+        }
+        assert_eq!(payload, f[54..].to_vec());
+        // What the segments weigh is what `check` charged for the whole.
+        let w = check(&v, &f).unwrap();
+        assert_eq!(out.iter().map(Vec::len).sum::<usize>(), w.len as usize);
     }
 }

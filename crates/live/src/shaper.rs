@@ -134,6 +134,9 @@ pub struct DirCounters {
     pub tx_errors: u64,
     /// GSO/GRO super-packets received (each stands for several wire frames).
     pub rx_super_packets: u64,
+    /// Segments cut from super-packets before queueing (below 1 Gbit/s, see
+    /// [`crate::config::split_gso`]).
+    pub split_segments: u64,
     /// Frames received with their checksum left partial (completed by the kernel or the NIC
     /// on the way out).
     pub rx_partial_checksums: u64,
@@ -220,9 +223,10 @@ impl Snapshot {
             }
             let c = &d.counters;
             s += &format!(
-                " rx {} frames ({} super-packets, {} partial checksums), tx {} frames {} bytes; ring full {}, truncated {}, pool full {}, tx errors {}\n",
+                " rx {} frames ({} super-packets, {} segments cut from them, {} partial checksums), tx {} frames {} bytes; ring full {}, truncated {}, pool full {}, tx errors {}\n",
                 c.rx_frames,
                 c.rx_super_packets,
+                c.split_segments,
                 c.rx_partial_checksums,
                 c.tx_frames,
                 c.tx_bytes,
@@ -338,6 +342,10 @@ struct Dir {
     /// Ingress shaping: the receiving device's engine (its ingress filters) and the index of the
     /// IFB `engine` runs; frames its filters do not redirect there go straight through.
     rx: Option<(Engine, u16)>,
+    /// Cut super-packets into segments before queueing them ([`crate::config::split_gso`]).
+    split: bool,
+    /// Where a segment is built.
+    seg_buf: Vec<u8>,
     c: DirCounters,
 }
 
@@ -347,7 +355,8 @@ impl Dir {
             Some(state) => Some(Engine::new(crate::config::program(state, dev, floor)?, now)),
             None => None,
         };
-        Ok(Dir { engine, rx: None, c: DirCounters::default() })
+        let split = config.is_some_and(|s| crate::config::split_gso(s, dev));
+        Ok(Dir { engine, rx: None, split, seg_buf: Vec::new(), c: DirCounters::default() })
     }
 
     /// The download direction of an sqm-style configuration: `wan`'s ingress filters, then the
@@ -356,7 +365,13 @@ impl Dir {
         let Some((ifb, idx)) = crate::config::ingress_target(state, wan) else { return Ok(None) };
         let rx = Engine::new(crate::config::program(state, wan, floor)?, now);
         let engine = Engine::new(crate::config::program(state, &ifb, floor)?, now);
-        Ok(Some(Dir { engine: Some(engine), rx: Some((rx, idx)), c: DirCounters::default() }))
+        Ok(Some(Dir {
+            engine: Some(engine),
+            rx: Some((rx, idx)),
+            split: crate::config::split_gso(state, &ifb),
+            seg_buf: Vec::new(),
+            c: DirCounters::default(),
+        }))
     }
 
     fn summary(&self) -> &str {
@@ -711,8 +726,34 @@ fn ingest(f: &[u8], v: VnetHdr, now: Time, d: &mut Dir, pool: &mut Pool, dst: &P
         send_counted(f, v, dst, &mut d.c);
         return;
     };
+    if d.split && wire.segs > 1 {
+        let mut buf = std::mem::take(&mut d.seg_buf);
+        let c = &mut d.c;
+        let r = offload::segment(&v, f, &mut buf, |seg| {
+            c.split_segments += 1;
+            enqueue(engine, pool, c, seg, VnetHdr::default(), offload::Wire::single(seg), now)
+        });
+        d.seg_buf = buf;
+        if let Err(r) = r {
+            d.c.refuse(r);
+        }
+        return;
+    }
+    enqueue(engine, pool, &mut d.c, f, v, wire, now);
+}
+
+/// Queues one frame in `engine`, its bytes in a pool slot.
+fn enqueue(
+    engine: &mut Engine,
+    pool: &mut Pool,
+    c: &mut DirCounters,
+    f: &[u8],
+    v: VnetHdr,
+    wire: offload::Wire,
+    now: Time,
+) {
     let Some(id) = pool.put(f, v) else {
-        d.c.pool_full += 1;
+        c.pool_full += 1;
         return;
     };
     // The slot is freed when the engine hands `id` back: sent (`flush_to`) or dropped (here).
@@ -768,11 +809,13 @@ fn handle_request(
             let Some(engine) = dirs[0].engine.as_mut() else {
                 return "error: nothing to reload\n".into();
             };
-            let program = (opts.load_config)(path)
-                .map_err(LiveError::Config)
-                .and_then(|state| crate::config::program(&state, &opts.out_if, floor));
+            let program = (opts.load_config)(path).map_err(LiveError::Config).and_then(|state| {
+                let split = crate::config::split_gso(&state, &opts.out_if);
+                crate::config::program(&state, &opts.out_if, floor).map(|p| (p, split))
+            });
             match program {
-                Ok(p) => {
+                Ok((p, split)) => {
+                    dirs[0].split = split;
                     let backlog = engine.qlen();
                     // Hitless: the backlog drains under the old configuration first, and nothing
                     // is dropped by the switch itself.
