@@ -257,7 +257,8 @@ fn with_offloads_on_super_packets_and_partial_checksums_cross_intact() {
     let ep = Endpoints::of_lab(&lab);
     let errors_before = lab.checksum_errors().unwrap();
     let win = Window { warmup: Duration::from_millis(300), measure: Duration::from_millis(1500) };
-    let udp = traffic::udp_stream(&ep, Some(Rate::from_bps(50_000_000)), 1200, None, 7600, win, "udp").unwrap();
+    let udp =
+        traffic::udp_stream(&ep, Some(Rate::from_bps(50_000_000)), 1200, None, 7600, win, "udp").unwrap();
     // Below 1 Gbit/s super-packets are cut into segments before they are queued.
     let win = Window { warmup: Duration::from_millis(800), measure: Duration::from_secs(2) };
     let tcp: f64 =

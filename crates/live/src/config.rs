@@ -87,7 +87,9 @@ mod tests {
         let p = program(&unlimited("eth0"), "eth0", Span::from_micros(300)).unwrap();
         assert_eq!(p.kind(), "pfifo");
         // Super-packets are split below 1 Gbit/s only.
-        let htb = |r: &str| from_script("x.tc", &format!("tc qdisc add dev $DEV root handle 1: htb\ntc class add dev $DEV parent 1: classid 1:1 htb rate {r}\n"), "eth0").unwrap();
+        let htb = |r: &str| {
+            from_script("x.tc", &format!("tc qdisc add dev $DEV root handle 1: htb\ntc class add dev $DEV parent 1: classid 1:1 htb rate {r}\n"), "eth0").unwrap()
+        };
         assert!(split_gso(&htb("500mbit"), "eth0"));
         assert!(!split_gso(&htb("5gbit"), "eth0"));
         assert!(!split_gso(&htb("500mbit"), "eth1"));

@@ -159,7 +159,8 @@ mod tests {
         spec.build().unwrap()
     }
 
-    const NONE: VnetHdr = VnetHdr { flags: 0, gso_type: 0, hdr_len: 0, gso_size: 0, csum_start: 0, csum_offset: 0 };
+    const NONE: VnetHdr =
+        VnetHdr { flags: 0, gso_type: 0, hdr_len: 0, gso_size: 0, csum_start: 0, csum_offset: 0 };
 
     #[test]
     fn a_ce_mark_is_written_back_with_a_valid_checksum() {

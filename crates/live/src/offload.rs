@@ -49,7 +49,14 @@ impl VnetHdr {
     /// Reads a header.
     pub fn from_bytes(b: &[u8; VNET_HDR_LEN]) -> VnetHdr {
         let u = |i: usize| u16::from_le_bytes([b[i], b[i + 1]]);
-        VnetHdr { flags: b[0], gso_type: b[1], hdr_len: u(2), gso_size: u(4), csum_start: u(6), csum_offset: u(8) }
+        VnetHdr {
+            flags: b[0],
+            gso_type: b[1],
+            hdr_len: u(2),
+            gso_size: u(4),
+            csum_start: u(6),
+            csum_offset: u(8),
+        }
     }
 
     /// Writes a header.
@@ -57,7 +64,8 @@ impl VnetHdr {
         let mut b = [0u8; VNET_HDR_LEN];
         b[0] = self.flags;
         b[1] = self.gso_type;
-        for (i, v) in [self.hdr_len, self.gso_size, self.csum_start, self.csum_offset].into_iter().enumerate() {
+        for (i, v) in [self.hdr_len, self.gso_size, self.csum_start, self.csum_offset].into_iter().enumerate()
+        {
             b[2 + 2 * i..4 + 2 * i].copy_from_slice(&v.to_le_bytes());
         }
         b
@@ -224,7 +232,12 @@ pub const SPLIT_BELOW_BPS: u64 = 1_000_000_000;
 /// Cuts a TCP or UDP super-packet into the frames the kernel's GSO would send, with complete
 /// checksums, handing each to `f` (the segment is built in `buf`, reused across calls).
 /// `frame` must have passed [`check`] with more than one segment.
-pub fn segment(v: &VnetHdr, frame: &[u8], buf: &mut Vec<u8>, mut f: impl FnMut(&[u8])) -> Result<(), Refusal> {
+pub fn segment(
+    v: &VnetHdr,
+    frame: &[u8],
+    buf: &mut Vec<u8>,
+    mut f: impl FnMut(&[u8]),
+) -> Result<(), Refusal> {
     let w = check(v, frame)?;
     let l3 = crate::frame::network_offset(frame);
     let l4 = v.csum_start as usize;
@@ -239,7 +252,11 @@ pub fn segment(v: &VnetHdr, frame: &[u8], buf: &mut Vec<u8>, mut f: impl FnMut(&
     let proto: u8 = if tcp { 6 } else { 17 };
     let rd16 = |b: &[u8], at: usize| u16::from_be_bytes([b[at], b[at + 1]]);
     let id = rd16(frame, l3 + 4);
-    let seq = if tcp { u32::from_be_bytes([frame[l4 + 4], frame[l4 + 5], frame[l4 + 6], frame[l4 + 7]]) } else { 0 };
+    let seq = if tcp {
+        u32::from_be_bytes([frame[l4 + 4], frame[l4 + 5], frame[l4 + 6], frame[l4 + 7]])
+    } else {
+        0
+    };
     let segs = w.segs as usize;
     for i in 0..segs {
         let payload = &frame[hdr + i * mss..(hdr + (i + 1) * mss).min(frame.len())];

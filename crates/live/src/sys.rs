@@ -150,6 +150,8 @@ const FRAME_NR: usize = 8192;
 pub const MAX_FRAME: usize = 512 << 10;
 /// Socket buffer for super-packets queued whole (root may exceed `rmem_max`).
 const RCVBUF: libc::c_int = 64 << 20;
+/// Socket buffer for frames on their way out.
+const SNDBUF: libc::c_int = 16 << 20;
 
 impl RxRing {
     /// Open a promiscuous receive ring on `ifindex`.
@@ -219,7 +221,8 @@ impl RxRing {
             // it. Offsets and lengths come from the kernel and are bounds-checked against the
             // slot before any slice is made.
             let slot = unsafe { std::slice::from_raw_parts(self.map.add(k * FRAME_SIZE), FRAME_SIZE) };
-            let rd = |off: usize| u32::from_ne_bytes([slot[off], slot[off + 1], slot[off + 2], slot[off + 3]]);
+            let rd =
+                |off: usize| u32::from_ne_bytes([slot[off], slot[off + 1], slot[off + 2], slot[off + 3]]);
             // struct tpacket2_hdr: status, len, snaplen (u32), mac, net (u16), sec, nsec (u32).
             let (len, snaplen) = (rd(4) as usize, rd(8) as usize);
             let mac = u16::from_ne_bytes([slot[12], slot[13]]) as usize;
@@ -323,7 +326,10 @@ impl TxSock {
         let fd = packet_socket()?;
         setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_QDISC_BYPASS, &1 as &libc::c_int)?;
         setsockopt(&fd, libc::SOL_PACKET, PACKET_VNET_HDR, &1 as &libc::c_int)?;
-        setsockopt(&fd, libc::SOL_SOCKET, libc::SO_SNDBUF, &(4 << 20) as &libc::c_int)?;
+        // A batch of 64 super-packets is 4 MiB: room for several (root may exceed `wmem_max`).
+        if setsockopt(&fd, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, &SNDBUF).is_err() {
+            setsockopt(&fd, libc::SOL_SOCKET, libc::SO_SNDBUF, &SNDBUF)?;
+        }
         bind(&fd, ifindex)?;
         Ok(TxSock { fd })
     }
@@ -343,7 +349,10 @@ impl TxSock {
             for (k, o) in chunk.iter().enumerate() {
                 hdrs[k] = o.vnet.for_send().to_bytes();
                 iov[k] = [
-                    libc::iovec { iov_base: hdrs[k].as_mut_ptr() as *mut libc::c_void, iov_len: VNET_HDR_LEN },
+                    libc::iovec {
+                        iov_base: hdrs[k].as_mut_ptr() as *mut libc::c_void,
+                        iov_len: VNET_HDR_LEN,
+                    },
                     libc::iovec { iov_base: o.frame.as_ptr() as *mut libc::c_void, iov_len: o.frame.len() },
                 ];
                 msgs[k].msg_hdr.msg_iov = iov[k].as_mut_ptr();
