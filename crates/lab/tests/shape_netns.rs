@@ -252,7 +252,8 @@ fn with_offloads_on_super_packets_and_partial_checksums_cross_intact() {
     // with checksums left partial.
     lab.up(&LabOptions { offloads: true, ..Default::default() }).unwrap();
     lab.set_path(PathMode::Open).unwrap();
-    let sock = std::env::temp_dir().join(format!("sluice-test-{}/offl.sock", std::process::id()));
+    // Its own directory: the other tests remove theirs when they finish.
+    let sock = std::env::temp_dir().join(format!("sluice-test-offl-{}/offl.sock", std::process::id()));
     let h = start(&lab, &single_htb("200mbit", 1000), Some(sock.clone()), stop.clone());
     let ep = Endpoints::of_lab(&lab);
     let errors_before = lab.checksum_errors().unwrap();

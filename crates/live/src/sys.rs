@@ -25,6 +25,8 @@ const TPACKET_V2: libc::c_int = 1;
 const TP_STATUS_KERNEL: u32 = 0;
 const TP_STATUS_USER: u32 = 1;
 const TP_STATUS_COPY: u32 = 1 << 1;
+const TP_STATUS_VLAN_VALID: u32 = 1 << 4;
+const TP_STATUS_VLAN_TPID_VALID: u32 = 1 << 6;
 const PACKET_COPY_THRESH: libc::c_int = 7;
 const PACKET_VNET_HDR: libc::c_int = 15;
 const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
@@ -134,6 +136,8 @@ pub struct RxRing {
     next: usize,
     /// Where a super-packet queued whole is read to (header + frame).
     big: Vec<u8>,
+    /// Where a frame whose VLAN tag the kernel took out is rebuilt with it.
+    tagged: Vec<u8>,
     truncated: u64,
 }
 
@@ -192,6 +196,7 @@ impl RxRing {
             frame_nr: FRAME_NR,
             next: 0,
             big: vec![0; VNET_HDR_LEN + MAX_FRAME],
+            tagged: Vec::with_capacity(VNET_HDR_LEN + MAX_FRAME + 4),
             truncated: 0,
         };
         bind(&ring.fd, ifindex)?;
@@ -227,23 +232,43 @@ impl RxRing {
             let (len, snaplen) = (rd(4) as usize, rd(8) as usize);
             let mac = u16::from_ne_bytes([slot[12], slot[13]]) as usize;
             let ts = rd(16) as u64 * 1_000_000_000 + rd(20) as u64;
-            if status & TP_STATUS_COPY != 0 {
-                // The whole frame is queued on the socket, in order: read it from there.
-                if let Some(n) = self.recv_big() {
-                    let (h, frame) = self.big[..n].split_at(VNET_HDR_LEN);
-                    let v = VnetHdr::from_bytes(h.try_into().unwrap_or(&[0; VNET_HDR_LEN]));
-                    f(frame, ts, v);
-                    frames += 1;
+            // A VLAN tag the kernel (or the NIC) took out of the frame: it goes back in.
+            let vlan = (status & TP_STATUS_VLAN_VALID != 0).then(|| {
+                let tci = u16::from_ne_bytes([slot[24], slot[25]]);
+                let tpid = if status & TP_STATUS_VLAN_TPID_VALID != 0 {
+                    u16::from_ne_bytes([slot[26], slot[27]])
                 } else {
-                    self.truncated += 1;
-                }
+                    0x8100
+                };
+                (tpid, tci)
+            });
+            let got = if status & TP_STATUS_COPY != 0 {
+                // The whole frame is queued on the socket, in order: read it from there.
+                self.recv_big().map(|n| {
+                    let (h, frame) = self.big[..n].split_at(VNET_HDR_LEN);
+                    (frame, VnetHdr::from_bytes(h.try_into().unwrap_or(&[0; VNET_HDR_LEN])))
+                })
             } else if snaplen < len || mac < VNET_HDR_LEN || mac + snaplen > FRAME_SIZE {
-                self.truncated += 1;
+                None
             } else {
                 let mut h = [0u8; VNET_HDR_LEN];
                 h.copy_from_slice(&slot[mac - VNET_HDR_LEN..mac]);
-                f(&slot[mac..mac + snaplen], ts, VnetHdr::from_bytes(&h));
-                frames += 1;
+                Some((&slot[mac..mac + snaplen], VnetHdr::from_bytes(&h)))
+            };
+            match (got, vlan) {
+                (Some((frame, v)), None) => {
+                    f(frame, ts, v);
+                    frames += 1;
+                }
+                (Some((frame, mut v)), Some((tpid, tci))) => {
+                    if insert_vlan(frame, &mut v, tpid, tci, &mut self.tagged) {
+                        f(&self.tagged, ts, v);
+                        frames += 1;
+                    } else {
+                        self.truncated += 1;
+                    }
+                }
+                (None, _) => self.truncated += 1,
             }
             self.status(k).store(TP_STATUS_KERNEL, Ordering::Release);
             self.next = (k + 1) % self.frame_nr;
@@ -301,6 +326,26 @@ impl Drop for RxRing {
             libc::munmap(self.map as *mut libc::c_void, FRAME_NR * FRAME_SIZE);
         }
     }
+}
+
+/// Rebuilds in `out` `frame` with a VLAN tag after its MAC addresses, moving `v`'s offsets to
+/// match. False (nothing built) for a frame shorter than an Ethernet header.
+fn insert_vlan(frame: &[u8], v: &mut VnetHdr, tpid: u16, tci: u16, out: &mut Vec<u8>) -> bool {
+    if frame.len() < 14 {
+        return false;
+    }
+    out.clear();
+    out.extend_from_slice(&frame[..12]);
+    out.extend_from_slice(&tpid.to_be_bytes());
+    out.extend_from_slice(&tci.to_be_bytes());
+    out.extend_from_slice(&frame[12..]);
+    if v.needs_csum() {
+        v.csum_start += 4;
+    }
+    if v.hdr_len > 0 {
+        v.hdr_len += 4;
+    }
+    true
 }
 
 /// Most frames per `sendmmsg` call.
@@ -388,5 +433,30 @@ impl TxSock {
             (_, Some(e)) => Err(e),
             _ => Ok(()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_vlan_tag_taken_out_by_the_kernel_goes_back_in_with_the_offsets() {
+        let frame: Vec<u8> = (0..60).collect();
+        let mut v = VnetHdr {
+            flags: VnetHdr::NEEDS_CSUM,
+            csum_start: 34,
+            csum_offset: 6,
+            hdr_len: 42,
+            ..Default::default()
+        };
+        let mut out = Vec::new();
+        assert!(insert_vlan(&frame, &mut v, 0x8100, 0x2064, &mut out));
+        assert_eq!(out.len(), 64);
+        assert_eq!(&out[..12], &frame[..12]);
+        assert_eq!(&out[12..16], &[0x81, 0x00, 0x20, 0x64]);
+        assert_eq!(&out[16..], &frame[12..]);
+        assert_eq!((v.csum_start, v.hdr_len), (38, 46));
+        assert!(!insert_vlan(&frame[..10], &mut v, 0x8100, 1, &mut out));
     }
 }
