@@ -13,6 +13,7 @@
 #![warn(missing_docs)]
 
 pub mod actions;
+pub mod filters;
 pub mod kernel;
 pub mod measure;
 pub mod netlink;
