@@ -109,7 +109,7 @@ fn a_real_apply_exits_0_when_whole_and_2_when_a_filter_is_refused() {
     let cfg = dir.file("nested.tc", NESTED);
     let (code, out, err) = sluice(&["apply", "--dev", "slc-ca", "--netns", &ns, &cfg]);
     assert_eq!(code, 0, "{out}\n{err}");
-    assert!(out.contains("the kernel matches the model (8 qdiscs and classes)"), "{out}");
+    assert!(out.contains("the kernel matches the model (8 qdiscs, classes and filters)"), "{out}");
 
     let filtered = format!("{NESTED}tc filter add dev $DEV parent 1: protocol ip prio 1 u32 match ip dport 22 0xffff flowid 1:10\n");
     let (code, out, err) =
