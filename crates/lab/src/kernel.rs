@@ -420,11 +420,6 @@ impl<'a> Plan<'a> {
         self.filters.iter().copied()
     }
 
-    /// The interface the plan is for.
-    pub fn ifname(&self) -> &str {
-        &self.ifname
-    }
-
     /// Where traffic goes when no filter classifies it: the root HTB's default class, or the
     /// root's own behaviour.
     pub fn unclassified_destination(&self) -> String {
