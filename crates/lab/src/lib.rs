@@ -19,6 +19,7 @@ pub mod measure;
 pub mod netlink;
 pub mod netns;
 pub mod results;
+pub mod rtnl;
 pub mod testbed;
 pub mod traffic;
 

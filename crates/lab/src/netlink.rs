@@ -378,7 +378,7 @@ impl Netlink {
 /// Decode an `NLMSG_ERROR` body (`flags` from its header): the positive errno (0 for an ack) and
 /// the extended-ack message (`NLMSGERR_ATTR_MSG`), empty when the kernel gave none. The
 /// attributes follow the echoed request: its header alone with `NLM_F_CAPPED`, else all of it.
-fn parse_ack(flags: u16, body: &[u8]) -> (i32, String) {
+pub(crate) fn parse_ack(flags: u16, body: &[u8]) -> (i32, String) {
     let errno = u32_at(body, 0).map(|e| (e as i32).wrapping_neg()).unwrap_or(EIO);
     let mut msg = String::new();
     if flags & NLM_F_ACK_TLVS != 0 {
@@ -394,7 +394,7 @@ fn parse_ack(flags: u16, body: &[u8]) -> (i32, String) {
 /// EIO, for an error message too short to hold its errno.
 const EIO: i32 = 5;
 
-fn kernel_error(errno: i32, message: String) -> LabError {
+pub(crate) fn kernel_error(errno: i32, message: String) -> LabError {
     LabError::Kernel { errno, message, strerror: std::io::Error::from_raw_os_error(errno).to_string() }
 }
 
