@@ -293,9 +293,11 @@ mod ethtool {
     pub const MSG_FEATURES_GET: u8 = 11;
     pub const MSG_FEATURES_SET: u8 = 12;
     pub const A_FEATURES_HEADER: u16 = 1;
+    pub const A_FEATURES_HW: u16 = 2;
     pub const A_FEATURES_WANTED: u16 = 3;
     pub const A_FEATURES_ACTIVE: u16 = 4;
     pub const A_HEADER_DEV_NAME: u16 = 2;
+    pub const A_BITSET_NOMASK: u16 = 1;
     pub const A_BITSET_BITS: u16 = 3;
     pub const A_BITSETS_BIT: u16 = 1;
     pub const A_BIT_NAME: u16 = 2;
@@ -303,20 +305,15 @@ mod ethtool {
     pub const NLA_F_NESTED: u16 = 0x8000;
 }
 
-/// What `ethtool -K DEV tx off tso off gso off gro off` turns off, by the kernel's feature names.
-pub const OFFLOADS: [&str; 11] = [
-    "tx-checksum-ipv4",
-    "tx-checksum-ip-generic",
-    "tx-checksum-ipv6",
-    "tx-checksum-fcoe-crc",
-    "tx-checksum-sctp",
-    "tx-tcp-segmentation",
-    "tx-tcp-ecn-segmentation",
-    "tx-tcp-mangleid-segmentation",
-    "tx-tcp6-segmentation",
-    "tx-generic-segmentation",
-    "rx-gro",
-];
+/// Whether `ethtool -K DEV tx off tso off gso off gro off` turns feature `name` off: every
+/// transmit checksum, every TCP segmentation offload (the kernel adds some: 6.18 has
+/// `tx-tcp-accecn-segmentation`), generic segmentation and GRO.
+pub fn is_offload(name: &str) -> bool {
+    name.starts_with("tx-checksum-")
+        || (name.starts_with("tx-tcp") && name.ends_with("-segmentation"))
+        || name == "tx-generic-segmentation"
+        || name == "rx-gro"
+}
 
 /// A generic-netlink request: `nlmsghdr`, `genlmsghdr` (command, version 1), then `attrs`.
 fn genl(family: u16, cmd: u8, attrs: &[u8]) -> Vec<u8> {
@@ -362,16 +359,17 @@ fn features_header(dev: &str) -> Vec<u8> {
     nla(ethtool::A_FEATURES_HEADER | ethtool::NLA_F_NESTED, &nla(ethtool::A_HEADER_DEV_NAME, &cstr(dev)))
 }
 
-/// Turns [`OFFLOADS`] off on `dev` in `ns` (as `ethtool -K DEV tx off tso off gso off gro off`);
-/// features the device cannot change are left as they are, as ethtool leaves them.
+/// Turns the offloads ([`is_offload`]) that `dev` in `ns` can change off, as `ethtool -K DEV tx
+/// off tso off gso off gro off` does.
 pub fn offloads_off(ns: &str, dev: &str) -> Result<(), LabError> {
     let dev = dev.to_string();
     in_netns(Some(ns), move || {
         let mut s = Sock::open(NETLINK_GENERIC)?;
         let family = ethtool_family(&mut s)?;
+        let changeable = features(&mut s, family, &dev, ethtool::A_FEATURES_HW)?;
         // A verbose bitset without NOMASK: each named bit is set to its value (absent: off).
         let mut bits = Vec::new();
-        for name in OFFLOADS {
+        for name in changeable.iter().filter(|n| is_offload(n)) {
             bits.extend(nla(ethtool::A_BITSETS_BIT | ethtool::NLA_F_NESTED, &nla(ethtool::A_BIT_NAME, &cstr(name))));
         }
         let wanted = nla(
@@ -392,19 +390,26 @@ pub fn active_features(ns: &str, dev: &str) -> Result<Vec<String>, LabError> {
     in_netns(Some(ns), move || {
         let mut s = Sock::open(NETLINK_GENERIC)?;
         let family = ethtool_family(&mut s)?;
-        let replies = s.call(genl(family, ethtool::MSG_FEATURES_GET, &features_header(&dev)))?;
-        let mut out = Vec::new();
-        for (_, body) in &replies {
-            let Some(active) = body.get(4..).and_then(|a| find(a, ethtool::A_FEATURES_ACTIVE)) else { continue };
-            let Some(bits) = find(active, ethtool::A_BITSET_BITS) else { continue };
-            for bit in attrs(bits).filter(|b| b.ty == ethtool::A_BITSETS_BIT) {
-                // A bitset without a mask lists set bits; one with a mask flags each value.
-                let on = find(bit.data, ethtool::A_BIT_VALUE).is_some() || find(active, 1).is_some();
-                if let (true, Some(n)) = (on, find(bit.data, ethtool::A_BIT_NAME)) {
-                    out.push(String::from_utf8_lossy(n).trim_end_matches('\0').to_string());
-                }
+        features(&mut s, family, &dev, ethtool::A_FEATURES_ACTIVE)
+    })
+}
+
+/// The names of the bits set in bitset `which` (`ETHTOOL_A_FEATURES_HW`: the features the device
+/// can change; `_ACTIVE`: those on) of `dev`.
+fn features(s: &mut Sock, family: u16, dev: &str, which: u16) -> Result<Vec<String>, LabError> {
+    let replies = s.call(genl(family, ethtool::MSG_FEATURES_GET, &features_header(dev)))?;
+    let mut out = Vec::new();
+    for (_, body) in &replies {
+        let Some(set) = body.get(4..).and_then(|a| find(a, which)) else { continue };
+        let Some(bits) = find(set, ethtool::A_BITSET_BITS) else { continue };
+        // A bitset without a mask (NOMASK) lists set bits; one with a mask flags each value.
+        let nomask = find(set, ethtool::A_BITSET_NOMASK).is_some();
+        for bit in attrs(bits).filter(|b| b.ty == ethtool::A_BITSETS_BIT) {
+            let on = nomask || find(bit.data, ethtool::A_BIT_VALUE).is_some();
+            if let (true, Some(n)) = (on, find(bit.data, ethtool::A_BIT_NAME)) {
+                out.push(String::from_utf8_lossy(n).trim_end_matches('\0').to_string());
             }
         }
-        Ok(out)
-    })
+    }
+    Ok(out)
 }
