@@ -54,7 +54,11 @@ fn dry_run_orders_parents_first_and_prints_the_filters_last() {
     assert!(at("handle 20: htb") < at("classid 20:1 "), "{out}");
     assert!(at("parent 20:1 handle 201:") > at("classid 20:1 "), "{out}");
     assert_eq!(out.matches("\ntc filter add dev eth9").count(), 5, "{out}");
-    assert!(at("tc filter add dev eth9 parent 20: protocol all prio 1 handle 0x1 flow hash keys src") > at("parent 20:2 handle 202:"), "{out}");
+    assert!(
+        at("tc filter add dev eth9 parent 20: protocol all prio 1 handle 0x1 flow hash keys src")
+            > at("parent 20:2 handle 202:"),
+        "{out}"
+    );
 
     let dir = Dir::new("dry");
     let cfg = dir.file("nested.tc", NESTED);
@@ -115,7 +119,10 @@ fn a_real_apply_exits_0_when_whole_and_2_when_a_filter_is_refused() {
     let (code, out, err) =
         sluice(&["apply", "--dev", "slc-ca", "--netns", &ns, &dir.file("f.tc", &filtered)]);
     assert_eq!(code, 0, "{out}\n{err}");
-    assert!(out.contains("applied  filter dev slc-ca parent 1: protocol ip prio 1 handle 800::800 u32"), "{out}");
+    assert!(
+        out.contains("applied  filter dev slc-ca parent 1: protocol ip prio 1 handle 800::800 u32"),
+        "{out}"
+    );
     assert!(out.contains("the kernel matches the model (9 qdiscs, classes and filters)"), "{out}");
 
     // This kernel lacks cls_flow: the filter is refused with the kernel's message, the rest stays.
@@ -124,7 +131,11 @@ fn a_real_apply_exits_0_when_whole_and_2_when_a_filter_is_refused() {
         let (code, out, err) =
             sluice(&["apply", "--dev", "slc-ca", "--netns", &ns, &dir.file("flow.tc", &flow)]);
         assert_eq!(code, 2, "{out}\n{err}");
-        assert!(err.contains("REFUSED  filter dev slc-ca parent 20: protocol all prio 1 handle 0x1 flow") && err.contains("kernel said"), "{err}");
+        assert!(
+            err.contains("REFUSED  filter dev slc-ca parent 20: protocol all prio 1 handle 0x1 flow")
+                && err.contains("kernel said"),
+            "{err}"
+        );
         assert!(
             err.contains("1 filter(s) refused")
                 && err.contains("holds 9 of the configuration's 10 qdiscs, classes and filters"),

@@ -349,7 +349,8 @@ pub fn read_filters(dev: &str) -> Result<Vec<KFilter>, LabError> {
     let ifindex = nl.ifindex(dev)?;
     let mut parents = Vec::new();
     for ty in [rtm::GETQDISC, rtm::GETTCLASS] {
-        let objs = nl.dump(&mut Msg::tc(ty, flags::REQUEST | flags::DUMP, TcMsg { ifindex, ..TcMsg::default() }))?;
+        let objs =
+            nl.dump(&mut Msg::tc(ty, flags::REQUEST | flags::DUMP, TcMsg { ifindex, ..TcMsg::default() }))?;
         for o in objs.iter().filter(|o| o.tc.ifindex == ifindex && o.tc.handle != 0) {
             match o.kind_str().as_str() {
                 "clsact" => parents.extend([0xFFFF_FFF2, 0xFFFF_FFF3]),
@@ -372,10 +373,9 @@ pub fn compare(filters: &[&FilterNode], kernel: &[KFilter]) -> Vec<String> {
     for f in filters.iter().filter(|f| !is_implicit(f)) {
         let parent = kernel_parent(f).unwrap_or(0);
         let what = format!("{} filter prio {} handle {:#x} on {parent:#x}", f.opts.kind(), f.prio, f.handle);
-        let Some(k) = kernel
-            .iter()
-            .find(|k| k.parent == parent && k.handle == f.handle && k.kind == f.opts.kind() && k.chain == f.chain)
-        else {
+        let Some(k) = kernel.iter().find(|k| {
+            k.parent == parent && k.handle == f.handle && k.kind == f.opts.kind() && k.chain == f.chain
+        }) else {
             out.push(format!("{what}: missing in the kernel"));
             continue;
         };

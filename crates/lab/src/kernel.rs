@@ -36,8 +36,8 @@ use crate::LabError;
 use sluice_config::burst::{auto_burst, BurstPolicy};
 use sluice_config::export::{filter_args, qdisc_args};
 use sluice_config::model::{
-    ClassOpts, Device, FilterNode, HtbClassOpts, LinkLayer, NetemLoss, NetemOpts, QdiscNode,
-    QdiscOpts, RedOpts, State, H_INGRESS, H_MIN_EGRESS, H_MIN_INGRESS,
+    ClassOpts, Device, FilterNode, HtbClassOpts, LinkLayer, NetemLoss, NetemOpts, QdiscNode, QdiscOpts,
+    RedOpts, State, H_INGRESS, H_MIN_EGRESS, H_MIN_INGRESS,
 };
 use sluice_config::tc::args::proto_name;
 use sluice_config::tc::show::classid_str;
@@ -1132,8 +1132,10 @@ pub fn apply(plan: &Plan<'_>) -> Result<ApplyReport, LabError> {
                 ObjectId::Class(h) => format!("class {}", handle_str(*h)),
                 ObjectId::Filter(_) => unreachable!("a parent is a qdisc or a class"),
             };
-            rep.refused
-                .push(Finding { object, text: format!("filter {what}: not sent, its parent {p} was refused") });
+            rep.refused.push(Finding {
+                object,
+                text: format!("filter {what}: not sent, its parent {p} was refused"),
+            });
             continue;
         }
         let fl = flags::REQUEST | flags::ACK | flags::EXCL | flags::CREATE;

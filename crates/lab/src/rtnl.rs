@@ -18,7 +18,9 @@ use netlink_packet_route::address::{AddressAttribute, AddressMessage};
 use netlink_packet_route::link::{
     InfoBridge, InfoData, InfoKind, InfoVeth, LinkAttribute, LinkFlags, LinkInfo, LinkMessage,
 };
-use netlink_packet_route::neighbour::{NeighbourAddress, NeighbourAttribute, NeighbourMessage, NeighbourState};
+use netlink_packet_route::neighbour::{
+    NeighbourAddress, NeighbourAttribute, NeighbourMessage, NeighbourState,
+};
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 use netlink_sys::{protocols::NETLINK_GENERIC, protocols::NETLINK_ROUTE, Socket, SocketAddr};
 use std::fs::File;
@@ -346,8 +348,13 @@ fn cstr(s: &str) -> Vec<u8> {
 }
 
 fn ethtool_family(s: &mut Sock) -> Result<u16, LabError> {
-    let req = genl(ethtool::GENL_ID_CTRL, ethtool::CTRL_CMD_GETFAMILY, &nla(ethtool::CTRL_ATTR_FAMILY_NAME, &cstr("ethtool")));
-    let replies = s.call(req).map_err(|e| LabError::Setup(format!("the kernel's ethtool netlink family: {e}")))?;
+    let req = genl(
+        ethtool::GENL_ID_CTRL,
+        ethtool::CTRL_CMD_GETFAMILY,
+        &nla(ethtool::CTRL_ATTR_FAMILY_NAME, &cstr("ethtool")),
+    );
+    let replies =
+        s.call(req).map_err(|e| LabError::Setup(format!("the kernel's ethtool netlink family: {e}")))?;
     replies
         .iter()
         .filter_map(|(_, b)| b.get(4..).and_then(|a| find(a, ethtool::CTRL_ATTR_FAMILY_ID)))
@@ -370,7 +377,10 @@ pub fn offloads_off(ns: &str, dev: &str) -> Result<(), LabError> {
         // A verbose bitset without NOMASK: each named bit is set to its value (absent: off).
         let mut bits = Vec::new();
         for name in changeable.iter().filter(|n| is_offload(n)) {
-            bits.extend(nla(ethtool::A_BITSETS_BIT | ethtool::NLA_F_NESTED, &nla(ethtool::A_BIT_NAME, &cstr(name))));
+            bits.extend(nla(
+                ethtool::A_BITSETS_BIT | ethtool::NLA_F_NESTED,
+                &nla(ethtool::A_BIT_NAME, &cstr(name)),
+            ));
         }
         let wanted = nla(
             ethtool::A_FEATURES_WANTED | ethtool::NLA_F_NESTED,

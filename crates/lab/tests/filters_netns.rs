@@ -64,7 +64,8 @@ fn u32_filters_put_real_traffic_in_the_classes_they_name() {
     .unwrap();
     assert!(rep.refused.is_empty(), "{rep:?}");
     assert_eq!(rep.applied.len(), 9, "{rep:?}");
-    let quantum = rep.warnings.iter().filter(|w| w.contains("quantum of class") && w.contains("is big")).count();
+    let quantum =
+        rep.warnings.iter().filter(|w| w.contains("quantum of class") && w.contains("is big")).count();
     assert_eq!(quantum, 4, "one warning per class: {:?}", rep.warnings);
     // The kernel's filters are the model's.
     let plan = Plan::new(&config, IF_SHAPER_SERVER, BurstPolicy::Sluice).unwrap();
@@ -86,7 +87,8 @@ fn u32_filters_put_real_traffic_in_the_classes_they_name() {
     // bucket 6 of table 2:, which holds no key: it falls through to the default class 1:20.
     for (port, class) in [(7300u16, 0x1_0010u32), (7301, 0x1_0030), (7302, 0x1_0020)] {
         let before = class_bytes(&lab);
-        let s = traffic::udp_stream(&ep, Some(Rate::from_bps(20_000_000)), 1000, None, port, win, "udp").unwrap();
+        let s =
+            traffic::udp_stream(&ep, Some(Rate::from_bps(20_000_000)), 1000, None, port, win, "udp").unwrap();
         let after = class_bytes(&lab);
         let d: Vec<(u32, u64)> =
             [0x1_0010, 0x1_0020, 0x1_0030].iter().map(|&c| (c, delta(&before, &after, c))).collect();

@@ -145,7 +145,10 @@ fn apply_nests_htb_in_order_and_reports_what_it_did_not_install() {
     assert_eq!(rep.applied.len(), 11, "{rep:?}");
     assert!(rep.refused.is_empty(), "{rep:?}");
     assert_eq!(plan.compare(&objs), vec![]);
-    assert!(rep.applied[10].starts_with("filter dev slc-a parent 1: protocol ip prio 1 handle 800::800 u32"), "{rep:?}");
+    assert!(
+        rep.applied[10].starts_with("filter dev slc-a parent 1: protocol ip prio 1 handle 800::800 u32"),
+        "{rep:?}"
+    );
     assert_eq!(plan.unclassified_destination(), "class 1:20, the default of htb 1:");
 
     // Below a refused qdisc nothing is sent, and each object says why.

@@ -45,7 +45,10 @@ fn namespaces_links_addresses_and_offloads_through_netlink() {
     assert!(!after.is_empty(), "the read-back lists the features still on");
     let still: Vec<_> = after.iter().filter(|f| rtnl::is_offload(f)).collect();
     assert!(still.is_empty(), "still on: {still:?}");
-    assert!(before.iter().any(|f| f == "rx-gro") || before.iter().any(|f| f == "tx-tcp-segmentation"), "{before:?}");
+    assert!(
+        before.iter().any(|f| f == "rx-gro") || before.iter().any(|f| f == "tx-tcp-segmentation"),
+        "{before:?}"
+    );
     // A datagram crosses.
     let rx = netns::spawn_in_netns(b, move || {
         let s = UdpSocket::bind((ip_b, 7411))?;

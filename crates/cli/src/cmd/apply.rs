@@ -79,18 +79,17 @@ pub fn run(args: Args) -> Result<ExitCode> {
         .filter(|d| !rep.was_refused(d.object))
         .map(|d| d.to_string())
         .collect();
-    let accepted: Vec<_> = plan
-        .filter_nodes()
-        .filter(|(i, _)| !rep.was_refused(ObjectId::Filter(*i)))
-        .map(|(_, f)| f)
-        .collect();
+    let accepted: Vec<_> =
+        plan.filter_nodes().filter(|(i, _)| !rep.was_refused(ObjectId::Filter(*i))).map(|(_, f)| f).collect();
     diffs.extend(filters::compare(&accepted, &kfilters));
     for d in &diffs {
         eprintln!("MISMATCH {d}");
     }
     let total = plan.qdiscs().count() + plan.classes().count() + filters;
     if diffs.is_empty() && rep.applied.len() == total {
-        println!("read back through netlink: the kernel matches the model ({total} qdiscs, classes and filters)");
+        println!(
+            "read back through netlink: the kernel matches the model ({total} qdiscs, classes and filters)"
+        );
     } else if diffs.is_empty() {
         println!(
             "read back through netlink: the kernel matches the model for the {} qdiscs, classes and filters it accepted (of {total})",
