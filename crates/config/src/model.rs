@@ -311,6 +311,8 @@ pub enum QdiscOpts {
     Red(RedOpts),
     /// Common Applications Kept Enhanced.
     Cake(CakeOpts),
+    /// Hierarchical fair service curve.
+    Hfsc(HfscOpts),
     /// Ingress hook.
     Ingress,
     /// Ingress+egress filter hook.
@@ -337,6 +339,7 @@ impl QdiscOpts {
             QdiscOpts::Drr => "drr",
             QdiscOpts::Red(_) => "red",
             QdiscOpts::Cake(_) => "cake",
+            QdiscOpts::Hfsc(_) => "hfsc",
             QdiscOpts::Ingress => "ingress",
             QdiscOpts::Clsact => "clsact",
             QdiscOpts::Mq(_) => "mq",
@@ -352,6 +355,7 @@ impl QdiscOpts {
                 | QdiscOpts::Tbf(_)
                 | QdiscOpts::Netem(_)
                 | QdiscOpts::Drr
+                | QdiscOpts::Hfsc(_)
                 | QdiscOpts::Red(_)
                 | QdiscOpts::PfifoFast
                 | QdiscOpts::Mq(_)
@@ -798,6 +802,8 @@ pub enum ClassOpts {
         /// Quantum bytes (psched_mtu).
         quantum: Option<u32>,
     },
+    /// HFSC class.
+    Hfsc(HfscClassOpts),
 }
 
 /// HTB class options, with tc's defaults already resolved (as tc sends them).
@@ -1335,6 +1341,28 @@ impl MirredOpts {
             (MirredDirection::Ingress, MirredMode::Mirror) => "Ingress Mirror",
         }
     }
+}
+
+/// HFSC qdisc options (`struct tc_hfsc_qopt`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HfscOpts {
+    /// Minor of the class unclassified packets go to (0: none, or the root class while there are
+    /// no classes).
+    #[serde(default)]
+    pub default: u16,
+}
+
+/// HFSC class curves as the kernel holds them (`tc class change` replaces the curves it sends and
+/// keeps the others); see `crate::tc::hfsc`. Values are tc's: bytes per second and µs.
+#[serde_with::skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HfscClassOpts {
+    /// Real-time curve.
+    pub rt: Option<sluice_core::hfsc::ServiceCurve>,
+    /// Link-share curve.
+    pub ls: Option<sluice_core::hfsc::ServiceCurve>,
+    /// Upper-limit curve.
+    pub ul: Option<sluice_core::hfsc::ServiceCurve>,
 }
 
 /// CAKE options: the attributes tc sends (`TCA_CAKE_*`), each `None` when not sent. The kernel

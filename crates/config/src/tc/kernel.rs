@@ -35,6 +35,8 @@ pub fn class_exists(dev: &Device, q: &QdiscNode, classid: Handle) -> bool {
         QdiscOpts::Tbf(_) | QdiscOpts::Red(_) | QdiscOpts::Netem(_) => true,
         QdiscOpts::Mq(_) => minor >= 1 && minor <= dev.num_tx_queues,
         QdiscOpts::Htb(_) | QdiscOpts::Drr => dev.class(classid).is_some(),
+        // The root class is the qdisc's own handle.
+        QdiscOpts::Hfsc(_) => minor == 0 || dev.class(classid).is_some(),
         _ => false,
     }
 }
@@ -48,6 +50,7 @@ fn has_class_ops(q: &QdiscNode) -> bool {
             | QdiscOpts::Red(_)
             | QdiscOpts::Htb(_)
             | QdiscOpts::Drr
+            | QdiscOpts::Hfsc(_)
             | QdiscOpts::Sfq(_)
             | QdiscOpts::FqCodel(_)
             | QdiscOpts::Cake(_)
@@ -596,6 +599,10 @@ pub fn class_modify(state: &mut State, c: &ClassCmd) -> Result<Vec<String>, TcEr
             check_new_classid(clid)?;
             dev.classes.push(ClassNode { classid: clid, parent: q.handle, opts, stats: Default::default() });
         }
+        (QdiscOpts::Hfsc(_), ClassOpts::Hfsc(o)) => {
+            let parent = if portid.is_unspec() { Handle::UNSPEC } else { parent };
+            return super::hfsc::class_modify(dev, &q, clid, parent, exists, o);
+        }
         _ => return Err(TcError::errno("Operation not supported")),
     }
     Ok(warnings)
@@ -633,6 +640,8 @@ fn class_delete(dev: &mut Device, q: &QdiscNode, clid: Handle) -> Result<(), TcE
     let kind_msg = match q.opts {
         QdiscOpts::Htb(_) => "HTB class in use",
         QdiscOpts::Drr => "DRR class is in use",
+        QdiscOpts::Hfsc(_) if clid == q.handle => return Err(TcError::kernel("HFSC class in use")),
+        QdiscOpts::Hfsc(_) => "HFSC class in use",
         _ => return Err(TcError::errno("Operation not supported")),
     };
     let has_children = dev.child_classes(clid).next().is_some();
@@ -673,6 +682,7 @@ pub fn resolve_block(dev: &Device, parent: Option<Handle>) -> Result<Handle, TcE
             _ => Err(TcError::kernel("Specified class doesn't exist")),
         },
         QdiscOpts::Htb(_)
+        | QdiscOpts::Hfsc(_)
         | QdiscOpts::Prio(_)
         | QdiscOpts::Drr
         | QdiscOpts::Sfq(_)
@@ -684,7 +694,7 @@ pub fn resolve_block(dev: &Device, parent: Option<Handle>) -> Result<Handle, TcE
             if !class_exists(dev, q, parent) {
                 return Err(TcError::kernel("Specified class doesn't exist"));
             }
-            if matches!(q.opts, QdiscOpts::Htb(_)) {
+            if matches!(q.opts, QdiscOpts::Htb(_) | QdiscOpts::Hfsc(_)) {
                 Ok(parent)
             } else if matches!(q.opts, QdiscOpts::Drr) {
                 Err(TcError::kernel("DRR classid must be zero"))

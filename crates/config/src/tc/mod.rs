@@ -9,6 +9,7 @@ pub mod args;
 pub mod cake;
 pub mod error;
 pub mod filters;
+pub mod hfsc;
 pub mod kernel;
 pub mod mirred;
 pub mod netem;
