@@ -62,6 +62,7 @@ pub fn qdisc_args(o: &QdiscOpts) -> String {
                 let _ = write!(s, " limit {l}");
             }
         }
+        QdiscOpts::Ets(e) => s.push_str(&crate::tc::ets::args(e)),
         QdiscOpts::Prio(p) => {
             let _ = write!(s, " bands {} priomap", p.bands);
             for b in &p.priomap {
@@ -220,7 +221,9 @@ pub fn class_args(o: &ClassOpts) -> String {
             }
             s
         }
-        ClassOpts::Drr { quantum } => quantum.map(|q| format!(" quantum {q}")).unwrap_or_default(),
+        ClassOpts::Drr { quantum } | ClassOpts::Ets { quantum } => {
+            quantum.map(|q| format!(" quantum {q}")).unwrap_or_default()
+        }
     }
 }
 

@@ -311,6 +311,8 @@ pub enum QdiscOpts {
     Red(RedOpts),
     /// Common Applications Kept Enhanced.
     Cake(CakeOpts),
+    /// Enhanced transmission selection (strict and DRR bands).
+    Ets(EtsOpts),
     /// Ingress hook.
     Ingress,
     /// Ingress+egress filter hook.
@@ -337,6 +339,7 @@ impl QdiscOpts {
             QdiscOpts::Drr => "drr",
             QdiscOpts::Red(_) => "red",
             QdiscOpts::Cake(_) => "cake",
+            QdiscOpts::Ets(_) => "ets",
             QdiscOpts::Ingress => "ingress",
             QdiscOpts::Clsact => "clsact",
             QdiscOpts::Mq(_) => "mq",
@@ -355,8 +358,27 @@ impl QdiscOpts {
                 | QdiscOpts::Red(_)
                 | QdiscOpts::PfifoFast
                 | QdiscOpts::Mq(_)
+                | QdiscOpts::Ets(_)
         )
     }
+}
+
+/// ets, as tc sent it and the kernel keeps it: `quanta` are the DRR bands' quanta from band
+/// `strict` on (those not given are the device's psched_mtu), `priomap` the entries given
+/// (those not given name the last band). See [`crate::tc::ets`].
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EtsOpts {
+    /// Number of bands, 1..=16.
+    pub bands: u8,
+    /// Strict bands (the first ones).
+    #[serde(default)]
+    pub strict: u8,
+    /// Quanta of the first DRR bands.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub quanta: Vec<u32>,
+    /// Band of priorities 0, 1, ...
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub priomap: Vec<u8>,
 }
 
 /// mq: each class (`major:N`, N = 1..=num_tx_queues) holds the default qdisc (pfifo_fast,
@@ -796,6 +818,12 @@ pub enum ClassOpts {
     /// DRR class.
     Drr {
         /// Quantum bytes (psched_mtu).
+        quantum: Option<u32>,
+    },
+    /// ETS class change (`tc class change ... ets [quantum N]`): ETS classes are the qdisc's
+    /// bands, kept in its [`EtsOpts`]; no class node holds this.
+    Ets {
+        /// The band's new quantum.
         quantum: Option<u32>,
     },
 }

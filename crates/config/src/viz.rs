@@ -381,13 +381,13 @@ fn add_class(g: &mut Graph, dev: &Device, c: &ClassNode, stats: &StatsMap) -> us
             lines.push(format!("rate {} ceil {}", rate(h.rate), rate(h.ceil)));
             lines.push(format!("burst {}b prio {}", h.burst, h.prio));
         }
-        ClassOpts::Drr { quantum } => {
+        ClassOpts::Drr { quantum } | ClassOpts::Ets { quantum } => {
             lines.push(format!("quantum {}", quantum.map(|q| q.to_string()).unwrap_or("mtu".into())))
         }
     }
     let (cfg_rate, cfg_ceil) = match &c.opts {
         ClassOpts::Htb(h) => (h.rate as f64, h.ceil.max(h.rate) as f64),
-        ClassOpts::Drr { .. } => (0.0, 0.0),
+        ClassOpts::Drr { .. } | ClassOpts::Ets { .. } => (0.0, 0.0),
     };
     let mut measured = Vec::new();
     let mut bar = None;

@@ -50,6 +50,7 @@ const ENFORCED: &[&str] = &[
     "qdiscs/red.json",
     "qdiscs/ingress.json",
     "qdiscs/cake.json",
+    "qdiscs/ets.json",
     "filters/matchall.json",
     "filters/fw.json",
     "actions/gact.json",

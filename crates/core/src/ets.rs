@@ -21,7 +21,6 @@
 //! class in the packet's class path); this qdisc reads it with [`Packet::class_for`].
 
 use crate::fifo::Fifo;
-use crate::handle::Handle;
 use crate::packet::Packet;
 use crate::prio::{classify_band, TosMapping};
 use crate::qdisc::{ConfigError, Dropped, Qdisc, QdiscStats};
@@ -57,7 +56,12 @@ impl EtsConfig {
             return Err(ConfigError::invalid("ets", "bands", self.nbands, "Invalid number of bands"));
         }
         if self.nstrict > self.nbands {
-            return Err(ConfigError::invalid("ets", "strict", self.nstrict, "Invalid number of strict bands"));
+            return Err(ConfigError::invalid(
+                "ets",
+                "strict",
+                self.nstrict,
+                "Invalid number of strict bands",
+            ));
         }
         if self.quanta.len() != self.nbands {
             return Err(ConfigError::invalid(
@@ -68,7 +72,12 @@ impl EtsConfig {
             ));
         }
         if let Some(b) = (self.nstrict..self.nbands).find(|&b| self.quanta[b] == 0) {
-            return Err(ConfigError::invalid("ets", "quanta", format!("0 (band {b})"), "ETS quantum cannot be zero"));
+            return Err(ConfigError::invalid(
+                "ets",
+                "quanta",
+                format!("0 (band {b})"),
+                "ETS quantum cannot be zero",
+            ));
         }
         if let Some(&b) = self.priomap.iter().find(|&&b| b as usize >= self.nbands) {
             return Err(ConfigError::invalid("ets", "priomap", b, "Invalid band number in ETS priomap"));

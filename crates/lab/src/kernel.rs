@@ -155,6 +155,7 @@ impl PlannedQdisc<'_> {
             | QdiscOpts::Cake(_)
             | QdiscOpts::Red(_)
             | QdiscOpts::Drr
+            | QdiscOpts::Ets(_)
             | QdiscOpts::Pfifo(_)
             | QdiscOpts::Bfifo(_) => String::new(),
             other => qdisc_args(other).trim().to_string(),
@@ -322,6 +323,8 @@ impl<'a> Plan<'a> {
                     classes.push(Step::DrrClass(DrrClassPlan { classid, parent, quantum: *quantum }));
                     continue;
                 }
+                // ETS bands live in the qdisc's options: no class node holds one.
+                ClassOpts::Ets { .. } => continue,
             };
             if htb.linklayer != LinkLayer::Ethernet {
                 unencoded.push(format!("class {id} linklayer"));
@@ -822,6 +825,10 @@ pub fn qdisc_msg(ifindex: i32, q: &PlannedQdisc<'_>, replace: bool) -> Msg {
             m.end_nest();
         }
         QdiscOpts::Red(r) => red_options(&mut m, r),
+        QdiscOpts::Ets(e) => {
+            let nested = tca::OPTIONS | sluice_config::tc::ets::attr::NESTED;
+            m.attr(nested, &sluice_config::tc::ets::netlink_options(e));
+        }
         QdiscOpts::Pfifo(f) | QdiscOpts::Bfifo(f) => {
             if let Some(l) = f.limit {
                 m.attr(tca::OPTIONS, &l.to_ne_bytes());
@@ -879,6 +886,18 @@ pub fn drr_class_msg(ifindex: i32, c: &DrrClassPlan, replace: bool) -> Msg {
         m.attr(TCA_DRR_QUANTUM, &q.to_ne_bytes());
     }
     m.end_nest();
+    m
+}
+
+/// The netlink request `tc class change` sends for ETS class `classid` (ETS classes are the
+/// qdisc's bands: they are changed, never created): `parent` 0 when not given, `TCA_OPTIONS`
+/// nested, with the quantum when given.
+pub fn ets_class_change_msg(ifindex: i32, classid: u32, parent: u32, quantum: Option<u32>) -> Msg {
+    let fl = flags::REQUEST | flags::ACK;
+    let mut m = Msg::tc(rtm::NEWTCLASS, fl, TcMsg { ifindex, handle: classid, parent, info: 0 });
+    m.attr_str(tca::KIND, "ets");
+    let nested = tca::OPTIONS | sluice_config::tc::ets::attr::NESTED;
+    m.attr(nested, &sluice_config::tc::ets::class_netlink_options(quantum));
     m
 }
 

@@ -695,6 +695,7 @@ fn parse_qdisc_opts(kind: &str, cur: &mut Cur) -> Result<Option<QdiscOpts>, TcEr
         "fq_codel" => QdiscOpts::FqCodel(parse_fq_codel(cur)?),
         "netem" => QdiscOpts::Netem(Box::new(super::netem::parse(cur)?)),
         "cake" => QdiscOpts::Cake(super::cake::parse(cur)?),
+        "ets" => QdiscOpts::Ets(super::ets::parse(cur)?),
         _ => return Ok(None),
     }))
 }
@@ -1152,6 +1153,7 @@ fn parse_class(verb: Verb, cur: &mut Cur) -> Result<ClassCmd, TcError> {
                 }
                 ClassOpts::Drr { quantum }
             }
+            "ets" => ClassOpts::Ets { quantum: super::ets::parse_class(cur)? },
             "prio" | "pfifo_fast" | "tbf" | "netem" | "sfq" | "codel" | "fq_codel" | "pfifo" | "bfifo"
             | "ingress" | "clsact" | "red" | "mq" | "cake" => {
                 return Err(TcError::usage(format!("Error: Qdisc \"{k}\" is classless."), Some(ki)));

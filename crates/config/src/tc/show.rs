@@ -213,6 +213,7 @@ pub fn qdisc_options(dev: &Device, q: &QdiscOpts, d: bool) -> String {
         QdiscOpts::Ingress => s.push_str("---------------- "),
         QdiscOpts::Red(r) => s.push_str(&super::red::options(r, d)),
         QdiscOpts::Cake(c) => s.push_str(&super::cake::options(c)),
+        QdiscOpts::Ets(e) => s.push_str(&super::ets::options(e, dev)),
         QdiscOpts::Clsact | QdiscOpts::Drr | QdiscOpts::Mq(_) => {}
     }
     s
@@ -466,6 +467,11 @@ pub fn show_classes(
                     None,
                 ));
             }
+            QdiscOpts::Ets(e) => {
+                for b in 1..=e.bands as u32 {
+                    lines.push((Handle::new(q.handle.major(), b), "root ".to_string(), None));
+                }
+            }
             QdiscOpts::Mq(_) => {
                 for n in 1..=dev.num_tx_queues {
                     lines.push((Handle::new(q.handle.major(), n), "root ".to_string(), None));
@@ -556,7 +562,12 @@ pub fn show_classes(
                 Some(ClassOpts::Drr { quantum }) => {
                     let _ = write!(s, "quantum {} ", format_size(quantum.unwrap_or(dev.psched_mtu()) as u64));
                 }
-                None => {}
+                Some(ClassOpts::Ets { .. }) => {}
+                None => {
+                    if let QdiscOpts::Ets(e) = &q.opts {
+                        s.push_str(&super::ets::class_options(e, dev, id.minor()));
+                    }
+                }
             }
             out.push_str(&s);
             out.push('\n');
@@ -576,7 +587,7 @@ pub fn show_classes(
                         out.push('\n');
                     }
                     Some(ClassOpts::Drr { .. }) => out.push_str(" deficit 0b \n"),
-                    None => {}
+                    Some(ClassOpts::Ets { .. }) | None => {}
                 }
             }
         }
