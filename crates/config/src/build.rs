@@ -10,6 +10,7 @@ use crate::model::*;
 use sluice_core::classify::{ClassShape, Classifier, Fallback, QdiscShape, ShapeKind};
 use sluice_core::codel::{Codel, CodelConfig, CodelParams};
 use sluice_core::drr::Drr;
+use sluice_core::ets::{Ets, EtsConfig};
 use sluice_core::fifo::{Fifo, FifoKind};
 use sluice_core::filter::action::{
     Action as CoreAction, Actions, GactRandom, Skbedit, Verdict as CoreVerdict,
@@ -401,6 +402,7 @@ fn build_qdisc(
         }
         QdiscOpts::Drr => build_drr(dev, q, cls, seed)?,
         QdiscOpts::Hfsc(h) => build_hfsc(dev, q, h.default, cls, seed)?,
+        QdiscOpts::Ets(e) => build_ets(dev, q, e, cls, seed)?,
         QdiscOpts::Red(r) => {
             let mut red = Red::new(sluice_core::red::RedConfig {
                 seed: seed ^ (major as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
@@ -501,6 +503,42 @@ fn build_hfsc(
     })
     .map_err(BuildError::Filter)?;
     Ok(Box::new(hfsc))
+}
+
+/// ETS: its bands (quanta resolved, default pfifo or the grafted qdisc) and a prio-like shape
+/// (band by the result's minor, else the priomap).
+fn build_ets(
+    dev: &Device,
+    q: &QdiscNode,
+    e: &EtsOpts,
+    cls: &mut Classifier,
+    seed: u64,
+) -> Result<Box<dyn Qdisc>, BuildError> {
+    let major = q.handle.major();
+    let priomap = crate::tc::ets::priomap(e);
+    let mut ets = Ets::new(EtsConfig {
+        nbands: e.bands as usize,
+        nstrict: e.strict as usize,
+        quanta: crate::tc::ets::quanta(e, dev.psched_mtu()),
+        priomap,
+        major,
+        tos_mapping: Default::default(),
+        default_limit: dev.txqueuelen,
+    })?;
+    let mut classes = Vec::new();
+    for b in 0..e.bands as u32 {
+        let id = Handle::new(major, b + 1);
+        let child = dev.qdisc_at(id);
+        if let Some(c) = child {
+            ets.set_band_qdisc(b as usize, Some(build_qdisc(dev, c, cls, seed)?))?;
+        }
+        let child = child.filter(|c| c.opts.is_classful()).map(|c| c.handle);
+        classes.push(ClassShape { classid: id, inner: false, child });
+    }
+    let fallback = Fallback::Priomap(priomap.map(|b| Handle::new(major, b as u32 + 1)));
+    cls.set_shape(QdiscShape { handle: q.handle, kind: ShapeKind::Bands, classes, fallback })
+        .map_err(BuildError::Filter)?;
+    Ok(Box::new(ets))
 }
 
 /// FNV-1a: a hash that stays the same across runs and platforms.

@@ -51,6 +51,7 @@ const ENFORCED: &[&str] = &[
     "qdiscs/ingress.json",
     "qdiscs/cake.json",
     "qdiscs/hfsc.json",
+    "qdiscs/ets.json",
     "filters/matchall.json",
     "filters/fw.json",
     "actions/gact.json",

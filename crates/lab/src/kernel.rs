@@ -157,6 +157,7 @@ impl PlannedQdisc<'_> {
             | QdiscOpts::Red(_)
             | QdiscOpts::Drr
             | QdiscOpts::Hfsc(_)
+            | QdiscOpts::Ets(_)
             | QdiscOpts::Pfifo(_)
             | QdiscOpts::Bfifo(_) => String::new(),
             other => qdisc_args(other).trim().to_string(),
@@ -343,6 +344,8 @@ impl<'a> Plan<'a> {
                     classes.push(Step::HfscClass(HfscClassPlan { classid, parent, curves: h.clone() }));
                     continue;
                 }
+                // ETS bands live in the qdisc's options: no class node holds one.
+                ClassOpts::Ets { .. } => continue,
             };
             if htb.linklayer != LinkLayer::Ethernet {
                 unencoded.push(format!("class {id} linklayer"));
@@ -873,6 +876,10 @@ pub fn qdisc_msg(ifindex: i32, q: &PlannedQdisc<'_>, replace: bool) -> Msg {
         QdiscOpts::Hfsc(h) => {
             m.attr(tca::OPTIONS, &h.default.to_ne_bytes());
         }
+        QdiscOpts::Ets(e) => {
+            let nested = tca::OPTIONS | sluice_config::tc::ets::attr::NESTED;
+            m.attr(nested, &sluice_config::tc::ets::netlink_options(e));
+        }
         QdiscOpts::Pfifo(f) | QdiscOpts::Bfifo(f) => {
             if let Some(l) = f.limit {
                 m.attr(tca::OPTIONS, &l.to_ne_bytes());
@@ -950,6 +957,18 @@ pub fn hfsc_class_msg(ifindex: i32, c: &HfscClassPlan, replace: bool) -> Msg {
         m.attr(ty, &b);
     }
     m.end_nest();
+    m
+}
+
+/// The netlink request `tc class change` sends for ETS class `classid` (ETS classes are the
+/// qdisc's bands: they are changed, never created): `parent` 0 when not given, `TCA_OPTIONS`
+/// nested, with the quantum when given.
+pub fn ets_class_change_msg(ifindex: i32, classid: u32, parent: u32, quantum: Option<u32>) -> Msg {
+    let fl = flags::REQUEST | flags::ACK;
+    let mut m = Msg::tc(rtm::NEWTCLASS, fl, TcMsg { ifindex, handle: classid, parent, info: 0 });
+    m.attr_str(tca::KIND, "ets");
+    let nested = tca::OPTIONS | sluice_config::tc::ets::attr::NESTED;
+    m.attr(nested, &sluice_config::tc::ets::class_netlink_options(quantum));
     m
 }
 

@@ -696,6 +696,7 @@ fn parse_qdisc_opts(kind: &str, cur: &mut Cur) -> Result<Option<QdiscOpts>, TcEr
         "netem" => QdiscOpts::Netem(Box::new(super::netem::parse(cur)?)),
         "cake" => QdiscOpts::Cake(super::cake::parse(cur)?),
         "hfsc" => QdiscOpts::Hfsc(super::hfsc::parse_qdisc(cur)?),
+        "ets" => QdiscOpts::Ets(super::ets::parse(cur)?),
         _ => return Ok(None),
     }))
 }
@@ -1154,6 +1155,7 @@ fn parse_class(verb: Verb, cur: &mut Cur) -> Result<ClassCmd, TcError> {
                 }
                 ClassOpts::Drr { quantum }
             }
+            "ets" => ClassOpts::Ets { quantum: super::ets::parse_class(cur)? },
             "prio" | "pfifo_fast" | "tbf" | "netem" | "sfq" | "codel" | "fq_codel" | "pfifo" | "bfifo"
             | "ingress" | "clsact" | "red" | "mq" | "cake" => {
                 return Err(TcError::usage(format!("Error: Qdisc \"{k}\" is classless."), Some(ki)));

@@ -8,6 +8,7 @@ pub mod actions;
 pub mod args;
 pub mod cake;
 pub mod error;
+pub mod ets;
 pub mod filters;
 pub mod hfsc;
 pub mod kernel;

@@ -214,6 +214,7 @@ pub fn qdisc_options(dev: &Device, q: &QdiscOpts, d: bool) -> String {
         QdiscOpts::Red(r) => s.push_str(&super::red::options(r, d)),
         QdiscOpts::Cake(c) => s.push_str(&super::cake::options(c)),
         QdiscOpts::Hfsc(h) => s.push_str(&super::hfsc::qdisc_options(h)),
+        QdiscOpts::Ets(e) => s.push_str(&super::ets::options(e, dev)),
         QdiscOpts::Clsact | QdiscOpts::Drr | QdiscOpts::Mq(_) => {}
     }
     s
@@ -472,6 +473,11 @@ pub fn show_classes(
                     None,
                 ));
             }
+            QdiscOpts::Ets(e) => {
+                for b in 1..=e.bands as u32 {
+                    lines.push((Handle::new(q.handle.major(), b), "root ".to_string(), None));
+                }
+            }
             QdiscOpts::Mq(_) => {
                 for n in 1..=dev.num_tx_queues {
                     lines.push((Handle::new(q.handle.major(), n), "root ".to_string(), None));
@@ -579,7 +585,12 @@ pub fn show_classes(
                     let _ = write!(s, "quantum {} ", format_size(quantum.unwrap_or(dev.psched_mtu()) as u64));
                 }
                 Some(ClassOpts::Hfsc(h)) => s.push_str(&super::hfsc::class_options(h)),
-                None => {}
+                Some(ClassOpts::Ets { .. }) => {}
+                None => {
+                    if let QdiscOpts::Ets(e) = &q.opts {
+                        s.push_str(&super::ets::class_options(e, dev, id.minor()));
+                    }
+                }
             }
             out.push_str(&s);
             out.push('\n');
@@ -602,7 +613,7 @@ pub fn show_classes(
                     Some(ClassOpts::Hfsc(_)) | None if matches!(q.opts, QdiscOpts::Hfsc(_)) => {
                         out.push_str(&super::hfsc::class_xstats(super::hfsc::level(dev, &q, id)))
                     }
-                    Some(ClassOpts::Hfsc(_)) | None => {}
+                    Some(ClassOpts::Hfsc(_)) | Some(ClassOpts::Ets { .. }) | None => {}
                 }
             }
         }
