@@ -8,6 +8,7 @@
 //! `mpu`), Sluice prints the same, so that what a script parses is what the kernel's tc gives it.
 //! `tc -j class show` prints text in tc 6.1 (JSON classes came with 6.2) and so does Sluice.
 
+use super::actions::Dump;
 use super::show::{self, classid_str, FilterShowCtx, ShowOpts};
 use crate::model::*;
 use serde_json::Value;
@@ -594,8 +595,276 @@ pub fn one_filter(state: &State, f: &FilterNode, parent: Handle, opts: ShowOpts)
     j
 }
 
-fn netem(_o: &mut J, _n: &NetemOpts) {}
-fn red(_o: &mut J, _r: &RedOpts, _d: bool) {}
+/// netem's percentages in JSON: a fraction of `u32::MAX` (`%g`).
+fn frac(v: u32) -> J {
+    J::from(v as f64 / u32::MAX as f64)
+}
+
+/// `netem_print_opt` in JSON: delays in seconds, probabilities as fractions, every
+/// correlation printed (0 when not set).
+fn netem(o: &mut J, n: &NetemOpts) {
+    let cor = n.corr.unwrap_or_default();
+    o.put("limit", n.limit);
+    // tc_core_tick2time truncates to whole µs.
+    let secs = |ns: u64| J::from(((ns >> 6).min(u32::MAX as u64) as f64 / 15.625).trunc() / 1e6);
+    if n.latency >> 6 != 0 {
+        let mut d = J::obj();
+        d.put("delay", secs(n.latency)).put("jitter", secs(n.jitter)).put("correlation", frac(cor.delay));
+        o.put("delay", d);
+    }
+    if n.loss != 0 {
+        let mut d = J::obj();
+        d.put("loss", frac(n.loss)).put("correlation", frac(cor.loss));
+        o.put("loss-random", d);
+    }
+    match n.loss_model {
+        Some(NetemLoss::State { p13, p31, p32, p23, p14 }) => {
+            let mut d = J::obj();
+            for (k, v) in [("p13", p13), ("p31", p31), ("p32", p32), ("p23", p23), ("p14", p14)] {
+                d.put(k, frac(v));
+            }
+            o.put("loss-state", d);
+        }
+        Some(NetemLoss::Gemodel { p, r, h, k1 }) => {
+            let mut d = J::obj();
+            d.put("p", frac(p)).put("r", frac(r)).put("1-h", frac(u32::MAX - h)).put("1-k", frac(k1));
+            o.put("loss-gemodel", d);
+        }
+        None => {}
+    }
+    if n.duplicate != 0 {
+        let mut d = J::obj();
+        d.put("duplicate", frac(n.duplicate)).put("correlation", frac(cor.duplicate));
+        o.put("duplicate", d);
+    }
+    for (name, p) in [("reorder", n.reorder), ("corrupt", n.corrupt)] {
+        if let Some(p) = p.filter(|p| p.probability != 0) {
+            let mut d = J::obj();
+            d.put(name, frac(p.probability)).put("correlation", frac(p.correlation));
+            o.put(name, d);
+        }
+    }
+    if let Some(r) = n.rate.filter(|r| r.bytes_per_sec != 0) {
+        let mut d = J::obj();
+        d.put("rate", r.bytes_per_sec)
+            .put("packetoverhead", r.packet_overhead)
+            .put("cellsize", r.cell_size)
+            .put("celloverhead", r.cell_overhead);
+        o.put("rate", d);
+    }
+    if let Some(sl) = n.slot.filter(|sl| sl.min_delay != 0 || sl.max_delay != 0 || sl.dist_jitter != 0) {
+        let mut d = J::obj();
+        let secs = |ns: i64| J::from(ns as f64 / 1e9);
+        if sl.dist_jitter > 0 {
+            d.put("distribution", secs(sl.dist_delay)).put("jitter", secs(sl.dist_jitter));
+        } else {
+            d.put("min-delay", secs(sl.min_delay)).put("max-delay", secs(sl.max_delay));
+        }
+        d.put("packets", sl.max_packets).put("bytes", sl.max_bytes);
+        o.put("slot", d);
+    }
+    o.put("ecn", n.ecn).put("gap", n.gap);
+}
+
+/// `red_print_opt` in JSON.
+fn red(o: &mut J, r: &RedOpts, d: bool) {
+    o.put("limit", r.limit).put("min", r.min).put("max", r.max);
+    red_flags(o, r.ecn, r.harddrop, r.adaptive, r.nodrop);
+    if d {
+        o.put("ewma", r.wlog);
+        let max_p = super::red::kernel_max_p(r);
+        if max_p != 0 {
+            o.put("probability", max_p as f64 / 4_294_967_296.0);
+        } else {
+            o.put("Plog", r.plog);
+        }
+        o.put("Scell_log", r.scell_log);
+    }
+}
 fn cake(_o: &mut J, _c: &CakeOpts, _mtu: u32) {}
 fn cake_xstats(_o: &mut J, _c: &CakeOpts) {}
-fn filter_actions(_o: &mut J, _state: &State, _f: &FilterNode, _opts: ShowOpts) {}
+
+/// `print_action_control`: the verdict as `{"type": ...}`, with goto's chain or jump's count.
+fn control(v: Verdict) -> J {
+    let mut c = J::obj();
+    c.put("type", v.name());
+    match v {
+        Verdict::Goto(n) => {
+            c.put("chain", n);
+        }
+        Verdict::Jump(n) => {
+            c.put("jump", n);
+        }
+        _ => {}
+    }
+    c
+}
+
+/// One action as `tc_print_one_action` writes it after its `order`.
+fn action(j: &mut J, state: &State, e: &ActionEntry, dump: Dump, opts: ShowOpts, now: u64) {
+    let a = &e.action;
+    let bind = super::actions::binds(state, a.kind(), a.index());
+    let refs = bind + e.standalone as u32;
+    // print_tm: ticks of 10 ms, printed only when not zero.
+    let ticks = now.saturating_sub(e.installed_ms) / 10;
+    let tm = |j: &mut J| {
+        if opts.stats && ticks != 0 {
+            j.put("installed", ticks / 100).put("last_used", ticks / 100);
+        }
+    };
+    match a {
+        Action::Gact { verdict, index, random } => {
+            let (rt, pv, val) = match random {
+                None => ("none", Verdict::Pass, 0),
+                Some(r) => (if r.determ { "determ" } else { "netrand" }, r.verdict, r.val),
+            };
+            let mut prob = J::obj();
+            prob.put("random_type", rt).put("control_action", control(pv)).put("val", val);
+            j.put("kind", "gact").put("control_action", control(*verdict)).put("prob", prob);
+            j.put("index", *index).put("ref", refs).put("bind", bind);
+            tm(j);
+        }
+        Action::Police(p) => {
+            j.put("kind", "police").put("index", p.index);
+            if let (Some(pps), Some(b)) = (p.pkts_rate, p.pkts_burst) {
+                let pb = if pps == 0 || b > u32::MAX as u64 {
+                    b
+                } else {
+                    show::xmitsize(pps, show::xmittime(pps, b as u32)) as u64
+                };
+                j.put("pkts_rate", pps).put("pkts_burst", pb);
+            }
+            j.put("control_action", control(p.exceed));
+            if p.conform != Verdict::Pass {
+                j.put("control_action", control(p.conform));
+            }
+            j.put("overhead", p.overhead);
+            if p.linklayer == LinkLayer::Atm || opts.details {
+                j.put("linklayer", linklayer(p.linklayer));
+            }
+            j.put("ref", refs).put("bind", bind);
+            tm(j);
+        }
+        Action::Mirred(m) => {
+            let (action, direction) = match m.description() {
+                "Egress Redirect" => ("redirect", "egress"),
+                "Egress Mirror" => ("mirror", "egress"),
+                "Ingress Redirect" => ("redirect", "ingress"),
+                _ => ("mirror", "ingress"),
+            };
+            j.put("kind", "mirred").put("mirred_action", action).put("direction", direction);
+            j.put("to_dev", m.dev.as_str()).put("control_action", control(m.verdict));
+            j.put("index", m.index).put("ref", refs).put("bind", bind);
+            tm(j);
+        }
+        Action::Skbedit(k) => {
+            j.put("kind", "skbedit");
+            if let Some(q) = k.queue_mapping {
+                j.put("queue_mapping", q);
+            }
+            if let Some(p) = k.priority {
+                j.put("priority", classid_str(p));
+            }
+            if let Some(m) = k.mark {
+                j.put("mark", m);
+            }
+            if let Some(m) = k.mask {
+                j.put("mask", format!("{m:x}"));
+            }
+            if let Some(t) = k.ptype {
+                match t {
+                    0 => j.put("ptype", "host"),
+                    1 => j.put("ptype", "broadcast"),
+                    2 => j.put("ptype", "multicast"),
+                    3 => j.put("ptype", "otherhost"),
+                    t => j.put("ptype", t),
+                };
+            }
+            if k.inheritdsfield {
+                j.put("inheritdsfield", Value::Null);
+            }
+            j.put("control_action", control(k.verdict));
+            j.put("index", k.index).put("ref", refs).put("bind", bind);
+            tm(j);
+        }
+    }
+    if opts.stats {
+        let mut st = J::obj();
+        stats(&mut st, &QdiscStats::default());
+        j.put("stats", st);
+    }
+    if let Some(c) = &e.cookie {
+        j.put("cookie", c.as_str());
+    }
+    if dump != Dump::Filter {
+        j.put("not_in_hw", true);
+    }
+    if dump == Dump::List {
+        j.put("used_hw_stats", J::Arr(vec![J::from("disabled")]));
+    }
+}
+
+/// The table entry of a filter's action (or the filter's own copy, for an old state file).
+fn entry_of(state: &State, a: &Action, now: u64) -> ActionEntry {
+    match super::actions::position(&state.actions, a.kind(), a.index()) {
+        Some(p) => state.actions[p].clone(),
+        None => ActionEntry { action: a.clone(), standalone: false, cookie: None, installed_ms: now },
+    }
+}
+
+/// A filter's actions: the `actions` array, or a `police` keyword's policer inline.
+fn filter_actions(o: &mut J, state: &State, f: &FilterNode, opts: ShowOpts) {
+    if f.actions.is_empty() {
+        return;
+    }
+    let now = super::actions::now_ms();
+    if f.police_keyword {
+        for a in &f.actions {
+            action(o, state, &entry_of(state, a, now), Dump::Filter, opts, now);
+        }
+        return;
+    }
+    let list = f
+        .actions
+        .iter()
+        .enumerate()
+        .map(|(i, a)| {
+            let mut j = J::obj();
+            j.put("order", i as u32 + 1);
+            action(&mut j, state, &entry_of(state, a, now), Dump::Filter, opts, now);
+            j
+        })
+        .collect();
+    o.put("actions", J::Arr(list));
+}
+
+/// `tc -j actions list|get`: `{"total acts": N}` then `{"actions": [...]}`, each entry numbered
+/// from `first_order`; nothing at all for an empty list.
+pub fn actions_dump(
+    state: &State,
+    entries: &[usize],
+    total: usize,
+    first_order: u32,
+    dump: Dump,
+    opts: ShowOpts,
+) -> String {
+    if entries.is_empty() {
+        return render(&[], opts.pretty);
+    }
+    let now = super::actions::now_ms();
+    let mut head = J::obj();
+    head.put("total acts", total as u64);
+    let list = entries
+        .iter()
+        .enumerate()
+        .map(|(n, &p)| {
+            let mut j = J::obj();
+            j.put("order", first_order + n as u32);
+            action(&mut j, state, &state.actions[p], dump, opts, now);
+            j
+        })
+        .collect();
+    let mut body = J::obj();
+    body.put("actions", J::Arr(list));
+    render(&[head, body], opts.pretty)
+}

@@ -205,6 +205,55 @@ fn run_batch(state: &mut State, file: &str, opts: ShowOpts, force: bool, grammar
     out
 }
 
+/// `ip netns ...`.
+fn run_ip_netns(state: &mut State, a: &[&str]) -> Outcome {
+    let fail = |code: u8, msg: String| Outcome { code, stdout: String::new(), stderr: format!("{msg}\n") };
+    let verb = a.first().copied().unwrap_or("list");
+    let name = a.get(1).map(|n| n.to_string());
+    let missing = || fail(255, "No netns name specified".into());
+    match verb {
+        v if args::matches(v, "list") || v == "show" => {
+            let stdout = state.netns.keys().map(|n| format!("{n}\n")).collect();
+            Outcome { code: 0, stdout, stderr: String::new() }
+        }
+        v if args::matches(v, "add") => {
+            let Some(n) = name else { return missing() };
+            if state.netns.contains_key(&n) {
+                return fail(1, format!("Cannot create namespace file \"/run/netns/{n}\": File exists"));
+            }
+            state.netns.insert(n, State::default());
+            Outcome::default()
+        }
+        v if args::matches(v, "delete") => {
+            let Some(n) = name else { return missing() };
+            if state.netns.remove(&n).is_none() {
+                return fail(
+                    1,
+                    format!("Cannot remove namespace file \"/run/netns/{n}\": No such file or directory"),
+                );
+            }
+            Outcome::default()
+        }
+        v if args::matches(v, "exec") => {
+            let Some(n) = name else { return missing() };
+            let Some(ns) = state.netns.get_mut(&n) else {
+                return fail(
+                    255,
+                    format!("Cannot open network namespace \"{n}\": No such file or directory"),
+                );
+            };
+            let rest: Vec<String> = a[2..].iter().map(|w| w.to_string()).collect();
+            match rest.first().map(|p| p.rsplit('/').next().unwrap_or(p)) {
+                Some("tc") => run_tc(ns, &rest[1..]),
+                Some("ip") => run_ip(ns, &rest[1..]),
+                Some(p) => fail(1, format!("sluice: ip netns exec runs tc and ip only, not \"{p}\"")),
+                None => fail(255, "No command specified".into()),
+            }
+        }
+        v => fail(255, format!("Command \"{v}\" is unknown, try \"ip netns help\".")),
+    }
+}
+
 /// An I/O error as C's strerror words it (Rust adds ` (os error N)`).
 fn strerror(e: &std::io::Error) -> String {
     let s = e.to_string();
@@ -395,12 +444,28 @@ fn execute_inner(state: &mut State, cmd: &TcCmd, opts: ShowOpts) -> Result<(Stri
     Ok((out, Vec::new()))
 }
 
-/// `ip link add|del|show` on emulated devices.
+/// `ip link add|del|show` on emulated devices; `ip netns add|del|list|exec` and `ip -n NETNS`
+/// on named namespaces (each a [`State`] of its own).
 pub fn run_ip(state: &mut State, argv: &[String]) -> Outcome {
     let fail = |code: u8, msg: String| Outcome { code, stdout: String::new(), stderr: format!("{msg}\n") };
     let mut a: Vec<&str> = argv.iter().map(|s| s.as_str()).collect();
     while a.first().is_some_and(|w| w.starts_with('-')) {
-        a.remove(0);
+        let o = a.remove(0);
+        if o == "-n" || (o.len() > 2 && "-netns".starts_with(o)) {
+            let Some(name) = a.first().map(|n| n.to_string()) else {
+                return fail(255, "Command line is not complete. Try option \"help\"".into());
+            };
+            let rest: Vec<String> = a[1..].iter().map(|w| w.to_string()).collect();
+            return match state.netns.get_mut(&name) {
+                Some(ns) => run_ip(ns, &rest),
+                None => {
+                    fail(255, format!("Cannot open network namespace \"{name}\": No such file or directory"))
+                }
+            };
+        }
+    }
+    if a.first().is_some_and(|w| args::matches(w, "netns")) {
+        return run_ip_netns(state, &a[1..]);
     }
     if a.first().is_none_or(|w| !args::matches(w, "link")) {
         return fail(255, format!("Object \"{}\" is unknown, try \"ip help\".", a.first().unwrap_or(&"")));
