@@ -559,7 +559,7 @@ fn filter_options(state: &State, f: &FilterNode, opts: ShowOpts) -> J {
         }
         // fw and flow print their options with fprintf, in the middle of the JSON.
         FilterOpts::Fw(_) | FilterOpts::Flow(_) => {
-            o.raw(show::filter_opts_text(f));
+            o.raw(show::filter_opts_text(f, opts.pretty));
             if !f.actions.is_empty() {
                 o.raw("\n");
             }

@@ -832,13 +832,13 @@ pub struct FilterShowCtx {
 
 /// Body of one filter after the header.
 pub fn filter_body(state: &State, f: &FilterNode, opts: ShowOpts) -> String {
-    let mut s = filter_opts_text(f);
+    let mut s = filter_opts_text(f, opts.pretty);
     s.push_str(&super::actions::filter_actions_text(state, f, opts));
     s
 }
 
-/// The kind's options of one filter, without its actions.
-pub fn filter_opts_text(f: &FilterNode) -> String {
+/// The kind's options of one filter, without its actions (`pretty`: `-p`, u32's keys decoded).
+pub fn filter_opts_text(f: &FilterNode, pretty: bool) -> String {
     let mut s = String::new();
     match &f.opts {
         FilterOpts::U32Table { divisor } => {
@@ -865,14 +865,19 @@ pub fn filter_opts_text(f: &FilterNode) -> String {
             }
             s.push_str("not_in_hw ");
             for k in &u.keys {
-                let _ = write!(
-                    s,
-                    "\n  match {:08x}/{:08x} at {}{}",
-                    k.val,
-                    k.mask,
-                    if k.nexthdr { "nexthdr+" } else { "" },
-                    k.off
-                );
+                match f.protocol {
+                    ETH_P_IP | 0x86DD if pretty => s.push_str(&u32_key_pretty(k, f.protocol == ETH_P_IP)),
+                    _ => {
+                        let _ = write!(
+                            s,
+                            "\n  match {:08x}/{:08x} at {}{}",
+                            k.val,
+                            k.mask,
+                            if k.nexthdr { "nexthdr+" } else { "" },
+                            k.off
+                        );
+                    }
+                }
             }
             if let Some(o) = u.offset.filter(|o| o.var || o.plus.is_some()) {
                 s.push_str("\n    offset ");
@@ -1014,6 +1019,36 @@ pub(crate) fn filter_rows<'a>(
         }
     }
     rows
+}
+
+/// A u32 key as `tc -p` decodes it for IPv4 and IPv6 filters (f_u32.c's print_ipv4 and
+/// print_ipv6 in iproute2 6.1): header fields it knows, IPv4-style addresses even for IPv6, a
+/// missing line break before `match dport`, and nothing at all for any other key.
+fn u32_key_pretty(k: &U32Key, ipv4: bool) -> String {
+    let bits = (k.mask.leading_ones() + k.mask.trailing_zeros() == 32).then(|| k.mask.leading_ones());
+    match (k.off, k.mask) {
+        (0, 0x0f00_0000) => format!("\n  match IP ihl {}", k.val >> 24),
+        (0, 0x00ff_0000) => match k.val >> 16 {
+            0 => "\n  match IP dsfield 0".into(),
+            v => format!("\n  match IP dsfield {v:#x}"),
+        },
+        (8, 0x00ff_0000) => format!("\n  match IP protocol {}", k.val >> 16),
+        (12 | 16, _) if bits.is_some() => format!(
+            "\n  match IP {} {}/{}",
+            if k.off == 12 { "src" } else { "dst" },
+            std::net::Ipv4Addr::from(k.val),
+            bits.unwrap_or(0)
+        ),
+        (20, 0x0000_ffff) if ipv4 => format!("match dport {}", k.val & 0xffff),
+        (20, 0xffff_0000) if ipv4 => format!("\n  match sport {}", k.val >> 16),
+        (20, 0xffff_ffff) if ipv4 => {
+            format!("\n  match dport {}, match sport {}", k.val & 0xffff, k.val >> 16)
+        }
+        (20, 0x0000_ffff) => format!("\n  match sport {}", k.val & 0xffff),
+        (20, 0xffff_0000) => format!("match dport {}", k.val >> 16),
+        (20, 0xffff_ffff) => format!("\n  match sport {}, match dport {}", k.val & 0xffff, k.val >> 16),
+        _ => String::new(),
+    }
 }
 
 /// Filters of one block in dump order, each classifier instance (prio) led by its header line.
