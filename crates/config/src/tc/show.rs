@@ -725,7 +725,7 @@ pub fn filter_body(state: &State, f: &FilterNode, opts: ShowOpts) -> String {
                 let _ = write!(s, "perturb {p}sec ");
             }
             if let Some(e) = &fl.ematch {
-                let _ = write!(s, "\n  {e}");
+                s.push_str(&super::ematch::show_text(e));
             }
         }
         FilterOpts::Fw(fw) => {
@@ -754,7 +754,7 @@ pub fn filter_body(state: &State, f: &FilterNode, opts: ShowOpts) -> String {
                 let _ = write!(s, "flowid {} ", classid_str(c));
             }
             if let Some(e) = &b.ematch {
-                let _ = write!(s, "\n  {e}");
+                s.push_str(&super::ematch::show_text(e));
             }
         }
     }
@@ -822,7 +822,11 @@ pub fn show_filters(
                 }
             }
         } else {
-            for f in tp {
+            // cls_basic adds each element at the head of its list: newest first.
+            let newest_first = first.opts.kind() == "basic";
+            let ordered: Vec<&FilterNode> =
+                if newest_first { tp.iter().rev().copied().collect() } else { tp };
+            for f in ordered {
                 let _ = writeln!(
                     out,
                     "{}{}",
