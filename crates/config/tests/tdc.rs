@@ -50,6 +50,8 @@ const ENFORCED: &[&str] = &[
     "qdiscs/red.json",
     "qdiscs/ingress.json",
     "qdiscs/cake.json",
+    "qdiscs/hfsc.json",
+    "qdiscs/ets.json",
     "filters/matchall.json",
     "filters/fw.json",
     "filters/basic.json",

@@ -697,6 +697,8 @@ fn parse_qdisc_opts(kind: &str, cur: &mut Cur) -> Result<Option<QdiscOpts>, TcEr
         "fq_codel" => QdiscOpts::FqCodel(parse_fq_codel(cur)?),
         "netem" => QdiscOpts::Netem(Box::new(super::netem::parse(cur)?)),
         "cake" => QdiscOpts::Cake(super::cake::parse(cur)?),
+        "hfsc" => QdiscOpts::Hfsc(super::hfsc::parse_qdisc(cur)?),
+        "ets" => QdiscOpts::Ets(super::ets::parse(cur)?),
         _ => return Ok(None),
     }))
 }
@@ -1140,6 +1142,7 @@ fn parse_class(verb: Verb, cur: &mut Cur) -> Result<ClassCmd, TcError> {
     if let Some((k, ki)) = c.kind.clone() {
         c.opts = Some(match k.as_str() {
             "htb" => ClassOpts::Htb(parse_htb_class(cur)?),
+            "hfsc" => ClassOpts::Hfsc(super::hfsc::parse_class(cur)?),
             "drr" => {
                 let mut quantum = None;
                 while let Some((at, w)) = cur.next_word() {
@@ -1154,6 +1157,7 @@ fn parse_class(verb: Verb, cur: &mut Cur) -> Result<ClassCmd, TcError> {
                 }
                 ClassOpts::Drr { quantum }
             }
+            "ets" => ClassOpts::Ets { quantum: super::ets::parse_class(cur)? },
             "prio" | "pfifo_fast" | "tbf" | "netem" | "sfq" | "codel" | "fq_codel" | "pfifo" | "bfifo"
             | "ingress" | "clsact" | "red" | "mq" | "cake" => {
                 return Err(TcError::usage(format!("Error: Qdisc \"{k}\" is classless."), Some(ki)));

@@ -213,6 +213,8 @@ pub fn qdisc_options(dev: &Device, q: &QdiscOpts, d: bool) -> String {
         QdiscOpts::Ingress => s.push_str("---------------- "),
         QdiscOpts::Red(r) => s.push_str(&super::red::options(r, d)),
         QdiscOpts::Cake(c) => s.push_str(&super::cake::options(c)),
+        QdiscOpts::Hfsc(h) => s.push_str(&super::hfsc::qdisc_options(h)),
+        QdiscOpts::Ets(e) => s.push_str(&super::ets::options(e, dev)),
         QdiscOpts::Clsact | QdiscOpts::Drr | QdiscOpts::Mq(_) => {}
     }
     s
@@ -339,13 +341,18 @@ fn qdisc_order(dev: &Device) -> Vec<std::borrow::Cow<'_, QdiscNode>> {
 /// `id ^ id>>8 ^ ...` (qdisc_class_hash). Replayed in creation order (deleted classes are gone,
 /// so a history with deletes may grow the table at other moments than the kernel did).
 fn class_hash_order(classes: Vec<&ClassNode>) -> Vec<&ClassNode> {
-    let hash = |c: &ClassNode, mask: u32| {
-        let mut id = c.classid.to_tc().unwrap_or(0);
+    class_hash_order_by(classes, |c| c.classid)
+}
+
+/// [`class_hash_order`] of anything with a class id (HFSC lists its root class too).
+fn class_hash_order_by<T: Copy>(classes: Vec<T>, classid: impl Fn(T) -> Handle) -> Vec<T> {
+    let hash = |c: T, mask: u32| {
+        let mut id = classid(c).to_tc().unwrap_or(0);
         id ^= id >> 8;
         id ^= id >> 4;
         (id & mask) as usize
     };
-    let mut buckets: Vec<Vec<&ClassNode>> = vec![Vec::new(); 4];
+    let mut buckets: Vec<Vec<T>> = vec![Vec::new(); 4];
     let mut n = 0;
     for c in classes {
         let mask = buckets.len() as u32 - 1;
@@ -353,9 +360,9 @@ fn class_hash_order(classes: Vec<&ClassNode>) -> Vec<&ClassNode> {
         n += 1;
         if n * 4 > buckets.len() * 3 {
             let size = buckets.len() * 2;
-            let mut grown: Vec<Vec<&ClassNode>> = vec![Vec::new(); size];
+            let mut grown: Vec<Vec<T>> = vec![Vec::new(); size];
             for b in &buckets {
-                for c in b {
+                for &c in b {
                     grown[hash(c, size as u32 - 1)].insert(0, c);
                 }
             }
@@ -466,6 +473,11 @@ pub fn show_classes(
                     None,
                 ));
             }
+            QdiscOpts::Ets(e) => {
+                for b in 1..=e.bands as u32 {
+                    lines.push((Handle::new(q.handle.major(), b), "root ".to_string(), None));
+                }
+            }
             QdiscOpts::Mq(_) => {
                 for n in 1..=dev.num_tx_queues {
                     lines.push((Handle::new(q.handle.major(), n), "root ".to_string(), None));
@@ -481,6 +493,18 @@ pub fn show_classes(
                         format!("parent {} ", classid_str(c.parent))
                     };
                     lines.push((c.classid, p, Some(c)));
+                }
+            }
+            QdiscOpts::Hfsc(_) => {
+                // The root class (`X:`) first in the hash, then the others; a class whose parent
+                // is the root class shows it as `parent X:`.
+                let mut all: Vec<Option<&ClassNode>> = vec![None];
+                all.extend(dev.classes.iter().filter(|c| c.classid.qdisc() == q.handle).map(Some));
+                for c in class_hash_order_by(all, |c| c.map_or(q.handle, |c| c.classid)) {
+                    match c {
+                        None => lines.push((q.handle, "root ".into(), None)),
+                        Some(c) => lines.push((c.classid, format!("parent {} ", classid_str(c.parent)), Some(c))),
+                    }
                 }
             }
             _ => {}
@@ -501,13 +525,17 @@ pub fn show_classes(
                     .then(|| dev.qdiscs.iter().find(|c| c.parent != H_ROOT && c.parent.qdisc() == q.handle))
                     .flatten()
             };
+            let inner = dev.child_classes(id).next().is_some();
+            // HFSC: an inner class keeps its qdisc but reports no leaf; the root class's
+            // default queue has no handle.
+            let hfsc_hidden = matches!(q.opts, QdiscOpts::Hfsc(_)) && (inner || id == q.handle);
             let leaf = dev
                 .qdisc_at(id)
+                .filter(|_| !hfsc_hidden)
                 .or_else(netem_child)
                 .map(|l| format!("leaf {:x}: ", l.handle.major()))
                 .unwrap_or_default();
             let mut s = format!("class {} {} {parent}{leaf}", q.opts.kind(), classid_str(id));
-            let inner = dev.child_classes(id).next().is_some();
             match node.map(|n| &n.opts) {
                 Some(ClassOpts::Htb(h)) => {
                     if !inner {
@@ -556,7 +584,13 @@ pub fn show_classes(
                 Some(ClassOpts::Drr { quantum }) => {
                     let _ = write!(s, "quantum {} ", format_size(quantum.unwrap_or(dev.psched_mtu()) as u64));
                 }
-                None => {}
+                Some(ClassOpts::Hfsc(h)) => s.push_str(&super::hfsc::class_options(h)),
+                Some(ClassOpts::Ets { .. }) => {}
+                None => {
+                    if let QdiscOpts::Ets(e) = &q.opts {
+                        s.push_str(&super::ets::class_options(e, dev, id.minor()));
+                    }
+                }
             }
             out.push_str(&s);
             out.push('\n');
@@ -576,7 +610,10 @@ pub fn show_classes(
                         out.push('\n');
                     }
                     Some(ClassOpts::Drr { .. }) => out.push_str(" deficit 0b \n"),
-                    None => {}
+                    Some(ClassOpts::Hfsc(_)) | None if matches!(q.opts, QdiscOpts::Hfsc(_)) => {
+                        out.push_str(&super::hfsc::class_xstats(super::hfsc::level(dev, &q, id)))
+                    }
+                    Some(ClassOpts::Hfsc(_)) | Some(ClassOpts::Ets { .. }) | None => {}
                 }
             }
         }
