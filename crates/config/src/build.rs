@@ -20,6 +20,7 @@ use sluice_core::filter::fw::FwConfig;
 use sluice_core::filter::matchall::MatchallConfig;
 use sluice_core::filter::police::{Police, PoliceConfig};
 use sluice_core::filter::u32::{HashKey, U32Config, U32Key as CoreKey, U32Offset, U32Selector, VarOffset};
+use sluice_core::filter::BasicConfig;
 use sluice_core::filter::{FilterConfig, FilterList, FilterSpec, MirredTarget, Protocol, Upsert};
 use sluice_core::fq_codel::{FqCodel, FqCodelConfig};
 use sluice_core::htb::{Htb, HtbClassConfig, HtbConfig};
@@ -265,7 +266,7 @@ fn filter_spec(f: &FilterNode, devices: &[Device]) -> Result<Option<FilterSpec>,
         FilterOpts::Matchall(m) => {
             (FilterConfig::Matchall(MatchallConfig { classid: m.classid, actions: acts }), Some(f.handle))
         }
-        FilterOpts::Basic(_) => return Err(BuildError::Unsupported("the basic filter (ematch)".into())),
+        FilterOpts::Basic(b) => (FilterConfig::Basic(basic_config(b, acts)?), Some(f.handle)),
     };
     Ok(Some(FilterSpec {
         chain: f.chain,
@@ -274,6 +275,24 @@ fn filter_spec(f: &FilterNode, devices: &[Device]) -> Result<Option<FilterSpec>,
         handle,
         config,
     }))
+}
+
+/// A basic filter's tree, read back from the model's canonical text; meta ids the engine has no
+/// value for are refused.
+fn basic_config(
+    b: &crate::model::BasicOpts,
+    actions: sluice_core::filter::Actions,
+) -> Result<BasicConfig, BuildError> {
+    let ematch = match &b.ematch {
+        Some(t) => crate::tc::ematch::parse_text(t).map_err(BuildError::Unsupported)?,
+        None => Vec::new(),
+    };
+    if let Some(id) = sluice_core::filter::basic::unsupported(&ematch) {
+        return Err(BuildError::Unsupported(format!(
+            "the basic filter's meta id {id} (no value in the model)"
+        )));
+    }
+    Ok(BasicConfig { ematch, classid: b.classid, actions })
 }
 
 fn codel_params(target: Option<u32>, interval: Option<u32>, ce: Option<u32>, ecn: bool) -> CodelParams {

@@ -886,6 +886,12 @@ fn filter_modify_inner(
         )
         .map(|_| Vec::new());
     }
+    if let FilterOpts::Fw(o) = &spec.opts {
+        // Nothing after `fw`: iproute2 sends no options, and cls_fw refuses a handle without them.
+        if spec.handle != 0 && o.classid.is_none() && spec.actions.is_empty() {
+            return Err(TcError::errno("Invalid argument"));
+        }
+    }
     let handle = spec.handle;
     let existing = dev.filters.iter().position(|f| in_tp(f, prio) && handle != 0 && f.handle == handle);
     match existing {

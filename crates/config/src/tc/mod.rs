@@ -7,6 +7,7 @@
 pub mod actions;
 pub mod args;
 pub mod cake;
+pub mod ematch;
 pub mod error;
 pub mod ets;
 pub mod filters;

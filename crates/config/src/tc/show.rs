@@ -969,7 +969,7 @@ pub fn filter_opts_text(f: &FilterNode, pretty: bool) -> String {
                 let _ = write!(s, "perturb {p}sec ");
             }
             if let Some(e) = &fl.ematch {
-                let _ = write!(s, "\n  {e}");
+                s.push_str(&super::ematch::show_text(e));
             }
         }
         FilterOpts::Fw(fw) => {
@@ -998,7 +998,7 @@ pub fn filter_opts_text(f: &FilterNode, pretty: bool) -> String {
                 let _ = write!(s, "flowid {} ", classid_str(c));
             }
             if let Some(e) = &b.ematch {
-                let _ = write!(s, "\n  {e}");
+                s.push_str(&super::ematch::show_text(e));
             }
         }
     }
@@ -1052,7 +1052,12 @@ pub(crate) fn filter_rows<'a>(
                 rows.extend(keys.into_iter().map(|k| (*k, false)));
             }
         } else {
-            rows.extend(tp.into_iter().map(|f| (f, false)));
+            // cls_basic adds each element at the head of its list: newest first.
+            if first.opts.kind() == "basic" {
+                rows.extend(tp.into_iter().rev().map(|f| (f, false)));
+            } else {
+                rows.extend(tp.into_iter().map(|f| (f, false)));
+            }
         }
     }
     rows
