@@ -24,8 +24,8 @@ pub(crate) struct TcShaper {
     /// The upload device: the first one with a root qdisc that is not an IFB.
     pub dev: String,
     /// Ingress shaping: the device whose ingress filters redirect (the WAN side) and the IFB
-    /// they redirect to, with its index in the state.
-    pub download: Option<(String, String, u16)>,
+    /// they redirect to, with the IFB's and the WAN device's indexes in the state.
+    pub download: Option<(String, String, u16, u16)>,
 }
 
 /// Loads and builds the script once (to report errors); `Err` is a message with line info.
@@ -53,12 +53,13 @@ pub(crate) fn load(file: &str, text: &str) -> Result<TcShaper, String> {
                 },
             )?;
         let idx = state.devices.iter().position(|x| x.name == target)?;
-        Some((d.name.clone(), target, u16::try_from(idx).ok()?))
+        let own = state.devices.iter().position(|x| x.name == d.name)?;
+        Some((d.name.clone(), target, u16::try_from(idx).ok()?, u16::try_from(own).ok()?))
     });
     // Built once here so that what the engine cannot run is reported before any case runs.
     let opts = ProgramOptions::default();
     Program::from_model(&state, &dev, &opts).map_err(|e| e.to_string())?;
-    if let Some((wan, ifb, _)) = &download {
+    if let Some((wan, ifb, _, _)) = &download {
         Program::from_model(&state, wan, &opts).map_err(|e| e.to_string())?;
         Program::from_model(&state, ifb, &opts).map_err(|e| e.to_string())?;
     }
