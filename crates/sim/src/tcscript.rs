@@ -8,9 +8,7 @@
 //! the live shaper would compute.
 
 use crate::model::name_hash;
-use sluice_config::model::{
-    Action, ClassOpts, DevKind, MirredDirection, MirredMode, QdiscOpts, State, H_MIN_INGRESS,
-};
+use sluice_config::model::{Action, ClassOpts, DevKind, MirredDirection, QdiscOpts, State, H_MIN_INGRESS};
 use sluice_config::script::load_tc_script;
 use sluice_core::{FlowKeys, Handle, Rate};
 use sluice_engine::{Program, ProgramOptions};
@@ -39,16 +37,13 @@ pub(crate) fn load(file: &str, text: &str) -> Result<TcShaper, String> {
         .or_else(|| state.devices.iter().find(|d| !d.qdiscs.is_empty()))
         .map(|d| d.name.clone())
         .ok_or_else(|| "the tc script adds no qdisc".to_string())?;
-    // The first ingress filter that redirects to a device's egress names the download pair.
+    // The first ingress filter that redirects (or mirrors) to a device's egress names the
+    // download pair.
     let download = state.devices.iter().find_map(|d| {
         let target =
             d.filters.iter().filter(|f| f.parent == H_MIN_INGRESS).flat_map(|f| &f.actions).find_map(
                 |a| match a {
-                    Action::Mirred(m)
-                        if m.mode == MirredMode::Redirect && m.direction == MirredDirection::Egress =>
-                    {
-                        Some(m.dev.clone())
-                    }
+                    Action::Mirred(m) if m.direction == MirredDirection::Egress => Some(m.dev.clone()),
                     _ => None,
                 },
             )?;
