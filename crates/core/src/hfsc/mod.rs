@@ -33,8 +33,8 @@ use crate::packet::Packet;
 use crate::qdisc::{ConfigError, DropReason, Dropped, Qdisc, QdiscStats};
 use crate::sched::FastMap;
 use crate::time::Time;
-use curve::{InternalSc, RuntimeSc};
 pub use curve::ServiceCurve;
+use curve::{InternalSc, RuntimeSc};
 
 /// A class's three curves; `None` for a curve not set. A curve with both slopes zero counts as
 /// not given (the kernel ignores it).
@@ -261,11 +261,6 @@ impl Hfsc {
             stats: QdiscStats::default(),
             own_drops: 0,
         }
-    }
-
-    /// `tc qdisc change ... hfsc default N`.
-    pub fn set_default(&mut self, minor: u32) {
-        self.default_minor = minor;
     }
 
     fn index(&self, id: Handle) -> Result<usize, ConfigError> {
