@@ -44,6 +44,10 @@ pub struct State {
     /// (`qdisc_alloc_handle`'s static `autohandle`), starting at 0x8001.
     #[serde(default = "first_auto_handle")]
     pub next_auto_handle: u32,
+    /// Named network namespaces (`ip netns add NAME`), each with its own devices and actions,
+    /// reached with `tc -n NAME`, `ip -n NAME` and `ip netns exec NAME`.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub netns: std::collections::BTreeMap<String, State>,
 }
 
 fn first_ifindex() -> u32 {
@@ -57,6 +61,7 @@ impl Default for State {
             next_ifindex: first_ifindex(),
             actions: Vec::new(),
             next_auto_handle: first_auto_handle(),
+            netns: Default::default(),
         }
     }
 }
@@ -313,6 +318,8 @@ pub enum QdiscOpts {
     Cake(CakeOpts),
     /// Hierarchical fair service curve.
     Hfsc(HfscOpts),
+    /// Enhanced transmission selection (strict and DRR bands).
+    Ets(EtsOpts),
     /// Ingress hook.
     Ingress,
     /// Ingress+egress filter hook.
@@ -340,6 +347,7 @@ impl QdiscOpts {
             QdiscOpts::Red(_) => "red",
             QdiscOpts::Cake(_) => "cake",
             QdiscOpts::Hfsc(_) => "hfsc",
+            QdiscOpts::Ets(_) => "ets",
             QdiscOpts::Ingress => "ingress",
             QdiscOpts::Clsact => "clsact",
             QdiscOpts::Mq(_) => "mq",
@@ -359,8 +367,27 @@ impl QdiscOpts {
                 | QdiscOpts::Red(_)
                 | QdiscOpts::PfifoFast
                 | QdiscOpts::Mq(_)
+                | QdiscOpts::Ets(_)
         )
     }
+}
+
+/// ets, as tc sent it and the kernel keeps it: `quanta` are the DRR bands' quanta from band
+/// `strict` on (those not given are the device's psched_mtu), `priomap` the entries given
+/// (those not given name the last band). See [`crate::tc::ets`].
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EtsOpts {
+    /// Number of bands, 1..=16.
+    pub bands: u8,
+    /// Strict bands (the first ones).
+    #[serde(default)]
+    pub strict: u8,
+    /// Quanta of the first DRR bands.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub quanta: Vec<u32>,
+    /// Band of priorities 0, 1, ...
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub priomap: Vec<u8>,
 }
 
 /// mq: each class (`major:N`, N = 1..=num_tx_queues) holds the default qdisc (pfifo_fast,
@@ -804,6 +831,12 @@ pub enum ClassOpts {
     },
     /// HFSC class.
     Hfsc(HfscClassOpts),
+    /// ETS class change (`tc class change ... ets [quantum N]`): ETS classes are the qdisc's
+    /// bands, kept in its [`EtsOpts`]; no class node holds this.
+    Ets {
+        /// The band's new quantum.
+        quantum: Option<u32>,
+    },
 }
 
 /// HTB class options, with tc's defaults already resolved (as tc sends them).

@@ -17,6 +17,7 @@ pub mod cake;
 pub mod classify;
 pub mod codel;
 pub mod drr;
+pub mod ets;
 pub mod fifo;
 pub mod filter;
 pub mod flow_keys;
