@@ -223,6 +223,9 @@ pub struct Hfsc {
     touched: Vec<usize>,
     /// A packet the device refused, sent first.
     requeued: Option<Packet>,
+    /// The class chosen last held its packet back (a child that is not work-conserving, which
+    /// HFSC does not expect): no new attempt before its child's next event.
+    stalled_until: Option<Time>,
     stats: QdiscStats,
     own_drops: u64,
 }
@@ -258,6 +261,7 @@ impl Hfsc {
             seq: 0,
             touched: Vec::new(),
             requeued: None,
+            stalled_until: None,
             stats: QdiscStats::default(),
             own_drops: 0,
         }
@@ -727,6 +731,7 @@ impl Qdisc for Hfsc {
             return Err(Dropped { pkt, reason: DropReason::Unclassified });
         };
         self.touch(i);
+        self.stalled_until = None;
         let len = pkt.len as u64;
         let first = self.classes[i].child.qlen() == 0;
         self.classes[i].child.enqueue(pkt, now)?;
@@ -762,9 +767,15 @@ impl Qdisc for Hfsc {
             };
             self.touch(i);
             let Some(pkt) = self.classes[i].child.dequeue(now) else {
+                let child = &self.classes[i].child;
+                if child.qlen() > 0 {
+                    self.stalled_until = child.next_event(now).filter(|&t| t > now);
+                    return None;
+                }
                 self.qlen_notify(i);
                 continue;
             };
+            self.stalled_until = None;
             let len = pkt.len as u64;
             let c = &mut self.classes[i];
             c.bytes += len;
@@ -820,11 +831,12 @@ impl Qdisc for Hfsc {
             t = Some(t.map_or(root.cfmin, |e| e.min(root.cfmin)));
         }
         let at = Time::from_nanos(t?.saturating_mul(64));
-        Some(at.max(now))
+        Some(at.max(now).max(self.stalled_until.unwrap_or(now)))
     }
 
     fn reset(&mut self) -> Vec<Packet> {
         let mut out: Vec<Packet> = self.requeued.take().into_iter().collect();
+        self.stalled_until = None;
         for c in &mut self.classes {
             out.extend(c.child.reset());
             c.total = 0;

@@ -261,3 +261,28 @@ fn a_changed_real_time_curve_applies_to_a_backlogged_class() {
     assert!((before - 1.0).abs() < 0.02 && (after - 2.0).abs() < 0.04, "{before} then {after} Mbit/s");
     assert_eq!(q.class_stats(h(1)).unwrap().rtwork, q.class_stats(h(1)).unwrap().stats.bytes);
 }
+
+#[test]
+fn a_child_that_holds_packets_back_makes_the_qdisc_wait_not_spin() {
+    use crate::tbf::{Tbf, TbfConfig};
+    use crate::Rate;
+    let mut q = Hfsc::new(h(0), 1, 1000);
+    q.add_class(h(1), h(0), ls(10_000_000)).unwrap();
+    let tbf = Tbf::new(TbfConfig {
+        rate: Rate::from_bps(8_000_000),
+        burst: 1500,
+        limit: Some(100_000),
+        ..TbfConfig::default()
+    })
+    .unwrap();
+    q.set_class_qdisc(h(1), Some(Box::new(tbf))).unwrap();
+    for i in 0..3 {
+        q.enqueue(Packet::new(1500, i), Time::ZERO).unwrap();
+    }
+    assert_eq!(q.dequeue(Time::ZERO).unwrap().payload, 0);
+    assert!(q.dequeue(Time::ZERO).is_none(), "the TBF holds packet 1");
+    let t = q.next_event(Time::ZERO).unwrap();
+    assert!(t > Time::ZERO, "next event {t:?}");
+    assert_eq!(q.dequeue(t).unwrap().payload, 1);
+    assert_eq!(q.qlen(), 1);
+}
