@@ -491,7 +491,8 @@ fn build_hfsc(
     while progress {
         progress = false;
         for (i, c) in classes.iter().enumerate() {
-            let ready = c.parent == q.handle || classes.iter().zip(&added).any(|(p, &a)| a && p.classid == c.parent);
+            let ready =
+                c.parent == q.handle || classes.iter().zip(&added).any(|(p, &a)| a && p.classid == c.parent);
             if added[i] || !ready {
                 continue;
             }
@@ -499,6 +500,12 @@ fn build_hfsc(
             hfsc.add_class(c.classid, c.parent, crate::tc::hfsc::curves(o))?;
             added[i] = true;
             progress = true;
+        }
+    }
+    // With no classes, the root class is the leaf (a qdisc may be grafted on `X:`).
+    if dev.child_classes(q.handle).next().is_none() {
+        if let Some(l) = dev.qdisc_at(q.handle) {
+            hfsc.set_class_qdisc(q.handle, Some(build_qdisc(dev, l, cls, seed)?))?;
         }
     }
     let mut shapes = Vec::new();
@@ -512,8 +519,11 @@ fn build_hfsc(
         shapes.push(ClassShape { classid: c.classid, inner: !leaf, child: classful_child });
     }
     let def = Handle::new(q.handle.major(), default as u32);
-    let fallback =
-        if default != 0 && dev.class(def).is_some() && dev.child_classes(def).next().is_none() { def } else { q.handle };
+    let fallback = if default != 0 && dev.class(def).is_some() && dev.child_classes(def).next().is_none() {
+        def
+    } else {
+        q.handle
+    };
     cls.set_shape(QdiscShape {
         handle: q.handle,
         kind: ShapeKind::Htb,
@@ -793,6 +803,34 @@ mod tests {
             n[(b.root.dequeue(Time::ZERO).unwrap().payload % 3) as usize] += 1;
         }
         assert_eq!((n[1], n[2], queued), (3, 6, 26));
+    }
+
+    #[test]
+    fn hfsc_classes_follow_filters_down_inner_classes_and_fall_back_to_the_default() {
+        let s = load("tc qdisc add dev e root handle 1: hfsc default 30\ntc class add dev e parent 1: classid 1:1 hfsc ls m2 10mbit ul m2 10mbit\ntc class add dev e parent 1:1 classid 1:10 hfsc ls m2 6mbit\ntc class add dev e parent 1:1 classid 1:20 hfsc ls m2 3mbit\ntc class add dev e parent 1:1 classid 1:30 hfsc ls m2 1mbit\ntc qdisc add dev e parent 1:20 handle 20: bfifo limit 100000\ntc filter add dev e parent 1: protocol all prio 1 handle 1 fw classid 1:1\ntc filter add dev e parent 1:1 protocol all prio 1 handle 1 fw classid 1:10\ntc filter add dev e parent 1: protocol all prio 2 handle 2 fw classid 1:20\n");
+        let mut b = build_device(&s, "e").unwrap();
+        assert_eq!(b.root.kind(), "hfsc");
+        for i in 0..30u64 {
+            let mut p = Packet::new(1000, i);
+            p.mark = (i % 3) as u32; // 1 -> 1:1 then its filter -> 1:10; 2 -> 1:20; 0 -> default 1:30
+            b.classifier.classify(&mut p, &Default::default(), &[], Time::ZERO);
+            let want = [None, Some(Handle::new(1, 0x10)), Some(Handle::new(1, 0x20))][(i % 3) as usize];
+            assert_eq!(p.class_for(1), want);
+            // The unclassified go to the default class, not dropped.
+            b.root.enqueue(p, Time::ZERO).unwrap();
+        }
+        // The parent's 10mbit upper limit paces the dequeues: each at the next event.
+        let mut n = [0; 3];
+        let mut now = Time::ZERO;
+        while let Some(t) = b.root.next_event(now) {
+            now = now.max(t);
+            if let Some(p) = b.root.dequeue(now) {
+                n[(p.payload % 3) as usize] += 1;
+            }
+        }
+        assert_eq!(n, [10, 10, 10]);
+        // 30 000 bytes at 10 Mbit/s: the last leaves about 23.2 ms in (the first goes at once).
+        assert!((23_000_000..24_500_000).contains(&now.as_nanos()), "{now:?}");
     }
 
     #[test]

@@ -81,6 +81,14 @@ const WORDS: &[&str] = &[
     "quantum",
     "1514",
     "drr",
+    "hfsc",
+    "sc",
+    "ls",
+    "ul",
+    "m2",
+    "10mbit",
+    "dmax",
+    "umax",
     "matchall",
     "fw",
     "r2q",
@@ -108,6 +116,10 @@ fn structured() -> impl Strategy<Value = Vec<String>> {
         "filter add dev eth0 ingress prio 99 u32 ht 42: sample u32 0x10203040 0xff match u8 0 0 classid 1:1",
         "filter add dev eth0 parent 1: prio 2 handle 3 flow hash keys src,dst divisor 8",
         "qdisc del dev eth0 root",
+        "qdisc add dev eth0 root handle 1: hfsc default 10",
+        "class add dev eth0 parent 1: classid 1:1 hfsc ls m2 10mbit ul m2 10mbit",
+        "class add dev eth0 parent 1:1 classid 1:10 hfsc rt umax 1500 dmax 5ms rate 1mbit ls m2 1mbit",
+        "class add dev eth0 parent 1:10 classid 1:11 hfsc rt m2 1mbit",
     ])
     .prop_map(|s: &str| s.split(' ').map(String::from).collect());
     prop_oneof![3 => fixed, 1 => command()]

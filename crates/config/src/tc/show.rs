@@ -573,9 +573,8 @@ fn class_rows(dev: &Device, o: ShowOpts) -> Vec<ClassRow> {
                     .flatten()
             };
             let inner = dev.child_classes(id).next().is_some();
-            // HFSC: an inner class keeps its qdisc but reports no leaf; the root class's
-            // default queue has no handle.
-            let hfsc_hidden = matches!(q.opts, QdiscOpts::Hfsc(_)) && (inner || id == q.handle);
+            // HFSC: an inner class keeps its qdisc but reports no leaf.
+            let hfsc_hidden = matches!(q.opts, QdiscOpts::Hfsc(_)) && inner;
             let leaf = dev
                 .qdisc_at(id)
                 .filter(|_| !hfsc_hidden)

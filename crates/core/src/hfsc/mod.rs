@@ -33,8 +33,8 @@ use crate::packet::Packet;
 use crate::qdisc::{ConfigError, DropReason, Dropped, Qdisc, QdiscStats};
 use crate::sched::FastMap;
 use crate::time::Time;
-use curve::{InternalSc, RuntimeSc};
 pub use curve::ServiceCurve;
+use curve::{InternalSc, RuntimeSc};
 
 /// A class's three curves; `None` for a curve not set. A curve with both slopes zero counts as
 /// not given (the kernel ignores it).
@@ -223,6 +223,9 @@ pub struct Hfsc {
     touched: Vec<usize>,
     /// A packet the device refused, sent first.
     requeued: Option<Packet>,
+    /// The class chosen last held its packet back (a child that is not work-conserving, which
+    /// HFSC does not expect): no new attempt before its child's next event.
+    stalled_until: Option<Time>,
     stats: QdiscStats,
     own_drops: u64,
 }
@@ -258,14 +261,10 @@ impl Hfsc {
             seq: 0,
             touched: Vec::new(),
             requeued: None,
+            stalled_until: None,
             stats: QdiscStats::default(),
             own_drops: 0,
         }
-    }
-
-    /// `tc qdisc change ... hfsc default N`.
-    pub fn set_default(&mut self, minor: u32) {
-        self.default_minor = minor;
     }
 
     fn index(&self, id: Handle) -> Result<usize, ConfigError> {
@@ -732,6 +731,7 @@ impl Qdisc for Hfsc {
             return Err(Dropped { pkt, reason: DropReason::Unclassified });
         };
         self.touch(i);
+        self.stalled_until = None;
         let len = pkt.len as u64;
         let first = self.classes[i].child.qlen() == 0;
         self.classes[i].child.enqueue(pkt, now)?;
@@ -767,9 +767,15 @@ impl Qdisc for Hfsc {
             };
             self.touch(i);
             let Some(pkt) = self.classes[i].child.dequeue(now) else {
+                let child = &self.classes[i].child;
+                if child.qlen() > 0 {
+                    self.stalled_until = child.next_event(now).filter(|&t| t > now);
+                    return None;
+                }
                 self.qlen_notify(i);
                 continue;
             };
+            self.stalled_until = None;
             let len = pkt.len as u64;
             let c = &mut self.classes[i];
             c.bytes += len;
@@ -825,11 +831,12 @@ impl Qdisc for Hfsc {
             t = Some(t.map_or(root.cfmin, |e| e.min(root.cfmin)));
         }
         let at = Time::from_nanos(t?.saturating_mul(64));
-        Some(at.max(now))
+        Some(at.max(now).max(self.stalled_until.unwrap_or(now)))
     }
 
     fn reset(&mut self) -> Vec<Packet> {
         let mut out: Vec<Packet> = self.requeued.take().into_iter().collect();
+        self.stalled_until = None;
         for c in &mut self.classes {
             out.extend(c.child.reset());
             c.total = 0;

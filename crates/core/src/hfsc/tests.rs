@@ -141,7 +141,8 @@ fn voice_delay(voice_curves: Curves) -> Span {
 fn a_concave_real_time_curve_bounds_the_delay_of_a_low_rate_class() {
     // rt umax 200 dmax 5ms rate 100kbit (tc's conversion: m1 = 200 B / 5 ms = 40000 B/s).
     let rt = ServiceCurve { m1: 40_000, d: 5_000, m2: bps(100_000) };
-    let with_rt = voice_delay(Curves { rt: Some(rt), ls: Some(ServiceCurve::linear(bps(100_000))), ul: None });
+    let with_rt =
+        voice_delay(Curves { rt: Some(rt), ls: Some(ServiceCurve::linear(bps(100_000))), ul: None });
     // The bound: dmax plus one bulk packet already on the wire (1500 B at 2 Mbit/s = 6 ms) plus
     // the voice packet's own transmission (0.8 ms); the arrivals are sampled every 50 µs.
     let bound = Span::from_micros(5_000 + 6_000 + 800 + 50);
@@ -186,7 +187,10 @@ fn an_rt_only_parent_is_upgraded_and_classes_need_a_curve() {
     let mut q = Hfsc::new(h(0), 0, 10);
     let rt = Curves { rt: Some(ServiceCurve::linear(1000)), ..Curves::default() };
     assert_eq!(q.add_class(h(1), h(0), rt).unwrap(), None);
-    assert_eq!(q.add_class(h(2), h(1), ls(8000)).unwrap(), Some("Forced curve change on parent 'rt' to 'sc'"));
+    assert_eq!(
+        q.add_class(h(2), h(1), ls(8000)).unwrap(),
+        Some("Forced curve change on parent 'rt' to 'sc'")
+    );
     assert!(q.add_class(h(3), h(1), Curves::default()).is_err());
     assert!(q.add_class(h(2), h(1), ls(8000)).is_err(), "exists");
     assert!(q.delete_class(h(1)).is_err(), "inner class");
@@ -232,4 +236,53 @@ fn reset_and_requeue_keep_the_counts() {
     assert_eq!(q.next_event(Time::ZERO), None);
     q.enqueue(Packet::new(100, 9), Time::ZERO).unwrap();
     assert_eq!(q.dequeue(Time::ZERO).unwrap().payload, 9);
+}
+
+#[test]
+fn a_changed_real_time_curve_applies_to_a_backlogged_class() {
+    let mut q = Hfsc::new(h(0), 0, 1000);
+    let rt = |bits| Curves { rt: Some(ServiceCurve::linear(bps(bits))), ..Curves::default() };
+    q.add_class(h(1), h(0), rt(1_000_000)).unwrap();
+    let mut ids = 0;
+    let mbit = |sent: &[(Packet, Time)], from: Time, to: Time| {
+        let b: u64 = sent.iter().filter(|(_, t)| *t > from && *t <= to).map(|(p, _)| p.len as u64).sum();
+        b as f64 * 8.0 / to.since(from).as_secs_f64() / 1e6
+    };
+    let mut changed = false;
+    let sent = run_link(&mut q, 100_000_000, Time::from_secs(4), |q, _, now| {
+        keep_full(q, 1, 1000, 10, now, &mut ids);
+        if !changed && now >= Time::from_secs(2) {
+            q.change_class(h(1), rt(2_000_000), now).unwrap();
+            changed = true;
+        }
+    });
+    let (before, after) =
+        (mbit(&sent, Time::ZERO, Time::from_secs(2)), mbit(&sent, Time::from_secs(2), Time::from_secs(4)));
+    assert!((before - 1.0).abs() < 0.02 && (after - 2.0).abs() < 0.04, "{before} then {after} Mbit/s");
+    assert_eq!(q.class_stats(h(1)).unwrap().rtwork, q.class_stats(h(1)).unwrap().stats.bytes);
+}
+
+#[test]
+fn a_child_that_holds_packets_back_makes_the_qdisc_wait_not_spin() {
+    use crate::tbf::{Tbf, TbfConfig};
+    use crate::Rate;
+    let mut q = Hfsc::new(h(0), 1, 1000);
+    q.add_class(h(1), h(0), ls(10_000_000)).unwrap();
+    let tbf = Tbf::new(TbfConfig {
+        rate: Rate::from_bps(8_000_000),
+        burst: 1500,
+        limit: Some(100_000),
+        ..TbfConfig::default()
+    })
+    .unwrap();
+    q.set_class_qdisc(h(1), Some(Box::new(tbf))).unwrap();
+    for i in 0..3 {
+        q.enqueue(Packet::new(1500, i), Time::ZERO).unwrap();
+    }
+    assert_eq!(q.dequeue(Time::ZERO).unwrap().payload, 0);
+    assert!(q.dequeue(Time::ZERO).is_none(), "the TBF holds packet 1");
+    let t = q.next_event(Time::ZERO).unwrap();
+    assert!(t > Time::ZERO, "next event {t:?}");
+    assert_eq!(q.dequeue(t).unwrap().payload, 1);
+    assert_eq!(q.qlen(), 1);
 }
