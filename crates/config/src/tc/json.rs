@@ -321,6 +321,23 @@ pub fn qdisc_options(dev: &Device, q: &QdiscOpts, d: bool) -> J {
         QdiscOpts::Netem(n) => netem(&mut o, n),
         QdiscOpts::Red(r) => red(&mut o, r, d),
         QdiscOpts::Cake(c) => cake(&mut o, c, dev.psched_mtu()),
+        // hfsc_print_opt: the default class as hex.
+        QdiscOpts::Hfsc(h) => {
+            o.put("default", format!("{:#x}", h.default));
+        }
+        // ets_print_opt: bands, strict (when any), the DRR bands' quanta, the priomap.
+        QdiscOpts::Ets(e) => {
+            o.put("bands", e.bands as u32);
+            if e.strict > 0 {
+                o.put("strict", e.strict as u32);
+            }
+            let quanta = super::ets::quanta(e, dev.psched_mtu());
+            if e.bands > e.strict {
+                o.put("quanta", J::Arr(quanta[e.strict as usize..].iter().map(|&q| J::from(q)).collect()));
+            }
+            let map = super::ets::priomap(e);
+            o.put("priomap", J::Arr(map.iter().map(|&b| J::from(b as u32)).collect()));
+        }
         // ingress prints its dashes to the terminal only; the others have no options.
         QdiscOpts::Ingress | QdiscOpts::Clsact | QdiscOpts::Drr | QdiscOpts::Mq(_) => {}
     }

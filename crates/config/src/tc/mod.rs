@@ -7,8 +7,11 @@
 pub mod actions;
 pub mod args;
 pub mod cake;
+pub mod ematch;
 pub mod error;
+pub mod ets;
 pub mod filters;
+pub mod hfsc;
 pub mod json;
 pub mod kernel;
 pub mod mirred;

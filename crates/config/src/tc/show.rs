@@ -202,6 +202,8 @@ pub fn qdisc_options(dev: &Device, q: &QdiscOpts, d: bool) -> String {
         QdiscOpts::Ingress => s.push_str("---------------- "),
         QdiscOpts::Red(r) => s.push_str(&super::red::options(r, d)),
         QdiscOpts::Cake(c) => s.push_str(&super::cake::options(c)),
+        QdiscOpts::Hfsc(h) => s.push_str(&super::hfsc::qdisc_options(h)),
+        QdiscOpts::Ets(e) => s.push_str(&super::ets::options(e, dev)),
         QdiscOpts::Clsact | QdiscOpts::Drr | QdiscOpts::Mq(_) => {}
     }
     s
@@ -372,13 +374,18 @@ fn qdisc_order(dev: &Device) -> Vec<std::borrow::Cow<'_, QdiscNode>> {
 /// `id ^ id>>8 ^ ...` (qdisc_class_hash). Replayed in creation order (deleted classes are gone,
 /// so a history with deletes may grow the table at other moments than the kernel did).
 fn class_hash_order(classes: Vec<&ClassNode>) -> Vec<&ClassNode> {
-    let hash = |c: &ClassNode, mask: u32| {
-        let mut id = c.classid.to_tc().unwrap_or(0);
+    class_hash_order_by(classes, |c| c.classid)
+}
+
+/// [`class_hash_order`] of anything with a class id (HFSC lists its root class too).
+fn class_hash_order_by<T: Copy>(classes: Vec<T>, classid: impl Fn(T) -> Handle) -> Vec<T> {
+    let hash = |c: T, mask: u32| {
+        let mut id = classid(c).to_tc().unwrap_or(0);
         id ^= id >> 8;
         id ^= id >> 4;
         (id & mask) as usize
     };
-    let mut buckets: Vec<Vec<&ClassNode>> = vec![Vec::new(); 4];
+    let mut buckets: Vec<Vec<T>> = vec![Vec::new(); 4];
     let mut n = 0;
     for c in classes {
         let mask = buckets.len() as u32 - 1;
@@ -386,9 +393,9 @@ fn class_hash_order(classes: Vec<&ClassNode>) -> Vec<&ClassNode> {
         n += 1;
         if n * 4 > buckets.len() * 3 {
             let size = buckets.len() * 2;
-            let mut grown: Vec<Vec<&ClassNode>> = vec![Vec::new(); size];
+            let mut grown: Vec<Vec<T>> = vec![Vec::new(); size];
             for b in &buckets {
-                for c in b {
+                for &c in b {
                     grown[hash(c, size as u32 - 1)].insert(0, c);
                 }
             }
@@ -526,6 +533,11 @@ fn class_rows(dev: &Device, o: ShowOpts) -> Vec<ClassRow> {
             {
                 lines.push((Handle::new(q.handle.major(), 1), q.handle, None));
             }
+            QdiscOpts::Ets(e) => {
+                for b in 1..=e.bands as u32 {
+                    lines.push((Handle::new(q.handle.major(), b), H_ROOT, None));
+                }
+            }
             QdiscOpts::Mq(_) => {
                 for n in 1..=dev.num_tx_queues {
                     lines.push((Handle::new(q.handle.major(), n), H_ROOT, None));
@@ -539,6 +551,18 @@ fn class_rows(dev: &Device, o: ShowOpts) -> Vec<ClassRow> {
                     lines.push((c.classid, p, Some(c)));
                 }
             }
+            QdiscOpts::Hfsc(_) => {
+                // The root class (`X:`) first in the hash, then the others; a class whose parent
+                // is the root class shows it as `parent X:`.
+                let mut all: Vec<Option<&ClassNode>> = vec![None];
+                all.extend(dev.classes.iter().filter(|c| c.classid.qdisc() == q.handle).map(Some));
+                for c in class_hash_order_by(all, |c| c.map_or(q.handle, |c| c.classid)) {
+                    match c {
+                        None => lines.push((q.handle, H_ROOT, None)),
+                        Some(c) => lines.push((c.classid, c.parent, Some(c))),
+                    }
+                }
+            }
             _ => {}
         }
         for (id, tcm_parent, node) in lines {
@@ -548,13 +572,17 @@ fn class_rows(dev: &Device, o: ShowOpts) -> Vec<ClassRow> {
                     .then(|| dev.qdiscs.iter().find(|c| c.parent != H_ROOT && c.parent.qdisc() == q.handle))
                     .flatten()
             };
+            let inner = dev.child_classes(id).next().is_some();
+            // HFSC: an inner class keeps its qdisc but reports no leaf; the root class's
+            // default queue has no handle.
+            let hfsc_hidden = matches!(q.opts, QdiscOpts::Hfsc(_)) && (inner || id == q.handle);
             let leaf = dev
                 .qdisc_at(id)
+                .filter(|_| !hfsc_hidden)
                 .or_else(netem_child)
                 .map(|l| format!("leaf {:x}: ", l.handle.major()))
                 .unwrap_or_default();
             let mut s = String::new();
-            let inner = dev.child_classes(id).next().is_some();
             let mut xstats = String::new();
             match node.map(|n| &n.opts) {
                 Some(ClassOpts::Htb(h)) => {
@@ -614,7 +642,16 @@ fn class_rows(dev: &Device, o: ShowOpts) -> Vec<ClassRow> {
                     let _ = write!(s, "quantum {} ", format_size(quantum.unwrap_or(dev.psched_mtu()) as u64));
                     xstats.push_str(" deficit 0b \n");
                 }
-                None => {}
+                Some(ClassOpts::Hfsc(h)) => s.push_str(&super::hfsc::class_options(h)),
+                Some(ClassOpts::Ets { .. }) => {}
+                None => {
+                    if let QdiscOpts::Ets(e) = &q.opts {
+                        s.push_str(&super::ets::class_options(e, dev, id.minor()));
+                    }
+                }
+            }
+            if matches!(q.opts, QdiscOpts::Hfsc(_)) {
+                xstats.push_str(&super::hfsc::class_xstats(super::hfsc::level(dev, &q, id)));
             }
             rows.push(ClassRow {
                 id,
@@ -932,7 +969,7 @@ pub fn filter_opts_text(f: &FilterNode, pretty: bool) -> String {
                 let _ = write!(s, "perturb {p}sec ");
             }
             if let Some(e) = &fl.ematch {
-                let _ = write!(s, "\n  {e}");
+                s.push_str(&super::ematch::show_text(e));
             }
         }
         FilterOpts::Fw(fw) => {
@@ -961,7 +998,7 @@ pub fn filter_opts_text(f: &FilterNode, pretty: bool) -> String {
                 let _ = write!(s, "flowid {} ", classid_str(c));
             }
             if let Some(e) = &b.ematch {
-                let _ = write!(s, "\n  {e}");
+                s.push_str(&super::ematch::show_text(e));
             }
         }
     }
@@ -1015,7 +1052,12 @@ pub(crate) fn filter_rows<'a>(
                 rows.extend(keys.into_iter().map(|k| (*k, false)));
             }
         } else {
-            rows.extend(tp.into_iter().map(|f| (f, false)));
+            // cls_basic adds each element at the head of its list: newest first.
+            if first.opts.kind() == "basic" {
+                rows.extend(tp.into_iter().rev().map(|f| (f, false)));
+            } else {
+                rows.extend(tp.into_iter().map(|f| (f, false)));
+            }
         }
     }
     rows
