@@ -131,7 +131,7 @@ fn global_options_and_batch() {
 // act_skbedit, cls_matchall, cls_basic, sch_netem here): the expected JSON below is read from
 // iproute2 6.1's printers (m_gact.c print_gact, m_police.c print_police, m_mirred.c
 // print_mirred, m_skbedit.c print_skbedit, m_action.c tc_dump_action/print_action,
-// f_matchall.c, f_basic.c, f_fw.c, q_netem.c netem_print_opt, q_prio.c, q_codel.c).
+// f_matchall.c, f_basic.c, f_fw.c, q_netem.c netem_print_opt, q_prio.c, q_codel.c, q_cake.c).
 
 fn tc(s: &mut State, line: &str) -> sluice_config::Outcome {
     let argv: Vec<String> = line.split_whitespace().map(String::from).collect();
@@ -225,6 +225,13 @@ fn qdisc_kinds_this_kernel_lacks_in_json() {
          {\"delay\":0.01,\"jitter\":0.002,\"correlation\":0},\"loss-random\":{\"loss\":0.01,\"correlation\":0},\
          \"rate\":{\"rate\":125000,\"packetoverhead\":0,\"cellsize\":0,\"celloverhead\":0},\"ecn\":false,\
          \"gap\":0}}]\n"
+    );
+    ok(&mut s, "qdisc add dev jvb root cake bandwidth 10mbit besteffort nat");
+    assert_eq!(
+        tc(&mut s, "-j qdisc show dev jvb").stdout,
+        "[{\"kind\":\"cake\",\"handle\":\"8001:\",\"root\":true,\"refcnt\":3,\"options\":{\"bandwidth\":1250000,\
+         \"diffserv\":\"besteffort\",\"flowmode\":\"triple-isolate\",\"nat\":true,\"wash\":false,\"ingress\":false,\
+         \"ack-filter\":\"disabled\",\"split_gso\":true,\"rtt\":100000,\"raw\":true,\"overhead\":0,\"fwmark\":\"0\"}}]\n"
     );
 }
 

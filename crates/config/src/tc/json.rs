@@ -409,7 +409,6 @@ fn qdisc_xstats(o: &mut J, q: &QdiscOpts) {
                 o.put(k, 0u32);
             }
         }
-        QdiscOpts::Cake(c) => cake_xstats(o, c),
         _ => {}
     }
 }
@@ -698,8 +697,51 @@ fn red(o: &mut J, r: &RedOpts, d: bool) {
         o.put("Scell_log", r.scell_log);
     }
 }
-fn cake(_o: &mut J, _c: &CakeOpts, _mtu: u32) {}
-fn cake_xstats(_o: &mut J, _c: &CakeOpts) {}
+/// `cake_print_opt` in JSON (the xstats' per-tin tables are not printed in JSON by Sluice).
+fn cake(o: &mut J, c: &CakeOpts, mtu: u32) {
+    use sluice_core::cake::{AckFilter, AtmMode};
+    let c = super::cake::config(c, mtu);
+    if c.rate != 0 {
+        o.put("bandwidth", c.rate);
+    } else {
+        o.put("bandwidth", "unlimited");
+    }
+    if c.autorate {
+        o.put("autorate", "autorate-ingress");
+    }
+    o.put("diffserv", c.tin_mode.as_str()).put("flowmode", c.flow_mode.as_str());
+    o.put("nat", c.nat).put("wash", c.wash).put("ingress", c.ingress);
+    o.put(
+        "ack-filter",
+        match c.ack_filter {
+            AckFilter::Aggressive => "aggressive",
+            AckFilter::Filter => "enabled",
+            AckFilter::None => "disabled",
+        },
+    );
+    let raw = !c.overhead_flag;
+    o.put("split_gso", c.split_gso).put("rtt", c.interval_us).put("raw", raw);
+    match c.atm {
+        AtmMode::Atm => {
+            o.put("atm", "atm");
+        }
+        AtmMode::Ptm => {
+            o.put("atm", "ptm");
+        }
+        AtmMode::Noatm if !raw => {
+            o.put("atm", "noatm");
+        }
+        AtmMode::Noatm => {}
+    }
+    o.put("overhead", c.overhead);
+    if c.mpu != 0 {
+        o.put("mpu", c.mpu);
+    }
+    if c.memlimit != 0 {
+        o.put("memlimit", c.memlimit);
+    }
+    o.put("fwmark", if c.fwmark == 0 { "0".to_string() } else { format!("{:#x}", c.fwmark) });
+}
 
 /// `print_action_control`: the verdict as `{"type": ...}`, with goto's chain or jump's count.
 fn control(v: Verdict) -> J {

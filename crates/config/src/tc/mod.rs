@@ -353,7 +353,7 @@ fn execute_inner(state: &mut State, cmd: &TcCmd, opts: ShowOpts) -> Result<(Stri
         TcCmd::Class(c) if c.verb == Verb::Show => {
             let d = find_dev(state, &c.dev)?.ok_or_else(|| TcError::usage("Must specify device.", None))?;
             if opts.graph {
-                show::show_class_graph(&mut out, d, opts, c.parent, c.classid);
+                show::show_class_graph(&mut out, d, opts);
             } else {
                 show::show_classes(&mut out, d, opts, c.parent, c.classid);
                 if opts.oneline {

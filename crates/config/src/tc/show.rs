@@ -705,13 +705,7 @@ pub fn show_classes(
 /// overwritten with a non-null pointer: a freed class counts as having a next sibling. Classes
 /// whose parent is a qdisc (prio's, TBF's) are never reached. `parent`/`classid` selectors do
 /// not apply (tc collects the graph before it filters).
-pub fn show_class_graph(
-    out: &mut String,
-    dev: &Device,
-    o: ShowOpts,
-    _parent: Option<Handle>,
-    _classid: Option<Handle>,
-) {
+pub fn show_class_graph(out: &mut String, dev: &Device, o: ShowOpts) {
     struct Node {
         row: ClassRow,
         parent: Option<usize>,
