@@ -13,13 +13,16 @@
 #![warn(missing_docs)]
 
 pub mod actions;
+pub mod batch;
 pub mod kernel;
 pub mod measure;
 pub mod netlink;
 pub mod netns;
+pub mod plan;
 pub mod results;
 pub mod testbed;
 pub mod traffic;
+pub mod txn;
 
 /// Errors from the lab, the traffic tools and the kernel backend.
 #[derive(Debug, thiserror::Error)]
@@ -50,6 +53,9 @@ pub enum LabError {
     /// The configuration cannot be used.
     #[error("configuration: {0}")]
     Config(String),
+    /// The kernel refused part of a change (what and why; whether the previous state was restored).
+    #[error("refused: {0}")]
+    Refused(String),
     /// The lab is not in the state the operation needs.
     #[error("lab: {0}")]
     Lab(String),
