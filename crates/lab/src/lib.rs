@@ -19,6 +19,7 @@ pub mod measure;
 pub mod netlink;
 pub mod netns;
 pub mod plan;
+pub mod rate;
 pub mod results;
 pub mod testbed;
 pub mod traffic;

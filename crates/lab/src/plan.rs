@@ -116,12 +116,16 @@ impl Want<'_> {
 
     /// The request that creates this object, or changes it in place when it exists.
     pub fn msg(&self, ifindex: i32) -> Msg {
-        match &self.src {
+        let m = match &self.src {
             Src::Qdisc(q) => qdisc_msg(ifindex, q, true),
             Src::Class(c) => class_msg(ifindex, c),
             Src::Drr(c) => drr_class_msg(ifindex, c, true),
             Src::Raw(r) => raw_msg(ifindex, r),
-        }
+        };
+        // The parent is this object's (the probe moves objects to the root of a scratch device).
+        let mut b = m.bytes().to_vec();
+        b[28..32].copy_from_slice(&self.parent.to_ne_bytes());
+        Msg::from_bytes(&b, ifindex)
     }
 
     /// What this is, for a person (`qdisc htb 1:`, `class htb 1:10`).
