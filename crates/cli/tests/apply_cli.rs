@@ -47,9 +47,9 @@ const NESTED: &str = "tc qdisc add dev $DEV root handle 1: htb default 20\n\
     tc class add dev $DEV parent 20: classid 20:2 htb rate 4mbit ceil 7mbit\n";
 
 #[test]
-fn dry_run_orders_parents_first_and_exits_2_when_filters_would_be_left_out() {
+fn dry_run_orders_parents_first_and_exits_1_when_filters_would_be_refused() {
     let (code, out, err) = sluice(&["apply", "--dev", "eth9", &example("home-003.tc"), "--dry-run"]);
-    assert_eq!(code, 2, "{out}\n{err}");
+    assert_eq!(code, 1, "{out}\n{err}");
     let at = |s: &str| out.find(s).unwrap_or_else(|| panic!("{s} not in {out}"));
     assert!(at("handle 20: htb") < at("classid 20:1 "), "{out}");
     assert!(at("parent 20:1 handle 201:") > at("classid 20:1 "), "{out}");
@@ -58,7 +58,7 @@ fn dry_run_orders_parents_first_and_exits_2_when_filters_would_be_left_out() {
         5,
         "{out}"
     );
-    assert!(err.contains("would not program 5 filter(s)") && err.contains("class 1:20"), "{err}");
+    assert!(err.contains("would refuse the configuration"), "{err}");
 
     let dir = Dir::new("dry");
     let cfg = dir.file("nested.tc", NESTED);
@@ -92,7 +92,7 @@ fn configurations_the_kernel_cannot_hold_are_refused_before_anything_is_sent() {
 }
 
 #[test]
-fn a_real_apply_exits_0_when_whole_and_2_when_filters_are_left_out() {
+fn a_real_apply_exits_0_when_whole_and_1_changing_nothing_when_refused() {
     let root = is_root();
     if !root || Command::new("ip").arg("-V").output().is_err() {
         eprintln!("\n*** SKIPPING a_real_apply...: needs root and iproute2 ***\n");
@@ -118,13 +118,26 @@ fn a_real_apply_exits_0_when_whole_and_2_when_filters_are_left_out() {
     let filtered = format!("{NESTED}tc filter add dev $DEV parent 1: protocol ip prio 1 u32 match ip dport 22 0xffff flowid 1:10\n");
     let (code, out, err) =
         sluice(&["apply", "--dev", "slc-ca", "--netns", &ns, &dir.file("f.tc", &filtered)]);
-    assert_eq!(code, 2, "{out}\n{err}");
-    assert!(err.contains("REFUSED  `tc filter add dev slc-ca parent 1: protocol ip prio 1"), "{err}");
-    assert!(
-        err.contains("1 filter(s) not programmed")
-            && err.contains("holds 8 of the configuration's 8 qdiscs and classes and no filters"),
-        "{err}"
-    );
+    assert_eq!(code, 1, "{out}\n{err}");
+    assert!(err.contains("refused: 1 filter(s), first `tc filter add dev slc-ca parent 1: protocol ip prio 1"), "{err}");
+    assert!(err.contains("nothing was changed"), "{err}");
+    // The same tree again: nothing to send; one rate: one request.
+    let (code, out, err) = sluice(&["apply", "--dev", "slc-ca", "--netns", &ns, &cfg]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("0 request(s) in 0 sendmsg(s)"), "{out}");
+    let changed = dir.file("c.tc", &NESTED.replace("rate 4mbit ceil 7mbit", "rate 5mbit ceil 7mbit"));
+    let (code, out, err) = sluice(&["apply", "--dev", "slc-ca", "--netns", &ns, &changed]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("sent     change class htb 20:2\n1 request(s) in 1 sendmsg(s)"), "{out}");
+    // The rate API: one class, in place.
+    let (code, out, err) = sluice(&["apply", "--dev", "slc-ca", "--netns", &ns, "--set", "20:2", "rate", "6mbit", "ceil", "7mbit"]);
+    assert_eq!((code, out.as_str()), (0, ""), "{err}");
+    let (code, _, err) = sluice(&["apply", "--dev", "slc-ca", "--netns", &ns, "--set", "20:9", "rate", "6mbit"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("no HTB class 20:9"), "{err}");
+    let (code, out, err) = sluice(&["apply", "--dev", "slc-ca", "--netns", &ns, &changed]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("sent     change class htb 20:2\n"), "the model's rate is back: {out}");
 }
 
 fn is_root() -> bool {
