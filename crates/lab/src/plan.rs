@@ -269,6 +269,33 @@ impl HtbClassKey {
         }
     }
 
+    /// `TCA_OPTIONS` as a dump gives them (`tc_htb_opt`, then the 64-bit rates when needed).
+    fn options(&self) -> Vec<u8> {
+        let spec = |rate: u64| {
+            let mut r = [0u8; 12];
+            r[1] = 1; // TC_LINKLAYER_ETHERNET
+            r[2..4].copy_from_slice(&self.overhead.to_ne_bytes());
+            r[6..8].copy_from_slice(&self.mpu.to_ne_bytes());
+            r[8..12].copy_from_slice(&(rate.min(u32::MAX as u64) as u32).to_ne_bytes());
+            r
+        };
+        let mut parms = Vec::with_capacity(44);
+        parms.extend_from_slice(&spec(self.rate));
+        parms.extend_from_slice(&spec(self.ceil));
+        for v in [self.buffer, self.cbuffer, self.quantum, 0, self.prio] {
+            parms.extend_from_slice(&v.to_ne_bytes());
+        }
+        let mut m = Msg::tc(0, 0, TcMsg::default());
+        m.attr(HTB_PARMS, &parms);
+        if self.rate >= 1 << 32 {
+            m.attr(HTB_RATE64, &self.rate.to_ne_bytes());
+        }
+        if self.ceil >= 1 << 32 {
+            m.attr(HTB_CEIL64, &self.ceil.to_ne_bytes());
+        }
+        m.bytes()[36..].to_vec()
+    }
+
     /// Whether a class dumped as `have` holds what `self` asks for.
     fn held_by(&self, have: &HtbClassKey) -> bool {
         self.rate == have.rate
@@ -343,6 +370,26 @@ pub fn holds(want: &Want<'_>, have: &RawObj) -> bool {
     }
     whole_attrs(&want_opts)
         && netlink::attrs(&want_opts).all(|w| netlink::attrs(have_opts).any(|h| h.ty == w.ty && h.data == w.data))
+}
+
+/// The tree a kernel holds after `wants` were applied, as a dump would give it (options as the
+/// requests carry them), for a diff between two models without reading the kernel.
+pub fn as_dump(wants: &[Want<'_>]) -> Vec<RawObj> {
+    wants
+        .iter()
+        .map(|w| RawObj {
+            is_qdisc: w.is_qdisc,
+            handle: w.handle,
+            parent: w.parent,
+            kind: w.kind.clone(),
+            options: match &w.src {
+                Src::Raw(r) => r.options.clone(),
+                // What the comparison reads, without the rate tables (256 divisions each).
+                Src::Class(c) => Some(HtbClassKey::from_plan(c).options()),
+                _ => request_options(&w.msg(0)),
+            },
+        })
+        .collect()
 }
 
 /// What changes, and how.
@@ -537,20 +584,6 @@ mod tests {
     use crate::kernel::script_state;
     use sluice_config::burst::BurstPolicy;
 
-    /// A dump of what `plan` would create (options as the requests carry them).
-    fn as_dump(wants: &[Want<'_>]) -> Vec<RawObj> {
-        wants
-            .iter()
-            .map(|w| RawObj {
-                is_qdisc: w.is_qdisc,
-                handle: w.handle,
-                parent: w.parent,
-                kind: w.kind.clone(),
-                options: request_options(&w.msg(1)),
-            })
-            .collect()
-    }
-
     const TREE: &str = "tc qdisc add dev $DEV root handle 1: htb default 20\n\
         tc class add dev $DEV parent 1: classid 1:1 htb rate 10mbit\n\
         tc class add dev $DEV parent 1:1 classid 1:10 htb rate 3mbit ceil 10mbit\n\
@@ -588,6 +621,19 @@ mod tests {
         let adds: Vec<u32> = d.adds.iter().map(|w| w.handle).collect();
         let pos = |h: u32| adds.iter().position(|&a| a == h).unwrap();
         assert!(pos(0x1_0010) < pos(0x10_0000), "{adds:x?}");
+    }
+
+    #[test]
+    fn the_compact_options_of_a_class_read_back_as_the_request() {
+        let s = script_state(&TREE.replace("rate 3mbit ceil 10mbit", "rate 3mbit ceil 40gbit prio 3 quantum 3000"), &[("DEV", "eth0")]).unwrap();
+        let plan = Plan::new(&s, "eth0", BurstPolicy::Sluice).unwrap();
+        for w in wants_of_plan(&plan).iter().filter(|w| !w.is_qdisc) {
+            let Src::Class(c) = &w.src else { continue };
+            let key = HtbClassKey::from_plan(c);
+            let full = HtbClassKey::from_options(&request_options(&w.msg(1)).unwrap()).unwrap();
+            assert_eq!(HtbClassKey::from_options(&key.options()), Some(key));
+            assert_eq!(full, key);
+        }
     }
 
     #[test]

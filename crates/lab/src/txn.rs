@@ -16,7 +16,7 @@
 use crate::batch;
 use crate::kernel::Plan;
 use crate::netlink::{Msg, Netlink};
-use crate::plan::{self, Diff, RawObj, Want};
+use crate::plan::{self, RawObj, Want};
 use crate::LabError;
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
@@ -117,6 +117,62 @@ pub fn apply_plan(plan: &Plan<'_>, opts: ApplyOptions) -> Result<Applied, LabErr
     )))
 }
 
+/// Programs the change from `old` (what `sluice apply` programmed last, trusted to be what the
+/// device holds) to `new`, without reading the kernel: only the difference is sent. If the kernel
+/// refuses a request, the difference back to `old` is sent (a delete of what was never added is
+/// not an error) and the refusal is returned. For a large tree this skips the dump, whose cost
+/// grows with the tree; [`apply_plan`] is the one that checks the kernel.
+pub fn apply_between(old: &Plan<'_>, new: &Plan<'_>) -> Result<Applied, LabError> {
+    if !new.filters().is_empty() {
+        // TODO(filters18): as in apply_plan.
+        return Err(LabError::Refused(
+            "the configuration has filters, which the kernel backend does not program yet; nothing was changed".into(),
+        ));
+    }
+    let mut nl = Netlink::open()?;
+    let ifindex = nl.ifindex(new.ifname())?;
+    let mut out = Applied::default();
+    let t = Instant::now();
+    let old_tree = plan::as_dump(&plan::wants_of_plan(old));
+    let d = plan::diff(plan::wants_of_plan(new), &old_tree);
+    let mut msgs = d.messages(ifindex);
+    out.plan = t.elapsed();
+    (out.added, out.changed, out.deleted, out.recreated) = (d.adds.len(), d.changes.len(), d.deletes.len(), d.recreated.len());
+    let t = Instant::now();
+    let (sent, refusals, failed) = send_ops_detailed(&mut nl, &mut msgs, true)?;
+    out.send = t.elapsed();
+    (out.messages, out.sendmsgs) = sent;
+    out.lines = msgs.into_iter().map(|(_, _, l)| l).collect();
+    if refusals.is_empty() {
+        return Ok(out);
+    }
+    // Undo: the difference back to `old`, deleting only what was really added (a delete of
+    // what the kernel refused to add would be refused in turn).
+    let added: HashSet<plan::Key> = d
+        .adds
+        .iter()
+        .enumerate()
+        .filter(|(j, _)| {
+            let i = d.recreated.len() + j;
+            i < sent.0 && !failed.contains(&i)
+        })
+        .map(|(_, w)| w.key())
+        .collect();
+    let mut back = plan::diff(plan::wants_of_plan(old), &plan::as_dump(&plan::wants_of_plan(new)));
+    back.deletes.retain(|r| added.contains(&r.key()));
+    let mut undo = back.messages(ifindex);
+    let (_, undo_refusals) = send_ops(&mut nl, &mut undo, false)?;
+    Err(LabError::Refused(format!(
+        "{}; {}",
+        refusals.join("; "),
+        if undo_refusals.is_empty() {
+            "the change was undone".to_string()
+        } else {
+            format!("the previous tree could NOT be restored exactly: {}", undo_refusals.join("; "))
+        }
+    )))
+}
+
 /// Sends the ordered requests; returns ((requests, sendmsgs), the refusals as text). A delete of
 /// something already gone is not a refusal.
 fn send_ops(
@@ -124,15 +180,26 @@ fn send_ops(
     ops: &mut [(Msg, bool, String)],
     stop_on_error: bool,
 ) -> Result<((usize, usize), Vec<String>), LabError> {
+    send_ops_detailed(nl, ops, stop_on_error).map(|(s, r, _)| (s, r))
+}
+
+/// [`send_ops`], with the indices of the requests the kernel refused.
+#[allow(clippy::type_complexity)]
+fn send_ops_detailed(
+    nl: &mut Netlink,
+    ops: &mut [(Msg, bool, String)],
+    stop_on_error: bool,
+) -> Result<((usize, usize), Vec<String>, HashSet<usize>), LabError> {
     let mut msgs: Vec<Msg> = ops.iter().map(|(m, _, _)| m.clone()).collect();
     let o = batch::send(nl, &mut msgs, stop_on_error)?;
+    let failed = o.errors.iter().map(|(i, _)| *i).collect();
     let refusals = o
         .errors
         .iter()
         .filter(|(i, e)| !(ops[*i].1 && matches!(e, LabError::Kernel { errno: 2, .. })))
         .map(|(i, e)| format!("{}: {}", ops[*i].2, describe(e)))
         .collect();
-    Ok(((o.sent, o.sendmsgs), refusals))
+    Ok(((o.sent, o.sendmsgs), refusals, failed))
 }
 
 fn describe(e: &LabError) -> String {
@@ -164,11 +231,6 @@ fn restore(nl: &mut Netlink, ifindex: i32, snapshot: &[RawObj]) -> Result<(), La
             if refusals.is_empty() { "no refusal".into() } else { refusals.join("; ") }
         )))
     }
-}
-
-/// A diff's requests, for a caller that sends them itself (benchmarks).
-pub fn messages(d: &Diff<'_>, ifindex: i32) -> Vec<Msg> {
-    d.messages(ifindex).into_iter().map(|(m, _, _)| m).collect()
 }
 
 /// Runs `f` on a thread in a fresh, private network namespace (gone when `f` returns), with a

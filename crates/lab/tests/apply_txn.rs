@@ -9,7 +9,7 @@ use sluice_lab::kernel::{read_back, script_state, Plan};
 use sluice_lab::netlink::Netlink;
 use sluice_lab::plan::{dump_tree, RawObj};
 use sluice_lab::rate::{RateChange, RateSetter};
-use sluice_lab::txn::{apply_plan, rehearse, ApplyOptions};
+use sluice_lab::txn::{apply_between, apply_plan, rehearse, ApplyOptions};
 use sluice_lab::LabError;
 use std::process::Command;
 
@@ -178,6 +178,32 @@ fn the_rate_api_changes_one_class_with_one_message() {
         let c = k.iter().find(|o| !o.is_qdisc && o.handle == 0x1_0010).unwrap();
         assert_eq!(c.rate, Some(Rate::from_bps(1_000_000 + ((n - 1) % 100) * 10_000)));
         assert!(setter.set(0x1_0099, &RateChange::parse(&words("rate 1mbit"))?).unwrap_err().to_string().contains("no HTB class 1:99"));
+        Ok(())
+    });
+}
+
+#[test]
+fn a_change_between_two_models_sends_the_difference_and_undoes_a_refusal() {
+    if !root_or_skip("a_change_between_two_models") {
+        return;
+    }
+    in_veth_ns(|| {
+        let s = state(TREE);
+        let plan = Plan::new(&s, DEV, BurstPolicy::Sluice)?;
+        apply_plan(&plan, ApplyOptions::default())?;
+        let s2 = state(&TREE.replace("rate 3mbit ceil 7mbit", "rate 2mbit ceil 7mbit"));
+        let plan2 = Plan::new(&s2, DEV, BurstPolicy::Sluice)?;
+        let a = apply_between(&plan, &plan2)?;
+        assert_eq!((a.changed, a.messages), (1, 1), "{:?}", a.lines);
+        assert!(plan2.compare(&read_back(DEV)?).is_empty());
+        let before = snapshot()?;
+        let bad = state(&(TREE.replace("classid 20:2 ", "classid 20:6 ") + "tc qdisc add dev $DEV parent 20:1 handle 21: sfq\n"));
+        let bad_plan = Plan::new(&bad, DEV, BurstPolicy::Sluice)?;
+        if !rehearse(&bad_plan)?.is_empty() {
+            let e = apply_between(&plan2, &bad_plan).unwrap_err().to_string();
+            assert!(e.contains("sfq") && e.contains("undone"), "{e}");
+            assert_eq!(snapshot()?, before);
+        }
         Ok(())
     });
 }

@@ -45,6 +45,11 @@ pub struct Args {
     /// Do not probe the kinds on a scratch device first (a refusal is still undone).
     #[arg(long)]
     no_probe: bool,
+    /// The configuration sluice last applied to the device (trusted to be what it holds): only
+    /// the difference to CONFIG is sent, without reading the kernel's tree first (fast on a large
+    /// tree; a refusal is undone the same way).
+    #[arg(long, value_name = "OLD_CONFIG", conflicts_with = "dry_run")]
+    from: Option<String>,
     /// Variables for the script, NAME=VALUE (DEV is set to --dev).
     #[arg(long = "var")]
     vars: Vec<String>,
@@ -71,11 +76,25 @@ pub fn run(args: Args) -> Result<ExitCode> {
     if args.dry_run {
         return dry_run(&args, &plan);
     }
+    let old = match &args.from {
+        Some(f) => match super::config_load::load(std::path::Path::new(f), &pairs)? {
+            Some(l) => {
+                Plan::new(&l.state, &args.dev, policy).with_context(|| format!("in {f}"))?;
+                Some(l.state)
+            }
+            None => return Ok(ExitCode::FAILURE),
+        },
+        None => None,
+    };
     let (dev, model) = (args.dev.clone(), state.clone());
     let opts = ApplyOptions { probe: !args.no_probe };
     let result = sluice_lab::netns::in_netns(args.netns.as_deref(), move || {
         let plan = Plan::new(&model, &dev, policy)?;
-        match txn::apply_plan(&plan, opts) {
+        let applied = match &old {
+            Some(old) => txn::apply_between(&Plan::new(old, &dev, policy)?, &plan),
+            None => txn::apply_plan(&plan, opts),
+        };
+        match applied {
             Ok(a) => Ok(Ok((a, kernel::read_back(&dev)?))),
             Err(LabError::Refused(why)) => Ok(Err(why)),
             Err(e) => Err(e),
@@ -86,6 +105,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
         Err(why) => {
             eprintln!("sluice apply: refused: {why}");
             let restored = !why.contains("could NOT be restored");
+            // With --from the kernel's tree was not read: a refusal was undone by the inverse
+            // difference, which is exact only if the device held OLD_CONFIG.
             return Ok(if restored { ExitCode::FAILURE } else { ExitCode::from(PARTIAL) });
         }
     };
