@@ -119,7 +119,10 @@ fn a_real_apply_exits_0_when_whole_and_1_changing_nothing_when_refused() {
     let (code, out, err) =
         sluice(&["apply", "--dev", "slc-ca", "--netns", &ns, &dir.file("f.tc", &filtered)]);
     assert_eq!(code, 1, "{out}\n{err}");
-    assert!(err.contains("refused: 1 filter(s), first `tc filter add dev slc-ca parent 1: protocol ip prio 1"), "{err}");
+    assert!(
+        err.contains("refused: 1 filter(s), first `tc filter add dev slc-ca parent 1: protocol ip prio 1"),
+        "{err}"
+    );
     assert!(err.contains("nothing was changed"), "{err}");
     // The same tree again: nothing to send; one rate: one request.
     let (code, out, err) = sluice(&["apply", "--dev", "slc-ca", "--netns", &ns, &cfg]);
@@ -130,9 +133,12 @@ fn a_real_apply_exits_0_when_whole_and_1_changing_nothing_when_refused() {
     assert_eq!(code, 0, "{out}\n{err}");
     assert!(out.contains("sent     change class htb 20:2\n1 request(s) in 1 sendmsg(s)"), "{out}");
     // The rate API: one class, in place.
-    let (code, out, err) = sluice(&["apply", "--dev", "slc-ca", "--netns", &ns, "--set", "20:2", "rate", "6mbit", "ceil", "7mbit"]);
+    let (code, out, err) = sluice(&[
+        "apply", "--dev", "slc-ca", "--netns", &ns, "--set", "20:2", "rate", "6mbit", "ceil", "7mbit",
+    ]);
     assert_eq!((code, out.as_str()), (0, ""), "{err}");
-    let (code, _, err) = sluice(&["apply", "--dev", "slc-ca", "--netns", &ns, "--set", "20:9", "rate", "6mbit"]);
+    let (code, _, err) =
+        sluice(&["apply", "--dev", "slc-ca", "--netns", &ns, "--set", "20:9", "rate", "6mbit"]);
     assert_eq!(code, 1);
     assert!(err.contains("no HTB class 20:9"), "{err}");
     let (code, out, err) = sluice(&["apply", "--dev", "slc-ca", "--netns", &ns, &changed]);

@@ -25,7 +25,9 @@
 //! which must be in the dump with the same bytes. A kind the comparison cannot read is changed
 //! in place every time (safe, just not minimal).
 
-use crate::kernel::{class_msg, drr_class_msg, qdisc_msg, xmittime_ticks, DrrClassPlan, Plan, PlannedQdisc, ResolvedClass};
+use crate::kernel::{
+    class_msg, drr_class_msg, qdisc_msg, xmittime_ticks, DrrClassPlan, Plan, PlannedQdisc, ResolvedClass,
+};
 use crate::netlink::{self, flags, rtm, tca, Msg, Netlink, TcMsg, TC_H_INGRESS, TC_H_ROOT};
 use crate::LabError;
 use std::collections::{HashMap, HashSet};
@@ -162,7 +164,13 @@ pub fn wants_of_plan<'a>(plan: &Plan<'a>) -> Vec<Want<'a>> {
         });
     }
     for c in plan.drr_classes() {
-        out.push(Want { is_qdisc: false, handle: c.classid, parent: c.parent, kind: "drr".into(), src: Src::Drr(*c) });
+        out.push(Want {
+            is_qdisc: false,
+            handle: c.classid,
+            parent: c.parent,
+            kind: "drr".into(),
+            src: Src::Drr(*c),
+        });
     }
     out
 }
@@ -341,7 +349,8 @@ pub fn holds(want: &Want<'_>, have: &RawObj) -> bool {
     };
     let want_opts = want_opts.unwrap_or_default();
     if want.is_qdisc && want.kind == "htb" {
-        let init = |o: &[u8]| netlink::find(o, HTB_INIT).map(|g| (netlink::u32_at(g, 4), netlink::u32_at(g, 8)));
+        let init =
+            |o: &[u8]| netlink::find(o, HTB_INIT).map(|g| (netlink::u32_at(g, 4), netlink::u32_at(g, 8)));
         let qlen = |o: &[u8]| netlink::find(o, HTB_DIRECT_QLEN).and_then(|b| netlink::u32_at(b, 0));
         return init(&want_opts) == init(have_opts)
             && (qlen(&want_opts).is_none() || qlen(&want_opts) == qlen(have_opts));
@@ -369,7 +378,8 @@ pub fn holds(want: &Want<'_>, have: &RawObj) -> bool {
         return true;
     }
     whole_attrs(&want_opts)
-        && netlink::attrs(&want_opts).all(|w| netlink::attrs(have_opts).any(|h| h.ty == w.ty && h.data == w.data))
+        && netlink::attrs(&want_opts)
+            .all(|w| netlink::attrs(have_opts).any(|h| h.ty == w.ty && h.data == w.data))
 }
 
 /// The tree a kernel holds after `wants` were applied, as a dump would give it (options as the
@@ -409,7 +419,10 @@ pub struct Diff<'a> {
 impl Diff<'_> {
     /// Nothing to do.
     pub fn is_empty(&self) -> bool {
-        self.adds.is_empty() && self.changes.is_empty() && self.deletes.is_empty() && self.recreated.is_empty()
+        self.adds.is_empty()
+            && self.changes.is_empty()
+            && self.deletes.is_empty()
+            && self.recreated.is_empty()
     }
 
     /// The requests in order: recreations' deletes, adds, changes, deletes. Each comes with
@@ -417,7 +430,11 @@ impl Diff<'_> {
     pub fn messages(&self, ifindex: i32) -> Vec<(Msg, bool, String)> {
         let mut out = Vec::with_capacity(self.adds.len() + self.changes.len() + self.deletes.len());
         for r in &self.recreated {
-            out.push((delete_msg(ifindex, r), true, format!("delete {} (to re-create it)", label(r.is_qdisc, &r.kind, r.handle))));
+            out.push((
+                delete_msg(ifindex, r),
+                true,
+                format!("delete {} (to re-create it)", label(r.is_qdisc, &r.kind, r.handle)),
+            ));
         }
         for w in &self.adds {
             out.push((w.msg(ifindex), false, format!("add {}", w.label())));
@@ -426,7 +443,11 @@ impl Diff<'_> {
             out.push((w.msg(ifindex), false, format!("change {}", w.label())));
         }
         for r in &self.deletes {
-            out.push((delete_msg(ifindex, r), true, format!("delete {}", label(r.is_qdisc, &r.kind, r.handle))));
+            out.push((
+                delete_msg(ifindex, r),
+                true,
+                format!("delete {}", label(r.is_qdisc, &r.kind, r.handle)),
+            ));
         }
         out
     }
@@ -481,7 +502,8 @@ fn depths(tree: &HashMap<Key, Option<Key>>) -> HashMap<Key, usize> {
 /// The kernel objects that disappear when the objects of `roots` are deleted: each root and
 /// everything below it.
 fn subtrees(roots: &HashSet<Key>, have: &[RawObj]) -> HashSet<Key> {
-    let tree: HashMap<Key, Option<Key>> = have.iter().map(|r| (r.key(), parent_key(r.is_qdisc, r.parent))).collect();
+    let tree: HashMap<Key, Option<Key>> =
+        have.iter().map(|r| (r.key(), parent_key(r.is_qdisc, r.parent))).collect();
     let mut gone = HashSet::new();
     for &k in tree.keys() {
         let mut cur = Some(k);
@@ -503,7 +525,8 @@ fn subtrees(roots: &HashSet<Key>, have: &[RawObj]) -> HashSet<Key> {
 /// own leaf qdisc.
 fn delete_order(set: &HashSet<Key>, have: &[RawObj]) -> Vec<RawObj> {
     let by_key: HashMap<Key, &RawObj> = have.iter().map(|r| (r.key(), r)).collect();
-    let tree: HashMap<Key, Option<Key>> = have.iter().map(|r| (r.key(), parent_key(r.is_qdisc, r.parent))).collect();
+    let tree: HashMap<Key, Option<Key>> =
+        have.iter().map(|r| (r.key(), parent_key(r.is_qdisc, r.parent))).collect();
     let depth = depths(&tree);
     let goes_with_owner = |k: Key| {
         let r = by_key[&k];
@@ -559,7 +582,8 @@ pub fn diff<'a>(want: Vec<Want<'a>>, have: &[RawObj]) -> Diff<'a> {
     let gone = subtrees(&redo, &have);
     let wanted: HashSet<Key> = want.iter().map(Want::key).collect();
     let mut d = Diff { recreated: delete_order(&redo, &have), ..Diff::default() };
-    let want_tree: HashMap<Key, Option<Key>> = want.iter().map(|w| (w.key(), parent_key(w.is_qdisc, w.parent))).collect();
+    let want_tree: HashMap<Key, Option<Key>> =
+        want.iter().map(|w| (w.key(), parent_key(w.is_qdisc, w.parent))).collect();
     let want_depth = depths(&want_tree);
     for w in want {
         match by_key.get(&w.key()) {
@@ -625,7 +649,11 @@ mod tests {
 
     #[test]
     fn the_compact_options_of_a_class_read_back_as_the_request() {
-        let s = script_state(&TREE.replace("rate 3mbit ceil 10mbit", "rate 3mbit ceil 40gbit prio 3 quantum 3000"), &[("DEV", "eth0")]).unwrap();
+        let s = script_state(
+            &TREE.replace("rate 3mbit ceil 10mbit", "rate 3mbit ceil 40gbit prio 3 quantum 3000"),
+            &[("DEV", "eth0")],
+        )
+        .unwrap();
         let plan = Plan::new(&s, "eth0", BurstPolicy::Sluice).unwrap();
         for w in wants_of_plan(&plan).iter().filter(|w| !w.is_qdisc) {
             let Src::Class(c) = &w.src else { continue };
@@ -641,8 +669,11 @@ mod tests {
         let s = script_state(TREE, &[("DEV", "eth0")]).unwrap();
         let plan = Plan::new(&s, "eth0", BurstPolicy::Sluice).unwrap();
         let have = as_dump(&wants_of_plan(&plan));
-        let s2 = script_state(&TREE.replace("handle 10: pfifo limit 50", "handle 10: bfifo limit 5000"), &[("DEV", "eth0")])
-            .unwrap();
+        let s2 = script_state(
+            &TREE.replace("handle 10: pfifo limit 50", "handle 10: bfifo limit 5000"),
+            &[("DEV", "eth0")],
+        )
+        .unwrap();
         let plan2 = Plan::new(&s2, "eth0", BurstPolicy::Sluice).unwrap();
         let d = diff(wants_of_plan(&plan2), &have);
         assert_eq!(d.recreated.len(), 1);

@@ -99,7 +99,9 @@ impl RateSetter {
             flags::REQUEST | flags::DUMP,
             TcMsg { ifindex: self.ifindex, ..TcMsg::default() },
         );
-        for o in self.nl.dump(&mut m)?.iter().filter(|o| o.tc.ifindex == self.ifindex && o.kind_str() == "htb") {
+        for o in
+            self.nl.dump(&mut m)?.iter().filter(|o| o.tc.ifindex == self.ifindex && o.kind_str() == "htb")
+        {
             let p = netlink::find(o.options(), 1).unwrap_or(&[]);
             let u16_at = |off: usize| p.get(off..off + 2).map(|b| u16::from_ne_bytes([b[0], b[1]]) as u32);
             let h = o.tc.handle;
@@ -114,7 +116,11 @@ impl RateSetter {
             );
         }
         self.known.get(&classid).copied().ok_or_else(|| {
-            LabError::Config(format!("no HTB class {:x}:{:x} on this device", classid >> 16, classid & 0xFFFF))
+            LabError::Config(format!(
+                "no HTB class {:x}:{:x} on this device",
+                classid >> 16,
+                classid & 0xFFFF
+            ))
         })
     }
 
@@ -141,7 +147,9 @@ impl RateSetter {
             classid,
             parent: k.parent,
             htb: &opts,
-            burst: change.burst.unwrap_or_else(|| auto_burst(change.rate, HTB_DEFAULT_MTU, BurstPolicy::Sluice)),
+            burst: change
+                .burst
+                .unwrap_or_else(|| auto_burst(change.rate, HTB_DEFAULT_MTU, BurstPolicy::Sluice)),
             cburst: change.cburst.unwrap_or_else(|| auto_burst(ceil, HTB_DEFAULT_MTU, BurstPolicy::Sluice)),
         };
         let mut m = class_msg(self.ifindex, &c);
@@ -178,6 +186,8 @@ mod tests {
         assert!(RateChange::parse(&w("rate fast")).unwrap_err().to_string().contains("Illegal \"rate\""));
         assert!(RateChange::parse(&w("rate 1mbit colour red")).is_err());
         assert_eq!(parse_classid("1:10").unwrap(), 0x1_0010);
-        assert!(parse_classid("1:").is_err() && parse_classid("10000:1").is_err() && parse_classid("x").is_err());
+        assert!(
+            parse_classid("1:").is_err() && parse_classid("10000:1").is_err() && parse_classid("x").is_err()
+        );
     }
 }

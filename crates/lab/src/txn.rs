@@ -137,7 +137,8 @@ pub fn apply_between(old: &Plan<'_>, new: &Plan<'_>) -> Result<Applied, LabError
     let d = plan::diff(plan::wants_of_plan(new), &old_tree);
     let mut msgs = d.messages(ifindex);
     out.plan = t.elapsed();
-    (out.added, out.changed, out.deleted, out.recreated) = (d.adds.len(), d.changes.len(), d.deletes.len(), d.recreated.len());
+    (out.added, out.changed, out.deleted, out.recreated) =
+        (d.adds.len(), d.changes.len(), d.deletes.len(), d.recreated.len());
     let t = Instant::now();
     let (sent, refusals, failed) = send_ops_detailed(&mut nl, &mut msgs, true)?;
     out.send = t.elapsed();
@@ -305,8 +306,11 @@ pub fn probe(needed: &[&Want<'_>]) -> Result<(), LabError> {
 
 fn clear_root(nl: &mut Netlink, ifindex: i32) -> Result<(), LabError> {
     use crate::netlink::{flags, rtm, TcMsg, TC_H_ROOT};
-    let mut m =
-        Msg::tc(rtm::DELQDISC, flags::REQUEST | flags::ACK, TcMsg { ifindex, handle: 0, parent: TC_H_ROOT, info: 0 });
+    let mut m = Msg::tc(
+        rtm::DELQDISC,
+        flags::REQUEST | flags::ACK,
+        TcMsg { ifindex, handle: 0, parent: TC_H_ROOT, info: 0 },
+    );
     match nl.request(&mut m) {
         Ok(()) | Err(LabError::Kernel { errno: 2 | 22, .. }) => Ok(()),
         Err(e) => Err(e),
@@ -323,7 +327,8 @@ pub fn rehearse(plan: &Plan<'_>) -> Result<Vec<String>, LabError> {
         .map(|(_, f)| format!("`{f}`: the kernel backend does not program filters yet"))
         .collect();
     let d = plan::diff(plan::wants_of_plan(plan), &[]);
-    let ops: Vec<(Vec<u8>, String)> = d.messages(0).into_iter().map(|(m, _, l)| (m.bytes().to_vec(), l)).collect();
+    let ops: Vec<(Vec<u8>, String)> =
+        d.messages(0).into_iter().map(|(m, _, l)| (m.bytes().to_vec(), l)).collect();
     let found = in_private_netns(move |nl, lo| {
         let mut msgs: Vec<Msg> = ops.iter().map(|(b, _)| Msg::from_bytes(b, lo)).collect();
         let o = batch::send(nl, &mut msgs, false)?;

@@ -25,7 +25,8 @@ const TREE: &str = "tc qdisc add dev $DEV root handle 1: htb default 20\n\
     tc class add dev $DEV parent 20: classid 20:2 htb rate 4mbit ceil 7mbit\n";
 
 fn root_or_skip(test: &str) -> bool {
-    let root = Command::new("id").arg("-u").output().is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
+    let root =
+        Command::new("id").arg("-u").output().is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
     let ip = Command::new("ip").arg("-V").output().is_ok();
     if !(root && ip) {
         eprintln!("\n*** SKIPPING {test}: needs root and iproute2 (for the veth) ***\n");
@@ -82,14 +83,16 @@ fn only_the_difference_is_sent_and_rates_change_in_place() {
         assert_eq!(a.lines, vec!["change class htb 1:10".to_string()]);
         assert!(plan2.compare(&read_back(DEV)?).is_empty());
         // A subscriber out, one in: a delete and adds, nothing re-created.
-        let s3 = state(&TREE.replace(
-            "classid 20:2 htb rate 4mbit ceil 7mbit",
-            "classid 20:3 htb rate 4mbit ceil 7mbit",
-        ));
+        let s3 = state(
+            &TREE.replace("classid 20:2 htb rate 4mbit ceil 7mbit", "classid 20:3 htb rate 4mbit ceil 7mbit"),
+        );
         let plan3 = Plan::new(&s3, DEV, BurstPolicy::Sluice)?;
         let a = apply_plan(&plan3, ApplyOptions::default())?;
         assert_eq!((a.added, a.deleted, a.recreated), (1, 1, 0), "{:?}", a.lines);
-        assert!(a.lines.iter().position(|l| l.starts_with("add")) < a.lines.iter().position(|l| l.starts_with("delete")));
+        assert!(
+            a.lines.iter().position(|l| l.starts_with("add"))
+                < a.lines.iter().position(|l| l.starts_with("delete"))
+        );
         assert!(plan3.compare(&read_back(DEV)?).is_empty());
         Ok(())
     });
@@ -170,14 +173,21 @@ fn the_rate_api_changes_one_class_with_one_message() {
         let t = std::time::Instant::now();
         for i in 0..n {
             let r = Rate::from_bps(1_000_000 + (i % 100) * 10_000);
-            setter.set(0x1_0010, &RateChange { rate: r, ceil: Some(Rate::from_bps(10_000_000)), burst: None, cburst: None })?;
+            setter.set(
+                0x1_0010,
+                &RateChange { rate: r, ceil: Some(Rate::from_bps(10_000_000)), burst: None, cburst: None },
+            )?;
         }
         let per_s = n as f64 / t.elapsed().as_secs_f64();
         eprintln!("rate API: {n} changes in {:?}: {per_s:.0} changes/s", t.elapsed());
         let k = read_back(DEV)?;
         let c = k.iter().find(|o| !o.is_qdisc && o.handle == 0x1_0010).unwrap();
         assert_eq!(c.rate, Some(Rate::from_bps(1_000_000 + ((n - 1) % 100) * 10_000)));
-        assert!(setter.set(0x1_0099, &RateChange::parse(&words("rate 1mbit"))?).unwrap_err().to_string().contains("no HTB class 1:99"));
+        assert!(setter
+            .set(0x1_0099, &RateChange::parse(&words("rate 1mbit"))?)
+            .unwrap_err()
+            .to_string()
+            .contains("no HTB class 1:99"));
         Ok(())
     });
 }
@@ -197,7 +207,10 @@ fn a_change_between_two_models_sends_the_difference_and_undoes_a_refusal() {
         assert_eq!((a.changed, a.messages), (1, 1), "{:?}", a.lines);
         assert!(plan2.compare(&read_back(DEV)?).is_empty());
         let before = snapshot()?;
-        let bad = state(&(TREE.replace("classid 20:2 ", "classid 20:6 ") + "tc qdisc add dev $DEV parent 20:1 handle 21: sfq\n"));
+        let bad = state(
+            &(TREE.replace("classid 20:2 ", "classid 20:6 ")
+                + "tc qdisc add dev $DEV parent 20:1 handle 21: sfq\n"),
+        );
         let bad_plan = Plan::new(&bad, DEV, BurstPolicy::Sluice)?;
         if !rehearse(&bad_plan)?.is_empty() {
             let e = apply_between(&plan2, &bad_plan).unwrap_err().to_string();

@@ -47,7 +47,8 @@ fn sh(args: &[&str]) -> bool {
 }
 
 fn setup() -> Option<Netns> {
-    let root = Command::new("id").arg("-u").output().is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
+    let root =
+        Command::new("id").arg("-u").output().is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
     if !root || !sh(&["ip", "-V"]) || !sh(&["tc", "-V"]) {
         eprintln!("\n*** SKIPPING hitless: needs root, ip and tc ***\n");
         return None;
@@ -55,7 +56,9 @@ fn setup() -> Option<Netns> {
     let (a, b) = (format!("slc-hla-{}", std::process::id()), format!("slc-hlb-{}", std::process::id()));
     assert!(sh(&["ip", "netns", "add", &a]) && sh(&["ip", "netns", "add", &b]));
     let g = Netns(a.clone(), b.clone());
-    assert!(sh(&["ip", "-n", &a, "link", "add", DEV, "type", "veth", "peer", "name", "slc-hl1", "netns", &b]));
+    assert!(sh(&[
+        "ip", "-n", &a, "link", "add", DEV, "type", "veth", "peer", "name", "slc-hl1", "netns", &b
+    ]));
     assert!(sh(&["ip", "-n", &a, "addr", "add", &format!("{A_ADDR}/24"), "dev", DEV]));
     assert!(sh(&["ip", "-n", &b, "addr", "add", &format!("{B_ADDR}/24"), "dev", "slc-hl1"]));
     for (n, d) in [(&a, DEV), (&b, "slc-hl1")] {
@@ -110,16 +113,19 @@ fn apply_way(way: Way, ns: &str, text: &str, class_rates: (u32, u32)) {
             for (c, r) in [("1:10", class_rates.0), ("1:20", class_rates.1)] {
                 let rate = format!("{r}mbit");
                 assert!(sh(&[
-                    "ip", "netns", "exec", ns, "tc", "class", "change", "dev", DEV, "parent", "1:1", "classid", c,
-                    "htb", "rate", &rate, "ceil", &rate
+                    "ip", "netns", "exec", ns, "tc", "class", "change", "dev", DEV, "parent", "1:1",
+                    "classid", c, "htb", "rate", &rate, "ceil", &rate
                 ]));
             }
         }
         Way::TcReload => {
             let _ = sh(&["ip", "netns", "exec", ns, "tc", "qdisc", "del", "dev", DEV, "root"]);
             let path = std::env::temp_dir().join(format!("slc-hitless-{}.tc", std::process::id()));
-            let batch: String =
-                text.replace("$DEV", DEV).lines().map(|l| l.trim_start_matches("tc ").to_string() + "\n").collect();
+            let batch: String = text
+                .replace("$DEV", DEV)
+                .lines()
+                .map(|l| l.trim_start_matches("tc ").to_string() + "\n")
+                .collect();
             std::fs::write(&path, batch).unwrap();
             assert!(sh(&["ip", "netns", "exec", ns, "tc", "-batch", path.to_str().unwrap()]));
             let _ = std::fs::remove_file(path);
@@ -132,13 +138,18 @@ fn retrans() -> u64 {
     let s = std::fs::read_to_string("/proc/thread-self/net/snmp").unwrap_or_default();
     let mut lines = s.lines().filter(|l| l.starts_with("Tcp:"));
     let (Some(h), Some(v)) = (lines.next(), lines.next()) else { return 0 };
-    h.split_whitespace().zip(v.split_whitespace()).find(|(k, _)| *k == "RetransSegs").and_then(|(_, v)| v.parse().ok()).unwrap_or(0)
+    h.split_whitespace()
+        .zip(v.split_whitespace())
+        .find(|(k, _)| *k == "RetransSegs")
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or(0)
 }
 
 /// `SO_PRIORITY`: HTB sends a locally made packet whose priority is one of its class ids to that
 /// class (values above 6 need CAP_NET_ADMIN).
 fn set_priority(s: &socket2::Socket, classid: u32) -> std::io::Result<()> {
-    nix::sys::socket::setsockopt(s, nix::sys::socket::sockopt::Priority, &(classid as i32)).map_err(std::io::Error::from)
+    nix::sys::socket::setsockopt(s, nix::sys::socket::sockopt::Priority, &(classid as i32))
+        .map_err(std::io::Error::from)
 }
 
 #[derive(Debug, Default)]
@@ -189,7 +200,9 @@ fn under_load(a: &str, b: &str, changes: impl FnOnce() + Send + 'static) -> Resu
                     match s.read(&mut buf) {
                         Ok(0) => break,
                         Ok(_) => {}
-                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock || e.kind() == std::io::ErrorKind::TimedOut => {}
+                        Err(e)
+                            if e.kind() == std::io::ErrorKind::WouldBlock
+                                || e.kind() == std::io::ErrorKind::TimedOut => {}
                         Err(_) => break,
                     }
                 }

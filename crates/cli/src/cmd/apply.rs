@@ -190,6 +190,8 @@ fn set(args: &Args, words: &[String]) -> Result<ExitCode> {
     let classid = parse_classid(&words[0])?;
     let change = RateChange::parse(&words[1..])?;
     let dev = args.dev.clone();
-    sluice_lab::netns::in_netns(args.netns.as_deref(), move || RateSetter::open(&dev)?.set(classid, &change))?;
+    sluice_lab::netns::in_netns(args.netns.as_deref(), move || {
+        RateSetter::open(&dev)?.set(classid, &change)
+    })?;
     Ok(ExitCode::SUCCESS)
 }
