@@ -8,6 +8,9 @@
 //! - [`kernel`] over [`netlink`]: the kernel backend that programs one device of a
 //!   `sluice_config::model` configuration into Linux tc (HTB, TBF, FIFOs) through rtnetlink,
 //!   prints the equivalent tc commands and reads the result back;
+//! - [`txn`] over [`plan`] and [`batch`]: `sluice apply` as a transaction: probe the kinds on a
+//!   scratch device, send only the difference from the kernel's tree in batched netlink, restore
+//!   the previous tree exactly on a refusal; [`rate`]: one class's rate in one message;
 //! - [`results`]: the results JSON shared with the simulator.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]

@@ -109,7 +109,7 @@ pub fn apply_plan(plan: &Plan<'_>, opts: ApplyOptions) -> Result<Applied, LabErr
     let restored = restore(&mut nl, ifindex, &snapshot);
     Err(LabError::Refused(format!(
         "{}; {}",
-        refusals.join("; "),
+        first_few(&refusals),
         match restored {
             Ok(()) => "the device's previous tree was restored exactly".to_string(),
             Err(e) => format!("the previous tree could NOT be restored exactly: {e}"),
@@ -119,8 +119,8 @@ pub fn apply_plan(plan: &Plan<'_>, opts: ApplyOptions) -> Result<Applied, LabErr
 
 /// Programs the change from `old` (what `sluice apply` programmed last, trusted to be what the
 /// device holds) to `new`, without reading the kernel: only the difference is sent. If the kernel
-/// refuses a request, the difference back to `old` is sent (a delete of what was never added is
-/// not an error) and the refusal is returned. For a large tree this skips the dump, whose cost
+/// refuses a request, the difference back to `old` is sent (deleting only what was really added)
+/// and the refusal is returned. For a large tree this skips the dump, whose cost
 /// grows with the tree; [`apply_plan`] is the one that checks the kernel.
 pub fn apply_between(old: &Plan<'_>, new: &Plan<'_>) -> Result<Applied, LabError> {
     if !new.filters().is_empty() {
@@ -165,11 +165,11 @@ pub fn apply_between(old: &Plan<'_>, new: &Plan<'_>) -> Result<Applied, LabError
     let (_, undo_refusals) = send_ops(&mut nl, &mut undo, false)?;
     Err(LabError::Refused(format!(
         "{}; {}",
-        refusals.join("; "),
+        first_few(&refusals),
         if undo_refusals.is_empty() {
             "the change was undone".to_string()
         } else {
-            format!("the previous tree could NOT be restored exactly: {}", undo_refusals.join("; "))
+            format!("the previous tree could NOT be restored exactly: {}", first_few(&undo_refusals))
         }
     )))
 }
@@ -203,6 +203,16 @@ fn send_ops_detailed(
     Ok(((o.sent, o.sendmsgs), refusals, failed))
 }
 
+/// The first refusals and how many more (a refused parent refuses its whole subtree).
+fn first_few(items: &[String]) -> String {
+    const SHOWN: usize = 5;
+    let mut s = items[..items.len().min(SHOWN)].join("; ");
+    if items.len() > SHOWN {
+        s += &format!("; and {} more", items.len() - SHOWN);
+    }
+    s
+}
+
 fn describe(e: &LabError) -> String {
     match e {
         LabError::Kernel { errno, message, strerror } if message.is_empty() => {
@@ -229,7 +239,7 @@ fn restore(nl: &mut Netlink, ifindex: i32, snapshot: &[RawObj]) -> Result<(), La
         Err(LabError::Lab(format!(
             "after restoring: {} ({})",
             left.summary(),
-            if refusals.is_empty() { "no refusal".into() } else { refusals.join("; ") }
+            if refusals.is_empty() { "no refusal".into() } else { first_few(&refusals) }
         )))
     }
 }

@@ -157,7 +157,8 @@ fn dry_run(args: &Args, plan: &Plan<'_>) -> Result<ExitCode> {
     let refusals = match txn::rehearse(plan) {
         Ok(r) => r,
         Err(LabError::Netns(why)) => {
-            eprintln!("sluice apply: not rehearsed on a scratch device ({why}); the commands are not checked against this kernel");
+            // A comment among the commands (stderr stays for what the real run would meet).
+            println!("# not rehearsed on a scratch device ({why}): not checked against this kernel");
             if filters > 0 {
                 eprintln!(
                     "sluice apply would refuse the configuration: {filters} filter(s), and the kernel backend does not program filters yet"
