@@ -1,11 +1,12 @@
 //! Batched rtnetlink: many requests per `sendmsg`, every acknowledgement read and checked.
 //!
 //! The kernel processes each request of a `sendmsg` in turn and answers each with its own
-//! `NLMSG_ERROR` (errno 0 is the ack, since every request asks for one). A chunk holds at most
+//! `NLMSG_ERROR` (errno 0 is the ack, since every request asks for one; a message on an ack is a
+//! warning, kept for [`Netlink::take_warnings`]). A chunk holds at most
 //! [`MAX_MSGS`] requests and [`MAX_BYTES`] bytes, so that its acks fit the socket's receive buffer
 //! (an ack that does not fit is dropped by the kernel, and a lost ack would be a lost answer).
 
-use crate::netlink::{check_error, Msg, Netlink, NLMSG_ERROR_TYPE};
+use crate::netlink::{kernel_error, parse_ack, Msg, Netlink, NLMSG_ERROR_TYPE};
 use crate::LabError;
 use std::collections::HashMap;
 
@@ -60,14 +61,18 @@ pub fn send(nl: &mut Netlink, msgs: &mut [Msg], stop_on_error: bool) -> Result<B
         out.sent += pending.len();
         let mut failed = false;
         while !pending.is_empty() {
-            for (ty, seq, body) in nl.recv_seq()? {
+            for (ty, fl, seq, body) in nl.recv_seq()? {
                 if ty != NLMSG_ERROR_TYPE {
                     continue;
                 }
                 if let Some(idx) = pending.remove(&seq) {
-                    if let Err(e) = check_error(&body) {
-                        failed = true;
-                        out.errors.push((idx, e));
+                    match parse_ack(fl, &body) {
+                        (0, warning) if !warning.is_empty() => nl.warn(warning),
+                        (0, _) => {}
+                        (errno, message) => {
+                            failed = true;
+                            out.errors.push((idx, kernel_error(errno, message)));
+                        }
                     }
                 }
             }

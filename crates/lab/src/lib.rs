@@ -17,6 +17,7 @@
 
 pub mod actions;
 pub mod batch;
+pub mod filters;
 pub mod kernel;
 pub mod measure;
 pub mod netlink;
@@ -24,6 +25,7 @@ pub mod netns;
 pub mod plan;
 pub mod rate;
 pub mod results;
+pub mod rtnl;
 pub mod testbed;
 pub mod traffic;
 pub mod txn;

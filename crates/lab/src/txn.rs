@@ -2,7 +2,8 @@
 //!
 //! [`apply_plan`]:
 //! 1. reads the device's tree ([`plan::dump_tree`]): the snapshot;
-//! 2. refuses what the kernel backend cannot send yet (filters: TODO(filters18)) and probes every
+//! 2. refuses filters (not in the diff yet: `sluice apply` sends such configurations through
+//!    `kernel::apply`, object by object) and probes every
 //!    qdisc and class kind the change needs on `lo` of a private network namespace ([`probe`]),
 //!    so a missing module or a refused option is found before the device is touched;
 //! 3. sends only the difference ([`plan::diff`]) in batches ([`crate::batch`]), every ack checked;
@@ -66,11 +67,12 @@ impl Default for ApplyOptions {
 pub fn apply_plan(plan: &Plan<'_>, opts: ApplyOptions) -> Result<Applied, LabError> {
     let filters = plan.filters();
     if !filters.is_empty() {
-        // TODO(filters18): encode the filters, diff them against the kernel's (dump
-        // RTM_GETTFILTER per parent) and send their adds after the class adds and their deletes
-        // before the class deletes. Until then a configuration with filters is refused whole.
+        // TODO: filters in the diff: encode with `filters::filter_msg`, read the kernel's with
+        // `filters::dump_filters` (and keep their raw options in the snapshot for the restore),
+        // send adds/changes after the class adds and deletes before the class deletes. Until then
+        // a configuration with filters is refused here, whole, and the CLI uses `kernel::apply`.
         return Err(LabError::Refused(format!(
-            "{} filter(s), first `{}`: the kernel backend does not program filters yet; nothing was changed",
+            "{} filter(s), first `{}`: the transactional apply does not program filters yet; nothing was changed",
             filters.len(),
             filters[0].1
         )));
@@ -124,9 +126,9 @@ pub fn apply_plan(plan: &Plan<'_>, opts: ApplyOptions) -> Result<Applied, LabErr
 /// grows with the tree; [`apply_plan`] is the one that checks the kernel.
 pub fn apply_between(old: &Plan<'_>, new: &Plan<'_>) -> Result<Applied, LabError> {
     if !new.filters().is_empty() {
-        // TODO(filters18): as in apply_plan.
+        // TODO: as in apply_plan.
         return Err(LabError::Refused(
-            "the configuration has filters, which the kernel backend does not program yet; nothing was changed".into(),
+            "the configuration has filters, which the transactional apply does not program yet; nothing was changed".into(),
         ));
     }
     let mut nl = Netlink::open()?;
@@ -328,17 +330,24 @@ fn clear_root(nl: &mut Netlink, ifindex: i32) -> Result<(), LabError> {
 }
 
 /// Builds the whole plan from scratch on `lo` of a private namespace (nothing else is touched)
-/// and returns every refusal, each with the kernel's reason. Filters are refused by name
-/// (TODO(filters18)). Differences from the real device: `lo`'s mtu and queue count.
+/// and returns every refusal, each with the kernel's reason; filters included (mirred targets
+/// become `lo`). Differences from the real device: `lo`'s mtu and queue count.
 pub fn rehearse(plan: &Plan<'_>) -> Result<Vec<String>, LabError> {
-    let mut refusals: Vec<String> = plan
-        .filters()
-        .into_iter()
-        .map(|(_, f)| format!("`{f}`: the kernel backend does not program filters yet"))
-        .collect();
+    let mut refusals = Vec::new();
     let d = plan::diff(plan::wants_of_plan(plan), &[]);
-    let ops: Vec<(Vec<u8>, String)> =
+    let mut ops: Vec<(Vec<u8>, String)> =
         d.messages(0).into_iter().map(|(m, _, l)| (m.bytes().to_vec(), l)).collect();
+    // Filters after the tree, as `kernel::apply` sends them (mirred targets become `lo`).
+    let fl = crate::netlink::flags::REQUEST
+        | crate::netlink::flags::ACK
+        | crate::netlink::flags::EXCL
+        | crate::netlink::flags::CREATE;
+    for ((_, f), (_, text)) in plan.filter_nodes().zip(plan.filters()) {
+        match crate::filters::filter_msg(0, f, fl, &|_| Some(1)) {
+            Ok(m) => ops.push((m.bytes().to_vec(), text)),
+            Err(e) => refusals.push(format!("`{text}`: {e}")),
+        }
+    }
     let found = in_private_netns(move |nl, lo| {
         let mut msgs: Vec<Msg> = ops.iter().map(|(b, _)| Msg::from_bytes(b, lo)).collect();
         let o = batch::send(nl, &mut msgs, false)?;

@@ -1,11 +1,13 @@
 //! `sluice apply --dev IF CONFIG`: program the kernel's tc through netlink, all or nothing and
 //! incrementally (only the difference from what the device holds is sent), read it back and
 //! compare; `--dry-run` prints the equivalent tc commands and rehearses the whole configuration
-//! on a scratch device; `--set CLASS rate R` changes one HTB class in place.
+//! on a scratch device; `--set CLASS rate R` changes one HTB class in place. Configurations with
+//! filters still go object by object through `kernel::apply` (filters are not in the diff yet).
 
 use anyhow::{Context, Result};
 use sluice_config::burst::BurstPolicy;
-use sluice_lab::kernel::{self, Plan};
+use sluice_lab::filters;
+use sluice_lab::kernel::{self, ObjectId, Plan};
 use sluice_lab::rate::{parse_classid, RateChange, RateSetter};
 use sluice_lab::txn::{self, ApplyOptions};
 use sluice_lab::LabError;
@@ -21,11 +23,12 @@ const LISTED: usize = 40;
 /// Arguments of `sluice apply`.
 #[derive(clap::Args)]
 #[command(after_help = "Exit status: 0 the kernel holds the whole configuration; 1 nothing was changed \
-(the configuration cannot be encoded, a kind or option this kernel refuses, filters (not programmed \
-yet), no such device, or a refusal whose change was undone: the previous tree is restored exactly); \
-2 the kernel holds only part of it (the restore after a refusal failed, or the read-back differs). \
-With --dry-run: what the real run would end with (the configuration is rehearsed on a scratch \
-device in a private namespace when run as root).")]
+(the configuration cannot be encoded, a kind or option this kernel refuses, no such device, or a \
+refusal whose change was undone: the previous tree is restored exactly); 2 the kernel holds only \
+part of it (the restore after a refusal failed, or the read-back differs). A configuration with \
+filters is still programmed object by object, not as a transaction: a refused object leaves the \
+rest installed (exit 2). With --dry-run: what the real run would end with (the configuration is \
+rehearsed on a scratch device in a private namespace when run as root).")]
 pub struct Args {
     /// Device to configure.
     #[arg(long)]
@@ -75,6 +78,9 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let plan = Plan::new(&state, &args.dev, policy).with_context(|| format!("in {config}"))?;
     if args.dry_run {
         return dry_run(&args, &plan);
+    }
+    if !plan.filters().is_empty() && args.from.is_none() {
+        return run_with_filters(&args, &state, &plan, policy);
     }
     let old = match &args.from {
         Some(f) => match super::config_load::load(std::path::Path::new(f), &pairs)? {
@@ -145,6 +151,93 @@ pub fn run(args: Args) -> Result<ExitCode> {
 
 fn ms(d: std::time::Duration) -> f64 {
     d.as_secs_f64() * 1e3
+}
+
+/// A configuration with filters: programmed object by object (`kernel::apply`, filters included),
+/// not yet as a transaction or a difference (TODO(incr18/filters18): filters in `txn`'s diff).
+fn run_with_filters(
+    args: &Args,
+    state: &sluice_config::model::State,
+    plan: &Plan<'_>,
+    policy: BurstPolicy,
+) -> Result<ExitCode> {
+    let filters = plan.filters().len();
+    let (dev, config) = (args.dev.clone(), state.clone());
+    let (rep, objs, kfilters) = sluice_lab::netns::in_netns(args.netns.as_deref(), move || {
+        let rep = kernel::apply(&Plan::new(&config, &dev, policy)?)?;
+        let objs = kernel::read_back(&dev)?;
+        let kfilters = filters::read_filters(&dev)?;
+        Ok((rep, objs, kfilters))
+    })?;
+    for a in &rep.applied {
+        println!("applied  {a}");
+    }
+    for n in &rep.notes {
+        println!("note     {n}");
+    }
+    for w in &rep.warnings {
+        eprintln!("warning  {w}");
+    }
+    for r in &rep.refused {
+        eprintln!("REFUSED  {r}");
+    }
+    // Objects already reported as refused are not reported again as missing.
+    let mut diffs: Vec<String> = plan
+        .compare(&objs)
+        .into_iter()
+        .filter(|d| !rep.was_refused(d.object))
+        .map(|d| d.to_string())
+        .collect();
+    let accepted: Vec<_> =
+        plan.filter_nodes().filter(|(i, _)| !rep.was_refused(ObjectId::Filter(*i))).map(|(_, f)| f).collect();
+    diffs.extend(filters::compare(&accepted, &kfilters));
+    for d in &diffs {
+        eprintln!("MISMATCH {d}");
+    }
+    let total = plan.qdiscs().count() + plan.classes().count() + filters;
+    if diffs.is_empty() && rep.applied.len() == total {
+        println!(
+            "read back through netlink: the kernel matches the model ({total} qdiscs, classes and filters)"
+        );
+    } else if diffs.is_empty() {
+        println!(
+            "read back through netlink: the kernel matches the model for the {} qdiscs, classes and filters it accepted (of {total})",
+            rep.applied.len()
+        );
+    }
+    if rep.refused.is_empty() && diffs.is_empty() {
+        return Ok(ExitCode::SUCCESS);
+    }
+    let objects_refused = rep.refused.len() - rep.filters_refused();
+    let mut what = Vec::new();
+    if objects_refused > 0 {
+        what.push(format!("{objects_refused} qdisc(s)/class(es) refused"));
+    }
+    if rep.filters_refused() > 0 {
+        what.push(format!("{} filter(s) refused", rep.filters_refused()));
+    }
+    if !diffs.is_empty() {
+        what.push(format!("{} mismatch(es) in the read-back", diffs.len()));
+    }
+    let root = plan.qdiscs().find(|q| q.parent == sluice_lab::netlink::TC_H_ROOT).map(|q| q.handle);
+    let now = if root.is_some_and(|h| !rep.was_refused(ObjectId::Qdisc(h))) {
+        let mut s = format!(
+            "{} now holds {} of the configuration's {total} qdiscs, classes and filters",
+            args.dev,
+            rep.applied.len()
+        );
+        if rep.filters_refused() > 0 {
+            s += &format!(
+                "; what the refused filters would classify goes to {}",
+                plan.unclassified_destination()
+            );
+        }
+        s
+    } else {
+        format!("{} keeps the kernel's default qdisc", args.dev)
+    };
+    eprintln!("sluice apply: the kernel does not hold the whole configuration: {}. {now}.", what.join(", "));
+    Ok(ExitCode::from(PARTIAL))
 }
 
 /// `--dry-run`: the tc commands, then a rehearsal on a scratch device.
