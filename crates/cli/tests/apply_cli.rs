@@ -173,7 +173,8 @@ fn a_real_apply_sends_only_the_difference_and_sets_one_rate() {
     let (code, out, err) = sluice(&["apply", "--dev", "slc-ca", "--netns", &ns, &cfg]);
     assert_eq!(code, 0, "{out}\n{err}");
     assert!(
-        out.contains("8 request(s)") && out.contains("the kernel matches the model (8 qdiscs and classes)"),
+        out.contains("8 request(s)")
+            && out.contains("the kernel matches the model (8 qdiscs, classes and filters)"),
         "{out}"
     );
     // The same tree again: nothing to send; one rate: one request.

@@ -142,7 +142,9 @@ pub fn run(args: Args) -> Result<ExitCode> {
     }
     let total = plan.qdiscs().count() + plan.classes().count() + plan.drr_classes().count();
     if diffs.is_empty() {
-        println!("read back through netlink: the kernel matches the model ({total} qdiscs and classes)");
+        println!(
+            "read back through netlink: the kernel matches the model ({total} qdiscs, classes and filters)"
+        );
         return Ok(ExitCode::SUCCESS);
     }
     eprintln!("sluice apply: the read-back differs from the model in {} place(s)", diffs.len());
