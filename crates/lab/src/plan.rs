@@ -26,7 +26,8 @@
 //! in place every time (safe, just not minimal).
 
 use crate::kernel::{
-    class_msg, drr_class_msg, qdisc_msg, xmittime_ticks, DrrClassPlan, Plan, PlannedQdisc, ResolvedClass,
+    class_msg, drr_class_msg, hfsc_class_msg, qdisc_msg, xmittime_ticks, DrrClassPlan, HfscClassPlan, Plan,
+    PlannedQdisc, ResolvedClass,
 };
 use crate::netlink::{self, flags, rtm, tca, Msg, Netlink, TcMsg, TC_H_INGRESS, TC_H_ROOT};
 use crate::LabError;
@@ -91,6 +92,8 @@ pub enum Src<'a> {
     Class(ResolvedClass<'a>),
     /// A DRR class of the plan.
     Drr(DrrClassPlan),
+    /// An HFSC class of the plan.
+    Hfsc(HfscClassPlan),
     /// An object of an earlier dump, re-sent with the options the kernel reported.
     Raw(RawObj),
 }
@@ -122,6 +125,7 @@ impl Want<'_> {
             Src::Qdisc(q) => qdisc_msg(ifindex, q, true),
             Src::Class(c) => class_msg(ifindex, c),
             Src::Drr(c) => drr_class_msg(ifindex, c, true),
+            Src::Hfsc(c) => hfsc_class_msg(ifindex, c, true),
             Src::Raw(r) => raw_msg(ifindex, r),
         };
         // The parent is this object's (the probe moves objects to the root of a scratch device).
@@ -596,8 +600,22 @@ pub fn diff<'a>(want: Vec<Want<'a>>, have: &[RawObj]) -> Diff<'a> {
         }
     }
     d.adds.sort_by_key(|w| want_depth.get(&w.key()).copied().unwrap_or(0));
-    let stale: HashSet<Key> =
-        have.iter().map(RawObj::key).filter(|k| !wanted.contains(k) && !gone.contains(k)).collect();
+    // Classes a qdisc makes by itself (prio and ETS bands, mq's queues) are not deleted.
+    let kind_of: HashMap<u32, &str> =
+        have.iter().filter(|r| r.is_qdisc).map(|r| (r.handle, r.kind.as_str())).collect();
+    let own_class = |r: &RawObj| {
+        r.is_qdisc
+            || matches!(
+                kind_of.get(&(r.handle & 0xFFFF_0000)).copied(),
+                Some("htb" | "hfsc" | "drr" | "qfq" | "cbq")
+            )
+    };
+    let stale: HashSet<Key> = have
+        .iter()
+        .filter(|r| own_class(r))
+        .map(RawObj::key)
+        .filter(|k| !wanted.contains(k) && !gone.contains(k))
+        .collect();
     d.deletes = delete_order(&stale, &have);
     d
 }
