@@ -266,6 +266,9 @@ impl TcObject {
     }
 }
 
+/// A received message: (type, flags, sequence, body after the header).
+pub(crate) type Received = (u16, u16, u32, Vec<u8>);
+
 /// An rtnetlink socket in the calling thread's network namespace.
 pub struct Netlink {
     sock: Socket,
@@ -395,7 +398,7 @@ impl Netlink {
     }
 
     /// One recv: the (type, flags, sequence, body-after-header) of each message in it.
-    pub(crate) fn recv_seq(&mut self) -> Result<Vec<(u16, u16, u32, Vec<u8>)>, LabError> {
+    pub(crate) fn recv_seq(&mut self) -> Result<Vec<Received>, LabError> {
         let mut buf = vec![0u8; 65536];
         let n = self.sock.recv(&mut &mut buf[..], 0).map_err(LabError::Io)?;
         let mut out = Vec::new();
