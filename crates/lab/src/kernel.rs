@@ -409,6 +409,11 @@ impl<'a> Plan<'a> {
         Ok(Plan { ifname: ifname.to_string(), policy, steps: order(qdiscs, classes), filters })
     }
 
+    /// The interface this plan is for.
+    pub fn ifname(&self) -> &str {
+        &self.ifname
+    }
+
     /// The qdiscs, in the order they are created.
     pub fn qdiscs(&self) -> impl Iterator<Item = &PlannedQdisc<'a>> {
         self.steps.iter().filter_map(|s| match s {

@@ -8,20 +8,27 @@
 //! - [`kernel`] over [`netlink`]: the kernel backend that programs one device of a
 //!   `sluice_config::model` configuration into Linux tc (HTB, TBF, FIFOs) through rtnetlink,
 //!   prints the equivalent tc commands and reads the result back;
+//! - [`txn`] over [`plan`] and [`batch`]: `sluice apply` as a transaction: probe the kinds on a
+//!   scratch device, send only the difference from the kernel's tree in batched netlink, restore
+//!   the previous tree exactly on a refusal; [`rate`]: one class's rate in one message;
 //! - [`results`]: the results JSON shared with the simulator.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod actions;
+pub mod batch;
 pub mod filters;
 pub mod kernel;
 pub mod measure;
 pub mod netlink;
 pub mod netns;
+pub mod plan;
+pub mod rate;
 pub mod results;
 pub mod rtnl;
 pub mod testbed;
 pub mod traffic;
+pub mod txn;
 
 /// Errors from the lab, the traffic tools and the kernel backend.
 #[derive(Debug, thiserror::Error)]
@@ -52,6 +59,9 @@ pub enum LabError {
     /// The configuration cannot be used.
     #[error("configuration: {0}")]
     Config(String),
+    /// The kernel refused part of a change (what and why; whether the previous state was restored).
+    #[error("refused: {0}")]
+    Refused(String),
     /// The lab is not in the state the operation needs.
     #[error("lab: {0}")]
     Lab(String),

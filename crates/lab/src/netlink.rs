@@ -18,6 +18,8 @@ pub mod rtm {
     pub const GETQDISC: u16 = 38;
     /// Create or change a class.
     pub const NEWTCLASS: u16 = 40;
+    /// Delete a class.
+    pub const DELTCLASS: u16 = 41;
     /// Get / dump classes.
     pub const GETTCLASS: u16 = 42;
     /// Create a filter.
@@ -122,6 +124,16 @@ impl Msg {
         m
     }
 
+    /// A finished request's bytes as a request again, for interface `ifindex` (the probe re-sends
+    /// a request on a scratch device).
+    pub fn from_bytes(bytes: &[u8], ifindex: i32) -> Msg {
+        let mut buf = bytes.to_vec();
+        if buf.len() >= 24 {
+            buf[20..24].copy_from_slice(&ifindex.to_ne_bytes());
+        }
+        Msg { buf, nests: Vec::new() }
+    }
+
     /// Append an attribute.
     pub fn attr(&mut self, ty: u16, payload: &[u8]) -> &mut Self {
         let len = 4 + payload.len();
@@ -175,7 +187,8 @@ impl Msg {
         }
     }
 
-    fn finish(&mut self, seq: u32) -> &[u8] {
+    /// Fill in length and sequence number and give the wire bytes (for [`crate::batch`]).
+    pub(crate) fn finish(&mut self, seq: u32) -> &[u8] {
         let len = self.buf.len() as u32;
         self.buf[0..4].copy_from_slice(&len.to_ne_bytes());
         self.buf[8..12].copy_from_slice(&seq.to_ne_bytes());
@@ -252,6 +265,9 @@ impl TcObject {
         find(&self.attrs, tca::OPTIONS).unwrap_or(&[])
     }
 }
+
+/// A received message: (type, flags, sequence, body after the header).
+pub(crate) type Received = (u16, u16, u32, Vec<u8>);
 
 /// An rtnetlink socket in the calling thread's network namespace.
 pub struct Netlink {
@@ -357,6 +373,32 @@ impl Netlink {
 
     /// One recv: the (type, flags, body-after-header) of each message in it.
     fn recv_batch(&mut self) -> Result<Vec<(u16, u16, Vec<u8>)>, LabError> {
+        Ok(self.recv_seq()?.into_iter().map(|(ty, fl, _, body)| (ty, fl, body)).collect())
+    }
+
+    /// A fresh sequence number (for [`crate::batch`]).
+    pub(crate) fn next_seq(&mut self) -> u32 {
+        self.seq = self.seq.wrapping_add(1);
+        self.seq
+    }
+
+    /// Send bytes holding one or more finished requests in one `sendmsg` (for [`crate::batch`]).
+    pub(crate) fn send_raw(&mut self, bytes: &[u8]) -> Result<(), LabError> {
+        self.sock.send(bytes, 0).map_err(LabError::Io).map(|_| ())
+    }
+
+    /// Ask for a receive buffer of `bytes` (best effort: the kernel caps it at `rmem_max`).
+    pub(crate) fn set_rx_buffer(&mut self, bytes: usize) {
+        let _ = self.sock.set_rx_buf_sz(bytes);
+    }
+
+    /// Keep a kernel warning for [`Netlink::take_warnings`] (for [`crate::batch`]).
+    pub(crate) fn warn(&mut self, message: String) {
+        self.warnings.push(message);
+    }
+
+    /// One recv: the (type, flags, sequence, body-after-header) of each message in it.
+    pub(crate) fn recv_seq(&mut self) -> Result<Vec<Received>, LabError> {
         let mut buf = vec![0u8; 65536];
         let n = self.sock.recv(&mut &mut buf[..], 0).map_err(LabError::Io)?;
         let mut out = Vec::new();
@@ -368,12 +410,16 @@ impl Netlink {
             if len < 16 || off + len > n {
                 break;
             }
-            out.push((ty, fl, buf[off + 16..off + len].to_vec()));
+            let seq = u32_at(&buf, off + 8).unwrap_or(0);
+            out.push((ty, fl, seq, buf[off + 16..off + len].to_vec()));
             off += (len + 3) & !3;
         }
         Ok(out)
     }
 }
+
+/// `NLMSG_ERROR`: an ack (errno 0) or an error.
+pub(crate) const NLMSG_ERROR_TYPE: u16 = NLMSG_ERROR;
 
 /// Decode an `NLMSG_ERROR` body (`flags` from its header): the positive errno (0 for an ack) and
 /// the extended-ack message (`NLMSGERR_ATTR_MSG`), empty when the kernel gave none. The
