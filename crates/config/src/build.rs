@@ -491,7 +491,8 @@ fn build_hfsc(
     while progress {
         progress = false;
         for (i, c) in classes.iter().enumerate() {
-            let ready = c.parent == q.handle || classes.iter().zip(&added).any(|(p, &a)| a && p.classid == c.parent);
+            let ready =
+                c.parent == q.handle || classes.iter().zip(&added).any(|(p, &a)| a && p.classid == c.parent);
             if added[i] || !ready {
                 continue;
             }
@@ -512,8 +513,11 @@ fn build_hfsc(
         shapes.push(ClassShape { classid: c.classid, inner: !leaf, child: classful_child });
     }
     let def = Handle::new(q.handle.major(), default as u32);
-    let fallback =
-        if default != 0 && dev.class(def).is_some() && dev.child_classes(def).next().is_none() { def } else { q.handle };
+    let fallback = if default != 0 && dev.class(def).is_some() && dev.child_classes(def).next().is_none() {
+        def
+    } else {
+        q.handle
+    };
     cls.set_shape(QdiscShape {
         handle: q.handle,
         kind: ShapeKind::Htb,

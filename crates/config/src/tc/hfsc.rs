@@ -11,7 +11,8 @@ use sluice_core::units::{format_rate, format_time, parse_rate, parse_size, parse
 use sluice_core::{Handle, Rate, Span};
 use std::fmt::Write;
 
-const QDISC_USAGE: &str = "Usage: ... hfsc [ default CLASSID ]\n\n default: default class for unclassified packets\n";
+const QDISC_USAGE: &str =
+    "Usage: ... hfsc [ default CLASSID ]\n\n default: default class for unclassified packets\n";
 
 const CLASS_USAGE: &str = "Usage: ... hfsc [ [ rt SC ] [ ls SC ] | [ sc SC ] ] [ ul SC ]\n\nSC := [ [ m1 BPS ] d SEC ] m2 BPS\n\n m1 : slope of first segment\n d  : x-coordinate of intersection\n m2 : slope of second segment\n\nAlternative format:\n\nSC := [ [ umax BYTE ] dmax SEC ] rate BPS\n\n umax : maximum unit of work\n dmax : maximum delay\n rate : rate\n\nRemarks:\n - at least one of 'rt', 'ls' or 'sc' must be specified\n - 'ul' can only be specified with 'ls' or 'sc'\n";
 
@@ -388,8 +389,10 @@ mod tests {
     use crate::tc::args::{parse_command, TcCmd};
 
     fn class(args: &str) -> Result<HfscClassOpts, TcError> {
-        let argv: Vec<String> =
-            format!("class add dev d parent 1: classid 1:1 hfsc {args}").split(' ').map(String::from).collect();
+        let argv: Vec<String> = format!("class add dev d parent 1: classid 1:1 hfsc {args}")
+            .split(' ')
+            .map(String::from)
+            .collect();
         match parse_command(&argv)? {
             TcCmd::Class(c) => match c.opts {
                 Some(crate::model::ClassOpts::Hfsc(o)) => Ok(o),
@@ -405,10 +408,7 @@ mod tests {
         assert_eq!(o.rt, Some(ServiceCurve { m1: 308_000, d: 5000, m2: 1250 }));
         assert_eq!(o.ls, o.rt);
         assert_eq!(o.ul, Some(ServiceCurve::linear(1250)));
-        assert_eq!(
-            class_options(&o),
-            "sc m1 2464Kbit d 5ms m2 10Kbit ul m1 0bit d 0us m2 10Kbit "
-        );
+        assert_eq!(class_options(&o), "sc m1 2464Kbit d 5ms m2 10Kbit ul m1 0bit d 0us m2 10Kbit ");
         // Convex: flat for dmax - umax/rate = 20ms - 1500 B / 125000 B/s = 8 ms.
         let o = class("rt umax 1500 dmax 20ms rate 1mbit").unwrap();
         assert_eq!(o.rt, Some(ServiceCurve { m1: 0, d: 8000, m2: 125_000 }));

@@ -503,7 +503,9 @@ pub fn show_classes(
                 for c in class_hash_order_by(all, |c| c.map_or(q.handle, |c| c.classid)) {
                     match c {
                         None => lines.push((q.handle, "root ".into(), None)),
-                        Some(c) => lines.push((c.classid, format!("parent {} ", classid_str(c.parent)), Some(c))),
+                        Some(c) => {
+                            lines.push((c.classid, format!("parent {} ", classid_str(c.parent)), Some(c)))
+                        }
                     }
                 }
             }
