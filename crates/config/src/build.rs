@@ -178,24 +178,24 @@ fn actions(a: &[Action], devices: &[Device]) -> Result<Actions, BuildError> {
                 exceed: verdict(p.exceed)?,
                 conform: verdict(p.conform)?,
             })?),
-            Action::Mirred(m) => CoreAction::Redirect(mirred_target(m, devices)?),
+            Action::Mirred(m) => mirred(m, devices)?,
         });
     }
     Ok(Actions::new(v))
 }
 
-/// A mirred redirect's target; a mirror (a copy of each packet) is not in the data path.
-fn mirred_target(m: &MirredOpts, devices: &[Device]) -> Result<MirredTarget, BuildError> {
-    if m.mode == MirredMode::Mirror {
-        return Err(BuildError::Unsupported("mirred mirror (a copy of each packet)".into()));
-    }
-    if m.verdict != Verdict::Stolen {
-        return Err(BuildError::Unsupported(format!("a mirred redirect with verdict {}", m.verdict.name())));
-    }
+/// A mirred action: a redirect that steals the packet moves it; a mirror, or a redirect with
+/// another verdict, sends a copy and lets the original go on with the verdict (the kernel's
+/// `tcf_mirred_act` clones unless it may steal; a mirror that steals is a redirect).
+fn mirred(m: &MirredOpts, devices: &[Device]) -> Result<CoreAction, BuildError> {
     let dev = devices.iter().position(|d| d.name == m.dev).and_then(|i| u16::try_from(i).ok()).ok_or_else(
         || BuildError::Missing(format!("mirred target {} is not a device of this configuration", m.dev)),
     )?;
-    Ok(MirredTarget { dev, ingress: m.direction == MirredDirection::Ingress })
+    let target = MirredTarget { dev, ingress: m.direction == MirredDirection::Ingress };
+    Ok(match m.verdict {
+        Verdict::Stolen => CoreAction::Redirect(target),
+        v => CoreAction::Mirror(target, verdict(v)?),
+    })
 }
 
 fn filter_spec(f: &FilterNode, devices: &[Device]) -> Result<Option<FilterSpec>, BuildError> {
@@ -578,14 +578,9 @@ fn build_netem(
     seed: u64,
 ) -> Result<Box<dyn Qdisc>, BuildError> {
     use sluice_core::netem::{LossModel, Netem, NetemConfig, NetemRate, NetemSlot};
-    // A duplicate needs its bytes copied by whoever owns them; the engine's owners (simulator
-    // slots, the live shaper's pool) hand each payload out once. A corrupted packet keeps its
+    // A duplicate goes to the tree's outbox (the classifier holds it): the engine's owner copies
+    // the frame and the engine enqueues the copy at the root. A corrupted packet keeps its
     // payload, marked: the simulator's receiver discards it, the live shaper flips a bit.
-    if n.duplicate != 0 {
-        return Err(BuildError::Unsupported(
-            "netem duplicate (a second copy of a frame needs its owner to clone it)".into(),
-        ));
-    }
     let cor = n.corr.unwrap_or_default();
     let table = |d: &Option<NetemDist>| d.as_ref().map(|d| crate::tc::netem::dist_table(d).into());
     let loss = match n.loss_model {
@@ -635,6 +630,9 @@ fn build_netem(
         seed: seed
             ^ ((q.handle.major() as u64) << 32 | q.handle.minor() as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
     })?;
+    if n.duplicate != 0 {
+        netem.set_duplicates(cls.duplicates_outbox());
+    }
     if let Some(c) = dev
         .qdiscs
         .iter()

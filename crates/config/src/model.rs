@@ -44,6 +44,10 @@ pub struct State {
     /// (`qdisc_alloc_handle`'s static `autohandle`), starting at 0x8001.
     #[serde(default = "first_auto_handle")]
     pub next_auto_handle: u32,
+    /// Named network namespaces (`ip netns add NAME`), each with its own devices and actions,
+    /// reached with `tc -n NAME`, `ip -n NAME` and `ip netns exec NAME`.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub netns: std::collections::BTreeMap<String, State>,
 }
 
 fn first_ifindex() -> u32 {
@@ -57,6 +61,7 @@ impl Default for State {
             next_ifindex: first_ifindex(),
             actions: Vec::new(),
             next_auto_handle: first_auto_handle(),
+            netns: Default::default(),
         }
     }
 }

@@ -137,9 +137,12 @@ pub fn validate(state: &State) -> Result<(), String> {
         }
         for c in &d.classes {
             let args = crate::export::class_args(&c.opts);
-            // The kind is the qdisc's, as `sluice export` writes it.
-            let Some(q) = d.qdiscs.iter().find(|q| q.handle == c.classid.qdisc()) else { continue };
-            let kind = q.opts.kind();
+            let kind = match c.opts {
+                crate::model::ClassOpts::Htb(_) => "htb",
+                crate::model::ClassOpts::Drr { .. } => "drr",
+                crate::model::ClassOpts::Hfsc(_) => "hfsc",
+                crate::model::ClassOpts::Ets { .. } => "ets",
+            };
             let head = format!("class add dev {} parent 1: classid 1:1 {kind}", d.name);
             reparse(&head, &args).map_err(|m| format!("device {}: class {}: {m}", d.name, c.classid))?;
         }

@@ -304,6 +304,14 @@ fn qdisc_modify_dev(dev: &mut Device, c: &QdiscCmd) -> Result<Vec<String>, TcErr
             remove_qdisc_tree(dev, h);
         }
     }
+    // tbf_change: fifo_set_limit gives a fifo child the new limit (bytes, whatever the fifo).
+    if let QdiscOpts::Tbf(t) = &merged {
+        for q in dev.qdiscs.iter_mut().filter(|q| q.parent != H_ROOT && q.parent.qdisc() == qh) {
+            if let QdiscOpts::Pfifo(f) | QdiscOpts::Bfifo(f) | QdiscOpts::PfifoHeadDrop(f) = &mut q.opts {
+                f.limit = Some(t.limit);
+            }
+        }
+    }
     if let Some(q) = dev.qdiscs.iter_mut().find(|q| q.handle == qh) {
         q.opts = merged;
         q.stab = c.stab;

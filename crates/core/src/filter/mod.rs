@@ -87,6 +87,52 @@ pub struct PacketMeta {
     pub mark: u32,
     /// `skb->priority`.
     pub priority: u32,
+    /// Copies mirred actions asked for (the caller makes them).
+    pub mirrors: Mirrors,
+}
+
+/// The devices mirred actions asked a copy of the packet for, in order (at most
+/// [`Mirrors::MAX`]; more are counted in [`Mirrors::lost`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Mirrors {
+    n: u8,
+    /// Copies asked for beyond [`Mirrors::MAX`] (not made).
+    pub lost: u8,
+    to: [MirredTarget; Mirrors::MAX],
+}
+
+impl Mirrors {
+    /// Copies one packet can ask for.
+    pub const MAX: usize = 4;
+
+    /// Records a copy for `t`.
+    pub fn push(&mut self, t: MirredTarget) {
+        match self.to.get_mut(self.n as usize) {
+            Some(slot) => {
+                *slot = t;
+                self.n += 1;
+            }
+            None => self.lost = self.lost.saturating_add(1),
+        }
+    }
+
+    /// Appends `o`'s copies.
+    pub fn extend(&mut self, o: &Mirrors) {
+        for t in o.targets() {
+            self.push(*t);
+        }
+        self.lost = self.lost.saturating_add(o.lost);
+    }
+
+    /// The targets, in order.
+    pub fn targets(&self) -> &[MirredTarget] {
+        &self.to[..self.n as usize]
+    }
+
+    /// Whether no copy was asked for.
+    pub fn is_empty(&self) -> bool {
+        self.n == 0 && self.lost == 0
+    }
 }
 
 impl<'a> ClassifyInput<'a> {
@@ -96,7 +142,11 @@ impl<'a> ClassifyInput<'a> {
             pkt,
             keys,
             frame,
-            meta: Cell::new(PacketMeta { mark: pkt.mark, priority: pkt.priority }),
+            meta: Cell::new(PacketMeta {
+                mark: pkt.mark,
+                priority: pkt.priority,
+                mirrors: Mirrors::default(),
+            }),
         }
     }
 
