@@ -443,7 +443,15 @@ mod tests {
         f[12] = 0x08;
         f[14] = 0x45;
         f[34..38].copy_from_slice(&[0x12, 0x34, 0x56, 0x78]);
-        (f, FlowKeys { ethertype: 0x0800, network_offset: 14, transport_offset: Some(34), ..Default::default() })
+        (
+            f,
+            FlowKeys {
+                ethertype: 0x0800,
+                network_offset: 14,
+                transport_offset: Some(34),
+                ..Default::default()
+            },
+        )
     }
 
     fn run(m: &[Ematch], mark: u32) -> bool {
