@@ -422,3 +422,95 @@ impl BasicTp {
         None
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::flow_keys::FlowKeys;
+    use crate::packet::Packet;
+
+    fn leaf(kind: EmKind) -> Ematch {
+        Ematch { invert: false, rel: Relation::End, kind }
+    }
+
+    fn cmp(align: u8, off: u16, layer: u8, trans: bool, opnd: Opnd, val: u32) -> EmKind {
+        EmKind::Cmp(Cmp { align, off, layer, mask: 0, trans, opnd, val })
+    }
+
+    /// Ethernet (VLAN-less) + 20-byte IPv4 + 4 transport bytes.
+    fn frame() -> (Vec<u8>, FlowKeys) {
+        let mut f = vec![0u8; 14 + 20 + 4];
+        f[12] = 0x08;
+        f[14] = 0x45;
+        f[34..38].copy_from_slice(&[0x12, 0x34, 0x56, 0x78]);
+        (
+            f,
+            FlowKeys {
+                ethertype: 0x0800,
+                network_offset: 14,
+                transport_offset: Some(34),
+                ..Default::default()
+            },
+        )
+    }
+
+    fn run(m: &[Ematch], mark: u32) -> bool {
+        let (f, k) = frame();
+        let mut p = Packet::new(f.len() as u32, 0);
+        p.mark = mark;
+        tree_match(m, &ClassifyInput::new(&p, &k, &f))
+    }
+
+    #[test]
+    fn cmp_reads_big_endian_and_trans_swaps() {
+        assert!(run(&[leaf(cmp(2, 0, 2, false, Opnd::Eq, 0x1234))], 0));
+        assert!(run(&[leaf(cmp(2, 0, 2, true, Opnd::Eq, 0x3412))], 0));
+        assert!(run(&[leaf(cmp(4, 0, 2, true, Opnd::Eq, 0x7856_3412))], 0));
+        assert!(run(&[leaf(cmp(1, 0, 1, false, Opnd::Gt, 0x44))], 0));
+        assert!(!run(&[leaf(cmp(1, 0, 1, false, Opnd::Lt, 0x45))], 0));
+        // Past the end of the frame: no match, whatever the comparison.
+        assert!(!run(&[leaf(cmp(4, 2, 2, false, Opnd::Lt, u32::MAX))], 0));
+    }
+
+    #[test]
+    fn meta_and_nbyte() {
+        let int = |id, val| MetaObj { id, var: false, shift: 0, val, bytes: vec![] };
+        let meta = |l, opnd, r| leaf(EmKind::Meta(Meta { left: l, opnd, right: r }));
+        assert!(run(&[meta(int(meta_id::NFMARK, 0), Opnd::Eq, int(meta_id::VALUE, 9))], 9));
+        // The mask on an id applies before the comparison; a shift before the mask.
+        let masked = MetaObj { shift: 4, val: 0xf, ..int(meta_id::NFMARK, 0) };
+        assert!(run(&[meta(masked, Opnd::Eq, int(meta_id::VALUE, 0x2))], 0x1f2f));
+        // `protocol` is the EtherType as a little-endian host reads the kernel's network-order field.
+        assert!(run(&[meta(int(meta_id::PROTOCOL, 0), Opnd::Eq, int(meta_id::VALUE, 8))], 0));
+        // No VLAN tag: the collector fails and the match is false, even inverted comparisons.
+        assert!(!run(&[meta(int(meta_id::VLAN_TAG, 0), Opnd::Lt, int(meta_id::VALUE, 5000))], 0));
+        let nb = |needle: &[u8], off| leaf(EmKind::Nbyte(Nbyte { needle: needle.to_vec(), off, layer: 2 }));
+        assert!(run(&[nb(&[0x34, 0x56], 1)], 0));
+        assert!(!run(&[nb(&[0x34, 0x56], 3)], 0));
+    }
+
+    #[test]
+    fn relations_read_left_to_right() {
+        let t = || cmp(1, 0, 0, false, Opnd::Eq, 0);
+        let f = || cmp(1, 0, 0, false, Opnd::Eq, 1);
+        let seq = |a: EmKind, r1, b: EmKind, r2, c: EmKind| {
+            vec![
+                Ematch { invert: false, rel: r1, kind: a },
+                Ematch { invert: false, rel: r2, kind: b },
+                Ematch { invert: false, rel: Relation::End, kind: c },
+            ]
+        };
+        // false AND x OR true: the kernel stops at the first false AND.
+        assert!(!run(&seq(f(), Relation::And, t(), Relation::Or, t()), 0));
+        // true OR x AND false: stops at the first true OR.
+        assert!(run(&seq(t(), Relation::Or, f(), Relation::And, f()), 0));
+        // A group is one match; `not` inverts it.
+        let group = Ematch {
+            invert: true,
+            rel: Relation::End,
+            kind: EmKind::Container(seq(f(), Relation::Or, f(), Relation::Or, t())),
+        };
+        assert!(!run(&[group], 0));
+        assert!(run(&[], 0), "an empty tree matches");
+    }
+}
