@@ -421,3 +421,22 @@ pub fn compare(filters: &[&FilterNode], kernel: &[KFilter]) -> Vec<String> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::kernel::{script_state, Plan};
+    use sluice_config::burst::BurstPolicy;
+
+    #[test]
+    fn ematches_are_refused_before_anything_is_sent() {
+        let st = script_state(
+            "tc qdisc add dev $DEV root handle 1: htb default 1\n\
+             tc class add dev $DEV parent 1: classid 1:1 htb rate 10mbit\n\
+             tc filter add dev $DEV parent 1: prio 3 handle 1 basic match 'meta(priority eq 1)' classid 1:1\n",
+            &[("DEV", "eth0")],
+        )
+        .unwrap();
+        let e = Plan::new(&st, "eth0", BurstPolicy::Sluice).unwrap_err().to_string();
+        assert!(e.contains("basic filter prio 3 ematch") && e.contains("not encoded"), "{e}");
+    }
+}
