@@ -45,10 +45,6 @@ pub mod flags {
 }
 
 const NLMSG_ERROR: u16 = 2;
-/// `NLM_F_CAPPED` on an ack: the echoed request is only its header.
-const NLM_F_CAPPED: u16 = 0x100;
-/// `NLM_F_ACK_TLVS` on an ack: extended-ack attributes follow the echoed request.
-const NLM_F_ACK_TLVS: u16 = 0x200;
 /// `NLMSGERR_ATTR_MSG`: the kernel's human-readable message.
 const NLMSGERR_ATTR_MSG: u16 = 1;
 const NLMSG_DONE: u16 = 3;
@@ -281,9 +277,9 @@ impl Netlink {
         let seq = self.seq;
         self.sock.send(msg.finish(seq), 0).map_err(LabError::Io)?;
         loop {
-            for (ty, fl, body) in self.recv_batch()? {
+            for (ty, body) in self.recv_batch()? {
                 if ty == NLMSG_ERROR {
-                    let (errno, message) = parse_ack(fl, &body);
+                    let (errno, message) = parse_ack(&body);
                     if errno == 0 {
                         if !message.is_empty() {
                             self.warnings.push(message);
@@ -308,14 +304,11 @@ impl Netlink {
         self.sock.send(msg.finish(seq), 0).map_err(LabError::Io)?;
         let mut out = Vec::new();
         loop {
-            for (ty, fl, body) in self.recv_batch()? {
+            for (ty, body) in self.recv_batch()? {
                 match ty {
                     NLMSG_DONE => return Ok(out),
                     NLMSG_ERROR => {
-                        let (errno, message) = parse_ack(fl, &body);
-                        if errno != 0 {
-                            return Err(kernel_error(errno, message));
-                        }
+                        check_error(&body)?;
                         return Ok(out);
                     }
                     _ if body.len() >= 20 => out.push(TcObject {
@@ -341,9 +334,9 @@ impl Netlink {
         let mut m = Msg::getlink(name);
         self.sock.send(m.finish(seq), 0).map_err(LabError::Io)?;
         loop {
-            for (ty, fl, body) in self.recv_batch()? {
+            for (ty, body) in self.recv_batch()? {
                 if ty == NLMSG_ERROR {
-                    return Err(match parse_ack(fl, &body) {
+                    return Err(match parse_ack(&body) {
                         (0 | 19, _) => LabError::NoDevice(name.to_string()),
                         (errno, message) => kernel_error(errno, message),
                     });
@@ -355,8 +348,8 @@ impl Netlink {
         }
     }
 
-    /// One recv: the (type, flags, body-after-header) of each message in it.
-    fn recv_batch(&mut self) -> Result<Vec<(u16, u16, Vec<u8>)>, LabError> {
+    /// One recv: the (type, body-after-header) of each message in it.
+    fn recv_batch(&mut self) -> Result<Vec<(u16, Vec<u8>)>, LabError> {
         let mut buf = vec![0u8; 65536];
         let n = self.sock.recv(&mut &mut buf[..], 0).map_err(LabError::Io)?;
         let mut out = Vec::new();
@@ -364,30 +357,35 @@ impl Netlink {
         while off + 16 <= n {
             let len = u32_at(&buf, off).unwrap_or(0) as usize;
             let ty = u16::from_ne_bytes([buf[off + 4], buf[off + 5]]);
-            let fl = u16::from_ne_bytes([buf[off + 6], buf[off + 7]]);
             if len < 16 || off + len > n {
                 break;
             }
-            out.push((ty, fl, buf[off + 16..off + len].to_vec()));
+            out.push((ty, buf[off + 16..off + len].to_vec()));
             off += (len + 3) & !3;
         }
         Ok(out)
     }
 }
 
-/// Decode an `NLMSG_ERROR` body (`flags` from its header): the positive errno (0 for an ack) and
-/// the extended-ack message (`NLMSGERR_ATTR_MSG`), empty when the kernel gave none. The
-/// attributes follow the echoed request: its header alone with `NLM_F_CAPPED`, else all of it.
-pub(crate) fn parse_ack(flags: u16, body: &[u8]) -> (i32, String) {
-    let errno = u32_at(body, 0).map(|e| (e as i32).wrapping_neg()).unwrap_or(EIO);
-    let mut msg = String::new();
-    if flags & NLM_F_ACK_TLVS != 0 {
-        let echoed = if flags & NLM_F_CAPPED != 0 { 16 } else { u32_at(body, 4).unwrap_or(16) as usize };
-        let start = 4 + ((echoed + 3) & !3);
-        if let Some(m) = body.get(start..).and_then(|t| find(t, NLMSGERR_ATTR_MSG)) {
-            msg = String::from_utf8_lossy(m).trim_end_matches('\0').to_string();
-        }
+/// Decode an `NLMSG_ERROR` body: errno 0 is an ack.
+fn check_error(body: &[u8]) -> Result<(), LabError> {
+    match parse_ack(body) {
+        (0, _) => Ok(()),
+        (errno, message) => Err(kernel_error(errno, message)),
     }
+}
+
+/// Decode an `NLMSG_ERROR` body: the positive errno (0 for an ack) and the extended-ack message
+/// (`NLMSGERR_ATTR_MSG`, on errors and on acks that carry a warning), empty when the kernel gave
+/// none. The sockets here ask for capped acks (`NETLINK_CAP_ACK`), so the attributes follow the
+/// echoed request's header.
+pub(crate) fn parse_ack(body: &[u8]) -> (i32, String) {
+    let errno = u32_at(body, 0).map(|e| (e as i32).wrapping_neg()).unwrap_or(EIO);
+    let msg = body
+        .get(20..)
+        .and_then(|t| find(t, NLMSGERR_ATTR_MSG))
+        .map(|m| String::from_utf8_lossy(m).trim_end_matches('\0').to_string())
+        .unwrap_or_default();
     (errno, msg)
 }
 
@@ -424,27 +422,28 @@ mod tests {
         assert_eq!(find(opts, 5).and_then(|b| u32_at(b, 0)), Some(7));
     }
 
-    /// An `NLMSG_ERROR` body: errno, the echoed request (`echo` bytes), then a message TLV.
-    fn ack(errno: i32, echo: usize, msg: &str) -> Vec<u8> {
+    /// A capped `NLMSG_ERROR` body: errno, the echoed request header, then a message TLV.
+    fn ack(errno: i32, msg: Option<&str>) -> Vec<u8> {
         let mut b = errno.to_ne_bytes().to_vec();
-        let mut hdr = vec![0u8; echo.max(16)];
-        hdr[0..4].copy_from_slice(&(echo.max(16) as u32).to_ne_bytes());
-        b.extend_from_slice(&hdr);
-        let mut m = Msg { buf: Vec::new(), nests: Vec::new() };
-        m.attr_str(NLMSGERR_ATTR_MSG, msg);
-        b.extend_from_slice(m.bytes());
+        b.extend_from_slice(&36u32.to_ne_bytes());
+        b.extend_from_slice(&[0u8; 12]);
+        if let Some(msg) = msg {
+            let mut m = Msg { buf: Vec::new(), nests: Vec::new() };
+            m.attr_str(NLMSGERR_ATTR_MSG, msg);
+            b.extend_from_slice(m.bytes());
+        }
         b
     }
 
     #[test]
     fn acks_carry_warnings_and_errors_their_message() {
         let warn = "quantum of class 10001 is big. Consider r2q change.";
-        assert_eq!(parse_ack(NLM_F_CAPPED | NLM_F_ACK_TLVS, &ack(0, 16, warn)), (0, warn.to_string()));
-        // Uncapped: the whole request (here 36 bytes) is echoed before the attributes.
-        assert_eq!(parse_ack(NLM_F_ACK_TLVS, &ack(-22, 36, "Invalid")), (22, "Invalid".to_string()));
-        // Without NLM_F_ACK_TLVS there is no message, whatever follows.
-        assert_eq!(parse_ack(NLM_F_CAPPED, &ack(0, 16, warn)), (0, String::new()));
-        assert_eq!(parse_ack(NLM_F_ACK_TLVS, &[1, 2]), (EIO, String::new()));
+        assert_eq!(parse_ack(&ack(0, Some(warn))), (0, warn.to_string()));
+        assert_eq!(parse_ack(&ack(-22, Some("Invalid"))), (22, "Invalid".to_string()));
+        assert_eq!(parse_ack(&ack(0, None)), (0, String::new()));
+        assert!(check_error(&ack(0, Some(warn))).is_ok());
+        assert!(matches!(check_error(&ack(-2, None)), Err(LabError::Kernel { errno: 2, .. })));
+        assert_eq!(parse_ack(&[1, 2]), (EIO, String::new()));
     }
 
     #[test]

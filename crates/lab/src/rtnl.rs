@@ -65,7 +65,6 @@ impl Sock {
                     break;
                 }
                 let ty = u16::from_ne_bytes([buf[off + 4], buf[off + 5]]);
-                let fl = u16::from_ne_bytes([buf[off + 6], buf[off + 7]]);
                 let seq = u32_at(&buf, off + 8).unwrap_or(0);
                 let body = &buf[off + 16..off + len];
                 off += (len + 3) & !3;
@@ -74,7 +73,7 @@ impl Sock {
                 }
                 match ty {
                     NLMSG_ERROR => {
-                        return match parse_ack(fl, body) {
+                        return match parse_ack(body) {
                             (0, _) => Ok(out),
                             (errno, message) => Err(kernel_error(errno, message)),
                         }
