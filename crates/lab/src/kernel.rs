@@ -156,6 +156,8 @@ impl PlannedQdisc<'_> {
             | QdiscOpts::Cake(_)
             | QdiscOpts::Red(_)
             | QdiscOpts::Drr
+            | QdiscOpts::Hfsc(_)
+            | QdiscOpts::Ets(_)
             | QdiscOpts::Pfifo(_)
             | QdiscOpts::Bfifo(_) => String::new(),
             other => qdisc_args(other).trim().to_string(),
@@ -195,6 +197,7 @@ enum Step<'a> {
     Qdisc(PlannedQdisc<'a>),
     Class(ResolvedClass<'a>),
     DrrClass(DrrClassPlan),
+    HfscClass(HfscClassPlan),
 }
 
 impl Step<'_> {
@@ -204,6 +207,7 @@ impl Step<'_> {
             Step::Qdisc(_) => None,
             Step::Class(c) => Some((c.classid, c.parent)),
             Step::DrrClass(c) => Some((c.classid, c.parent)),
+            Step::HfscClass(c) => Some((c.classid, c.parent)),
         }
     }
 }
@@ -217,6 +221,17 @@ pub struct DrrClassPlan {
     pub parent: u32,
     /// `TCA_DRR_QUANTUM`, when given (the kernel's default is the device's psched_mtu).
     pub quantum: Option<u32>,
+}
+
+/// An HFSC class of the plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HfscClassPlan {
+    /// Kernel class id.
+    pub classid: u32,
+    /// Kernel parent (the HFSC qdisc's handle for a class under the root class).
+    pub parent: u32,
+    /// The curves sent (`TCA_HFSC_RSC`, `FSC`, `USC`).
+    pub curves: sluice_config::model::HfscClassOpts,
 }
 
 /// An object of the plan, by its kernel handle (filters by their index in the model device).
@@ -323,6 +338,14 @@ impl<'a> Plan<'a> {
                     classes.push(Step::DrrClass(DrrClassPlan { classid, parent, quantum: *quantum }));
                     continue;
                 }
+                ClassOpts::Hfsc(h) => {
+                    let classid = conv(c.classid, &|| format!("class {id}"), &mut too_wide);
+                    let parent = conv(c.parent, &|| format!("the parent of class {id}"), &mut too_wide);
+                    classes.push(Step::HfscClass(HfscClassPlan { classid, parent, curves: h.clone() }));
+                    continue;
+                }
+                // ETS bands live in the qdisc's options: no class node holds one.
+                ClassOpts::Ets { .. } => continue,
             };
             if htb.linklayer != LinkLayer::Ethernet {
                 unencoded.push(format!("class {id} linklayer"));
@@ -394,7 +417,7 @@ impl<'a> Plan<'a> {
     pub fn qdiscs(&self) -> impl Iterator<Item = &PlannedQdisc<'a>> {
         self.steps.iter().filter_map(|s| match s {
             Step::Qdisc(q) => Some(q),
-            Step::Class(_) | Step::DrrClass(_) => None,
+            Step::Class(_) | Step::DrrClass(_) | Step::HfscClass(_) => None,
         })
     }
 
@@ -402,7 +425,7 @@ impl<'a> Plan<'a> {
     pub fn classes(&self) -> impl Iterator<Item = &ResolvedClass<'a>> {
         self.steps.iter().filter_map(|s| match s {
             Step::Class(c) => Some(c),
-            Step::Qdisc(_) | Step::DrrClass(_) => None,
+            Step::Qdisc(_) | Step::DrrClass(_) | Step::HfscClass(_) => None,
         })
     }
 
@@ -410,6 +433,14 @@ impl<'a> Plan<'a> {
     pub fn drr_classes(&self) -> impl Iterator<Item = &DrrClassPlan> {
         self.steps.iter().filter_map(|s| match s {
             Step::DrrClass(c) => Some(c),
+            _ => None,
+        })
+    }
+
+    /// The HFSC classes, in the order they are created.
+    pub fn hfsc_classes(&self) -> impl Iterator<Item = &HfscClassPlan> {
+        self.steps.iter().filter_map(|s| match s {
+            Step::HfscClass(c) => Some(c),
             _ => None,
         })
     }
@@ -459,6 +490,12 @@ impl<'a> Plan<'a> {
         for step in &self.steps {
             out.push(match step {
                 Step::Qdisc(q) => qdisc_command(dev, q),
+                Step::HfscClass(c) => format!(
+                    "tc class replace dev {dev} parent {} classid {} hfsc{}",
+                    handle_str(c.parent),
+                    handle_str(c.classid),
+                    sluice_config::tc::hfsc::export_class_args(&c.curves)
+                ),
                 Step::DrrClass(c) => format!(
                     "tc class replace dev {dev} parent {} classid {} drr{}",
                     handle_str(c.parent),
@@ -839,6 +876,14 @@ pub fn qdisc_msg(ifindex: i32, q: &PlannedQdisc<'_>, replace: bool) -> Msg {
             m.end_nest();
         }
         QdiscOpts::Red(r) => red_options(&mut m, r),
+        // `struct tc_hfsc_qopt`: the default class minor.
+        QdiscOpts::Hfsc(h) => {
+            m.attr(tca::OPTIONS, &h.default.to_ne_bytes());
+        }
+        QdiscOpts::Ets(e) => {
+            let nested = tca::OPTIONS | sluice_config::tc::ets::attr::NESTED;
+            m.attr(nested, &sluice_config::tc::ets::netlink_options(e));
+        }
         QdiscOpts::Pfifo(f) | QdiscOpts::Bfifo(f) => {
             if let Some(l) = f.limit {
                 m.attr(tca::OPTIONS, &l.to_ne_bytes());
@@ -896,6 +941,38 @@ pub fn drr_class_msg(ifindex: i32, c: &DrrClassPlan, replace: bool) -> Msg {
         m.attr(TCA_DRR_QUANTUM, &q.to_ne_bytes());
     }
     m.end_nest();
+    m
+}
+
+/// The netlink request that creates HFSC class `c` on `ifindex`: `TCA_OPTIONS` holding
+/// `TCA_HFSC_RSC` (1), `FSC` (2) and `USC` (3), each a `struct tc_service_curve` (m1, d, m2), the
+/// ones the class has, in that order (as tc sends them).
+pub fn hfsc_class_msg(ifindex: i32, c: &HfscClassPlan, replace: bool) -> Msg {
+    let fl = flags::REQUEST | flags::ACK | flags::CREATE | if replace { flags::REPLACE } else { flags::EXCL };
+    let mut m = Msg::tc(rtm::NEWTCLASS, fl, TcMsg { ifindex, handle: c.classid, parent: c.parent, info: 0 });
+    m.attr_str(tca::KIND, "hfsc");
+    m.begin_nest(tca::OPTIONS);
+    let curves = [(1u16, c.curves.rt), (2, c.curves.ls), (3, c.curves.ul)];
+    for (ty, sc) in curves.iter().filter_map(|(t, sc)| sc.map(|s| (*t, s))) {
+        let mut b = Vec::with_capacity(12);
+        for v in [sc.m1, sc.d, sc.m2] {
+            b.extend_from_slice(&v.to_ne_bytes());
+        }
+        m.attr(ty, &b);
+    }
+    m.end_nest();
+    m
+}
+
+/// The netlink request `tc class change` sends for ETS class `classid` (ETS classes are the
+/// qdisc's bands: they are changed, never created): `parent` 0 when not given, `TCA_OPTIONS`
+/// nested, with the quantum when given.
+pub fn ets_class_change_msg(ifindex: i32, classid: u32, parent: u32, quantum: Option<u32>) -> Msg {
+    let fl = flags::REQUEST | flags::ACK;
+    let mut m = Msg::tc(rtm::NEWTCLASS, fl, TcMsg { ifindex, handle: classid, parent, info: 0 });
+    m.attr_str(tca::KIND, "ets");
+    let nested = tca::OPTIONS | sluice_config::tc::ets::attr::NESTED;
+    m.attr(nested, &sluice_config::tc::ets::class_netlink_options(quantum));
     m
 }
 
@@ -1085,6 +1162,15 @@ pub fn apply(plan: &Plan<'_>) -> Result<ApplyReport, LabError> {
                 );
                 let parents = [ObjectId::Class(c.parent), ObjectId::Qdisc(qdisc_of(c.classid))];
                 (ObjectId::Class(c.classid), what, drr_class_msg(ifindex, c, true), parents)
+            }
+            Step::HfscClass(c) => {
+                let what = format!(
+                    "class hfsc {}{}",
+                    handle_str(c.classid),
+                    sluice_config::tc::hfsc::export_class_args(&c.curves)
+                );
+                let parents = [ObjectId::Class(c.parent), ObjectId::Qdisc(qdisc_of(c.classid))];
+                (ObjectId::Class(c.classid), what, hfsc_class_msg(ifindex, c, true), parents)
             }
             Step::Class(c) => {
                 let what = format!(
@@ -1516,7 +1602,7 @@ mod tests {
             .iter()
             .map(|s| match s {
                 Step::Qdisc(q) => handle_str(q.handle),
-                Step::Class(_) | Step::DrrClass(_) => handle_str(s.class_ids().unwrap().0),
+                Step::Class(_) | Step::DrrClass(_) | Step::HfscClass(_) => handle_str(s.class_ids().unwrap().0),
             })
             .collect();
         assert_eq!(order, ["1:", "1:1", "1:10", "1:20", "10:", "20:", "20:1", "20:2", "202:"]);

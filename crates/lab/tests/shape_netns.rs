@@ -205,18 +205,23 @@ fn an_sqm_style_script_shapes_both_ways_the_download_through_its_ifb() {
     lab.set_path(PathMode::Open).unwrap();
     // simple.qos's layout: the upload on $DEV's root, the download redirected from $DEV's
     // ingress to ifb4dev and shaped there.
-    let script = "ip link add ifb4dev type ifb\n\
-         ip link set dev ifb4dev up\n\
-         tc qdisc add dev $DEV root handle 1: htb default 1\n\
-         tc class add dev $DEV parent 1: classid 1:1 htb rate 20mbit\n\
-         tc qdisc add dev $DEV parent 1:1 pfifo limit 200\n\
-         tc qdisc add dev ifb4dev root handle 1: htb default 1\n\
-         tc class add dev ifb4dev parent 1: classid 1:1 htb rate 10mbit\n\
-         tc qdisc add dev ifb4dev parent 1:1 pfifo limit 200\n\
-         tc qdisc add dev $DEV handle ffff: ingress\n\
-         tc filter add dev $DEV parent ffff: protocol all prio 10 u32 match u32 0 0 flowid 1:1 \
-         action mirred egress redirect dev ifb4dev\n";
-    let h = start(&lab, script, None, stop.clone());
+    let sqm = |down: &str| {
+        format!(
+            "ip link add ifb4dev type ifb\n\
+             ip link set dev ifb4dev up\n\
+             tc qdisc add dev $DEV root handle 1: htb default 1\n\
+             tc class add dev $DEV parent 1: classid 1:1 htb rate 20mbit\n\
+             tc qdisc add dev $DEV parent 1:1 pfifo limit 200\n\
+             tc qdisc add dev ifb4dev root handle 1: htb default 1\n\
+             tc class add dev ifb4dev parent 1: classid 1:1 htb rate {down}\n\
+             tc qdisc add dev ifb4dev parent 1:1 pfifo limit 200\n\
+             tc qdisc add dev $DEV handle ffff: ingress\n\
+             tc filter add dev $DEV parent ffff: protocol all prio 10 u32 match u32 0 0 flowid 1:1 \
+             action mirred egress redirect dev ifb4dev\n"
+        )
+    };
+    let sock = std::env::temp_dir().join(format!("sluice-test-{}/ifb.sock", std::process::id()));
+    let h = start(&lab, &sqm("10mbit"), Some(sock.clone()), stop.clone());
     let ep = Endpoints::of_lab(&lab);
     let win = Window { warmup: Duration::from_millis(800), measure: Duration::from_secs(2) };
     let down: f64 =
@@ -231,8 +236,19 @@ fn an_sqm_style_script_shapes_both_ways_the_download_through_its_ifb() {
     );
     assert!(down > 0.8 * 10e6 * goodput && down < 1.1 * 10e6, "download {down}");
     assert!(up > 0.8 * 20e6 * goodput && up < 1.1 * 20e6, "upload {up}");
+    // A reload changes the IFB's tree too.
+    let cfg = sock.with_file_name("5.tc");
+    std::fs::write(&cfg, sqm("5mbit")).unwrap();
+    let ans = sluice_live::control::request(&sock, &format!("reload {}", cfg.display())).unwrap();
+    assert!(ans.contains("download reloaded: htb root"), "{ans}");
+    let down5: f64 =
+        traffic::bulk_tcp(&ep, 2, Direction::Down, None, 7504, win).unwrap().iter().map(|f| f.bps()).sum();
+    eprintln!("after reloading the IFB to 5mbit: download {:.2} Mbit/s", down5 / 1e6);
+    assert!(down5 > 0.8 * 5e6 * goodput && down5 < 1.1 * 5e6, "download {down5}");
     stop.store(true, Ordering::Relaxed);
     let snap = h.join().unwrap();
+    let _ = std::fs::remove_dir_all(sock.parent().unwrap());
+    assert_eq!(snap.reloads, 1);
     let d = &snap.directions[1];
     assert!(d.config.contains("htb root"), "the download runs the IFB's tree: {}", d.config);
     let e = d.engine.unwrap();

@@ -15,8 +15,9 @@ use crate::timing::{Calibration, SPIN_BELOW};
 use crate::LiveError;
 use serde::Serialize;
 use sluice_config::model::State;
+use sluice_core::filter::MirredTarget;
 use sluice_core::{Span, Time};
-use sluice_engine::{Engine, EngineStats, Received};
+use sluice_engine::{CopyTo, Engine, EngineStats, Received};
 use std::net::SocketAddr;
 use std::os::fd::AsFd;
 use std::path::PathBuf;
@@ -610,30 +611,84 @@ fn realtime_ns() -> u64 {
 fn ingest(f: &[u8], now: Time, d: &mut Dir, pool: &mut Pool, dst: &Port) {
     d.c.rx_frames += 1;
     if let Some((rx, ifb)) = d.rx.as_mut() {
+        let ifb = *ifb;
         // The payload handle is not used: the frame is still in the ring.
-        if let Received::Pass(_) = rx.receive_frame(f, 0, now) {
-            send_counted(f, dst, &mut d.c);
-            return;
-        }
-        let to_ifb = matches!(rx.take_redirected(), Some(r) if r.target.dev == *ifb && !r.target.ingress);
+        let got = rx.receive_frame(f, 0, now);
+        let redirected = rx.take_redirected().map(|r| r.target);
         while rx.take_dropped().is_some() {}
-        if !to_ifb {
+        // Mirror copies for the IFB's egress are shaped there; others are not carried.
+        let mut to_ifb = 0;
+        while let Some(c) = rx.take_copy() {
+            to_ifb += (c.to == CopyTo::Device(MirredTarget { dev: ifb, ingress: false })) as u32;
+        }
+        for _ in 0..to_ifb {
+            shape(f, now, d, pool);
+        }
+        match (got, redirected) {
+            (Received::Pass(_), _) => return send_counted(f, dst, &mut d.c),
+            // `mirred ingress redirect dev IFB`: received on the IFB (its own ingress filters,
+            // if any, run), then delivered.
+            (_, Some(t)) if t.ingress && t.dev == ifb => {
+                let pass = d.engine.as_mut().map(|e| {
+                    let got = e.receive_frame(f, 0, now);
+                    while e.take_redirected().is_some()
+                        || e.take_copy().is_some()
+                        || e.take_dropped().is_some()
+                    {}
+                    matches!(got, Received::Pass(_))
+                });
+                if pass != Some(false) {
+                    send_counted(f, dst, &mut d.c);
+                }
+                return;
+            }
+            (_, Some(t)) if t.dev == ifb => {}
             // Dropped by an ingress filter, or redirected to a device this loop does not run.
-            return;
+            _ => return,
         }
     }
-    let Some(engine) = d.engine.as_mut() else {
+    if d.engine.is_none() {
         // Unshaped direction: straight through.
-        send_counted(f, dst, &mut d.c);
-        return;
-    };
+        return send_counted(f, dst, &mut d.c);
+    }
+    shape(f, now, d, pool);
+}
+
+/// Direction `d`'s engine takes frame `f` into a pool slot.
+fn shape(f: &[u8], now: Time, d: &mut Dir, pool: &mut Pool) {
+    let Some(engine) = d.engine.as_mut() else { return };
     let Some(id) = pool.put(f) else {
         d.c.pool_full += 1;
         return;
     };
     // The slot is freed when the engine hands `id` back: sent (`flush_to`) or dropped (here).
     let _ = engine.ingress_frame(f, id, now);
+    // A redirect to a device this loop does not run leaves: its slot is freed.
+    while let Some(r) = engine.take_redirected() {
+        pool.free(r.pkt.payload);
+    }
+    if engine.has_copies() {
+        copies(engine, f, pool, now);
+    }
     free_dropped(engine, pool);
+}
+
+/// The copies the engine made of frame `f`: a netem duplicate goes back to the root in a pool
+/// slot of its own; a mirror to a device this loop does not run is not carried (the engine
+/// counts it in `mirrored`).
+#[cold]
+fn copies(engine: &mut Engine, f: &[u8], pool: &mut Pool, now: Time) {
+    while let Some(c) = engine.take_copy() {
+        if c.to != CopyTo::Root {
+            continue;
+        }
+        let Some(id) = pool.put(f) else { continue };
+        let keys = sluice_wire::parse_frame(f, Default::default()).map(|p| p.keys).unwrap_or_default();
+        let _ = engine.ingress_copy(sluice_core::Packet { payload: id, ..c.pkt }, &keys, f, now);
+        while let Some(r) = engine.take_redirected() {
+            pool.free(r.pkt.payload);
+        }
+    }
 }
 
 /// Frees the pool slot of every payload the engine dropped.
@@ -669,30 +724,83 @@ fn handle_request(
             serde_json::to_string_pretty(&snapshot(dirs, *reloads)).unwrap_or_default() + "\n"
         }
         (Some("stats"), None) => snapshot(dirs, *reloads).to_text(),
-        (Some("reload"), Some(path)) => {
-            let Some(engine) = dirs[0].engine.as_mut() else {
-                return "error: nothing to reload\n".into();
-            };
-            let program = (opts.load_config)(path)
-                .map_err(LiveError::Config)
-                .and_then(|state| crate::config::program(&state, &opts.out_if, floor));
-            match program {
-                Ok(p) => {
-                    let backlog = engine.qlen();
-                    // Hitless: the backlog drains under the old configuration first, and nothing
-                    // is dropped by the switch itself.
-                    engine.reload(p, now);
-                    *reloads += 1;
-                    format!(
-                        "reloaded: {}; {backlog} queued packet(s) drain under the old configuration first\n",
-                        engine.summary()
-                    )
-                }
-                Err(e) => format!("error: {e}; the running configuration is unchanged\n"),
+        (Some("reload"), Some(path)) => match reload(path, dirs, opts, floor, now) {
+            Ok(msg) => {
+                *reloads += 1;
+                msg
             }
-        }
+            Err(e) => format!("error: {e}; the running configuration is unchanged\n"),
+        },
         _ => format!("error: unknown command `{line}` (stats, stats json, reload PATH, ping)\n"),
     }
+}
+
+/// `reload PATH`: the forward direction's tree and, when the configuration shapes the download
+/// through an IFB (and no reverse configuration was given), the receiving device's ingress
+/// filters and the IFB's tree too. Every program is built before anything changes; each engine
+/// reloads hitlessly (its backlog drains under the old configuration first). A download that is
+/// no longer shaped drains into an unlimited FIFO.
+fn reload(
+    path: &str,
+    dirs: &mut [Dir; 2],
+    opts: &Options,
+    floor: Span,
+    now: Time,
+) -> Result<String, LiveError> {
+    if dirs[0].engine.is_none() {
+        return Err(LiveError::Config("nothing to reload".into()));
+    }
+    let state = (opts.load_config)(path).map_err(LiveError::Config)?;
+    let forward = crate::config::program(&state, &opts.out_if, floor)?;
+    // The download side: Ok((receiving device's program, IFB's program, IFB index)), or
+    // Err(the unlimited FIFO) when it is no longer shaped.
+    let download = match (&opts.reverse, crate::config::ingress_target(&state, &opts.out_if)) {
+        (None, Some((ifb, idx))) => Some(Ok((
+            crate::config::program(&state, &opts.out_if, floor)?,
+            crate::config::program(&state, &ifb, floor)?,
+            idx,
+        ))),
+        (None, None) if dirs[1].rx.is_some() => {
+            Some(Err(crate::config::program(&crate::config::unlimited(&opts.in_if), &opts.in_if, floor)?))
+        }
+        _ => None,
+    };
+    let backlog = dirs[0].engine.as_ref().map_or(0, |e| e.qlen());
+    let fwd = dirs[0].engine.as_mut().expect("checked");
+    // Hitless: the backlog drains under the old configuration first, and nothing is dropped by
+    // the switch itself.
+    fwd.reload(forward, now);
+    let mut msg = format!(
+        "reloaded: {}; {backlog} queued packet(s) drain under the old configuration first\n",
+        fwd.summary()
+    );
+    let d = &mut dirs[1];
+    match download {
+        Some(Ok((rx, ifb, idx))) => {
+            match (d.rx.as_mut(), d.engine.as_mut()) {
+                (Some((r, i)), Some(e)) => {
+                    r.reload(rx, now);
+                    e.reload(ifb, now);
+                    *i = idx;
+                }
+                // Unshaped until now: nothing is queued, the engines start afresh.
+                _ => {
+                    d.rx = Some((Engine::new(rx, now), idx));
+                    d.engine = Some(Engine::new(ifb, now));
+                }
+            }
+            msg += &format!("download reloaded: {}\n", d.summary());
+        }
+        Some(Err(fifo)) => {
+            d.rx = None;
+            if let Some(e) = d.engine.as_mut() {
+                e.reload(fifo, now);
+            }
+            msg += "download: no longer shaped (its backlog drains first)\n";
+        }
+        None => {}
+    }
+    Ok(msg)
 }
 
 /// Stop on SIGINT and SIGTERM (the loop then returns its final counters).
