@@ -1602,7 +1602,9 @@ mod tests {
             .iter()
             .map(|s| match s {
                 Step::Qdisc(q) => handle_str(q.handle),
-                Step::Class(_) | Step::DrrClass(_) | Step::HfscClass(_) => handle_str(s.class_ids().unwrap().0),
+                Step::Class(_) | Step::DrrClass(_) | Step::HfscClass(_) => {
+                    handle_str(s.class_ids().unwrap().0)
+                }
             })
             .collect();
         assert_eq!(order, ["1:", "1:1", "1:10", "1:20", "10:", "20:", "20:1", "20:2", "202:"]);
