@@ -51,7 +51,8 @@ const IF_MODEM_BRIDGE: &str = "slc-mbr";
 pub struct LabOptions {
     /// Emulate a slower access link with kernel tbf at this rate, in both directions.
     pub modem: Option<Rate>,
-    /// Keep TSO/GSO/GRO and checksum offloads on (kernel-only runs). Sluice needs them off.
+    /// Keep TSO/GSO/GRO and checksum offloads on: super-packets and partial checksums cross the
+    /// shaper (the live shaper forwards them with their offload headers).
     pub offloads: bool,
 }
 
@@ -296,6 +297,21 @@ impl Lab {
         LabStatus { namespaces, complete, path, modem, shaper_qdiscs, others }
     }
 
+    /// Datagrams and segments the client and server namespaces received with a bad checksum
+    /// (`InCsumErrors` of UDP and TCP in their `/proc/net/snmp`), summed: what a forwarder that
+    /// left a checksum unfilled would show.
+    pub fn checksum_errors(&self) -> Result<u64, LabError> {
+        let mut total = 0;
+        for ns in [self.client_ns(), self.server_ns()] {
+            total += netns::in_netns(Some(&ns), || {
+                // The thread's own namespace (/proc/net is the process's).
+                let text = std::fs::read_to_string("/proc/thread-self/net/snmp")?;
+                Ok(snmp_csum_errors(&text))
+            })?;
+        }
+        Ok(total)
+    }
+
     /// Fail unless the lab is up.
     pub fn require_up(&self) -> Result<(), LabError> {
         if self.status().complete {
@@ -304,6 +320,23 @@ impl Lab {
             Err(LabError::Lab(format!("lab `{}` is not up (run `sluice lab up`)", self.tag)))
         }
     }
+}
+
+/// `InCsumErrors` of the `Udp:` and `Tcp:` tables of a `/proc/net/snmp` text, summed.
+fn snmp_csum_errors(text: &str) -> u64 {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut total = 0;
+    for pair in lines.windows(2) {
+        let (names, values) = (pair[0], pair[1]);
+        let proto = names.split(':').next().unwrap_or("");
+        if !matches!(proto, "Udp" | "Tcp") || !values.starts_with(&format!("{proto}:")) {
+            continue;
+        }
+        if let Some(k) = names.split_whitespace().position(|n| n == "InCsumErrors") {
+            total += values.split_whitespace().nth(k).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+        }
+    }
+    total
 }
 
 /// The modem: tbf at `rate`, a 1 ms-or-more bucket and a deliberately deep 100 ms buffer, like the
@@ -323,4 +356,15 @@ pub fn modem_config(rate: Rate) -> Result<State, LabError> {
 /// One of the lab's address constants.
 fn addr(a: &str) -> std::net::Ipv4Addr {
     a.parse().expect("the lab's addresses are valid")
+}
+
+#[cfg(test)]
+mod snmp_tests {
+    #[test]
+    fn checksum_errors_are_read_from_udp_and_tcp() {
+        let text = "Tcp: RtoAlgorithm InSegs InErrs InCsumErrors\nTcp: 1 100 2 3\n\
+                    Udp: InDatagrams InErrors InCsumErrors IgnoredMulti\nUdp: 50 7 4 0\n\
+                    UdpLite: InDatagrams InCsumErrors\nUdpLite: 0 9\n";
+        assert_eq!(super::snmp_csum_errors(text), 7);
+    }
 }
