@@ -9,6 +9,7 @@ Run as root. Writes crates/lab/tests/fixtures/filters-netlink.txt in the netem f
 (`# setup:` lines, `# cmd:`, one line of hex), after a `# ifindex v1: N` line (mirred's target).
 """
 import os
+import shlex
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -16,6 +17,15 @@ sys.path.insert(0, HERE)
 cap = __import__("netem-netlink-capture")
 
 RTM_NEWTFILTER = 0x2C
+
+
+class Shell(str):
+    """A command whose words are split as a shell splits them (ematch trees are quoted)."""
+
+    def split(self, *args):
+        return shlex.split(self)
+
+
 HTB = ["tc qdisc add dev v0 root handle 1: htb default 20",
        "tc class add dev v0 parent 1: classid 1:10 htb rate 10mbit",
        "tc class add dev v0 parent 1: classid 1:20 htb rate 10mbit"]
@@ -52,6 +62,13 @@ CASES = [
      F + "ingress protocol all prio 1 handle 800::800 u32 ht 800:0 match u32 0x00000000 0x00000000 at 0 "
          "action mirred egress redirect dev v1 index 1"),
     (["tc qdisc add dev v0 clsact"], F + "egress protocol ip prio 2 handle 0x4 fw action gact drop index 1"),
+    (HTB, Shell(F + "parent 1: protocol ip prio 1 handle 0x1 basic match "
+                    "'cmp(u16 at 2 layer 2 mask 0xff00 trans gt 10)' classid 1:10")),
+    (HTB, Shell(F + "parent 1: protocol ip prio 2 handle 0x2 basic match 'u32(u32 0xc6120000 0xffff0000 at 12) "
+                    "and (cmp(u8 at 9 layer 1 eq 17) or not nbyte(\"ab\" at 0 layer 2))' classid 1:10")),
+    (HTB, Shell(F + "parent 1: protocol ip prio 3 handle 0x3 basic match '(cmp(u8 at 9 layer 1 eq 6) and "
+                    "(u32(u32 0x500000 0xffff0000 at 20) or u32(u32 0x1bb0000 0xffff0000 at 20))) or "
+                    "cmp(u8 at 9 layer 1 eq 1)' classid 1:10 action gact drop index 1")),
 ]
 
 OUT = os.path.join(HERE, "..", "crates", "lab", "tests", "fixtures", "filters-netlink.txt")

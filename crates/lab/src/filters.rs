@@ -10,13 +10,16 @@
 //! u32 hash tables are sent as `handle H: u32 divisor D`; the root table of each priority is the
 //! kernel's own (made with the priority's first u32 filter) and is not sent. Key nodes always
 //! name their table and bucket (`TCA_U32_HASH`, tc's `ht`), so a `sample` bucket is kept.
-//! Ematch trees (`basic ... match`, `flow ... match`) are not encoded: [`unencoded`] names them
-//! and the plan refuses them before anything is sent.
+//! Ematch trees (`basic ... match`, `flow ... match`) are sent as tc's `parse_ematch` flattens
+//! them (containers' sub-sequences after the top level, in the order met); `cmp`, `u32` and
+//! `nbyte` matches are encoded, `meta` and `canid` are not: [`unencoded`] names them and the plan
+//! refuses them before anything is sent.
 
 use crate::actions::{self, ActionEncodeError};
 use crate::netlink::{self, flags, rtm, tca, Msg, Netlink, TcMsg, TcObject};
 use crate::LabError;
 use sluice_config::model::{Action, FilterNode, FilterOpts, U32Opts};
+use sluice_core::filter::basic::{EmKind, Ematch, Opnd, Relation};
 
 /// `TCA_CHAIN` (linux/rtnetlink.h).
 pub const TCA_CHAIN: u16 = 11;
@@ -54,6 +57,7 @@ mod flowa {
     pub const DIVISOR: u16 = 8;
     pub const ACT: u16 = 9;
     pub const POLICE: u16 = 10;
+    pub const EMATCHES: u16 = 11;
     pub const PERTURB: u16 = 12;
     pub const MODE_MAP: u32 = 0;
     pub const MODE_HASH: u32 = 1;
@@ -68,16 +72,58 @@ mod mall {
 
 mod basica {
     pub const CLASSID: u16 = 1;
+    pub const EMATCHES: u16 = 2;
     pub const ACT: u16 = 3;
     pub const POLICE: u16 = 4;
+}
+
+/// `TCA_EMATCH_TREE_*` and the ematch kinds (`/etc/iproute2/ematch_map`).
+mod em {
+    pub const TREE_HDR: u16 = 1;
+    pub const TREE_LIST: u16 = 2;
+    pub const CONTAINER: u16 = 0;
+    pub const CMP: u16 = 1;
+    pub const NBYTE: u16 = 2;
+    pub const U32: u16 = 3;
+    pub const REL_AND: u16 = 1;
+    pub const REL_OR: u16 = 2;
+    pub const INVERT: u16 = 4;
+    pub const CMP_TRANS: u8 = 1;
+}
+
+/// The ematch tree of `f` (basic, flow), read back from the model's canonical text.
+fn ematch_tree(f: &FilterNode) -> Option<Result<Vec<Ematch>, String>> {
+    let text = match &f.opts {
+        FilterOpts::Basic(b) => b.ematch.as_deref(),
+        FilterOpts::Flow(fl) => fl.ematch.as_deref(),
+        _ => None,
+    }?;
+    Some(sluice_config::tc::ematch::parse_text(text))
+}
+
+/// The first match kind of `tree` (at any depth) that is not encoded.
+fn unencoded_match(tree: &[Ematch]) -> Option<&'static str> {
+    tree.iter().find_map(|e| match &e.kind {
+        EmKind::Container(c) => unencoded_match(c),
+        EmKind::Meta(_) => Some("meta"),
+        EmKind::Canid(_) => Some("canid"),
+        EmKind::Cmp(_) | EmKind::U32(_) | EmKind::Nbyte(_) => None,
+    })
 }
 
 /// What of `f` the encoder cannot send, if anything (checked by the plan before anything is sent).
 pub fn unencoded(f: &FilterNode) -> Option<String> {
     let bad = |what: &str| Some(format!("{} filter prio {} {what}", f.opts.kind(), f.prio));
+    match ematch_tree(f) {
+        Some(Err(e)) => return bad(&format!("ematch ({e})")),
+        Some(Ok(t)) => {
+            if let Some(k) = unencoded_match(&t) {
+                return bad(&format!("ematch `{k}(...)`"));
+            }
+        }
+        None => {}
+    }
     match &f.opts {
-        FilterOpts::Basic(b) if b.ematch.is_some() => bad("ematch (`match ...`)"),
-        FilterOpts::Flow(fl) if fl.ematch.is_some() => bad("ematch (`match ...`)"),
         FilterOpts::Flow(fl) if fl.keys >> sluice_config::model::FLOW_KEYS.len() != 0 => {
             bad("tunnel keys (Sluice's own, not the kernel's)")
         }
@@ -167,6 +213,9 @@ pub fn filter_msg(
                     m.attr(ty, &v.to_ne_bytes());
                 }
             }
+            if let Some(Ok(tree)) = ematch_tree(f) {
+                encode_ematches(&mut m, flowa::EMATCHES, &tree);
+            }
             actions(&mut m, flowa::ACT, flowa::POLICE)?;
             let mode = if fl.hash { flowa::MODE_HASH } else { flowa::MODE_MAP };
             m.attr(flowa::MODE, &mode.to_ne_bytes());
@@ -207,8 +256,11 @@ pub fn filter_msg(
             }
         }
         FilterOpts::Basic(b) => {
-            if b.classid.is_some() || !f.actions.is_empty() {
+            if b.classid.is_some() || !f.actions.is_empty() || b.ematch.is_some() {
                 m.begin_nest(tca::OPTIONS);
+                if let Some(Ok(tree)) = ematch_tree(f) {
+                    encode_ematches(&mut m, basica::EMATCHES, &tree);
+                }
                 if let Some(c) = b.classid {
                     m.attr(basica::CLASSID, &classid(c).to_ne_bytes());
                 }
@@ -218,6 +270,89 @@ pub fn filter_msg(
         }
     }
     Ok(m)
+}
+
+/// An ematch tree as tc's `parse_ematch` sends it: `TCA_EMATCH_TREE_HDR` (match count, program
+/// 0), then `TCA_EMATCH_TREE_LIST` with one nest per match, numbered from 1 in flattened order
+/// (the top-level sequence, then each container's sub-sequence appended as it is met); each is
+/// `struct tcf_ematch_hdr` (kind, relation and invert flags) and the match's own struct, a
+/// container's being the index of its sub-sequence's first match.
+fn encode_ematches(m: &mut Msg, nest: u16, tree: &[Ematch]) {
+    fn flatten<'a>(seq: &'a [Ematch], base: usize, list: &mut Vec<(&'a Ematch, u32)>) {
+        for (k, e) in seq.iter().enumerate() {
+            if let EmKind::Container(child) = &e.kind {
+                let start = list.len();
+                list[base + k].1 = start as u32;
+                list.extend(child.iter().map(|c| (c, 0)));
+                flatten(child, start, list);
+            }
+        }
+    }
+    let mut list: Vec<(&Ematch, u32)> = tree.iter().map(|e| (e, 0)).collect();
+    flatten(tree, 0, &mut list);
+    m.begin_nest(nest);
+    let mut hdr = Vec::with_capacity(4);
+    hdr.extend_from_slice(&(list.len() as u16).to_ne_bytes());
+    hdr.extend_from_slice(&0u16.to_ne_bytes());
+    m.attr(em::TREE_HDR, &hdr);
+    m.begin_nest(em::TREE_LIST);
+    for (i, (e, child)) in list.iter().enumerate() {
+        let mut flags = match e.rel {
+            Relation::End => 0,
+            Relation::And => em::REL_AND,
+            Relation::Or => em::REL_OR,
+        };
+        if e.invert {
+            flags |= em::INVERT;
+        }
+        let mut b = Vec::with_capacity(24);
+        let kind = match &e.kind {
+            EmKind::Container(_) => em::CONTAINER,
+            EmKind::Cmp(_) => em::CMP,
+            EmKind::Nbyte(_) => em::NBYTE,
+            EmKind::U32(_) => em::U32,
+            // Refused by the plan (`unencoded`).
+            EmKind::Meta(_) | EmKind::Canid(_) => u16::MAX,
+        };
+        b.extend_from_slice(&0u16.to_ne_bytes()); // matchid
+        b.extend_from_slice(&kind.to_ne_bytes());
+        b.extend_from_slice(&flags.to_ne_bytes());
+        b.extend_from_slice(&0u16.to_ne_bytes());
+        match &e.kind {
+            EmKind::Container(_) => b.extend_from_slice(&child.to_ne_bytes()),
+            EmKind::Cmp(c) => {
+                b.extend_from_slice(&c.val.to_ne_bytes());
+                b.extend_from_slice(&c.mask.to_ne_bytes());
+                b.extend_from_slice(&c.off.to_ne_bytes());
+                let trans = if c.trans { em::CMP_TRANS } else { 0 };
+                b.push((c.align & 0xF) | trans << 4);
+                let opnd = match c.opnd {
+                    Opnd::Eq => 0u8,
+                    Opnd::Gt => 1,
+                    Opnd::Lt => 2,
+                };
+                b.push((c.layer & 0xF) | opnd << 4);
+            }
+            EmKind::Nbyte(n) => {
+                b.extend_from_slice(&n.off.to_ne_bytes());
+                let len_layer = (n.needle.len() as u16 & 0xFFF) | (n.layer as u16 & 0xF) << 12;
+                b.extend_from_slice(&len_layer.to_ne_bytes());
+                b.extend_from_slice(&n.needle);
+            }
+            EmKind::U32(k) => {
+                b.extend_from_slice(&k.mask.to_be_bytes());
+                b.extend_from_slice(&(k.val & k.mask).to_be_bytes());
+                b.extend_from_slice(&k.off.to_ne_bytes());
+                b.extend_from_slice(&(if k.nexthdr { -1i32 } else { 0 }).to_ne_bytes());
+            }
+            EmKind::Meta(_) | EmKind::Canid(_) => {}
+        }
+        // tc appends each part with its padding (`addraw_l`), and the nest's length counts it.
+        b.resize(b.len().next_multiple_of(4), 0);
+        m.attr(i as u16 + 1, &b);
+    }
+    m.end_nest();
+    m.end_nest();
 }
 
 /// `struct tc_u32_sel` followed by its keys (`struct tc_u32_key`), values and masks in network
@@ -420,4 +555,23 @@ pub fn compare(filters: &[&FilterNode], kernel: &[KFilter]) -> Vec<String> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::kernel::{script_state, Plan};
+    use sluice_config::burst::BurstPolicy;
+
+    #[test]
+    fn ematches_are_refused_before_anything_is_sent() {
+        let st = script_state(
+            "tc qdisc add dev $DEV root handle 1: htb default 1\n\
+             tc class add dev $DEV parent 1: classid 1:1 htb rate 10mbit\n\
+             tc filter add dev $DEV parent 1: prio 3 handle 1 basic match 'meta(priority eq 1)' classid 1:1\n",
+            &[("DEV", "eth0")],
+        )
+        .unwrap();
+        let e = Plan::new(&st, "eth0", BurstPolicy::Sluice).unwrap_err().to_string();
+        assert!(e.contains("basic filter prio 3 ematch `meta(...)`") && e.contains("not encoded"), "{e}");
+    }
 }

@@ -370,7 +370,11 @@ impl<'a> Plan<'a> {
             }
             let what = || format!("{} filter prio {}", f.opts.kind(), f.prio);
             conv(f.parent, &|| format!("the parent of the {}", what()), &mut too_wide);
-            if let Some(c) = f.opts.classid() {
+            let base = match &f.opts {
+                sluice_config::model::FilterOpts::Flow(fl) => fl.baseclass,
+                _ => None,
+            };
+            for c in f.opts.classid().into_iter().chain(base) {
                 conv(c, &|| format!("the class of the {}", what()), &mut too_wide);
             }
         }

@@ -21,7 +21,7 @@ fn filters_encode_as_tc_sends_them() {
         .and_then(|n| n.trim().parse().ok())
         .expect("the fixture names v1's interface index");
     let cases = netlink_fixture::cases(FIXTURE);
-    assert_eq!(cases.len(), 18);
+    assert_eq!(cases.len(), 21);
     let mut kinds = std::collections::BTreeSet::new();
     for case in &cases {
         let state = case.state();
