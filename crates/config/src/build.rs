@@ -10,6 +10,7 @@ use crate::model::*;
 use sluice_core::classify::{ClassShape, Classifier, Fallback, QdiscShape, ShapeKind};
 use sluice_core::codel::{Codel, CodelConfig, CodelParams};
 use sluice_core::drr::Drr;
+use sluice_core::ets::{Ets, EtsConfig};
 use sluice_core::fifo::{Fifo, FifoKind};
 use sluice_core::filter::action::{
     Action as CoreAction, Actions, GactRandom, Skbedit, Verdict as CoreVerdict,
@@ -19,6 +20,7 @@ use sluice_core::filter::fw::FwConfig;
 use sluice_core::filter::matchall::MatchallConfig;
 use sluice_core::filter::police::{Police, PoliceConfig};
 use sluice_core::filter::u32::{HashKey, U32Config, U32Key as CoreKey, U32Offset, U32Selector, VarOffset};
+use sluice_core::filter::BasicConfig;
 use sluice_core::filter::{FilterConfig, FilterList, FilterSpec, MirredTarget, Protocol, Upsert};
 use sluice_core::fq_codel::{FqCodel, FqCodelConfig};
 use sluice_core::htb::{Htb, HtbClassConfig, HtbConfig};
@@ -264,7 +266,7 @@ fn filter_spec(f: &FilterNode, devices: &[Device]) -> Result<Option<FilterSpec>,
         FilterOpts::Matchall(m) => {
             (FilterConfig::Matchall(MatchallConfig { classid: m.classid, actions: acts }), Some(f.handle))
         }
-        FilterOpts::Basic(_) => return Err(BuildError::Unsupported("the basic filter (ematch)".into())),
+        FilterOpts::Basic(b) => (FilterConfig::Basic(basic_config(b, acts)?), Some(f.handle)),
     };
     Ok(Some(FilterSpec {
         chain: f.chain,
@@ -273,6 +275,24 @@ fn filter_spec(f: &FilterNode, devices: &[Device]) -> Result<Option<FilterSpec>,
         handle,
         config,
     }))
+}
+
+/// A basic filter's tree, read back from the model's canonical text; meta ids the engine has no
+/// value for are refused.
+fn basic_config(
+    b: &crate::model::BasicOpts,
+    actions: sluice_core::filter::Actions,
+) -> Result<BasicConfig, BuildError> {
+    let ematch = match &b.ematch {
+        Some(t) => crate::tc::ematch::parse_text(t).map_err(BuildError::Unsupported)?,
+        None => Vec::new(),
+    };
+    if let Some(id) = sluice_core::filter::basic::unsupported(&ematch) {
+        return Err(BuildError::Unsupported(format!(
+            "the basic filter's meta id {id} (no value in the model)"
+        )));
+    }
+    Ok(BasicConfig { ematch, classid: b.classid, actions })
 }
 
 fn codel_params(target: Option<u32>, interval: Option<u32>, ce: Option<u32>, ecn: bool) -> CodelParams {
@@ -400,6 +420,8 @@ fn build_qdisc(
             })?)
         }
         QdiscOpts::Drr => build_drr(dev, q, cls, seed)?,
+        QdiscOpts::Hfsc(h) => build_hfsc(dev, q, h.default, cls, seed)?,
+        QdiscOpts::Ets(e) => build_ets(dev, q, e, cls, seed)?,
         QdiscOpts::Red(r) => {
             let mut red = Red::new(sluice_core::red::RedConfig {
                 seed: seed ^ (major as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
@@ -448,6 +470,94 @@ fn build_drr(
     })
     .map_err(BuildError::Filter)?;
     Ok(Box::new(drr))
+}
+
+/// HFSC: its classes (parents before children), their curves, the grafted qdiscs of leaves,
+/// and the classifier's shape (filters on the qdisc and on inner classes; the `default` class when
+/// it is a leaf).
+fn build_hfsc(
+    dev: &Device,
+    q: &QdiscNode,
+    default: u16,
+    cls: &mut Classifier,
+    seed: u64,
+) -> Result<Box<dyn Qdisc>, BuildError> {
+    let mut hfsc = sluice_core::hfsc::Hfsc::new(q.handle, default as u32, dev.txqueuelen);
+    let classes: Vec<&ClassNode> = dev.classes.iter().filter(|c| c.classid.qdisc() == q.handle).collect();
+    // Parents first: a class is added once its parent is there (the model keeps creation
+    // order, which already is such an order; this also survives a hand-edited state file).
+    let mut added = vec![false; classes.len()];
+    let mut progress = true;
+    while progress {
+        progress = false;
+        for (i, c) in classes.iter().enumerate() {
+            let ready = c.parent == q.handle || classes.iter().zip(&added).any(|(p, &a)| a && p.classid == c.parent);
+            if added[i] || !ready {
+                continue;
+            }
+            let ClassOpts::Hfsc(o) = &c.opts else { continue };
+            hfsc.add_class(c.classid, c.parent, crate::tc::hfsc::curves(o))?;
+            added[i] = true;
+            progress = true;
+        }
+    }
+    let mut shapes = Vec::new();
+    for c in classes.iter().zip(&added).filter(|(_, &a)| a).map(|(c, _)| c) {
+        let leaf = dev.child_classes(c.classid).next().is_none();
+        let child = dev.qdisc_at(c.classid);
+        if let (true, Some(l)) = (leaf, child) {
+            hfsc.set_class_qdisc(c.classid, Some(build_qdisc(dev, l, cls, seed)?))?;
+        }
+        let classful_child = child.filter(|l| leaf && l.opts.is_classful()).map(|l| l.handle);
+        shapes.push(ClassShape { classid: c.classid, inner: !leaf, child: classful_child });
+    }
+    let def = Handle::new(q.handle.major(), default as u32);
+    let fallback =
+        if default != 0 && dev.class(def).is_some() && dev.child_classes(def).next().is_none() { def } else { q.handle };
+    cls.set_shape(QdiscShape {
+        handle: q.handle,
+        kind: ShapeKind::Htb,
+        classes: shapes,
+        fallback: Fallback::Class(fallback),
+    })
+    .map_err(BuildError::Filter)?;
+    Ok(Box::new(hfsc))
+}
+
+/// ETS: its bands (quanta resolved, default pfifo or the grafted qdisc) and a prio-like shape
+/// (band by the result's minor, else the priomap).
+fn build_ets(
+    dev: &Device,
+    q: &QdiscNode,
+    e: &EtsOpts,
+    cls: &mut Classifier,
+    seed: u64,
+) -> Result<Box<dyn Qdisc>, BuildError> {
+    let major = q.handle.major();
+    let priomap = crate::tc::ets::priomap(e);
+    let mut ets = Ets::new(EtsConfig {
+        nbands: e.bands as usize,
+        nstrict: e.strict as usize,
+        quanta: crate::tc::ets::quanta(e, dev.psched_mtu()),
+        priomap,
+        major,
+        tos_mapping: Default::default(),
+        default_limit: dev.txqueuelen,
+    })?;
+    let mut classes = Vec::new();
+    for b in 0..e.bands as u32 {
+        let id = Handle::new(major, b + 1);
+        let child = dev.qdisc_at(id);
+        if let Some(c) = child {
+            ets.set_band_qdisc(b as usize, Some(build_qdisc(dev, c, cls, seed)?))?;
+        }
+        let child = child.filter(|c| c.opts.is_classful()).map(|c| c.handle);
+        classes.push(ClassShape { classid: id, inner: false, child });
+    }
+    let fallback = Fallback::Priomap(priomap.map(|b| Handle::new(major, b as u32 + 1)));
+    cls.set_shape(QdiscShape { handle: q.handle, kind: ShapeKind::Bands, classes, fallback })
+        .map_err(BuildError::Filter)?;
+    Ok(Box::new(ets))
 }
 
 /// FNV-1a: a hash that stays the same across runs and platforms.

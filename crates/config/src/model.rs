@@ -44,6 +44,10 @@ pub struct State {
     /// (`qdisc_alloc_handle`'s static `autohandle`), starting at 0x8001.
     #[serde(default = "first_auto_handle")]
     pub next_auto_handle: u32,
+    /// Named network namespaces (`ip netns add NAME`), each with its own devices and actions,
+    /// reached with `tc -n NAME`, `ip -n NAME` and `ip netns exec NAME`.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub netns: std::collections::BTreeMap<String, State>,
 }
 
 fn first_ifindex() -> u32 {
@@ -57,6 +61,7 @@ impl Default for State {
             next_ifindex: first_ifindex(),
             actions: Vec::new(),
             next_auto_handle: first_auto_handle(),
+            netns: Default::default(),
         }
     }
 }
@@ -311,6 +316,10 @@ pub enum QdiscOpts {
     Red(RedOpts),
     /// Common Applications Kept Enhanced.
     Cake(CakeOpts),
+    /// Hierarchical fair service curve.
+    Hfsc(HfscOpts),
+    /// Enhanced transmission selection (strict and DRR bands).
+    Ets(EtsOpts),
     /// Ingress hook.
     Ingress,
     /// Ingress+egress filter hook.
@@ -337,6 +346,8 @@ impl QdiscOpts {
             QdiscOpts::Drr => "drr",
             QdiscOpts::Red(_) => "red",
             QdiscOpts::Cake(_) => "cake",
+            QdiscOpts::Hfsc(_) => "hfsc",
+            QdiscOpts::Ets(_) => "ets",
             QdiscOpts::Ingress => "ingress",
             QdiscOpts::Clsact => "clsact",
             QdiscOpts::Mq(_) => "mq",
@@ -352,11 +363,31 @@ impl QdiscOpts {
                 | QdiscOpts::Tbf(_)
                 | QdiscOpts::Netem(_)
                 | QdiscOpts::Drr
+                | QdiscOpts::Hfsc(_)
                 | QdiscOpts::Red(_)
                 | QdiscOpts::PfifoFast
                 | QdiscOpts::Mq(_)
+                | QdiscOpts::Ets(_)
         )
     }
+}
+
+/// ets, as tc sent it and the kernel keeps it: `quanta` are the DRR bands' quanta from band
+/// `strict` on (those not given are the device's psched_mtu), `priomap` the entries given
+/// (those not given name the last band). See [`crate::tc::ets`].
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EtsOpts {
+    /// Number of bands, 1..=16.
+    pub bands: u8,
+    /// Strict bands (the first ones).
+    #[serde(default)]
+    pub strict: u8,
+    /// Quanta of the first DRR bands.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub quanta: Vec<u32>,
+    /// Band of priorities 0, 1, ...
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub priomap: Vec<u8>,
 }
 
 /// mq: each class (`major:N`, N = 1..=num_tx_queues) holds the default qdisc (pfifo_fast,
@@ -796,6 +827,14 @@ pub enum ClassOpts {
     /// DRR class.
     Drr {
         /// Quantum bytes (psched_mtu).
+        quantum: Option<u32>,
+    },
+    /// HFSC class.
+    Hfsc(HfscClassOpts),
+    /// ETS class change (`tc class change ... ets [quantum N]`): ETS classes are the qdisc's
+    /// bands, kept in its [`EtsOpts`]; no class node holds this.
+    Ets {
+        /// The band's new quantum.
         quantum: Option<u32>,
     },
 }
@@ -1335,6 +1374,28 @@ impl MirredOpts {
             (MirredDirection::Ingress, MirredMode::Mirror) => "Ingress Mirror",
         }
     }
+}
+
+/// HFSC qdisc options (`struct tc_hfsc_qopt`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HfscOpts {
+    /// Minor of the class unclassified packets go to (0: none, or the root class while there are
+    /// no classes).
+    #[serde(default)]
+    pub default: u16,
+}
+
+/// HFSC class curves as the kernel holds them (`tc class change` replaces the curves it sends and
+/// keeps the others); see `crate::tc::hfsc`. Values are tc's: bytes per second and µs.
+#[serde_with::skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HfscClassOpts {
+    /// Real-time curve.
+    pub rt: Option<sluice_core::hfsc::ServiceCurve>,
+    /// Link-share curve.
+    pub ls: Option<sluice_core::hfsc::ServiceCurve>,
+    /// Upper-limit curve.
+    pub ul: Option<sluice_core::hfsc::ServiceCurve>,
 }
 
 /// CAKE options: the attributes tc sends (`TCA_CAKE_*`), each `None` when not sent. The kernel

@@ -106,6 +106,35 @@ pub fn tc_priomap_options(bands: usize, priomap: &[u8; 16]) -> String {
     format!("bands {bands} priomap {}", map.join(" "))
 }
 
+/// The band (0-based) of a qdisc with `bands` bands and handle `major:`, following the kernel's
+/// `prio_classify` (and `ets_classify`, which is the same): a `pkt.priority` that is a classid of
+/// this qdisc, then a filter result for this qdisc, then the priomap. A classid whose minor is not
+/// a band falls back to `priomap[0]`.
+pub fn classify_band(pkt: &Packet, major: u16, bands: usize, priomap: &[u8; 16], tos: TosMapping) -> usize {
+    let by_minor = |minor: u32| -> usize {
+        let b = (minor as usize).wrapping_sub(1);
+        if b < bands {
+            b
+        } else {
+            priomap[0] as usize
+        }
+    };
+    // `skb->priority` is a 32-bit tc handle.
+    let prio = Handle::from_tc(pkt.priority);
+    if major != 0 && prio.major() == major {
+        return by_minor(prio.minor());
+    }
+    if let Some(h) = pkt.class_for(major).filter(|_| major != 0) {
+        return by_minor(h.minor());
+    }
+    if prio.major() != 0 {
+        // A classid of some other qdisc: the kernel uses priomap[0].
+        return priomap[0] as usize;
+    }
+    let prio = effective_priority(pkt, tos);
+    priomap[(prio & TC_PRIO_MAX) as usize] as usize
+}
+
 /// prio parameters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PrioConfig {
@@ -266,30 +295,7 @@ impl Prio {
     /// is a classid of this qdisc, then a filter result for this qdisc, then the priomap.
     /// A classid whose minor is not a band falls back to `priomap[0]`.
     pub fn classify(&self, pkt: &Packet) -> usize {
-        let n = self.bands.len();
-        let by_minor = |minor: u32| -> usize {
-            let b = (minor as usize).wrapping_sub(1);
-            if b < n {
-                b
-            } else {
-                self.cfg.priomap[0] as usize
-            }
-        };
-        let maj = self.cfg.major;
-        // `skb->priority` is a 32-bit tc handle.
-        let prio = Handle::from_tc(pkt.priority);
-        if maj != 0 && prio.major() == maj {
-            return by_minor(prio.minor());
-        }
-        if let Some(h) = pkt.class_for(maj).filter(|_| maj != 0) {
-            return by_minor(h.minor());
-        }
-        if prio.major() != 0 {
-            // A classid of some other qdisc: the kernel uses priomap[0].
-            return self.cfg.priomap[0] as usize;
-        }
-        let prio = effective_priority(pkt, self.cfg.tos_mapping);
-        self.cfg.priomap[(prio & TC_PRIO_MAX) as usize] as usize
+        classify_band(pkt, self.cfg.major, self.bands.len(), &self.cfg.priomap, self.cfg.tos_mapping)
     }
 
     fn first_ready(&mut self, now: Time) -> Option<usize> {

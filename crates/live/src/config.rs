@@ -51,6 +51,16 @@ pub fn ingress_target(state: &State, dev: &str) -> Option<(String, u16)> {
     Some((target, u16::try_from(idx).ok()?))
 }
 
+/// Whether super-packets shaped by `dev`'s tree are cut into segments before they are queued:
+/// when one of its HTB classes is limited below [`crate::offload::SPLIT_BELOW_BPS`].
+pub fn split_gso(state: &State, dev: &str) -> bool {
+    use sluice_config::model::ClassOpts;
+    state.devices.iter().filter(|d| d.name == dev).flat_map(|d| &d.classes).any(|c| match &c.opts {
+        ClassOpts::Htb(h) => h.rate.min(h.ceil) < crate::offload::SPLIT_BELOW_BPS,
+        _ => false,
+    })
+}
+
 /// Builds `state`'s tree on `dev` for the live path: every HTB bucket raised to the burst rule
 /// and to `rate × floor` (the wake-up jitter measured at start-up), see [`ProgramOptions::live`].
 pub fn program(state: &State, dev: &str, floor: Span) -> Result<Program, LiveError> {
@@ -76,6 +86,14 @@ mod tests {
         assert_eq!(program(&s, "eth0", Span::ZERO).unwrap().kind(), "drr");
         let p = program(&unlimited("eth0"), "eth0", Span::from_micros(300)).unwrap();
         assert_eq!(p.kind(), "pfifo");
+        // Super-packets are split below 1 Gbit/s only.
+        let htb = |r: &str| {
+            from_script("x.tc", &format!("tc qdisc add dev $DEV root handle 1: htb\ntc class add dev $DEV parent 1: classid 1:1 htb rate {r}\n"), "eth0").unwrap()
+        };
+        assert!(split_gso(&htb("500mbit"), "eth0"));
+        assert!(!split_gso(&htb("5gbit"), "eth0"));
+        assert!(!split_gso(&htb("500mbit"), "eth1"));
+        assert!(!split_gso(&unlimited("eth0"), "eth0"));
     }
 
     /// Keeps the queue full and serves it from a loop that wakes up 0..3 ms late, like a busy VM;
