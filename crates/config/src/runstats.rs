@@ -105,7 +105,7 @@ fn children(dev: &mut Device, handle: Handle, q: &dyn Qdisc) {
 
 /// `tc -s qdisc show dev DEV ingress`: the receive path's qdisc only.
 pub fn tc_stats_ingress(dev: &Device) -> String {
-    let o = ShowOpts { stats: true, details: false };
+    let o = ShowOpts { stats: true, ..Default::default() };
     let mut out = format!("$ tc -s qdisc show dev {} ingress\n", dev.name);
     show_qdiscs(&mut out, dev, true, o, Some(H_INGRESS));
     out
@@ -113,7 +113,7 @@ pub fn tc_stats_ingress(dev: &Device) -> String {
 
 /// `tc -s qdisc show dev DEV` then `tc -s class show dev DEV` (when it has classes), as text.
 pub fn tc_stats(dev: &Device) -> String {
-    let o = ShowOpts { stats: true, details: false };
+    let o = ShowOpts { stats: true, ..Default::default() };
     let mut out = format!("$ tc -s qdisc show dev {}\n", dev.name);
     show_qdiscs(&mut out, dev, true, o, None);
     if !dev.classes.is_empty() {
