@@ -92,10 +92,8 @@ fn children(dev: &mut Device, handle: Handle, q: &dyn Qdisc) {
             n.child()
         } else if let Some(t) = any.downcast_ref::<Tbf>() {
             Some(t.child())
-        } else if let Some(r) = any.downcast_ref::<Red>() {
-            Some(r.child())
         } else {
-            None
+            any.downcast_ref::<Red>().map(|r| r.child())
         };
         if let (Some(c), Some(i)) = (child, child_node(dev, handle, true)) {
             set_node(dev, i, c);

@@ -33,6 +33,9 @@ pub struct RunInfo {
     pub lint: Vec<String>,
 }
 
+/// Per case (by name): the `tc -s` text of its hops.
+pub type TcStats = Vec<(String, String)>;
+
 /// Runs `sc`. `progress` receives the overall fraction done (0..=1), from any thread.
 pub fn run(
     sc: &Scenario,
@@ -49,7 +52,7 @@ pub fn run_with_tc_stats(
     sc: &Scenario,
     opts: &RunOptions,
     progress: &(dyn Fn(f64) + Sync),
-) -> Result<(Results, RunInfo, Vec<(String, String)>), ScenarioError> {
+) -> Result<(Results, RunInfo, TcStats), ScenarioError> {
     run_inner(sc, opts, progress, true)
 }
 
@@ -58,7 +61,7 @@ fn run_inner(
     opts: &RunOptions,
     progress: &(dyn Fn(f64) + Sync),
     want_tc: bool,
-) -> Result<(Results, RunInfo, Vec<(String, String)>), ScenarioError> {
+) -> Result<(Results, RunInfo, TcStats), ScenarioError> {
     let mut overrides = opts.overrides.clone();
     if let Some(s) = opts.seed {
         overrides.push(("seed".into(), s.to_string()));
