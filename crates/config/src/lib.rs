@@ -17,6 +17,7 @@ pub mod fuzzing;
 pub mod lint;
 pub mod model;
 pub mod run;
+pub mod runstats;
 pub mod script;
 mod serde_units;
 pub mod shell;

@@ -257,6 +257,10 @@ impl Drr {
 }
 
 impl Qdisc for Drr {
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
+    }
+
     fn kind(&self) -> &'static str {
         "drr"
     }

@@ -169,6 +169,12 @@ pub trait Qdisc: Send {
         self.stats().backlog_bytes
     }
 
+    /// The qdisc itself, for a caller that reads a kind's own parts (its classes and child
+    /// qdiscs, e.g. to report `tc -s` counters per class). Classful kinds return `Some`.
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        None
+    }
+
     /// Puts a packet that the device refused back at the head, counting a requeue.
     /// The default re-enqueues it at the tail, which is correct for single-queue qdiscs only.
     fn requeue(&mut self, pkt: Packet, now: Time) -> Result<(), Dropped> {

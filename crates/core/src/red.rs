@@ -334,6 +334,10 @@ impl Red {
 }
 
 impl Qdisc for Red {
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
+    }
+
     fn kind(&self) -> &'static str {
         "red"
     }

@@ -347,6 +347,10 @@ impl Tbf {
 }
 
 impl Qdisc for Tbf {
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
+    }
+
     fn kind(&self) -> &'static str {
         "tbf"
     }

@@ -594,6 +594,12 @@ impl Engine {
         &self.summary
     }
 
+    /// The running root qdisc (its counters are this configuration's only; [`Engine::stats`]
+    /// sums every generation).
+    pub fn root(&self) -> &dyn Qdisc {
+        &*self.current
+    }
+
     /// The running root qdisc's tc kind.
     pub fn kind(&self) -> &'static str {
         self.current.kind()

@@ -50,26 +50,34 @@ pub(crate) fn queue_factory(spec: &str) -> Result<QueueFactory, String> {
     Ok(crate::model::queue(move || f()))
 }
 
+/// The device a link's netem runs as (`tc -s qdisc show dev wan0` after the run).
+pub(crate) const LINK_DEV: &str = "wan0";
+
 /// A link's queue: a [`queue_factory`] spec, or `netem OPTIONS` in tc's grammar (a WAN emulator
 /// on the link, built from the model like a tc script's netem; its random source is seeded from
-/// the run's `seed` and the link's name).
-pub(crate) fn link_queue_factory(spec: &str, link: &str, seed: u64) -> Result<QueueFactory, String> {
+/// the run's `seed` and the link's name), then with its configuration.
+pub(crate) fn link_queue_factory(
+    spec: &str,
+    link: &str,
+    seed: u64,
+) -> Result<(QueueFactory, Option<sluice_config::model::State>), String> {
     if spec.split_whitespace().next() != Some("netem") {
-        return queue_factory(spec);
+        return Ok((queue_factory(spec)?, None));
     }
-    let dev = "wan0";
+    let dev = LINK_DEV;
     let text = format!("tc qdisc add dev {dev} root handle 1: {spec}\n");
     let state = sluice_config::script::load_tc_script(&format!("link {link}"), &text, &Default::default())
         .map_err(|e| e.to_string())?
         .state;
     let seed = seed ^ link.bytes().fold(0u64, |h, b| h.rotate_left(5) ^ b as u64);
+    let kept = state.clone();
     // The classifier goes with the root: it holds the outbox of netem's duplicates.
     let build = move || {
         sluice_config::build::build_device_seeded(&state, dev, seed)
             .map(|b| Program::from_parts(b.root, b.classifier))
     };
     build().map_err(|e| e.to_string())?;
-    Ok(Box::new(move || build().expect("built once already")))
+    Ok((Box::new(move || build().expect("built once already")), Some(kept)))
 }
 
 pub(crate) fn shared_queue(spec: &str) -> Result<SharedFactory, String> {

@@ -33,12 +33,35 @@ pub struct RunInfo {
     pub lint: Vec<String>,
 }
 
+/// Per case (by name): the `tc -s` text of its hops.
+pub type TcStats = Vec<(String, String)>;
+
 /// Runs `sc`. `progress` receives the overall fraction done (0..=1), from any thread.
 pub fn run(
     sc: &Scenario,
     opts: &RunOptions,
     progress: &(dyn Fn(f64) + Sync),
 ) -> Result<(Results, RunInfo), ScenarioError> {
+    run_inner(sc, opts, progress, false).map(|(r, i, _)| (r, i))
+}
+
+/// [`run`], and for each case (by name) the `tc -s qdisc show` / `tc -s class show` text of
+/// every hop that runs a tc configuration, with the counters of the run
+/// ([`crate::Sim::tc_stats`]).
+pub fn run_with_tc_stats(
+    sc: &Scenario,
+    opts: &RunOptions,
+    progress: &(dyn Fn(f64) + Sync),
+) -> Result<(Results, RunInfo, TcStats), ScenarioError> {
+    run_inner(sc, opts, progress, true)
+}
+
+fn run_inner(
+    sc: &Scenario,
+    opts: &RunOptions,
+    progress: &(dyn Fn(f64) + Sync),
+    want_tc: bool,
+) -> Result<(Results, RunInfo, TcStats), ScenarioError> {
     let mut overrides = opts.overrides.clone();
     if let Some(s) = opts.seed {
         overrides.push(("seed".into(), s.to_string()));
@@ -73,7 +96,8 @@ pub fn run(
             if let Some(a) = &c.leaf_accuracy {
                 a.summarize(&mut res);
             }
-            (res, st, c.spec.duration.as_nanos() as f64 / 1e9)
+            let tc = want_tc.then(|| (c.name.clone(), sim.tc_stats(&c.tc_views)));
+            (res, st, c.spec.duration.as_nanos() as f64 / 1e9, tc)
         })
         .collect();
     let mut info =
@@ -90,11 +114,13 @@ pub fn run(
             group: sc.file.report.as_ref().and_then(|r| r.group.clone()),
         },
     };
-    for (c, st, v) in out {
+    let mut tc_stats = Vec::new();
+    for (c, st, v, tc) in out {
         info.events += st.events;
         info.transmissions += st.transmissions;
         info.virtual_s += v;
         results.cases.push(c);
+        tc_stats.extend(tc);
     }
-    Ok((results, info))
+    Ok((results, info, tc_stats))
 }

@@ -9,7 +9,13 @@ use sluice_sim::scenario::Scenario;
 /// A 20 Mbit/s line into eth0, whose ingress filters are `ingress`; ifb0 shapes at 2 Mbit/s with
 /// a 100-packet FIFO. Load: 4 Mbit/s of CBR on port 80 and a 200 kbit/s "voip" flow on 5060.
 fn sim(ingress: &str) -> Results {
-    let src = format!(
+    let src = sim_src(ingress);
+    let sc = Scenario::parse("mirred.toml", &src).unwrap_or_else(|e| panic!("{e}"));
+    run(&sc, &RunOptions { overrides: Vec::new(), seed: None }, &|_| {}).unwrap_or_else(|e| panic!("{e}")).0
+}
+
+fn sim_src(ingress: &str) -> String {
+    format!(
         r#"
 name = "mirred-download"
 description = "ingress filters of eth0 and an IFB shaper"
@@ -58,9 +64,7 @@ rate = "200kbit"
 size = 200
 port = 5060
 "#
-    );
-    let sc = Scenario::parse("mirred.toml", &src).unwrap_or_else(|e| panic!("{e}"));
-    run(&sc, &RunOptions { overrides: Vec::new(), seed: None }, &|_| {}).unwrap_or_else(|e| panic!("{e}")).0
+    )
 }
 
 fn flow<'a>(c: &'a Case, n: &str) -> &'a FlowResult {
@@ -113,4 +117,39 @@ fn a_redirect_into_its_own_ingress_is_dropped_at_the_nesting_limit() {
          action mirred ingress redirect dev eth0\n{TO_IFB}"
     ));
     assert_eq!(flow(&r.cases[0], "voip").loss_pct, 100.0);
+}
+
+#[test]
+fn tc_stats_of_the_ifb_and_the_receive_path_add_up() {
+    let src = sim_src(TO_IFB);
+    let sc = Scenario::parse("mirred.toml", &src).unwrap();
+    let opts = RunOptions { overrides: Vec::new(), seed: None };
+    let (r, _, tc) =
+        sluice_sim::run::run_with_tc_stats(&sc, &opts, &|_| {}).unwrap_or_else(|e| panic!("{e}"));
+    let text = &tc[0].1;
+    eprintln!("{text}");
+    let sent = |start: &str| -> (u64, u64, u64) {
+        let at = text.find(start).unwrap_or_else(|| panic!("no `{start}`"));
+        let w: Vec<u64> = text[at..]
+            .lines()
+            .nth(1)
+            .unwrap()
+            .split_whitespace()
+            .filter_map(|x| x.trim_matches(|c: char| !c.is_ascii_digit()).parse().ok())
+            .collect();
+        (w[0], w[1], w[2])
+    };
+    let q = r.cases[0].qdiscs.iter().find(|q| q.link == "ifb0").unwrap();
+    let root = sent("qdisc htb 1: dev ifb0 root");
+    assert_eq!(root, (q.bytes, q.packets, q.drops));
+    // One class, one leaf: the class sent what its pfifo sent, and the pfifo dropped the rest.
+    let (class, leaf) = (sent("class htb 1:1 root"), sent("qdisc pfifo 10: dev ifb0 parent 1:1"));
+    assert_eq!((class.0, class.1), (leaf.0, leaf.1));
+    assert_eq!((root.0, root.2), (leaf.0, leaf.2));
+    assert!(leaf.2 > 1000, "a 2 Mbit/s IFB under 4.2 Mbit/s drops: {leaf:?}");
+    // The ingress qdisc saw every packet that came in (the line's last 5 ms are still on the
+    // wire when the run ends: a few packets).
+    let ingress = sent("qdisc ingress ffff: dev eth0");
+    let line = r.cases[0].qdiscs.iter().find(|q| q.link == "line").unwrap();
+    assert!(ingress.1 <= line.packets && line.packets - ingress.1 <= 5, "{ingress:?} {line:?}");
 }

@@ -119,3 +119,26 @@ fn netem_duplicate_delivers_that_many_extra_packets_and_repeats_under_the_seed()
     let c = sim("netem duplicate 10%", Some(6));
     assert_ne!(flow(&c, "cbr").received, cbr.received, "another seed, other duplicates");
 }
+
+/// The first `Sent B bytes P pkt (dropped D` after `line_start` in `tc -s` text.
+fn sent_after(text: &str, line_start: &str) -> (u64, u64, u64) {
+    let at = text.find(line_start).unwrap_or_else(|| panic!("no `{line_start}` in\n{text}"));
+    let w: Vec<&str> = text[at..].lines().nth(1).unwrap().split_whitespace().collect();
+    let n = |i: usize| w[i].trim_matches(|c: char| !c.is_ascii_digit()).parse::<u64>().unwrap();
+    assert_eq!((w[0], w[2], w[4]), ("Sent", "bytes", "pkt"), "{w:?}");
+    (n(1), n(3), n(6))
+}
+
+#[test]
+fn tc_stats_after_a_run_are_the_engines_counters() {
+    let opts = RunOptions { overrides: Vec::new(), seed: None };
+    let (r, _, tc) =
+        sluice_sim::run::run_with_tc_stats(&scenario("netem delay 10ms loss 2%"), &opts, &|_| {})
+            .unwrap_or_else(|e| panic!("{e}"));
+    let (case, text) = &tc[0];
+    assert_eq!(case, &r.cases[0].name);
+    eprintln!("{text}");
+    let q = r.cases[0].qdiscs.iter().find(|q| q.link == "wan").unwrap();
+    assert!(q.drops > 100, "{q:?}");
+    assert_eq!(sent_after(text, "qdisc netem 1: dev wan0 root"), (q.bytes, q.packets, q.drops));
+}

@@ -3,7 +3,7 @@
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use sluice_report::Results;
-use sluice_sim::run::{run, RunInfo, RunOptions};
+use sluice_sim::run::{run, run_with_tc_stats, RunInfo, RunOptions};
 use sluice_sim::scenario::{Scenario, ScenarioError};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -30,6 +30,11 @@ pub struct Args {
     /// No progress bar and no summary table.
     #[arg(long)]
     quiet: bool,
+    /// Write, per case, `tc -s qdisc show` and `tc -s class show` of every hop that runs a tc
+    /// configuration (tc-script shaper, IFB download shaper, netem link) with the run's counters,
+    /// to compare with the kernel's `tc -s` (`-` prints them).
+    #[arg(long, value_name = "FILE")]
+    tc_stats: Option<PathBuf>,
 }
 
 /// A scenario error rendered by miette with the offending line.
@@ -101,7 +106,11 @@ pub fn run_cmd(args: Args) -> Result<ExitCode> {
         });
         pb.set_position((f * 1000.0) as u64);
     };
-    let (results, info) = match run(&sc, &opts, &progress) {
+    let ran = match args.tc_stats {
+        Some(_) => run_with_tc_stats(&sc, &opts, &progress),
+        None => run(&sc, &opts, &progress).map(|(r, i)| (r, i, Vec::new())),
+    };
+    let (results, info, tc_stats) = match ran {
         Ok(r) => r,
         Err(e) => {
             report_scenario_error(&e);
@@ -116,6 +125,14 @@ pub fn run_cmd(args: Args) -> Result<ExitCode> {
     }
     if !args.quiet {
         print_summary(&results, &info);
+    }
+    if let Some(p) = &args.tc_stats {
+        let text: String = tc_stats.iter().map(|(case, t)| format!("== {case}\n{t}\n")).collect();
+        if p.as_os_str() == "-" {
+            outp!("{text}");
+        } else {
+            std::fs::write(p, text).with_context(|| format!("writing {}", p.display()))?;
+        }
     }
     if let Some(p) = &args.json {
         std::fs::write(p, results.to_json()).with_context(|| format!("writing {}", p.display()))?;

@@ -744,6 +744,10 @@ impl Htb {
 }
 
 impl Qdisc for Htb {
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
+    }
+
     fn kind(&self) -> &'static str {
         "htb"
     }

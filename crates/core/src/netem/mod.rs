@@ -736,6 +736,10 @@ impl Netem {
 }
 
 impl Qdisc for Netem {
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
+    }
+
     fn kind(&self) -> &'static str {
         "netem"
     }

@@ -24,6 +24,23 @@ pub struct CaseSpec {
     pub leaf_accuracy: Option<LeafAccuracy>,
     /// What `sluice lint` finds in a tc-script shaper, one line per finding.
     pub lint: Vec<String>,
+    /// The hops that run a tc configuration (tc-script shaper, IFB download shaper, netem link),
+    /// for their `tc -s` counters after the run.
+    pub tc_views: Vec<TcView>,
+}
+
+/// A hop that runs a device of a tc configuration.
+pub struct TcView {
+    /// The link's name.
+    pub link: String,
+    /// The hop: the link's position on the forward path, or after it on the reverse one.
+    pub hop: (bool, usize),
+    /// The configuration.
+    pub state: std::sync::Arc<sluice_config::model::State>,
+    /// The device the hop's queue runs (its egress).
+    pub dev: String,
+    /// Ingress shaping: the device whose receive path (ingress filters) runs first.
+    pub rx_dev: Option<String>,
 }
 
 /// What to summarise about the backlogged generated leaves after the run.
@@ -242,6 +259,7 @@ pub fn build_case(sc: &Scenario, point: &Point) -> Result<CaseSpec, ScenarioErro
     };
     let mut shaper_used = false;
     let mut download_used = false;
+    let mut tc_views = Vec::new();
     let mut links = |ls: &[LinkFile], reverse: bool| -> Result<Vec<LinkSpec>, ScenarioError> {
         let mut out = Vec::new();
         for l in ls {
@@ -268,6 +286,15 @@ pub fn build_case(sc: &Scenario, point: &Point) -> Result<CaseSpec, ScenarioErro
                 ("shaper" | "shaper-download", None) => (default_qdisc(), false, None),
                 ("shaper", Some(b)) => {
                     shaper_used = true;
+                    if let Some(tc) = &b.tc {
+                        tc_views.push(TcView {
+                            link: l.name.clone(),
+                            hop: (reverse, out.len()),
+                            state: std::sync::Arc::new(tc.state.clone()),
+                            dev: tc.dev.clone(),
+                            rx_dev: None,
+                        });
+                    }
                     (backend::clone_factory(&b.factory), true, None)
                 }
                 ("shaper-download", Some(b)) => {
@@ -283,19 +310,35 @@ pub fn build_case(sc: &Scenario, point: &Point) -> Result<CaseSpec, ScenarioErro
                         ));
                     };
                     download_used = true;
+                    tc_views.push(TcView {
+                        link: l.name.clone(),
+                        hop: (reverse, out.len()),
+                        state: std::sync::Arc::new(tc.state.clone()),
+                        dev: ifb.clone(),
+                        rx_dev: Some(wan.clone()),
+                    });
                     let rx_tc = tc.clone();
                     let queue: QueueFactory = Box::new(move || tc.program_of(&ifb, seed));
                     let rx: QueueFactory = Box::new(move || rx_tc.program_of(&wan, seed));
                     (queue, true, Some((rx, idx, wan_idx)))
                 }
                 _ => {
-                    let fac = backend::link_queue_factory(&qtext, &l.name, seed).map_err(|m| {
+                    let (fac, state) = backend::link_queue_factory(&qtext, &l.name, seed).map_err(|m| {
                         ctx.err(
                             l.queue.as_ref().map(|q| q.span()),
                             m,
                             Some("\"shaper\", \"pfifo [N]\", \"bfifo [SIZE]\", \"pfifo_head_drop [N]\" or \"netem OPTIONS\""),
                         )
                     })?;
+                    if let Some(state) = state {
+                        tc_views.push(TcView {
+                            link: l.name.clone(),
+                            hop: (reverse, out.len()),
+                            state: std::sync::Arc::new(state),
+                            dev: backend::LINK_DEV.into(),
+                            rx_dev: None,
+                        });
+                    }
                     (fac, false, None)
                 }
             };
@@ -390,7 +433,15 @@ pub fn build_case(sc: &Scenario, point: &Point) -> Result<CaseSpec, ScenarioErro
         }
         None => Vec::new(),
     };
-    Ok(CaseSpec { name: point.name(), params: point.params.clone(), spec, references, leaf_accuracy, lint })
+    Ok(CaseSpec {
+        name: point.name(),
+        params: point.params.clone(),
+        spec,
+        references,
+        leaf_accuracy,
+        lint,
+        tc_views,
+    })
 }
 
 /// Lists the generated leaves that flows are sent to among the reported classes, and what to

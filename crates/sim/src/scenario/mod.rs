@@ -5,7 +5,7 @@ mod build;
 mod error;
 pub mod file;
 
-pub use build::{build_case, CaseSpec, Ctx, LeafAccuracy};
+pub use build::{build_case, CaseSpec, Ctx, LeafAccuracy, TcView};
 pub use error::{line_col, ScenarioError};
 
 use file::{Scalar, ScenarioFile, SweepFile};
