@@ -24,6 +24,7 @@ pub mod flow_keys;
 pub mod fq_codel;
 pub mod handle;
 pub mod htb;
+pub mod htb_fair;
 pub mod netem;
 pub mod packet;
 pub mod prio;

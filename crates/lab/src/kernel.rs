@@ -297,6 +297,15 @@ impl<'a> Plan<'a> {
                 // Sent by kind alone (handle ffff:, parent ffff:fff1), as tc sends them.
                 QdiscOpts::Ingress | QdiscOpts::Clsact => {}
                 _ if q.parent == H_INGRESS => unencoded.push(format!("{kind} qdisc on ingress")),
+                QdiscOpts::Htb(h) if h.textbook => {
+                    return Err(LabError::Config(format!(
+                        "{}: {} shares spare bandwidth the textbook way (`textbook`), a Sluice \
+                         option the kernel's HTB does not have (it lends packet by packet); remove \
+                         `textbook` to apply this tree to the kernel, or run it with `sluice shape`",
+                        dev.name,
+                        what()
+                    )))
+                }
                 QdiscOpts::Htb(h) if h.offload => unencoded.push("htb offload".into()),
                 QdiscOpts::Htb(h) if kernel_minor(h.default).is_none() => too_wide.push(format!(
                     "the default class {:#x} of {} (the kernel would send its traffic to the direct queue)",
