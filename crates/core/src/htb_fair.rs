@@ -319,8 +319,9 @@ impl HtbFair {
         }
     }
 
-    /// Leaf `i` becomes backlogged: it starts no earlier than the backlogged leaf furthest
-    /// behind, so a returning leaf neither waits for nor jumps ahead of the others.
+    /// Leaf `i` becomes backlogged: it may send once its last packet is paid for, and no later
+    /// than the backlogged leaf furthest behind, so going idle earns no credit and a returning
+    /// leaf does not wait for the others to catch up.
     fn wake(&mut self, i: usize, now: Time) {
         let behind = self
             .classes
@@ -332,7 +333,7 @@ impl HtbFair {
             .unwrap_or(now);
         if let Some(l) = self.classes[i].leaf.as_mut() {
             l.backlogged = true;
-            l.next = behind.min(now);
+            l.next = l.next.max(behind.min(now));
         }
         self.recompute();
     }

@@ -193,3 +193,27 @@ fn random_hierarchies_split_as_the_user_guide_says() {
     }
     assert!(checked >= 30, "only {checked} leaves checked");
 }
+
+#[test]
+fn a_leaf_that_empties_between_packets_still_gets_only_its_share() {
+    // One 1 Mbit/s class, offered 8 Mbit/s as one 1000-byte packet per millisecond: its queue
+    // empties whenever it catches up, and going idle must not earn it credit.
+    let mut q = HtbFair::new(Handle::new(1, 0), 0, 1000, 1000);
+    let leaf = Handle::new(1, 1);
+    let cfg = FairClassConfig { rate: 1_000_000, ceil: 1_000_000, prio: 0, quantum: 1500 };
+    q.add_class(leaf, Handle::new(1, 0), cfg).unwrap();
+    let ms = sluice_core::Span::from_millis(1);
+    let mut now = Time::ZERO;
+    let mut sent = 0u64;
+    for _ in 0..10_000 {
+        let _ = q.enqueue(pkt(leaf, 1000), now);
+        let next = now + ms;
+        while let Some(t) = q.next_event(now).filter(|&t| t < next) {
+            now = now.max(t);
+            sent += q.dequeue(now).map_or(0, |p| p.len as u64);
+        }
+        now = next;
+    }
+    let bps = sent as f64 * 8.0 / 10.0;
+    assert!((bps - 1e6).abs() < 1e6 * 0.002, "{bps} bit/s for a 1 Mbit/s class");
+}
