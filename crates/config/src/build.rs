@@ -682,6 +682,27 @@ mod tests {
     }
 
     #[test]
+    fn htb_textbook_is_shown_exported_and_built() {
+        let script = "tc qdisc add dev e root handle 1: htb default 10 textbook\n\
+                      tc class add dev e parent 1: classid 1:10 htb rate 1mbit\n";
+        let s = load(script);
+        let shown = crate::tc::show::qdisc_options(&s.devices[0], &s.devices[0].qdiscs[0].opts, false);
+        assert!(shown.ends_with(" direct_qlen 1000 textbook"), "{shown}");
+        assert!(crate::export::qdisc_args(&s.devices[0].qdiscs[0].opts).contains(" textbook"));
+        let mut b = build_device(&s, "e").unwrap();
+        let mut p = Packet::new(1000, 1);
+        p.push_class(Handle::new(1, 10));
+        b.root.enqueue(p, Time::ZERO).unwrap();
+        assert_eq!(b.root.dequeue(Time::ZERO).unwrap().payload, 1);
+        // Paced at the class's 1 Mbit/s: the next packet is due 8 ms later.
+        let mut p = Packet::new(1000, 2);
+        p.push_class(Handle::new(1, 10));
+        b.root.enqueue(p, Time::ZERO).unwrap();
+        assert!(b.root.dequeue(Time::ZERO).is_none());
+        assert_eq!(b.root.next_event(Time::ZERO), Some(Time::ZERO + Span::from_millis(8)));
+    }
+
+    #[test]
     fn builds_prio_with_tbf_and_fq_codel_and_passes_packets() {
         let s = load("tc qdisc add dev e root handle 1: prio\ntc qdisc add dev e parent 1:1 handle 10: tbf rate 1mbit burst 10k latency 50ms\ntc qdisc add dev e parent 1:2 handle 20: fq_codel\ntc filter add dev e parent 1: protocol all prio 1 matchall classid 1:2\ntc filter add dev e parent 1: protocol ip prio 2 u32 match ip dport 22 0xffff flowid 1:1 action drop\ntc filter add dev e parent 1: protocol ip prio 3 handle 1 flow hash keys src,dst divisor 2 baseclass 1:2\n");
         let mut b = build_device(&s, "e").unwrap();

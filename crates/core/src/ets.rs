@@ -390,6 +390,7 @@ impl Qdisc for Ets {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Handle;
 
     fn cfg(nbands: usize, nstrict: usize, quanta: &[u32]) -> EtsConfig {
         let mut q = vec![1514; nbands];

@@ -1486,6 +1486,16 @@ mod tests {
     }
 
     #[test]
+    fn htb_textbook_sharing_is_refused_with_the_reason() {
+        let st = state(
+            "tc qdisc add dev $DEV root handle 1: htb default 10 textbook\n\
+             tc class add dev $DEV parent 1: classid 1:10 htb rate 1mbit\n",
+        );
+        let e = Plan::new(&st, "eth0", BurstPolicy::Sluice).unwrap_err().to_string();
+        assert!(e.contains("qdisc htb 1:") && e.contains("`textbook`") && e.contains("kernel's HTB"), "{e}");
+    }
+
+    #[test]
     fn what_the_encoder_cannot_send_is_refused_by_name() {
         // An ingress qdisc is sent (by kind), and is a whole configuration on its own.
         let st = state("tc qdisc add dev $DEV ingress");
