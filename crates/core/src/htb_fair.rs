@@ -404,7 +404,7 @@ impl Qdisc for HtbFair {
                 };
                 l.bytes += p.len as u64;
                 l.packets += p.gso_segs.max(1) as u64;
-                l.next = l.next + Span::from_nanos((p.len as f64 * 8e9 / rate).ceil() as u64);
+                l.next += Span::from_nanos((p.len as f64 * 8e9 / rate).ceil() as u64);
                 self.sleep_if_empty(i);
                 break p;
             },

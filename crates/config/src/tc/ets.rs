@@ -401,7 +401,7 @@ mod tests {
 
     #[test]
     fn builds_with_filters_priomap_and_a_grafted_band() {
-        use sluice_core::{Packet, Qdisc, Time};
+        use sluice_core::{Packet, Time};
         let st = crate::script::load_tc_script(
             "t",
             "tc qdisc add dev e root handle 1: ets strict 1 quanta 3000 1500 priomap 1 2 0\n\
@@ -414,7 +414,7 @@ mod tests {
         let mut b = crate::build::build_device(&st, "e").unwrap();
         assert_eq!(b.root.kind(), "ets");
         let keys = Default::default();
-        let mut push = |b: &mut crate::build::Built, prio: u32, mark: u32, id: u64| {
+        let push = |b: &mut crate::build::Built, prio: u32, mark: u32, id: u64| {
             let mut p = Packet::new(1000, id);
             p.priority = prio;
             p.mark = mark;
