@@ -20,6 +20,7 @@ use sluice_core::filter::fw::FwConfig;
 use sluice_core::filter::matchall::MatchallConfig;
 use sluice_core::filter::police::{Police, PoliceConfig};
 use sluice_core::filter::u32::{HashKey, U32Config, U32Key as CoreKey, U32Offset, U32Selector, VarOffset};
+use sluice_core::filter::BasicConfig;
 use sluice_core::filter::{FilterConfig, FilterList, FilterSpec, MirredTarget, Protocol, Upsert};
 use sluice_core::fq_codel::{FqCodel, FqCodelConfig};
 use sluice_core::htb::{Htb, HtbClassConfig, HtbConfig};
@@ -178,24 +179,24 @@ fn actions(a: &[Action], devices: &[Device]) -> Result<Actions, BuildError> {
                 exceed: verdict(p.exceed)?,
                 conform: verdict(p.conform)?,
             })?),
-            Action::Mirred(m) => CoreAction::Redirect(mirred_target(m, devices)?),
+            Action::Mirred(m) => mirred(m, devices)?,
         });
     }
     Ok(Actions::new(v))
 }
 
-/// A mirred redirect's target; a mirror (a copy of each packet) is not in the data path.
-fn mirred_target(m: &MirredOpts, devices: &[Device]) -> Result<MirredTarget, BuildError> {
-    if m.mode == MirredMode::Mirror {
-        return Err(BuildError::Unsupported("mirred mirror (a copy of each packet)".into()));
-    }
-    if m.verdict != Verdict::Stolen {
-        return Err(BuildError::Unsupported(format!("a mirred redirect with verdict {}", m.verdict.name())));
-    }
+/// A mirred action: a redirect that steals the packet moves it; a mirror, or a redirect with
+/// another verdict, sends a copy and lets the original go on with the verdict (the kernel's
+/// `tcf_mirred_act` clones unless it may steal; a mirror that steals is a redirect).
+fn mirred(m: &MirredOpts, devices: &[Device]) -> Result<CoreAction, BuildError> {
     let dev = devices.iter().position(|d| d.name == m.dev).and_then(|i| u16::try_from(i).ok()).ok_or_else(
         || BuildError::Missing(format!("mirred target {} is not a device of this configuration", m.dev)),
     )?;
-    Ok(MirredTarget { dev, ingress: m.direction == MirredDirection::Ingress })
+    let target = MirredTarget { dev, ingress: m.direction == MirredDirection::Ingress };
+    Ok(match m.verdict {
+        Verdict::Stolen => CoreAction::Redirect(target),
+        v => CoreAction::Mirror(target, verdict(v)?),
+    })
 }
 
 fn filter_spec(f: &FilterNode, devices: &[Device]) -> Result<Option<FilterSpec>, BuildError> {
@@ -266,7 +267,7 @@ fn filter_spec(f: &FilterNode, devices: &[Device]) -> Result<Option<FilterSpec>,
         FilterOpts::Matchall(m) => {
             (FilterConfig::Matchall(MatchallConfig { classid: m.classid, actions: acts }), Some(f.handle))
         }
-        FilterOpts::Basic(_) => return Err(BuildError::Unsupported("the basic filter (ematch)".into())),
+        FilterOpts::Basic(b) => (FilterConfig::Basic(basic_config(b, acts)?), Some(f.handle)),
     };
     Ok(Some(FilterSpec {
         chain: f.chain,
@@ -275,6 +276,24 @@ fn filter_spec(f: &FilterNode, devices: &[Device]) -> Result<Option<FilterSpec>,
         handle,
         config,
     }))
+}
+
+/// A basic filter's tree, read back from the model's canonical text; meta ids the engine has no
+/// value for are refused.
+fn basic_config(
+    b: &crate::model::BasicOpts,
+    actions: sluice_core::filter::Actions,
+) -> Result<BasicConfig, BuildError> {
+    let ematch = match &b.ematch {
+        Some(t) => crate::tc::ematch::parse_text(t).map_err(BuildError::Unsupported)?,
+        None => Vec::new(),
+    };
+    if let Some(id) = sluice_core::filter::basic::unsupported(&ematch) {
+        return Err(BuildError::Unsupported(format!(
+            "the basic filter's meta id {id} (no value in the model)"
+        )));
+    }
+    Ok(BasicConfig { ematch, classid: b.classid, actions })
 }
 
 fn codel_params(target: Option<u32>, interval: Option<u32>, ce: Option<u32>, ecn: bool) -> CodelParams {
@@ -402,6 +421,7 @@ fn build_qdisc(
             })?)
         }
         QdiscOpts::Drr => build_drr(dev, q, cls, seed)?,
+        QdiscOpts::Hfsc(h) => build_hfsc(dev, q, h.default, cls, seed)?,
         QdiscOpts::Ets(e) => build_ets(dev, q, e, cls, seed)?,
         QdiscOpts::Red(r) => {
             let mut red = Red::new(sluice_core::red::RedConfig {
@@ -451,6 +471,58 @@ fn build_drr(
     })
     .map_err(BuildError::Filter)?;
     Ok(Box::new(drr))
+}
+
+/// HFSC: its classes (parents before children), their curves, the grafted qdiscs of leaves,
+/// and the classifier's shape (filters on the qdisc and on inner classes; the `default` class when
+/// it is a leaf).
+fn build_hfsc(
+    dev: &Device,
+    q: &QdiscNode,
+    default: u16,
+    cls: &mut Classifier,
+    seed: u64,
+) -> Result<Box<dyn Qdisc>, BuildError> {
+    let mut hfsc = sluice_core::hfsc::Hfsc::new(q.handle, default as u32, dev.txqueuelen);
+    let classes: Vec<&ClassNode> = dev.classes.iter().filter(|c| c.classid.qdisc() == q.handle).collect();
+    // Parents first: a class is added once its parent is there (the model keeps creation
+    // order, which already is such an order; this also survives a hand-edited state file).
+    let mut added = vec![false; classes.len()];
+    let mut progress = true;
+    while progress {
+        progress = false;
+        for (i, c) in classes.iter().enumerate() {
+            let ready = c.parent == q.handle || classes.iter().zip(&added).any(|(p, &a)| a && p.classid == c.parent);
+            if added[i] || !ready {
+                continue;
+            }
+            let ClassOpts::Hfsc(o) = &c.opts else { continue };
+            hfsc.add_class(c.classid, c.parent, crate::tc::hfsc::curves(o))?;
+            added[i] = true;
+            progress = true;
+        }
+    }
+    let mut shapes = Vec::new();
+    for c in classes.iter().zip(&added).filter(|(_, &a)| a).map(|(c, _)| c) {
+        let leaf = dev.child_classes(c.classid).next().is_none();
+        let child = dev.qdisc_at(c.classid);
+        if let (true, Some(l)) = (leaf, child) {
+            hfsc.set_class_qdisc(c.classid, Some(build_qdisc(dev, l, cls, seed)?))?;
+        }
+        let classful_child = child.filter(|l| leaf && l.opts.is_classful()).map(|l| l.handle);
+        shapes.push(ClassShape { classid: c.classid, inner: !leaf, child: classful_child });
+    }
+    let def = Handle::new(q.handle.major(), default as u32);
+    let fallback =
+        if default != 0 && dev.class(def).is_some() && dev.child_classes(def).next().is_none() { def } else { q.handle };
+    cls.set_shape(QdiscShape {
+        handle: q.handle,
+        kind: ShapeKind::Htb,
+        classes: shapes,
+        fallback: Fallback::Class(fallback),
+    })
+    .map_err(BuildError::Filter)?;
+    Ok(Box::new(hfsc))
 }
 
 /// ETS: its bands (quanta resolved, default pfifo or the grafted qdisc) and a prio-like shape
@@ -503,14 +575,9 @@ fn build_netem(
     seed: u64,
 ) -> Result<Box<dyn Qdisc>, BuildError> {
     use sluice_core::netem::{LossModel, Netem, NetemConfig, NetemRate, NetemSlot};
-    // A duplicate needs its bytes copied by whoever owns them; the engine's owners (simulator
-    // slots, the live shaper's pool) hand each payload out once. A corrupted packet keeps its
+    // A duplicate goes to the tree's outbox (the classifier holds it): the engine's owner copies
+    // the frame and the engine enqueues the copy at the root. A corrupted packet keeps its
     // payload, marked: the simulator's receiver discards it, the live shaper flips a bit.
-    if n.duplicate != 0 {
-        return Err(BuildError::Unsupported(
-            "netem duplicate (a second copy of a frame needs its owner to clone it)".into(),
-        ));
-    }
     let cor = n.corr.unwrap_or_default();
     let table = |d: &Option<NetemDist>| d.as_ref().map(|d| crate::tc::netem::dist_table(d).into());
     let loss = match n.loss_model {
@@ -560,6 +627,9 @@ fn build_netem(
         seed: seed
             ^ ((q.handle.major() as u64) << 32 | q.handle.minor() as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
     })?;
+    if n.duplicate != 0 {
+        netem.set_duplicates(cls.duplicates_outbox());
+    }
     if let Some(c) = dev
         .qdiscs
         .iter()

@@ -83,6 +83,7 @@ pub fn qdisc_args(o: &QdiscOpts) -> String {
         }
         QdiscOpts::Netem(n) => s.push_str(&crate::tc::netem::export_args(n)),
         QdiscOpts::Cake(c) => s.push_str(&crate::tc::cake::export_args(c)),
+        QdiscOpts::Hfsc(h) => s.push_str(&crate::tc::hfsc::export_qdisc_args(h)),
         QdiscOpts::Tbf(t) => {
             let _ = write!(s, " rate {}bit burst {} limit {}", t.rate, t.burst, t.limit);
             if let Some(p) = t.peakrate {
@@ -224,6 +225,7 @@ pub fn class_args(o: &ClassOpts) -> String {
             }
             s
         }
+        ClassOpts::Hfsc(h) => crate::tc::hfsc::export_class_args(h),
         ClassOpts::Drr { quantum } | ClassOpts::Ets { quantum } => {
             quantum.map(|q| format!(" quantum {q}")).unwrap_or_default()
         }

@@ -44,6 +44,10 @@ pub struct State {
     /// (`qdisc_alloc_handle`'s static `autohandle`), starting at 0x8001.
     #[serde(default = "first_auto_handle")]
     pub next_auto_handle: u32,
+    /// Named network namespaces (`ip netns add NAME`), each with its own devices and actions,
+    /// reached with `tc -n NAME`, `ip -n NAME` and `ip netns exec NAME`.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub netns: std::collections::BTreeMap<String, State>,
 }
 
 fn first_ifindex() -> u32 {
@@ -57,6 +61,7 @@ impl Default for State {
             next_ifindex: first_ifindex(),
             actions: Vec::new(),
             next_auto_handle: first_auto_handle(),
+            netns: Default::default(),
         }
     }
 }
@@ -311,6 +316,8 @@ pub enum QdiscOpts {
     Red(RedOpts),
     /// Common Applications Kept Enhanced.
     Cake(CakeOpts),
+    /// Hierarchical fair service curve.
+    Hfsc(HfscOpts),
     /// Enhanced transmission selection (strict and DRR bands).
     Ets(EtsOpts),
     /// Ingress hook.
@@ -339,6 +346,7 @@ impl QdiscOpts {
             QdiscOpts::Drr => "drr",
             QdiscOpts::Red(_) => "red",
             QdiscOpts::Cake(_) => "cake",
+            QdiscOpts::Hfsc(_) => "hfsc",
             QdiscOpts::Ets(_) => "ets",
             QdiscOpts::Ingress => "ingress",
             QdiscOpts::Clsact => "clsact",
@@ -355,6 +363,7 @@ impl QdiscOpts {
                 | QdiscOpts::Tbf(_)
                 | QdiscOpts::Netem(_)
                 | QdiscOpts::Drr
+                | QdiscOpts::Hfsc(_)
                 | QdiscOpts::Red(_)
                 | QdiscOpts::PfifoFast
                 | QdiscOpts::Mq(_)
@@ -825,6 +834,8 @@ pub enum ClassOpts {
         /// Quantum bytes (psched_mtu).
         quantum: Option<u32>,
     },
+    /// HFSC class.
+    Hfsc(HfscClassOpts),
     /// ETS class change (`tc class change ... ets [quantum N]`): ETS classes are the qdisc's
     /// bands, kept in its [`EtsOpts`]; no class node holds this.
     Ets {
@@ -1368,6 +1379,28 @@ impl MirredOpts {
             (MirredDirection::Ingress, MirredMode::Mirror) => "Ingress Mirror",
         }
     }
+}
+
+/// HFSC qdisc options (`struct tc_hfsc_qopt`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HfscOpts {
+    /// Minor of the class unclassified packets go to (0: none, or the root class while there are
+    /// no classes).
+    #[serde(default)]
+    pub default: u16,
+}
+
+/// HFSC class curves as the kernel holds them (`tc class change` replaces the curves it sends and
+/// keeps the others); see `crate::tc::hfsc`. Values are tc's: bytes per second and µs.
+#[serde_with::skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HfscClassOpts {
+    /// Real-time curve.
+    pub rt: Option<sluice_core::hfsc::ServiceCurve>,
+    /// Link-share curve.
+    pub ls: Option<sluice_core::hfsc::ServiceCurve>,
+    /// Upper-limit curve.
+    pub ul: Option<sluice_core::hfsc::ServiceCurve>,
 }
 
 /// CAKE options: the attributes tc sends (`TCA_CAKE_*`), each `None` when not sent. The kernel

@@ -115,6 +115,15 @@ pub fn validate(state: &State) -> Result<(), String> {
             if q.handle.minor() != 0 {
                 return Err(format!("device {}: qdisc handle {} has a minor number", d.name, q.handle));
             }
+            let args = crate::export::qdisc_args(&q.opts);
+            let stab = q.stab.map(|t| crate::export::stab_args(&t)).unwrap_or_default();
+            let head = match q.opts {
+                crate::model::QdiscOpts::Ingress | crate::model::QdiscOpts::Clsact => {
+                    format!("qdisc add dev {} {}", d.name, q.opts.kind())
+                }
+                _ => format!("qdisc add dev {} root{stab} {}", d.name, q.opts.kind()),
+            };
+            reparse(&head, &args).map_err(|m| format!("device {}: qdisc {}: {m}", d.name, q.handle))?;
             if let crate::model::QdiscOpts::Sfq(o) = &q.opts {
                 if let Some(r) = &o.red {
                     if !r.probability.is_finite() || !(0.0..=1.0).contains(&r.probability) {
@@ -126,8 +135,30 @@ pub fn validate(state: &State) -> Result<(), String> {
                 }
             }
         }
+        for c in &d.classes {
+            let args = crate::export::class_args(&c.opts);
+            let kind = match c.opts {
+                crate::model::ClassOpts::Htb(_) => "htb",
+                crate::model::ClassOpts::Drr { .. } => "drr",
+                crate::model::ClassOpts::Hfsc(_) => "hfsc",
+                crate::model::ClassOpts::Ets { .. } => "ets",
+            };
+            let head = format!("class add dev {} parent 1: classid 1:1 {kind}", d.name);
+            reparse(&head, &args).map_err(|m| format!("device {}: class {}: {m}", d.name, c.classid))?;
+        }
     }
     Ok(())
+}
+
+/// Reads a qdisc's or class's options back through tc's grammar, as `sluice export` writes
+/// them: a value tc would refuse (a huge `overhead`, an `mpu` out of range, a probability above
+/// 1) is refused with tc's own message.
+fn reparse(head: &str, args: &str) -> Result<(), String> {
+    let argv: Vec<String> = head.split(' ').chain(args.split_whitespace()).map(String::from).collect();
+    match crate::tc::args::parse_command(&argv) {
+        Ok(_) => Ok(()),
+        Err(e) => Err(e.message.lines().next().unwrap_or_default().to_string()),
+    }
 }
 
 /// Loads the state; a missing file is an empty state. A file that exists but cannot be read or
@@ -219,6 +250,41 @@ mod tests {
         std::fs::write(&p, &text).unwrap();
         assert!(load(&p).is_err());
         let _ = std::fs::remove_dir_all(&d);
+    }
+
+    /// A state with one value changed in its JSON text (`from` → `to`, first occurrence).
+    fn edited(lines: &[&str], from: &str, to: &str) -> Result<State, String> {
+        let mut st = State::default();
+        assert_eq!(crate::run_ip(&mut st, &["link", "add", "e0", "type", "dummy"].map(String::from)).code, 0);
+        for l in lines {
+            let argv: Vec<String> = l.split(' ').map(String::from).collect();
+            assert_eq!(crate::run_tc(&mut st, &argv).code, 0, "{l}");
+        }
+        let text = serde_json::to_string_pretty(&st).unwrap();
+        assert!(text.contains(from), "{from} not in {text}");
+        parse(&text.replacen(from, to, 1))
+    }
+
+    #[test]
+    fn every_value_is_checked_with_tcs_message() {
+        let htb = [
+            "qdisc add dev e0 root handle 1: htb",
+            "class add dev e0 parent 1: classid 1:1 htb rate 1mbit overhead 4 mpu 64",
+        ];
+        // What tc itself writes reads back.
+        assert!(edited(&htb, "\"overhead\": 4", "\"overhead\": 4").is_ok());
+        // Out-of-range integers: serde's type check, or tc's grammar with tc's message.
+        let e = edited(&htb, "\"overhead\": 4", "\"overhead\": -2147483648").unwrap_err();
+        assert!(e.contains("class 1:1") && e.contains("overhead"), "{e}");
+        let e = edited(&htb, "\"mpu\": 64", "\"mpu\": 4294967296").unwrap_err();
+        assert!(e.contains("mpu") || e.contains("invalid value"), "{e}");
+        let e = edited(&htb, "\"prio\": 0", "\"prio\": -1").unwrap_err();
+        assert!(e.contains("invalid value"), "{e}");
+        // Non-finite and absurd floats: JSON has no NaN or infinity, 1e309 does not fit.
+        let sfq = ["qdisc add dev e0 root sfq redflowlimit 100000 min 8000 max 60000 probability 0.5"];
+        for bad in ["NaN", "Infinity", "-Infinity", "1e309", "null", "1.5", "-0.1"] {
+            assert!(edited(&sfq, "0.5", bad).is_err(), "probability {bad} accepted");
+        }
     }
 
     #[test]

@@ -19,9 +19,12 @@
 //! A `drop` verdict (e.g. a policer's exceed action) gives [`ClassifyOutcome::Drop`]; the caller
 //! counts and frees the packet. Nothing here allocates per packet.
 
-use crate::filter::{ClassifyInput, FilterError, FilterList, FilterSpec, MirredTarget, TcfOutcome, Upsert};
+use crate::filter::{
+    ClassifyInput, FilterError, FilterList, FilterSpec, MirredTarget, Mirrors, TcfOutcome, Upsert,
+};
 use crate::flow_keys::FlowKeys;
 use crate::handle::Handle;
+use crate::netem::Duplicates;
 use crate::packet::{Packet, MAX_CLASS_PATH};
 use crate::time::Time;
 
@@ -110,6 +113,10 @@ pub struct Classifier {
     root: Option<Handle>,
     lists: Map<Handle, FilterList>,
     shapes: Map<u16, ShapeIndex>,
+    /// The copies mirred actions asked for during the last [`Classifier::classify`].
+    mirrors: Mirrors,
+    /// The outbox of the tree's duplicating netems (shared with them; a clone shares it too).
+    duplicates: Option<Duplicates>,
 }
 
 /// Deepest qdisc nesting the walk follows.
@@ -129,6 +136,22 @@ impl Classifier {
     /// The root qdisc.
     pub fn root(&self) -> Option<Handle> {
         self.root
+    }
+
+    /// The tree's outbox for netem duplicates, created on first use (the builder hands it to
+    /// each duplicating netem; the engine takes the copies out and enqueues them at the root).
+    pub fn duplicates_outbox(&mut self) -> Duplicates {
+        self.duplicates.get_or_insert_with(Duplicates::new).clone()
+    }
+
+    /// The outbox, if a netem of the tree duplicates.
+    pub fn duplicates(&self) -> Option<&Duplicates> {
+        self.duplicates.as_ref()
+    }
+
+    /// The copies mirred actions asked for during the last [`Classifier::classify`].
+    pub fn mirrors(&self) -> &Mirrors {
+        &self.mirrors
     }
 
     /// Declares or updates the shape of a classful qdisc.
@@ -265,6 +288,7 @@ impl Classifier {
         now: Time,
     ) -> ClassifyOutcome {
         pkt.class_path = [Handle::UNSPEC; MAX_CLASS_PATH];
+        self.mirrors = Mirrors::default();
         let Some(mut q) = self.root else {
             return ClassifyOutcome::Enqueue;
         };
@@ -276,6 +300,9 @@ impl Classifier {
             // What skbedit wrote is what the next qdisc down (and fw there) sees.
             pkt.mark = meta.mark;
             pkt.priority = meta.priority;
+            if !meta.mirrors.is_empty() {
+                self.mirrors.extend(&meta.mirrors);
+            }
             let class = match step {
                 Step::Drop => return ClassifyOutcome::Drop,
                 Step::Redirect(t) => return ClassifyOutcome::Redirect(t),

@@ -23,6 +23,7 @@ pub mod filter;
 pub mod flow_keys;
 pub mod fq_codel;
 pub mod handle;
+pub mod hfsc;
 pub mod htb;
 pub mod htb_fair;
 pub mod netem;

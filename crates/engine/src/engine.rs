@@ -3,7 +3,8 @@
 use crate::program::Program;
 use serde::Serialize;
 use sluice_core::classify::{Classifier, ClassifyOutcome};
-use sluice_core::filter::{ClassifyInput, FilterList, MirredTarget, TcfOutcome};
+use sluice_core::filter::{ClassifyInput, FilterList, MirredTarget, Mirrors, TcfOutcome};
+use sluice_core::netem::{Duplicates, DUPLICATE_FLAG};
 use sluice_core::packet::MAX_CLASS_PATH;
 use sluice_core::{DropReason, Dropped, FlowKeys, Handle, Packet, Qdisc, QdiscStats, Time};
 use sluice_wire::{parse_frame, ParseOptions, Start};
@@ -47,6 +48,27 @@ pub struct Redirected {
     pub target: MirredTarget,
 }
 
+/// A copy of a packet the engine made: a netem duplicate or a mirred mirror. `pkt.payload` is
+/// its original's handle: the caller copies the bytes under a handle of its own, then hands the
+/// copy on ([`CopyTo`]). A copy the caller does not want is simply not handed on.
+#[derive(Debug)]
+pub struct Copied {
+    /// The copy's descriptor (the original's payload handle).
+    pub pkt: Packet,
+    /// Where it goes.
+    pub to: CopyTo,
+}
+
+/// Where a [`Copied`] packet goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CopyTo {
+    /// A netem duplicate: back to this engine's root qdisc, with [`Engine::ingress_copy`] (the
+    /// kernel re-enqueues it at the root of the tree).
+    Root,
+    /// A mirred mirror: to a device, as [`Redirected::target`] (the original went on).
+    Device(MirredTarget),
+}
+
 /// Counters of an [`Engine`], over every configuration it has run.
 ///
 /// Conservation: `received = sent_packets + dropped + queued + redirected + delivered` at every
@@ -68,6 +90,13 @@ pub struct EngineStats {
     pub classify_drops: u64,
     /// Packets a mirred redirect took (handed back by [`Engine::take_redirected`]).
     pub redirected: u64,
+    /// Copies a mirred mirror asked for ([`Engine::take_copy`]; not in the conservation sum: a
+    /// copy is a new packet once its owner offers it somewhere).
+    pub mirrored: u64,
+    /// Mirror copies not made: a packet asked for more than [`Mirrors::MAX`].
+    pub mirrors_lost: u64,
+    /// Duplicates netem made ([`Engine::take_copy`], [`CopyTo::Root`]).
+    pub duplicated: u64,
     /// Packets offered to [`Engine::receive`] (also counted in `received`).
     pub rx_packets: u64,
     /// Their bytes (the ingress qdisc's `Sent` counter).
@@ -113,6 +142,9 @@ pub struct Engine {
     egress_hook: Option<FilterList>,
     devices: Vec<String>,
     redirected: VecDeque<Redirected>,
+    copies: VecDeque<Copied>,
+    /// Where the tree's duplicating netems put their copies.
+    duplicates: Option<Duplicates>,
     parse: ParseOptions,
     now: Time,
     c: EngineStats,
@@ -130,16 +162,30 @@ impl std::fmt::Debug for Engine {
 }
 
 /// Runs a hook's filters (ingress, or clsact's egress) on a packet. What skbedit wrote there is
-/// what the qdiscs (and fw) see next.
+/// what the qdiscs (and fw) see next; the mirrors asked for come back with the outcome.
 #[inline]
-fn run_hook(hook: &mut FilterList, pkt: &mut Packet, keys: &FlowKeys, frame: &[u8], now: Time) -> TcfOutcome {
+fn run_hook(
+    hook: &mut FilterList,
+    pkt: &mut Packet,
+    keys: &FlowKeys,
+    frame: &[u8],
+    now: Time,
+) -> (TcfOutcome, Mirrors) {
     let (outcome, meta) = {
         let input = ClassifyInput::new(pkt, keys, frame);
         (hook.classify(&input, now), input.meta.get())
     };
     pkt.mark = meta.mark;
     pkt.priority = meta.priority;
-    outcome
+    (outcome, meta.mirrors)
+}
+
+/// A packet on its way out of the engine: the mark [`Engine::ingress_copy`] set is the engine's
+/// own, not the caller's.
+#[inline]
+fn own(mut p: Packet) -> Packet {
+    p.payload &= !DUPLICATE_FLAG;
+    p
 }
 
 impl Engine {
@@ -151,6 +197,8 @@ impl Engine {
             egress_hook,
             devices,
             redirected: VecDeque::with_capacity(16),
+            copies: VecDeque::with_capacity(16),
+            duplicates: classifier.duplicates().cloned(),
             current: root,
             classify: classifier.root().is_some(),
             classifier,
@@ -213,21 +261,46 @@ impl Engine {
         self.admit(pkt, keys, frame, now)
     }
 
+    /// Offers a netem duplicate ([`CopyTo::Root`] from [`Engine::take_copy`]) under the caller's
+    /// new payload handle: classified and enqueued at the root, as the kernel re-enqueues it
+    /// (clsact's egress hook is not run again, and the netem that made it does not duplicate it
+    /// again). Same ownership rule as [`Engine::ingress`]; counted in `received`.
+    pub fn ingress_copy(&mut self, mut pkt: Packet, keys: &FlowKeys, frame: &[u8], now: Time) -> Verdict {
+        self.c.received += 1;
+        let now = self.observe(now);
+        pkt.payload |= DUPLICATE_FLAG;
+        self.enqueue_root(pkt, keys, frame, now)
+    }
+
     #[inline]
     fn admit(&mut self, mut pkt: Packet, keys: &FlowKeys, frame: &[u8], now: Time) -> Verdict {
         let now = self.observe(now);
         if let Some(hook) = self.egress_hook.as_mut() {
-            let outcome = run_hook(hook, &mut pkt, keys, frame, now);
+            let (outcome, mirrors) = run_hook(hook, &mut pkt, keys, frame, now);
+            if !mirrors.is_empty() {
+                self.mirror(&pkt, &mirrors);
+            }
             pkt = match self.hook_taken(outcome, pkt) {
                 Ok(p) => p,
                 Err(v) => return v,
             };
         }
+        self.enqueue_root(pkt, keys, frame, now)
+    }
+
+    /// Classification and the root qdisc.
+    #[inline]
+    fn enqueue_root(&mut self, mut pkt: Packet, keys: &FlowKeys, frame: &[u8], now: Time) -> Verdict {
         if !self.classify {
             // What the classifier would do with no root: no results, every qdisc's fallback.
             pkt.class_path = [Handle::UNSPEC; MAX_CLASS_PATH];
         } else {
-            match self.classifier.classify(&mut pkt, keys, frame, now) {
+            let outcome = self.classifier.classify(&mut pkt, keys, frame, now);
+            if !self.classifier.mirrors().is_empty() {
+                let m = *self.classifier.mirrors();
+                self.mirror(&pkt, &m);
+            }
+            match outcome {
                 ClassifyOutcome::Enqueue => {}
                 ClassifyOutcome::Drop => {
                     self.c.classify_drops += 1;
@@ -245,7 +318,23 @@ impl Engine {
             }
         };
         collect(&mut *self.current, &mut self.dropped, &mut self.c);
+        if let Some(d) = &self.duplicates {
+            while let Some(p) = d.pop() {
+                self.c.duplicated += 1;
+                self.copies.push_back(Copied { pkt: own(p), to: CopyTo::Root });
+            }
+        }
         verdict
+    }
+
+    /// Queues the copies mirred mirrors asked for.
+    #[cold]
+    fn mirror(&mut self, pkt: &Packet, m: &Mirrors) {
+        self.c.mirrors_lost += m.lost as u64;
+        for t in m.targets() {
+            self.c.mirrored += 1;
+            self.copies.push_back(Copied { pkt: own(*pkt), to: CopyTo::Device(*t) });
+        }
     }
 
     /// A hook's decision: the packet back when it goes on, else what took it.
@@ -263,7 +352,7 @@ impl Engine {
 
     fn redirect(&mut self, pkt: Packet, target: MirredTarget) -> Verdict {
         self.c.redirected += 1;
-        self.redirected.push_back(Redirected { pkt, target });
+        self.redirected.push_back(Redirected { pkt: own(pkt), target });
         Verdict::Redirected
     }
 
@@ -277,7 +366,10 @@ impl Engine {
         self.c.rx_packets += 1;
         self.c.rx_bytes += pkt.len as u64;
         if let Some(hook) = self.ingress_hook.as_mut() {
-            let outcome = run_hook(hook, &mut pkt, keys, frame, now);
+            let (outcome, mirrors) = run_hook(hook, &mut pkt, keys, frame, now);
+            if !mirrors.is_empty() {
+                self.mirror(&pkt, &mirrors);
+            }
             pkt = match self.hook_taken(outcome, pkt) {
                 Ok(p) => p,
                 Err(v) => return Received::Taken(v),
@@ -309,6 +401,19 @@ impl Engine {
         self.redirected.pop_front()
     }
 
+    /// A copy made since the last call (a netem duplicate or a mirred mirror; see [`Copied`]).
+    /// Drain it after every ingress and receive, as [`Engine::take_redirected`].
+    #[inline]
+    pub fn take_copy(&mut self) -> Option<Copied> {
+        self.copies.pop_front()
+    }
+
+    /// Whether [`Engine::take_copy`] has something (a cheap check for hot loops).
+    #[inline]
+    pub fn has_copies(&self) -> bool {
+        !self.copies.is_empty()
+    }
+
     /// The name of a redirect's target device (the configuration's device table).
     pub fn device_name(&self, index: u16) -> Option<&str> {
         self.devices.get(index as usize).map(String::as_str)
@@ -316,7 +421,7 @@ impl Engine {
 
     fn drop_now(&mut self, pkt: Packet, reason: DropReason) -> Verdict {
         self.c.dropped += 1;
-        self.dropped.push_back(Dropped { pkt, reason });
+        self.dropped.push_back(Dropped { pkt: own(pkt), reason });
         Verdict::Dropped(reason)
     }
 
@@ -365,7 +470,7 @@ impl Engine {
     fn sent(&mut self, p: Packet) -> Packet {
         self.c.sent_packets += 1;
         self.c.sent_bytes += p.len as u64;
-        p
+        own(p)
     }
 
     fn retire_front(&mut self) {
@@ -414,6 +519,7 @@ impl Engine {
     pub fn reload(&mut self, program: Program, now: Time) {
         self.observe(now);
         let Program { root, classifier, summary, ingress_hook, egress_hook, devices, .. } = program;
+        self.duplicates = classifier.duplicates().cloned();
         self.ingress_hook = ingress_hook;
         self.egress_hook = egress_hook;
         self.devices = devices;
@@ -452,7 +558,7 @@ impl Engine {
         for pkt in held {
             self.c.flushed += 1;
             self.c.dropped += 1;
-            self.dropped.push_back(Dropped { pkt, reason: DropReason::Flushed });
+            self.dropped.push_back(Dropped { pkt: own(pkt), reason: DropReason::Flushed });
         }
     }
 
@@ -502,9 +608,10 @@ impl Engine {
 /// Moves what `q` dropped on its own into the engine's queue of dropped payloads.
 #[inline]
 fn collect(q: &mut dyn Qdisc, out: &mut VecDeque<Dropped>, c: &mut EngineStats) {
-    while let Some(d) = q.take_dropped() {
+    while let Some(mut d) = q.take_dropped() {
         c.qdisc_drops += 1;
         c.dropped += 1;
+        d.pkt = own(d.pkt);
         out.push_back(d);
     }
 }

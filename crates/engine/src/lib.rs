@@ -22,6 +22,13 @@
 //!   whoever dropped it: a frame too short to forward, a filter
 //!   verdict, the root qdisc refusing it, a qdisc dropping it later on its own (AQM, head drop, the
 //!   fattest flow), or [`Engine::flush`]. The verdict of an ingress is informational.
+//! - **Copies.** A netem `duplicate` or a mirred `mirror` makes a copy: it comes out of
+//!   [`Engine::take_copy`] carrying its original's handle, and the caller, who owns the bytes,
+//!   copies them under a handle of its own before handing the copy on: a duplicate back to
+//!   [`Engine::ingress_copy`] (the kernel re-enqueues it at the root), a mirror to its target
+//!   device like a redirect. From then on the copy is a packet like any other. Bit 63 of a
+//!   payload handle is the engine's (it marks a duplicate on its way through the root; it is
+//!   cleared on every way out).
 //! - **Counters.** [`Engine::stats`] counts every packet once:
 //!   `received = sent_packets + dropped + queued + redirected + delivered`, and `dropped` is the
 //!   number of payloads `take_dropped` hands back.
@@ -76,7 +83,7 @@
 mod engine;
 mod program;
 
-pub use engine::{Engine, EngineStats, Received, Redirected, Verdict};
+pub use engine::{Copied, CopyTo, Engine, EngineStats, Received, Redirected, Verdict};
 pub use program::{EngineError, Program, ProgramOptions};
 
 #[cfg(test)]

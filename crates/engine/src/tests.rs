@@ -1,6 +1,6 @@
 //! Unit tests of the engine's contract: ownership, counters, reload order.
 
-use crate::{Engine, Program, ProgramOptions, Received, Verdict};
+use crate::{CopyTo, Engine, Program, ProgramOptions, Received, Verdict};
 use sluice_config::script::load_tc_script;
 use sluice_core::fifo::Fifo;
 use sluice_core::{DropReason, Packet, Span, Time};
@@ -39,14 +39,19 @@ fn a_missing_device_is_named() {
     assert!(e.to_string().contains("eth1") && e.to_string().contains("$DEV"), "{e}");
     // What the engine cannot run is named.
     let e = Program::from_model(
-        &load_tc_script("t", "tc qdisc add dev e root netem duplicate 1%\n", &Default::default())
-            .unwrap()
-            .state,
+        &load_tc_script(
+            "t",
+            "tc qdisc add dev e root handle 1: htb\n\
+             tc filter add dev e parent 1: matchall action police avrate 1mbit conform-exceed drop\n",
+            &Default::default(),
+        )
+        .unwrap()
+        .state,
         "e",
         &ProgramOptions::default(),
     )
     .unwrap_err();
-    assert!(e.to_string().contains("duplicate"), "{e}");
+    assert!(e.to_string().contains("avrate"), "{e}");
 }
 
 #[test]
@@ -263,4 +268,89 @@ fn a_device_without_ingress_filters_delivers_what_it_receives() {
     }
     let s = e.stats();
     assert_eq!((s.received, s.delivered), (1, 1));
+}
+
+/// Offers `n` packets (payloads 0..n) and re-offers every netem duplicate under a new payload
+/// (1000 + original); returns the payloads served and the engine.
+fn with_duplicates(script: &str, n: u64) -> (Vec<u64>, Engine) {
+    let mut e = Engine::new(program(script), Time::ZERO);
+    let mut out = Vec::new();
+    for i in 0..n {
+        // One packet every 100 us: under 100 Mbit/s, nothing waits long.
+        let now = Time::from_micros(100 * i);
+        let _ = ingress(&mut e, i, now);
+        while let Some(c) = e.take_copy() {
+            assert_eq!(c.to, CopyTo::Root);
+            assert_eq!(c.pkt.payload, i, "the copy names its original");
+            let mut p = c.pkt;
+            p.payload = 1000 + i;
+            let _ = e.ingress_copy(p, &Default::default(), &[], now);
+            assert!(e.take_copy().is_none(), "a duplicate is not duplicated again");
+        }
+        while let Some(p) = e.dequeue(now) {
+            out.push(p.payload);
+        }
+    }
+    out.extend(serve_all(&mut e, Time::from_micros(100 * n)));
+    assert!(e.take_dropped().is_none());
+    (out, e)
+}
+
+#[test]
+fn netem_duplicates_come_back_once_under_their_own_handle() {
+    let (out, e) = with_duplicates("tc qdisc add dev e root netem delay 1ms duplicate 100%\n", 5);
+    let mut sorted = out.clone();
+    sorted.sort();
+    assert_eq!(sorted, [0, 1, 2, 3, 4, 1000, 1001, 1002, 1003, 1004]);
+    let s = e.stats();
+    assert_eq!((s.duplicated, s.received, s.sent_packets, s.dropped, s.queued), (5, 10, 10, 0, 0));
+    assert_eq!(s.qdisc.packets, 10);
+}
+
+/// Under HTB the copy goes through the root and is classified again (the kernel's
+/// `rootq->enqueue`), so HTB counts both packets and nothing is stranded in the leaf.
+#[test]
+fn a_duplicating_netem_leaf_keeps_its_parents_counts() {
+    let script = "tc qdisc add dev e root handle 1: htb default 10\n\
+                  tc class add dev e parent 1: classid 1:10 htb rate 100mbit\n\
+                  tc qdisc add dev e parent 1:10 handle 10: netem duplicate 50%\n";
+    let (out, e) = with_duplicates(script, 2000);
+    let s = e.stats();
+    assert!((850..1150).contains(&s.duplicated), "{} duplicates of 2000 at 50%", s.duplicated);
+    assert_eq!(out.len() as u64, 2000 + s.duplicated);
+    assert_eq!((s.queued, s.qdisc.qlen, s.qdisc.backlog_bytes), (0, 0, 0));
+    // The same seed gives the same duplicates.
+    assert_eq!(with_duplicates(script, 2000).0, out);
+}
+
+#[test]
+fn a_mirror_copies_and_the_original_goes_on() {
+    let script = "ip link add mon0 type dummy\n\
+                  tc qdisc add dev e root handle 1: htb default 10\n\
+                  tc class add dev e parent 1: classid 1:10 htb rate 100mbit\n\
+                  tc qdisc add dev e handle ffff: ingress\n\
+                  tc filter add dev e parent ffff: matchall action mirred ingress mirror dev mon0\n\
+                  tc filter add dev e parent 1: matchall action mirred egress mirror dev mon0 \
+                  action mirred egress mirror dev mon0\n";
+    let mut e = Engine::new(program(script), Time::ZERO);
+    let mon0 = (0..4).find(|&i| e.device_name(i) == Some("mon0")).expect("mon0 in the table");
+    // Receive side: delivered, and an ingress copy for mon0.
+    match e.receive(Packet::new(100, 1), &Default::default(), &[], Time::ZERO) {
+        Received::Pass(p) => assert_eq!(p.payload, 1),
+        other => panic!("{other:?}"),
+    }
+    let c = e.take_copy().expect("a mirror copy");
+    assert_eq!(
+        (c.pkt.payload, c.to),
+        (1, CopyTo::Device(sluice_core::filter::MirredTarget { dev: mon0, ingress: true }))
+    );
+    // Egress: two mirrors, two copies; the original is queued.
+    assert_eq!(ingress(&mut e, 2, Time::ZERO), Verdict::Queued);
+    let copies: Vec<_> = std::iter::from_fn(|| e.take_copy()).collect();
+    assert_eq!(copies.len(), 2);
+    assert!(copies.iter().all(|c| c.pkt.payload == 2
+        && c.to == CopyTo::Device(sluice_core::filter::MirredTarget { dev: mon0, ingress: false })));
+    assert_eq!(e.dequeue(Time::ZERO).map(|p| p.payload), Some(2));
+    let s = e.stats();
+    assert_eq!((s.mirrored, s.redirected, s.received, s.sent_packets, s.delivered), (3, 0, 2, 1, 1));
 }

@@ -114,6 +114,15 @@ pub fn encode_entries(
     encode_actions(m, nest_type, &list, ifindex)
 }
 
+/// A filter's own `police` keyword (`TCA_*_POLICE`, tc's `parse_police`): the policer's options
+/// in one nest, without the action list's kind and numbering.
+pub fn encode_police_keyword(m: &mut Msg, nest_type: u16, a: &Action) -> Result<(), ActionEncodeError> {
+    m.begin_nest(nest_type);
+    options(m, a, &|_| None)?;
+    m.end_nest();
+    Ok(())
+}
+
 fn options(m: &mut Msg, a: &Action, ifindex: &dyn Fn(&str) -> Option<u32>) -> Result<(), ActionEncodeError> {
     match a {
         Action::Gact { verdict, index, random } => {

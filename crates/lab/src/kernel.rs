@@ -14,7 +14,8 @@
 //! theirs (DRR qdiscs have none); other qdisc kinds are sent by kind alone (the kernel's defaults
 //! apply, and a kernel that lacks the kind refuses it by name). `Plan::compare` checks HTB classes
 //! only.
-//! Filters are not programmed yet: each one is reported as refused, never dropped silently.
+//! Filters are encoded by [`crate::filters`] and sent after every qdisc and class, in the model's
+//! order (u32 hash tables before the keys that link to them).
 //!
 //! ## Burst rule (shared with `sluice lint`)
 //! Bursts the configuration leaves out are sized by [`sluice_config::burst::recommended_burst`]
@@ -35,8 +36,8 @@ use crate::LabError;
 use sluice_config::burst::{auto_burst, BurstPolicy};
 use sluice_config::export::{filter_args, qdisc_args};
 use sluice_config::model::{
-    ClassOpts, Device, FilterNode, FilterOpts, HtbClassOpts, LinkLayer, NetemLoss, NetemOpts, QdiscNode,
-    QdiscOpts, RedOpts, State, H_INGRESS, H_MIN_EGRESS, H_MIN_INGRESS,
+    ClassOpts, Device, FilterNode, HtbClassOpts, LinkLayer, NetemLoss, NetemOpts, QdiscNode, QdiscOpts,
+    RedOpts, State, H_INGRESS, H_MIN_EGRESS, H_MIN_INGRESS,
 };
 use sluice_config::tc::args::proto_name;
 use sluice_config::tc::show::classid_str;
@@ -155,6 +156,7 @@ impl PlannedQdisc<'_> {
             | QdiscOpts::Cake(_)
             | QdiscOpts::Red(_)
             | QdiscOpts::Drr
+            | QdiscOpts::Hfsc(_)
             | QdiscOpts::Ets(_)
             | QdiscOpts::Pfifo(_)
             | QdiscOpts::Bfifo(_) => String::new(),
@@ -195,6 +197,7 @@ enum Step<'a> {
     Qdisc(PlannedQdisc<'a>),
     Class(ResolvedClass<'a>),
     DrrClass(DrrClassPlan),
+    HfscClass(HfscClassPlan),
 }
 
 impl Step<'_> {
@@ -204,6 +207,7 @@ impl Step<'_> {
             Step::Qdisc(_) => None,
             Step::Class(c) => Some((c.classid, c.parent)),
             Step::DrrClass(c) => Some((c.classid, c.parent)),
+            Step::HfscClass(c) => Some((c.classid, c.parent)),
         }
     }
 }
@@ -217,6 +221,17 @@ pub struct DrrClassPlan {
     pub parent: u32,
     /// `TCA_DRR_QUANTUM`, when given (the kernel's default is the device's psched_mtu).
     pub quantum: Option<u32>,
+}
+
+/// An HFSC class of the plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HfscClassPlan {
+    /// Kernel class id.
+    pub classid: u32,
+    /// Kernel parent (the HFSC qdisc's handle for a class under the root class).
+    pub parent: u32,
+    /// The curves sent (`TCA_HFSC_RSC`, `FSC`, `USC`).
+    pub curves: sluice_config::model::HfscClassOpts,
 }
 
 /// An object of the plan, by its kernel handle (filters by their index in the model device).
@@ -332,6 +347,12 @@ impl<'a> Plan<'a> {
                     classes.push(Step::DrrClass(DrrClassPlan { classid, parent, quantum: *quantum }));
                     continue;
                 }
+                ClassOpts::Hfsc(h) => {
+                    let classid = conv(c.classid, &|| format!("class {id}"), &mut too_wide);
+                    let parent = conv(c.parent, &|| format!("the parent of class {id}"), &mut too_wide);
+                    classes.push(Step::HfscClass(HfscClassPlan { classid, parent, curves: h.clone() }));
+                    continue;
+                }
                 // ETS bands live in the qdisc's options: no class node holds one.
                 ClassOpts::Ets { .. } => continue,
             };
@@ -351,6 +372,16 @@ impl<'a> Plan<'a> {
                 htb.cburst as u64
             };
             classes.push(Step::Class(ResolvedClass { classid, parent, htb, burst, cburst }));
+        }
+        for f in &dev.filters {
+            if let Some(why) = crate::filters::unencoded(f) {
+                unencoded.push(why);
+            }
+            let what = || format!("{} filter prio {}", f.opts.kind(), f.prio);
+            conv(f.parent, &|| format!("the parent of the {}", what()), &mut too_wide);
+            if let Some(c) = f.opts.classid() {
+                conv(c, &|| format!("the class of the {}", what()), &mut too_wide);
+            }
         }
         if !too_wide.is_empty() {
             return Err(LabError::Config(format!(
@@ -382,7 +413,7 @@ impl<'a> Plan<'a> {
             .iter()
             .enumerate()
             // A u32 root hash table is created by the kernel with the first u32 filter.
-            .filter(|(_, f)| !(matches!(f.opts, FilterOpts::U32Table { .. }) && f.handle >> 20 >= 0x800))
+            .filter(|(_, f)| !crate::filters::is_implicit(f))
             .collect();
         Ok(Plan { ifname: ifname.to_string(), policy, steps: order(qdiscs, classes), filters })
     }
@@ -391,7 +422,7 @@ impl<'a> Plan<'a> {
     pub fn qdiscs(&self) -> impl Iterator<Item = &PlannedQdisc<'a>> {
         self.steps.iter().filter_map(|s| match s {
             Step::Qdisc(q) => Some(q),
-            Step::Class(_) | Step::DrrClass(_) => None,
+            Step::Class(_) | Step::DrrClass(_) | Step::HfscClass(_) => None,
         })
     }
 
@@ -399,7 +430,7 @@ impl<'a> Plan<'a> {
     pub fn classes(&self) -> impl Iterator<Item = &ResolvedClass<'a>> {
         self.steps.iter().filter_map(|s| match s {
             Step::Class(c) => Some(c),
-            Step::Qdisc(_) | Step::DrrClass(_) => None,
+            Step::Qdisc(_) | Step::DrrClass(_) | Step::HfscClass(_) => None,
         })
     }
 
@@ -411,9 +442,22 @@ impl<'a> Plan<'a> {
         })
     }
 
-    /// The filters of the device (not programmed yet), each as a tc command and its index.
+    /// The HFSC classes, in the order they are created.
+    pub fn hfsc_classes(&self) -> impl Iterator<Item = &HfscClassPlan> {
+        self.steps.iter().filter_map(|s| match s {
+            Step::HfscClass(c) => Some(c),
+            _ => None,
+        })
+    }
+
+    /// The filters the plan sends, each as a tc command and its index in the device's filters.
     pub fn filters(&self) -> Vec<(usize, String)> {
         self.filters.iter().map(|(i, f)| (*i, filter_command(&self.ifname, f))).collect()
+    }
+
+    /// The filters the plan sends, in order, with their index in the device's filters.
+    pub fn filter_nodes(&self) -> impl Iterator<Item = (usize, &'a FilterNode)> + '_ {
+        self.filters.iter().copied()
     }
 
     /// Where traffic goes when no filter classifies it: the root HTB's default class, or the
@@ -440,8 +484,7 @@ impl<'a> Plan<'a> {
         }
     }
 
-    /// The tc commands equivalent to what [`apply`] sends (for `--dry-run`), then each filter as a
-    /// comment saying it is not programmed.
+    /// The tc commands equivalent to what [`apply`] sends (for `--dry-run`), filters last.
     pub fn tc_commands(&self) -> Vec<String> {
         let dev = &self.ifname;
         let rule = match self.policy {
@@ -452,6 +495,12 @@ impl<'a> Plan<'a> {
         for step in &self.steps {
             out.push(match step {
                 Step::Qdisc(q) => qdisc_command(dev, q),
+                Step::HfscClass(c) => format!(
+                    "tc class replace dev {dev} parent {} classid {} hfsc{}",
+                    handle_str(c.parent),
+                    handle_str(c.classid),
+                    sluice_config::tc::hfsc::export_class_args(&c.curves)
+                ),
                 Step::DrrClass(c) => format!(
                     "tc class replace dev {dev} parent {} classid {} drr{}",
                     handle_str(c.parent),
@@ -500,9 +549,7 @@ impl<'a> Plan<'a> {
                 }
             });
         }
-        for (_, f) in self.filters() {
-            out.push(format!("# not programmed by sluice apply yet: {f}"));
-        }
+        out.extend(self.filters().into_iter().map(|(_, f)| f));
         out
     }
 
@@ -834,6 +881,10 @@ pub fn qdisc_msg(ifindex: i32, q: &PlannedQdisc<'_>, replace: bool) -> Msg {
             m.end_nest();
         }
         QdiscOpts::Red(r) => red_options(&mut m, r),
+        // `struct tc_hfsc_qopt`: the default class minor.
+        QdiscOpts::Hfsc(h) => {
+            m.attr(tca::OPTIONS, &h.default.to_ne_bytes());
+        }
         QdiscOpts::Ets(e) => {
             let nested = tca::OPTIONS | sluice_config::tc::ets::attr::NESTED;
             m.attr(nested, &sluice_config::tc::ets::netlink_options(e));
@@ -893,6 +944,26 @@ pub fn drr_class_msg(ifindex: i32, c: &DrrClassPlan, replace: bool) -> Msg {
     m.begin_nest(tca::OPTIONS);
     if let Some(q) = c.quantum {
         m.attr(TCA_DRR_QUANTUM, &q.to_ne_bytes());
+    }
+    m.end_nest();
+    m
+}
+
+/// The netlink request that creates HFSC class `c` on `ifindex`: `TCA_OPTIONS` holding
+/// `TCA_HFSC_RSC` (1), `FSC` (2) and `USC` (3), each a `struct tc_service_curve` (m1, d, m2), the
+/// ones the class has, in that order (as tc sends them).
+pub fn hfsc_class_msg(ifindex: i32, c: &HfscClassPlan, replace: bool) -> Msg {
+    let fl = flags::REQUEST | flags::ACK | flags::CREATE | if replace { flags::REPLACE } else { flags::EXCL };
+    let mut m = Msg::tc(rtm::NEWTCLASS, fl, TcMsg { ifindex, handle: c.classid, parent: c.parent, info: 0 });
+    m.attr_str(tca::KIND, "hfsc");
+    m.begin_nest(tca::OPTIONS);
+    let curves = [(1u16, c.curves.rt), (2, c.curves.ls), (3, c.curves.ul)];
+    for (ty, sc) in curves.iter().filter_map(|(t, sc)| sc.map(|s| (*t, s))) {
+        let mut b = Vec::with_capacity(12);
+        for v in [sc.m1, sc.d, sc.m2] {
+            b.extend_from_slice(&v.to_ne_bytes());
+        }
+        m.attr(ty, &b);
     }
     m.end_nest();
     m
@@ -1029,11 +1100,14 @@ pub fn class_msg(ifindex: i32, c: &ResolvedClass<'_>) -> Msg {
 pub struct ApplyReport {
     /// One line per object that the kernel accepted.
     pub applied: Vec<String>,
-    /// Objects not installed: refused by the kernel (with its error), not sent because their
-    /// parent was refused, and filters (not programmed yet).
+    /// Objects not installed: refused by the kernel (with its error), or not sent because their
+    /// parent was refused.
     pub refused: Vec<Finding>,
     /// Notes (options left to the kernel's defaults).
     pub notes: Vec<String>,
+    /// The kernel's warnings on objects it accepted (extended-ack messages), each after the
+    /// object it names.
+    pub warnings: Vec<String>,
 }
 
 impl ApplyReport {
@@ -1052,12 +1126,13 @@ impl ApplyReport {
 ///
 /// Every object is attempted, parents first; a refusal (for example a qdisc kind this kernel
 /// lacks) is recorded with the kernel's own error in [`ApplyReport::refused`], and the objects
-/// below a refused one are not sent and are recorded as refused because of it. Filters are
-/// recorded as refused (not programmed yet). The caller decides what a refusal means.
+/// below a refused one are not sent and are recorded as refused because of it. Filters follow
+/// the qdiscs and classes; a filter whose block (qdisc or class) was refused is not sent. The
+/// caller decides what a refusal means.
 pub fn apply(plan: &Plan<'_>) -> Result<ApplyReport, LabError> {
     let mut nl = Netlink::open()?;
     let ifindex = nl.ifindex(&plan.ifname)?;
-    let mut rep = ApplyReport { applied: vec![], refused: vec![], notes: vec![] };
+    let mut rep = ApplyReport { applied: vec![], refused: vec![], notes: vec![], warnings: vec![] };
     let mut refused: HashSet<ObjectId> = HashSet::new();
     clear_root(&mut nl, ifindex)?;
     if plan.qdiscs().any(|q| q.parent == netlink::TC_H_INGRESS) {
@@ -1093,6 +1168,15 @@ pub fn apply(plan: &Plan<'_>) -> Result<ApplyReport, LabError> {
                 let parents = [ObjectId::Class(c.parent), ObjectId::Qdisc(qdisc_of(c.classid))];
                 (ObjectId::Class(c.classid), what, drr_class_msg(ifindex, c, true), parents)
             }
+            Step::HfscClass(c) => {
+                let what = format!(
+                    "class hfsc {}{}",
+                    handle_str(c.classid),
+                    sluice_config::tc::hfsc::export_class_args(&c.curves)
+                );
+                let parents = [ObjectId::Class(c.parent), ObjectId::Qdisc(qdisc_of(c.classid))];
+                (ObjectId::Class(c.classid), what, hfsc_class_msg(ifindex, c, true), parents)
+            }
             Step::Class(c) => {
                 let what = format!(
                     "class htb {} rate {} ceil {} burst {}b cburst {}b",
@@ -1117,29 +1201,72 @@ pub fn apply(plan: &Plan<'_>) -> Result<ApplyReport, LabError> {
             refused.insert(object);
             continue;
         }
-        let result = nl.request(&mut msg);
-        if result.is_err() {
-            refused.insert(object);
-        }
-        match result {
-            Ok(()) => rep.applied.push(what),
-            Err(LabError::Kernel { errno, message, strerror }) => rep.refused.push(Finding {
-                object,
-                text: format!(
-                    "{what}: kernel said: {} ({strerror}, errno {errno})",
-                    if message.is_empty() { "no message".to_string() } else { message }
-                ),
-            }),
-            Err(e) => rep.refused.push(Finding { object, text: format!("{what}: {e}") }),
+        send(&mut nl, &mut msg, object, what, &mut rep, &mut refused);
+    }
+    // mirred's targets, by name, as this namespace numbers them.
+    let mut targets: HashMap<String, Option<u32>> = HashMap::new();
+    for (_, f) in plan.filter_nodes() {
+        for a in &f.actions {
+            if let sluice_config::model::Action::Mirred(m) = a {
+                if !m.dev.is_empty() && !targets.contains_key(&m.dev) {
+                    let idx = nl.ifindex(&m.dev).ok().map(|i| i as u32);
+                    targets.insert(m.dev.clone(), idx);
+                }
+            }
         }
     }
-    for (i, f) in plan.filters() {
-        rep.refused.push(Finding {
-            object: ObjectId::Filter(i),
-            text: format!("`{f}`: not programmed, sluice apply does not program filters yet"),
-        });
+    let target = |d: &str| targets.get(d).copied().flatten();
+    for ((i, f), (_, text)) in plan.filter_nodes().zip(plan.filters()) {
+        let object = ObjectId::Filter(i);
+        let what = text.strip_prefix("tc filter add ").unwrap_or(&text).to_string();
+        let parent = crate::filters::kernel_parent(f).unwrap_or(0);
+        let parents = [ObjectId::Class(parent), ObjectId::Qdisc(qdisc_of(parent))];
+        if let Some(p) = parents.iter().find(|p| refused.contains(p)) {
+            let p = match p {
+                ObjectId::Qdisc(h) => format!("qdisc {}", handle_str(*h)),
+                ObjectId::Class(h) => format!("class {}", handle_str(*h)),
+                ObjectId::Filter(_) => unreachable!("a parent is a qdisc or a class"),
+            };
+            rep.refused.push(Finding {
+                object,
+                text: format!("filter {what}: not sent, its parent {p} was refused"),
+            });
+            continue;
+        }
+        let fl = flags::REQUEST | flags::ACK | flags::EXCL | flags::CREATE;
+        match crate::filters::filter_msg(ifindex, f, fl, &target) {
+            Ok(mut msg) => send(&mut nl, &mut msg, object, format!("filter {what}"), &mut rep, &mut refused),
+            Err(e) => rep.refused.push(Finding { object, text: format!("filter {what}: {e}") }),
+        }
     }
     Ok(rep)
+}
+
+/// Sends one object's request and records the outcome (and the kernel's warnings) in `rep`.
+fn send(
+    nl: &mut Netlink,
+    msg: &mut Msg,
+    object: ObjectId,
+    what: String,
+    rep: &mut ApplyReport,
+    refused: &mut HashSet<ObjectId>,
+) {
+    let result = nl.request(msg);
+    rep.warnings.extend(nl.take_warnings().into_iter().map(|w| format!("{what}: kernel warning: {w}")));
+    if result.is_err() {
+        refused.insert(object);
+    }
+    match result {
+        Ok(()) => rep.applied.push(what),
+        Err(LabError::Kernel { errno, message, strerror }) => rep.refused.push(Finding {
+            object,
+            text: format!(
+                "{what}: kernel said: {} ({strerror}, errno {errno})",
+                if message.is_empty() { "no message".to_string() } else { message }
+            ),
+        }),
+        Err(e) => rep.refused.push(Finding { object, text: format!("{what}: {e}") }),
+    }
 }
 
 /// Delete the root qdisc of `dev` (idempotent).
@@ -1433,7 +1560,7 @@ mod tests {
     }
 
     #[test]
-    fn dry_run_names_burst_source_and_unprogrammed_filters() {
+    fn dry_run_names_burst_source_and_prints_filters_last() {
         let st = state(
             "tc qdisc add dev $DEV root handle 1: htb default 1\n\
              tc class add dev $DEV parent 1: classid 1:1 htb rate 100mbit\n\
@@ -1447,10 +1574,12 @@ mod tests {
             lines.iter().any(|l| l.contains(&shown) && l.contains("jitter rule")),
             "{shown} in {lines:?}"
         );
-        assert!(
-            lines
-                .iter()
-                .any(|l| l.contains("not programmed") && l.contains("dev eth0 parent 1: protocol ip")),
+        assert_eq!(
+            lines.last().map(String::as_str),
+            Some(
+                "tc filter add dev eth0 parent 1: protocol ip prio 1 handle 800::800 u32 ht 800:0 \
+                 match u32 0x00000016 0x0000ffff at 20 classid 1:1"
+            ),
             "{lines:?}"
         );
         assert_eq!(plan.filters().len(), 1, "the u32 root table is implicit: one filter");
@@ -1478,7 +1607,7 @@ mod tests {
             .iter()
             .map(|s| match s {
                 Step::Qdisc(q) => handle_str(q.handle),
-                Step::Class(_) | Step::DrrClass(_) => handle_str(s.class_ids().unwrap().0),
+                Step::Class(_) | Step::DrrClass(_) | Step::HfscClass(_) => handle_str(s.class_ids().unwrap().0),
             })
             .collect();
         assert_eq!(order, ["1:", "1:1", "1:10", "1:20", "10:", "20:", "20:1", "20:2", "202:"]);

@@ -13,11 +13,13 @@
 #![warn(missing_docs)]
 
 pub mod actions;
+pub mod filters;
 pub mod kernel;
 pub mod measure;
 pub mod netlink;
 pub mod netns;
 pub mod results;
+pub mod rtnl;
 pub mod testbed;
 pub mod traffic;
 

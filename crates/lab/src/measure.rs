@@ -285,6 +285,7 @@ fn rate_sweep(lab: &Lab, backend: &Backend<'_>, s: &Settings, r: &mut Results) -
     for (i, &target) in targets.iter().enumerate() {
         let config = htb_with_leaf(target, "pfifo")?;
         let act = shape(lab, backend, Some(&config), s)?;
+        let csum_before = lab.checksum_errors().unwrap_or(0);
         let port = 9000 + (i as u16) * 4;
         let ep2 = ep.clone();
         let udp = s.get("load") == Some("udp");
@@ -298,18 +299,21 @@ fn rate_sweep(lab: &Lab, backend: &Backend<'_>, s: &Settings, r: &mut Results) -
             }
         })?;
         let goodput: f64 = fl.iter().map(|f| f.bps()).sum();
+        // Frames a forwarder broke: the receivers' checksum errors over the case.
+        let csum_errors = lab.checksum_errors().unwrap_or(0).saturating_sub(csum_before);
         let ideal = target.bps() as f64 * if udp { 1472.0 } else { 1448.0 } / 1514.0;
         let err = (goodput / ideal - 1.0) * 100.0;
         let wire = delta.bytes as f64 * 8.0 / win.measure.as_secs_f64();
         s.note(&format!(
-            "  {} {:>10}: goodput {:>9.2} Mbit/s, ideal {:>9.2}, error {:+.2}%; shaper sent {:>9.2} Mbit/s ({:+.2}% of target)",
+            "  {} {:>10}: goodput {:>9.2} Mbit/s, ideal {:>9.2}, error {:+.2}%; shaper sent {:>9.2} Mbit/s ({:+.2}% of target); {} checksum errors",
             backend.name(),
             format_rate(target),
             goodput / 1e6,
             ideal / 1e6,
             err,
             wire / 1e6,
-            (wire / target.bps() as f64 - 1.0) * 100.0
+            (wire / target.bps() as f64 - 1.0) * 100.0,
+            csum_errors
         ));
         let mut params = BTreeMap::new();
         params.insert("backend".into(), backend.name().into());
@@ -325,6 +329,7 @@ fn rate_sweep(lab: &Lab, backend: &Backend<'_>, s: &Settings, r: &mut Results) -
         extra.insert("goodput_bps".into(), goodput);
         extra.insert("ideal_goodput_bps".into(), ideal);
         extra.insert("error_pct".into(), err);
+        extra.insert("checksum_errors".into(), csum_errors as f64);
         // What the shaper itself sent (frames incl. Ethernet header) against the target.
         extra.insert("wire_error_pct".into(), (wire / target.bps() as f64 - 1.0) * 100.0);
         r.cases.push(Case {

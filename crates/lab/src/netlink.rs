@@ -45,6 +45,12 @@ pub mod flags {
 }
 
 const NLMSG_ERROR: u16 = 2;
+/// `NLM_F_CAPPED` on an ack: the echoed request is only its header.
+const NLM_F_CAPPED: u16 = 0x100;
+/// `NLM_F_ACK_TLVS` on an ack: extended-ack attributes follow the echoed request.
+const NLM_F_ACK_TLVS: u16 = 0x200;
+/// `NLMSGERR_ATTR_MSG`: the kernel's human-readable message.
+const NLMSGERR_ATTR_MSG: u16 = 1;
 const NLMSG_DONE: u16 = 3;
 const NLA_TYPE_MASK: u16 = !(1 << 15 | 1 << 14);
 
@@ -251,6 +257,7 @@ impl TcObject {
 pub struct Netlink {
     sock: Socket,
     seq: u32,
+    warnings: Vec<String>,
 }
 
 impl Netlink {
@@ -262,22 +269,36 @@ impl Netlink {
         let _ = sock.set_ext_ack(true);
         let _ = sock.set_cap_ack(true);
         sock.connect(&SocketAddr::new(0, 0)).map_err(LabError::Io)?;
-        Ok(Netlink { sock, seq: 1 })
+        Ok(Netlink { sock, seq: 1, warnings: Vec::new() })
     }
 
     /// Send a request that expects an ack; a kernel error becomes [`LabError::Kernel`] with the
-    /// errno and the kernel's extended-ack message when it gives one.
+    /// errno and the kernel's extended-ack message when it gives one. A message on a successful
+    /// ack (a warning such as HTB's "quantum of class 10001 is big. Consider r2q change.") is kept
+    /// for [`Netlink::take_warnings`].
     pub fn request(&mut self, msg: &mut Msg) -> Result<(), LabError> {
         self.seq += 1;
         let seq = self.seq;
         self.sock.send(msg.finish(seq), 0).map_err(LabError::Io)?;
         loop {
-            for (ty, body) in self.recv_batch()? {
+            for (ty, fl, body) in self.recv_batch()? {
                 if ty == NLMSG_ERROR {
-                    return check_error(&body);
+                    let (errno, message) = parse_ack(fl, &body);
+                    if errno == 0 {
+                        if !message.is_empty() {
+                            self.warnings.push(message);
+                        }
+                        return Ok(());
+                    }
+                    return Err(kernel_error(errno, message));
                 }
             }
         }
+    }
+
+    /// The kernel's warnings (extended-ack messages on successful acks) since the last call.
+    pub fn take_warnings(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.warnings)
     }
 
     /// Send a dump request and collect every reply object.
@@ -287,11 +308,14 @@ impl Netlink {
         self.sock.send(msg.finish(seq), 0).map_err(LabError::Io)?;
         let mut out = Vec::new();
         loop {
-            for (ty, body) in self.recv_batch()? {
+            for (ty, fl, body) in self.recv_batch()? {
                 match ty {
                     NLMSG_DONE => return Ok(out),
                     NLMSG_ERROR => {
-                        check_error(&body)?;
+                        let (errno, message) = parse_ack(fl, &body);
+                        if errno != 0 {
+                            return Err(kernel_error(errno, message));
+                        }
                         return Ok(out);
                     }
                     _ if body.len() >= 20 => out.push(TcObject {
@@ -317,13 +341,12 @@ impl Netlink {
         let mut m = Msg::getlink(name);
         self.sock.send(m.finish(seq), 0).map_err(LabError::Io)?;
         loop {
-            for (ty, body) in self.recv_batch()? {
+            for (ty, fl, body) in self.recv_batch()? {
                 if ty == NLMSG_ERROR {
-                    check_error(&body).map_err(|e| match e {
-                        LabError::Kernel { errno: 19, .. } => LabError::NoDevice(name.to_string()),
-                        e => e,
-                    })?;
-                    return Err(LabError::NoDevice(name.to_string()));
+                    return Err(match parse_ack(fl, &body) {
+                        (0 | 19, _) => LabError::NoDevice(name.to_string()),
+                        (errno, message) => kernel_error(errno, message),
+                    });
                 }
                 if ty == 16 && body.len() >= 8 {
                     return Ok(i32::from_ne_bytes([body[4], body[5], body[6], body[7]]));
@@ -332,8 +355,8 @@ impl Netlink {
         }
     }
 
-    /// One recv: the (type, body-after-header) of each message in it.
-    fn recv_batch(&mut self) -> Result<Vec<(u16, Vec<u8>)>, LabError> {
+    /// One recv: the (type, flags, body-after-header) of each message in it.
+    fn recv_batch(&mut self) -> Result<Vec<(u16, u16, Vec<u8>)>, LabError> {
         let mut buf = vec![0u8; 65536];
         let n = self.sock.recv(&mut &mut buf[..], 0).map_err(LabError::Io)?;
         let mut out = Vec::new();
@@ -341,43 +364,38 @@ impl Netlink {
         while off + 16 <= n {
             let len = u32_at(&buf, off).unwrap_or(0) as usize;
             let ty = u16::from_ne_bytes([buf[off + 4], buf[off + 5]]);
+            let fl = u16::from_ne_bytes([buf[off + 6], buf[off + 7]]);
             if len < 16 || off + len > n {
                 break;
             }
-            out.push((ty, buf[off + 16..off + len].to_vec()));
+            out.push((ty, fl, buf[off + 16..off + len].to_vec()));
             off += (len + 3) & !3;
         }
         Ok(out)
     }
 }
 
-/// Decode an `NLMSG_ERROR` body: errno 0 is an ack.
-fn check_error(body: &[u8]) -> Result<(), LabError> {
-    let errno = u32_at(body, 0).map(|e| e as i32).unwrap_or(-1);
-    if errno == 0 {
-        return Ok(());
-    }
-    // Extended ack: after the echoed request header (16 bytes, payload capped by NLM_F_CAPPED)
-    // come NLMSGERR_ATTR_* attributes; NLMSGERR_ATTR_MSG = 1 is the human message.
+/// Decode an `NLMSG_ERROR` body (`flags` from its header): the positive errno (0 for an ack) and
+/// the extended-ack message (`NLMSGERR_ATTR_MSG`), empty when the kernel gave none. The
+/// attributes follow the echoed request: its header alone with `NLM_F_CAPPED`, else all of it.
+pub(crate) fn parse_ack(flags: u16, body: &[u8]) -> (i32, String) {
+    let errno = u32_at(body, 0).map(|e| (e as i32).wrapping_neg()).unwrap_or(EIO);
     let mut msg = String::new();
-    if body.len() >= 20 {
-        let echoed = u32_at(body, 4).unwrap_or(0) as usize;
-        // With NLM_F_CAPPED the kernel echoes only the header; try both layouts.
-        for start in [4 + 16, 4 + echoed] {
-            if start < body.len() {
-                if let Some(m) = find(&body[start..], 1) {
-                    msg = String::from_utf8_lossy(m).trim_end_matches('\0').to_string();
-                    break;
-                }
-            }
+    if flags & NLM_F_ACK_TLVS != 0 {
+        let echoed = if flags & NLM_F_CAPPED != 0 { 16 } else { u32_at(body, 4).unwrap_or(16) as usize };
+        let start = 4 + ((echoed + 3) & !3);
+        if let Some(m) = body.get(start..).and_then(|t| find(t, NLMSGERR_ATTR_MSG)) {
+            msg = String::from_utf8_lossy(m).trim_end_matches('\0').to_string();
         }
     }
-    let errno = -errno;
-    Err(LabError::Kernel {
-        errno,
-        message: msg,
-        strerror: std::io::Error::from_raw_os_error(errno).to_string(),
-    })
+    (errno, msg)
+}
+
+/// EIO, for an error message too short to hold its errno.
+const EIO: i32 = 5;
+
+pub(crate) fn kernel_error(errno: i32, message: String) -> LabError {
+    LabError::Kernel { errno, message, strerror: std::io::Error::from_raw_os_error(errno).to_string() }
 }
 
 #[cfg(test)]
@@ -404,6 +422,29 @@ mod tests {
         let opts = find(a, tca::OPTIONS).unwrap();
         assert_eq!(find(opts, 2), Some(&[1u8, 2, 3, 4, 5][..]));
         assert_eq!(find(opts, 5).and_then(|b| u32_at(b, 0)), Some(7));
+    }
+
+    /// An `NLMSG_ERROR` body: errno, the echoed request (`echo` bytes), then a message TLV.
+    fn ack(errno: i32, echo: usize, msg: &str) -> Vec<u8> {
+        let mut b = errno.to_ne_bytes().to_vec();
+        let mut hdr = vec![0u8; echo.max(16)];
+        hdr[0..4].copy_from_slice(&(echo.max(16) as u32).to_ne_bytes());
+        b.extend_from_slice(&hdr);
+        let mut m = Msg { buf: Vec::new(), nests: Vec::new() };
+        m.attr_str(NLMSGERR_ATTR_MSG, msg);
+        b.extend_from_slice(m.bytes());
+        b
+    }
+
+    #[test]
+    fn acks_carry_warnings_and_errors_their_message() {
+        let warn = "quantum of class 10001 is big. Consider r2q change.";
+        assert_eq!(parse_ack(NLM_F_CAPPED | NLM_F_ACK_TLVS, &ack(0, 16, warn)), (0, warn.to_string()));
+        // Uncapped: the whole request (here 36 bytes) is echoed before the attributes.
+        assert_eq!(parse_ack(NLM_F_ACK_TLVS, &ack(-22, 36, "Invalid")), (22, "Invalid".to_string()));
+        // Without NLM_F_ACK_TLVS there is no message, whatever follows.
+        assert_eq!(parse_ack(NLM_F_CAPPED, &ack(0, 16, warn)), (0, String::new()));
+        assert_eq!(parse_ack(NLM_F_ACK_TLVS, &[1, 2]), (EIO, String::new()));
     }
 
     #[test]

@@ -1,7 +1,7 @@
-//! Network namespaces: run a closure inside one (on its own thread), and run setup commands.
+//! Network namespaces: run a closure inside one (on its own thread), and run commands.
 //!
-//! Setup shells out to `ip` and `ethtool` (one-off configuration, never on a hot path). Anything
-//! that touches tc goes through [`crate::netlink`] instead.
+//! The lab creates namespaces, links and addresses through netlink ([`crate::rtnl`]) and programs
+//! tc through [`crate::netlink`]; [`run`] and [`ip`] remain for callers that want a command.
 
 use crate::LabError;
 use std::fs::File;
@@ -88,7 +88,7 @@ pub fn run(cmd: &str, args: &[&str]) -> Result<String, LabError> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-/// `ip ARGS...` (setup only).
+/// `ip ARGS...` (for tests and tools; the lab itself uses [`crate::rtnl`]).
 pub fn ip(args: &[&str]) -> Result<String, LabError> {
     run("ip", args)
 }
@@ -98,16 +98,13 @@ pub fn netns_available() -> Result<(), String> {
     if !nix::unistd::Uid::effective().is_root() {
         return Err("not running as root".into());
     }
-    if Command::new("ip").arg("-V").output().is_err() {
-        return Err("the `ip` command (iproute2) is missing".into());
-    }
     // Unique per call: tests in one process probe concurrently.
     static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let probe = format!("slc-probe-{}-{n}", std::process::id());
-    match ip(&["netns", "add", &probe]) {
-        Ok(_) => {
-            let _ = ip(&["netns", "del", &probe]);
+    match crate::rtnl::netns_add(&probe) {
+        Ok(()) => {
+            let _ = crate::rtnl::netns_del(&probe);
             Ok(())
         }
         Err(e) => Err(format!("cannot create a network namespace: {e}")),

@@ -13,23 +13,18 @@
 //! Every name starts with `slc-`: namespaces are `slc-<tag>-{cli,shp,mdm,srv}`, which is how
 //! `down` (and `up`, before it builds) finds leftovers of a crashed run.
 
-use crate::kernel;
-use crate::netns::{self, ip};
+use crate::netns;
 use crate::LabError;
+use crate::{kernel, rtnl};
 use sluice_config::burst::BurstPolicy;
 use sluice_config::model::State;
 use sluice_core::{Rate, Span};
 
-/// Whether [`Lab::up`] can build a lab with `opts` here: namespaces (root, iproute2) and, unless
-/// offloads stay on, `ethtool` to turn them off. Tests skip loudly on `Err`.
-pub fn testbed_available(opts: &LabOptions) -> Result<(), String> {
-    netns::netns_available()?;
-    if !opts.offloads && std::process::Command::new("ethtool").arg("--version").output().is_err() {
-        return Err(
-            "the `ethtool` command is missing (apt install ethtool), needed to turn offloads off".into()
-        );
-    }
-    Ok(())
+/// Whether [`Lab::up`] can build a lab with `opts` here: network namespaces (root). Everything
+/// is set up through netlink ([`crate::rtnl`]): neither `ip` nor `ethtool` is needed. Tests skip
+/// loudly on `Err`.
+pub fn testbed_available(_opts: &LabOptions) -> Result<(), String> {
+    netns::netns_available()
 }
 
 /// Client address.
@@ -56,7 +51,8 @@ const IF_MODEM_BRIDGE: &str = "slc-mbr";
 pub struct LabOptions {
     /// Emulate a slower access link with kernel tbf at this rate, in both directions.
     pub modem: Option<Rate>,
-    /// Keep TSO/GSO/GRO and checksum offloads on (kernel-only runs). Sluice needs them off.
+    /// Keep TSO/GSO/GRO and checksum offloads on: super-packets and partial checksums cross the
+    /// shaper (the live shaper forwards them with their offload headers).
     pub offloads: bool,
 }
 
@@ -164,8 +160,8 @@ impl Lab {
             all.push(mdm.clone());
         }
         for ns in &all {
-            ip(&["netns", "add", ns])?;
-            ip(&["-n", ns, "link", "set", "lo", "up"])?;
+            rtnl::netns_add(ns)?;
+            rtnl::link_set(ns, "lo", false, None)?;
             netns::in_netns(Some(ns), move || {
                 for (path, v) in [
                     ("/proc/sys/net/ipv6/conf/all/disable_ipv6", "1"),
@@ -177,41 +173,18 @@ impl Lab {
                 Ok(())
             })?;
         }
-        veth(&cli, IF_CLIENT, Some(CLIENT_MAC), &shp, IF_SHAPER_CLIENT, None)?;
+        rtnl::veth(&cli, IF_CLIENT, Some(CLIENT_MAC), &shp, IF_SHAPER_CLIENT, None)?;
         if opts.modem.is_some() {
-            veth(&shp, IF_SHAPER_SERVER, None, &mdm, IF_MODEM_SHAPER, None)?;
-            veth(&mdm, IF_MODEM_SERVER, None, &srv, IF_SERVER, Some(SERVER_MAC))?;
+            rtnl::veth(&shp, IF_SHAPER_SERVER, None, &mdm, IF_MODEM_SHAPER, None)?;
+            rtnl::veth(&mdm, IF_MODEM_SERVER, None, &srv, IF_SERVER, Some(SERVER_MAC))?;
         } else {
-            veth(&shp, IF_SHAPER_SERVER, None, &srv, IF_SERVER, Some(SERVER_MAC))?;
+            rtnl::veth(&shp, IF_SHAPER_SERVER, None, &srv, IF_SERVER, Some(SERVER_MAC))?;
         }
-        ip(&["-n", &cli, "addr", "add", &format!("{CLIENT_ADDR}/24"), "dev", IF_CLIENT])?;
-        ip(&["-n", &srv, "addr", "add", &format!("{SERVER_ADDR}/24"), "dev", IF_SERVER])?;
-        ip(&[
-            "-n",
-            &cli,
-            "neigh",
-            "replace",
-            SERVER_ADDR,
-            "lladdr",
-            SERVER_MAC,
-            "dev",
-            IF_CLIENT,
-            "nud",
-            "permanent",
-        ])?;
-        ip(&[
-            "-n",
-            &srv,
-            "neigh",
-            "replace",
-            CLIENT_ADDR,
-            "lladdr",
-            CLIENT_MAC,
-            "dev",
-            IF_SERVER,
-            "nud",
-            "permanent",
-        ])?;
+        let (client, server) = (addr(CLIENT_ADDR), addr(SERVER_ADDR));
+        rtnl::addr_add(&cli, IF_CLIENT, client, 24)?;
+        rtnl::addr_add(&srv, IF_SERVER, server, 24)?;
+        rtnl::neigh_permanent(&cli, IF_CLIENT, server, SERVER_MAC)?;
+        rtnl::neigh_permanent(&srv, IF_SERVER, client, CLIENT_MAC)?;
         let mut links = vec![
             (cli.clone(), IF_CLIENT),
             (shp.clone(), IF_SHAPER_CLIENT),
@@ -219,12 +192,12 @@ impl Lab {
             (srv.clone(), IF_SERVER),
         ];
         if let Some(rate) = opts.modem {
-            ip(&["-n", &mdm, "link", "add", IF_MODEM_BRIDGE, "type", "bridge", "forward_delay", "0"])?;
+            rtnl::bridge_add(&mdm, IF_MODEM_BRIDGE)?;
             for port in [IF_MODEM_SHAPER, IF_MODEM_SERVER] {
-                ip(&["-n", &mdm, "link", "set", port, "master", IF_MODEM_BRIDGE])?;
+                rtnl::link_set(&mdm, port, false, Some(IF_MODEM_BRIDGE))?;
                 links.push((mdm.clone(), port));
             }
-            ip(&["-n", &mdm, "link", "set", IF_MODEM_BRIDGE, "up"])?;
+            rtnl::link_set(&mdm, IF_MODEM_BRIDGE, false, None)?;
             for port in [IF_MODEM_SHAPER, IF_MODEM_SERVER] {
                 let config = modem_config(rate)?;
                 let port = port.to_string();
@@ -237,17 +210,10 @@ impl Lab {
             }
         }
         for (ns, dev) in &links {
-            ip(&["-n", ns, "link", "set", dev, "up"])?;
+            rtnl::link_set(ns, dev, false, None)?;
             if !opts.offloads {
                 // Sluice reads and writes whole frames: no TSO super-packets, no partial checksums.
-                netns::run(
-                    "ip",
-                    &[
-                        "netns", "exec", ns, "ethtool", "-K", dev, "tx", "off", "tso", "off", "gso", "off",
-                        "gro", "off",
-                    ],
-                )
-                .or_else(|_| netns::run("ip", &["netns", "exec", ns, "ethtool", "-K", dev, "tx", "off"]))?;
+                rtnl::offloads_off(ns, dev)?;
             }
         }
         self.set_path(PathMode::Bridge)?;
@@ -258,7 +224,7 @@ impl Lab {
     pub fn down(&self) -> Result<Vec<String>, LabError> {
         let found = self.existing();
         for ns in &found {
-            ip(&["netns", "del", ns])?;
+            rtnl::netns_del(ns)?;
         }
         Ok(found)
     }
@@ -267,7 +233,7 @@ impl Lab {
     pub fn down_all() -> Result<Vec<String>, LabError> {
         let found: Vec<String> = netns::list_netns().into_iter().filter(|n| n.starts_with("slc-")).collect();
         for ns in &found {
-            ip(&["netns", "del", ns])?;
+            rtnl::netns_del(ns)?;
         }
         Ok(found)
     }
@@ -275,20 +241,20 @@ impl Lab {
     /// Join (Bridge) or separate (Open) the two shaper ports.
     pub fn set_path(&self, mode: PathMode) -> Result<(), LabError> {
         let shp = self.shaper_ns();
-        let has_bridge = ip(&["-n", &shp, "link", "show", IF_BRIDGE]).is_ok();
+        let has_bridge = rtnl::link_exists(&shp, IF_BRIDGE)?;
         match mode {
             PathMode::Bridge if !has_bridge => {
-                ip(&["-n", &shp, "link", "add", IF_BRIDGE, "type", "bridge", "forward_delay", "0"])?;
+                rtnl::bridge_add(&shp, IF_BRIDGE)?;
                 for port in [IF_SHAPER_CLIENT, IF_SHAPER_SERVER] {
-                    ip(&["-n", &shp, "link", "set", port, "master", IF_BRIDGE])?;
+                    rtnl::link_set(&shp, port, false, Some(IF_BRIDGE))?;
                 }
-                ip(&["-n", &shp, "link", "set", IF_BRIDGE, "up"])?;
+                rtnl::link_set(&shp, IF_BRIDGE, false, None)?;
             }
             PathMode::Open if has_bridge => {
-                ip(&["-n", &shp, "link", "del", IF_BRIDGE])?;
+                rtnl::link_del(&shp, IF_BRIDGE)?;
                 for port in [IF_SHAPER_CLIENT, IF_SHAPER_SERVER] {
                     // Promiscuous: the forwarder must see frames addressed to the far end's MAC.
-                    ip(&["-n", &shp, "link", "set", port, "promisc", "on", "up"])?;
+                    rtnl::link_set(&shp, port, true, None)?;
                 }
             }
             _ => {}
@@ -303,7 +269,7 @@ impl Lab {
             [self.client_ns(), self.shaper_ns(), self.server_ns()].iter().all(|n| namespaces.contains(n));
         let shp = self.shaper_ns();
         let path = namespaces.contains(&shp).then(|| {
-            if ip(&["-n", &shp, "link", "show", IF_BRIDGE]).is_ok() {
+            if rtnl::link_exists(&shp, IF_BRIDGE).unwrap_or(false) {
                 PathMode::Bridge
             } else {
                 PathMode::Open
@@ -331,6 +297,21 @@ impl Lab {
         LabStatus { namespaces, complete, path, modem, shaper_qdiscs, others }
     }
 
+    /// Datagrams and segments the client and server namespaces received with a bad checksum
+    /// (`InCsumErrors` of UDP and TCP in their `/proc/net/snmp`), summed: what a forwarder that
+    /// left a checksum unfilled would show.
+    pub fn checksum_errors(&self) -> Result<u64, LabError> {
+        let mut total = 0;
+        for ns in [self.client_ns(), self.server_ns()] {
+            total += netns::in_netns(Some(&ns), || {
+                // The thread's own namespace (/proc/net is the process's).
+                let text = std::fs::read_to_string("/proc/thread-self/net/snmp")?;
+                Ok(snmp_csum_errors(&text))
+            })?;
+        }
+        Ok(total)
+    }
+
     /// Fail unless the lab is up.
     pub fn require_up(&self) -> Result<(), LabError> {
         if self.status().complete {
@@ -339,6 +320,23 @@ impl Lab {
             Err(LabError::Lab(format!("lab `{}` is not up (run `sluice lab up`)", self.tag)))
         }
     }
+}
+
+/// `InCsumErrors` of the `Udp:` and `Tcp:` tables of a `/proc/net/snmp` text, summed.
+fn snmp_csum_errors(text: &str) -> u64 {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut total = 0;
+    for pair in lines.windows(2) {
+        let (names, values) = (pair[0], pair[1]);
+        let proto = names.split(':').next().unwrap_or("");
+        if !matches!(proto, "Udp" | "Tcp") || !values.starts_with(&format!("{proto}:")) {
+            continue;
+        }
+        if let Some(k) = names.split_whitespace().position(|n| n == "InCsumErrors") {
+            total += values.split_whitespace().nth(k).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+        }
+    }
+    total
 }
 
 /// The modem: tbf at `rate`, a 1 ms-or-more bucket and a deliberately deep 100 ms buffer, like the
@@ -355,24 +353,18 @@ pub fn modem_config(rate: Rate) -> Result<State, LabError> {
     )
 }
 
-/// Creates a veth pair: `name` in namespace `ns` and `peer` in `peer_ns`, with fixed MACs where
-/// given (the lab's static neighbour entries rely on them).
-fn veth(
-    ns: &str,
-    name: &str,
-    mac: Option<&str>,
-    peer_ns: &str,
-    peer: &str,
-    peer_mac: Option<&str>,
-) -> Result<(), LabError> {
-    let mut args = vec!["-n", ns, "link", "add", name];
-    if let Some(m) = mac {
-        args.extend(["address", m]);
+/// One of the lab's address constants.
+fn addr(a: &str) -> std::net::Ipv4Addr {
+    a.parse().expect("the lab's addresses are valid")
+}
+
+#[cfg(test)]
+mod snmp_tests {
+    #[test]
+    fn checksum_errors_are_read_from_udp_and_tcp() {
+        let text = "Tcp: RtoAlgorithm InSegs InErrs InCsumErrors\nTcp: 1 100 2 3\n\
+                    Udp: InDatagrams InErrors InCsumErrors IgnoredMulti\nUdp: 50 7 4 0\n\
+                    UdpLite: InDatagrams InCsumErrors\nUdpLite: 0 9\n";
+        assert_eq!(super::snmp_csum_errors(text), 7);
     }
-    args.extend(["type", "veth", "peer", "name", peer]);
-    if let Some(m) = peer_mac {
-        args.extend(["address", m]);
-    }
-    args.extend(["netns", peer_ns]);
-    ip(&args).map(|_| ())
 }

@@ -205,18 +205,23 @@ fn an_sqm_style_script_shapes_both_ways_the_download_through_its_ifb() {
     lab.set_path(PathMode::Open).unwrap();
     // simple.qos's layout: the upload on $DEV's root, the download redirected from $DEV's
     // ingress to ifb4dev and shaped there.
-    let script = "ip link add ifb4dev type ifb\n\
-         ip link set dev ifb4dev up\n\
-         tc qdisc add dev $DEV root handle 1: htb default 1\n\
-         tc class add dev $DEV parent 1: classid 1:1 htb rate 20mbit\n\
-         tc qdisc add dev $DEV parent 1:1 pfifo limit 200\n\
-         tc qdisc add dev ifb4dev root handle 1: htb default 1\n\
-         tc class add dev ifb4dev parent 1: classid 1:1 htb rate 10mbit\n\
-         tc qdisc add dev ifb4dev parent 1:1 pfifo limit 200\n\
-         tc qdisc add dev $DEV handle ffff: ingress\n\
-         tc filter add dev $DEV parent ffff: protocol all prio 10 u32 match u32 0 0 flowid 1:1 \
-         action mirred egress redirect dev ifb4dev\n";
-    let h = start(&lab, script, None, stop.clone());
+    let sqm = |down: &str| {
+        format!(
+            "ip link add ifb4dev type ifb\n\
+             ip link set dev ifb4dev up\n\
+             tc qdisc add dev $DEV root handle 1: htb default 1\n\
+             tc class add dev $DEV parent 1: classid 1:1 htb rate 20mbit\n\
+             tc qdisc add dev $DEV parent 1:1 pfifo limit 200\n\
+             tc qdisc add dev ifb4dev root handle 1: htb default 1\n\
+             tc class add dev ifb4dev parent 1: classid 1:1 htb rate {down}\n\
+             tc qdisc add dev ifb4dev parent 1:1 pfifo limit 200\n\
+             tc qdisc add dev $DEV handle ffff: ingress\n\
+             tc filter add dev $DEV parent ffff: protocol all prio 10 u32 match u32 0 0 flowid 1:1 \
+             action mirred egress redirect dev ifb4dev\n"
+        )
+    };
+    let sock = std::env::temp_dir().join(format!("sluice-test-{}/ifb.sock", std::process::id()));
+    let h = start(&lab, &sqm("10mbit"), Some(sock.clone()), stop.clone());
     let ep = Endpoints::of_lab(&lab);
     let win = Window { warmup: Duration::from_millis(800), measure: Duration::from_secs(2) };
     let down: f64 =
@@ -231,11 +236,82 @@ fn an_sqm_style_script_shapes_both_ways_the_download_through_its_ifb() {
     );
     assert!(down > 0.8 * 10e6 * goodput && down < 1.1 * 10e6, "download {down}");
     assert!(up > 0.8 * 20e6 * goodput && up < 1.1 * 20e6, "upload {up}");
+    // A reload changes the IFB's tree too.
+    let cfg = sock.with_file_name("5.tc");
+    std::fs::write(&cfg, sqm("5mbit")).unwrap();
+    let ans = sluice_live::control::request(&sock, &format!("reload {}", cfg.display())).unwrap();
+    assert!(ans.contains("download reloaded: htb root"), "{ans}");
+    let down5: f64 =
+        traffic::bulk_tcp(&ep, 2, Direction::Down, None, 7504, win).unwrap().iter().map(|f| f.bps()).sum();
+    eprintln!("after reloading the IFB to 5mbit: download {:.2} Mbit/s", down5 / 1e6);
+    assert!(down5 > 0.8 * 5e6 * goodput && down5 < 1.1 * 5e6, "download {down5}");
     stop.store(true, Ordering::Relaxed);
     let snap = h.join().unwrap();
+    let _ = std::fs::remove_dir_all(sock.parent().unwrap());
+    assert_eq!(snap.reloads, 1);
     let d = &snap.directions[1];
     assert!(d.config.contains("htb root"), "the download runs the IFB's tree: {}", d.config);
     let e = d.engine.unwrap();
     assert_eq!(e.received, e.sent_packets + e.dropped + e.queued, "{e:?}");
     assert!(e.sent_packets > 1000, "{e:?}");
+}
+
+#[test]
+fn with_offloads_on_super_packets_and_partial_checksums_cross_intact() {
+    if !lab_or_skip("with_offloads_on_super_packets_and_partial_checksums_cross_intact") {
+        return;
+    }
+    let lab = Lab::new("toffl").unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let _g = Guard(lab.clone(), stop.clone());
+    // TSO/GSO/GRO and checksum offload stay on: TCP crosses as 64 KiB super-packets and UDP
+    // with checksums left partial.
+    lab.up(&LabOptions { offloads: true, ..Default::default() }).unwrap();
+    lab.set_path(PathMode::Open).unwrap();
+    // Its own directory: the other tests remove theirs when they finish.
+    let sock = std::env::temp_dir().join(format!("sluice-test-offl-{}/offl.sock", std::process::id()));
+    let h = start(&lab, &single_htb("200mbit", 1000), Some(sock.clone()), stop.clone());
+    let ep = Endpoints::of_lab(&lab);
+    let errors_before = lab.checksum_errors().unwrap();
+    let win = Window { warmup: Duration::from_millis(300), measure: Duration::from_millis(1500) };
+    let udp =
+        traffic::udp_stream(&ep, Some(Rate::from_bps(50_000_000)), 1200, None, 7600, win, "udp").unwrap();
+    // Below 1 Gbit/s super-packets are cut into segments before they are queued.
+    let win = Window { warmup: Duration::from_millis(800), measure: Duration::from_secs(2) };
+    let tcp: f64 =
+        traffic::bulk_tcp(&ep, 2, Direction::Up, None, 7602, win).unwrap().iter().map(|f| f.bps()).sum();
+    // Above it they are queued and sent whole, for the kernel to segment.
+    let cfg = sock.with_file_name("2g.tc");
+    std::fs::write(&cfg, single_htb("2gbit", 1000)).unwrap();
+    let ans = sluice_live::control::request(&sock, &format!("reload {}", cfg.display())).unwrap();
+    assert!(ans.starts_with("reloaded"), "{ans}");
+    let win = Window { warmup: Duration::from_millis(300), measure: Duration::from_secs(1) };
+    let fast: f64 =
+        traffic::bulk_tcp(&ep, 1, Direction::Up, None, 7604, win).unwrap().iter().map(|f| f.bps()).sum();
+    let errors = lab.checksum_errors().unwrap() - errors_before;
+    eprintln!(
+        "offloads on: UDP {} of {} datagrams, {:.2} Mbit/s; TCP {:.2} Mbit/s through 200mbit, {:.2} through 2gbit; {errors} checksum errors",
+        udp.received,
+        udp.sent,
+        udp.bps() / 1e6,
+        tcp / 1e6,
+        fast / 1e6
+    );
+    assert_eq!(errors, 0, "the receivers saw bad checksums");
+    assert!(udp.received as f64 > 0.95 * udp.sent as f64, "{udp:?}");
+    let ideal = 200e6 * 1448.0 / 1514.0;
+    assert!(tcp > 0.8 * ideal && tcp < 1.05 * ideal, "TCP {tcp} vs ideal {ideal}");
+    assert!(fast > 2.0 * ideal, "TCP through 2gbit: {fast}");
+    stop.store(true, Ordering::Relaxed);
+    let snap = h.join().unwrap();
+    let c = &snap.directions[0].counters;
+    eprintln!("{}", snap.to_text());
+    assert!(c.rx_super_packets > 0, "no super-packet crossed: offloads are not on? {c:?}");
+    assert!(c.split_segments > c.rx_super_packets, "nothing was split at 200mbit: {c:?}");
+    assert!(c.rx_partial_checksums > udp.sent / 2, "the datagrams' checksums were not partial: {c:?}");
+    assert_eq!((c.refused_total(), c.rx_truncated, c.tx_errors), (0, 0, 0), "{c:?}");
+    let _ = std::fs::remove_dir_all(sock.parent().unwrap());
+    let e = snap.directions[0].engine.unwrap();
+    // Super-packets sent whole are counted per segment, as the kernel counts them.
+    assert!(e.qdisc.packets > c.tx_frames, "{e:?} vs {c:?}");
 }

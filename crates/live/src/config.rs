@@ -35,21 +35,30 @@ pub fn unlimited(dev: &str) -> State {
     from_script("--unlimited", UNLIMITED, dev).expect("the built-in configuration loads")
 }
 
-/// Ingress shaping in `state`: the device `dev`'s ingress filters redirect to the egress of an
-/// IFB (sqm's layout). Returns the IFB's name and its index (what the redirect names).
+/// Ingress shaping in `state`: the device `dev`'s ingress filters redirect (or mirror) to the
+/// egress of an IFB (sqm's layout). Returns the IFB's name and its index (what the redirect
+/// names).
 pub fn ingress_target(state: &State, dev: &str) -> Option<(String, u16)> {
-    use sluice_config::model::{Action, MirredDirection, MirredMode, H_MIN_INGRESS};
+    use sluice_config::model::{Action, MirredDirection, H_MIN_INGRESS};
     let d = state.devices.iter().find(|d| d.name == dev)?;
     let target = d.filters.iter().filter(|f| f.parent == H_MIN_INGRESS).flat_map(|f| &f.actions).find_map(
         |a| match a {
-            Action::Mirred(m) if m.mode == MirredMode::Redirect && m.direction == MirredDirection::Egress => {
-                Some(m.dev.clone())
-            }
+            Action::Mirred(m) if m.direction == MirredDirection::Egress => Some(m.dev.clone()),
             _ => None,
         },
     )?;
     let idx = state.devices.iter().position(|x| x.name == target)?;
     Some((target, u16::try_from(idx).ok()?))
+}
+
+/// Whether super-packets shaped by `dev`'s tree are cut into segments before they are queued:
+/// when one of its HTB classes is limited below [`crate::offload::SPLIT_BELOW_BPS`].
+pub fn split_gso(state: &State, dev: &str) -> bool {
+    use sluice_config::model::ClassOpts;
+    state.devices.iter().filter(|d| d.name == dev).flat_map(|d| &d.classes).any(|c| match &c.opts {
+        ClassOpts::Htb(h) => h.rate.min(h.ceil) < crate::offload::SPLIT_BELOW_BPS,
+        _ => false,
+    })
 }
 
 /// Builds `state`'s tree on `dev` for the live path: every HTB bucket raised to the burst rule
@@ -69,13 +78,22 @@ mod tests {
         assert!(e.to_string().contains("bogus"), "{e}");
         let s = from_script("x.tc", "tc qdisc add dev eth9 root pfifo\n", "eth0").unwrap();
         assert!(program(&s, "eth0", Span::ZERO).unwrap_err().to_string().contains("$DEV"));
+        // netem duplicate runs: the shaper copies the frame into a slot of its own.
         let s = from_script("x.tc", "tc qdisc add dev $DEV root netem duplicate 1%\n", "eth0").unwrap();
-        assert!(program(&s, "eth0", Span::ZERO).unwrap_err().to_string().contains("duplicate"));
+        assert_eq!(program(&s, "eth0", Span::ZERO).unwrap().kind(), "netem");
         // DRR and RED run in the live shaper through the same engine.
         let s = from_script("x.tc", "tc qdisc add dev $DEV root handle 1: drr\ntc class add dev $DEV parent 1: classid 1:1 drr\ntc qdisc add dev $DEV parent 1:1 red limit 100k avpkt 1000 bandwidth 100mbit\n", "eth0").unwrap();
         assert_eq!(program(&s, "eth0", Span::ZERO).unwrap().kind(), "drr");
         let p = program(&unlimited("eth0"), "eth0", Span::from_micros(300)).unwrap();
         assert_eq!(p.kind(), "pfifo");
+        // Super-packets are split below 1 Gbit/s only.
+        let htb = |r: &str| {
+            from_script("x.tc", &format!("tc qdisc add dev $DEV root handle 1: htb\ntc class add dev $DEV parent 1: classid 1:1 htb rate {r}\n"), "eth0").unwrap()
+        };
+        assert!(split_gso(&htb("500mbit"), "eth0"));
+        assert!(!split_gso(&htb("5gbit"), "eth0"));
+        assert!(!split_gso(&htb("500mbit"), "eth1"));
+        assert!(!split_gso(&unlimited("eth0"), "eth0"));
     }
 
     /// Keeps the queue full and serves it from a loop that wakes up 0..3 ms late, like a busy VM;

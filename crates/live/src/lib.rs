@@ -1,10 +1,11 @@
 //! # sluice-live
 //!
-//! The live dataplane: real frames from AF_PACKET TPACKET_V3 rings through the same packet engine
+//! The live dataplane: real frames from AF_PACKET TPACKET_V2 rings (with their offload headers) through the same packet engine
 //! the simulator runs ([`sluice_engine::Engine`]: parse, classify, enqueue, drops, counters,
 //! hitless reload), timed by its `next_event`.
 //!
 //! - [`sys`]: the only unsafe code in Sluice (packet sockets, the mmap ring);
+//! - [`offload`]: GSO/GRO super-packets and partial checksums (`virtio_net_hdr`);
 //! - [`frame`]: the buffer pool that holds frames while the engine holds their payload handles;
 //! - [`config`]: configuration file → model → engine program, with the live burst floor;
 //! - [`netns`]: entering a network namespace;
@@ -19,6 +20,7 @@ pub mod config;
 pub mod control;
 pub mod frame;
 pub mod netns;
+pub mod offload;
 pub mod pacing;
 pub mod shaper;
 pub mod sys;

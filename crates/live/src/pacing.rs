@@ -27,13 +27,16 @@ pub struct Pacing {
     /// [`crate::timing::SPIN_BELOW`] (lower
     /// latency jitter, one core at 100 %). Off by default: late wake-ups are caught up.
     pub busy_poll: bool,
+    /// Never sleep: poll the rings in a loop (lowest added latency on a quiet path, one core
+    /// at 100 % all the time).
+    pub spin: bool,
     /// Most frames handed to one `sendmmsg`.
     pub tx_batch: usize,
 }
 
 impl Default for Pacing {
     fn default() -> Pacing {
-        Pacing { catch_up: Span::from_millis(20), busy_poll: false, tx_batch: 64 }
+        Pacing { catch_up: Span::from_millis(20), busy_poll: false, spin: false, tx_batch: 64 }
     }
 }
 

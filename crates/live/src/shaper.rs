@@ -9,14 +9,17 @@
 
 use crate::control::{self, Request};
 use crate::frame::Pool;
+use crate::offload::{self, Refusal, VnetHdr};
 use crate::pacing::{self, Pacing};
-use crate::sys::{self, RxRing, TxSock};
+use crate::sys::{self, Out, RxRing, TxSock};
 use crate::timing::{Calibration, SPIN_BELOW};
 use crate::LiveError;
 use serde::Serialize;
 use sluice_config::model::State;
+use sluice_core::filter::MirredTarget;
 use sluice_core::{Span, Time};
-use sluice_engine::{Engine, EngineStats, Received};
+use sluice_engine::{CopyTo, Engine, EngineStats, Received};
+use sluice_wire::ParseOptions;
 use std::net::SocketAddr;
 use std::os::fd::AsFd;
 use std::path::PathBuf;
@@ -24,6 +27,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Receiver;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+/// Most frames taken from one ring per turn of the loop.
+const RX_PER_TURN: usize = 256;
+/// Most bytes of frame buffers held at once (queued frames; super-packets take up to 64 KiB).
+const POOL_BYTES: usize = 512 << 20;
 
 /// Reads a configuration file for `reload PATH` into the model, for the forward direction's
 /// device (`$DEV` = the out interface).
@@ -93,7 +101,13 @@ impl PacingStats {
         format!(
             "pacing: catch-up {}us{}, {} late services (mean {}us, max {}us; <0.1/1/5/20ms/more: {:?}), {}us given up, {} sendmmsg calls",
             p.catch_up.as_micros(),
-            if p.busy_poll { ", busy poll" } else { "" },
+            if p.spin {
+                ", spinning"
+            } else if p.busy_poll {
+                ", busy poll"
+            } else {
+                ""
+            },
             self.late_services,
             self.late_us_total.checked_div(self.late_services).unwrap_or(0),
             self.late_us_max,
@@ -119,6 +133,31 @@ pub struct DirCounters {
     pub tx_bytes: u64,
     /// Sends that failed (interface down, frame too big, buffer full).
     pub tx_errors: u64,
+    /// GSO/GRO super-packets received (each stands for several wire frames).
+    pub rx_super_packets: u64,
+    /// Segments cut from super-packets before queueing (below 1 Gbit/s, see
+    /// [`crate::config::split_gso`]).
+    pub split_segments: u64,
+    /// Frames received with their checksum left partial (completed by the kernel or the NIC
+    /// on the way out).
+    pub rx_partial_checksums: u64,
+    /// Frames that arrived cut short (larger than the ring's slot and not readable whole):
+    /// dropped, never forwarded.
+    pub rx_truncated: u64,
+    /// Frames that could not be forwarded correctly, by [`Refusal`] (in [`Refusal::ALL`]'s
+    /// order): dropped, never forwarded with a wrong checksum.
+    pub refused: [u64; 4],
+}
+
+impl DirCounters {
+    fn refuse(&mut self, r: Refusal) {
+        self.refused[r.index()] += 1;
+    }
+
+    /// Frames refused, all reasons.
+    pub fn refused_total(&self) -> u64 {
+        self.refused.iter().sum()
+    }
 }
 
 /// A snapshot for `sluice stats` and the final report.
@@ -185,9 +224,26 @@ impl Snapshot {
             }
             let c = &d.counters;
             s += &format!(
-                " rx {} frames, tx {} frames {} bytes; ring full {}, pool full {}, tx errors {}\n",
-                c.rx_frames, c.tx_frames, c.tx_bytes, c.ring_drops, c.pool_full, c.tx_errors
+                " rx {} frames ({} super-packets, {} segments cut from them, {} partial checksums), tx {} frames {} bytes; ring full {}, truncated {}, pool full {}, tx errors {}\n",
+                c.rx_frames,
+                c.rx_super_packets,
+                c.split_segments,
+                c.rx_partial_checksums,
+                c.tx_frames,
+                c.tx_bytes,
+                c.ring_drops,
+                c.rx_truncated,
+                c.pool_full,
+                c.tx_errors
             );
+            if c.refused_total() > 0 {
+                let why: Vec<String> = Refusal::ALL
+                    .iter()
+                    .filter(|r| c.refused[r.index()] > 0)
+                    .map(|r| format!("{} {}", r.name(), c.refused[r.index()]))
+                    .collect();
+                s += &format!(" refused (not forwarded): {}\n", why.join(", "));
+            }
         }
         s
     }
@@ -216,6 +272,11 @@ impl Snapshot {
             "ring_drops_total",
             "Frames lost to a full receive ring.",
             per(&|d| d.counters.ring_drops as f64),
+        );
+        metric(
+            "refused_total",
+            "Frames that could not be forwarded correctly (dropped, never sent broken).",
+            per(&|d| (d.counters.refused_total() + d.counters.rx_truncated) as f64),
         );
         metric(
             "malformed_total",
@@ -282,6 +343,10 @@ struct Dir {
     /// Ingress shaping: the receiving device's engine (its ingress filters) and the index of the
     /// IFB `engine` runs; frames its filters do not redirect there go straight through.
     rx: Option<(Engine, u16)>,
+    /// Cut super-packets into segments before queueing them ([`crate::config::split_gso`]).
+    split: bool,
+    /// Where a segment is built.
+    seg_buf: Vec<u8>,
     c: DirCounters,
 }
 
@@ -291,7 +356,8 @@ impl Dir {
             Some(state) => Some(Engine::new(crate::config::program(state, dev, floor)?, now)),
             None => None,
         };
-        Ok(Dir { engine, rx: None, c: DirCounters::default() })
+        let split = config.is_some_and(|s| crate::config::split_gso(s, dev));
+        Ok(Dir { engine, rx: None, split, seg_buf: Vec::new(), c: DirCounters::default() })
     }
 
     /// The download direction of an sqm-style configuration: `wan`'s ingress filters, then the
@@ -300,7 +366,13 @@ impl Dir {
         let Some((ifb, idx)) = crate::config::ingress_target(state, wan) else { return Ok(None) };
         let rx = Engine::new(crate::config::program(state, wan, floor)?, now);
         let engine = Engine::new(crate::config::program(state, &ifb, floor)?, now);
-        Ok(Some(Dir { engine: Some(engine), rx: Some((rx, idx)), c: DirCounters::default() }))
+        Ok(Some(Dir {
+            engine: Some(engine),
+            rx: Some((rx, idx)),
+            split: crate::config::split_gso(state, &ifb),
+            seg_buf: Vec::new(),
+            c: DirCounters::default(),
+        }))
     }
 
     fn summary(&self) -> &str {
@@ -356,7 +428,7 @@ pub fn run(opts: Options) -> Result<Snapshot, LiveError> {
         eprintln!("sluice shape: {} -> {}: {}", opts.in_if, opts.out_if, dirs[0].summary());
         eprintln!("sluice shape: {} -> {}: {}", opts.out_if, opts.in_if, dirs[1].summary());
     }
-    let mut pool = Pool::new(1 << 17);
+    let mut pool = Pool::new(1 << 17, POOL_BYTES);
     let pacing = opts.pacing;
     let mut reloads = 0u64;
     let mut last_house = Time::ZERO;
@@ -417,12 +489,12 @@ pub fn run(opts: Options) -> Result<Snapshot, LiveError> {
                 verbose: opts.verbose,
             };
             if let Some(rx) = src.rx.as_mut() {
-                // Few blocks per turn: the ring (16 MiB) is the buffer.
-                got += rx.drain(2, |f, ts| {
+                // A bounded number per turn: the ring (8192 slots) is the buffer.
+                got += rx.drain(RX_PER_TURN, |f, ts, v| {
                     let stamp = Time::from_nanos((ts as i128 - real_off).max(0) as u64);
                     let t = pacing::arrival_time(stamp, *served, now);
                     serve(d, dst, served, t, usize::MAX, &mut tx);
-                    ingest(f, t, d, tx.pool, dst);
+                    ingest(f, v, t, d, tx.pool, dst);
                 });
             }
             // At most 8192 frames at `now`, so a huge backlog cannot starve the receive side
@@ -445,8 +517,10 @@ pub fn run(opts: Options) -> Result<Snapshot, LiveError> {
         if now - last_house >= Span::from_millis(100) {
             last_house = now;
             for (i, p) in ports.iter_mut().enumerate() {
-                if let Some(rx) = &p.rx {
-                    dirs[i].c.ring_drops += rx.take_stats().1;
+                if let Some(rx) = p.rx.as_mut() {
+                    let st = rx.take_stats();
+                    dirs[i].c.ring_drops += st.drops;
+                    dirs[i].c.rx_truncated += st.truncated;
                 }
                 if p.rx.is_none() && p.reopen().is_ok() && opts.verbose {
                     eprintln!("sluice shape: interface {} is back", p.name);
@@ -474,6 +548,12 @@ pub fn run(opts: Options) -> Result<Snapshot, LiveError> {
             None => Span::from_millis(20),
         };
         if wait.as_nanos() == 0 || (pacing.busy_poll && wait < SPIN_BELOW) {
+            continue;
+        }
+        if pacing.spin {
+            // Never sleep: a frame is picked up as soon as it lands in a ring (the wake-up of a
+            // sleeping thread costs tens of microseconds here), at the price of a busy core.
+            std::hint::spin_loop();
             continue;
         }
         let mut fds: Vec<nix::poll::PollFd> = ports
@@ -561,16 +641,22 @@ fn flush_to(c: &mut DirCounters, dst: &mut Port, tx: &mut Tx<'_>) {
     if tx.pending.is_empty() {
         return;
     }
-    for p in tx.pending.iter() {
-        tx.pool.finish(p.payload, p.dsfield);
-    }
+    // Frames that cannot go out correctly are counted and their slots freed here.
+    tx.pending.retain(|p| match tx.pool.finish(p.payload, p.dsfield) {
+        Ok(()) => true,
+        Err(r) => {
+            c.refuse(r);
+            tx.pool.free(p.payload);
+            false
+        }
+    });
     let pool = &*tx.pool;
-    let mut frames = [&[][..]; sys::MAX_BATCH];
+    let mut frames = [Out::default(); sys::MAX_BATCH];
     let mut at = 0;
     while at < tx.pending.len() {
         let n = (tx.pending.len() - at).min(sys::MAX_BATCH);
         for (k, p) in tx.pending[at..at + n].iter().enumerate() {
-            frames[k] = pool.get(p.payload);
+            frames[k] = Out { vnet: pool.vnet(p.payload), frame: pool.get(p.payload) };
         }
         let mut k = 0;
         while k < n {
@@ -581,7 +667,7 @@ fn flush_to(c: &mut DirCounters, dst: &mut Port, tx: &mut Tx<'_>) {
             tx.stats.tx_calls += 1;
             for f in &frames[k..k + sent] {
                 c.tx_frames += 1;
-                c.tx_bytes += f.len() as u64;
+                c.tx_bytes += f.frame.len() as u64;
             }
             k += sent;
             if let Some(e) = err {
@@ -607,33 +693,139 @@ fn realtime_ns() -> u64 {
         .unwrap_or(0)
 }
 
-fn ingest(f: &[u8], now: Time, d: &mut Dir, pool: &mut Pool, dst: &Port) {
+fn ingest(f: &[u8], v: VnetHdr, now: Time, d: &mut Dir, pool: &mut Pool, dst: &Port) {
     d.c.rx_frames += 1;
-    if let Some((rx, ifb)) = d.rx.as_mut() {
-        // The payload handle is not used: the frame is still in the ring.
-        if let Received::Pass(_) = rx.receive_frame(f, 0, now) {
-            send_counted(f, dst, &mut d.c);
+    // What the frame stands for on the wire, or why it cannot be forwarded as it is.
+    let wire = match offload::check(&v, f) {
+        Ok(w) => w,
+        Err(r) => {
+            d.c.refuse(r);
             return;
         }
-        let to_ifb = matches!(rx.take_redirected(), Some(r) if r.target.dev == *ifb && !r.target.ingress);
+    };
+    if wire.segs > 1 {
+        d.c.rx_super_packets += 1;
+    }
+    if v.needs_csum() {
+        d.c.rx_partial_checksums += 1;
+    }
+    if let Some((rx, ifb)) = d.rx.as_mut() {
+        let ifb = *ifb;
+        // The payload handle is not used: the frame is still in the ring.
+        let got = rx.receive_frame(f, 0, now);
+        let redirected = rx.take_redirected().map(|r| r.target);
         while rx.take_dropped().is_some() {}
-        if !to_ifb {
+        // Mirror copies for the IFB's egress are shaped there; others are not carried.
+        let mut to_ifb = 0;
+        while let Some(c) = rx.take_copy() {
+            to_ifb += (c.to == CopyTo::Device(MirredTarget { dev: ifb, ingress: false })) as u32;
+        }
+        for _ in 0..to_ifb {
+            shape(f, v, wire, now, d, pool);
+        }
+        match (got, redirected) {
+            (Received::Pass(_), _) => return send_counted(f, v, dst, &mut d.c),
+            // `mirred ingress redirect dev IFB`: received on the IFB (its own ingress filters,
+            // if any, run), then delivered.
+            (_, Some(t)) if t.ingress && t.dev == ifb => {
+                let pass = d.engine.as_mut().map(|e| {
+                    let got = e.receive_frame(f, 0, now);
+                    while e.take_redirected().is_some()
+                        || e.take_copy().is_some()
+                        || e.take_dropped().is_some()
+                    {}
+                    matches!(got, Received::Pass(_))
+                });
+                if pass != Some(false) {
+                    send_counted(f, v, dst, &mut d.c);
+                }
+                return;
+            }
+            (_, Some(t)) if t.dev == ifb => {}
             // Dropped by an ingress filter, or redirected to a device this loop does not run.
-            return;
+            _ => return,
         }
     }
-    let Some(engine) = d.engine.as_mut() else {
+    if d.engine.is_none() {
         // Unshaped direction: straight through.
-        send_counted(f, dst, &mut d.c);
+        return send_counted(f, v, dst, &mut d.c);
+    }
+    shape(f, v, wire, now, d, pool);
+}
+
+/// Direction `d`'s engine takes frame `f`: whole, or cut into wire segments first when the
+/// direction splits super-packets.
+fn shape(f: &[u8], v: VnetHdr, wire: offload::Wire, now: Time, d: &mut Dir, pool: &mut Pool) {
+    let Some(engine) = d.engine.as_mut() else { return };
+    if d.split && wire.segs > 1 {
+        let mut buf = std::mem::take(&mut d.seg_buf);
+        let c = &mut d.c;
+        let r = offload::segment(&v, f, &mut buf, |seg| {
+            c.split_segments += 1;
+            enqueue(engine, pool, c, seg, VnetHdr::default(), offload::Wire::single(seg), now)
+        });
+        d.seg_buf = buf;
+        if let Err(r) = r {
+            d.c.refuse(r);
+        }
         return;
-    };
-    let Some(id) = pool.put(f) else {
-        d.c.pool_full += 1;
+    }
+    enqueue(engine, pool, &mut d.c, f, v, wire, now);
+}
+
+/// Queues one frame in `engine`, its bytes in a pool slot.
+fn enqueue(
+    engine: &mut Engine,
+    pool: &mut Pool,
+    c: &mut DirCounters,
+    f: &[u8],
+    v: VnetHdr,
+    wire: offload::Wire,
+    now: Time,
+) {
+    let Some(id) = pool.put(f, v) else {
+        c.pool_full += 1;
         return;
     };
     // The slot is freed when the engine hands `id` back: sent (`flush_to`) or dropped (here).
-    let _ = engine.ingress_frame(f, id, now);
+    // A super-packet is charged per wire segment (headers repeated), as the kernel's qdiscs do.
+    match sluice_wire::parse_frame(f, ParseOptions::default()) {
+        Ok(parsed) => {
+            let mut pkt = parsed.to_packet(id);
+            wire.apply(&mut pkt);
+            let _ = engine.ingress(pkt, &parsed.keys, f, now);
+        }
+        // The engine counts and classifies what does not parse.
+        Err(_) => {
+            let _ = engine.ingress_frame(f, id, now);
+        }
+    }
+    // A redirect to a device this loop does not run leaves: its slot is freed.
+    while let Some(r) = engine.take_redirected() {
+        pool.free(r.pkt.payload);
+    }
+    if engine.has_copies() {
+        copies(engine, f, v, pool, now);
+    }
     free_dropped(engine, pool);
+}
+
+/// The copies the engine made of frame `f`: a netem duplicate goes back to the root in a pool
+/// slot of its own; a mirror to a device this loop does not run is not carried (the engine
+/// counts it in `mirrored`).
+#[cold]
+fn copies(engine: &mut Engine, f: &[u8], v: VnetHdr, pool: &mut Pool, now: Time) {
+    while let Some(c) = engine.take_copy() {
+        if c.to != CopyTo::Root {
+            continue;
+        }
+        let Some(id) = pool.put(f, v) else { continue };
+        let keys = sluice_wire::parse_frame(f, ParseOptions::default()).map(|p| p.keys).unwrap_or_default();
+        let _ = engine.ingress_copy(sluice_core::Packet { payload: id, ..c.pkt }, &keys, f, now);
+        while let Some(r) = engine.take_redirected() {
+            pool.free(r.pkt.payload);
+        }
+    }
 }
 
 /// Frees the pool slot of every payload the engine dropped.
@@ -643,8 +835,8 @@ fn free_dropped(engine: &mut Engine, pool: &mut Pool) {
     }
 }
 
-fn send_counted(f: &[u8], dst: &Port, c: &mut DirCounters) {
-    match dst.tx.as_ref().map(|t| t.send(f)) {
+fn send_counted(f: &[u8], vnet: VnetHdr, dst: &Port, c: &mut DirCounters) {
+    match dst.tx.as_ref().map(|t| t.send(Out { vnet, frame: f })) {
         Some(Ok(())) => {
             c.tx_frames += 1;
             c.tx_bytes += f.len() as u64;
@@ -669,30 +861,88 @@ fn handle_request(
             serde_json::to_string_pretty(&snapshot(dirs, *reloads)).unwrap_or_default() + "\n"
         }
         (Some("stats"), None) => snapshot(dirs, *reloads).to_text(),
-        (Some("reload"), Some(path)) => {
-            let Some(engine) = dirs[0].engine.as_mut() else {
-                return "error: nothing to reload\n".into();
-            };
-            let program = (opts.load_config)(path)
-                .map_err(LiveError::Config)
-                .and_then(|state| crate::config::program(&state, &opts.out_if, floor));
-            match program {
-                Ok(p) => {
-                    let backlog = engine.qlen();
-                    // Hitless: the backlog drains under the old configuration first, and nothing
-                    // is dropped by the switch itself.
-                    engine.reload(p, now);
-                    *reloads += 1;
-                    format!(
-                        "reloaded: {}; {backlog} queued packet(s) drain under the old configuration first\n",
-                        engine.summary()
-                    )
-                }
-                Err(e) => format!("error: {e}; the running configuration is unchanged\n"),
+        (Some("reload"), Some(path)) => match reload(path, dirs, opts, floor, now) {
+            Ok(msg) => {
+                *reloads += 1;
+                msg
             }
-        }
+            Err(e) => format!("error: {e}; the running configuration is unchanged\n"),
+        },
         _ => format!("error: unknown command `{line}` (stats, stats json, reload PATH, ping)\n"),
     }
+}
+
+/// `reload PATH`: the forward direction's tree and, when the configuration shapes the download
+/// through an IFB (and no reverse configuration was given), the receiving device's ingress
+/// filters and the IFB's tree too. Every program is built before anything changes; each engine
+/// reloads hitlessly (its backlog drains under the old configuration first). A download that is
+/// no longer shaped drains into an unlimited FIFO.
+fn reload(
+    path: &str,
+    dirs: &mut [Dir; 2],
+    opts: &Options,
+    floor: Span,
+    now: Time,
+) -> Result<String, LiveError> {
+    if dirs[0].engine.is_none() {
+        return Err(LiveError::Config("nothing to reload".into()));
+    }
+    let state = (opts.load_config)(path).map_err(LiveError::Config)?;
+    let forward = crate::config::program(&state, &opts.out_if, floor)?;
+    let split = crate::config::split_gso(&state, &opts.out_if);
+    // The download side: Ok((receiving device's program, IFB's program, IFB index)), or
+    // Err(the unlimited FIFO) when it is no longer shaped.
+    let download = match (&opts.reverse, crate::config::ingress_target(&state, &opts.out_if)) {
+        (None, Some((ifb, idx))) => Some(Ok((
+            crate::config::program(&state, &opts.out_if, floor)?,
+            crate::config::program(&state, &ifb, floor)?,
+            idx,
+            crate::config::split_gso(&state, &ifb),
+        ))),
+        (None, None) if dirs[1].rx.is_some() => {
+            Some(Err(crate::config::program(&crate::config::unlimited(&opts.in_if), &opts.in_if, floor)?))
+        }
+        _ => None,
+    };
+    let backlog = dirs[0].engine.as_ref().map_or(0, |e| e.qlen());
+    let fwd = dirs[0].engine.as_mut().expect("checked");
+    // Hitless: the backlog drains under the old configuration first, and nothing is dropped by
+    // the switch itself.
+    fwd.reload(forward, now);
+    dirs[0].split = split;
+    let mut msg = format!(
+        "reloaded: {}; {backlog} queued packet(s) drain under the old configuration first\n",
+        fwd.summary()
+    );
+    let d = &mut dirs[1];
+    match download {
+        Some(Ok((rx, ifb, idx, split))) => {
+            d.split = split;
+            match (d.rx.as_mut(), d.engine.as_mut()) {
+                (Some((r, i)), Some(e)) => {
+                    r.reload(rx, now);
+                    e.reload(ifb, now);
+                    *i = idx;
+                }
+                // Unshaped until now: nothing is queued, the engines start afresh.
+                _ => {
+                    d.rx = Some((Engine::new(rx, now), idx));
+                    d.engine = Some(Engine::new(ifb, now));
+                }
+            }
+            msg += &format!("download reloaded: {}\n", d.summary());
+        }
+        Some(Err(fifo)) => {
+            d.rx = None;
+            d.split = false;
+            if let Some(e) = d.engine.as_mut() {
+                e.reload(fifo, now);
+            }
+            msg += "download: no longer shaped (its backlog drains first)\n";
+        }
+        None => {}
+    }
+    Ok(msg)
 }
 
 /// Stop on SIGINT and SIGTERM (the loop then returns its final counters).

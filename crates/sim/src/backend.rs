@@ -63,9 +63,13 @@ pub(crate) fn link_queue_factory(spec: &str, link: &str, seed: u64) -> Result<Qu
         .map_err(|e| e.to_string())?
         .state;
     let seed = seed ^ link.bytes().fold(0u64, |h, b| h.rotate_left(5) ^ b as u64);
-    let build = move || sluice_config::build::build_device_seeded(&state, dev, seed).map(|b| b.root);
+    // The classifier goes with the root: it holds the outbox of netem's duplicates.
+    let build = move || {
+        sluice_config::build::build_device_seeded(&state, dev, seed)
+            .map(|b| Program::from_parts(b.root, b.classifier))
+    };
     build().map_err(|e| e.to_string())?;
-    Ok(crate::model::queue(move || build().expect("built once already")))
+    Ok(Box::new(move || build().expect("built once already")))
 }
 
 pub(crate) fn shared_queue(spec: &str) -> Result<SharedFactory, String> {

@@ -15,6 +15,7 @@ pub const BUILTIN: &[(&str, &str, &str)] = &[
     ("wan-netem", "-", include_str!("../../../scenarios/wan-netem.toml")),
     ("mininet-red", "-", include_str!("../../../scenarios/mininet-red.toml")),
     ("home-both-ways", "-", include_str!("../../../scenarios/home-both-ways.toml")),
+    ("hfsc-voice", "001", include_str!("../../../scenarios/hfsc-voice.toml")),
     ("htb-textbook", "-", include_str!("../../../scenarios/htb-textbook.toml")),
 ];
 

@@ -16,7 +16,7 @@ use crate::tcp::{AckMsg, Tcp};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use sluice_core::{FlowKeys, Handle, Packet, Rate, Span, Time, WireSpec};
-use sluice_engine::{Engine, Received};
+use sluice_engine::{CopyTo, Engine, Received, Verdict};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -47,13 +47,20 @@ struct Slot {
     route: u8,
     /// An ACK's SACK block, as offsets from its cumulative ACK (`seq`).
     sack: (u32, u32),
+    /// A copy (netem duplicate, mirred mirror): not sent by its flow, so its loss is not the
+    /// flow's.
+    copy: bool,
 }
+
+/// How many times a packet may be received again through `mirred ingress` (the kernel's
+/// `MIRRED_NEST_LIMIT`) before it is dropped.
+const MIRRED_NEST_LIMIT: u32 = 4;
 
 struct Hop {
     e: Engine,
-    /// Ingress shaping: the receiving device's engine (its ingress filters run first) and the
-    /// index of this hop's device among its redirect targets.
-    rx: Option<(Engine, u16)>,
+    /// Ingress shaping: the receiving device's engine (its ingress filters run first), the
+    /// index of this hop's device (an IFB) among its redirect targets and its own index.
+    rx: Option<(Engine, u16, u16)>,
     rate: Option<Rate>,
     delay: Span,
     overhead: u64,
@@ -138,7 +145,7 @@ impl Sim {
             for (pos, l) in links.iter().enumerate() {
                 hops.push(Hop {
                     e: Engine::new((l.queue)(), Time::ZERO),
-                    rx: l.receive.as_ref().map(|(f, dev)| (Engine::new(f(), Time::ZERO), *dev)),
+                    rx: l.receive.as_ref().map(|(f, ifb, own)| (Engine::new(f(), Time::ZERO), *ifb, *own)),
                     rate: l.rate.filter(|r| !r.is_zero()),
                     delay: l.delay,
                     overhead: l.overhead as u64,
@@ -380,6 +387,7 @@ impl Sim {
             dsack: false,
             route,
             sack: (0, 0),
+            copy: false,
         };
         if matches!(kind, Kind::Data | Kind::EchoReq) {
             self.rec.on_sent(flow as u32, self.now);
@@ -402,46 +410,101 @@ impl Sim {
     /// Slot `slot` reaches position `pos` of its route (enqueue there, or deliver at the end).
     fn arrive(&mut self, slot: u32, pos: usize) {
         let s = self.slots[slot as usize];
-        match self.hop_index(s.route, pos) {
-            Some(h) => {
-                let (keys, frame) = match s.route {
-                    0 => {
-                        let f = &self.flows[s.flow as usize];
-                        (&f.keys, &f.frame[..])
-                    }
-                    _ => (&self.no_keys, &[][..]),
-                };
-                let t0 = self.profile_start(h);
-                let mut pkt = s.pkt;
-                if let Some((rx, ifb)) = self.hops[h].rx.as_mut() {
-                    match rx.receive(pkt, keys, frame, self.now) {
-                        // Not redirected: delivered without this hop's queue.
-                        Received::Pass(_) => {
-                            self.profile_end(t0);
-                            return self.arrive(slot, pos + 1);
-                        }
-                        Received::Taken(_) => {}
-                    }
-                    let ifb = *ifb;
-                    let to_here = match rx.take_redirected() {
-                        Some(r) if r.target.dev == ifb && !r.target.ingress => Some(r.pkt),
-                        _ => None,
-                    };
-                    // Dropped by an ingress filter, or redirected off the simulated path.
-                    let Some(p) = to_here else {
-                        while rx.take_dropped().is_some() {}
-                        self.profile_end(t0);
-                        self.drop_slot(slot);
-                        return;
-                    };
-                    pkt = p;
+        let Some(h) = self.hop_index(s.route, pos) else { return self.deliver(slot) };
+        let t0 = self.profile_start(h);
+        let pkt = s.pkt;
+        if let Some((_, _, own)) = self.hops[h].rx {
+            self.receive_at(h, slot, pkt, own, 0);
+        } else {
+            self.enqueue_at(h, slot, pkt);
+        }
+        self.profile_end(t0);
+        self.kick(h);
+    }
+
+    /// Hop `h`'s queue takes the packet of `slot`; copies and redirects are routed, drops freed.
+    fn enqueue_at(&mut self, h: usize, slot: u32, pkt: Packet) {
+        let (keys, frame) = view(&self.flows, &self.no_keys, &self.slots[slot as usize]);
+        let _ = self.hops[h].e.ingress(pkt, keys, frame, self.now);
+        self.after_egress(h, slot);
+    }
+
+    /// What hop `h`'s egress engine handed back after taking `slot`'s packet: redirects leave
+    /// the simulated path; a netem duplicate gets a slot of its own and goes back to the root; a
+    /// mirror copy leaves the path (no simulated device receives it); drops are freed.
+    #[inline]
+    fn after_egress(&mut self, h: usize, slot: u32) {
+        while let Some(r) = self.hops[h].e.take_redirected() {
+            self.drop_slot(r.pkt.payload as u32);
+        }
+        while let Some(c) = self.hops[h].e.take_copy() {
+            if c.to == CopyTo::Root {
+                let dup = self.copy_slot(slot, c.pkt);
+                let pkt = self.slots[dup as usize].pkt;
+                let (keys, frame) = view(&self.flows, &self.no_keys, &self.slots[slot as usize]);
+                let _ = self.hops[h].e.ingress_copy(pkt, keys, frame, self.now);
+                while let Some(r) = self.hops[h].e.take_redirected() {
+                    self.drop_slot(r.pkt.payload as u32);
                 }
-                let _ = self.hops[h].e.ingress(pkt, keys, frame, self.now);
-                self.profile_end(t0);
-                self.drain_drops(h);
-                self.kick(h);
             }
-            None => self.deliver(slot),
+        }
+        self.drain_drops(h);
+    }
+
+    /// A new slot: a copy of `slot` carrying `pkt` (its own payload handle).
+    fn copy_slot(&mut self, slot: u32, pkt: Packet) -> u32 {
+        let s = Slot { pkt, copy: true, ..self.slots[slot as usize] };
+        let i = self.alloc(s);
+        self.slots[i as usize].pkt.payload = i as u64;
+        i
+    }
+
+    /// The packet of `slot` is received by device `dev` of hop `h`'s ingress-shaping pair (the
+    /// receiving device or the IFB; any other device delivers it): its ingress filters run; what
+    /// they redirect to the IFB's egress is queued on the hop, what passes goes on unqueued.
+    fn receive_at(&mut self, h: usize, slot: u32, pkt: Packet, dev: u16, depth: u32) {
+        let Some((_, ifb, own)) = self.hops[h].rx else { return };
+        let pos = self.hops[h].pos as usize;
+        if depth > MIRRED_NEST_LIMIT {
+            return self.drop_slot(slot);
+        }
+        let (keys, frame) = view(&self.flows, &self.no_keys, &self.slots[slot as usize]);
+        let now = self.now;
+        let hop = &mut self.hops[h];
+        let e = if dev == own {
+            &mut hop.rx.as_mut().expect("checked").0
+        } else if dev == ifb {
+            &mut hop.e
+        } else {
+            // Received on a device the simulation does not model: up the stack it goes.
+            return self.arrive(slot, pos + 1);
+        };
+        let got = e.receive(pkt, keys, frame, now);
+        let redirected = e.take_redirected();
+        while e.take_dropped().is_some() {}
+        // Mirror copies: a copy for the IFB's egress is shaped there; any other leaves the path.
+        let mut to_ifb = Vec::new();
+        while let Some(c) = e.take_copy() {
+            if c.to == CopyTo::Device(sluice_core::filter::MirredTarget { dev: ifb, ingress: false }) {
+                to_ifb.push(c.pkt);
+            }
+        }
+        for p in to_ifb {
+            let copy = self.copy_slot(slot, p);
+            let p = self.slots[copy as usize].pkt;
+            self.enqueue_at(h, copy, p);
+        }
+        match (got, redirected) {
+            // Not redirected: delivered without this hop's queue.
+            (Received::Pass(_), _) => self.arrive(slot, pos + 1),
+            (Received::Taken(Verdict::Redirected), Some(r)) if r.target.ingress => {
+                self.receive_at(h, slot, r.pkt, r.target.dev, depth + 1)
+            }
+            (Received::Taken(Verdict::Redirected), Some(r)) if r.target.dev == ifb => {
+                self.enqueue_at(h, slot, r.pkt)
+            }
+            // Dropped by an ingress filter, or redirected off the simulated path.
+            _ => self.drop_slot(slot),
         }
     }
 
@@ -491,7 +554,7 @@ impl Sim {
 
     fn drop_slot(&mut self, slot: u32) {
         let s = self.slots[slot as usize];
-        if matches!(s.kind, Kind::Data | Kind::EchoReq) {
+        if matches!(s.kind, Kind::Data | Kind::EchoReq) && !s.copy {
             self.rec.on_drop(s.flow, s.class, s.sent, self.now);
         }
         self.free.push(slot);
@@ -877,6 +940,19 @@ impl Sim {
     /// Events still queued (for tests).
     pub fn pending(&self) -> usize {
         self.ev.len()
+    }
+}
+
+/// The filters' view of a slot's packet: its flow's keys and frame on the forward route, nothing
+/// on the reverse one.
+#[inline]
+fn view<'a>(flows: &'a [Flow], no_keys: &'a FlowKeys, s: &Slot) -> (&'a FlowKeys, &'a [u8]) {
+    match s.route {
+        0 => {
+            let f = &flows[s.flow as usize];
+            (&f.keys, &f.frame[..])
+        }
+        _ => (no_keys, &[][..]),
     }
 }
 

@@ -29,10 +29,13 @@ pub struct LinkSpec {
     /// True if this queue is the configured shaper: its dequeues are accounted per class.
     pub is_shaper: bool,
     /// Ingress shaping: packets first cross this device's receive path (its ingress filters);
-    /// those redirected to the egress of the device whose index is the `u16` (this hop's, an IFB)
-    /// are queued here, the others go on past this hop unqueued (delivered) or, redirected
-    /// elsewhere, leave the path (counted as drops).
-    pub receive: Option<(QueueFactory, u16)>,
+    /// those redirected to the egress of the device whose index is the first `u16` (this hop's,
+    /// an IFB) are queued here, those redirected to a device's receive path are received there
+    /// (the IFB's or this device's own ingress filters run again, up to the kernel's nesting
+    /// limit; any other device delivers them), the others go on past this hop unqueued
+    /// (delivered) or, redirected to another device's egress, leave the path (counted as
+    /// drops). The second `u16` is the receiving device's own index.
+    pub receive: Option<(QueueFactory, u16, u16)>,
 }
 
 /// A shaper class whose rate is reported.

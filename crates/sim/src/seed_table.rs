@@ -55,6 +55,13 @@ const ROWS: &[Row] = &[
         cell: htb_scaling,
     },
     Row {
+        scenario: "hfsc-voice",
+        set: &[],
+        label: "`hfsc-voice` (001): a 480 kbit/s real-time class's max latency (10 ms link delay incl.)",
+        seed: "\"better Qdisc algos like H-FSC\": delay decoupled from bandwidth",
+        cell: hfsc_voice,
+    },
+    Row {
         scenario: "benita",
         set: &[],
         label: "`benita` (004) tables 4/5: one class",
@@ -202,6 +209,19 @@ fn htb_scaling(r: &Results) -> Result<String, String> {
         "every backlogged leaf within ±{worst:.4}% of its fair share in all {} cases (n up to {nmax}, k up to {kmax}); per-packet cost against n: BENCHMARKS.md",
         r.cases.len()
     ))
+}
+
+fn hfsc_voice(r: &Results) -> Result<String, String> {
+    let mut parts = Vec::new();
+    for load in ["tcp", "flood"] {
+        let mut cells = Vec::new();
+        for shaper in ["hfsc", "htb", "htb-prio", "htb-burst"] {
+            let c = case(r, &[&format!("load={load}"), &format!("shaper={shaper}")])?;
+            cells.push(format!("{:.1}", flow(c, "call")?.latency_ms.max));
+        }
+        parts.push(format!("{} ms beside {load}", cells.join(" / ")));
+    }
+    Ok(format!("hfsc / htb / htb prio / htb prio+burst: {}", parts.join("; ")))
 }
 
 fn benita_45(r: &Results) -> Result<String, String> {

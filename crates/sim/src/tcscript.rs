@@ -8,9 +8,7 @@
 //! the live shaper would compute.
 
 use crate::model::name_hash;
-use sluice_config::model::{
-    Action, ClassOpts, DevKind, MirredDirection, MirredMode, QdiscOpts, State, H_MIN_INGRESS,
-};
+use sluice_config::model::{Action, ClassOpts, DevKind, MirredDirection, QdiscOpts, State, H_MIN_INGRESS};
 use sluice_config::script::load_tc_script;
 use sluice_core::{FlowKeys, Handle, Rate};
 use sluice_engine::{Program, ProgramOptions};
@@ -24,8 +22,8 @@ pub(crate) struct TcShaper {
     /// The upload device: the first one with a root qdisc that is not an IFB.
     pub dev: String,
     /// Ingress shaping: the device whose ingress filters redirect (the WAN side) and the IFB
-    /// they redirect to, with its index in the state.
-    pub download: Option<(String, String, u16)>,
+    /// they redirect to, with the IFB's and the WAN device's indexes in the state.
+    pub download: Option<(String, String, u16, u16)>,
 }
 
 /// Loads and builds the script once (to report errors); `Err` is a message with line info.
@@ -39,26 +37,24 @@ pub(crate) fn load(file: &str, text: &str) -> Result<TcShaper, String> {
         .or_else(|| state.devices.iter().find(|d| !d.qdiscs.is_empty()))
         .map(|d| d.name.clone())
         .ok_or_else(|| "the tc script adds no qdisc".to_string())?;
-    // The first ingress filter that redirects to a device's egress names the download pair.
+    // The first ingress filter that redirects (or mirrors) to a device's egress names the
+    // download pair.
     let download = state.devices.iter().find_map(|d| {
         let target =
             d.filters.iter().filter(|f| f.parent == H_MIN_INGRESS).flat_map(|f| &f.actions).find_map(
                 |a| match a {
-                    Action::Mirred(m)
-                        if m.mode == MirredMode::Redirect && m.direction == MirredDirection::Egress =>
-                    {
-                        Some(m.dev.clone())
-                    }
+                    Action::Mirred(m) if m.direction == MirredDirection::Egress => Some(m.dev.clone()),
                     _ => None,
                 },
             )?;
         let idx = state.devices.iter().position(|x| x.name == target)?;
-        Some((d.name.clone(), target, u16::try_from(idx).ok()?))
+        let own = state.devices.iter().position(|x| x.name == d.name)?;
+        Some((d.name.clone(), target, u16::try_from(idx).ok()?, u16::try_from(own).ok()?))
     });
     // Built once here so that what the engine cannot run is reported before any case runs.
     let opts = ProgramOptions::default();
     Program::from_model(&state, &dev, &opts).map_err(|e| e.to_string())?;
-    if let Some((wan, ifb, _)) = &download {
+    if let Some((wan, ifb, _, _)) = &download {
         Program::from_model(&state, wan, &opts).map_err(|e| e.to_string())?;
         Program::from_model(&state, ifb, &opts).map_err(|e| e.to_string())?;
     }

@@ -3,20 +3,19 @@
 
 use anyhow::{Context, Result};
 use sluice_config::burst::BurstPolicy;
+use sluice_lab::filters;
 use sluice_lab::kernel::{self, ObjectId, Plan};
 use std::process::ExitCode;
 
 /// Exit status when the kernel was changed but does not hold the whole configuration (objects
-/// refused, filters not programmed, or a read-back mismatch); `--dry-run` uses it when the real
-/// run would end so. Errors before anything is sent exit 1.
+/// refused or a read-back mismatch). Errors before anything is sent exit 1.
 const PARTIAL: u8 = 2;
 
 /// Arguments of `sluice apply`.
 #[derive(clap::Args)]
 #[command(after_help = "Exit status: 0 the kernel holds the whole configuration; 1 nothing was sent \
 (the configuration cannot be encoded, or no such device); 2 the kernel holds only part of it \
-(objects refused, filters not programmed yet, or the read-back differs), and with --dry-run: the \
-real run would end so.")]
+(objects refused, or the read-back differs).")]
 pub struct Args {
     /// Device to configure.
     #[arg(long)]
@@ -52,22 +51,14 @@ pub fn run(args: Args) -> Result<ExitCode> {
         for line in plan.tc_commands() {
             println!("{line}");
         }
-        if filters > 0 {
-            eprintln!(
-                "sluice apply would not program {filters} filter(s) (not supported yet): {} would get the \
-                 qdiscs and classes only, and all its traffic would go to {}",
-                args.dev,
-                plan.unclassified_destination()
-            );
-            return Ok(ExitCode::from(PARTIAL));
-        }
         return Ok(ExitCode::SUCCESS);
     }
     let (dev, config) = (args.dev.clone(), state.clone());
-    let (rep, objs) = sluice_lab::netns::in_netns(args.netns.as_deref(), move || {
+    let (rep, objs, kfilters) = sluice_lab::netns::in_netns(args.netns.as_deref(), move || {
         let rep = kernel::apply(&Plan::new(&config, &dev, policy)?)?;
         let objs = kernel::read_back(&dev)?;
-        Ok((rep, objs))
+        let kfilters = filters::read_filters(&dev)?;
+        Ok((rep, objs, kfilters))
     })?;
     for a in &rep.applied {
         println!("applied  {a}");
@@ -75,20 +66,33 @@ pub fn run(args: Args) -> Result<ExitCode> {
     for n in &rep.notes {
         println!("note     {n}");
     }
+    for w in &rep.warnings {
+        eprintln!("warning  {w}");
+    }
     for r in &rep.refused {
         eprintln!("REFUSED  {r}");
     }
     // Objects already reported as refused are not reported again as missing.
-    let diffs: Vec<_> = plan.compare(&objs).into_iter().filter(|d| !rep.was_refused(d.object)).collect();
+    let mut diffs: Vec<String> = plan
+        .compare(&objs)
+        .into_iter()
+        .filter(|d| !rep.was_refused(d.object))
+        .map(|d| d.to_string())
+        .collect();
+    let accepted: Vec<_> =
+        plan.filter_nodes().filter(|(i, _)| !rep.was_refused(ObjectId::Filter(*i))).map(|(_, f)| f).collect();
+    diffs.extend(filters::compare(&accepted, &kfilters));
     for d in &diffs {
         eprintln!("MISMATCH {d}");
     }
-    let total = plan.qdiscs().count() + plan.classes().count();
+    let total = plan.qdiscs().count() + plan.classes().count() + filters;
     if diffs.is_empty() && rep.applied.len() == total {
-        println!("read back through netlink: the kernel matches the model ({total} qdiscs and classes)");
+        println!(
+            "read back through netlink: the kernel matches the model ({total} qdiscs, classes and filters)"
+        );
     } else if diffs.is_empty() {
         println!(
-            "read back through netlink: the kernel matches the model for the {} qdiscs and classes it accepted (of {total})",
+            "read back through netlink: the kernel matches the model for the {} qdiscs, classes and filters it accepted (of {total})",
             rep.applied.len()
         );
     }
@@ -101,7 +105,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         what.push(format!("{objects_refused} qdisc(s)/class(es) refused"));
     }
     if rep.filters_refused() > 0 {
-        what.push(format!("{} filter(s) not programmed (not supported yet)", rep.filters_refused()));
+        what.push(format!("{} filter(s) refused", rep.filters_refused()));
     }
     if !diffs.is_empty() {
         what.push(format!("{} mismatch(es) in the read-back", diffs.len()));
@@ -109,12 +113,15 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let root = plan.qdiscs().find(|q| q.parent == sluice_lab::netlink::TC_H_ROOT).map(|q| q.handle);
     let now = if root.is_some_and(|h| !rep.was_refused(ObjectId::Qdisc(h))) {
         let mut s = format!(
-            "{} now holds {} of the configuration's {total} qdiscs and classes",
+            "{} now holds {} of the configuration's {total} qdiscs, classes and filters",
             args.dev,
             rep.applied.len()
         );
         if rep.filters_refused() > 0 {
-            s += &format!(" and no filters: all its traffic goes to {}", plan.unclassified_destination());
+            s += &format!(
+                "; what the refused filters would classify goes to {}",
+                plan.unclassified_destination()
+            );
         }
         s
     } else {

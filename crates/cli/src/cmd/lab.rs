@@ -22,7 +22,7 @@ enum Action {
         /// Emulate a slower access link ("modem") with kernel tbf before the server, e.g. 20mbit.
         #[arg(long)]
         modem: Option<String>,
-        /// Keep TSO/GSO/GRO and checksum offloads (kernel-only runs; Sluice needs them off).
+        /// Keep TSO/GSO/GRO and checksum offloads on (both backends handle them).
         #[arg(long)]
         offloads: bool,
     },

@@ -30,7 +30,7 @@ pub struct Args {
     #[arg(long)]
     out: Option<PathBuf>,
     /// key=value settings: targets=100mbit,1gbit  duration=3  warmup=1  flows=1  rate=50mbit
-    /// leaf=fq_codel|pfifo  shape_pct=90  kernel_burst=tc|sluice; tcp: flows=1 cc=cubic|reno|bbr limit=1000 leaf=pfifo|fq_codel|netem delay=10ms.
+    /// leaf=fq_codel|pfifo  shape_pct=90  kernel_burst=tc|sluice  spin=1 (live shaper never sleeps); tcp: flows=1 cc=cubic|reno|bbr limit=1000 leaf=pfifo|fq_codel|netem delay=10ms.
     #[arg(long = "set")]
     set: Vec<String>,
     /// No progress output.
@@ -43,7 +43,10 @@ pub struct Args {
 
 /// The live shaper as a measurement backend: a thread in the shaper namespace, counters over its
 /// control socket.
-pub(crate) struct LiveShaper;
+pub(crate) struct LiveShaper {
+    /// Poll the rings without sleeping (`--set spin=1`).
+    pub spin: bool,
+}
 
 struct LiveRunning {
     stop: Arc<AtomicBool>,
@@ -108,7 +111,7 @@ impl Shaper for LiveShaper {
             load_config: Box::new(|_| Err("reload is not used by measure".into())),
             verbose: false,
             netns: Some(lab.shaper_ns()),
-            pacing: Default::default(),
+            pacing: sluice_live::pacing::Pacing { spin: self.spin, ..Default::default() },
         };
         let handle = std::thread::spawn(move || shaper::run(opts));
         let t0 = Instant::now();
@@ -133,7 +136,7 @@ impl Shaper for LiveShaper {
 /// Runs `sluice measure`.
 pub fn run(args: Args) -> Result<ExitCode> {
     let lab = Lab::new(&args.tag)?;
-    let live = LiveShaper;
+    let live = LiveShaper { spin: args.set.iter().any(|kv| kv == "spin=1") };
     let backend = match args.backend.as_str() {
         "sluice" => Backend::Sluice(&live),
         "kernel" => Backend::Kernel,

@@ -91,11 +91,20 @@ pub struct ShimArgs {
 
 /// One wrapped call: tc and `ip link` on the state file, sudo by name, anything else a stand-in.
 pub fn shim(a: ShimArgs) -> Result<ExitCode> {
+    // `ip link`, `ip -n NETNS ...` and `ip netns` (its `exec` only for tc and ip) are Sluice's.
+    let words: Vec<&str> = a.args.iter().map(String::as_str).collect();
+    let first = words.iter().position(|w| !w.starts_with('-'));
+    let is = |w: Option<&&str>, long: &str| w.is_some_and(|w| !w.is_empty() && long.starts_with(*w));
     let is_ip_link = a.tool == "ip"
-        && a.args
-            .iter()
-            .find(|w| !w.starts_with('-'))
-            .is_some_and(|w| !w.is_empty() && "link".starts_with(w.as_str()));
+        && (matches!(words.first(), Some(&"-n") | Some(&"-netns"))
+            || first.is_some_and(|k| {
+                is(words.get(k), "link")
+                    || (is(words.get(k), "netns")
+                        && (!is(words.get(k + 1), "exec")
+                            || words
+                                .get(k + 3)
+                                .is_some_and(|p| matches!(p.rsplit('/').next(), Some("tc" | "ip")))))
+            }));
     match a.tool.as_str() {
         "sudo" => {
             let mut i = 0;

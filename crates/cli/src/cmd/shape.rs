@@ -50,6 +50,9 @@ pub struct Args {
     /// Spin instead of sleeping for deadlines under 50 us (less jitter, one core busy).
     #[arg(long)]
     busy_poll: bool,
+    /// Never sleep: poll the rings continuously (lowest latency on a quiet path; one core at 100%).
+    #[arg(long)]
+    spin: bool,
 }
 
 /// Reads a configuration for device `dev` (`$DEV`), printing a diagnostic on error.
@@ -94,6 +97,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         pacing: sluice_live::pacing::Pacing {
             catch_up: sluice_core::Span::from_nanos((args.catch_up.clamp(0.0, 1000.0) * 1e6) as u64),
             busy_poll: args.busy_poll,
+            spin: args.spin,
             ..Default::default()
         },
     };

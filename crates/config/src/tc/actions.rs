@@ -772,7 +772,7 @@ pub fn binds(state: &State, kind: &str, index: u32) -> u32 {
         .count() as u32
 }
 
-fn position(actions: &[ActionEntry], kind: &str, index: u32) -> Option<usize> {
+pub(crate) fn position(actions: &[ActionEntry], kind: &str, index: u32) -> Option<usize> {
     actions.iter().position(|e| e.action.kind() == kind && e.action.index() == index)
 }
 
@@ -792,7 +792,7 @@ fn free_index(actions: &[ActionEntry], kind: &str) -> Option<u32> {
     Some(want)
 }
 
-fn now_ms() -> u64 {
+pub(crate) fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
@@ -1039,6 +1039,8 @@ pub fn execute(
                 state
                     .actions
                     .retain(|e| !gone.iter().any(|(k, i)| e.action.kind() == k && e.action.index() == *i));
+            } else if opts.json {
+                out = super::json::actions_dump(state, &found, 0, 1, Dump::Get, opts);
             } else {
                 out.push_str("total acts 0\n");
                 for (n, &p) in found.iter().enumerate() {
@@ -1082,6 +1084,8 @@ pub fn execute(
                     gone.push(i);
                 }
                 state.actions.retain(|e| e.action.kind() != kind);
+            } else if opts.json {
+                out = super::json::actions_dump(state, &of_kind, of_kind.len(), 0, Dump::List, opts);
             } else if !of_kind.is_empty() {
                 let now = now_ms();
                 let _ = writeln!(out, "total acts {}", of_kind.len());

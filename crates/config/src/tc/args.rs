@@ -228,7 +228,7 @@ pub fn get_qdisc_handle(s: &str) -> Option<Handle> {
 }
 
 /// C's `strtoul(s, &end, 16)`: an optional `0x`/`0X` prefix, then hex digits. Returns the value
-/// (None when no digit was read, or on overflow) and the rest of the string.
+/// (None when no digit was read; `u64::MAX` on overflow, as C saturates) and the rest.
 fn strtoul16(s: &str) -> (Option<u64>, &str) {
     let body = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
         Some(b) if b.starts_with(|c: char| c.is_ascii_hexdigit()) => b,
@@ -238,7 +238,8 @@ fn strtoul16(s: &str) -> (Option<u64>, &str) {
     if end == 0 {
         return (None, s);
     }
-    (u64::from_str_radix(&body[..end], 16).ok(), &body[end..])
+    // C's strtoul saturates at ULONG_MAX.
+    (Some(u64::from_str_radix(&body[..end], 16).unwrap_or(u64::MAX)), &body[end..])
 }
 
 /// `get_tc_classid`: `root`, `none`, `X:Y`, `X:`, `:Y`, or a bare hex number (a whole 32-bit
@@ -278,7 +279,8 @@ pub fn get_classid(s: &str, max_minor: u32) -> Option<Handle> {
         }
         Some(Handle::new(maj as u16, min as u32))
     } else if rest.is_empty() {
-        u32::try_from(maj).ok().map(Handle::from_tc)
+        // A bare number is a whole handle, cut to 32 bits as tc's `__u32 *h = maj` does.
+        Some(Handle::from_tc(maj as u32))
     } else {
         None
     }
@@ -695,6 +697,7 @@ fn parse_qdisc_opts(kind: &str, cur: &mut Cur) -> Result<Option<QdiscOpts>, TcEr
         "fq_codel" => QdiscOpts::FqCodel(parse_fq_codel(cur)?),
         "netem" => QdiscOpts::Netem(Box::new(super::netem::parse(cur)?)),
         "cake" => QdiscOpts::Cake(super::cake::parse(cur)?),
+        "hfsc" => QdiscOpts::Hfsc(super::hfsc::parse_qdisc(cur)?),
         "ets" => QdiscOpts::Ets(super::ets::parse(cur)?),
         _ => return Ok(None),
     }))
@@ -1142,6 +1145,7 @@ fn parse_class(verb: Verb, cur: &mut Cur) -> Result<ClassCmd, TcError> {
     if let Some((k, ki)) = c.kind.clone() {
         c.opts = Some(match k.as_str() {
             "htb" => ClassOpts::Htb(parse_htb_class(cur)?),
+            "hfsc" => ClassOpts::Hfsc(super::hfsc::parse_class(cur)?),
             "drr" => {
                 let mut quantum = None;
                 while let Some((at, w)) = cur.next_word() {

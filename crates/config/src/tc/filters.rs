@@ -562,29 +562,18 @@ pub(crate) fn parse_flow(cur: &mut Cur, handle: Option<(usize, &str)>) -> Result
     Ok(FilterSpec { opts: FilterOpts::Flow(o), handle: h, u32_htid: None, actions, given })
 }
 
-/// An ematch tree: one quoted argument, or words up to the next filter keyword. Normalised to the
-/// kernel's printed form (`layer link` is printed as `layer 0`).
+/// An ematch tree (see [`super::ematch`]), kept as its canonical text. The cursor is left
+/// where iproute2 leaves it: on the word after the tree, or on the tree's last word when it ran
+/// to the end of the command.
 fn parse_ematch(cur: &mut Cur) -> Result<String, TcError> {
-    let mut words = Vec::new();
-    while let Some(w) = cur.peek() {
-        if !words.is_empty() && ["action", "police", "classid", "flowid", "baseclass", "divisor"].contains(&w)
-        {
-            break;
-        }
-        words.push(w.to_string());
-        cur.pos += 1;
-        if words.len() == 1 && w.contains('(') && w.ends_with(')') {
-            break;
-        }
-    }
+    let start = cur.pos;
+    let words = &cur.argv[start..];
     if words.is_empty() {
-        return Err(TcError::usage("Illegal \"ematch\"", Some(cur.pos)));
+        return Err(TcError::fatal("Command line is not complete. Try option \"help\"", Some(start)));
     }
-    let text = words.join(" ");
-    Ok(text
-        .replace("layer link", "layer 0")
-        .replace("layer network", "layer 1")
-        .replace("layer transport", "layer 2"))
+    let (tree, used) = super::ematch::parse_words(words, start)?;
+    cur.pos = start + used;
+    Ok(super::ematch::canonical(&tree))
 }
 
 pub(crate) fn parse_fw(cur: &mut Cur, handle: Option<(usize, &str)>) -> Result<FilterSpec, TcError> {

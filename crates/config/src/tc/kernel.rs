@@ -35,6 +35,8 @@ pub fn class_exists(dev: &Device, q: &QdiscNode, classid: Handle) -> bool {
         QdiscOpts::Tbf(_) | QdiscOpts::Red(_) | QdiscOpts::Netem(_) => true,
         QdiscOpts::Mq(_) => minor >= 1 && minor <= dev.num_tx_queues,
         QdiscOpts::Htb(_) | QdiscOpts::Drr => dev.class(classid).is_some(),
+        // The root class is the qdisc's own handle.
+        QdiscOpts::Hfsc(_) => minor == 0 || dev.class(classid).is_some(),
         QdiscOpts::Ets(e) => super::ets::has_class(e, minor),
         _ => false,
     }
@@ -49,6 +51,7 @@ fn has_class_ops(q: &QdiscNode) -> bool {
             | QdiscOpts::Red(_)
             | QdiscOpts::Htb(_)
             | QdiscOpts::Drr
+            | QdiscOpts::Hfsc(_)
             | QdiscOpts::Sfq(_)
             | QdiscOpts::FqCodel(_)
             | QdiscOpts::Cake(_)
@@ -299,6 +302,14 @@ fn qdisc_modify_dev(dev: &mut Device, c: &QdiscCmd) -> Result<Vec<String>, TcErr
             .collect();
         for h in gone {
             remove_qdisc_tree(dev, h);
+        }
+    }
+    // tbf_change: fifo_set_limit gives a fifo child the new limit (bytes, whatever the fifo).
+    if let QdiscOpts::Tbf(t) = &merged {
+        for q in dev.qdiscs.iter_mut().filter(|q| q.parent != H_ROOT && q.parent.qdisc() == qh) {
+            if let QdiscOpts::Pfifo(f) | QdiscOpts::Bfifo(f) | QdiscOpts::PfifoHeadDrop(f) = &mut q.opts {
+                f.limit = Some(t.limit);
+            }
         }
     }
     if let Some(q) = dev.qdiscs.iter_mut().find(|q| q.handle == qh) {
@@ -616,6 +627,10 @@ pub fn class_modify(state: &mut State, c: &ClassCmd) -> Result<Vec<String>, TcEr
             check_new_classid(clid)?;
             dev.classes.push(ClassNode { classid: clid, parent: q.handle, opts, stats: Default::default() });
         }
+        (QdiscOpts::Hfsc(_), ClassOpts::Hfsc(o)) => {
+            let parent = if portid.is_unspec() { Handle::UNSPEC } else { parent };
+            return super::hfsc::class_modify(dev, &q, clid, parent, exists, o);
+        }
         (QdiscOpts::Ets(_), ClassOpts::Ets { quantum }) => {
             if !exists {
                 return Err(TcError::kernel("Fine-grained class addition and removal is not supported"));
@@ -664,6 +679,8 @@ fn class_delete(dev: &mut Device, q: &QdiscNode, clid: Handle) -> Result<(), TcE
     let kind_msg = match q.opts {
         QdiscOpts::Htb(_) => "HTB class in use",
         QdiscOpts::Drr => "DRR class is in use",
+        QdiscOpts::Hfsc(_) if clid == q.handle => return Err(TcError::kernel("HFSC class in use")),
+        QdiscOpts::Hfsc(_) => "HFSC class in use",
         _ => return Err(TcError::errno("Operation not supported")),
     };
     let has_children = dev.child_classes(clid).next().is_some();
@@ -704,6 +721,7 @@ pub fn resolve_block(dev: &Device, parent: Option<Handle>) -> Result<Handle, TcE
             _ => Err(TcError::kernel("Specified class doesn't exist")),
         },
         QdiscOpts::Htb(_)
+        | QdiscOpts::Hfsc(_)
         | QdiscOpts::Prio(_)
         | QdiscOpts::Drr
         | QdiscOpts::Sfq(_)
@@ -716,7 +734,7 @@ pub fn resolve_block(dev: &Device, parent: Option<Handle>) -> Result<Handle, TcE
             if !class_exists(dev, q, parent) {
                 return Err(TcError::kernel("Specified class doesn't exist"));
             }
-            if matches!(q.opts, QdiscOpts::Htb(_)) {
+            if matches!(q.opts, QdiscOpts::Htb(_) | QdiscOpts::Hfsc(_)) {
                 Ok(parent)
             } else if matches!(q.opts, QdiscOpts::Drr) {
                 Err(TcError::kernel("DRR classid must be zero"))
@@ -867,6 +885,12 @@ fn filter_modify_inner(
             &names,
         )
         .map(|_| Vec::new());
+    }
+    if let FilterOpts::Fw(o) = &spec.opts {
+        // Nothing after `fw`: iproute2 sends no options, and cls_fw refuses a handle without them.
+        if spec.handle != 0 && o.classid.is_none() && spec.actions.is_empty() {
+            return Err(TcError::errno("Invalid argument"));
+        }
     }
     let handle = spec.handle;
     let existing = dev.filters.iter().position(|f| in_tp(f, prio) && handle != 0 && f.handle == handle);

@@ -7,9 +7,12 @@
 pub mod actions;
 pub mod args;
 pub mod cake;
+pub mod ematch;
 pub mod error;
 pub mod ets;
 pub mod filters;
+pub mod hfsc;
+pub mod json;
 pub mod kernel;
 pub mod mirred;
 pub mod netem;
@@ -41,7 +44,20 @@ impl Outcome {
     }
 }
 
-/// Global options before the object (`-s`, `-d`, `-batch FILE`, `-force`, ...), then the command.
+/// tc's usage text (`tc`, `tc -help`).
+pub const TC_USAGE: &str = "Usage:\ttc [ OPTIONS ] OBJECT { COMMAND | help }
+\ttc [-force] -batch filename
+where  OBJECT := { qdisc | class | filter | chain |
+\t\t    action | monitor | exec }
+       OPTIONS := { -V[ersion] | -s[tatistics] | -d[etails] | -r[aw] |
+\t\t    -o[neline] | -j[son] | -p[retty] | -c[olor]
+\t\t    -b[atch] [filename] | -n[etns] name | -N[umeric] |
+\t\t     -nm | -nam[es] | { -cf | -conf } path
+\t\t     -br[ief] }
+";
+
+/// Global options before the object (`-s`, `-d`, `-j`, `-p`, `-o`, `-g`, `-n NETNS`,
+/// `-batch FILE`, `-force`, ...), then the command.
 pub fn run_tc(state: &mut State, argv: &[String]) -> Outcome {
     run_tc_in(state, argv, Grammar::Tc)
 }
@@ -51,47 +67,96 @@ pub fn run_tc_in(state: &mut State, argv: &[String], grammar: Grammar) -> Outcom
     let mut opts = ShowOpts::default();
     let mut i = 0;
     let mut batch: Option<String> = None;
+    let mut usage_printed = String::new();
     let mut force = false;
-    while i < argv.len() && argv[i].starts_with('-') && argv[i].len() > 1 {
-        let o = argv[i].trim_start_matches('-');
-        match o {
-            _ if args::matches(o, "statistics") => opts.stats = true,
-            _ if args::matches(o, "details") => opts.details = true,
-            "batch" | "b" => {
-                i += 1;
-                match argv.get(i) {
-                    Some(f) => batch = Some(f.clone()),
-                    None => {
-                        return Outcome {
-                            code: 255,
-                            stdout: String::new(),
-                            stderr: "Wrong number of arguments in batch mode\n".into(),
-                        }
+    let mut netns: Option<&str> = None;
+    // tc.c's main: each option is matched as a prefix of its long name, in this order.
+    let is = |a: &str, long: &str| a.len() > 1 && long.starts_with(a);
+    while i < argv.len() && argv[i].starts_with('-') {
+        let a = argv[i].as_str();
+        if is(a, "-stats") || is(a, "-statistics") {
+            opts.stats = true;
+        } else if is(a, "-details") {
+            opts.details = true;
+        } else if is(a, "-raw")
+            || is(a, "-iec")
+            || is(a, "-Numeric")
+            || is(a, "-timestamp")
+            || is(a, "-tshort")
+        {
+        } else if is(a, "-pretty") {
+            opts.pretty = true;
+        } else if is(a, "-graph") {
+            opts.graph = true;
+        } else if is(a, "-Version") {
+            return Outcome {
+                code: 0,
+                stdout: "tc utility, sluice emulation of iproute2-6.x\n".into(),
+                stderr: String::new(),
+            };
+        } else if is(a, "-help") {
+            return Outcome { code: 0, stdout: String::new(), stderr: TC_USAGE.into() };
+        } else if is(a, "-force") {
+            force = true;
+        } else if is(a, "-batch") {
+            i += 1;
+            match argv.get(i) {
+                Some(f) => batch = Some(f.clone()),
+                // tc prints its usage and goes on without a file.
+                None => usage_printed.push_str(TC_USAGE),
+            }
+        } else if is(a, "-netns") {
+            i += 1;
+            match argv.get(i) {
+                Some(n) => netns = Some(n),
+                None => {
+                    return Outcome {
+                        code: 255,
+                        stdout: String::new(),
+                        stderr: "Command line is not complete. Try option \"help\"\n".into(),
                     }
                 }
             }
-            "force" | "f" => force = true,
-            "raw" | "r" | "pretty" | "p" | "iec" | "i" | "n" | "netns" | "color" | "c" | "timestamp"
-            | "t" => {}
-            "V" | "Version" => {
-                return Outcome {
-                    code: 0,
-                    stdout: "tc utility, sluice emulation of iproute2-6.x\n".into(),
-                    stderr: String::new(),
-                }
-            }
-            _ => {
-                return Outcome {
-                    code: 255,
-                    stdout: String::new(),
-                    stderr: format!("Option \"{}\" is unknown, try \"tc -help\".\n", argv[i]),
-                }
-            }
+        } else if is(a, "-names") || is(a, "-nm") {
+        } else if is(a, "-cf") || is(a, "-conf") {
+            i += 1;
+        } else if a == "-color" || a.starts_with("-color=") || (a.len() > 2 && "-color".starts_with(a)) {
+        } else if is(a, "-json") {
+            opts.json = true;
+        } else if is(a, "-oneline") {
+            opts.oneline = true;
+        } else if is(a, "-brief") {
+        } else {
+            return Outcome {
+                code: 255,
+                stdout: String::new(),
+                stderr: format!("Option \"{a}\" is unknown, try \"tc -help\".\n"),
+            };
         }
         i += 1;
     }
+    // `-n NETNS`: the namespace's own devices and actions (`ip netns add` makes one).
+    let state = match netns {
+        None => state,
+        Some(name) => match state.netns.get_mut(name) {
+            Some(ns) => ns,
+            None => {
+                return Outcome {
+                    code: 255,
+                    stdout: String::new(),
+                    stderr: format!("Cannot open network namespace \"{name}\": No such file or directory\n"),
+                }
+            }
+        },
+    };
     if let Some(file) = batch {
-        return run_batch(state, &file, opts, force, grammar);
+        let mut o = run_batch(state, &file, opts, force, grammar);
+        o.stderr.insert_str(0, &usage_printed);
+        return o;
+    }
+    if i >= argv.len() {
+        usage_printed.push_str(TC_USAGE);
+        return Outcome { code: 0, stdout: String::new(), stderr: usage_printed };
     }
     run_one_in(state, &argv[i..], opts, grammar)
 }
@@ -108,7 +173,7 @@ fn run_batch(state: &mut State, file: &str, opts: ShowOpts, force: bool, grammar
                 return Outcome {
                     code: 1,
                     stdout: String::new(),
-                    stderr: format!("Cannot open file \"{file}\" for reading: {e}\n"),
+                    stderr: format!("Cannot open file \"{file}\" for reading: {}\n", strerror(&e)),
                 }
             }
         }
@@ -141,6 +206,64 @@ fn run_batch(state: &mut State, file: &str, opts: ShowOpts, force: bool, grammar
         }
     }
     out
+}
+
+/// `ip netns ...`.
+fn run_ip_netns(state: &mut State, a: &[&str]) -> Outcome {
+    let fail = |code: u8, msg: String| Outcome { code, stdout: String::new(), stderr: format!("{msg}\n") };
+    let verb = a.first().copied().unwrap_or("list");
+    let name = a.get(1).map(|n| n.to_string());
+    let missing = || fail(255, "No netns name specified".into());
+    match verb {
+        v if args::matches(v, "list") || v == "show" => {
+            let stdout = state.netns.keys().map(|n| format!("{n}\n")).collect();
+            Outcome { code: 0, stdout, stderr: String::new() }
+        }
+        v if args::matches(v, "add") => {
+            let Some(n) = name else { return missing() };
+            if state.netns.contains_key(&n) {
+                return fail(1, format!("Cannot create namespace file \"/run/netns/{n}\": File exists"));
+            }
+            state.netns.insert(n, State::default());
+            Outcome::default()
+        }
+        v if args::matches(v, "delete") => {
+            let Some(n) = name else { return missing() };
+            if state.netns.remove(&n).is_none() {
+                return fail(
+                    1,
+                    format!("Cannot remove namespace file \"/run/netns/{n}\": No such file or directory"),
+                );
+            }
+            Outcome::default()
+        }
+        v if args::matches(v, "exec") => {
+            let Some(n) = name else { return missing() };
+            let Some(ns) = state.netns.get_mut(&n) else {
+                return fail(
+                    255,
+                    format!("Cannot open network namespace \"{n}\": No such file or directory"),
+                );
+            };
+            let rest: Vec<String> = a[2..].iter().map(|w| w.to_string()).collect();
+            match rest.first().map(|p| p.rsplit('/').next().unwrap_or(p)) {
+                Some("tc") => run_tc(ns, &rest[1..]),
+                Some("ip") => run_ip(ns, &rest[1..]),
+                Some(p) => fail(1, format!("sluice: ip netns exec runs tc and ip only, not \"{p}\"")),
+                None => fail(255, "No command specified".into()),
+            }
+        }
+        v => fail(255, format!("Command \"{v}\" is unknown, try \"ip netns help\".")),
+    }
+}
+
+/// An I/O error as C's strerror words it (Rust adds ` (os error N)`).
+fn strerror(e: &std::io::Error) -> String {
+    let s = e.to_string();
+    match s.find(" (os error") {
+        Some(k) => s[..k].to_string(),
+        None => s,
+    }
 }
 
 /// Runs one tc command (no global options).
@@ -202,12 +325,23 @@ fn execute_inner(state: &mut State, cmd: &TcCmd, opts: ShowOpts) -> Result<(Stri
     match cmd {
         TcCmd::Qdisc(c) if c.verb == Verb::Show => {
             let only = c.handle.map(Handle::qdisc).or(c.parent);
-            match find_dev(state, &c.dev)? {
-                Some(d) => show::show_qdiscs(&mut out, d, false, opts, only),
-                None => {
-                    for d in &state.devices {
-                        show::show_qdiscs(&mut out, d, true, opts, only);
-                    }
+            let devs: Vec<&Device> = match find_dev(state, &c.dev)? {
+                Some(d) => vec![d],
+                None => state.devices.iter().collect(),
+            };
+            let with_dev = c.dev.is_none();
+            if opts.json {
+                let mut items = Vec::new();
+                for d in devs {
+                    json::qdiscs(&mut items, d, with_dev, opts, only);
+                }
+                out = json::render(&items, opts.pretty);
+            } else {
+                for d in devs {
+                    show::show_qdiscs(&mut out, d, with_dev, opts, only);
+                }
+                if opts.oneline {
+                    out = out.replace('\n', "\\");
                 }
             }
         }
@@ -218,7 +352,15 @@ fn execute_inner(state: &mut State, cmd: &TcCmd, opts: ShowOpts) -> Result<(Stri
         }
         TcCmd::Class(c) if c.verb == Verb::Show => {
             let d = find_dev(state, &c.dev)?.ok_or_else(|| TcError::usage("Must specify device.", None))?;
-            show::show_classes(&mut out, d, opts, c.parent, c.classid);
+            if opts.graph {
+                show::show_class_graph(&mut out, d, opts, c.parent, c.classid);
+            } else {
+                show::show_classes(&mut out, d, opts, c.parent, c.classid);
+                if opts.oneline {
+                    // Only the statistics' own line break is tc's print_nl.
+                    out = out.replace(") \n backlog ", ") \\ backlog ");
+                }
+            }
         }
         TcCmd::Class(c) => {
             let w = kernel::class_modify(state, c)?;
@@ -245,7 +387,18 @@ fn execute_inner(state: &mut State, cmd: &TcCmd, opts: ShowOpts) -> Result<(Stri
                     Some(_) => None,
                     None => Some(d.root().map(|q| q.handle).unwrap_or(Handle::UNSPEC)),
                 };
-                show::show_filters(&mut out, state, d, block, shown, ctx);
+                if opts.json {
+                    let mut items = Vec::new();
+                    json::filters(&mut items, state, d, block, shown, ctx);
+                    out = json::render(&items, opts.pretty);
+                } else {
+                    show::show_filters(&mut out, state, d, block, shown, ctx);
+                }
+            } else if opts.json {
+                out = json::render(&[], opts.pretty);
+            }
+            if opts.oneline {
+                out = out.replace('\n', "\\");
             }
         }
         TcCmd::Filter(c) if c.verb == Verb::Get => {
@@ -268,7 +421,11 @@ fn execute_inner(state: &mut State, cmd: &TcCmd, opts: ShowOpts) -> Result<(Stri
                 .find(|f| f.parent == block && f.prio == c.prio as u16 && f.handle == handle && handle != 0)
                 .ok_or_else(|| TcError::kernel("Specified filter handle not found"))?;
             let parent = c.parent.unwrap_or(block);
-            show::show_one_filter(&mut out, state, f, parent, opts);
+            if opts.json {
+                out = json::render(&[json::one_filter(state, f, parent, opts)], opts.pretty);
+            } else {
+                show::show_one_filter(&mut out, state, f, parent, opts);
+            }
         }
         TcCmd::Filter(c) => {
             let w = kernel::filter_modify(state, c)?;
@@ -290,12 +447,28 @@ fn execute_inner(state: &mut State, cmd: &TcCmd, opts: ShowOpts) -> Result<(Stri
     Ok((out, Vec::new()))
 }
 
-/// `ip link add|del|show` on emulated devices.
+/// `ip link add|del|show` on emulated devices; `ip netns add|del|list|exec` and `ip -n NETNS`
+/// on named namespaces (each a [`State`] of its own).
 pub fn run_ip(state: &mut State, argv: &[String]) -> Outcome {
     let fail = |code: u8, msg: String| Outcome { code, stdout: String::new(), stderr: format!("{msg}\n") };
     let mut a: Vec<&str> = argv.iter().map(|s| s.as_str()).collect();
     while a.first().is_some_and(|w| w.starts_with('-')) {
-        a.remove(0);
+        let o = a.remove(0);
+        if o == "-n" || (o.len() > 2 && "-netns".starts_with(o)) {
+            let Some(name) = a.first().map(|n| n.to_string()) else {
+                return fail(255, "Command line is not complete. Try option \"help\"".into());
+            };
+            let rest: Vec<String> = a[1..].iter().map(|w| w.to_string()).collect();
+            return match state.netns.get_mut(&name) {
+                Some(ns) => run_ip(ns, &rest),
+                None => {
+                    fail(255, format!("Cannot open network namespace \"{name}\": No such file or directory"))
+                }
+            };
+        }
+    }
+    if a.first().is_some_and(|w| args::matches(w, "netns")) {
+        return run_ip_netns(state, &a[1..]);
     }
     if a.first().is_none_or(|w| !args::matches(w, "link")) {
         return fail(255, format!("Object \"{}\" is unknown, try \"ip help\".", a.first().unwrap_or(&"")));

@@ -33,7 +33,7 @@ pub enum Verdict {
 
 /// Where a mirred redirect sends a packet: a device (an index into the device table of whoever
 /// built the filters) and the side of it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct MirredTarget {
     /// The target device's index.
     pub dev: u16,
@@ -96,6 +96,10 @@ pub enum Action {
     Police(Police),
     /// `mirred ... redirect`: the packet goes to another device (verdict `stolen`).
     Redirect(MirredTarget),
+    /// `mirred ... mirror` (or a redirect whose verdict is not `stolen`): a copy goes to the
+    /// device (recorded in the input's [`crate::filter::PacketMeta::mirrors`] for the owner of
+    /// the packet to make), and the original goes on with the verdict.
+    Mirror(MirredTarget, Verdict),
     /// `skbedit`: rewrite the packet's mark and priority, then a verdict.
     Skbedit(Skbedit),
 }
@@ -207,6 +211,7 @@ impl Actions {
             Action::Police(p) => p.config().conform == to || p.config().exceed == to,
             Action::Skbedit(k) => k.verdict == to,
             Action::Redirect(_) => false,
+            Action::Mirror(_, v) => *v == to,
         })
     }
 
@@ -227,6 +232,12 @@ impl Actions {
                 Action::Gact(v) => *v,
                 Action::GactRandom(g) => g.decide(),
                 Action::Redirect(t) => Verdict::Redirect(*t),
+                Action::Mirror(t, v) => {
+                    let mut m = input.meta.get();
+                    m.mirrors.push(*t);
+                    input.meta.set(m);
+                    *v
+                }
                 Action::Police(p) => {
                     let (v, exceeded) = p.police(input.pkt, now);
                     if exceeded {

@@ -37,6 +37,7 @@
 //! its parsed [`FlowKeys`] and the frame's bytes (for u32).
 
 pub mod action;
+pub mod basic;
 pub mod dsfield;
 pub mod flow;
 pub mod fw;
@@ -52,6 +53,7 @@ use std::cell::Cell;
 use std::fmt;
 
 pub use action::{Action, ActionStats, Actions, MirredTarget, Verdict};
+pub use basic::{BasicConfig, BasicTp};
 pub use dsfield::{DsfieldConfig, DsfieldTp};
 pub use flow::{FlowConfig, FlowKey, FlowMode, FlowTp};
 pub use fw::{FwConfig, FwTp};
@@ -85,6 +87,52 @@ pub struct PacketMeta {
     pub mark: u32,
     /// `skb->priority`.
     pub priority: u32,
+    /// Copies mirred actions asked for (the caller makes them).
+    pub mirrors: Mirrors,
+}
+
+/// The devices mirred actions asked a copy of the packet for, in order (at most
+/// [`Mirrors::MAX`]; more are counted in [`Mirrors::lost`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Mirrors {
+    n: u8,
+    /// Copies asked for beyond [`Mirrors::MAX`] (not made).
+    pub lost: u8,
+    to: [MirredTarget; Mirrors::MAX],
+}
+
+impl Mirrors {
+    /// Copies one packet can ask for.
+    pub const MAX: usize = 4;
+
+    /// Records a copy for `t`.
+    pub fn push(&mut self, t: MirredTarget) {
+        match self.to.get_mut(self.n as usize) {
+            Some(slot) => {
+                *slot = t;
+                self.n += 1;
+            }
+            None => self.lost = self.lost.saturating_add(1),
+        }
+    }
+
+    /// Appends `o`'s copies.
+    pub fn extend(&mut self, o: &Mirrors) {
+        for t in o.targets() {
+            self.push(*t);
+        }
+        self.lost = self.lost.saturating_add(o.lost);
+    }
+
+    /// The targets, in order.
+    pub fn targets(&self) -> &[MirredTarget] {
+        &self.to[..self.n as usize]
+    }
+
+    /// Whether no copy was asked for.
+    pub fn is_empty(&self) -> bool {
+        self.n == 0 && self.lost == 0
+    }
 }
 
 impl<'a> ClassifyInput<'a> {
@@ -94,7 +142,11 @@ impl<'a> ClassifyInput<'a> {
             pkt,
             keys,
             frame,
-            meta: Cell::new(PacketMeta { mark: pkt.mark, priority: pkt.priority }),
+            meta: Cell::new(PacketMeta {
+                mark: pkt.mark,
+                priority: pkt.priority,
+                mirrors: Mirrors::default(),
+            }),
         }
     }
 
@@ -228,6 +280,8 @@ pub enum FilterConfig {
     Matchall(MatchallConfig),
     /// dsfield (Sluice's TOS/traffic-class match).
     Dsfield(DsfieldConfig),
+    /// basic (extended matches).
+    Basic(BasicConfig),
 }
 
 impl FilterConfig {
@@ -239,6 +293,7 @@ impl FilterConfig {
             FilterConfig::Fw(_) => "fw",
             FilterConfig::Matchall(_) => "matchall",
             FilterConfig::Dsfield(_) => "dsfield",
+            FilterConfig::Basic(_) => "basic",
         }
     }
 }
@@ -292,6 +347,8 @@ pub enum TpKind {
     Matchall(MatchallTp),
     /// dsfield.
     Dsfield(DsfieldTp),
+    /// basic.
+    Basic(BasicTp),
 }
 
 impl TpKind {
@@ -303,6 +360,7 @@ impl TpKind {
             TpKind::Fw(_) => "fw",
             TpKind::Matchall(_) => "matchall",
             TpKind::Dsfield(_) => "dsfield",
+            TpKind::Basic(_) => "basic",
         }
     }
 }
@@ -416,6 +474,7 @@ impl FilterList {
                     FilterConfig::Fw(_) => TpKind::Fw(FwTp::new(qdisc_major)),
                     FilterConfig::Matchall(_) => TpKind::Matchall(MatchallTp::default()),
                     FilterConfig::Dsfield(_) => TpKind::Dsfield(DsfieldTp::default()),
+                    FilterConfig::Basic(_) => TpKind::Basic(BasicTp::default()),
                 };
                 let pos = self.tps.partition_point(|t| (t.chain, t.pref) < (spec.chain, pref));
                 self.tps.insert(pos, Tp { chain: spec.chain, pref, protocol: spec.protocol, kind });
@@ -434,6 +493,7 @@ impl FilterList {
             (TpKind::Fw(t), FilterConfig::Fw(c)) => t.apply(spec.handle, c, replace, must_exist),
             (TpKind::Matchall(t), FilterConfig::Matchall(c)) => t.apply(spec.handle, c, replace, must_exist),
             (TpKind::Dsfield(t), FilterConfig::Dsfield(c)) => t.apply(spec.handle, c, replace, must_exist),
+            (TpKind::Basic(t), FilterConfig::Basic(c)) => t.apply(spec.handle, c, replace, must_exist),
             _ => unreachable!("kind checked above"),
         };
         match result {
@@ -478,6 +538,7 @@ impl FilterList {
                 }
             }
             TpKind::Dsfield(t) => t.delete(h),
+            TpKind::Basic(t) => t.delete(h),
         }
     }
 
@@ -496,6 +557,7 @@ impl FilterList {
                 TpKind::Fw(f) => f.elems.iter().any(|e| e.classid == Some(class)),
                 TpKind::Matchall(m) => m.elem.as_ref().is_some_and(|e| e.1.classid == Some(class)),
                 TpKind::Dsfield(d) => d.elems.iter().any(|e| e.1.classid == Some(class)),
+                TpKind::Basic(b) => b.elems.iter().any(|e| e.1.classid == Some(class)),
             })
     }
 
@@ -517,6 +579,7 @@ impl FilterList {
                     TpKind::Fw(t) => t.classify(input, now),
                     TpKind::Matchall(t) => t.classify(input, now),
                     TpKind::Dsfield(t) => t.classify(input, now),
+                    TpKind::Basic(t) => t.classify(input, now),
                 };
                 let Some((verdict, classid)) = r else {
                     continue;

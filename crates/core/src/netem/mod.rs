@@ -25,9 +25,14 @@
 //!
 //! Differences: the random source is ChaCha8 seeded from [`NetemConfig::seed`] (the kernel
 //! uses its own PRNG and entropy for the correlation's first value), so a run repeats exactly
-//! under the same seed; a duplicate re-enters this qdisc (the kernel re-enqueues it at the root
-//! of the tree, which is this qdisc when netem is the root), its payload handle marked with
-//! [`DUPLICATE_FLAG`]; corruption flips no bit (the core has no bytes): the packet is counted
+//! under the same seed; a duplicate goes to the [`Duplicates`] outbox given by
+//! [`Netem::set_duplicates`], for the owner of the tree to give it a payload of its own and
+//! enqueue it at the root, as the kernel does (`rootq->enqueue`), right after the original
+//! rather than just before it; a packet whose payload carries [`DUPLICATE_FLAG`] (a duplicate
+//! coming back) is not duplicated again (the kernel turns the duplicating netem's `duplicate`
+//! off while its copy goes through the root). Without an outbox a duplicate re-enters this
+//! qdisc, as the kernel's does when netem is the root, its payload handle marked with
+//! [`DUPLICATE_FLAG`] (the same handle twice: standalone use only). Corruption flips no bit (the core has no bytes): the packet is counted
 //! in [`Netem::corrupted`] and its payload marked with [`CORRUPT_FLAG`] for the owner of the
 //! bytes to act on; GSO packets are not segmented before corruption.
 
@@ -41,6 +46,7 @@ use rand_chacha::rand_core::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
+use std::sync::{Arc, Mutex};
 
 /// The kernel's default `limit` (packets).
 pub const DEFAULT_LIMIT: u32 = 1000;
@@ -50,6 +56,30 @@ pub const DUPLICATE_FLAG: u64 = 1 << 63;
 pub const CORRUPT_FLAG: u64 = 1 << 62;
 /// Packets the time queue reserves room for up front (it grows to `limit` if needed).
 const PREALLOC: usize = 1024;
+
+/// Where the duplicating netems of one tree put their copies (shared by the tree's netems and
+/// the owner of its root, which takes them out after each enqueue). A copy carries its original's
+/// payload handle: the owner gives it one of its own before enqueueing it at the root.
+#[derive(Clone, Debug, Default)]
+pub struct Duplicates(Arc<Mutex<VecDeque<Packet>>>);
+
+impl Duplicates {
+    /// An empty outbox.
+    pub fn new() -> Duplicates {
+        Duplicates::default()
+    }
+
+    fn push(&self, p: Packet) {
+        if let Ok(mut q) = self.0.lock() {
+            q.push_back(p);
+        }
+    }
+
+    /// The oldest copy not yet taken.
+    pub fn pop(&self) -> Option<Packet> {
+        self.0.lock().ok()?.pop_front()
+    }
+}
 
 /// A probability scaled to `u32` as the kernel keeps it: 0 never, `u32::MAX` always.
 pub type Prob = u32;
@@ -292,6 +322,8 @@ pub struct Netem {
     child_drops_gone: u64,
     corrupted: u64,
     dropped: VecDeque<Dropped>,
+    /// Where duplicates go (None: back into this qdisc).
+    outbox: Option<Duplicates>,
 }
 
 impl std::fmt::Debug for Netem {
@@ -339,6 +371,7 @@ impl Netem {
             child_drops_gone: 0,
             corrupted: 0,
             dropped: VecDeque::new(),
+            outbox: None,
             cfg,
         };
         q.init_slot(Time::ZERO);
@@ -392,6 +425,11 @@ impl Netem {
             self.child_drops_gone += o.stats().drops;
         }
         old
+    }
+
+    /// Sends duplicates to `out` (see the module docs) instead of back into this qdisc.
+    pub fn set_duplicates(&mut self, out: Duplicates) {
+        self.outbox = Some(out);
     }
 
     /// The child qdisc, if any.
@@ -531,6 +569,7 @@ impl Netem {
         let mut count = 1;
         if may_duplicate
             && self.cfg.duplicate != 0
+            && pkt.payload & DUPLICATE_FLAG == 0
             && self.cfg.duplicate >= Netem::crandom(&mut self.rng, &mut self.dup_cor)
         {
             count += 1;
@@ -553,14 +592,20 @@ impl Netem {
         }
         if self.qlen_total() >= self.cfg.limit as u64 {
             self.stats.drops += 1;
-            if let Some(mut d) = dup {
-                // The kernel frees the clone without counting it.
-                d.payload |= DUPLICATE_FLAG;
-                self.dropped.push_back(Dropped { pkt: d, reason: DropReason::QueueFull });
+            match dup {
+                // The kernel frees the clone without counting it; an outbox's copy has no
+                // payload of its own yet, so there is nothing to hand back.
+                Some(mut d) if self.outbox.is_none() => {
+                    d.payload |= DUPLICATE_FLAG;
+                    self.dropped.push_back(Dropped { pkt: d, reason: DropReason::QueueFull });
+                }
+                _ => {}
             }
             return Err(Dropped { pkt, reason: DropReason::QueueFull });
         }
-        if let Some(mut d) = dup {
+        if let (Some(d), Some(out)) = (dup, &self.outbox) {
+            out.push(d);
+        } else if let Some(mut d) = dup {
             d.payload |= DUPLICATE_FLAG;
             if let Err(e) = self.enqueue_one(d, now, false) {
                 self.dropped.push_back(e);

@@ -348,3 +348,26 @@ fn reset_returns_everything() {
     assert_eq!((q.stats().qlen, q.stats().backlog_bytes), (0, 0));
     assert_eq!(q.next_event(Time::ZERO), None);
 }
+
+#[test]
+fn with_an_outbox_duplicates_leave_for_the_root_and_come_back_once() {
+    let out = Duplicates::new();
+    let mut q = Netem::new(NetemConfig { duplicate: u32::MAX, ..cfg() }).unwrap();
+    q.set_duplicates(out.clone());
+    q.enqueue(Packet::new(100, 7), Time::ZERO).unwrap();
+    assert_eq!(q.qlen(), 1, "only the original stays here");
+    let copy = out.pop().expect("a copy in the outbox");
+    assert_eq!((copy.payload, copy.len), (7, 100), "the copy carries its original's handle");
+    assert!(out.pop().is_none());
+    // The owner gives the copy a handle of its own, marked: it is not duplicated again.
+    q.enqueue(Packet::new(100, 8 | DUPLICATE_FLAG), Time::ZERO).unwrap();
+    assert!(out.pop().is_none());
+    assert_eq!(q.qlen(), 2);
+    // Over the limit, the copy is freed without a trace (nothing to hand back).
+    let mut small = Netem::new(NetemConfig { duplicate: u32::MAX, limit: 1, ..cfg() }).unwrap();
+    small.set_duplicates(out.clone());
+    small.enqueue(Packet::new(100, 1), Time::ZERO).unwrap();
+    let _ = out.pop();
+    assert!(small.enqueue(Packet::new(100, 2), Time::ZERO).is_err());
+    assert!(out.pop().is_none() && small.take_dropped().is_none());
+}

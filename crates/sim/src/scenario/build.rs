@@ -273,7 +273,7 @@ pub fn build_case(sc: &Scenario, point: &Point) -> Result<CaseSpec, ScenarioErro
                 ("shaper-download", Some(b)) => {
                     // The tc script's download path: the WAN device's ingress filters, then the
                     // IFB they redirect to.
-                    let Some((tc, (wan, ifb, idx))) =
+                    let Some((tc, (wan, ifb, idx, wan_idx))) =
                         b.tc.clone().and_then(|t| t.download.clone().map(|d| (t, d)))
                     else {
                         return Err(ctx.err(
@@ -286,7 +286,7 @@ pub fn build_case(sc: &Scenario, point: &Point) -> Result<CaseSpec, ScenarioErro
                     let rx_tc = tc.clone();
                     let queue: QueueFactory = Box::new(move || tc.program_of(&ifb, seed));
                     let rx: QueueFactory = Box::new(move || rx_tc.program_of(&wan, seed));
-                    (queue, true, Some((rx, idx)))
+                    (queue, true, Some((rx, idx, wan_idx)))
                 }
                 _ => {
                     let fac = backend::link_queue_factory(&qtext, &l.name, seed).map_err(|m| {
@@ -339,7 +339,7 @@ pub fn build_case(sc: &Scenario, point: &Point) -> Result<CaseSpec, ScenarioErro
     };
     if download_used && !shaper_used {
         // The download shaper's classes are the IFB's.
-        if let Some((tc, (_, ifb, _))) =
+        if let Some((tc, (_, ifb, _, _))) =
             built.as_ref().and_then(|b| b.tc.as_ref()).and_then(|t| Some((t, t.download.as_ref()?)))
         {
             classes = tc

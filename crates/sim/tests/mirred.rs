@@ -1,0 +1,116 @@
+//! mirred on the download path of the simulator: a mirror's copy is shaped on the IFB while the
+//! original is delivered; `mirred ingress redirect` receives the packet on the target device
+//! (past the IFB's queue); a redirect into its own ingress loops until the nesting limit drops it.
+
+use sluice_report::{Case, FlowResult, Results};
+use sluice_sim::run::{run, RunOptions};
+use sluice_sim::scenario::Scenario;
+
+/// A 20 Mbit/s line into eth0, whose ingress filters are `ingress`; ifb0 shapes at 2 Mbit/s with
+/// a 100-packet FIFO. Load: 4 Mbit/s of CBR on port 80 and a 200 kbit/s "voip" flow on 5060.
+fn sim(ingress: &str) -> Results {
+    let src = format!(
+        r#"
+name = "mirred-download"
+description = "ingress filters of eth0 and an IFB shaper"
+duration = "10s"
+warmup = "1s"
+seed = 3
+
+[[link]]
+name = "line"
+rate = "20mbit"
+delay = "5ms"
+
+[[link]]
+name = "ifb0"
+rate = "1gbit"
+queue = "shaper-download"
+
+[[reverse]]
+name = "back"
+rate = "20mbit"
+
+[shaper]
+tc = """
+ip link add ifb0 type ifb
+ip link add eth0 type veth peer name lan0
+tc qdisc add dev ifb0 root handle 1: htb default 1
+tc class add dev ifb0 parent 1: classid 1:1 htb rate 2mbit
+tc qdisc add dev ifb0 parent 1:1 handle 10: pfifo limit 100
+tc qdisc add dev eth0 handle ffff: ingress
+{ingress}
+"""
+
+[[flow]]
+name = "bulk"
+host = "A"
+type = "cbr"
+rate = "4mbit"
+size = 1000
+port = 80
+
+[[flow]]
+name = "voip"
+host = "B"
+type = "cbr"
+rate = "200kbit"
+size = 200
+port = 5060
+"#
+    );
+    let sc = Scenario::parse("mirred.toml", &src).unwrap_or_else(|e| panic!("{e}"));
+    run(&sc, &RunOptions { overrides: Vec::new(), seed: None }, &|_| {}).unwrap_or_else(|e| panic!("{e}")).0
+}
+
+fn flow<'a>(c: &'a Case, n: &str) -> &'a FlowResult {
+    c.flows.iter().find(|f| f.name == n).unwrap()
+}
+
+const TO_IFB: &str =
+    "tc filter add dev eth0 parent ffff: prio 20 matchall action mirred egress redirect dev ifb0";
+
+#[test]
+fn a_mirror_delivers_the_original_and_shapes_the_copy() {
+    let r = sim("tc filter add dev eth0 parent ffff: prio 20 matchall action mirred egress mirror dev ifb0");
+    let c = &r.cases[0];
+    let bulk = flow(c, "bulk");
+    // Every original arrives at once; about 2 Mbit/s of copies get through the IFB on top.
+    let extra_bps = bulk.achieved_bps - 4e6;
+    eprintln!(
+        "mirror: bulk sent {} received {}, {:.0} bit/s over the originals",
+        bulk.sent, bulk.received, extra_bps
+    );
+    assert!(bulk.received > bulk.sent, "{} of {}", bulk.received, bulk.sent);
+    assert!((extra_bps - 1.8e6).abs() < 0.3e6, "copies at {extra_bps} bit/s through a 2 Mbit/s IFB");
+    assert_eq!(bulk.loss_pct, 0.0, "a lost copy is not the flow's loss");
+    let ifb = c.qdiscs.iter().find(|q| q.link == "ifb0").unwrap();
+    assert!(ifb.drops > 0, "the IFB overflows with the copies of 4.2 Mbit/s");
+}
+
+#[test]
+fn mirred_ingress_redirect_receives_the_packet_past_the_ifb_queue() {
+    let shaped = sim(TO_IFB);
+    let bypass = sim(&format!(
+        "tc filter add dev eth0 parent ffff: prio 10 protocol ip u32 match ip dport 5060 0xffff \
+         action mirred ingress redirect dev ifb0\n{TO_IFB}"
+    ));
+    let (a, b) = (flow(&shaped.cases[0], "voip"), flow(&bypass.cases[0], "voip"));
+    eprintln!(
+        "voip behind the 2 Mbit/s IFB: p50 {} ms, loss {}%; received on ifb0 directly: p50 {} ms, loss {}%",
+        a.latency_ms.p50, a.loss_pct, b.latency_ms.p50, b.loss_pct
+    );
+    assert!(a.latency_ms.p50 > 100.0 && a.loss_pct > 10.0, "{:?} {}", a.latency_ms, a.loss_pct);
+    assert!(b.latency_ms.p50 < 6.0 && b.loss_pct == 0.0, "{:?} {}", b.latency_ms, b.loss_pct);
+    // The bulk flow still goes through the IFB queue.
+    assert!(flow(&bypass.cases[0], "bulk").loss_pct > 40.0);
+}
+
+#[test]
+fn a_redirect_into_its_own_ingress_is_dropped_at_the_nesting_limit() {
+    let r = sim(&format!(
+        "tc filter add dev eth0 parent ffff: prio 10 protocol ip u32 match ip dport 5060 0xffff \
+         action mirred ingress redirect dev eth0\n{TO_IFB}"
+    ));
+    assert_eq!(flow(&r.cases[0], "voip").loss_pct, 100.0);
+}
