@@ -24,6 +24,7 @@ use sluice_core::filter::BasicConfig;
 use sluice_core::filter::{FilterConfig, FilterList, FilterSpec, MirredTarget, Protocol, Upsert};
 use sluice_core::fq_codel::{FqCodel, FqCodelConfig};
 use sluice_core::htb::{Htb, HtbClassConfig, HtbConfig};
+use sluice_core::htb_fair::{FairClassConfig, HtbFair};
 use sluice_core::prio::{PfifoFast, PfifoFastConfig, Prio, PrioConfig};
 use sluice_core::rate::LinkLayer as CoreLinkLayer;
 use sluice_core::red::Red;
@@ -657,6 +658,9 @@ fn build_htb(
     cls: &mut Classifier,
     seed: u64,
 ) -> Result<Box<dyn Qdisc>, BuildError> {
+    if h.textbook {
+        return build_htb_textbook(dev, q, h, cls, seed);
+    }
     let cfg = HtbConfig {
         r2q: h.r2q,
         default_class: h.default,
@@ -702,6 +706,52 @@ fn build_htb(
     Ok(Box::new(htb))
 }
 
+/// HTB with `textbook` sharing ([`HtbFair`]): the same classes, quanta resolved as the kernel
+/// does (given, or rate / r2q clamped to 1000..200000), the same classifier shape.
+fn build_htb_textbook(
+    dev: &Device,
+    q: &QdiscNode,
+    h: &HtbOpts,
+    cls: &mut Classifier,
+    seed: u64,
+) -> Result<Box<dyn Qdisc>, BuildError> {
+    let direct_qlen = h.direct_qlen.unwrap_or(dev.txqueuelen);
+    let mut htb = HtbFair::new(q.handle, h.default, direct_qlen, dev.txqueuelen);
+    let classes: Vec<&ClassNode> = dev.classes.iter().filter(|c| c.classid.qdisc() == q.handle).collect();
+    for c in &classes {
+        let ClassOpts::Htb(x) = &c.opts else { continue };
+        let quantum =
+            x.quantum.unwrap_or_else(|| ((x.rate / 8) / h.r2q.max(1) as u64).clamp(1000, 200_000) as u32);
+        let cfg =
+            FairClassConfig { rate: x.rate, ceil: x.ceil.max(x.rate), prio: x.prio.min(7) as u8, quantum };
+        htb.add_class(c.classid, c.parent, cfg)?;
+    }
+    let mut shapes = Vec::new();
+    for c in &classes {
+        let leaf = dev.child_classes(c.classid).next().is_none();
+        let child = dev.qdisc_at(c.classid);
+        if let (true, Some(l)) = (leaf, child) {
+            htb.set_leaf_qdisc(c.classid, build_qdisc(dev, l, cls, seed)?)?;
+        }
+        let classful_child = child.filter(|l| l.opts.is_classful()).map(|l| l.handle);
+        shapes.push(ClassShape { classid: c.classid, inner: !leaf, child: classful_child });
+    }
+    let def = Handle::new(q.handle.major(), h.default);
+    let fallback = if h.default != 0 && dev.class(def).is_some() && dev.child_classes(def).next().is_none() {
+        def
+    } else {
+        q.handle
+    };
+    cls.set_shape(QdiscShape {
+        handle: q.handle,
+        kind: ShapeKind::Htb,
+        classes: shapes,
+        fallback: Fallback::Class(fallback),
+    })
+    .map_err(BuildError::Filter)?;
+    Ok(Box::new(htb))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -709,6 +759,27 @@ mod tests {
 
     fn load(s: &str) -> State {
         crate::script::load_tc_script("t", s, &Default::default()).unwrap().state
+    }
+
+    #[test]
+    fn htb_textbook_is_shown_exported_and_built() {
+        let script = "tc qdisc add dev e root handle 1: htb default 10 textbook\n\
+                      tc class add dev e parent 1: classid 1:10 htb rate 1mbit\n";
+        let s = load(script);
+        let shown = crate::tc::show::qdisc_options(&s.devices[0], &s.devices[0].qdiscs[0].opts, false);
+        assert!(shown.ends_with(" direct_qlen 1000 textbook"), "{shown}");
+        assert!(crate::export::qdisc_args(&s.devices[0].qdiscs[0].opts).contains(" textbook"));
+        let mut b = build_device(&s, "e").unwrap();
+        let mut p = Packet::new(1000, 1);
+        p.push_class(Handle::new(1, 10));
+        b.root.enqueue(p, Time::ZERO).unwrap();
+        assert_eq!(b.root.dequeue(Time::ZERO).unwrap().payload, 1);
+        // Paced at the class's 1 Mbit/s: the next packet is due 8 ms later.
+        let mut p = Packet::new(1000, 2);
+        p.push_class(Handle::new(1, 10));
+        b.root.enqueue(p, Time::ZERO).unwrap();
+        assert!(b.root.dequeue(Time::ZERO).is_none());
+        assert_eq!(b.root.next_event(Time::ZERO), Some(Time::ZERO + Span::from_millis(8)));
     }
 
     #[test]

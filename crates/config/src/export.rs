@@ -74,6 +74,9 @@ pub fn qdisc_args(o: &QdiscOpts) -> String {
             if let Some(d) = h.direct_qlen {
                 let _ = write!(s, " direct_qlen {d}");
             }
+            if h.textbook {
+                s.push_str(" textbook");
+            }
             if h.offload {
                 s.push_str(" offload");
             }

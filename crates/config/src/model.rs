@@ -475,11 +475,16 @@ pub struct HtbOpts {
     /// Hardware offload requested.
     #[serde(default, skip_serializing_if = "is_false")]
     pub offload: bool,
+    /// Sluice's `textbook` option: spare bandwidth shared as the HTB user guide describes
+    /// (hierarchical max-min by rate, ceil, prio and quantum, `sluice_core::htb_fair`) instead of
+    /// the kernel's packet-by-packet lending. The kernel has no such mode: `apply` refuses it.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub textbook: bool,
 }
 
 impl Default for HtbOpts {
     fn default() -> Self {
-        HtbOpts { r2q: 10, default: 0, direct_qlen: None, offload: false }
+        HtbOpts { r2q: 10, default: 0, direct_qlen: None, offload: false, textbook: false }
     }
 }
 

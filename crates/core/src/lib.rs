@@ -25,6 +25,7 @@ pub mod fq_codel;
 pub mod handle;
 pub mod hfsc;
 pub mod htb;
+pub mod htb_fair;
 pub mod netem;
 pub mod packet;
 pub mod prio;

@@ -312,6 +312,15 @@ impl<'a> Plan<'a> {
                 // Sent by kind alone (handle ffff:, parent ffff:fff1), as tc sends them.
                 QdiscOpts::Ingress | QdiscOpts::Clsact => {}
                 _ if q.parent == H_INGRESS => unencoded.push(format!("{kind} qdisc on ingress")),
+                QdiscOpts::Htb(h) if h.textbook => {
+                    return Err(LabError::Config(format!(
+                        "{}: {} shares spare bandwidth the textbook way (`textbook`), a Sluice \
+                         option the kernel's HTB does not have (it lends packet by packet); remove \
+                         `textbook` to apply this tree to the kernel, or run it with `sluice shape`",
+                        dev.name,
+                        what()
+                    )))
+                }
                 QdiscOpts::Htb(h) if h.offload => unencoded.push("htb offload".into()),
                 QdiscOpts::Htb(h) if kernel_minor(h.default).is_none() => too_wide.push(format!(
                     "the default class {:#x} of {} (the kernel would send its traffic to the direct queue)",
@@ -1614,6 +1623,16 @@ mod tests {
             .collect();
         assert_eq!(order, ["1:", "1:1", "1:10", "1:20", "10:", "20:", "20:1", "20:2", "202:"]);
         assert_eq!(plan.unclassified_destination(), "class 1:20, the default of htb 1:");
+    }
+
+    #[test]
+    fn htb_textbook_sharing_is_refused_with_the_reason() {
+        let st = state(
+            "tc qdisc add dev $DEV root handle 1: htb default 10 textbook\n\
+             tc class add dev $DEV parent 1: classid 1:10 htb rate 1mbit\n",
+        );
+        let e = Plan::new(&st, "eth0", BurstPolicy::Sluice).unwrap_err().to_string();
+        assert!(e.contains("qdisc htb 1:") && e.contains("`textbook`") && e.contains("kernel's HTB"), "{e}");
     }
 
     #[test]

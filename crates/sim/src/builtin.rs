@@ -16,6 +16,7 @@ pub const BUILTIN: &[(&str, &str, &str)] = &[
     ("mininet-red", "-", include_str!("../../../scenarios/mininet-red.toml")),
     ("home-both-ways", "-", include_str!("../../../scenarios/home-both-ways.toml")),
     ("hfsc-voice", "001", include_str!("../../../scenarios/hfsc-voice.toml")),
+    ("htb-textbook", "-", include_str!("../../../scenarios/htb-textbook.toml")),
 ];
 
 /// `(name, description)` of every built-in scenario.

@@ -777,6 +777,9 @@ fn parse_htb(cur: &mut Cur) -> Result<HtbOpts, TcError> {
             o.direct_qlen = Some(htb_num(cur, "direct_qlen", u32::MAX)?);
         } else if matches(w, "offload") {
             o.offload = true;
+        } else if w == "textbook" {
+            // Sluice's own (a whole word no keyword of q_htb.c starts with).
+            o.textbook = true;
         } else {
             return Err(what_is(w, at, HTB_USAGE));
         }

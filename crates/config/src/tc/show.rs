@@ -126,6 +126,9 @@ pub fn qdisc_options(dev: &Device, q: &QdiscOpts, d: bool) -> String {
             if h.offload {
                 s.push_str(" offload");
             }
+            if h.textbook {
+                s.push_str(" textbook");
+            }
         }
         QdiscOpts::Tbf(t) => tbf_opts(&mut s, t, d),
         QdiscOpts::Netem(n) => s.push_str(&super::netem::print_opts(n)),
