@@ -209,6 +209,15 @@ fn a_real_apply_sends_only_the_difference_and_sets_one_rate() {
         assert_eq!(code, 0);
         assert!(out.contains("0 request(s)"), "{out}");
     }
+    // A warning the kernel gives on a request it accepts reaches the user.
+    let big = dir.file(
+        "w.tc",
+        "tc qdisc add dev $DEV root handle 1: htb r2q 1\n\
+         tc class add dev $DEV parent 1: classid 1:1 htb rate 800mbit\n",
+    );
+    let (code, out, err) = sluice(&["apply", "--dev", "slc-ca", "--netns", &ns, &big]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(err.contains("warning  ") && err.contains("quantum of class 10001 is big"), "{err}");
 }
 
 fn is_root() -> bool {

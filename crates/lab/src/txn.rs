@@ -47,6 +47,8 @@ pub struct Applied {
     pub send: Duration,
     /// One line per request.
     pub lines: Vec<String>,
+    /// Warnings the kernel gave on requests it accepted (e.g. "quantum of class ... is big").
+    pub warnings: Vec<String>,
 }
 
 /// Options of [`apply_plan`].
@@ -105,6 +107,7 @@ pub fn apply_plan(plan: &Plan<'_>, opts: ApplyOptions) -> Result<Applied, LabErr
     out.messages = sent.0;
     out.sendmsgs = sent.1;
     out.lines = msgs.into_iter().map(|(_, _, l)| l).collect();
+    out.warnings = nl.take_warnings();
     if refusals.is_empty() {
         return Ok(out);
     }
@@ -146,6 +149,7 @@ pub fn apply_between(old: &Plan<'_>, new: &Plan<'_>) -> Result<Applied, LabError
     out.send = t.elapsed();
     (out.messages, out.sendmsgs) = sent;
     out.lines = msgs.into_iter().map(|(_, _, l)| l).collect();
+    out.warnings = nl.take_warnings();
     if refusals.is_empty() {
         return Ok(out);
     }

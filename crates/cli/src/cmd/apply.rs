@@ -122,6 +122,9 @@ pub fn run(args: Args) -> Result<ExitCode> {
     if applied.lines.len() > LISTED {
         println!("sent     ... and {} more", applied.lines.len() - LISTED);
     }
+    for w in &applied.warnings {
+        eprintln!("warning  {w}");
+    }
     println!(
         "{} request(s) in {} sendmsg(s): {} added, {} changed in place, {} deleted, {} re-created \
          (read {:.1} ms, probe {:.1} ms, plan {:.1} ms, send {:.1} ms)",
