@@ -554,6 +554,12 @@ fn delete_order(set: &HashSet<Key>, have: &[RawObj]) -> Vec<RawObj> {
     out
 }
 
+/// Whether the kernel's qdisc of this kind has a `change` operation (`Qdisc_ops.change`):
+/// sch_htb, sch_drr, sch_mq, sch_ingress (ingress and clsact) have none.
+fn changeable_in_place(kind: &str) -> bool {
+    !matches!(kind, "htb" | "drr" | "mq" | "ingress" | "clsact")
+}
+
 /// The requests that turn `have` (a dump) into `want`. Kernel objects on the ingress side are
 /// left alone unless `want` has an ingress qdisc.
 pub fn diff<'a>(want: Vec<Want<'a>>, have: &[RawObj]) -> Diff<'a> {
@@ -572,6 +578,11 @@ pub fn diff<'a>(want: Vec<Want<'a>>, have: &[RawObj]) -> Diff<'a> {
     for w in &want {
         match by_key.get(&w.key()) {
             Some(h) if h.kind != w.kind || h.parent != w.parent => {
+                redo.insert(h.key());
+            }
+            // Kinds the kernel cannot change in place ("Change operation not supported by
+            // specified qdisc"): other options mean a new qdisc.
+            Some(h) if w.is_qdisc && !changeable_in_place(&w.kind) && !holds(w, h) => {
                 redo.insert(h.key());
             }
             Some(_) => {}
@@ -702,5 +713,22 @@ mod tests {
         let plan3 = Plan::new(&s3, "eth0", BurstPolicy::Sluice).unwrap();
         let d = diff(wants_of_plan(&plan3), &have);
         assert_eq!((d.recreated.len(), d.adds.len(), d.deletes.len()), (1, 5, 0), "{}", d.summary());
+    }
+
+    #[test]
+    fn htb_options_are_not_changed_in_place_the_kernel_cannot() {
+        let s = script_state(TREE, &[("DEV", "eth0")]).unwrap();
+        let plan = Plan::new(&s, "eth0", BurstPolicy::Sluice).unwrap();
+        let have = as_dump(&wants_of_plan(&plan));
+        // The kernel's HTB has no qdisc `change`: another `default` re-creates the tree.
+        let s2 = script_state(&TREE.replace("htb default 20", "htb default 10"), &[("DEV", "eth0")]).unwrap();
+        let plan2 = Plan::new(&s2, "eth0", BurstPolicy::Sluice).unwrap();
+        let d = diff(wants_of_plan(&plan2), &have);
+        assert_eq!((d.recreated.len(), d.adds.len(), d.changes.len()), (1, 5, 0), "{}", d.summary());
+        // A pfifo leaf's limit is changed in place.
+        let s3 = script_state(&TREE.replace("limit 50", "limit 60"), &[("DEV", "eth0")]).unwrap();
+        let plan3 = Plan::new(&s3, "eth0", BurstPolicy::Sluice).unwrap();
+        let d = diff(wants_of_plan(&plan3), &have);
+        assert_eq!((d.recreated.len(), d.changes.len()), (0, 1), "{}", d.summary());
     }
 }
