@@ -667,7 +667,6 @@ fn build_htb(
         direct_qlen: h.direct_qlen.unwrap_or(dev.txqueuelen),
     };
     let mut htb = Htb::new(q.handle, cfg)?;
-    let mut shapes = Vec::new();
     let classes: Vec<&ClassNode> = dev.classes.iter().filter(|c| c.classid.qdisc() == q.handle).collect();
     for c in &classes {
         let ClassOpts::Htb(x) = &c.opts else { continue };
@@ -681,28 +680,10 @@ fn build_htb(
         cc.wire = wire(x.overhead, x.mpu, x.linklayer);
         htb.add_class(c.classid, c.parent, cc, Time::ZERO)?;
     }
-    for c in &classes {
-        let leaf = dev.child_classes(c.classid).next().is_none();
-        let child = dev.qdisc_at(c.classid);
-        if let (true, Some(l)) = (leaf, child) {
-            htb.set_leaf_qdisc(c.classid, build_qdisc(dev, l, cls, seed)?)?;
-        }
-        let classful_child = child.filter(|l| l.opts.is_classful()).map(|l| l.handle);
-        shapes.push(ClassShape { classid: c.classid, inner: !leaf, child: classful_child });
-    }
-    let def = Handle::new(q.handle.major(), h.default);
-    let fallback = if h.default != 0 && dev.class(def).is_some() && dev.child_classes(def).next().is_none() {
-        def
-    } else {
-        q.handle
-    };
-    cls.set_shape(QdiscShape {
-        handle: q.handle,
-        kind: ShapeKind::Htb,
-        classes: shapes,
-        fallback: Fallback::Class(fallback),
-    })
-    .map_err(BuildError::Filter)?;
+    htb_leaves_and_shape(dev, q, h.default, &classes, cls, seed, |id, leaf| {
+        htb.set_leaf_qdisc(id, leaf)?;
+        Ok(())
+    })?;
     Ok(Box::new(htb))
 }
 
@@ -726,18 +707,36 @@ fn build_htb_textbook(
             FairClassConfig { rate: x.rate, ceil: x.ceil.max(x.rate), prio: x.prio.min(7) as u8, quantum };
         htb.add_class(c.classid, c.parent, cfg)?;
     }
+    htb_leaves_and_shape(dev, q, h.default, &classes, cls, seed, |id, leaf| {
+        htb.set_leaf_qdisc(id, leaf)?;
+        Ok(())
+    })?;
+    Ok(Box::new(htb))
+}
+
+/// The leaves' qdiscs (handed to `set_leaf`) and the classifier's shape of an HTB tree: its
+/// classes, and the `default` class as the fallback when it is a leaf.
+fn htb_leaves_and_shape(
+    dev: &Device,
+    q: &QdiscNode,
+    default: u32,
+    classes: &[&ClassNode],
+    cls: &mut Classifier,
+    seed: u64,
+    mut set_leaf: impl FnMut(Handle, Box<dyn Qdisc>) -> Result<(), BuildError>,
+) -> Result<(), BuildError> {
     let mut shapes = Vec::new();
-    for c in &classes {
+    for c in classes {
         let leaf = dev.child_classes(c.classid).next().is_none();
         let child = dev.qdisc_at(c.classid);
         if let (true, Some(l)) = (leaf, child) {
-            htb.set_leaf_qdisc(c.classid, build_qdisc(dev, l, cls, seed)?)?;
+            set_leaf(c.classid, build_qdisc(dev, l, cls, seed)?)?;
         }
         let classful_child = child.filter(|l| l.opts.is_classful()).map(|l| l.handle);
         shapes.push(ClassShape { classid: c.classid, inner: !leaf, child: classful_child });
     }
-    let def = Handle::new(q.handle.major(), h.default);
-    let fallback = if h.default != 0 && dev.class(def).is_some() && dev.child_classes(def).next().is_none() {
+    let def = Handle::new(q.handle.major(), default);
+    let fallback = if default != 0 && dev.class(def).is_some() && dev.child_classes(def).next().is_none() {
         def
     } else {
         q.handle
@@ -748,8 +747,7 @@ fn build_htb_textbook(
         classes: shapes,
         fallback: Fallback::Class(fallback),
     })
-    .map_err(BuildError::Filter)?;
-    Ok(Box::new(htb))
+    .map_err(BuildError::Filter)
 }
 
 #[cfg(test)]
