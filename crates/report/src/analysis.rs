@@ -43,14 +43,17 @@ impl Metric {
             Metric::Loss => "loss",
         }
     }
-    /// The value of this metric for `f`.
-    pub fn of(self, f: &FlowResult) -> f64 {
+    /// The value of this metric for `f`; None for latency and jitter when none of the flow's
+    /// packets was measured (it sent, but nothing it sent in the measured window arrived).
+    pub fn of(self, f: &FlowResult) -> Option<f64> {
+        let unmeasured = f.sent > 0 && f.received == 0;
         match self {
-            Metric::Mbps => f.achieved_bps / 1e6,
-            Metric::P50 => f.latency_ms.p50,
-            Metric::P99 => f.latency_ms.p99,
-            Metric::Jitter => f.jitter_ms,
-            Metric::Loss => f.loss_pct,
+            Metric::Mbps => Some(f.achieved_bps / 1e6),
+            Metric::Loss => Some(f.loss_pct),
+            _ if unmeasured => None,
+            Metric::P50 => Some(f.latency_ms.p50),
+            Metric::P99 => Some(f.latency_ms.p99),
+            Metric::Jitter => Some(f.jitter_ms),
         }
     }
     /// Lower is better (latency, jitter, loss); None for throughput, whose better depends.
@@ -422,7 +425,7 @@ fn compare_findings(r: &Results, lay: &Layout) -> Vec<Finding> {
                         &[Metric::Mbps, Metric::Loss]
                     };
                     for &m in metrics {
-                        let (va, vb) = (m.of(fa), m.of(fb));
+                        let (Some(va), Some(vb)) = (m.of(fa), m.of(fb)) else { continue };
                         let mut s = change_score(va, vb, m.floor());
                         if m == Metric::Jitter {
                             s *= 0.5;
@@ -559,6 +562,16 @@ mod tests {
             loss_pct: loss,
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn a_flow_with_nothing_measured_has_no_latency_or_jitter() {
+        let mut f = ping(0.0, 90.0);
+        f.sent = 100;
+        assert_eq!((Metric::P50.of(&f), Metric::Jitter.of(&f)), (None, None));
+        assert_eq!(Metric::Loss.of(&f), Some(90.0));
+        f.received = 10;
+        assert_eq!(Metric::P50.of(&f), Some(0.0));
     }
 
     #[test]

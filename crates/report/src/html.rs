@@ -316,7 +316,7 @@ fn summary(h: &mut String, r: &Results, lay: &Layout) {
             let kind = flows.iter().flatten().next().map(|f| f.kind.clone()).unwrap_or_default();
             let _ = write!(h, "<td class=\"l\" title=\"{}\">{}</td>", esc(&kind), esc(&label));
             for m in Metric::ALL {
-                let vals: Vec<Option<f64>> = flows.iter().map(|f| f.as_ref().map(|f| m.of(f))).collect();
+                let vals: Vec<Option<f64>> = flows.iter().map(|f| f.as_ref().and_then(|f| m.of(f))).collect();
                 for j in 0..ncol {
                     let cls = cell_class(m, &vals, j);
                     let txt = vals[j].map(num).unwrap_or_else(|| "-".into());
@@ -399,18 +399,21 @@ fn case_tables(h: &mut String, c: &Case) {
     if !c.flows.is_empty() {
         h.push_str("<table><tr><th class=\"l\">flow</th><th class=\"l\">host</th><th class=\"l\">kind</th><th>Mbit/s</th><th>p50 ms</th><th>p90 ms</th><th>p99 ms</th><th>max ms</th><th>jitter ms</th><th>loss %</th></tr>");
         for f in c.flows.iter().take(200) {
+            // Latency and jitter of a flow none of whose packets was measured: "-", not 0.
+            let measured = Metric::P50.of(f).is_some();
+            let l = |v: f64, digits: usize| if measured { format!("{v:.digits$}") } else { "-".into() };
             let _ = write!(
                 h,
-                "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{:.3}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td><td>{:.3}</td><td>{:.2}</td></tr>",
+                "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{:.3}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.2}</td></tr>",
                 esc(&f.name),
                 esc(&f.host),
                 esc(&f.kind),
                 f.achieved_bps / 1e6,
-                f.latency_ms.p50,
-                f.latency_ms.p90,
-                f.latency_ms.p99,
-                f.latency_ms.max,
-                f.jitter_ms,
+                l(f.latency_ms.p50, 2),
+                l(f.latency_ms.p90, 2),
+                l(f.latency_ms.p99, 2),
+                l(f.latency_ms.max, 2),
+                l(f.jitter_ms, 3),
                 f.loss_pct
             );
         }

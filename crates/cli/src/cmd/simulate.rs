@@ -208,16 +208,19 @@ fn print_summary(r: &Results, info: &RunInfo) {
             "loss %"
         );
         for f in &c.flows {
+            // A flow none of whose packets was measured has no latency: "-", not 0.
+            let measured = sluice_report::analysis::Metric::P50.of(f).is_some();
+            let l = |v: f64, digits: usize| if measured { format!("{v:.digits$}") } else { "-".into() };
             out!(
-                "  {:<14} {:>6} {:>10} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>9.3} {:>7.2}",
+                "  {:<14} {:>6} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7.2}",
                 f.name,
                 f.host,
                 mbit(f.achieved_bps),
-                f.latency_ms.p50,
-                f.latency_ms.p90,
-                f.latency_ms.p99,
-                f.latency_ms.max,
-                f.jitter_ms,
+                l(f.latency_ms.p50, 2),
+                l(f.latency_ms.p90, 2),
+                l(f.latency_ms.p99, 2),
+                l(f.latency_ms.max, 2),
+                l(f.jitter_ms, 3),
                 f.loss_pct
             );
             if let Some(g) = c.extra.get(&format!("{}.goodput_bps", f.name)) {
