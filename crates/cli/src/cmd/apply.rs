@@ -26,8 +26,8 @@ const LISTED: usize = 40;
 (the configuration cannot be encoded, a kind or option this kernel refuses, no such device, or a \
 refusal whose change was undone: the previous tree is restored exactly); 2 the kernel holds only \
 part of it (the restore after a refusal failed, or the read-back differs). A configuration with \
-filters is still programmed object by object, not as a transaction: a refused object leaves the \
-rest installed (exit 2). With --dry-run: what the real run would end with (the configuration is \
+filters is rehearsed whole on a scratch device first (as root; what this kernel refuses changes \
+nothing, exit 1), then programmed object by object, not yet as a difference. With --dry-run: what the real run would end with (the configuration is \
 rehearsed on a scratch device in a private namespace when run as root).")]
 pub struct Args {
     /// Device to configure.
@@ -167,6 +167,24 @@ fn run_with_filters(
     policy: BurstPolicy,
 ) -> Result<ExitCode> {
     let filters = plan.filters().len();
+    // Not yet a transaction: the whole configuration is rehearsed on a scratch device first, so
+    // that what this kernel refuses (a kind, an option, a classifier) changes nothing here.
+    match txn::rehearse(plan) {
+        Ok(refusals) if !refusals.is_empty() => {
+            for r in refusals.iter().take(LISTED) {
+                eprintln!("REFUSED  {r}");
+            }
+            eprintln!(
+                "sluice apply: refused ({} refusal(s) in a rehearsal on a scratch device); {} was not changed",
+                refusals.len(),
+                args.dev
+            );
+            return Ok(ExitCode::FAILURE);
+        }
+        Ok(_) => {}
+        Err(LabError::Netns(why)) => eprintln!("note     not rehearsed on a scratch device ({why})"),
+        Err(e) => return Err(e.into()),
+    }
     let (dev, config) = (args.dev.clone(), state.clone());
     let (rep, objs, kfilters) = sluice_lab::netns::in_netns(args.netns.as_deref(), move || {
         let rep = kernel::apply(&Plan::new(&config, &dev, policy)?)?;
@@ -250,19 +268,12 @@ fn dry_run(args: &Args, plan: &Plan<'_>) -> Result<ExitCode> {
     for line in plan.tc_commands() {
         println!("{line}");
     }
-    let filters = plan.filters().len();
     // The rehearsal runs in a private namespace of its own, whatever --netns says.
     let refusals = match txn::rehearse(plan) {
         Ok(r) => r,
         Err(LabError::Netns(why)) => {
             // A comment among the commands (stderr stays for what the real run would meet).
             println!("# not rehearsed on a scratch device ({why}): not checked against this kernel");
-            if filters > 0 {
-                eprintln!(
-                    "sluice apply would refuse the configuration: {filters} filter(s), and the kernel backend does not program filters yet"
-                );
-                return Ok(ExitCode::FAILURE);
-            }
             return Ok(ExitCode::SUCCESS);
         }
         Err(e) => return Err(e.into()),
