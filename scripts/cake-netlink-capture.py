@@ -28,18 +28,7 @@ OUT = os.path.join(HERE, "..", "crates", "lab", "tests", "fixtures", "cake-netli
 
 
 def main():
-    tc_version = cap.sh("tc", "-V").stdout.strip()
-    lines = [f"# RTM_NEWQDISC requests sent by `{tc_version}`, captured by scripts/cake-netlink-capture.py", ""]
-    for setup, cmd in CASES:
-        for s in setup:
-            lines.append(f"# setup: {s}")
-        lines.append(f"# cmd: {cmd}")
-        lines.append(cap.capture(setup, cmd))
-        lines.append("")
-    with open(OUT, "w") as f:
-        f.write("\n".join(lines))
-    print(f"wrote {len(CASES)} cases to {OUT}")
-
+    cap.write_fixture(OUT, "RTM_NEWQDISC requests", "cake-netlink-capture.py", CASES)
 
 if __name__ == "__main__":
     main()

@@ -86,19 +86,8 @@ def v1_ifindex():
 
 
 def main():
-    tc_version = cap.sh("tc", "-V").stdout.strip()
-    lines = [f"# RTM_NEWTFILTER requests sent by `{tc_version}`, captured by scripts/filters-netlink-capture.py",
-             f"# ifindex v1: {v1_ifindex()}", ""]
-    for setup, cmd in CASES:
-        for s in setup:
-            lines.append(f"# setup: {s}")
-        lines.append(f"# cmd: {cmd}")
-        lines.append(cap.capture(setup, cmd, RTM_NEWTFILTER, setup_may_fail=True))
-        lines.append("")
-    with open(OUT, "w") as f:
-        f.write("\n".join(lines))
-    print(f"wrote {len(CASES)} cases to {OUT}")
-
+    cap.write_fixture(OUT, "RTM_NEWTFILTER requests", "filters-netlink-capture.py", CASES,
+                      RTM_NEWTFILTER, setup_may_fail=True, extra=[f"# ifindex v1: {v1_ifindex()}"])
 
 if __name__ == "__main__":
     main()

@@ -37,18 +37,7 @@ OUT = os.path.join(HERE, "..", "crates", "lab", "tests", "fixtures", "hfsc-netli
 
 
 def main():
-    tc_version = cap.sh("tc", "-V").stdout.strip()
-    lines = [f"# requests sent by `{tc_version}`, captured by scripts/hfsc-netlink-capture.py", ""]
-    for setup, cmd, msg_type in CASES:
-        for s in setup:
-            lines.append(f"# setup: {s}")
-        lines.append(f"# cmd: {cmd}")
-        lines.append(cap.capture(setup, cmd, msg_type, setup_may_fail=True))
-        lines.append("")
-    with open(OUT, "w") as f:
-        f.write("\n".join(lines))
-    print(f"wrote {len(CASES)} cases to {OUT}")
-
+    cap.write_fixture(OUT, "requests", "hfsc-netlink-capture.py", CASES, setup_may_fail=True)
 
 if __name__ == "__main__":
     main()

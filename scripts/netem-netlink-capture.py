@@ -66,18 +66,25 @@ def capture(setup, cmd, msg_type=0x24, setup_may_fail=False):
         sh("ip", "netns", "del", ns)
 
 
-def main():
+def write_fixture(out, what, script, cases, msg_type=0x24, setup_may_fail=False, extra=()):
+    """Captures each case, `(setup, cmd)` or `(setup, cmd, msg_type)`, into fixture file `out`:
+    a header naming tc's version, then per case its `# setup:` lines, `# cmd:` and one line of hex."""
     tc_version = sh("tc", "-V").stdout.strip()
-    lines = [f"# RTM_NEWQDISC requests sent by `{tc_version}`, captured by scripts/netem-netlink-capture.py", ""]
-    for setup, cmd in CASES:
+    lines = [f"# {what} sent by `{tc_version}`, captured by scripts/{script}", *extra, ""]
+    for case in cases:
+        setup, cmd = case[0], case[1]
         for s in setup:
             lines.append(f"# setup: {s}")
         lines.append(f"# cmd: {cmd}")
-        lines.append(capture(setup, cmd))
+        lines.append(capture(setup, cmd, case[2] if len(case) > 2 else msg_type, setup_may_fail))
         lines.append("")
-    with open(OUT, "w") as f:
+    with open(out, "w") as f:
         f.write("\n".join(lines))
-    print(f"wrote {len(CASES)} cases to {OUT}")
+    print(f"wrote {len(cases)} cases to {out}")
+
+
+def main():
+    write_fixture(OUT, "RTM_NEWQDISC requests", "netem-netlink-capture.py", CASES)
 
 
 if __name__ == "__main__":
