@@ -100,22 +100,8 @@ fn configurations_the_kernel_cannot_hold_are_refused_before_anything_is_sent() {
 
 #[test]
 fn a_real_apply_with_filters_exits_0_when_whole_and_1_changing_nothing_when_refused() {
-    let root = is_root();
-    if !root || Command::new("ip").arg("-V").output().is_err() {
-        eprintln!("\n*** SKIPPING a_real_apply...: needs root and iproute2 ***\n");
-        return;
-    }
-    let ns = format!("slc-tcli-{}", std::process::id());
-    let ip = |args: &[&str]| Command::new("ip").args(args).status().unwrap().success();
-    struct Ns(String);
-    impl Drop for Ns {
-        fn drop(&mut self) {
-            let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
-        }
-    }
-    assert!(ip(&["netns", "add", &ns]));
-    let _g = Ns(ns.clone());
-    assert!(ip(&["-n", &ns, "link", "add", "slc-ca", "type", "veth", "peer", "name", "slc-cb"]));
+    let Some(g) = veth_netns("tcli", "a_real_apply_with_filters") else { return };
+    let ns = g.0.clone();
     let dir = Dir::new("real");
     let cfg = dir.file("nested.tc", NESTED);
     let (code, out, err) = sluice(&["apply", "--dev", "slc-ca", "--netns", &ns, &cfg]);
@@ -156,21 +142,8 @@ fn a_real_apply_with_filters_exits_0_when_whole_and_1_changing_nothing_when_refu
 
 #[test]
 fn a_real_apply_sends_only_the_difference_and_sets_one_rate() {
-    if !is_root() || Command::new("ip").arg("-V").output().is_err() {
-        eprintln!("\n*** SKIPPING a_real_apply_sends_only_the_difference: needs root and iproute2 ***\n");
-        return;
-    }
-    let ns = format!("slc-tcld-{}", std::process::id());
-    let ip = |args: &[&str]| Command::new("ip").args(args).status().unwrap().success();
-    struct Ns(String);
-    impl Drop for Ns {
-        fn drop(&mut self) {
-            let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
-        }
-    }
-    assert!(ip(&["netns", "add", &ns]));
-    let _g = Ns(ns.clone());
-    assert!(ip(&["-n", &ns, "link", "add", "slc-ca", "type", "veth", "peer", "name", "slc-cb"]));
+    let Some(g) = veth_netns("tcld", "a_real_apply_sends_only_the_difference") else { return };
+    let ns = g.0.clone();
     let dir = Dir::new("incr");
     let cfg = dir.file("nested.tc", NESTED);
     let (code, out, err) = sluice(&["apply", "--dev", "slc-ca", "--netns", &ns, &cfg]);
@@ -221,6 +194,28 @@ fn a_real_apply_sends_only_the_difference_and_sets_one_rate() {
     let (code, out, err) = sluice(&["apply", "--dev", "slc-ca", "--netns", &ns, &big]);
     assert_eq!(code, 0, "{out}\n{err}");
     assert!(err.contains("warning  ") && err.contains("quantum of class 10001 is big"), "{err}");
+}
+
+/// A namespace of this test's own holding the veth pair slc-ca/slc-cb, deleted on drop; None
+/// (the test skips, loudly) without root or iproute2.
+struct Ns(String);
+
+impl Drop for Ns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+    }
+}
+
+fn veth_netns(tag: &str, test: &str) -> Option<Ns> {
+    if !is_root() || Command::new("ip").arg("-V").output().is_err() {
+        eprintln!("\n*** SKIPPING {test}: needs root and iproute2 ***\n");
+        return None;
+    }
+    let ip = |args: &[&str]| Command::new("ip").args(args).status().unwrap().success();
+    let ns = Ns(format!("slc-{tag}-{}", std::process::id()));
+    assert!(ip(&["netns", "add", &ns.0]));
+    assert!(ip(&["-n", &ns.0, "link", "add", "slc-ca", "type", "veth", "peer", "name", "slc-cb"]));
+    Some(ns)
 }
 
 fn is_root() -> bool {
