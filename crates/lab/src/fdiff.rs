@@ -610,3 +610,85 @@ pub fn diff(
     }
     d
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernel::{script_state, Plan};
+    use sluice_config::burst::BurstPolicy;
+
+    const TREE: &str = "tc qdisc add dev $DEV root handle 1: htb default 20\n\
+        tc class add dev $DEV parent 1: classid 1:1 htb rate 10mbit\n\
+        tc class add dev $DEV parent 1:1 classid 1:10 htb rate 3mbit ceil 10mbit\n\
+        tc class add dev $DEV parent 1:1 classid 1:20 htb rate 7mbit ceil 10mbit\n\
+        tc filter add dev $DEV parent 1: protocol ip prio 1 u32 match ip dst 198.18.0.1 flowid 1:10\n\
+        tc filter add dev $DEV parent 1: protocol ip prio 2 handle 2: u32 divisor 16\n\
+        tc filter add dev $DEV parent 1: protocol ip prio 2 u32 ht 2:3: match ip dst 198.18.0.3 flowid 1:20\n";
+
+    fn wants(text: &str) -> Vec<RawFilter> {
+        let s = script_state(text, &[("DEV", "eth0")]).unwrap();
+        let plan = Plan::new(&s, "eth0", BurstPolicy::Sluice).unwrap();
+        wants_of_plan(plan.filter_nodes().map(|(_, f)| f), &|_| None).unwrap()
+    }
+
+    #[test]
+    fn a_root_table_node_is_the_same_whatever_the_kernel_numbered_the_table() {
+        let w = wants(TREE);
+        assert_eq!(w.len(), 3, "root tables are not wanted: {w:?}");
+        // The kernel made prio 1's root table 801: (a counter that does not restart).
+        let have: Vec<RawFilter> = w
+            .iter()
+            .cloned()
+            .map(|mut r| {
+                if r.handle >> 20 == 0x800 {
+                    r.handle = 0x801 << 20 | r.handle & 0xF_FFFF;
+                }
+                r
+            })
+            .collect();
+        assert!(diff(w.clone(), &have, &HashSet::new(), &HashSet::new()).is_empty());
+        // An add names the node alone and no table.
+        let m = w[0].msg(7, None);
+        let tc_handle = u32::from_ne_bytes(m.bytes()[24..28].try_into().unwrap());
+        assert_eq!(tc_handle, 0x800);
+        let opts = netlink::find(&m.bytes()[36..], tca::OPTIONS).unwrap();
+        assert!(netlink::find(opts, U32_HASH).is_none());
+        // A node in another table keeps its table.
+        let m = w[2].msg(7, None);
+        assert_eq!(u32::from_ne_bytes(m.bytes()[24..28].try_into().unwrap()), w[2].handle);
+    }
+
+    #[test]
+    fn removed_tables_go_last_and_a_new_kind_at_a_priority_remakes_it_first() {
+        let have = wants(TREE);
+        let only_prio1: String =
+            TREE.lines().filter(|l| !l.contains("prio 2")).map(|l| format!("{l}\n")).collect();
+        let d = diff(wants(&only_prio1), &have, &HashSet::new(), &HashSet::new());
+        assert!(d.first.is_empty() && d.adds.is_empty() && d.changes.is_empty());
+        assert_eq!(d.deletes.iter().map(|r| r.handle).collect::<Vec<_>>(), vec![0x0020_3800]);
+        assert_eq!(d.table_deletes.iter().map(|r| r.handle).collect::<Vec<_>>(), vec![0x0020_0000]);
+        // Another class for the node: in place; other keys: deleted first, then added.
+        let d = diff(
+            wants(&TREE.replace("0.1 flowid 1:10", "0.1 flowid 1:20")),
+            &have,
+            &HashSet::new(),
+            &HashSet::new(),
+        );
+        assert_eq!((d.changes.len(), d.first.len(), d.adds.len()), (1, 0, 0));
+        let d =
+            diff(wants(&TREE.replace("198.18.0.1", "198.18.0.9")), &have, &HashSet::new(), &HashSet::new());
+        assert_eq!((d.changes.len(), d.first.len(), d.adds.len()), (0, 1, 1));
+        // prio 1 becomes a basic filter: the whole priority is deleted first.
+        let basic = TREE.replace(
+            "protocol ip prio 1 u32 match ip dst 198.18.0.1 flowid 1:10",
+            "protocol ip prio 1 handle 1 basic classid 1:10",
+        );
+        let d = diff(wants(&basic), &have, &HashSet::new(), &HashSet::new());
+        assert_eq!(d.first.len(), 1);
+        assert_eq!((d.first[0].handle, d.first[0].prio, d.first[0].kind.as_str()), (0, 1, "u32"));
+        assert_eq!(d.adds.len(), 1);
+        // A filter pointing at a class deleted to be re-created goes first and comes back.
+        let d = diff(wants(TREE), &have, &HashSet::new(), &[0x1_0020].into_iter().collect());
+        assert_eq!((d.first.len(), d.adds.len()), (1, 1));
+    }
+}

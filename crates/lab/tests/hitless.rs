@@ -10,7 +10,8 @@
 //! The receiving veth steers each flow to one CPU (RPS, `rps_cpus`): without it the veth hands
 //! each packet to the backlog of the CPU that dequeued it from HTB, and two CPUs' backlogs can
 //! deliver a flow out of order with no change to the tree at all (see BENCHMARKS.md, "The kernel
-//! path"). `SLUICE_HITLESS_NO_RPS=1` runs without it, to see that.
+//! path"). `SLUICE_HITLESS_NO_RPS=1` runs without it, to see that; `SLUICE_HITLESS_HOP=1` moves
+//! the UDP sender to another CPU every 10 datagrams, which makes it frequent.
 //!
 //! Run: `cargo test --release -p sluice-lab --test hitless -- --nocapture`.
 
@@ -51,6 +52,11 @@ fn sh(args: &[&str]) -> bool {
 /// Whether the receiving veth steers flows to one CPU (see the module's note).
 fn rps() -> bool {
     std::env::var_os("SLUICE_HITLESS_NO_RPS").is_none()
+}
+
+/// Whether the UDP sender moves to another CPU every 10 datagrams (`SLUICE_HITLESS_HOP=1`).
+fn hop() -> bool {
+    std::env::var_os("SLUICE_HITLESS_HOP").is_some()
 }
 
 fn setup() -> Option<Netns> {
@@ -185,6 +191,8 @@ struct Outcome {
     /// Packets class 1:10 (the UDP stream's, by its filter) sent, as the kernel counts them at
     /// the end (since the tree was last made).
     in_udp_class: u64,
+    /// How often the receiving CPU changed between consecutive datagrams.
+    cpu_changes: u64,
 }
 
 /// Runs the load for `RUN` while `changes` runs (after 0.5 s) and returns what the receivers saw.
@@ -199,6 +207,9 @@ fn under_load(a: &str, b: &str, changes: impl FnOnce() + Send + 'static) -> Resu
         s.set_read_timeout(Some(Duration::from_millis(200)))?;
         let mut seen = vec![false; (PPS * RUN.as_secs() * 2) as usize];
         let (mut max, mut reordered, mut received) = (None::<u64>, 0u64, 0u64);
+        // The CPU whose backlog delivered the latest datagram (`SO_INCOMING_CPU`), and how often
+        // it changed from one datagram read to the next.
+        let (mut cpu, mut cpu_changes) = (None::<usize>, 0u64);
         let mut buf = [0u8; 2048];
         while Instant::now() < end + Duration::from_millis(500) {
             let Ok(n) = s.recv(&mut buf) else { continue };
@@ -207,6 +218,11 @@ fn under_load(a: &str, b: &str, changes: impl FnOnce() + Send + 'static) -> Resu
             }
             let seq = u64::from_be_bytes(buf[..8].try_into().unwrap());
             received += 1;
+            let now = socket2::SockRef::from(&s).cpu_affinity().ok();
+            if cpu.is_some() && now != cpu {
+                cpu_changes += 1;
+            }
+            cpu = now;
             if let Some(slot) = seen.get_mut(seq as usize) {
                 *slot = true;
             }
@@ -215,7 +231,7 @@ fn under_load(a: &str, b: &str, changes: impl FnOnce() + Send + 'static) -> Resu
                 _ => max = Some(seq),
             }
         }
-        Ok((seen, received, reordered))
+        Ok((seen, received, reordered, cpu_changes))
     })?;
     let tcp_rx = spawn_in_netns(b, move || {
         let l = TcpListener::bind((B_ADDR, TCP_PORT))?;
@@ -263,10 +279,17 @@ fn under_load(a: &str, b: &str, changes: impl FnOnce() + Send + 'static) -> Resu
         let mut buf = [0u8; SIZE];
         let mut sent = 0u64;
         let t0 = Instant::now();
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         while Instant::now() < end {
             let due = t0 + Duration::from_nanos(1_000_000_000 / PPS * sent);
             if let Some(wait) = due.checked_duration_since(Instant::now()) {
                 std::thread::sleep(wait);
+            }
+            if hop() && sent % 10 == 0 {
+                // The experiment of the module's note: the sender moves to another CPU.
+                let mut set = nix::sched::CpuSet::new();
+                let _ = set.set((sent / 10) as usize % cpus);
+                let _ = nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set);
             }
             buf[..8].copy_from_slice(&sent.to_be_bytes());
             if u.send(&buf).is_ok() {
@@ -281,13 +304,13 @@ fn under_load(a: &str, b: &str, changes: impl FnOnce() + Send + 'static) -> Resu
     std::thread::sleep(Duration::from_millis(500));
     changes();
     let (sent, retrans) = tx.join().unwrap()?;
-    let (seen, received, reordered) = udp_rx.join().unwrap()?;
+    let (seen, received, reordered, cpu_changes) = udp_rx.join().unwrap()?;
     let _ = tcp_rx.join();
     let lost = seen.iter().take(sent as usize).filter(|s| !**s).count() as u64;
     let dev = DEV;
     let k = spawn_in_netns(a, move || sluice_lab::kernel::read_back(dev))?.join().unwrap()?;
     let in_udp_class = k.iter().find(|o| !o.is_qdisc && o.handle == 0x1_0010).map_or(0, |c| c.stats.packets);
-    Ok(Outcome { sent, received, lost, reordered, retrans, in_udp_class })
+    Ok(Outcome { sent, received, lost, reordered, retrans, in_udp_class, cpu_changes })
 }
 
 #[test]
@@ -316,14 +339,15 @@ fn changes_under_load_lose_and_reorder_nothing_with_sluice_apply() {
             })
             .unwrap();
             let line = format!(
-                "{what:<36} {:<9} sent {:>5}  received {:>5}  lost {:>3}  reordered {:>3}  TCP retransmits {:>5}  in 1:10 {:>5}",
+                "{what:<36} {:<9} sent {:>5}  received {:>5}  lost {:>3}  reordered {:>3}  TCP retransmits {:>5}  in 1:10 {:>5}  rx CPU changes {:>4}",
                 format!("{way:?}"),
                 out.sent,
                 out.received,
                 out.lost,
                 out.reordered,
                 out.retrans,
-                out.in_udp_class
+                out.in_udp_class,
+                out.cpu_changes
             );
             eprintln!("{line}");
             table.push((way, out, line));
