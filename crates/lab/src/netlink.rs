@@ -134,6 +134,14 @@ impl Msg {
         Msg { buf, nests: Vec::new() }
     }
 
+    /// Set the tcmsg's parent (a request moved elsewhere in the tree).
+    pub fn set_parent(&mut self, parent: u32) -> &mut Self {
+        if self.buf.len() >= 32 {
+            self.buf[28..32].copy_from_slice(&parent.to_ne_bytes());
+        }
+        self
+    }
+
     /// Append an attribute.
     pub fn attr(&mut self, ty: u16, payload: &[u8]) -> &mut Self {
         let len = 4 + payload.len();
