@@ -80,7 +80,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("load both scripts: {:.1} ms wall, {:.1} ms CPU", load[0], load[1]);
     sluice_lab::netns::in_netns(Some(&ns), move || {
         let p = BurstPolicy::Sluice;
-        let (pb, pc) = (Plan::new(&base, &dev, p)?, Plan::new(&changed, &dev, p)?);
+        let (plans, t) = timed(|| -> Result<_, LabError> {
+            Ok((Plan::new(&base, &dev, p)?, Plan::new(&changed, &dev, p)?))
+        });
+        let (pb, pc) = plans?;
+        println!("Plan::new of both: {:.1} ms wall, {:.1} ms CPU", t[0], t[1]);
         let mut nl = Netlink::open()?;
         let ifindex = nl.ifindex(&dev)?;
         let root = TcMsg { ifindex, handle: 0, parent: TC_H_ROOT, info: 0 };
