@@ -640,6 +640,12 @@ impl Htb {
         Ok(pkts)
     }
 
+    /// A class's configuration as given (`None`: no such class).
+    pub fn class_config(&self, classid: Handle) -> Option<&HtbClassConfig> {
+        let c = self.find(classid)?;
+        Some(&self.plans.get(self.classes[c as usize].plan).config)
+    }
+
     /// A leaf's qdisc grafted with [`Self::set_leaf_qdisc`], for its statistics and `tc qdisc
     /// show`; `None` for the built-in pfifo.
     pub fn leaf_qdisc(&self, classid: Handle) -> Option<&dyn Qdisc> {
@@ -745,6 +751,10 @@ impl Htb {
 
 impl Qdisc for Htb {
     fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
+    }
+
+    fn as_any_mut(&mut self) -> Option<&mut dyn std::any::Any> {
         Some(self)
     }
 
