@@ -11,6 +11,7 @@
 //! - [`netns`]: entering a network namespace;
 //! - [`timing`]: wake-up jitter calibration and the burst floor;
 //! - [`pacing`]: replaying deadlines the loop missed, so late wake-ups cost no rate;
+//! - [`rebalance`]: sharing a parent class between worker threads;
 //! - [`control`]: owner-only control socket and Prometheus endpoint;
 //! - [`shaper`]: the forwarding loop.
 #![deny(unsafe_code)]
@@ -22,6 +23,7 @@ pub mod frame;
 pub mod netns;
 pub mod offload;
 pub mod pacing;
+pub mod rebalance;
 pub mod shaper;
 pub mod sys;
 pub mod timing;
