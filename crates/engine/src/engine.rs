@@ -4,7 +4,7 @@ use crate::program::{EngineError, Program};
 use serde::Serialize;
 use sluice_core::classify::{Classifier, ClassifyOutcome};
 use sluice_core::filter::{ClassifyInput, FilterList, MirredTarget, Mirrors, TcfOutcome};
-use sluice_core::htb::Htb;
+use sluice_core::htb::{Htb, HtbMode};
 use sluice_core::netem::{Duplicates, DUPLICATE_FLAG};
 use sluice_core::packet::MAX_CLASS_PATH;
 use sluice_core::{DropReason, Dropped, FlowKeys, Handle, Packet, Qdisc, QdiscStats, Rate, Time};
@@ -124,6 +124,16 @@ pub struct EngineStats {
     pub reloads: u64,
     /// Old configurations still sending their backlog.
     pub draining: u64,
+}
+
+/// A running HTB class's load ([`Engine::class_load`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ClassLoad {
+    /// Bytes the class has sent (an inner class: all of its descendants').
+    pub bytes: u64,
+    /// Its rate bucket is empty: it sends at its rate or waits for tokens (HTB's mode is not
+    /// `CAN_SEND`).
+    pub limited: bool,
 }
 
 /// One direction's packet engine: root qdisc, classifier, payload ownership and counters. See the
@@ -648,8 +658,16 @@ impl Engine {
     /// Bytes class `classid` of the running root HTB has sent (an inner class: all of its
     /// descendants'), this generation only; `None` when there is no such class.
     pub fn class_bytes(&self, classid: Handle) -> Option<u64> {
+        self.class_load(classid, self.now).map(|l| l.bytes)
+    }
+
+    /// What class `classid` of the running root HTB has sent and whether its own rate limits it
+    /// at `now` (see [`ClassLoad`]); `None` when the root is not HTB or has no such class.
+    pub fn class_load(&self, classid: Handle, now: Time) -> Option<ClassLoad> {
         let htb = self.current.as_any()?.downcast_ref::<Htb>()?;
-        htb.class_stats(classid).map(|s| s.bytes)
+        let bytes = htb.class_stats(classid)?.bytes;
+        let mode = htb.class_mode(classid, now.max(self.now))?;
+        Some(ClassLoad { bytes, limited: mode != HtbMode::CanSend })
     }
 }
 

@@ -28,7 +28,7 @@ use sluice_core::{Handle, Span};
 /// How often the coordinator rebalances.
 pub const PERIOD: Span = Span::from_micros(200);
 /// A worker that is not backlogged gets what it sent, times this, so that it can grow.
-pub const HEADROOM: f64 = 1.25;
+pub const HEADROOM: f64 = 1.05;
 /// Weight of the newest period in the smoothed sending rate (periods are short and packets
 /// lumpy: one 1500-byte frame in 200 µs is 60 Mbit/s).
 const EWMA: f64 = 0.125;
@@ -64,7 +64,9 @@ pub fn shared_classes(state: &State, dev: &str) -> Vec<SharedClass> {
         .iter()
         .filter(|c| d.classes.iter().any(|k| k.parent == c.classid))
         .filter_map(|c| match &c.opts {
-            ClassOpts::Htb(o) => Some(SharedClass { classid: c.classid, rate: o.rate, ceil: o.ceil.max(o.rate) }),
+            ClassOpts::Htb(o) => {
+                Some(SharedClass { classid: c.classid, rate: o.rate, ceil: o.ceil.max(o.rate) })
+            }
             _ => None,
         })
         .collect()
@@ -85,8 +87,11 @@ pub fn split(total: u64, floor: u64, demand: &[Option<u64>], out: &mut [u64]) {
     let mut left = total - floor * n as u64;
     out.fill(floor);
     // Water-fill the demands above the floor, smallest first.
-    let mut want: Vec<(u64, usize)> =
-        demand.iter().enumerate().map(|(i, d)| (d.map_or(u64::MAX, |d| d.saturating_sub(floor)), i)).collect();
+    let mut want: Vec<(u64, usize)> = demand
+        .iter()
+        .enumerate()
+        .map(|(i, d)| (d.map_or(u64::MAX, |d| d.saturating_sub(floor)), i))
+        .collect();
     want.sort_unstable();
     let mut open = n as u64;
     for &(w, i) in &want {
