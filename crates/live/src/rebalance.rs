@@ -1,6 +1,6 @@
 //! Sharing a parent class between workers: each worker runs its own engine built from the same
 //! configuration and sees only its own subscribers, so a class whose subtree spans workers (a
-//! *shared* class: every inner HTB class) would let each worker send its full rate. A
+//! *shared* class: see [`shared_classes`]) would let each worker send its full rate. A
 //! coordinator reads, every [`PERIOD`], how much each worker's copy of a shared class sent and
 //! whether that worker still holds a backlog, splits the class's rate and ceil between the
 //! workers max-min fairly by demand ([`split`]), and each worker applies its share with
@@ -52,17 +52,21 @@ fn ser_handle<S: serde::Serializer>(h: &Handle, s: S) -> Result<S::Ok, S::Error>
     s.collect_str(h)
 }
 
-/// The classes of device `dev`'s tree in `state` that the workers share: every HTB class that
-/// has children, when the root qdisc is HTB (empty otherwise: only an HTB class's rate can be
-/// changed while it runs).
+/// The classes of device `dev`'s tree in `state` that the workers share, when the root qdisc is
+/// HTB: every class with children, every top-level class and the `default` class (whatever is
+/// not classified lands there from every worker). The other leaves are taken to be one
+/// subscriber's each, whole in one worker. Empty when the root is not HTB.
 pub fn shared_classes(state: &State, dev: &str) -> Vec<SharedClass> {
     let Some(d) = state.devices.iter().find(|d| d.name == dev) else { return Vec::new() };
-    if !d.root().is_some_and(|q| matches!(q.opts, QdiscOpts::Htb(_))) {
-        return Vec::new();
-    }
+    let Some(QdiscOpts::Htb(h)) = d.root().map(|q| &q.opts) else { return Vec::new() };
+    let root = d.root().map(|q| q.handle);
     d.classes
         .iter()
-        .filter(|c| d.classes.iter().any(|k| k.parent == c.classid))
+        .filter(|c| {
+            Some(c.parent) == root
+                || (h.default != 0 && c.classid.minor() == h.default)
+                || d.classes.iter().any(|k| k.parent == c.classid)
+        })
         .filter_map(|c| match &c.opts {
             ClassOpts::Htb(o) => {
                 Some(SharedClass { classid: c.classid, rate: o.rate, ceil: o.ceil.max(o.rate) })
@@ -70,6 +74,21 @@ pub fn shared_classes(state: &State, dev: &str) -> Vec<SharedClass> {
             _ => None,
         })
         .collect()
+}
+
+/// Whether `dev`'s tree in `state` keeps its limits when it runs in several workers: an HTB
+/// root (its shared classes are rebalanced) or a root that limits no rate (a FIFO, fq_codel,
+/// sfq, pfifo_fast). Any other root with a rate (TBF, CAKE, HFSC...) would be multiplied by the
+/// number of workers.
+pub fn shardable(state: &State, dev: &str) -> bool {
+    let Some(d) = state.devices.iter().find(|d| d.name == dev) else { return true };
+    match d.root().map(|q| &q.opts) {
+        None => true,
+        Some(o) => {
+            matches!(o, QdiscOpts::Htb(_))
+                || matches!(o.kind(), "pfifo" | "bfifo" | "pfifo_fast" | "fq_codel" | "sfq")
+        }
+    }
 }
 
 /// Splits `total` bit/s between shards, max-min fair by demand: `demand[i]` is what shard `i`
@@ -207,19 +226,33 @@ mod tests {
     fn a_shared_class_is_an_inner_htb_class() {
         let s = crate::config::from_script(
             "t",
-            "tc qdisc add dev $DEV root handle 1: htb default 10\n\
+            "tc qdisc add dev $DEV root handle 1: htb default 20\n\
              tc class add dev $DEV parent 1: classid 1:1 htb rate 100mbit ceil 200mbit\n\
-             tc class add dev $DEV parent 1:1 classid 1:10 htb rate 10mbit ceil 100mbit\n",
+             tc class add dev $DEV parent 1:1 classid 1:2 htb rate 50mbit\n\
+             tc class add dev $DEV parent 1:2 classid 1:10 htb rate 10mbit ceil 100mbit\n\
+             tc class add dev $DEV parent 1:1 classid 1:20 htb rate 1mbit\n\
+             tc class add dev $DEV parent 1: classid 1:3 htb rate 1mbit\n",
             "e",
         )
         .unwrap();
+        let ids: Vec<String> = shared_classes(&s, "e").iter().map(|c| c.classid.to_string()).collect();
+        // Inner classes, the top-level ones, the default; not the subscriber's leaf 1:10.
+        assert_eq!(ids, ["1:1", "1:2", "1:20", "1:3"]);
         assert_eq!(
-            shared_classes(&s, "e"),
-            [SharedClass { classid: Handle::new(1, 1), rate: 100_000_000, ceil: 200_000_000 }]
+            shared_classes(&s, "e")[0],
+            SharedClass { classid: Handle::new(1, 1), rate: 100_000_000, ceil: 200_000_000 }
         );
+        assert!(shardable(&s, "e"));
+        let tbf = crate::config::from_script(
+            "t",
+            "tc qdisc add dev $DEV root tbf rate 1mbit burst 10k latency 10ms\n",
+            "e",
+        )
+        .unwrap();
+        assert!(!shardable(&tbf, "e"));
         assert!(shared_classes(&s, "other").is_empty());
         let fifo = crate::config::unlimited("e");
-        assert!(shared_classes(&fifo, "e").is_empty());
+        assert!(shared_classes(&fifo, "e").is_empty() && shardable(&fifo, "e"));
     }
 
     proptest! {

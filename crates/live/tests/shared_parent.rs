@@ -21,9 +21,9 @@ struct Sub {
 
 fn model(leaves: &[(u32, &str)]) -> sluice_config::model::State {
     let mut s = format!(
-        "tc qdisc add dev $DEV root handle 1: htb default {:x}\n\
-         tc class add dev $DEV parent 1: classid 1:1 htb rate {PARENT_BPS}bit\n",
-        leaves[0].0
+        // Packets name their leaf (skb priority); no default class, which would be shared.
+        "tc qdisc add dev $DEV root handle 1: htb\n\
+         tc class add dev $DEV parent 1: classid 1:1 htb rate {PARENT_BPS}bit\n"
     );
     for (minor, opts) in leaves {
         s += &format!("tc class add dev $DEV parent 1:1 classid 1:{minor:x} htb {opts}\n");
