@@ -336,6 +336,10 @@ fn publish(link: &Link, rebalancers: &[Vec<Rebalancer>; 2]) {
 
 /// The workers' snapshots summed into one (their configuration lines are the first worker's).
 fn merge(parts: Vec<Snapshot>, workers: usize) -> Snapshot {
+    let rx: Vec<String> = parts
+        .iter()
+        .map(|p| p.directions.iter().map(|d| d.counters.rx_frames).sum::<u64>().to_string())
+        .collect();
     let mut it = parts.into_iter();
     let Some(mut all) = it.next() else {
         return Snapshot {
@@ -347,7 +351,7 @@ fn merge(parts: Vec<Snapshot>, workers: usize) -> Snapshot {
             pool_frames: 0,
         };
     };
-    all.calibration = format!("{workers} workers; worker 0: {}", all.calibration);
+    all.calibration = format!("{workers} workers (frames received: {}); worker 0: {}", rx.join(" / "), all.calibration);
     for s in it {
         all.uptime_s = all.uptime_s.max(s.uptime_s);
         all.pool_frames += s.pool_frames;
