@@ -51,11 +51,20 @@ def recv(port, warm, secs):
 
 
 def send(src, dst, port, secs):
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.bind((src, 0))
-    s.connect((dst, port))
-    buf = b"\0" * (1 << 16)
     end = time.monotonic() + secs
+    while True:
+        # The receiver may not listen yet on a loaded machine: retry for up to 3 s.
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.bind((src, 0))
+        try:
+            s.connect((dst, port))
+            break
+        except OSError:
+            s.close()
+            if time.monotonic() > end - secs + 3:
+                raise
+            time.sleep(0.05)
+    buf = b"\0" * (1 << 16)
     try:
         while time.monotonic() < end:
             s.send(buf)

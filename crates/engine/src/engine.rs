@@ -4,7 +4,7 @@ use crate::program::{EngineError, Program};
 use serde::Serialize;
 use sluice_core::classify::{Classifier, ClassifyOutcome};
 use sluice_core::filter::{ClassifyInput, FilterList, MirredTarget, Mirrors, TcfOutcome};
-use sluice_core::htb::{Htb, HtbMode};
+use sluice_core::htb::{ActiveLeaves, Htb, HtbMode};
 use sluice_core::netem::{Duplicates, DUPLICATE_FLAG};
 use sluice_core::packet::MAX_CLASS_PATH;
 use sluice_core::{DropReason, Dropped, FlowKeys, Handle, Packet, Qdisc, QdiscStats, Rate, Time};
@@ -134,6 +134,8 @@ pub struct ClassLoad {
     /// Its rate bucket is empty: it sends at its rate or waits for tokens (HTB's mode is not
     /// `CAN_SEND`).
     pub limited: bool,
+    /// The HTB's backlogged leaves, summed (all of the tree's, not only the class's).
+    pub active: ActiveLeaves,
 }
 
 /// One direction's packet engine: root qdisc, classifier, payload ownership and counters. See the
@@ -667,7 +669,7 @@ impl Engine {
         let htb = self.current.as_any()?.downcast_ref::<Htb>()?;
         let bytes = htb.class_stats(classid)?.bytes;
         let mode = htb.class_mode(classid, now.max(self.now))?;
-        Some(ClassLoad { bytes, limited: mode != HtbMode::CanSend })
+        Some(ClassLoad { bytes, limited: mode != HtbMode::CanSend, active: htb.active_leaves() })
     }
 }
 

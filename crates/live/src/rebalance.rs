@@ -14,15 +14,16 @@
 //!   ([`HEADROOM`]), the rest goes to the workers that want more (work conserving within a
 //!   period: a worker whose demand grows waits up to one period, whose traffic its bucket
 //!   absorbs);
-//! - workers that all want more split the class equally, whatever the rates of the leaves
-//!   behind them: exact HTB gives the excess in proportion to the leaves' quanta. With equal
-//!   leaves (the usual subscriber plans) that is the same; with unequal ones it is not (measured
-//!   in the tests below and in BENCHMARKS.md).
-//! - the demand signal is per worker engine (its backlog), not per shared class: exact for one
-//!   shared subtree (a root class over the subscribers), approximate for sibling shared classes.
+//! - workers that want more are given what HTB would give their backlogged leaves: each leaf's
+//!   rate, then the excess in proportion to the leaves' quanta ([`Claim`]);
+//! - the signals are per worker engine (its backlog, its backlogged leaves), not per shared
+//!   class: exact for one shared subtree (a root class over the subscribers), approximate for
+//!   sibling shared classes and for leaves below inner classes of their own (HTB then shares
+//!   level by level, not by leaf). Measured in `tests/shared_parent.rs` and BENCHMARKS.md.
 
 use serde::Serialize;
 use sluice_config::model::{ClassOpts, QdiscOpts, State};
+use sluice_core::htb::ActiveLeaves;
 use sluice_core::{Handle, Span};
 
 /// How often the coordinator rebalances.
@@ -91,13 +92,26 @@ pub fn shardable(state: &State, dev: &str) -> bool {
     }
 }
 
-/// Splits `total` bit/s between shards, max-min fair by demand: `demand[i]` is what shard `i`
-/// wants (`None`: as much as it can get). Every shard first gets `floor` (at most an even split),
-/// then the rest is water-filled: no shard gets more than it wants while another wanting more gets
-/// less, and what no one wants is spread evenly, so the shares always add up to `total` exactly
-/// (work conserving) and none is below the floor.
-pub fn split(total: u64, floor: u64, demand: &[Option<u64>], out: &mut [u64]) {
-    let n = demand.len();
+/// One shard's claim on a shared class for a period.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Claim {
+    /// What the shard wants, bit/s (`None`: as much as it can get).
+    pub demand: Option<u64>,
+    /// The rates of its backlogged leaves, bit/s: what HTB guarantees them before sharing.
+    pub guaranteed: u64,
+    /// Its weight for the excess: the quanta of its backlogged leaves (HTB shares the excess by
+    /// quantum); 0 counts as 1.
+    pub weight: u64,
+}
+
+/// Splits `total` bit/s between shards as HTB would split a parent between their leaves: every
+/// shard first gets `floor` (at most an even split), then the rates of its backlogged leaves
+/// (scaled down together if they exceed what is left), then the excess is water-filled by
+/// weight: no shard gets more than it wants while another wanting more gets less than its
+/// weight's part. What no one wants is spread evenly, so the shares always add up to `total`
+/// exactly (work conserving) and none is below the floor.
+pub fn split(total: u64, floor: u64, claims: &[Claim], out: &mut [u64]) {
+    let n = claims.len();
     assert_eq!(out.len(), n, "one share per shard");
     if n == 0 {
         return;
@@ -105,20 +119,39 @@ pub fn split(total: u64, floor: u64, demand: &[Option<u64>], out: &mut [u64]) {
     let floor = floor.min(total / n as u64);
     let mut left = total - floor * n as u64;
     out.fill(floor);
-    // Water-fill the demands above the floor, smallest first.
-    let mut want: Vec<(u64, usize)> = demand
-        .iter()
-        .enumerate()
-        .map(|(i, d)| (d.map_or(u64::MAX, |d| d.saturating_sub(floor)), i))
-        .collect();
-    want.sort_unstable();
-    let mut open = n as u64;
-    for &(w, i) in &want {
-        let even = left / open;
-        let give = w.min(even);
+    let mut want: Vec<u64> =
+        claims.iter().map(|c| c.demand.map_or(u64::MAX, |d| d.saturating_sub(floor))).collect();
+    // Guarantees first.
+    let g: Vec<u64> = claims.iter().zip(&want).map(|(c, &w)| c.guaranteed.min(w)).collect();
+    let sum_g: u128 = g.iter().map(|&x| x as u128).sum();
+    if sum_g >= left as u128 {
+        if sum_g > 0 {
+            let l = left;
+            for (o, &gi) in out.iter_mut().zip(&g) {
+                let give = (l as u128 * gi as u128 / sum_g) as u64;
+                *o += give;
+                left -= give;
+            }
+        }
+        want.fill(0);
+    } else {
+        for ((o, w), &gi) in out.iter_mut().zip(want.iter_mut()).zip(&g) {
+            *o += gi;
+            *w -= gi;
+        }
+        left -= sum_g as u64;
+    }
+    // The excess by weight, the shards wanting least per weight first.
+    let weight = |i: usize| claims[i].weight.max(1) as u128;
+    let mut order: Vec<usize> = (0..n).filter(|&i| want[i] > 0).collect();
+    order.sort_unstable_by(|&i, &j| (want[i] as u128 * weight(j)).cmp(&(want[j] as u128 * weight(i))));
+    let mut open: u128 = order.iter().map(|&i| weight(i)).sum();
+    for &i in &order {
+        let share = (left as u128 * weight(i) / open) as u64;
+        let give = want[i].min(share);
         out[i] += give;
         left -= give;
-        open -= 1;
+        open -= weight(i);
     }
     // What no one wanted (or the rounding remainder): evenly, the remainder to the first shards.
     let even = left / n as u64;
@@ -135,6 +168,8 @@ pub struct Report {
     pub bytes: u64,
     /// The shard held a backlog: it wants more than it was given.
     pub hungry: bool,
+    /// Its backlogged leaves, summed ([`sluice_engine::ClassLoad::active`]).
+    pub active: ActiveLeaves,
 }
 
 /// The coordinator's state for one shared class.
@@ -144,7 +179,7 @@ pub struct Rebalancer {
     last_bytes: Vec<u64>,
     /// Smoothed sending rate per shard, bit/s.
     sending: Vec<f64>,
-    demand: Vec<Option<u64>>,
+    claims: Vec<Claim>,
     rates: Vec<u64>,
     ceils: Vec<u64>,
 }
@@ -156,7 +191,7 @@ impl Rebalancer {
             class,
             last_bytes: vec![0; shards],
             sending: vec![0.0; shards],
-            demand: vec![None; shards],
+            claims: vec![Claim::default(); shards],
             rates: vec![0; shards],
             ceils: vec![0; shards],
         };
@@ -182,7 +217,11 @@ impl Rebalancer {
             self.last_bytes[i] = r.bytes;
             let bps = sent as f64 * 8.0 / secs;
             self.sending[i] += EWMA * (bps - self.sending[i]);
-            self.demand[i] = (!r.hungry).then(|| (self.sending[i] * HEADROOM) as u64);
+            self.claims[i] = Claim {
+                demand: (!r.hungry).then(|| (self.sending[i] * HEADROOM) as u64),
+                guaranteed: r.active.rate_bps,
+                weight: r.active.quantum,
+            };
         }
         self.apply_split();
     }
@@ -190,7 +229,7 @@ impl Rebalancer {
     fn apply_split(&mut self) {
         let n = self.rates.len().max(1) as u64;
         let c = &self.class;
-        split(c.rate, c.rate / n / FLOOR_FRACTION, &self.demand, &mut self.rates);
+        split(c.rate, c.rate / n / FLOOR_FRACTION, &self.claims, &mut self.rates);
         // The ceil follows the rate's split, at least the rate (the shares of the ceil add up to
         // at most the class's ceil).
         for (ceil, &rate) in self.ceils.iter_mut().zip(&self.rates) {
@@ -208,18 +247,40 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    fn wants(d: &[Option<u64>]) -> Vec<Claim> {
+        d.iter().map(|&demand| Claim { demand, ..Default::default() }).collect()
+    }
+
     #[test]
     fn max_min_by_demand() {
         let mut out = [0; 3];
         // 100 between one shard wanting 10 and two wanting everything: 10, 45, 45.
-        split(100, 0, &[Some(10), None, None], &mut out);
+        split(100, 0, &wants(&[Some(10), None, None]), &mut out);
         assert_eq!(out, [10, 45, 45]);
         // Nobody wants it all: the 40 left is spread evenly (13 each, the remainder to the first).
-        split(100, 0, &[Some(10), Some(20), Some(30)], &mut out);
+        split(100, 0, &wants(&[Some(10), Some(20), Some(30)]), &mut out);
         assert_eq!(out, [24, 33, 43]);
         // The floor: an idle shard keeps 5.
-        split(100, 5, &[Some(0), None, None], &mut out);
+        split(100, 5, &wants(&[Some(0), None, None]), &mut out);
         assert_eq!(out, [5, 47, 48]);
+    }
+
+    #[test]
+    fn as_htb_by_rate_then_quantum() {
+        let mut out = [0; 2];
+        let c = |guaranteed, weight| Claim { demand: None, guaranteed, weight };
+        // Two leaves on shard 0, one on shard 1, all equal: 2/3 and 1/3.
+        split(90, 0, &[c(20, 2000), c(10, 1000)], &mut out);
+        assert_eq!(out, [60, 30]);
+        // Rates 10 and 40, quanta 1250 and 2000 (HTB's cap): 10 + 50·1250/3250 = 29.2, 40 + 30.8.
+        split(100, 0, &[c(10, 1250), c(40, 2000)], &mut out);
+        assert_eq!(out, [30, 70]);
+        // Guarantees above the class: scaled down together.
+        split(100, 0, &[c(100, 1), c(300, 1)], &mut out);
+        assert_eq!(out, [25, 75]);
+        // A shard that wants little keeps only that, whatever its weight.
+        split(100, 0, &[Claim { demand: Some(5), guaranteed: 10, weight: 9000 }, c(10, 1)], &mut out);
+        assert_eq!(out, [5, 95]);
     }
 
     #[test]
@@ -260,21 +321,34 @@ mod tests {
         fn split_keeps_its_invariants(
             total in 0u64..=u64::MAX / 4,
             floor_div in 1u64..1000,
-            demand in proptest::collection::vec(proptest::option::of(0u64..=u64::MAX / 4), 1..9),
+            claims in proptest::collection::vec(
+                (proptest::option::of(0u64..=u64::MAX / 4), 0u64..1u64 << 40, 0u64..1u64 << 20),
+                1..9,
+            ),
         ) {
-            let n = demand.len() as u64;
+            let claims: Vec<Claim> =
+                claims.iter().map(|&(demand, guaranteed, weight)| Claim { demand, guaranteed, weight }).collect();
+            let n = claims.len() as u64;
             let floor = total / n / floor_div;
-            let mut out = vec![0; demand.len()];
-            split(total, floor, &demand, &mut out);
+            let mut out = vec![0; claims.len()];
+            split(total, floor, &claims, &mut out);
             // Never more than the class, and all of it (work conserving).
             prop_assert_eq!(out.iter().map(|&x| x as u128).sum::<u128>(), total as u128);
+            let unsatisfied = |i: usize| claims[i].demand.is_none_or(|d| out[i] < d);
+            let g: u128 = claims.iter().map(|c| c.guaranteed.min(c.demand.unwrap_or(u64::MAX)) as u128).sum();
             for (i, &o) in out.iter().enumerate() {
                 prop_assert!(o >= floor);
-                // Max-min: a shard that got less than it wants has, up to rounding, at least as
-                // much as any other shard.
-                if demand[i].is_none_or(|d| o < d) {
-                    for &p in &out {
-                        prop_assert!(p <= o + n, "{:?} -> {:?}", demand, out);
+                // When the guarantees fit, an unsatisfied shard has at least its guarantee, and
+                // its excess per weight is, up to rounding, at least any other shard's.
+                if unsatisfied(i) && g + (floor * n) as u128 <= total as u128 {
+                    let ex = |j: usize| (out[j] - floor).saturating_sub(claims[j].guaranteed) as u128;
+                    prop_assert!(o - floor >= claims[i].guaranteed);
+                    let w = |j: usize| claims[j].weight.max(1) as u128;
+                    for j in 0..claims.len() {
+                        prop_assert!(
+                            ex(j) * w(i) <= ex(i) * w(j) + 4 * n as u128 * (w(i) + w(j)),
+                            "{:?} -> {:?}", claims, out
+                        );
                     }
                 }
             }
@@ -295,7 +369,7 @@ mod tests {
                 let reports: Vec<Report> = (0..shards)
                     .map(|i| {
                         bytes[i] += sent[i].0;
-                        Report { bytes: bytes[i], hungry: sent[i].1 }
+                        Report { bytes: bytes[i], hungry: sent[i].1, active: ActiveLeaves::default() }
                     })
                     .collect();
                 r.tick(PERIOD, &reports);

@@ -26,6 +26,7 @@ use crate::shaper::{run_worker, Dir, DirSnapshot, Options, PacingStats, Port, Sn
 use crate::sys::FanoutKey;
 use crate::timing::Calibration;
 use crate::LiveError;
+use sluice_core::htb::ActiveLeaves;
 use sluice_core::{Rate, Span, Time};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender};
@@ -37,6 +38,10 @@ use std::time::{Duration, Instant};
 struct Slot {
     bytes: AtomicU64,
     hungry: AtomicBool,
+    /// The worker's backlogged leaves: count, rates, quanta.
+    leaves: AtomicU64,
+    leaf_rates: AtomicU64,
+    leaf_quanta: AtomicU64,
     rate: AtomicU64,
     ceil: AtomicU64,
 }
@@ -132,6 +137,9 @@ impl Shard {
                     let s = link.slot(self.index, d, k);
                     s.bytes.store(l.bytes, Ordering::Relaxed);
                     s.hungry.store(l.limited && backlog, Ordering::Relaxed);
+                    s.leaves.store(l.active.leaves as u64, Ordering::Relaxed);
+                    s.leaf_rates.store(l.active.rate_bps, Ordering::Relaxed);
+                    s.leaf_quanta.store(l.active.quantum, Ordering::Relaxed);
                 }
             }
         }
@@ -272,6 +280,11 @@ pub(crate) fn run_sharded(opts: Options, cal: Calibration) -> Result<Snapshot, L
                         Report {
                             bytes: s.bytes.load(Ordering::Relaxed),
                             hungry: s.hungry.load(Ordering::Relaxed),
+                            active: ActiveLeaves {
+                                leaves: s.leaves.load(Ordering::Relaxed) as u32,
+                                rate_bps: s.leaf_rates.load(Ordering::Relaxed),
+                                quantum: s.leaf_quanta.load(Ordering::Relaxed),
+                            },
                         }
                     })
                     .collect();
@@ -351,7 +364,8 @@ fn merge(parts: Vec<Snapshot>, workers: usize) -> Snapshot {
             pool_frames: 0,
         };
     };
-    all.calibration = format!("{workers} workers (frames received: {}); worker 0: {}", rx.join(" / "), all.calibration);
+    all.calibration =
+        format!("{workers} workers (frames received: {}); worker 0: {}", rx.join(" / "), all.calibration);
     for s in it {
         all.uptime_s = all.uptime_s.max(s.uptime_s);
         all.pool_frames += s.pool_frames;

@@ -168,6 +168,37 @@ pub struct Htb {
     /// Set when a dequeue found nothing although backlogged classes were linked in rows (their
     /// leaf qdiscs were throttled): `next_event` then reports wake-ups instead of "now".
     stalled: bool,
+    /// The leaves taking part in scheduling now (backlogged), summed.
+    active: ActiveLeaves,
+}
+
+/// The leaves of an [`Htb`] that are backlogged now, summed ([`Htb::active_leaves`]): what a
+/// coordinator splitting a parent between several HTBs weighs each by, as HTB itself gives each
+/// backlogged leaf its rate, then the excess by quantum.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ActiveLeaves {
+    /// How many.
+    pub leaves: u32,
+    /// Their rates, bit/s.
+    pub rate_bps: u64,
+    /// Their quanta, bytes.
+    pub quantum: u64,
+}
+
+impl ActiveLeaves {
+    #[inline]
+    pub(super) fn add(&mut self, rate_bps: u64, quantum: u32) {
+        self.leaves += 1;
+        self.rate_bps += rate_bps;
+        self.quantum += quantum as u64;
+    }
+
+    #[inline]
+    pub(super) fn remove(&mut self, rate_bps: u64, quantum: u32) {
+        self.leaves = self.leaves.saturating_sub(1);
+        self.rate_bps = self.rate_bps.saturating_sub(rate_bps);
+        self.quantum = self.quantum.saturating_sub(quantum as u64);
+    }
 }
 
 impl std::fmt::Debug for Htb {
@@ -217,6 +248,7 @@ impl Htb {
             dropped: VecDeque::new(),
             now: Time::ZERO,
             stalled: false,
+            active: ActiveLeaves::default(),
         })
     }
 
@@ -640,6 +672,11 @@ impl Htb {
         Ok(pkts)
     }
 
+    /// The leaves backlogged now, summed (see [`ActiveLeaves`]).
+    pub fn active_leaves(&self) -> ActiveLeaves {
+        self.active
+    }
+
     /// A class's configuration as given (`None`: no such class).
     pub fn class_config(&self, classid: Handle) -> Option<&HtbClassConfig> {
         let c = self.find(classid)?;
@@ -872,6 +909,7 @@ impl Qdisc for Htb {
         self.stats.qlen = 0;
         self.stats.backlog_bytes = 0;
         self.stalled = false;
+        self.active = ActiveLeaves::default();
         out
     }
 
