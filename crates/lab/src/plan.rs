@@ -672,10 +672,15 @@ pub fn diff_all<'a>(
         .filter(|k| !wanted.contains(k) && !gone.contains(k))
         .collect();
     d.deletes = delete_order(&stale, &have);
-    let recreated: HashSet<u32> = gone.iter().filter(|k| !k.0 && wanted.contains(k)).map(|k| k.1).collect();
-    let mut all_gone = gone;
-    all_gone.extend(subtrees(&stale, &have));
-    d.filters = fdiff::diff(fwant, &fhave, &all_gone, &recreated);
+    if !fwant.is_empty() || !fhave.is_empty() {
+        let recreated: HashSet<u32> =
+            gone.iter().filter(|k| !k.0 && wanted.contains(k)).map(|k| k.1).collect();
+        let mut all_gone = gone;
+        if !stale.is_empty() {
+            all_gone.extend(subtrees(&stale, &have));
+        }
+        d.filters = fdiff::diff(fwant, &fhave, &all_gone, &recreated);
+    }
     d
 }
 
