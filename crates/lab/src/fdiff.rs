@@ -37,7 +37,7 @@ use crate::netlink::{self, flags, rtm, tca, Msg, Netlink, TcMsg};
 use crate::plan::{Key, RawObj};
 use crate::LabError;
 use sluice_config::model::FilterNode;
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 /// `RTM_DELTFILTER`.
 const DELTFILTER: u16 = 45;
@@ -440,7 +440,7 @@ pub fn blocks(tree: &[RawObj], also: &[u32]) -> Vec<u32> {
         }
     }
     out.extend(also.iter().copied().filter(|p| tree.iter().any(|r| r.key() == block_key(*p))));
-    let mut seen = HashSet::new();
+    let mut seen = HashSet::default();
     out.retain(|p| seen.insert(*p));
     out
 }
@@ -643,7 +643,7 @@ mod tests {
                 r
             })
             .collect();
-        assert!(diff(w.clone(), &have, &HashSet::new(), &HashSet::new()).is_empty());
+        assert!(diff(w.clone(), &have, &HashSet::default(), &HashSet::default()).is_empty());
         // An add names the node alone and no table.
         let m = w[0].msg(7, None);
         let tc_handle = u32::from_ne_bytes(m.bytes()[24..28].try_into().unwrap());
@@ -660,7 +660,7 @@ mod tests {
         let have = wants(TREE);
         let only_prio1: String =
             TREE.lines().filter(|l| !l.contains("prio 2")).map(|l| format!("{l}\n")).collect();
-        let d = diff(wants(&only_prio1), &have, &HashSet::new(), &HashSet::new());
+        let d = diff(wants(&only_prio1), &have, &HashSet::default(), &HashSet::default());
         assert!(d.first.is_empty() && d.adds.is_empty() && d.changes.is_empty());
         assert_eq!(d.deletes.iter().map(|r| r.handle).collect::<Vec<_>>(), vec![0x0020_3800]);
         assert_eq!(d.table_deletes.iter().map(|r| r.handle).collect::<Vec<_>>(), vec![0x0020_0000]);
@@ -668,24 +668,24 @@ mod tests {
         let d = diff(
             wants(&TREE.replace("0.1 flowid 1:10", "0.1 flowid 1:20")),
             &have,
-            &HashSet::new(),
-            &HashSet::new(),
+            &HashSet::default(),
+            &HashSet::default(),
         );
         assert_eq!((d.changes.len(), d.first.len(), d.adds.len()), (1, 0, 0));
         let d =
-            diff(wants(&TREE.replace("198.18.0.1", "198.18.0.9")), &have, &HashSet::new(), &HashSet::new());
+            diff(wants(&TREE.replace("198.18.0.1", "198.18.0.9")), &have, &HashSet::default(), &HashSet::default());
         assert_eq!((d.changes.len(), d.first.len(), d.adds.len()), (0, 1, 1));
         // prio 1 becomes a basic filter: the whole priority is deleted first.
         let basic = TREE.replace(
             "protocol ip prio 1 u32 match ip dst 198.18.0.1 flowid 1:10",
             "protocol ip prio 1 handle 1 basic classid 1:10",
         );
-        let d = diff(wants(&basic), &have, &HashSet::new(), &HashSet::new());
+        let d = diff(wants(&basic), &have, &HashSet::default(), &HashSet::default());
         assert_eq!(d.first.len(), 1);
         assert_eq!((d.first[0].handle, d.first[0].prio, d.first[0].kind.as_str()), (0, 1, "u32"));
         assert_eq!(d.adds.len(), 1);
         // A filter pointing at a class deleted to be re-created goes first and comes back.
-        let d = diff(wants(TREE), &have, &HashSet::new(), &[0x1_0020].into_iter().collect());
+        let d = diff(wants(TREE), &have, &HashSet::default(), &[0x1_0020].into_iter().collect());
         assert_eq!((d.first.len(), d.adds.len()), (1, 1));
     }
 }

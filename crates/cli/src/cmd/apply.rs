@@ -41,7 +41,7 @@ pub struct Args {
     /// Run inside this network namespace (a name under /run/netns).
     #[arg(long)]
     netns: Option<String>,
-    /// Size missing bursts like tc (mtu only) instead of Sluice's burst rule (rate × 1 ms).
+    /// Size missing bursts like tc (mtu only) instead of Sluice's kernel burst rule (rate × 4 ms).
     #[arg(long)]
     tc_default_burst: bool,
     /// Do not probe the kinds on a scratch device first (a refusal is still undone).
