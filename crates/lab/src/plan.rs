@@ -16,8 +16,12 @@
 //!
 //! The order of the requests is: recreations' deletes, adds (parents first), changes, then
 //! deletes (children first). New classes exist before anything can send traffic to them, and
-//! classes go only after what pointed at them. Filters are not in the diff yet (TODO(filters18):
-//! their adds go after the class adds and their deletes before the class deletes).
+//! classes go only after what pointed at them. Filters ([`crate::fdiff`]) are in the same
+//! difference: those that must go before anything else (a priority re-made, a filter pointing at
+//! a class deleted to be re-created) first; their adds and in-place changes after the qdisc and
+//! class adds and changes (a filter's class exists before the filter), and their deletes before
+//! the qdisc and class deletes (HTB refuses to delete a class a filter points at). New filters are
+//! in place before old ones go, so traffic is classified at every step.
 //!
 //! Parameters are compared by meaning where the kernel's dump differs from the request (HTB and
 //! TBF: rates, buckets in scheduler ticks ±1, prio, explicit quantum, overhead, mpu; HTB qdisc:
@@ -25,6 +29,7 @@
 //! which must be in the dump with the same bytes. A kind the comparison cannot read is changed
 //! in place every time (safe, just not minimal).
 
+use crate::fdiff::{self, FilterDiff, RawFilter};
 use crate::kernel::{
     class_msg, drr_class_msg, hfsc_class_msg, qdisc_msg, xmittime_ticks, DrrClassPlan, HfscClassPlan, Plan,
     PlannedQdisc, ResolvedClass,
@@ -465,6 +470,8 @@ pub struct Diff<'a> {
     /// Kernel objects deleted first because they cannot be changed in place (kind, parent or
     /// handle differs); their wanted versions are among the adds.
     pub recreated: Vec<RawObj>,
+    /// The filters' part ([`crate::fdiff`]).
+    pub filters: FilterDiff,
 }
 
 impl Diff<'_> {
@@ -474,12 +481,16 @@ impl Diff<'_> {
             && self.changes.is_empty()
             && self.deletes.is_empty()
             && self.recreated.is_empty()
+            && self.filters.is_empty()
     }
 
-    /// The requests in order: recreations' deletes, adds, changes, deletes. Each comes with
-    /// whether it is a delete (a delete of something already gone is not an error).
+    /// The requests in order: filters deleted first, recreations' deletes, adds, changes, filter
+    /// adds and changes, filter deletes, deletes, u32 hash-table deletes (see [`Diff::offsets`],
+    /// [`Diff::retried_tail`]). Each comes with whether
+    /// it is a delete (a delete of something already gone is not an error).
     pub fn messages(&self, ifindex: i32) -> Vec<(Msg, bool, String)> {
         let mut out = Vec::with_capacity(self.adds.len() + self.changes.len() + self.deletes.len());
+        out.extend(self.filters.first_messages(ifindex));
         for r in &self.recreated {
             out.push((
                 delete_msg(ifindex, r),
@@ -493,6 +504,8 @@ impl Diff<'_> {
         for w in &self.changes {
             out.push((w.msg(ifindex), false, format!("change {}", w.label())));
         }
+        out.extend(self.filters.add_messages(ifindex));
+        out.extend(self.filters.delete_messages(ifindex));
         for r in &self.deletes {
             out.push((
                 delete_msg(ifindex, r),
@@ -500,17 +513,35 @@ impl Diff<'_> {
                 format!("delete {}", label(r.is_qdisc, &r.kind, r.handle)),
             ));
         }
+        out.extend(self.filters.table_delete_messages(ifindex));
         out
     }
 
-    /// `N added, N changed, N deleted, N re-created`.
+    /// How many requests at the end of [`Diff::messages`] may be refused with `EBUSY` for a
+    /// moment and are to be retried (u32 hash tables whose links were just deleted).
+    pub fn retried_tail(&self) -> usize {
+        self.filters.table_deletes.len()
+    }
+
+    /// Where the object adds and the filter adds start in [`Diff::messages`].
+    pub fn offsets(&self) -> (usize, usize) {
+        let adds = self.filters.first.len() + self.recreated.len();
+        (adds, adds + self.adds.len() + self.changes.len())
+    }
+
+    /// `N added, N changed, N deleted, N re-created` (objects, then filters).
     pub fn summary(&self) -> String {
+        let f = &self.filters;
         format!(
-            "{} added, {} changed in place, {} deleted, {} re-created",
+            "{} added, {} changed in place, {} deleted, {} re-created; filters: {} added, {} changed in place, {} deleted, {} deleted first",
             self.adds.len(),
             self.changes.len(),
             self.deletes.len(),
-            self.recreated.len()
+            self.recreated.len(),
+            f.adds.len(),
+            f.changes.len(),
+            f.deletes.len() + f.table_deletes.len(),
+            f.first.len()
         )
     }
 }
@@ -613,9 +644,20 @@ fn changeable_in_place(kind: &str) -> bool {
     !matches!(kind, "htb" | "drr" | "mq" | "ingress" | "clsact")
 }
 
-/// The requests that turn `have` (a dump) into `want`. Kernel objects on the ingress side are
-/// left alone unless `want` has an ingress qdisc.
+/// The requests that turn `have` (a dump) into `want`, filters aside. Kernel objects on the
+/// ingress side are left alone unless `want` has an ingress qdisc.
 pub fn diff<'a>(want: Vec<Want<'a>>, have: &[RawObj]) -> Diff<'a> {
+    diff_all(want, Vec::new(), have, &[])
+}
+
+/// [`diff`] with the filters: `fwant` the wanted ones, `fhave` the kernel's (read from the blocks
+/// of [`crate::fdiff::blocks`]).
+pub fn diff_all<'a>(
+    want: Vec<Want<'a>>,
+    fwant: Vec<RawFilter>,
+    have: &[RawObj],
+    fhave: &[RawFilter],
+) -> Diff<'a> {
     let touches_ingress = want.iter().any(|w| w.is_qdisc && w.parent == TC_H_INGRESS);
     let ingress_side: HashSet<Key> = if touches_ingress {
         HashSet::default()
@@ -629,6 +671,8 @@ pub fn diff<'a>(want: Vec<Want<'a>>, have: &[RawObj]) -> Diff<'a> {
     } else {
         Cow::Owned(have.iter().filter(|r| !ingress_side.contains(&r.key())).cloned().collect())
     };
+    let fhave: Vec<RawFilter> =
+        fhave.iter().filter(|f| !ingress_side.contains(&fdiff::block_key(f.parent))).cloned().collect();
     let by_key: HashMap<Key, &RawObj> = have.iter().map(|r| (r.key(), r)).collect();
     // A qdisc slot (root, ingress, or a class's leaf) holds one qdisc.
     let qdisc_at: HashMap<u32, &RawObj> = have.iter().filter(|r| r.is_qdisc).map(|r| (r.parent, r)).collect();
@@ -688,6 +732,10 @@ pub fn diff<'a>(want: Vec<Want<'a>>, have: &[RawObj]) -> Diff<'a> {
         .filter(|k| !wanted.contains(k) && !gone.contains(k))
         .collect();
     d.deletes = delete_order(&stale, &have);
+    let recreated: HashSet<u32> = gone.iter().filter(|k| !k.0 && wanted.contains(k)).map(|k| k.1).collect();
+    let mut all_gone = gone;
+    all_gone.extend(subtrees(&stale, &have));
+    d.filters = fdiff::diff(fwant, &fhave, &all_gone, &recreated);
     d
 }
 
