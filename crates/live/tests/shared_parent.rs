@@ -91,7 +91,7 @@ fn run(state: &sluice_config::model::State, subs: &[Sub], shards: usize, secs: u
             }
         }
         if shards > 1 && now >= next_tick {
-            next_tick = next_tick + PERIOD;
+            next_tick += PERIOD;
             for r in rebalancers.iter_mut() {
                 let class = r.class().classid;
                 let reports: Vec<Report> = engines
@@ -111,7 +111,7 @@ fn run(state: &sluice_config::model::State, subs: &[Sub], shards: usize, secs: u
                 }
             }
         }
-        now = now + STEP;
+        now += STEP;
     }
     let secs = (secs - 1) as f64;
     sent.iter().map(|&b| b as f64 * 8.0 / secs).collect()
