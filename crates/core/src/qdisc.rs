@@ -50,6 +50,8 @@ pub enum DropReason {
     Flushed,
     /// A frame too short to be forwarded (shorter than its link-layer header).
     Malformed,
+    /// A TCP ACK made redundant by a newer one (CAKE's ACK filter).
+    AckFilter,
 }
 
 impl fmt::Display for DropReason {
@@ -65,6 +67,7 @@ impl fmt::Display for DropReason {
             DropReason::Unclassified => "unclassified",
             DropReason::Flushed => "flushed",
             DropReason::Malformed => "malformed frame",
+            DropReason::AckFilter => "ACK filter",
         };
         f.write_str(s)
     }
