@@ -20,8 +20,9 @@
 //! difference: those that must go before anything else (a priority re-made, a filter pointing at
 //! a class deleted to be re-created) first; their adds and in-place changes after the qdisc and
 //! class adds and changes (a filter's class exists before the filter), and their deletes before
-//! the qdisc and class deletes (HTB refuses to delete a class a filter points at). New filters are
-//! in place before old ones go, so traffic is classified at every step.
+//! the qdisc and class deletes (HTB refuses to delete a class a filter points at), u32 hash tables
+//! last. New filters are in place before old ones go, so traffic is classified at every step,
+//! except where the kernel cannot change a filter in place (see [`crate::fdiff`]).
 //!
 //! Parameters are compared by meaning where the kernel's dump differs from the request (HTB and
 //! TBF: rates, buckets in scheduler ticks ±1, prio, explicit quantum, overhead, mpu; HTB qdisc:
@@ -732,10 +733,15 @@ pub fn diff_all<'a>(
         .filter(|k| !wanted.contains(k) && !gone.contains(k))
         .collect();
     d.deletes = delete_order(&stale, &have);
-    let recreated: HashSet<u32> = gone.iter().filter(|k| !k.0 && wanted.contains(k)).map(|k| k.1).collect();
-    let mut all_gone = gone;
-    all_gone.extend(subtrees(&stale, &have));
-    d.filters = fdiff::diff(fwant, &fhave, &all_gone, &recreated);
+    if !fwant.is_empty() || !fhave.is_empty() {
+        let recreated: HashSet<u32> =
+            gone.iter().filter(|k| !k.0 && wanted.contains(k)).map(|k| k.1).collect();
+        let mut all_gone = gone;
+        if !stale.is_empty() {
+            all_gone.extend(subtrees(&stale, &have));
+        }
+        d.filters = fdiff::diff(fwant, &fhave, &all_gone, &recreated);
+    }
     d
 }
 
