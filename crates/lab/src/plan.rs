@@ -70,6 +70,11 @@ impl RawObj {
 const CLASSLESS: [&str; 10] =
     ["pfifo", "bfifo", "pfifo_head_drop", "pfifo_fast", "noqueue", "codel", "fq", "pie", "ingress", "clsact"];
 
+/// Qdisc kinds whose classes are their flows with packets queued: no request creates or changes
+/// them (their class operations have no `change`), they come and go with the traffic, and a
+/// snapshot holding them could not be restored; they are not read.
+const FLOW_CLASSES: [&str; 3] = ["fq_codel", "sfq", "cake"];
+
 /// Up to this many qdiscs that may hold classes, the classes are dumped one qdisc at a time;
 /// above it, in one dump of the device.
 const CLASS_DUMPS_PER_QDISC: usize = 256;
@@ -79,20 +84,23 @@ const CLASS_DUMPS_PER_QDISC: usize = 256;
 /// has when nothing is configured.
 ///
 /// The classes are asked for one classful qdisc at a time (`tcm_parent` set), unless there are
-/// many of those or one has handle 0: the same objects as one dump of the device, but the
-/// kernel's device-wide class dump walks every qdisc again for each reply buffer it fills (a
-/// tree of 10 000 leaf qdiscs: all 10 000 for each of ~100 buffers), while a dump by parent
-/// looks its qdisc up by handle.
+/// many of those or one has handle 0: the same objects as one dump of the device (the flows of
+/// [`FLOW_CLASSES`] kinds aside), but the kernel's device-wide class dump walks every qdisc
+/// again for each reply buffer it fills (a tree of 10 000 leaf qdiscs: all 10 000 for each of
+/// ~100 buffers), while a dump by parent looks its qdisc up by handle. A tree whose 10 000
+/// leaves are fq_codel or CAKE is read by parent too: only its HTB qdiscs are asked.
 pub fn dump_tree(nl: &mut Netlink, ifindex: i32) -> Result<Vec<RawObj>, LabError> {
     let mut out = Vec::new();
-    let (mut classful, mut classful_at_0) = (Vec::new(), false);
+    let (mut classful, mut classful_at_0, mut flows) = (Vec::new(), false, HashSet::default());
     let mut req = Msg::tc(rtm::GETQDISC, flags::REQUEST | flags::DUMP, TcMsg { ifindex, ..TcMsg::default() });
     nl.dump_each(&mut req, |_, tc, attrs| {
         if tc.ifindex != ifindex {
             return;
         }
         let obj = raw_obj(true, tc, attrs);
-        if !CLASSLESS.contains(&obj.kind.as_str()) {
+        if FLOW_CLASSES.contains(&obj.kind.as_str()) && obj.handle != 0 {
+            flows.insert(obj.handle);
+        } else if !CLASSLESS.contains(&obj.kind.as_str()) {
             classful.push(obj.handle);
             classful_at_0 |= obj.handle == 0;
         }
@@ -104,7 +112,7 @@ pub fn dump_tree(nl: &mut Netlink, ifindex: i32) -> Result<Vec<RawObj>, LabError
     for parent in parents {
         let tc = TcMsg { ifindex, parent, ..TcMsg::default() };
         nl.dump_each(&mut Msg::tc(rtm::GETTCLASS, flags::REQUEST | flags::DUMP, tc), |_, tc, attrs| {
-            if tc.ifindex == ifindex && tc.handle != 0 {
+            if tc.ifindex == ifindex && tc.handle != 0 && !flows.contains(&(tc.handle & 0xFFFF_0000)) {
                 out.push(raw_obj(false, tc, attrs));
             }
         })?;
