@@ -50,6 +50,7 @@ fn start(
         verbose: true,
         netns: Some(lab.shaper_ns()),
         pacing: Default::default(),
+        io: Default::default(),
     };
     let h = std::thread::spawn(move || shaper::run(opts).expect("shaper runs"));
     std::thread::sleep(Duration::from_millis(400)); // calibration + ring set-up

@@ -9,9 +9,10 @@
 
 use crate::control::{self, Request};
 use crate::frame::Pool;
+use crate::io::{self, IoMode, Rx};
 use crate::offload::{self, Refusal, VnetHdr};
 use crate::pacing::{self, Pacing};
-use crate::sys::{self, Out, RxRing, TxSock};
+use crate::sys::{self, Out};
 use crate::timing::{Calibration, SPIN_BELOW};
 use crate::LiveError;
 use serde::Serialize;
@@ -67,6 +68,8 @@ pub struct Options {
     /// How deadlines are waited for and late ones caught up ([`Pacing::default`] is right for
     /// most uses).
     pub pacing: Pacing,
+    /// Frame I/O per interface: AF_PACKET, AF_XDP, or per driver ([`crate::io`]).
+    pub io: IoMode,
 }
 
 /// How the loop kept time (see [`crate::pacing`]).
@@ -307,22 +310,27 @@ impl Snapshot {
 
 struct Port {
     name: String,
-    rx: Option<RxRing>,
-    tx: Option<TxSock>,
+    rx: Option<Rx>,
+    tx: Option<io::Tx>,
     gone_reported: bool,
+    io: IoMode,
+    verbose: bool,
 }
 
 impl Port {
-    fn open(name: &str) -> Result<Port, LiveError> {
-        let mut p = Port { name: name.to_string(), rx: None, tx: None, gone_reported: false };
+    fn open(name: &str, io: IoMode, verbose: bool) -> Result<Port, LiveError> {
+        let mut p = Port { name: name.to_string(), rx: None, tx: None, gone_reported: false, io, verbose };
         p.reopen().map_err(|e| LiveError::Io(format!("{name}: {e}")))?;
         Ok(p)
     }
 
     fn reopen(&mut self) -> std::io::Result<()> {
-        let idx = sys::ifindex(&self.name)?;
-        self.rx = Some(RxRing::open(idx)?);
-        self.tx = Some(TxSock::open(idx)?);
+        let (rx, tx, how) = io::open(&self.name, self.io)?;
+        // A fallback from an asked-for AF_XDP is said even when quiet.
+        if self.verbose || (self.io == IoMode::Xdp && matches!(rx, Rx::Packet(_))) {
+            eprintln!("sluice shape: {how}");
+        }
+        (self.rx, self.tx) = (Some(rx), Some(tx));
         self.gone_reported = false;
         Ok(())
     }
@@ -416,7 +424,8 @@ pub fn run(opts: Options) -> Result<Snapshot, LiveError> {
     if let Some(ns) = &opts.netns {
         crate::netns::enter(ns)?;
     }
-    let mut ports = [Port::open(&opts.in_if)?, Port::open(&opts.out_if)?];
+    let mut ports =
+        [Port::open(&opts.in_if, opts.io, opts.verbose)?, Port::open(&opts.out_if, opts.io, opts.verbose)?];
     let control: Option<Receiver<Request>> = match &opts.control {
         Some(p) => Some(
             control::serve(p, opts.stop.clone())

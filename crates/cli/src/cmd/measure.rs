@@ -30,7 +30,7 @@ pub struct Args {
     #[arg(long)]
     out: Option<PathBuf>,
     /// key=value settings: targets=100mbit,1gbit  duration=3  warmup=1  flows=1  rate=50mbit
-    /// leaf=fq_codel|pfifo  shape_pct=90  kernel_burst=tc|sluice  spin=1 (live shaper never sleeps); tcp: flows=1 cc=cubic|reno|bbr limit=1000 leaf=pfifo|fq_codel|netem delay=10ms.
+    /// leaf=fq_codel|pfifo  shape_pct=90  kernel_burst=tc|sluice  spin=1 (live shaper never sleeps)  io=auto|xdp|packet (its frame I/O); tcp: flows=1 cc=cubic|reno|bbr limit=1000 leaf=pfifo|fq_codel|netem delay=10ms.
     #[arg(long = "set")]
     set: Vec<String>,
     /// No progress output.
@@ -46,6 +46,8 @@ pub struct Args {
 pub(crate) struct LiveShaper {
     /// Poll the rings without sleeping (`--set spin=1`).
     pub spin: bool,
+    /// Frame I/O (`--set io=auto|xdp|packet`).
+    pub io: sluice_live::io::IoMode,
 }
 
 struct LiveRunning {
@@ -112,6 +114,7 @@ impl Shaper for LiveShaper {
             verbose: false,
             netns: Some(lab.shaper_ns()),
             pacing: sluice_live::pacing::Pacing { spin: self.spin, ..Default::default() },
+            io: self.io,
         };
         let handle = std::thread::spawn(move || shaper::run(opts));
         let t0 = Instant::now();
@@ -136,7 +139,11 @@ impl Shaper for LiveShaper {
 /// Runs `sluice measure`.
 pub fn run(args: Args) -> Result<ExitCode> {
     let lab = Lab::new(&args.tag)?;
-    let live = LiveShaper { spin: args.set.iter().any(|kv| kv == "spin=1") };
+    let io = match args.set.iter().find_map(|kv| kv.strip_prefix("io=")) {
+        Some(v) => v.parse().map_err(anyhow::Error::msg)?,
+        None => Default::default(),
+    };
+    let live = LiveShaper { spin: args.set.iter().any(|kv| kv == "spin=1"), io };
     let backend = match args.backend.as_str() {
         "sluice" => Backend::Sluice(&live),
         "kernel" => Backend::Kernel,

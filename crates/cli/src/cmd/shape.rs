@@ -53,6 +53,10 @@ pub struct Args {
     /// Never sleep: poll the rings continuously (lowest latency on a quiet path; one core at 100%).
     #[arg(long)]
     spin: bool,
+    /// Frame I/O: `packet` (AF_PACKET), `xdp` (AF_XDP, zero-copy where the driver grants it,
+    /// falling back to AF_PACKET), or `auto` (per driver; the choice and its reason are printed).
+    #[arg(long, value_name = "auto|xdp|packet", default_value = "auto")]
+    io: sluice_live::io::IoMode,
 }
 
 /// Reads a configuration for device `dev` (`$DEV`), printing a diagnostic on error.
@@ -100,6 +104,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
             spin: args.spin,
             ..Default::default()
         },
+        io: args.io,
     };
     let snap = shaper::run(opts)?;
     println!("final counters:\n{}", snap.to_text());
