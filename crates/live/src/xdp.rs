@@ -483,10 +483,13 @@ pub struct IfFacts {
     pub rx_queues: u32,
     /// TCP segmentation or generic segmentation offload is on.
     pub gso: bool,
+    /// Transmit checksum offload is on.
+    pub tx_csum: bool,
 }
 
 const SIOCETHTOOL: libc::c_ulong = 0x8946;
 const ETHTOOL_GDRVINFO: u32 = 0x03;
+const ETHTOOL_GTXCSUM: u32 = 0x16;
 const ETHTOOL_GTSO: u32 = 0x1e;
 const ETHTOOL_GGSO: u32 = 0x23;
 const ETHTOOL_GCHANNELS: u32 = 0x3c;
@@ -531,7 +534,8 @@ pub fn if_facts(name: &str) -> IfFacts {
         ethtool(&fd, name, &mut v) && v[1] != 0
     };
     let gso = on(ETHTOOL_GTSO) || on(ETHTOOL_GGSO);
-    IfFacts { driver, rx_queues, gso }
+    let tx_csum = on(ETHTOOL_GTXCSUM);
+    IfFacts { driver, rx_queues, gso, tx_csum }
 }
 
 impl AsFd for XdpPort {
