@@ -31,8 +31,9 @@ pub enum Item {
 pub struct Values {
     /// Mbit/s (flows: received; classes: achieved).
     pub mbps: f64,
-    /// p50, p99 latency (ms), jitter (ms), loss (%) for flows.
-    pub lat: Option<(f64, f64, f64, f64)>,
+    /// p50, p99 latency (ms), jitter (ms), loss (%) for flows ([`FLOW_METRICS`] order); a
+    /// latency is None when the flow delivered nothing to measure it on.
+    pub lat: Option<[Option<f64>; 4]>,
     /// "95.3% of ceil" and drops, for classes.
     pub class: Option<(String, u64)>,
 }
@@ -45,25 +46,27 @@ pub struct Comparison {
     pub rows: Vec<(String, Item, Vec<Option<Values>>)>,
 }
 
+/// The flow columns, in the order of [`Values::lat`].
+pub const FLOW_METRICS: [Metric; 4] = [Metric::P50, Metric::P99, Metric::Jitter, Metric::Loss];
+
 fn flow_values(c: &Case, name: &str) -> Option<Values> {
     let f = c.flows.iter().find(|f| f.name == name)?;
-    Some(Values {
-        mbps: f.achieved_bps / 1e6,
-        lat: Some((f.latency_ms.p50, f.latency_ms.p99, f.jitter_ms, f.loss_pct)),
-        class: None,
-    })
+    Some(Values { mbps: f.achieved_bps / 1e6, lat: Some(FLOW_METRICS.map(|m| m.of(f))), class: None })
 }
 
+/// Means over the flows that measured each metric (p99: the worst), None where none did.
 fn all_flows(c: &Case) -> Values {
-    let n = c.flows.len().max(1) as f64;
+    let agg = |m: Metric| {
+        let v: Vec<f64> = c.flows.iter().filter_map(|f| m.of(f)).collect();
+        match (v.is_empty(), m) {
+            (true, _) => None,
+            (false, Metric::P99) => Some(v.iter().copied().fold(0.0, f64::max)),
+            (false, _) => Some(v.iter().sum::<f64>() / v.len() as f64),
+        }
+    };
     Values {
         mbps: c.flows.iter().map(|f| f.achieved_bps).sum::<f64>() / 1e6,
-        lat: Some((
-            c.flows.iter().map(|f| f.latency_ms.p50).sum::<f64>() / n,
-            c.flows.iter().map(|f| f.latency_ms.p99).fold(0.0, f64::max),
-            c.flows.iter().map(|f| f.jitter_ms).sum::<f64>() / n,
-            c.flows.iter().map(|f| f.loss_pct).sum::<f64>() / n,
-        )),
+        lat: Some(FLOW_METRICS.map(agg)),
         class: None,
     }
 }
@@ -181,20 +184,23 @@ pub fn table(cmp: &Comparison) -> String {
                 continue;
             };
             // Right-aligned numbers with the mark in a column of its own.
-            let mark = |m: Metric, a: Option<f64>, b: f64| -> String {
+            let mark = |m: Metric, a: Option<f64>, b: Option<f64>| -> String {
+                let Some(b) = b else { return "- ".into() };
                 let star = if a.is_some_and(|a| differs(m, a, b)) { '*' } else { ' ' };
                 format!("{}{star}", num(b))
             };
-            let mb = mark(Metric::Mbps, first.as_ref().map(|f| f.mbps), v.mbps);
-            if let Some((p50, p99, j, l)) = v.lat {
+            let mb = mark(Metric::Mbps, first.as_ref().map(|f| f.mbps), Some(v.mbps));
+            if let Some(lat) = v.lat {
                 let fl = first.as_ref().and_then(|f| f.lat);
+                let c: Vec<String> =
+                    (0..4).map(|i| mark(FLOW_METRICS[i], fl.and_then(|f| f[i]), lat[i])).collect();
                 let _ = writeln!(
                     out,
                     "    {label:<w$}  {mb:>11}{:>10}{:>10}{:>10}{:>9}",
-                    mark(Metric::P50, fl.map(|f| f.0), p50),
-                    mark(Metric::P99, fl.map(|f| f.1), p99),
-                    mark(Metric::Jitter, fl.map(|f| f.2), j),
-                    mark(Metric::Loss, fl.map(|f| f.3), l),
+                    c[0],
+                    c[1],
+                    c[2],
+                    c[3],
                     w = lw - 2
                 );
             } else if let Some((r, d)) = &v.class {
@@ -259,7 +265,8 @@ th{background:#eef1f4}td.l,th.l{text-align:left}tbody.g{border-top:2px solid #99
                 h.push_str("<td colspan=\"7\" class=\"l\">not in this run</td></tr>");
                 continue;
             };
-            let cell = |m: Metric, a: Option<f64>, b: f64| -> String {
+            let cell = |m: Metric, a: Option<f64>, b: Option<f64>| -> String {
+                let Some(b) = b else { return "<td>-</td>".into() };
                 let cls = match a {
                     Some(a) if k > 0 && differs(m, a, b) => match m.lower_is_better() {
                         Some(true) if b < a => "better",
@@ -270,14 +277,13 @@ th{background:#eef1f4}td.l,th.l{text-align:left}tbody.g{border-top:2px solid #99
                 };
                 format!("<td class=\"{cls}\">{}</td>", num(b))
             };
-            h.push_str(&cell(Metric::Mbps, first.as_ref().map(|f| f.mbps), v.mbps));
+            h.push_str(&cell(Metric::Mbps, first.as_ref().map(|f| f.mbps), Some(v.mbps)));
             match v.lat {
-                Some((p50, p99, j, l)) => {
+                Some(lat) => {
                     let fl = first.as_ref().and_then(|f| f.lat);
-                    h.push_str(&cell(Metric::P50, fl.map(|f| f.0), p50));
-                    h.push_str(&cell(Metric::P99, fl.map(|f| f.1), p99));
-                    h.push_str(&cell(Metric::Jitter, fl.map(|f| f.2), j));
-                    h.push_str(&cell(Metric::Loss, fl.map(|f| f.3), l));
+                    for (i, m) in FLOW_METRICS.into_iter().enumerate() {
+                        h.push_str(&cell(m, fl.and_then(|f| f[i]), lat[i]));
+                    }
                 }
                 None => h.push_str("<td></td><td></td><td></td><td></td>"),
             }
@@ -438,5 +444,21 @@ mod tests {
         );
         let h = html(&cmp, &[], &[]);
         assert!(h.contains("class=\"worse\">200<"), "p99 rise not marked worse");
+    }
+
+    #[test]
+    fn a_flow_that_delivered_nothing_shows_no_latency() {
+        let mut starved = doc(20.0, &[]);
+        let ping = &mut starved.cases[0].flows[0];
+        (ping.sent, ping.received, ping.loss_pct) = (100, 0, 100.0);
+        let docs = vec![("a".to_string(), doc(20.0, &[])), ("b".to_string(), starved)];
+        let cmp = compare(&docs);
+        let Some(Values { lat: Some(lat), .. }) = &cmp.rows[0].2[1] else { panic!("no ping row") };
+        assert_eq!(lat[..3], [None, None, None], "latency of a flow with nothing received");
+        assert_eq!(lat[3], Some(100.0));
+        let t = table(&cmp);
+        let line = t.lines().find(|l| l.trim_start().starts_with("b ")).expect("row of run b");
+        assert_eq!(line.matches(" - ").count(), 3, "{t}");
+        assert!(html(&cmp, &[], &[]).contains("<td>-</td>"));
     }
 }
