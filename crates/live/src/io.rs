@@ -61,6 +61,8 @@ pub enum Choice {
     Packet(&'static str),
     /// AF_XDP, kept only if the driver grants zero-copy (else AF_PACKET, saying so).
     XdpZeroCopy,
+    /// AF_XDP, copy mode accepted, for this reason.
+    Xdp(&'static str),
 }
 
 /// The per-driver rule of `--io auto` (the measurements behind it: BENCHMARKS.md, "AF_XDP and
@@ -68,13 +70,13 @@ pub enum Choice {
 pub fn auto_choice(f: &IfFacts) -> Choice {
     match f.driver.as_str() {
         "veth" if f.gso => Choice::Packet(
-            "veth with segmentation offload on: an XDP program turns off the peer's software GSO, \
-             so AF_XDP would get MTU frames where AF_PACKET with VNET_HDR gets 64 KiB super-packets",
+            "veth with segmentation offload on: XDP would turn off the peer's GSO and AF_XDP cannot \
+             see unfilled checksums; AF_PACKET with VNET_HDR keeps 64 KiB super-packets",
         ),
-        "veth" => Choice::Packet(
-            "veth has no zero-copy AF_XDP, and copy-mode AF_XDP forwarded less than AF_PACKET \
-             here with offloads off",
+        "veth" if f.tx_csum => Choice::Packet(
+            "veth with checksum offload on: frames would reach XDP with their checksums unfilled",
         ),
+        "veth" => Choice::Xdp("veth with offloads off: copy-mode AF_XDP forwarded more than AF_PACKET"),
         "" => Choice::Packet("the driver is unknown (no ethtool driver information)"),
         _ => Choice::XdpZeroCopy,
     }
@@ -159,6 +161,7 @@ pub fn open(name: &str, mode: IoMode) -> io::Result<(Rx, Tx, String)> {
     };
     let facts = xdp::if_facts(name);
     let driver = if facts.driver.is_empty() { "unknown driver".to_string() } else { facts.driver.clone() };
+    let mut reason = None;
     let want_zero = match mode {
         IoMode::Packet => return packet("asked for".into()),
         IoMode::Xdp => match xdp_unsafe(&facts) {
@@ -168,6 +171,10 @@ pub fn open(name: &str, mode: IoMode) -> io::Result<(Rx, Tx, String)> {
         IoMode::Auto => match auto_choice(&facts) {
             Choice::Packet(why) => return packet(format!("auto, {driver}: {why}")),
             Choice::XdpZeroCopy => true,
+            Choice::Xdp(why) => {
+                reason = Some(why);
+                false
+            }
         },
     };
     // `--io xdp` asks for zero-copy too (it falls back to copy mode); `auto` keeps only a
@@ -184,10 +191,15 @@ pub fn open(name: &str, mode: IoMode) -> io::Result<(Rx, Tx, String)> {
             }
             let poll = port.as_fd().try_clone_to_owned()?;
             let port = Rc::new(RefCell::new(port));
-            let line = match note {
-                Some(n) => format!("{name}: {what} ({driver}; {n})"),
-                None => format!("{name}: {what} ({driver})"),
+            let mut line = format!("{name}: {what} (");
+            line += &match reason {
+                Some(why) => format!("auto, {driver}: {why}"),
+                None => driver,
             };
+            if let Some(n) = note {
+                line += &format!("; {n}");
+            }
+            line.push(')');
             Ok((Rx::Xdp { port: port.clone(), poll }, Tx::Xdp(port), line))
         }
         Err(e) => packet(format!("AF_XDP failed on {driver}: {e}")),
@@ -212,9 +224,11 @@ mod tests {
     }
 
     #[test]
-    fn auto_keeps_af_packet_on_veth_and_unknown_drivers_and_tries_zero_copy_elsewhere() {
+    fn auto_takes_af_xdp_on_veth_only_with_offloads_off_and_zero_copy_elsewhere() {
         assert!(matches!(auto_choice(&facts("veth", true)), Choice::Packet(w) if w.contains("GSO")));
-        assert!(matches!(auto_choice(&facts("veth", false)), Choice::Packet(w) if w.contains("zero-copy")));
+        assert!(matches!(auto_choice(&facts("veth", false)), Choice::Xdp(w) if w.contains("offloads off")));
+        let csum_only = IfFacts { tx_csum: true, ..facts("veth", false) };
+        assert!(matches!(auto_choice(&csum_only), Choice::Packet(w) if w.contains("checksum")));
         assert!(matches!(auto_choice(&facts("", false)), Choice::Packet(_)));
         assert_eq!(auto_choice(&facts("ice", true)), Choice::XdpZeroCopy);
         assert_eq!(auto_choice(&facts("mlx5_core", false)), Choice::XdpZeroCopy);
