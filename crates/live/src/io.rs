@@ -47,7 +47,11 @@ impl FromStr for IoMode {
 /// UDP datagram of a run arrived with a checksum error and TCP did not connect). The peer sits
 /// in another namespace; the lab and most setups configure both ends alike, so this end's
 /// offloads stand for the peer's. Frames from a NIC's wire carry full checksums.
+/// Nor can it take frames larger than its chunks ([`xdp::MAX_MTU`]).
 pub fn xdp_unsafe(f: &IfFacts) -> Option<&'static str> {
+    if f.mtu > xdp::MAX_MTU {
+        return Some("the MTU is larger than an AF_XDP chunk holds (1770 bytes)");
+    }
     (f.driver == "veth" && (f.tx_csum || f.gso)).then_some(
         "veth with checksum offload on: its frames reach XDP with checksums left unfilled, \
          which AF_XDP cannot see, so they would be forwarded broken",
@@ -168,10 +172,10 @@ pub fn open(name: &str, mode: IoMode) -> io::Result<(Rx, Tx, String)> {
             Some(why) => return packet(format!("AF_XDP refused, {driver}: {why}")),
             None => false,
         },
-        IoMode::Auto => match auto_choice(&facts) {
-            Choice::Packet(why) => return packet(format!("auto, {driver}: {why}")),
-            Choice::XdpZeroCopy => true,
-            Choice::Xdp(why) => {
+        IoMode::Auto => match (auto_choice(&facts), xdp_unsafe(&facts)) {
+            (Choice::Packet(why), _) | (_, Some(why)) => return packet(format!("auto, {driver}: {why}")),
+            (Choice::XdpZeroCopy, None) => true,
+            (Choice::Xdp(why), None) => {
                 reason = Some(why);
                 false
             }
@@ -211,7 +215,7 @@ mod tests {
     use super::*;
 
     fn facts(driver: &str, gso: bool) -> IfFacts {
-        IfFacts { driver: driver.into(), rx_queues: 1, gso, tx_csum: gso }
+        IfFacts { driver: driver.into(), rx_queues: 1, gso, tx_csum: gso, mtu: 1500 }
     }
 
     #[test]
@@ -221,6 +225,10 @@ mod tests {
         assert!(xdp_unsafe(&csum_only).is_some());
         assert_eq!(xdp_unsafe(&facts("veth", false)), None);
         assert_eq!(xdp_unsafe(&facts("ice", true)), None);
+        assert_eq!(xdp::MAX_MTU, 1770);
+        let jumbo = IfFacts { mtu: 9000, ..facts("ice", false) };
+        assert!(xdp_unsafe(&jumbo).is_some_and(|w| w.contains("MTU")));
+        assert!(xdp_unsafe(&IfFacts { mtu: 1770, ..jumbo }).is_none());
     }
 
     #[test]

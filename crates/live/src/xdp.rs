@@ -268,6 +268,9 @@ pub struct XdpPort {
     seg: Vec<u8>,
     /// Descriptors of the batch being built.
     descs: Vec<XdpDesc>,
+    /// With several queues: an epoll instance over all their sockets, so one descriptor
+    /// wakes the loop for a frame on any queue.
+    epoll: Option<OwnedFd>,
 }
 
 impl XdpPort {
@@ -300,12 +303,14 @@ impl XdpPort {
         for (q, s) in qs.iter().enumerate() {
             redirect.insert(q as u32, s.fd())?;
         }
+        let epoll = if qs.len() > 1 { Some(epoll_over(qs.iter().map(|q| q.fd()))?) } else { None };
         let port = XdpPort {
             queues: qs,
             redirect,
             copy,
             seg: Vec::with_capacity(offload_seg_capacity()),
             descs: Vec::with_capacity(RING as usize),
+            epoll,
         };
         Ok((port, note))
     }
@@ -418,13 +423,35 @@ impl XdpPort {
         RxStats { drops, truncated: 0 }
     }
 
-    /// The descriptor to poll for received frames (queue 0's; with more queues the loop also
-    /// wakes on its timer).
+    /// The descriptor to poll for received frames: the socket's, or with several queues the
+    /// epoll instance over all of them.
     pub fn poll_fd(&self) -> BorrowedFd<'_> {
+        if let Some(e) = &self.epoll {
+            return e.as_fd();
+        }
         let fd = self.queues.first().map(|q| q.fd()).unwrap_or(-1);
         // SAFETY: the descriptor belongs to a socket this port owns and outlives the borrow.
         unsafe { BorrowedFd::borrow_raw(fd) }
     }
+}
+
+/// An epoll instance that is readable when any of `fds` is.
+fn epoll_over(fds: impl Iterator<Item = i32>) -> io::Result<OwnedFd> {
+    // SAFETY: plain epoll_create1; the descriptor is checked and owned below.
+    let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+    if ep < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a fresh descriptor nothing else owns.
+    let ep = unsafe { OwnedFd::from_raw_fd(ep) };
+    for fd in fds {
+        let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: fd as u64 };
+        // SAFETY: both descriptors are open; `ev` is a valid event for the call's duration.
+        if unsafe { libc::epoll_ctl(ep.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(ep)
 }
 
 fn offload_seg_capacity() -> usize {
@@ -485,9 +512,16 @@ pub struct IfFacts {
     pub gso: bool,
     /// Transmit checksum offload is on.
     pub tx_csum: bool,
+    /// The interface's MTU (0 if unknown).
+    pub mtu: u32,
 }
 
+/// Largest MTU whose frames (Ethernet header and two VLAN tags included) fit a chunk after the
+/// kernel's 256 bytes of headroom.
+pub const MAX_MTU: u32 = CHUNK - 256 - 14 - 8;
+
 const SIOCETHTOOL: libc::c_ulong = 0x8946;
+const SIOCGIFMTU: libc::c_ulong = 0x8921;
 const ETHTOOL_GDRVINFO: u32 = 0x03;
 const ETHTOOL_GTXCSUM: u32 = 0x16;
 const ETHTOOL_GTSO: u32 = 0x1e;
@@ -535,7 +569,17 @@ pub fn if_facts(name: &str) -> IfFacts {
     };
     let gso = on(ETHTOOL_GTSO) || on(ETHTOOL_GGSO);
     let tx_csum = on(ETHTOOL_GTXCSUM);
-    IfFacts { driver, rx_queues, gso, tx_csum }
+    // struct ifreq with ifr_mtu (an int) after the name.
+    let mut ifr = [0u8; 40];
+    let n = name.len().min(15);
+    ifr[..n].copy_from_slice(&name.as_bytes()[..n]);
+    // SAFETY: `ifr` is a valid struct ifreq the call fills in; it outlives the call.
+    let mtu = if unsafe { libc::ioctl(fd.as_raw_fd(), SIOCGIFMTU, ifr.as_mut_ptr()) } == 0 {
+        u32::from_ne_bytes([ifr[16], ifr[17], ifr[18], ifr[19]])
+    } else {
+        0
+    };
+    IfFacts { driver, rx_queues, gso, tx_csum, mtu }
 }
 
 impl AsFd for XdpPort {
