@@ -42,6 +42,29 @@ fn xdp_attached(lab: &Lab) -> Vec<String> {
     out.lines().filter(|l| l.contains("prog/xdp")).map(str::to_string).collect()
 }
 
+const HTB_300M: &str = "tc qdisc add dev $DEV root handle 1: htb default 1\n\
+     tc class add dev $DEV parent 1: classid 1:1 htb rate 300mbit\n\
+     tc qdisc add dev $DEV parent 1:1 pfifo limit 1000\n";
+
+/// The shaper between the lab's two interfaces through one HTB class at 300 Mbit/s, on AF_XDP.
+fn options(lab: &Lab, stop: Arc<AtomicBool>) -> Options {
+    Options {
+        in_if: IF_SHAPER_CLIENT.into(),
+        out_if: IF_SHAPER_SERVER.into(),
+        forward: config::from_script("test.tc", HTB_300M, IF_SHAPER_SERVER).expect("configuration loads"),
+        reverse: None,
+        control: None,
+        metrics: None,
+        max_duration: Some(Duration::from_secs(40)),
+        stop,
+        load_config: Box::new(|p| config::load(p, IF_SHAPER_SERVER).map_err(|e| e.to_string())),
+        verbose: true,
+        netns: Some(lab.shaper_ns()),
+        pacing: Default::default(),
+        io: IoMode::Xdp,
+    }
+}
+
 #[test]
 fn af_xdp_ports_forward_udp_and_tcp_intact_and_leave_no_program_behind() {
     if !lab_or_skip("af_xdp_ports_forward_udp_and_tcp_intact_and_leave_no_program_behind") {
@@ -61,28 +84,20 @@ fn af_xdp_ports_forward_udp_and_tcp_intact_and_leave_no_program_behind() {
         Err(e) => panic!("opening the lab's interface: {e}"),
     }
     assert!(xdp_attached(&lab).is_empty(), "the probe left a program: {:?}", xdp_attached(&lab));
-    let opts = Options {
-        in_if: IF_SHAPER_CLIENT.into(),
-        out_if: IF_SHAPER_SERVER.into(),
-        forward: config::from_script(
-            "test.tc",
-            "tc qdisc add dev $DEV root handle 1: htb default 1\n\
-             tc class add dev $DEV parent 1: classid 1:1 htb rate 300mbit\n\
-             tc qdisc add dev $DEV parent 1:1 pfifo limit 1000\n",
-            IF_SHAPER_SERVER,
-        )
-        .expect("configuration loads"),
-        reverse: None,
-        control: None,
-        metrics: None,
-        max_duration: Some(Duration::from_secs(40)),
-        stop: stop.clone(),
-        load_config: Box::new(|p| config::load(p, IF_SHAPER_SERVER).map_err(|e| e.to_string())),
-        verbose: true,
-        netns: Some(lab.shaper_ns()),
-        pacing: Default::default(),
-        io: IoMode::Xdp,
+    // An error after the first port is up (the second interface does not exist) detaches the
+    // first port's program on the way out.
+    let failing = Options {
+        out_if: "slc-none".into(),
+        forward: config::from_script("test.tc", HTB_300M, "slc-none").unwrap(),
+        ..options(&lab, stop.clone())
     };
+    let e = std::thread::spawn(move || shaper::run(failing).err()).join().unwrap();
+    assert!(
+        e.is_some_and(|e| e.to_string().starts_with("slc-none: ")),
+        "the shaper should fail opening slc-none"
+    );
+    assert!(xdp_attached(&lab).is_empty(), "a failed start left a program: {:?}", xdp_attached(&lab));
+    let opts = options(&lab, stop.clone());
     let h = std::thread::spawn(move || shaper::run(opts).expect("shaper runs"));
     std::thread::sleep(Duration::from_millis(600)); // calibration + port set-up
     let attached = xdp_attached(&lab);
