@@ -308,14 +308,14 @@ impl XdpPort {
             queues: qs,
             redirect,
             copy,
-            seg: Vec::with_capacity(offload_seg_capacity()),
+            seg: Vec::with_capacity(crate::sys::MAX_FRAME),
             descs: Vec::with_capacity(RING as usize),
             epoll,
         };
         Ok((port, note))
     }
 
-    /// "AF_XDP copy, native, 1 queue" etc.
+    /// "AF_XDP copy mode, native XDP, 1 queue" etc.
     pub fn describe(&self) -> String {
         format!(
             "AF_XDP {}, {} XDP, {} queue{}",
@@ -429,6 +429,7 @@ impl XdpPort {
         if let Some(e) = &self.epoll {
             return e.as_fd();
         }
+        // `open` makes at least one queue, so this is an open descriptor, never -1.
         let fd = self.queues.first().map(|q| q.fd()).unwrap_or(-1);
         // SAFETY: the descriptor belongs to a socket this port owns and outlives the borrow.
         unsafe { BorrowedFd::borrow_raw(fd) }
@@ -452,10 +453,6 @@ fn epoll_over(fds: impl Iterator<Item = i32>) -> io::Result<OwnedFd> {
         }
     }
     Ok(ep)
-}
-
-fn offload_seg_capacity() -> usize {
-    crate::sys::MAX_FRAME
 }
 
 /// Copies `o` into free TX chunks of `q` (cut into segments if it is a super-packet, its
