@@ -15,7 +15,7 @@ while [ $i -lt "$R" ]; do
     echo "round $i: bridge $(total) Mbit/s; load $(cut -d' ' -f1 /proc/loadavg)"
     $SLUICE lab path open --tag "$TAG" >/dev/null
     for io in packet xdp; do
-        $SLUICE shape --netns "slc-$TAG-shp" --in slc-sc --out slc-ss --unlimited --io $io ${EXTRA:-} \
+        $SLUICE shape --netns "slc-$TAG-shp" --in slc-sc --out slc-ss --unlimited --workers 1 --io $io ${EXTRA:-} \
             --control "/tmp/sluice-io-$TAG.sock" --duration $((SECS + 5)) > "$out" 2>&1 &
         pid=$!
         sleep 1.5

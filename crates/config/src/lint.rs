@@ -6,11 +6,11 @@
 //! the time and by its timer only when idle, so the effective lateness is a fraction of the timer
 //! jitter; that fraction is calibrated on DESIGN.md's measurement (default 1600b burst on a veth
 //! testbed: −2.6% at 1G, −7.2% at 2G, −14.3% at 5G, −19.1% at 10G; the fit gives −2.6/−5.1/
-//! −11.9/−21.2%). Suggested bursts follow [`crate::burst::recommended_burst`], the same rule
-//! `sluice apply` and the live shaper use for bursts left out: `rate × 1 ms`, which covers the
-//! wake-up tail and not just the mean (see that module for the justification).
+//! −11.9/−21.2%). Suggested bursts follow [`crate::burst::kernel_burst`], the rule `sluice apply`
+//! uses for kernel bursts left out: `rate × 4 ms`, which covers the wake-up tail and the sender's
+//! own gaps, not just the mean (see that module for the measurements).
 
-use crate::burst::{recommended_burst, JITTER_BUDGET_US};
+use crate::burst::{recommended_burst, KERNEL_JITTER_BUDGET_US};
 use crate::model::*;
 use crate::script::Loaded;
 use crate::tc::args::get_tc_classid;
@@ -72,10 +72,10 @@ pub fn burst_shortfall(rate_bps: u64, burst: u32, j_us: f64) -> f64 {
     lost / (burst.max(1) as f64 + lost)
 }
 
-/// The burst lint suggests for `rate_bps` with packets up to `mtu`: Sluice's one burst rule,
-/// [`crate::burst::recommended_burst`] with [`JITTER_BUDGET_US`].
+/// The burst lint suggests for `rate_bps` with packets up to `mtu`: the rule `sluice apply`
+/// programs, [`crate::burst::recommended_burst`] with [`KERNEL_JITTER_BUDGET_US`].
 pub fn suggested_burst(rate_bps: u64, mtu: u32) -> u64 {
-    recommended_burst(rate_bps, mtu, JITTER_BUDGET_US)
+    recommended_burst(rate_bps, mtu, KERNEL_JITTER_BUDGET_US)
 }
 
 fn rate(b: u64) -> String {
@@ -127,7 +127,7 @@ pub fn lint(state: &State, loaded: Option<&Loaded>, o: &LintOpts) -> Vec<Finding
                             qline,
                             format!("burst {} at {} is predicted to deliver {:.1}% less than the rate", format_size(t.burst as u64), rate(t.rate), s * 100.0),
                             "a shaper that runs late cannot send more than one burst per run; at high rates one burst lasts less than a timer wake-up",
-                            format!("burst {} (= rate × {} µs wake-up budget, rounded up)", format_size(sb), JITTER_BUDGET_US),
+                            format!("burst {} (= rate × {} µs wake-up budget, rounded up)", format_size(sb), KERNEL_JITTER_BUDGET_US),
                         );
                         x.shortfall = Some(s);
                         f.push(x);
@@ -327,7 +327,7 @@ fn htb_checks(
                 push(f, "L001", "burst-too-small", c.classid,
                     format!("{what} {} at {} is predicted to deliver {:.1}% less than the rate ({} µs mean wake-up jitter)", format_size(b as u64), rate(r), s * 100.0, o.jitter_us),
                     "a shaper that runs late cannot send more than one burst per run; tc sizes the default burst for a 1 ms tick that high-resolution timers removed (DESIGN.md measures -19% at 10 Gbit)",
-                    format!("{what} {} (= {} × {} µs wake-up budget, rounded up)", format_size(sb), rate(r), JITTER_BUDGET_US), Some(s));
+                    format!("{what} {} (= {} × {} µs wake-up budget, rounded up)", format_size(sb), rate(r), KERNEL_JITTER_BUDGET_US), Some(s));
             }
         }
         if leaf && x.rate >= 100_000_000 && x.mtu < 65536 && x.burst < 65536 {
@@ -390,7 +390,7 @@ mod tests {
         assert!(burst_shortfall(10_000_000_000, 1 << 20, 80.0) < 0.01);
         // The suggestion is the shared rule, and it is predicted to fix the finding.
         let sb = suggested_burst(10_000_000_000, 1600);
-        assert_eq!(sb, recommended_burst(10_000_000_000, 1600, JITTER_BUDGET_US));
+        assert_eq!(sb, recommended_burst(10_000_000_000, 1600, KERNEL_JITTER_BUDGET_US));
         assert!(burst_shortfall(10_000_000_000, sb as u32, 80.0) < LintOpts::default().shortfall_threshold);
     }
 }

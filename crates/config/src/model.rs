@@ -1388,6 +1388,11 @@ pub struct HfscOpts {
     /// no classes).
     #[serde(default)]
     pub default: u16,
+    /// The root class's curves (`tc class change ... classid X: hfsc ...`). The kernel keeps and
+    /// prints them; they shape nothing, since the root class takes part in no parent's
+    /// virtual time and is never a leaf once the tree has classes.
+    #[serde(default, skip_serializing_if = "HfscClassOpts::is_empty")]
+    pub root_class: HfscClassOpts,
 }
 
 /// HFSC class curves as the kernel holds them (`tc class change` replaces the curves it sends and
@@ -1401,6 +1406,13 @@ pub struct HfscClassOpts {
     pub ls: Option<sluice_core::hfsc::ServiceCurve>,
     /// Upper-limit curve.
     pub ul: Option<sluice_core::hfsc::ServiceCurve>,
+}
+
+impl HfscClassOpts {
+    /// No curve set.
+    pub fn is_empty(&self) -> bool {
+        self.rt.is_none() && self.ls.is_none() && self.ul.is_none()
+    }
 }
 
 /// CAKE options: the attributes tc sends (`TCA_CAKE_*`), each `None` when not sent. The kernel

@@ -95,3 +95,24 @@ fn non_finite_probability_is_refused_before_it_reaches_the_state() {
     }
     assert_eq!(tc(&mut s, "qdisc add dev eth0 root sfq redflowlimit 100000 probability 0.5").code, 0);
 }
+
+#[test]
+fn hfsc_root_class_takes_curves_as_the_kernel_does() {
+    // hfsc_change_class: the root class (the qdisc's handle) keeps the curves sent and the
+    // others; a parent, if named, must be `root`; `tc qdisc change` keeps them.
+    let mut s = setup();
+    assert_eq!(tc(&mut s, "qdisc add dev eth0 root handle 1: hfsc default 10").code, 0);
+    assert_eq!(tc(&mut s, "class add dev eth0 parent 1: classid 1:10 hfsc ls m2 5mbit").code, 0);
+    assert_eq!(tc(&mut s, "class change dev eth0 classid 1: hfsc ls m2 10mbit ul m2 10mbit").code, 0);
+    assert_eq!(tc(&mut s, "class change dev eth0 parent root classid 1: hfsc rt m2 1mbit").code, 0);
+    let bad = tc(&mut s, "class change dev eth0 parent 1:10 classid 1: hfsc ls m2 1mbit");
+    assert_eq!((bad.code, bad.stderr.trim()), (2, "RTNETLINK answers: Invalid argument"));
+    assert_eq!(tc(&mut s, "qdisc change dev eth0 root handle 1: hfsc default 20").code, 0);
+    let show = tc(&mut s, "class show dev eth0").stdout;
+    assert!(
+        show.contains(
+            "class hfsc 1: root rt m1 0bit d 0us m2 1Mbit ls m1 0bit d 0us m2 10Mbit ul m1 0bit d 0us m2 10Mbit \n"
+        ),
+        "{show}"
+    );
+}

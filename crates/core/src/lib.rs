@@ -36,12 +36,14 @@ pub mod reference_htb;
 pub mod sched;
 pub mod sfq;
 pub mod tbf;
+pub mod tcp_info;
 pub mod time;
 pub mod units;
 
 pub use flow_keys::{FlowKeys, HeaderKeys};
 pub use handle::Handle;
-pub use packet::{Ecn, Packet};
+pub use packet::{Ecn, NatOrig, Packet};
 pub use qdisc::{ConfigError, DropReason, Dropped, Qdisc, QdiscStats};
 pub use rate::{LinkLayer, Rate, TokenBucket, WireSpec};
+pub use tcp_info::TcpInfo;
 pub use time::{Span, Time};

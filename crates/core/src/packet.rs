@@ -4,6 +4,7 @@
 //! the live shaper keeps them in its ring) and are referred to by `payload`.
 
 use crate::handle::Handle;
+use crate::tcp_info::TcpInfo;
 use crate::time::Time;
 
 /// The two ECN bits of the IP TOS / traffic-class byte (RFC 3168).
@@ -17,6 +18,18 @@ pub enum Ecn {
     Ect0 = 2,
     /// Congestion experienced.
     Ce = 3,
+}
+
+/// What connection tracking knows of a packet whose addresses NAT rewrote: its hashes computed
+/// on the original (pre-NAT) tuple, as CAKE's `nat` option looks them up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NatOrig {
+    /// Hash of the original 5-tuple.
+    pub flow_hash: u32,
+    /// Hash of the original source address.
+    pub src_host_hash: u32,
+    /// Hash of the original destination address.
+    pub dst_host_hash: u32,
 }
 
 /// Up to this many classification results travel with a packet (one per classful qdisc level
@@ -50,6 +63,10 @@ pub struct Packet {
     pub payload: u64,
     /// Classification results, outermost first. [`Handle::UNSPEC`] marks unused slots.
     pub class_path: [Handle; MAX_CLASS_PATH],
+    /// The TCP header fields CAKE's ACK filter reads (None: not TCP, or not parsed).
+    pub tcp: Option<TcpInfo>,
+    /// Pre-NAT hashes, when the packet went through NAT that conntrack knows of.
+    pub nat_orig: Option<NatOrig>,
 }
 
 impl Packet {
@@ -68,6 +85,8 @@ impl Packet {
             enqueue_time: Time::ZERO,
             payload,
             class_path: [Handle::UNSPEC; MAX_CLASS_PATH],
+            tcp: None,
+            nat_orig: None,
         }
     }
 

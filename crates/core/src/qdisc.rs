@@ -50,6 +50,8 @@ pub enum DropReason {
     Flushed,
     /// A frame too short to be forwarded (shorter than its link-layer header).
     Malformed,
+    /// A TCP ACK made redundant by a newer one (CAKE's ACK filter).
+    AckFilter,
 }
 
 impl fmt::Display for DropReason {
@@ -65,6 +67,7 @@ impl fmt::Display for DropReason {
             DropReason::Unclassified => "unclassified",
             DropReason::Flushed => "flushed",
             DropReason::Malformed => "malformed frame",
+            DropReason::AckFilter => "ACK filter",
         };
         f.write_str(s)
     }
@@ -172,6 +175,12 @@ pub trait Qdisc: Send {
     /// The qdisc itself, for a caller that reads a kind's own parts (its classes and child
     /// qdiscs, e.g. to report `tc -s` counters per class). Classful kinds return `Some`.
     fn as_any(&self) -> Option<&dyn std::any::Any> {
+        None
+    }
+
+    /// [`Qdisc::as_any`], mutable: for a caller that changes a kind's own parts while it runs
+    /// (an HTB class's rate). Classful kinds that allow it return `Some`.
+    fn as_any_mut(&mut self) -> Option<&mut dyn std::any::Any> {
         None
     }
 

@@ -508,8 +508,17 @@ pub fn compare(filters: &[&FilterNode], kernel: &[KFilter]) -> Vec<String> {
     for f in filters.iter().filter(|f| !is_implicit(f)) {
         let parent = kernel_parent(f).unwrap_or(0);
         let what = format!("{} filter prio {} handle {:#x} on {parent:#x}", f.opts.kind(), f.prio, f.handle);
+        // A node of a priority's root table: the kernel numbers the table (see `fdiff`).
+        let root_node = |h: u32| matches!(f.opts, FilterOpts::U32(_)) && h >> 20 >= 0x800;
+        let same_handle = |h: u32| {
+            h == f.handle || (root_node(h) && root_node(f.handle) && h & 0xF_FFFF == f.handle & 0xF_FFFF)
+        };
         let Some(k) = kernel.iter().find(|k| {
-            k.parent == parent && k.handle == f.handle && k.kind == f.opts.kind() && k.chain == f.chain
+            k.parent == parent
+                && same_handle(k.handle)
+                && k.kind == f.opts.kind()
+                && k.chain == f.chain
+                && k.prio == f.prio
         }) else {
             out.push(format!("{what}: missing in the kernel"));
             continue;

@@ -17,6 +17,7 @@
 
 pub mod actions;
 pub mod batch;
+pub mod fdiff;
 pub mod filters;
 pub mod kernel;
 pub mod measure;

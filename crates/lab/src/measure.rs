@@ -280,6 +280,8 @@ fn rate_sweep(lab: &Lab, backend: &Backend<'_>, s: &Settings, r: &mut Results) -
         .map(|t| parse_rate(t.trim()).map_err(|e| LabError::Config(format!("targets: {e}"))))
         .collect::<Result<_, _>>()?;
     let flows = s.usize("flows", 1)?;
+    // The senders' congestion control, set per socket (a namespace may not set cubic as default).
+    let cc: Option<String> = s.get("cc").map(str::to_string);
     let win = Window { warmup: s.secs("warmup", 2.0)?, measure: s.secs("duration", 4.0)? };
     let ep = Endpoints::of_lab(lab);
     for (i, &target) in targets.iter().enumerate() {
@@ -289,13 +291,14 @@ fn rate_sweep(lab: &Lab, backend: &Backend<'_>, s: &Settings, r: &mut Results) -
         let port = 9000 + (i as u16) * 4;
         let ep2 = ep.clone();
         let udp = s.get("load") == Some("udp");
+        let cc2 = cc.clone();
         let (fl, delta) = with_window(lab, &act, win, move || {
             if udp {
                 // 20 % more than the target in 1472-byte datagrams (1514-byte frames).
                 let offered = Rate::from_bps(target.bps() / 5 * 6);
                 Ok(vec![traffic::udp_stream(&ep2, Some(offered), 1472, None, port, win, "udp-up")?])
             } else {
-                traffic::bulk_tcp(&ep2, flows, Direction::Up, None, port, win)
+                traffic::bulk_tcp_cc(&ep2, flows, Direction::Up, None, cc2.as_deref(), port, win)
             }
         })?;
         let goodput: f64 = fl.iter().map(|f| f.bps()).sum();
@@ -320,6 +323,9 @@ fn rate_sweep(lab: &Lab, backend: &Backend<'_>, s: &Settings, r: &mut Results) -
         params.insert("target".into(), format_rate(target));
         params.insert("target_bps".into(), target.bps().to_string());
         params.insert("flows".into(), flows.to_string());
+        if let Some(c) = &cc {
+            params.insert("cc".into(), c.clone());
+        }
         params.insert("load".into(), if udp { "udp-1.2x".into() } else { "tcp".into() });
         params.insert("duration_s".into(), format!("{}", win.measure.as_secs_f64()));
         if !act.kernel_note.is_empty() {

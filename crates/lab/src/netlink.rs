@@ -134,6 +134,14 @@ impl Msg {
         Msg { buf, nests: Vec::new() }
     }
 
+    /// Set the tcmsg's parent (a request moved elsewhere in the tree).
+    pub fn set_parent(&mut self, parent: u32) -> &mut Self {
+        if self.buf.len() >= 32 {
+            self.buf[28..32].copy_from_slice(&parent.to_ne_bytes());
+        }
+        self
+    }
+
     /// Append an attribute.
     pub fn attr(&mut self, ty: u16, payload: &[u8]) -> &mut Self {
         let len = 4 + payload.len();
@@ -274,7 +282,12 @@ pub struct Netlink {
     sock: Socket,
     seq: u32,
     warnings: Vec<String>,
+    /// The receive buffer, reused by every recv (a dump of a large tree is hundreds of them).
+    rx: Vec<u8>,
 }
+
+/// Bytes per recv: a dump's replies come one skb (at most 32 KiB) per recv.
+const RX_BYTES: usize = 64 * 1024;
 
 impl Netlink {
     /// Open and bind.
@@ -285,7 +298,7 @@ impl Netlink {
         let _ = sock.set_ext_ack(true);
         let _ = sock.set_cap_ack(true);
         sock.connect(&SocketAddr::new(0, 0)).map_err(LabError::Io)?;
-        Ok(Netlink { sock, seq: 1, warnings: Vec::new() })
+        Ok(Netlink { sock, seq: 1, warnings: Vec::new(), rx: vec![0u8; RX_BYTES] })
     }
 
     /// Send a request that expects an ack; a kernel error becomes [`LabError::Kernel`] with the
@@ -319,33 +332,42 @@ impl Netlink {
 
     /// Send a dump request and collect every reply object.
     pub fn dump(&mut self, msg: &mut Msg) -> Result<Vec<TcObject>, LabError> {
+        let mut out = Vec::new();
+        self.dump_each(msg, |kind, tc, attrs| out.push(TcObject { kind, tc, attrs: attrs.to_vec() }))?;
+        Ok(out)
+    }
+
+    /// Send a dump request and call `f` on each reply object (message type, tcmsg header,
+    /// attribute bytes) straight from the receive buffer, without copying it.
+    pub fn dump_each(&mut self, msg: &mut Msg, mut f: impl FnMut(u16, TcMsg, &[u8])) -> Result<(), LabError> {
         self.seq += 1;
         let seq = self.seq;
         self.sock.send(msg.finish(seq), 0).map_err(LabError::Io)?;
-        let mut out = Vec::new();
         loop {
-            for (ty, fl, body) in self.recv_batch()? {
-                match ty {
-                    NLMSG_DONE => return Ok(out),
-                    NLMSG_ERROR => {
-                        let (errno, message) = parse_ack(fl, &body);
-                        if errno != 0 {
-                            return Err(kernel_error(errno, message));
-                        }
-                        return Ok(out);
-                    }
-                    _ if body.len() >= 20 => out.push(TcObject {
-                        kind: ty,
-                        tc: TcMsg {
-                            ifindex: i32::from_ne_bytes([body[4], body[5], body[6], body[7]]),
-                            handle: u32_at(&body, 8).unwrap_or(0),
-                            parent: u32_at(&body, 12).unwrap_or(0),
-                            info: u32_at(&body, 16).unwrap_or(0),
-                        },
-                        attrs: body[20..].to_vec(),
-                    }),
-                    _ => {}
+            let n = self.recv_into()?;
+            let mut end = None;
+            for_each_msg(&self.rx[..n], |ty, fl, _, body| match ty {
+                NLMSG_DONE => end = Some(Ok(())),
+                NLMSG_ERROR => {
+                    end = Some(match parse_ack(fl, body) {
+                        (0, _) => Ok(()),
+                        (errno, message) => Err(kernel_error(errno, message)),
+                    })
                 }
+                _ if end.is_none() && body.len() >= 20 => f(
+                    ty,
+                    TcMsg {
+                        ifindex: i32::from_ne_bytes([body[4], body[5], body[6], body[7]]),
+                        handle: u32_at(body, 8).unwrap_or(0),
+                        parent: u32_at(body, 12).unwrap_or(0),
+                        info: u32_at(body, 16).unwrap_or(0),
+                    },
+                    &body[20..],
+                ),
+                _ => {}
+            });
+            if let Some(r) = end {
+                return r;
             }
         }
     }
@@ -399,22 +421,33 @@ impl Netlink {
 
     /// One recv: the (type, flags, sequence, body-after-header) of each message in it.
     pub(crate) fn recv_seq(&mut self) -> Result<Vec<Received>, LabError> {
-        let mut buf = vec![0u8; 65536];
-        let n = self.sock.recv(&mut &mut buf[..], 0).map_err(LabError::Io)?;
+        let n = self.recv_into()?;
         let mut out = Vec::new();
-        let mut off = 0;
-        while off + 16 <= n {
-            let len = u32_at(&buf, off).unwrap_or(0) as usize;
-            let ty = u16::from_ne_bytes([buf[off + 4], buf[off + 5]]);
-            let fl = u16::from_ne_bytes([buf[off + 6], buf[off + 7]]);
-            if len < 16 || off + len > n {
-                break;
-            }
-            let seq = u32_at(&buf, off + 8).unwrap_or(0);
-            out.push((ty, fl, seq, buf[off + 16..off + len].to_vec()));
-            off += (len + 3) & !3;
-        }
+        for_each_msg(&self.rx[..n], |ty, fl, seq, body| out.push((ty, fl, seq, body.to_vec())));
         Ok(out)
+    }
+
+    /// One recv into the reused buffer; the bytes received.
+    fn recv_into(&mut self) -> Result<usize, LabError> {
+        self.rx.resize(RX_BYTES, 0);
+        self.sock.recv(&mut &mut self.rx[..], 0).map_err(LabError::Io)
+    }
+}
+
+/// Calls `f` on the (type, flags, sequence, body after the header) of each whole message in
+/// `buf`; stops at the first malformed one.
+fn for_each_msg(buf: &[u8], mut f: impl FnMut(u16, u16, u32, &[u8])) {
+    let mut off = 0;
+    while off + 16 <= buf.len() {
+        let len = u32_at(buf, off).unwrap_or(0) as usize;
+        if len < 16 || off + len > buf.len() {
+            break;
+        }
+        let ty = u16::from_ne_bytes([buf[off + 4], buf[off + 5]]);
+        let fl = u16::from_ne_bytes([buf[off + 6], buf[off + 7]]);
+        let seq = u32_at(buf, off + 8).unwrap_or(0);
+        f(ty, fl, seq, &buf[off + 16..off + len]);
+        off += (len + 3) & !3;
     }
 }
 

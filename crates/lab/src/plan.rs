@@ -16,8 +16,12 @@
 //!
 //! The order of the requests is: recreations' deletes, adds (parents first), changes, then
 //! deletes (children first). New classes exist before anything can send traffic to them, and
-//! classes go only after what pointed at them. Filters are not in the diff yet (TODO(filters18):
-//! their adds go after the class adds and their deletes before the class deletes).
+//! classes go only after what pointed at them. Filters ([`crate::fdiff`]) are in the same
+//! difference: those that must go before anything else (a priority re-made, a filter pointing at
+//! a class deleted to be re-created) first; their adds and in-place changes after the qdisc and
+//! class adds and changes (a filter's class exists before the filter), and their deletes before
+//! the qdisc and class deletes (HTB refuses to delete a class a filter points at). New filters are
+//! in place before old ones go, so traffic is classified at every step.
 //!
 //! Parameters are compared by meaning where the kernel's dump differs from the request (HTB and
 //! TBF: rates, buckets in scheduler ticks ±1, prio, explicit quantum, overhead, mpu; HTB qdisc:
@@ -25,13 +29,15 @@
 //! which must be in the dump with the same bytes. A kind the comparison cannot read is changed
 //! in place every time (safe, just not minimal).
 
+use crate::fdiff::{self, FilterDiff, RawFilter};
 use crate::kernel::{
     class_msg, drr_class_msg, hfsc_class_msg, qdisc_msg, xmittime_ticks, DrrClassPlan, HfscClassPlan, Plan,
     PlannedQdisc, ResolvedClass,
 };
 use crate::netlink::{self, flags, rtm, tca, Msg, Netlink, TcMsg, TC_H_INGRESS, TC_H_ROOT};
 use crate::LabError;
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
+use std::borrow::Cow;
 
 /// An object's identity: (is a qdisc, kernel handle).
 pub type Key = (bool, u32);
@@ -58,29 +64,68 @@ impl RawObj {
     }
 }
 
+/// Qdisc kinds whose kernel qdisc has no classes to dump (no class operations, or, for ingress
+/// and clsact, a walk that gives none).
+const CLASSLESS: [&str; 10] =
+    ["pfifo", "bfifo", "pfifo_head_drop", "pfifo_fast", "noqueue", "codel", "fq", "pie", "ingress", "clsact"];
+
+/// Up to this many qdiscs that may hold classes, the classes are dumped one qdisc at a time;
+/// above it, in one dump of the device.
+const CLASS_DUMPS_PER_QDISC: usize = 256;
+
 /// Reads every qdisc and class of `ifindex` with its options. The kernel's default qdiscs
 /// (handle 0: `noqueue`, `pfifo_fast`, `mq` and its children) are left out: they are what a device
 /// has when nothing is configured.
+///
+/// The classes are asked for one classful qdisc at a time (`tcm_parent` set), unless there are
+/// many of those or one has handle 0: the same objects as one dump of the device, but the
+/// kernel's device-wide class dump walks every qdisc again for each reply buffer it fills (a
+/// tree of 10 000 leaf qdiscs: all 10 000 for each of ~100 buffers), while a dump by parent
+/// looks its qdisc up by handle.
 pub fn dump_tree(nl: &mut Netlink, ifindex: i32) -> Result<Vec<RawObj>, LabError> {
     let mut out = Vec::new();
-    for (kind, is_qdisc) in [(rtm::GETQDISC, true), (rtm::GETTCLASS, false)] {
-        let objs =
-            nl.dump(&mut Msg::tc(kind, flags::REQUEST | flags::DUMP, TcMsg { ifindex, ..TcMsg::default() }))?;
-        for o in objs.iter().filter(|o| o.tc.ifindex == ifindex && o.tc.handle != 0) {
-            let mut parent = o.tc.parent;
-            if !is_qdisc && parent == TC_H_ROOT {
-                parent = o.tc.handle & 0xFFFF_0000;
-            }
-            out.push(RawObj {
-                is_qdisc,
-                handle: o.tc.handle,
-                parent,
-                kind: o.kind_str(),
-                options: netlink::find(&o.attrs, tca::OPTIONS).map(<[u8]>::to_vec),
-            });
+    let (mut classful, mut classful_at_0) = (Vec::new(), false);
+    let mut req = Msg::tc(rtm::GETQDISC, flags::REQUEST | flags::DUMP, TcMsg { ifindex, ..TcMsg::default() });
+    nl.dump_each(&mut req, |_, tc, attrs| {
+        if tc.ifindex != ifindex {
+            return;
         }
+        let obj = raw_obj(true, tc, attrs);
+        if !CLASSLESS.contains(&obj.kind.as_str()) {
+            classful.push(obj.handle);
+            classful_at_0 |= obj.handle == 0;
+        }
+        if obj.handle != 0 {
+            out.push(obj);
+        }
+    })?;
+    let parents = if classful_at_0 || classful.len() > CLASS_DUMPS_PER_QDISC { vec![0] } else { classful };
+    for parent in parents {
+        let tc = TcMsg { ifindex, parent, ..TcMsg::default() };
+        nl.dump_each(&mut Msg::tc(rtm::GETTCLASS, flags::REQUEST | flags::DUMP, tc), |_, tc, attrs| {
+            if tc.ifindex == ifindex && tc.handle != 0 {
+                out.push(raw_obj(false, tc, attrs));
+            }
+        })?;
     }
     Ok(out)
+}
+
+/// A dumped qdisc or class (header and attributes) as a [`RawObj`].
+fn raw_obj(is_qdisc: bool, tc: TcMsg, attrs: &[u8]) -> RawObj {
+    let mut parent = tc.parent;
+    if !is_qdisc && parent == TC_H_ROOT {
+        parent = tc.handle & 0xFFFF_0000;
+    }
+    let (mut kind, mut options) = (String::new(), None);
+    for a in netlink::attrs(attrs) {
+        match a.ty {
+            tca::KIND => kind = String::from_utf8_lossy(a.data).trim_end_matches('\0').to_string(),
+            tca::OPTIONS => options = Some(a.data.to_vec()),
+            _ => {}
+        }
+    }
+    RawObj { is_qdisc, handle: tc.handle, parent, kind, options }
 }
 
 /// Where a wanted object's request comes from.
@@ -121,7 +166,7 @@ impl Want<'_> {
 
     /// The request that creates this object, or changes it in place when it exists.
     pub fn msg(&self, ifindex: i32) -> Msg {
-        let m = match &self.src {
+        let mut m = match &self.src {
             Src::Qdisc(q) => qdisc_msg(ifindex, q, true),
             Src::Class(c) => class_msg(ifindex, c),
             Src::Drr(c) => drr_class_msg(ifindex, c, true),
@@ -129,9 +174,8 @@ impl Want<'_> {
             Src::Raw(r) => raw_msg(ifindex, r),
         };
         // The parent is this object's (the probe moves objects to the root of a scratch device).
-        let mut b = m.bytes().to_vec();
-        b[28..32].copy_from_slice(&self.parent.to_ne_bytes());
-        Msg::from_bytes(&b, ifindex)
+        m.set_parent(self.parent);
+        m
     }
 
     /// What this is, for a person (`qdisc htb 1:`, `class htb 1:10`).
@@ -418,6 +462,8 @@ pub struct Diff<'a> {
     /// Kernel objects deleted first because they cannot be changed in place (kind, parent or
     /// handle differs); their wanted versions are among the adds.
     pub recreated: Vec<RawObj>,
+    /// The filters' part ([`crate::fdiff`]).
+    pub filters: FilterDiff,
 }
 
 impl Diff<'_> {
@@ -427,12 +473,16 @@ impl Diff<'_> {
             && self.changes.is_empty()
             && self.deletes.is_empty()
             && self.recreated.is_empty()
+            && self.filters.is_empty()
     }
 
-    /// The requests in order: recreations' deletes, adds, changes, deletes. Each comes with
-    /// whether it is a delete (a delete of something already gone is not an error).
+    /// The requests in order: filters deleted first, recreations' deletes, adds, changes, filter
+    /// adds and changes, filter deletes, deletes, u32 hash-table deletes (see [`Diff::offsets`],
+    /// [`Diff::retried_tail`]). Each comes with whether
+    /// it is a delete (a delete of something already gone is not an error).
     pub fn messages(&self, ifindex: i32) -> Vec<(Msg, bool, String)> {
         let mut out = Vec::with_capacity(self.adds.len() + self.changes.len() + self.deletes.len());
+        out.extend(self.filters.first_messages(ifindex));
         for r in &self.recreated {
             out.push((
                 delete_msg(ifindex, r),
@@ -446,6 +496,8 @@ impl Diff<'_> {
         for w in &self.changes {
             out.push((w.msg(ifindex), false, format!("change {}", w.label())));
         }
+        out.extend(self.filters.add_messages(ifindex));
+        out.extend(self.filters.delete_messages(ifindex));
         for r in &self.deletes {
             out.push((
                 delete_msg(ifindex, r),
@@ -453,17 +505,35 @@ impl Diff<'_> {
                 format!("delete {}", label(r.is_qdisc, &r.kind, r.handle)),
             ));
         }
+        out.extend(self.filters.table_delete_messages(ifindex));
         out
     }
 
-    /// `N added, N changed, N deleted, N re-created`.
+    /// How many requests at the end of [`Diff::messages`] may be refused with `EBUSY` for a
+    /// moment and are to be retried (u32 hash tables whose links were just deleted).
+    pub fn retried_tail(&self) -> usize {
+        self.filters.table_deletes.len()
+    }
+
+    /// Where the object adds and the filter adds start in [`Diff::messages`].
+    pub fn offsets(&self) -> (usize, usize) {
+        let adds = self.filters.first.len() + self.recreated.len();
+        (adds, adds + self.adds.len() + self.changes.len())
+    }
+
+    /// `N added, N changed, N deleted, N re-created` (objects, then filters).
     pub fn summary(&self) -> String {
+        let f = &self.filters;
         format!(
-            "{} added, {} changed in place, {} deleted, {} re-created",
+            "{} added, {} changed in place, {} deleted, {} re-created; filters: {} added, {} changed in place, {} deleted, {} deleted first",
             self.adds.len(),
             self.changes.len(),
             self.deletes.len(),
-            self.recreated.len()
+            self.recreated.len(),
+            f.adds.len(),
+            f.changes.len(),
+            f.deletes.len() + f.table_deletes.len(),
+            f.first.len()
         )
     }
 }
@@ -481,7 +551,7 @@ fn parent_key(is_qdisc: bool, parent: u32) -> Option<Key> {
 
 /// Depth of every object of a tree given as (key, parent key) pairs (0 at the root).
 fn depths(tree: &HashMap<Key, Option<Key>>) -> HashMap<Key, usize> {
-    let mut out: HashMap<Key, usize> = HashMap::with_capacity(tree.len());
+    let mut out: HashMap<Key, usize> = HashMap::with_capacity_and_hasher(tree.len(), Default::default());
     for &k in tree.keys() {
         let mut chain = vec![k];
         let mut base = 0;
@@ -506,9 +576,12 @@ fn depths(tree: &HashMap<Key, Option<Key>>) -> HashMap<Key, usize> {
 /// The kernel objects that disappear when the objects of `roots` are deleted: each root and
 /// everything below it.
 fn subtrees(roots: &HashSet<Key>, have: &[RawObj]) -> HashSet<Key> {
+    if roots.is_empty() {
+        return HashSet::default();
+    }
     let tree: HashMap<Key, Option<Key>> =
         have.iter().map(|r| (r.key(), parent_key(r.is_qdisc, r.parent))).collect();
-    let mut gone = HashSet::new();
+    let mut gone = HashSet::default();
     for &k in tree.keys() {
         let mut cur = Some(k);
         let mut steps = 0;
@@ -528,6 +601,9 @@ fn subtrees(roots: &HashSet<Key>, have: &[RawObj]) -> HashSet<Key> {
 /// leaving out what goes with its owner: anything inside a deleted qdisc, and a deleted class's
 /// own leaf qdisc.
 fn delete_order(set: &HashSet<Key>, have: &[RawObj]) -> Vec<RawObj> {
+    if set.is_empty() {
+        return Vec::new();
+    }
     let by_key: HashMap<Key, &RawObj> = have.iter().map(|r| (r.key(), r)).collect();
     let tree: HashMap<Key, Option<Key>> =
         have.iter().map(|r| (r.key(), parent_key(r.is_qdisc, r.parent))).collect();
@@ -560,21 +636,39 @@ fn changeable_in_place(kind: &str) -> bool {
     !matches!(kind, "htb" | "drr" | "mq" | "ingress" | "clsact")
 }
 
-/// The requests that turn `have` (a dump) into `want`. Kernel objects on the ingress side are
-/// left alone unless `want` has an ingress qdisc.
+/// The requests that turn `have` (a dump) into `want`, filters aside. Kernel objects on the
+/// ingress side are left alone unless `want` has an ingress qdisc.
 pub fn diff<'a>(want: Vec<Want<'a>>, have: &[RawObj]) -> Diff<'a> {
+    diff_all(want, Vec::new(), have, &[])
+}
+
+/// [`diff`] with the filters: `fwant` the wanted ones, `fhave` the kernel's (read from the blocks
+/// of [`crate::fdiff::blocks`]).
+pub fn diff_all<'a>(
+    want: Vec<Want<'a>>,
+    fwant: Vec<RawFilter>,
+    have: &[RawObj],
+    fhave: &[RawFilter],
+) -> Diff<'a> {
     let touches_ingress = want.iter().any(|w| w.is_qdisc && w.parent == TC_H_INGRESS);
     let ingress_side: HashSet<Key> = if touches_ingress {
-        HashSet::new()
+        HashSet::default()
     } else {
         let roots = have.iter().filter(|r| r.is_qdisc && r.parent == TC_H_INGRESS).map(RawObj::key).collect();
         subtrees(&roots, have)
     };
-    let have: Vec<RawObj> = have.iter().filter(|r| !ingress_side.contains(&r.key())).cloned().collect();
+    // Copied only when the ingress side is left out (a 20 000-object tree is not copied).
+    let have: Cow<'_, [RawObj]> = if ingress_side.is_empty() {
+        Cow::Borrowed(have)
+    } else {
+        Cow::Owned(have.iter().filter(|r| !ingress_side.contains(&r.key())).cloned().collect())
+    };
+    let fhave: Vec<RawFilter> =
+        fhave.iter().filter(|f| !ingress_side.contains(&fdiff::block_key(f.parent))).cloned().collect();
     let by_key: HashMap<Key, &RawObj> = have.iter().map(|r| (r.key(), r)).collect();
     // A qdisc slot (root, ingress, or a class's leaf) holds one qdisc.
     let qdisc_at: HashMap<u32, &RawObj> = have.iter().filter(|r| r.is_qdisc).map(|r| (r.parent, r)).collect();
-    let mut redo: HashSet<Key> = HashSet::new();
+    let mut redo: HashSet<Key> = HashSet::default();
     for w in &want {
         match by_key.get(&w.key()) {
             Some(h) if h.kind != w.kind || h.parent != w.parent => {
@@ -599,7 +693,6 @@ pub fn diff<'a>(want: Vec<Want<'a>>, have: &[RawObj]) -> Diff<'a> {
     let mut d = Diff { recreated: delete_order(&redo, &have), ..Diff::default() };
     let want_tree: HashMap<Key, Option<Key>> =
         want.iter().map(|w| (w.key(), parent_key(w.is_qdisc, w.parent))).collect();
-    let want_depth = depths(&want_tree);
     for w in want {
         match by_key.get(&w.key()) {
             Some(h) if !gone.contains(&w.key()) => {
@@ -610,7 +703,10 @@ pub fn diff<'a>(want: Vec<Want<'a>>, have: &[RawObj]) -> Diff<'a> {
             _ => d.adds.push(w),
         }
     }
-    d.adds.sort_by_key(|w| want_depth.get(&w.key()).copied().unwrap_or(0));
+    if !d.adds.is_empty() {
+        let want_depth = depths(&want_tree);
+        d.adds.sort_by_key(|w| want_depth.get(&w.key()).copied().unwrap_or(0));
+    }
     // Classes a qdisc makes by itself (prio and ETS bands, mq's queues) are not deleted.
     let kind_of: HashMap<u32, &str> =
         have.iter().filter(|r| r.is_qdisc).map(|r| (r.handle, r.kind.as_str())).collect();
@@ -628,6 +724,10 @@ pub fn diff<'a>(want: Vec<Want<'a>>, have: &[RawObj]) -> Diff<'a> {
         .filter(|k| !wanted.contains(k) && !gone.contains(k))
         .collect();
     d.deletes = delete_order(&stale, &have);
+    let recreated: HashSet<u32> = gone.iter().filter(|k| !k.0 && wanted.contains(k)).map(|k| k.1).collect();
+    let mut all_gone = gone;
+    all_gone.extend(subtrees(&stale, &have));
+    d.filters = fdiff::diff(fwant, &fhave, &all_gone, &recreated);
     d
 }
 

@@ -9,12 +9,12 @@
 //!
 //! Defaults follow tc's `class change ... htb rate R`: the ceil becomes the rate unless given, the
 //! quantum goes back to the kernel's rate/r2q; the buckets follow Sluice's burst rule
-//! ([`sluice_config::burst::auto_burst`]) for the new rate and ceil unless given.
+//! ([`sluice_config::burst::kernel_burst`]) for the new rate and ceil unless given.
 
 use crate::kernel::{class_msg, ResolvedClass, HTB_DEFAULT_MTU};
 use crate::netlink::{self, flags, rtm, tca, Msg, Netlink, TcMsg, TC_H_ROOT};
 use crate::LabError;
-use sluice_config::burst::{auto_burst, BurstPolicy};
+use sluice_config::burst::{kernel_burst, BurstPolicy};
 use sluice_config::model::{HtbClassOpts, LinkLayer};
 use sluice_core::Rate;
 use std::collections::HashMap;
@@ -149,8 +149,8 @@ impl RateSetter {
             htb: &opts,
             burst: change
                 .burst
-                .unwrap_or_else(|| auto_burst(change.rate, HTB_DEFAULT_MTU, BurstPolicy::Sluice)),
-            cburst: change.cburst.unwrap_or_else(|| auto_burst(ceil, HTB_DEFAULT_MTU, BurstPolicy::Sluice)),
+                .unwrap_or_else(|| kernel_burst(change.rate, HTB_DEFAULT_MTU, BurstPolicy::Sluice)),
+            cburst: change.cburst.unwrap_or_else(|| kernel_burst(ceil, HTB_DEFAULT_MTU, BurstPolicy::Sluice)),
         };
         let mut m = class_msg(self.ifindex, &c);
         debug_assert_eq!(netlink::find(&m.bytes()[36..], tca::KIND), Some(&b"htb\0"[..]));

@@ -1,25 +1,27 @@
 //! `sluice apply` as a transaction: probe, apply the difference, or restore the previous tree.
 //!
 //! [`apply_plan`]:
-//! 1. reads the device's tree ([`plan::dump_tree`]): the snapshot;
-//! 2. refuses filters (not in the diff yet: `sluice apply` sends such configurations through
-//!    `kernel::apply`, object by object) and probes every
-//!    qdisc and class kind the change needs on `lo` of a private network namespace ([`probe`]),
-//!    so a missing module or a refused option is found before the device is touched;
-//! 3. sends only the difference ([`plan::diff`]) in batches ([`crate::batch`]), every ack checked;
-//! 4. if the kernel refuses any request, reads the tree again and sends the difference back to
-//!    the snapshot, then checks that the tree equals the snapshot, and reports the refusal
-//!    ([`LabError::Refused`]) saying whether the restore was exact.
+//! 1. reads the device's tree ([`plan::dump_tree`]) and the filters of its qdiscs and inner
+//!    classes ([`fdiff::dump_filters`]): the snapshot;
+//! 2. probes every qdisc, class and filter kind the change needs on `lo` of a private network
+//!    namespace ([`probe`]), so a missing module or a refused option is found before the device
+//!    is touched;
+//! 3. sends only the difference ([`plan::diff_all`], filters included) in batches
+//!    ([`crate::batch`]), every ack checked;
+//! 4. if the kernel refuses any request, reads the tree and filters again and sends the
+//!    difference back to the snapshot, then checks that they equal the snapshot, and reports the
+//!    refusal ([`LabError::Refused`]) saying whether the restore was exact.
 //!
 //! [`rehearse`] (for `--dry-run`) builds the whole plan from scratch on `lo` of a private
 //! namespace and reports every refusal, without touching the device.
 
 use crate::batch;
+use crate::fdiff::{self, RawFilter};
 use crate::kernel::Plan;
 use crate::netlink::{Msg, Netlink};
 use crate::plan::{self, RawObj, Want};
 use crate::LabError;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 /// What an apply did.
@@ -64,45 +66,66 @@ impl Default for ApplyOptions {
     }
 }
 
-/// Programs `plan` into its device (calling thread's namespace), all or nothing, sending only
-/// the difference from what the device holds.
-pub fn apply_plan(plan: &Plan<'_>, opts: ApplyOptions) -> Result<Applied, LabError> {
-    let filters = plan.filters();
-    if !filters.is_empty() {
-        // TODO: filters in the diff: encode with `filters::filter_msg`, read the kernel's with
-        // `filters::dump_filters` (and keep their raw options in the snapshot for the restore),
-        // send adds/changes after the class adds and deletes before the class deletes. Until then
-        // a configuration with filters is refused here, whole, and the CLI uses `kernel::apply`.
-        return Err(LabError::Refused(format!(
-            "{} filter(s), first `{}`: the transactional apply does not program filters yet; nothing was changed",
-            filters.len(),
-            filters[0].1
-        )));
+/// mirred's target devices among `plan`'s filters, by name, as the calling thread's namespace
+/// numbers them.
+fn mirred_targets(nl: &mut Netlink, plans: &[&Plan<'_>]) -> HashMap<String, Option<u32>> {
+    let mut targets = HashMap::new();
+    for plan in plans {
+        for (_, f) in plan.filter_nodes() {
+            for a in &f.actions {
+                if let sluice_config::model::Action::Mirred(m) = a {
+                    if !m.dev.is_empty() && !targets.contains_key(&m.dev) {
+                        targets.insert(m.dev.clone(), nl.ifindex(&m.dev).ok().map(|i| i as u32));
+                    }
+                }
+            }
+        }
     }
+    targets
+}
+
+/// The filters of `plan` as requests, or the refusal (nothing was changed).
+fn filter_wants(plan: &Plan<'_>, targets: &HashMap<String, Option<u32>>) -> Result<Vec<RawFilter>, LabError> {
+    fdiff::wants_of_plan(plan.filter_nodes().map(|(_, f)| f), &|d| targets.get(d).copied().flatten())
+        .map_err(|e| LabError::Refused(format!("{e}; nothing was changed")))
+}
+
+/// The blocks whose filters make the snapshot of `tree` (with `also`, the model's).
+fn filter_blocks(tree: &[RawObj], also: &[RawFilter]) -> Vec<u32> {
+    let parents: Vec<u32> = also.iter().map(|f| f.parent).collect();
+    fdiff::blocks(tree, &parents)
+}
+
+/// Programs `plan` into its device (calling thread's namespace), all or nothing, sending only
+/// the difference from what the device holds, filters included.
+pub fn apply_plan(plan: &Plan<'_>, opts: ApplyOptions) -> Result<Applied, LabError> {
     let mut nl = Netlink::open()?;
     let ifindex = nl.ifindex(plan.ifname())?;
     let mut out = Applied::default();
+    let targets = mirred_targets(&mut nl, &[plan]);
+    let fwant = filter_wants(plan, &targets)?;
     let t = Instant::now();
     let snapshot = plan::dump_tree(&mut nl, ifindex)?;
+    let fsnap = fdiff::dump_filters(&mut nl, ifindex, &filter_blocks(&snapshot, &fwant))?;
     out.read = t.elapsed();
+    let also: Vec<u32> = fwant.iter().map(|f| f.parent).collect();
     let t = Instant::now();
-    let d = plan::diff(plan::wants_of_plan(plan), &snapshot);
+    let d = plan::diff_all(plan::wants_of_plan(plan), fwant, &snapshot, &fsnap);
     out.plan = t.elapsed();
     if opts.probe {
         let t = Instant::now();
         let needed: Vec<&Want<'_>> = d.adds.iter().chain(&d.changes).collect();
-        probe(&needed)?;
+        let fneeded: Vec<&RawFilter> =
+            d.filters.adds.iter().chain(d.filters.changes.iter().map(|(f, _)| f)).collect();
+        probe(&needed, &fneeded)?;
         out.probe = t.elapsed();
     }
     let t = Instant::now();
     let mut msgs = d.messages(ifindex);
     out.plan += t.elapsed();
-    out.added = d.adds.len();
-    out.changed = d.changes.len();
-    out.deleted = d.deletes.len();
-    out.recreated = d.recreated.len();
+    out.count(&d);
     let t = Instant::now();
-    let (sent, refusals) = send_ops(&mut nl, &mut msgs, true)?;
+    let (sent, refusals) = send_ops(&mut nl, &mut msgs, true, d.retried_tail())?;
     out.send = t.elapsed();
     out.messages = sent.0;
     out.sendmsgs = sent.1;
@@ -111,7 +134,7 @@ pub fn apply_plan(plan: &Plan<'_>, opts: ApplyOptions) -> Result<Applied, LabErr
     if refusals.is_empty() {
         return Ok(out);
     }
-    let restored = restore(&mut nl, ifindex, &snapshot);
+    let restored = restore(&mut nl, ifindex, &snapshot, &fsnap, &also);
     Err(LabError::Refused(format!(
         "{}; {}",
         first_few(&refusals),
@@ -122,30 +145,35 @@ pub fn apply_plan(plan: &Plan<'_>, opts: ApplyOptions) -> Result<Applied, LabErr
     )))
 }
 
+impl Applied {
+    fn count(&mut self, d: &plan::Diff<'_>) {
+        let f = &d.filters;
+        self.added = d.adds.len() + f.adds.len();
+        self.changed = d.changes.len() + f.changes.len();
+        self.deleted = d.deletes.len() + f.deletes.len();
+        self.recreated = d.recreated.len() + f.first.len();
+    }
+}
+
 /// Programs the change from `old` (what `sluice apply` programmed last, trusted to be what the
 /// device holds) to `new`, without reading the kernel: only the difference is sent. If the kernel
 /// refuses a request, the difference back to `old` is sent (deleting only what was really added)
 /// and the refusal is returned. For a large tree this skips the dump, whose cost
 /// grows with the tree; [`apply_plan`] is the one that checks the kernel.
 pub fn apply_between(old: &Plan<'_>, new: &Plan<'_>) -> Result<Applied, LabError> {
-    if !new.filters().is_empty() {
-        // TODO: as in apply_plan.
-        return Err(LabError::Refused(
-            "the configuration has filters, which the transactional apply does not program yet; nothing was changed".into(),
-        ));
-    }
     let mut nl = Netlink::open()?;
     let ifindex = nl.ifindex(new.ifname())?;
     let mut out = Applied::default();
+    let targets = mirred_targets(&mut nl, &[old, new]);
+    let (fold, fnew) = (filter_wants(old, &targets)?, filter_wants(new, &targets)?);
     let t = Instant::now();
     let old_tree = plan::as_dump(&plan::wants_of_plan(old));
-    let d = plan::diff(plan::wants_of_plan(new), &old_tree);
+    let d = plan::diff_all(plan::wants_of_plan(new), fnew.clone(), &old_tree, &fold);
     let mut msgs = d.messages(ifindex);
     out.plan = t.elapsed();
-    (out.added, out.changed, out.deleted, out.recreated) =
-        (d.adds.len(), d.changes.len(), d.deletes.len(), d.recreated.len());
+    out.count(&d);
     let t = Instant::now();
-    let (sent, refusals, failed) = send_ops_detailed(&mut nl, &mut msgs, true)?;
+    let (sent, refusals, failed) = send_ops_detailed(&mut nl, &mut msgs, true, d.retried_tail())?;
     out.send = t.elapsed();
     (out.messages, out.sendmsgs) = sent;
     out.lines = msgs.into_iter().map(|(_, _, l)| l).collect();
@@ -155,20 +183,18 @@ pub fn apply_between(old: &Plan<'_>, new: &Plan<'_>) -> Result<Applied, LabError
     }
     // Undo: the difference back to `old`, deleting only what was really added (a delete of
     // what the kernel refused to add would be refused in turn).
-    let added: HashSet<plan::Key> = d
-        .adds
-        .iter()
-        .enumerate()
-        .filter(|(j, _)| {
-            let i = d.recreated.len() + j;
-            i < sent.0 && !failed.contains(&i)
-        })
-        .map(|(_, w)| w.key())
-        .collect();
-    let mut back = plan::diff(plan::wants_of_plan(old), &plan::as_dump(&plan::wants_of_plan(new)));
+    let done = |i: usize| i < sent.0 && !failed.contains(&i);
+    let (adds_at, fadds_at) = d.offsets();
+    let added: HashSet<plan::Key> =
+        d.adds.iter().enumerate().filter(|(j, _)| done(adds_at + j)).map(|(_, w)| w.key()).collect();
+    let fadded: HashSet<fdiff::FKey> =
+        d.filters.adds.iter().enumerate().filter(|(j, _)| done(fadds_at + j)).map(|(_, f)| f.key()).collect();
+    let mut back =
+        plan::diff_all(plan::wants_of_plan(old), fold, &plan::as_dump(&plan::wants_of_plan(new)), &fnew);
     back.deletes.retain(|r| added.contains(&r.key()));
+    back.filters.deletes.retain(|f| fadded.contains(&f.key()));
     let mut undo = back.messages(ifindex);
-    let (_, undo_refusals) = send_ops(&mut nl, &mut undo, false)?;
+    let (_, undo_refusals) = send_ops(&mut nl, &mut undo, false, back.retried_tail())?;
     Err(LabError::Refused(format!(
         "{}; {}",
         first_few(&refusals),
@@ -181,14 +207,22 @@ pub fn apply_between(old: &Plan<'_>, new: &Plan<'_>) -> Result<Applied, LabError
 }
 
 /// Sends the ordered requests; returns ((requests, sendmsgs), the refusals as text). A delete of
-/// something already gone is not a refusal.
+/// something already gone is not a refusal. The last `retried` requests are sent after the others
+/// (if they were all taken or `stop_on_error` is off), and those refused with `EBUSY` are sent
+/// again every [`RETRY_EVERY`] for up to [`RETRY_FOR`].
 fn send_ops(
     nl: &mut Netlink,
     ops: &mut [(Msg, bool, String)],
     stop_on_error: bool,
+    retried: usize,
 ) -> Result<((usize, usize), Vec<String>), LabError> {
-    send_ops_detailed(nl, ops, stop_on_error).map(|(s, r, _)| (s, r))
+    send_ops_detailed(nl, ops, stop_on_error, retried).map(|(s, r, _)| (s, r))
 }
+
+/// How often and how long a request refused with `EBUSY` is sent again (u32 tables wait for an
+/// RCU grace period, milliseconds).
+const RETRY_EVERY: Duration = Duration::from_millis(5);
+const RETRY_FOR: Duration = Duration::from_secs(2);
 
 /// [`send_ops`], with the indices of the requests the kernel refused.
 #[allow(clippy::type_complexity)]
@@ -196,17 +230,39 @@ fn send_ops_detailed(
     nl: &mut Netlink,
     ops: &mut [(Msg, bool, String)],
     stop_on_error: bool,
+    retried: usize,
 ) -> Result<((usize, usize), Vec<String>, HashSet<usize>), LabError> {
-    let mut msgs: Vec<Msg> = ops.iter().map(|(m, _, _)| m.clone()).collect();
+    let head = ops.len() - retried.min(ops.len());
+    let mut msgs: Vec<Msg> = ops[..head].iter().map(|(m, _, _)| m.clone()).collect();
     let o = batch::send(nl, &mut msgs, stop_on_error)?;
-    let failed = o.errors.iter().map(|(i, _)| *i).collect();
-    let refusals = o
-        .errors
+    let (mut sent, mut sendmsgs, mut errors) = (o.sent, o.sendmsgs, o.errors);
+    if head < ops.len() && (errors.is_empty() || !stop_on_error) {
+        let mut pending: Vec<usize> = (head..ops.len()).collect();
+        let until = Instant::now() + RETRY_FOR;
+        sent += pending.len();
+        loop {
+            let mut msgs: Vec<Msg> = pending.iter().map(|&i| ops[i].0.clone()).collect();
+            let o = batch::send(nl, &mut msgs, false)?;
+            sendmsgs += o.sendmsgs;
+            let busy = |e: &LabError| matches!(e, LabError::Kernel { errno: 16, .. });
+            let (again, refused): (Vec<_>, Vec<_>) = o.errors.into_iter().partition(|(_, e)| busy(e));
+            if again.is_empty() || Instant::now() >= until {
+                errors.extend(refused.into_iter().chain(again).map(|(j, e)| (pending[j], e)));
+                break;
+            }
+            errors.extend(refused.into_iter().map(|(j, e)| (pending[j], e)));
+            pending = again.iter().map(|(j, _)| pending[*j]).collect();
+            std::thread::sleep(RETRY_EVERY);
+        }
+    }
+    errors.sort_by_key(|(i, _)| *i);
+    let failed = errors.iter().map(|(i, _)| *i).collect();
+    let refusals = errors
         .iter()
         .filter(|(i, e)| !(ops[*i].1 && matches!(e, LabError::Kernel { errno: 2, .. })))
         .map(|(i, e)| format!("{}: {}", ops[*i].2, describe(e)))
         .collect();
-    Ok(((o.sent, o.sendmsgs), refusals, failed))
+    Ok(((sent, sendmsgs), refusals, failed))
 }
 
 /// The first refusals and how many more (a refused parent refuses its whole subtree).
@@ -231,14 +287,28 @@ fn describe(e: &LabError) -> String {
     }
 }
 
-/// Turns the device's tree back into `snapshot` and checks that it is.
-fn restore(nl: &mut Netlink, ifindex: i32, snapshot: &[RawObj]) -> Result<(), LabError> {
-    let now = plan::dump_tree(nl, ifindex)?;
-    let d = plan::diff(plan::wants_of_snapshot(snapshot), &now);
+/// Turns the device's tree and filters back into the snapshot and checks that they are.
+/// `also`: the blocks the refused change put filters on.
+fn restore(
+    nl: &mut Netlink,
+    ifindex: i32,
+    snapshot: &[RawObj],
+    fsnap: &[RawFilter],
+    also: &[u32],
+) -> Result<(), LabError> {
+    let read = |nl: &mut Netlink| -> Result<(Vec<RawObj>, Vec<RawFilter>), LabError> {
+        let now = plan::dump_tree(nl, ifindex)?;
+        let mut blocks: Vec<u32> = also.to_vec();
+        blocks.extend(fsnap.iter().map(|f| f.parent));
+        let f = fdiff::dump_filters(nl, ifindex, &fdiff::blocks(&now, &blocks))?;
+        Ok((now, f))
+    };
+    let (now, fnow) = read(nl)?;
+    let d = plan::diff_all(plan::wants_of_snapshot(snapshot), fsnap.to_vec(), &now, &fnow);
     let mut msgs = d.messages(ifindex);
-    let (_, refusals) = send_ops(nl, &mut msgs, false)?;
-    let after = plan::dump_tree(nl, ifindex)?;
-    let left = plan::diff(plan::wants_of_snapshot(snapshot), &after);
+    let (_, refusals) = send_ops(nl, &mut msgs, false, d.retried_tail())?;
+    let (after, fafter) = read(nl)?;
+    let left = plan::diff_all(plan::wants_of_snapshot(snapshot), fsnap.to_vec(), &after, &fafter);
     if left.is_empty() && refusals.is_empty() {
         Ok(())
     } else {
@@ -270,8 +340,10 @@ fn in_private_netns<T: Send + 'static>(
 }
 
 /// Tries every qdisc and class kind of `needed` (its first object of each kind, with its options)
-/// on `lo` of a private namespace; a refusal is reported as the real run would meet it.
-pub fn probe(needed: &[&Want<'_>]) -> Result<(), LabError> {
+/// and every filter kind of `filters` (its first filter of each kind, with its options and
+/// actions, on a clsact hook) on `lo` of a private namespace; a refusal is reported as the real
+/// run would meet it.
+pub fn probe(needed: &[&Want<'_>], filters: &[&RawFilter]) -> Result<(), LabError> {
     let mut seen: HashSet<(bool, String)> = HashSet::new();
     // (requests to send in order, what is probed)
     let mut cases: Vec<(Vec<Msg>, String)> = Vec::new();
@@ -293,6 +365,17 @@ pub fn probe(needed: &[&Want<'_>]) -> Result<(), LabError> {
             cases.push((vec![q.msg(0), as_root.msg(0)], w.label()));
         }
     }
+    let mut filter_kinds = HashSet::new();
+    for f in filters.iter().filter(|f| filter_kinds.insert(f.kind.clone())) {
+        use crate::netlink::{flags, rtm, tca, TcMsg};
+        let mut clsact = Msg::tc(
+            rtm::NEWQDISC,
+            flags::REQUEST | flags::ACK | flags::CREATE | flags::EXCL,
+            TcMsg { ifindex: 0, handle: 0xFFFF_0000, parent: crate::netlink::TC_H_INGRESS, info: 0 },
+        );
+        clsact.attr_str(tca::KIND, "clsact");
+        cases.push((vec![clsact, f.probe_msg()], f.label()));
+    }
     if cases.is_empty() {
         return Ok(());
     }
@@ -307,6 +390,7 @@ pub fn probe(needed: &[&Want<'_>]) -> Result<(), LabError> {
                 refusals.push(format!("{what}: {}", describe(e)));
             }
             clear_root(nl, lo)?;
+            clear_ingress(nl, lo)?;
         }
         Ok(refusals)
     })?;
@@ -321,12 +405,18 @@ pub fn probe(needed: &[&Want<'_>]) -> Result<(), LabError> {
 }
 
 fn clear_root(nl: &mut Netlink, ifindex: i32) -> Result<(), LabError> {
-    use crate::netlink::{flags, rtm, TcMsg, TC_H_ROOT};
-    let mut m = Msg::tc(
-        rtm::DELQDISC,
-        flags::REQUEST | flags::ACK,
-        TcMsg { ifindex, handle: 0, parent: TC_H_ROOT, info: 0 },
-    );
+    clear_slot(nl, ifindex, crate::netlink::TC_H_ROOT)
+}
+
+fn clear_ingress(nl: &mut Netlink, ifindex: i32) -> Result<(), LabError> {
+    clear_slot(nl, ifindex, crate::netlink::TC_H_INGRESS)
+}
+
+fn clear_slot(nl: &mut Netlink, ifindex: i32, parent: u32) -> Result<(), LabError> {
+    use crate::netlink::{flags, rtm, TcMsg};
+    let handle = if parent == crate::netlink::TC_H_INGRESS { 0xFFFF_0000 } else { 0 };
+    let mut m =
+        Msg::tc(rtm::DELQDISC, flags::REQUEST | flags::ACK, TcMsg { ifindex, handle, parent, info: 0 });
     match nl.request(&mut m) {
         Ok(()) | Err(LabError::Kernel { errno: 2 | 22, .. }) => Ok(()),
         Err(e) => Err(e),
@@ -337,26 +427,16 @@ fn clear_root(nl: &mut Netlink, ifindex: i32) -> Result<(), LabError> {
 /// and returns every refusal, each with the kernel's reason; filters included (mirred targets
 /// become `lo`). Differences from the real device: `lo`'s mtu and queue count.
 pub fn rehearse(plan: &Plan<'_>) -> Result<Vec<String>, LabError> {
-    let mut refusals = Vec::new();
-    let d = plan::diff(plan::wants_of_plan(plan), &[]);
-    let mut ops: Vec<(Vec<u8>, String)> =
+    let fwant = match fdiff::wants_of_plan(plan.filter_nodes().map(|(_, f)| f), &|_| Some(1)) {
+        Ok(f) => f,
+        Err(e) => return Ok(vec![e]),
+    };
+    let d = plan::diff_all(plan::wants_of_plan(plan), fwant, &[], &[]);
+    let ops: Vec<(Vec<u8>, String)> =
         d.messages(0).into_iter().map(|(m, _, l)| (m.bytes().to_vec(), l)).collect();
-    // Filters after the tree, as `kernel::apply` sends them (mirred targets become `lo`).
-    let fl = crate::netlink::flags::REQUEST
-        | crate::netlink::flags::ACK
-        | crate::netlink::flags::EXCL
-        | crate::netlink::flags::CREATE;
-    for ((_, f), (_, text)) in plan.filter_nodes().zip(plan.filters()) {
-        match crate::filters::filter_msg(0, f, fl, &|_| Some(1)) {
-            Ok(m) => ops.push((m.bytes().to_vec(), text)),
-            Err(e) => refusals.push(format!("`{text}`: {e}")),
-        }
-    }
-    let found = in_private_netns(move |nl, lo| {
+    in_private_netns(move |nl, lo| {
         let mut msgs: Vec<Msg> = ops.iter().map(|(b, _)| Msg::from_bytes(b, lo)).collect();
         let o = batch::send(nl, &mut msgs, false)?;
-        Ok(o.errors.iter().map(|(i, e)| format!("{}: {}", ops[*i].1, describe(e))).collect::<Vec<_>>())
-    })?;
-    refusals.extend(found);
-    Ok(refusals)
+        Ok(o.errors.iter().map(|(i, e)| format!("{}: {}", ops[*i].1, describe(e))).collect())
+    })
 }

@@ -61,6 +61,8 @@ fn options(lab: &Lab, stop: Arc<AtomicBool>) -> Options {
         verbose: true,
         netns: Some(lab.shaper_ns()),
         pacing: Default::default(),
+        workers: 1,
+        shard_by: sluice_live::sys::FanoutKey::Source,
         io: IoMode::Xdp,
     }
 }

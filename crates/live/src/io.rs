@@ -116,6 +116,14 @@ impl Rx {
         }
     }
 
+    /// As [`RxRing::join_fanout`]; an AF_XDP port cannot join a fanout group.
+    pub fn join_fanout(&self, group: u16, program: &[libc::sock_filter]) -> io::Result<()> {
+        match self {
+            Rx::Packet(r) => r.join_fanout(group, program),
+            Rx::Xdp { .. } => Err(io::Error::new(io::ErrorKind::Unsupported, "an AF_XDP port has no fanout")),
+        }
+    }
+
     /// As [`RxRing::take_stats`].
     pub fn take_stats(&mut self) -> RxStats {
         match self {

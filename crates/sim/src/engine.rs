@@ -15,7 +15,8 @@ use crate::recorder::Recorder;
 use crate::tcp::{AckMsg, Tcp};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use sluice_core::{FlowKeys, Handle, Packet, Rate, Span, Time, WireSpec};
+use sluice_core::tcp_info::{TCP_ACK, TCP_ECE};
+use sluice_core::{FlowKeys, Handle, Packet, Rate, Span, TcpInfo, Time, WireSpec};
 use sluice_engine::{CopyTo, Engine, Received, Verdict};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -97,6 +98,12 @@ struct Flow {
     seq: u64,
     start: Time,
     stop: Time,
+    /// Data on the reverse route, ACKs on the forward one (see [`FlowSpec::download`]).
+    download: bool,
+    /// TCP ports of the data direction (source, destination).
+    ports: (u16, u16),
+    /// ACKs sent, and those the shaper dropped: by its ACK filter, and otherwise.
+    acks: [u64; 3],
 }
 
 /// Per-run counters about the engine itself.
@@ -245,6 +252,7 @@ impl Sim {
             tmpl.dst_host_hash = dst;
         }
         tmpl.flow_hash = if f.flow_hash != 0 { f.flow_hash } else { crate::model::name_hash(&f.name) };
+        tmpl.nat_orig = f.nat_orig;
         let start = Time::ZERO + f.start;
         let src = match &f.traffic {
             TrafficSpec::Cbr { rate } => Src::Cbr { rate: *rate, k: 0 },
@@ -279,6 +287,12 @@ impl Sim {
             seq: 0,
             start,
             stop: f.stop.map(|s| Time::ZERO + s).unwrap_or(end),
+            download: f.download,
+            ports: match f.keys.outer {
+                Some(k) if k.src_port != 0 => (k.src_port, k.dst_port),
+                _ => (10000 + (f.flow_hash as u16 & 0x3FFF), 5001),
+            },
+            acks: [0; 3],
         }
     }
 
@@ -351,10 +365,10 @@ impl Sim {
 
     /// Creates a packet of `flow` and offers it to the first hop of its route.
     fn inject(&mut self, flow: usize, kind: Kind, seq: u64, echo: Time, ece: bool) {
-        self.inject_full(flow, kind, seq, echo, ece, ((0, 0), false));
+        self.inject_full(flow, kind, seq, echo, ece, None);
     }
 
-    /// `ack`: an ACK's SACK block (as offsets) and D-SACK flag.
+    /// `ack`: the ACK a TCP receiver sends (for `Kind::Ack`).
     fn inject_full(
         &mut self,
         flow: usize,
@@ -362,17 +376,25 @@ impl Sim {
         seq: u64,
         echo: Time,
         ece: bool,
-        ack: ((u32, u32), bool),
+        ack: Option<&AckMsg>,
     ) {
         let f = &self.flows[flow];
         let mut pkt = f.tmpl;
-        let route = match kind {
-            Kind::Data | Kind::EchoReq => 0,
-            Kind::Ack | Kind::EchoRep => 1,
-        };
+        let up = matches!(kind, Kind::Data | Kind::EchoReq) != f.download;
+        let route = if up { 0 } else { 1 };
+        let mut sack = (0, 0);
+        let mut dsack = false;
         if kind == Kind::Ack {
             pkt = Packet { len: ACK_LEN, gso_segs: 1, gso_size: 0, ..pkt };
             pkt.dsfield &= !3;
+            if let Some(a) = ack {
+                let off = |x: u64| x.saturating_sub(a.ack).min(u32::MAX as u64) as u32;
+                sack = if a.sack.0 < a.sack.1 { (off(a.sack.0), off(a.sack.1)) } else { (0, 0) };
+                dsack = a.dsack;
+            }
+        }
+        if matches!(f.src, Src::Tcp(_)) {
+            pkt.tcp = Some(self.tcp_header(flow, kind, ack));
         }
         // The shaper's class is known once its engine has classified the packet.
         let slot = Slot {
@@ -384,9 +406,9 @@ impl Sim {
             echo,
             kind,
             ece,
-            dsack: false,
+            dsack,
             route,
-            sack: (0, 0),
+            sack,
             copy: false,
         };
         if matches!(kind, Kind::Data | Kind::EchoReq) {
@@ -394,17 +416,58 @@ impl Sim {
         }
         let i = self.alloc(slot);
         self.slots[i as usize].pkt.payload = i as u64;
-        if kind == Kind::Ack {
-            (self.slots[i as usize].sack, self.slots[i as usize].dsack) = ack;
-        }
         self.arrive(i, 0);
+    }
+
+    /// The TCP header fields of a segment of TCP flow `flow` (sequence numbers in bytes of
+    /// `tmpl.len`-sized segments, timestamps in ms): what CAKE's ACK filter reads.
+    fn tcp_header(&self, flow: usize, kind: Kind, ack: Option<&AckMsg>) -> TcpInfo {
+        let f = &self.flows[flow];
+        let seg = f.tmpl.len as u64;
+        let bytes = |n: u64| n.wrapping_mul(seg) as u32;
+        let ms = |t: Time| (t.as_nanos() / 1_000_000) as u32;
+        let mut t = TcpInfo {
+            sport: f.ports.0,
+            dport: f.ports.1,
+            flags: TCP_ACK,
+            ip_version: 4,
+            has_ts: true,
+            tsval: ms(self.now),
+            ..TcpInfo::default()
+        };
+        match (kind, ack) {
+            (Kind::Ack, Some(a)) => {
+                (t.sport, t.dport) = (f.ports.1, f.ports.0);
+                t.ack = bytes(a.ack);
+                t.tsecr = ms(a.echo);
+                if a.ece {
+                    t.flags |= TCP_ECE;
+                }
+                let mut blocks = [(0, 0); 2];
+                let mut n = 0;
+                if a.dsack {
+                    // A duplicate below the cumulative ACK: a D-SACK block first (RFC 2883).
+                    blocks[n] = (bytes(a.ack.saturating_sub(1)), bytes(a.ack));
+                    n += 1;
+                }
+                if a.sack.0 < a.sack.1 {
+                    blocks[n] = (bytes(a.sack.0), bytes(a.sack.1));
+                    n += 1;
+                }
+                t.sack[..n].copy_from_slice(&blocks[..n]);
+                t.sack_blocks = n as u8;
+            }
+            _ => t.payload_len = f.tmpl.len.saturating_sub(ACK_LEN).max(1),
+        }
+        t
     }
 
     /// Sends a TCP ACK of `flow` back to its sender.
     fn inject_ack(&mut self, flow: usize, a: AckMsg) {
-        let off = |x: u64| x.saturating_sub(a.ack).min(u32::MAX as u64) as u32;
-        let sack = if a.sack.0 < a.sack.1 { (off(a.sack.0), off(a.sack.1)) } else { (0, 0) };
-        self.inject_full(flow, Kind::Ack, a.ack, a.echo, a.ece, (sack, a.dsack));
+        if self.rec.in_window(self.now) {
+            self.flows[flow].acks[0] += 1;
+        }
+        self.inject_full(flow, Kind::Ack, a.ack, a.echo, a.ece, Some(&a));
     }
 
     /// Slot `slot` reaches position `pos` of its route (enqueue there, or deliver at the end).
@@ -521,8 +584,13 @@ impl Sim {
         while let Some(d) = self.hops[h].e.take_dropped() {
             let slot = d.pkt.payload as u32;
             if self.hops[h].is_shaper {
-                let class = self.class_of(self.slots[slot as usize].flow as usize, &d.pkt);
+                let s = self.slots[slot as usize];
+                let class = self.class_of(s.flow as usize, &d.pkt);
                 self.slots[slot as usize].class = class;
+                if s.kind == Kind::Ack && self.rec.in_window(s.sent) {
+                    let k = if d.reason == sluice_core::DropReason::AckFilter { 1 } else { 2 };
+                    self.flows[s.flow as usize].acks[k] += 1;
+                }
             }
             self.drop_slot(slot);
         }
@@ -925,6 +993,13 @@ impl Sim {
             Src::Tcp(t) => Some((t.retransmits, t.timeouts, t.probes, t.srtt())),
             _ => None,
         }
+    }
+
+    /// For a download flow (its ACKs cross the shaper): ACKs sent after the warm-up, and those
+    /// of them the shaper's ACK filter removed or dropped otherwise.
+    pub(crate) fn ack_counters(&self, flow: usize) -> Option<[u64; 3]> {
+        let f = &self.flows[flow];
+        f.download.then_some(f.acks)
     }
 
     /// `tc -s qdisc show` and `tc -s class show` of each hop that runs a tc configuration, with

@@ -1,7 +1,7 @@
 //! The resolved, typed description of one simulation run. Scenario files are parsed and checked
 //! into this form (see [`crate::scenario`]); tests and benchmarks may build it directly.
 
-use sluice_core::{FlowKeys, Handle, Qdisc, Rate, Span, WireSpec};
+use sluice_core::{FlowKeys, Handle, NatOrig, Qdisc, Rate, Span, WireSpec};
 use sluice_engine::Program;
 use std::sync::Arc;
 
@@ -181,6 +181,12 @@ pub struct FlowSpec {
     pub ecn: bool,
     /// Source and destination host hashes as the parser computed them (None: from the names).
     pub host_hashes: Option<(u32, u32)>,
+    /// TCP only: the data travels the reverse path to `host` (a download) and its ACKs the
+    /// forward path, through the shaper.
+    pub download: bool,
+    /// The pre-NAT hashes conntrack keeps for the flow, when a router masquerades it; the
+    /// packets then carry the post-NAT ones (`flow_hash`, `host_hashes`).
+    pub nat_orig: Option<NatOrig>,
 }
 
 /// A complete run description.
@@ -232,6 +238,8 @@ impl FlowSpec {
             stop: None,
             ecn: false,
             host_hashes: None,
+            download: false,
+            nat_orig: None,
         }
     }
 }

@@ -101,6 +101,12 @@ pub fn case_results(sim: &Sim, spec: &SimSpec, name: &str, params: BTreeMap<Stri
                 extra.insert(format!("{}.srtt_ms", f.name), s.as_nanos() as f64 / 1e6);
             }
         }
+        // Named apart from the flow's own figures (`flow.key`), so the report's summary shows them.
+        if let Some([sent, filtered, dropped]) = sim.ack_counters(i) {
+            extra.insert(format!("{} ACKs sent up", f.name), sent as f64);
+            extra.insert(format!("{} ACKs removed by the ACK filter", f.name), filtered as f64);
+            extra.insert(format!("{} ACKs dropped by the shaper's AQM/limit", f.name), dropped as f64);
+        }
     }
     let st = sim.engine_stats();
     if spec.profile {

@@ -10,7 +10,7 @@
 use crate::model::name_hash;
 use sluice_config::model::{Action, ClassOpts, DevKind, MirredDirection, QdiscOpts, State, H_MIN_INGRESS};
 use sluice_config::script::load_tc_script;
-use sluice_core::{FlowKeys, Handle, Rate};
+use sluice_core::{FlowKeys, Handle, NatOrig, Rate};
 use sluice_engine::{Program, ProgramOptions};
 use sluice_wire::{parse_frame, FrameSpec, ParseOptions, L4};
 use std::net::{IpAddr, Ipv4Addr};
@@ -117,6 +117,7 @@ fn addr(name: &str, net: u8) -> IpAddr {
 }
 
 /// What one flow looks like on the wire.
+#[derive(Clone, Copy)]
 pub(crate) struct FlowWire<'a> {
     pub host: &'a str,
     pub dst: &'a str,
@@ -125,6 +126,8 @@ pub(crate) struct FlowWire<'a> {
     pub dport: u16,
     pub dsfield: u8,
     pub tunnel: Option<&'a str>,
+    /// Source NAT: the source address the router puts on the packets.
+    pub nat: Option<IpAddr>,
 }
 
 /// A flow as the shaper's filters see it.
@@ -135,12 +138,28 @@ pub(crate) struct FlowParsed {
     pub flow_hash: u32,
     /// Source and destination host hashes.
     pub host_hashes: (u32, u32),
+    /// Behind source NAT: the hashes of the original (inside) tuple, as conntrack keeps it.
+    pub nat_orig: Option<NatOrig>,
 }
 
 impl TcShaper {
     /// Builds and parses the representative frame of a flow.
     pub(crate) fn flow_wire(&self, w: &FlowWire) -> Result<FlowParsed, String> {
-        let mut spec = FrameSpec::udp(addr(w.host, 18), addr(w.dst, 19), w.sport, w.dport, 64);
+        if let Some(wan) = w.nat {
+            let inside = self.flow_wire(&FlowWire { nat: None, ..*w })?;
+            let mut out = self.flow_wire_from(w, wan)?;
+            out.nat_orig = Some(NatOrig {
+                flow_hash: inside.flow_hash,
+                src_host_hash: inside.host_hashes.0,
+                dst_host_hash: inside.host_hashes.1,
+            });
+            return Ok(out);
+        }
+        self.flow_wire_from(w, addr(w.host, 18))
+    }
+
+    fn flow_wire_from(&self, w: &FlowWire, src: IpAddr) -> Result<FlowParsed, String> {
+        let mut spec = FrameSpec::udp(src, addr(w.dst, 19), w.sport, w.dport, 64);
         spec.proto = w.proto;
         spec.dsfield = w.dsfield;
         if let Some(t) = w.tunnel {
@@ -158,6 +177,7 @@ impl TcShaper {
             keys: parsed.keys,
             flow_hash: parsed.flow_hash,
             host_hashes: (parsed.src_host_hash, parsed.dst_host_hash),
+            nat_orig: None,
         })
     }
 }

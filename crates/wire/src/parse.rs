@@ -16,7 +16,7 @@ use etherparse::{
     Ethernet2Slice, Icmpv6Slice, Ipv4Slice, Ipv6ExtensionSlice, Ipv6Slice, SingleVlanSlice, TcpHeaderSlice,
     UdpHeaderSlice,
 };
-use sluice_core::{FlowKeys, HeaderKeys, Packet};
+use sluice_core::{FlowKeys, HeaderKeys, Packet, TcpInfo};
 use std::net::IpAddr;
 
 /// EtherType of IPv4.
@@ -132,6 +132,8 @@ pub struct Parsed {
     pub inner_network_offset: Option<u16>,
     /// Fragmentation of the outer IP header.
     pub fragment: Fragment,
+    /// The outer TCP header's fields for CAKE's ACK filter (unfragmented TCP only).
+    pub tcp: Option<TcpInfo>,
 }
 
 impl Parsed {
@@ -142,6 +144,7 @@ impl Parsed {
         pkt.src_host_hash = self.src_host_hash;
         pkt.dst_host_hash = self.dst_host_hash;
         pkt.dsfield = self.dsfield;
+        pkt.tcp = self.tcp;
     }
 
     /// A new packet descriptor for this frame with the given payload handle.
@@ -189,6 +192,7 @@ pub fn parse_frame(frame: &[u8], opts: ParseOptions) -> Result<Parsed, ParseErro
             tunnel: None,
             inner_network_offset: None,
             fragment: Fragment::None,
+            tcp: None,
         });
     };
     keys.outer = Some(outer.keys);
@@ -213,6 +217,12 @@ pub fn parse_frame(frame: &[u8], opts: ParseOptions) -> Result<Parsed, ParseErro
     }
 
     let innermost = keys.innermost().copied().unwrap_or(outer.keys);
+    let tcp = (outer.keys.proto == 6 && outer.fragment == Fragment::None)
+        .then(|| {
+            let version = if outer.layer == Layer::Ipv4 { 4 } else { 6 };
+            TcpInfo::parse(frame.get(outer.payload_offset..outer.payload_end)?, version)
+        })
+        .flatten();
     Ok(Parsed {
         keys,
         len,
@@ -223,6 +233,7 @@ pub fn parse_frame(frame: &[u8], opts: ParseOptions) -> Result<Parsed, ParseErro
         tunnel,
         inner_network_offset,
         fragment: outer.fragment,
+        tcp,
     })
 }
 

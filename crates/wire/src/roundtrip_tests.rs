@@ -436,3 +436,23 @@ proptest! {
         prop_assert_eq!(p.flow_hash, flow_hash(p.keys.innermost().unwrap(), seed));
     }
 }
+
+#[test]
+fn tcp_header_fields_reach_the_packet_for_the_ack_filter() {
+    // A pure ACK with timestamps, built by etherparse, as CAKE's ACK filter reads it.
+    let b = etherparse::PacketBuilder::ethernet2([2; 6], [4; 6])
+        .ipv4([198, 18, 0, 2], [198, 18, 1, 1], 64)
+        .tcp(40000, 443, 7, 1000)
+        .ack(123_456)
+        .options(&[etherparse::TcpOptionElement::Timestamp(11, 22)])
+        .unwrap();
+    let mut frame = Vec::new();
+    b.write(&mut frame, &[]).unwrap();
+    let p = parse_frame(&frame, ParseOptions::default()).unwrap().to_packet(0);
+    let t = p.tcp.expect("TCP parsed");
+    assert_eq!((t.sport, t.dport, t.ack, t.payload_len, t.ip_version), (40000, 443, 123_456, 0, 4));
+    assert!(t.has_ts && t.tsval == 11 && t.tsecr == 22 && t.may_drop(11, 22));
+    // UDP has none.
+    let u = FrameSpec::udp(v4(1), v4(2), 1, 2, 10).build().unwrap();
+    assert!(parse_frame(&u, ParseOptions::default()).unwrap().tcp.is_none());
+}

@@ -1,13 +1,13 @@
 //! `sluice apply --dev IF CONFIG`: program the kernel's tc through netlink, all or nothing and
 //! incrementally (only the difference from what the device holds is sent), read it back and
 //! compare; `--dry-run` prints the equivalent tc commands and rehearses the whole configuration
-//! on a scratch device; `--set CLASS rate R` changes one HTB class in place. Configurations with
-//! filters still go object by object through `kernel::apply` (filters are not in the diff yet).
+//! on a scratch device; `--set CLASS rate R` changes one HTB class in place. Filters are part of
+//! the difference and of the transaction like qdiscs and classes.
 
 use anyhow::{Context, Result};
 use sluice_config::burst::BurstPolicy;
 use sluice_lab::filters;
-use sluice_lab::kernel::{self, ObjectId, Plan};
+use sluice_lab::kernel::{self, Plan};
 use sluice_lab::rate::{parse_classid, RateChange, RateSetter};
 use sluice_lab::txn::{self, ApplyOptions};
 use sluice_lab::LabError;
@@ -25,10 +25,9 @@ const LISTED: usize = 40;
 #[command(after_help = "Exit status: 0 the kernel holds the whole configuration; 1 nothing was changed \
 (the configuration cannot be encoded, a kind or option this kernel refuses, no such device, or a \
 refusal whose change was undone: the previous tree is restored exactly); 2 the kernel holds only \
-part of it (the restore after a refusal failed, or the read-back differs). A configuration with \
-filters is rehearsed whole on a scratch device first (as root; what this kernel refuses changes \
-nothing, exit 1), then programmed object by object, not yet as a difference. With --dry-run: what the real run would end with (the configuration is \
-rehearsed on a scratch device in a private namespace when run as root).")]
+part of it (the restore after a refusal failed, or the read-back differs). Filters are part of the \
+difference and of the transaction. With --dry-run: what the real run would end with (the \
+configuration is rehearsed on a scratch device in a private namespace when run as root).")]
 pub struct Args {
     /// Device to configure.
     #[arg(long)]
@@ -42,7 +41,7 @@ pub struct Args {
     /// Run inside this network namespace (a name under /run/netns).
     #[arg(long)]
     netns: Option<String>,
-    /// Size missing bursts like tc (mtu only) instead of Sluice's burst rule (rate × 1 ms).
+    /// Size missing bursts like tc (mtu only) instead of Sluice's kernel burst rule (rate × 4 ms).
     #[arg(long)]
     tc_default_burst: bool,
     /// Do not probe the kinds on a scratch device first (a refusal is still undone).
@@ -79,9 +78,6 @@ pub fn run(args: Args) -> Result<ExitCode> {
     if args.dry_run {
         return dry_run(&args, &plan);
     }
-    if !plan.filters().is_empty() && args.from.is_none() {
-        return run_with_filters(&args, &state, &plan, policy);
-    }
     let old = match &args.from {
         Some(f) => match super::config_load::load(std::path::Path::new(f), &pairs)? {
             Some(l) => {
@@ -101,12 +97,16 @@ pub fn run(args: Args) -> Result<ExitCode> {
             None => txn::apply_plan(&plan, opts),
         };
         match applied {
-            Ok(a) => Ok(Ok((a, kernel::read_back(&dev)?))),
+            Ok(a) => {
+                let kfilters =
+                    if plan.filters().is_empty() { Vec::new() } else { filters::read_filters(&dev)? };
+                Ok(Ok((a, kernel::read_back(&dev)?, kfilters)))
+            }
             Err(LabError::Refused(why)) => Ok(Err(why)),
             Err(e) => Err(e),
         }
     })?;
-    let (applied, objs) = match result {
+    let (applied, objs, kfilters) = match result {
         Ok(r) => r,
         Err(why) => {
             eprintln!("sluice apply: refused: {why}");
@@ -139,11 +139,14 @@ pub fn run(args: Args) -> Result<ExitCode> {
         ms(applied.plan),
         ms(applied.send)
     );
-    let diffs = plan.compare(&objs);
+    let mut diffs: Vec<String> = plan.compare(&objs).into_iter().map(|d| d.to_string()).collect();
+    let model_filters: Vec<_> = plan.filter_nodes().map(|(_, f)| f).collect();
+    diffs.extend(filters::compare(&model_filters, &kfilters));
     for d in &diffs {
         eprintln!("MISMATCH {d}");
     }
-    let total = plan.qdiscs().count() + plan.classes().count() + plan.drr_classes().count();
+    let total =
+        plan.qdiscs().count() + plan.classes().count() + plan.drr_classes().count() + model_filters.len();
     if diffs.is_empty() {
         println!(
             "read back through netlink: the kernel matches the model ({total} qdiscs, classes and filters)"
@@ -156,111 +159,6 @@ pub fn run(args: Args) -> Result<ExitCode> {
 
 fn ms(d: std::time::Duration) -> f64 {
     d.as_secs_f64() * 1e3
-}
-
-/// A configuration with filters: programmed object by object (`kernel::apply`, filters included),
-/// not yet as a transaction or a difference (TODO(incr18/filters18): filters in `txn`'s diff).
-fn run_with_filters(
-    args: &Args,
-    state: &sluice_config::model::State,
-    plan: &Plan<'_>,
-    policy: BurstPolicy,
-) -> Result<ExitCode> {
-    let filters = plan.filters().len();
-    // Not yet a transaction: the whole configuration is rehearsed on a scratch device first, so
-    // that what this kernel refuses (a kind, an option, a classifier) changes nothing here.
-    match txn::rehearse(plan) {
-        Ok(refusals) if !refusals.is_empty() => {
-            for r in refusals.iter().take(LISTED) {
-                eprintln!("REFUSED  {r}");
-            }
-            eprintln!(
-                "sluice apply: refused ({} refusal(s) in a rehearsal on a scratch device); {} was not changed",
-                refusals.len(),
-                args.dev
-            );
-            return Ok(ExitCode::FAILURE);
-        }
-        Ok(_) => {}
-        Err(LabError::Netns(why)) => eprintln!("note     not rehearsed on a scratch device ({why})"),
-        Err(e) => return Err(e.into()),
-    }
-    let (dev, config) = (args.dev.clone(), state.clone());
-    let (rep, objs, kfilters) = sluice_lab::netns::in_netns(args.netns.as_deref(), move || {
-        let rep = kernel::apply(&Plan::new(&config, &dev, policy)?)?;
-        let objs = kernel::read_back(&dev)?;
-        let kfilters = filters::read_filters(&dev)?;
-        Ok((rep, objs, kfilters))
-    })?;
-    for a in &rep.applied {
-        println!("applied  {a}");
-    }
-    for n in &rep.notes {
-        println!("note     {n}");
-    }
-    for w in &rep.warnings {
-        eprintln!("warning  {w}");
-    }
-    for r in &rep.refused {
-        eprintln!("REFUSED  {r}");
-    }
-    // Objects already reported as refused are not reported again as missing.
-    let mut diffs: Vec<String> = plan
-        .compare(&objs)
-        .into_iter()
-        .filter(|d| !rep.was_refused(d.object))
-        .map(|d| d.to_string())
-        .collect();
-    let accepted: Vec<_> =
-        plan.filter_nodes().filter(|(i, _)| !rep.was_refused(ObjectId::Filter(*i))).map(|(_, f)| f).collect();
-    diffs.extend(filters::compare(&accepted, &kfilters));
-    for d in &diffs {
-        eprintln!("MISMATCH {d}");
-    }
-    let total = plan.qdiscs().count() + plan.classes().count() + filters;
-    if diffs.is_empty() && rep.applied.len() == total {
-        println!(
-            "read back through netlink: the kernel matches the model ({total} qdiscs, classes and filters)"
-        );
-    } else if diffs.is_empty() {
-        println!(
-            "read back through netlink: the kernel matches the model for the {} qdiscs, classes and filters it accepted (of {total})",
-            rep.applied.len()
-        );
-    }
-    if rep.refused.is_empty() && diffs.is_empty() {
-        return Ok(ExitCode::SUCCESS);
-    }
-    let objects_refused = rep.refused.len() - rep.filters_refused();
-    let mut what = Vec::new();
-    if objects_refused > 0 {
-        what.push(format!("{objects_refused} qdisc(s)/class(es) refused"));
-    }
-    if rep.filters_refused() > 0 {
-        what.push(format!("{} filter(s) refused", rep.filters_refused()));
-    }
-    if !diffs.is_empty() {
-        what.push(format!("{} mismatch(es) in the read-back", diffs.len()));
-    }
-    let root = plan.qdiscs().find(|q| q.parent == sluice_lab::netlink::TC_H_ROOT).map(|q| q.handle);
-    let now = if root.is_some_and(|h| !rep.was_refused(ObjectId::Qdisc(h))) {
-        let mut s = format!(
-            "{} now holds {} of the configuration's {total} qdiscs, classes and filters",
-            args.dev,
-            rep.applied.len()
-        );
-        if rep.filters_refused() > 0 {
-            s += &format!(
-                "; what the refused filters would classify goes to {}",
-                plan.unclassified_destination()
-            );
-        }
-        s
-    } else {
-        format!("{} keeps the kernel's default qdisc", args.dev)
-    };
-    eprintln!("sluice apply: the kernel does not hold the whole configuration: {}. {now}.", what.join(", "));
-    Ok(ExitCode::from(PARTIAL))
 }
 
 /// `--dry-run`: the tc commands, then a rehearsal on a scratch device.

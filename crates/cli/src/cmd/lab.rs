@@ -51,6 +51,10 @@ enum Action {
         /// DSCP for the TCP flows.
         #[arg(long)]
         dscp: Option<u8>,
+        /// Congestion control of the TCP senders, set per socket (`TCP_CONGESTION`): cubic, bbr,
+        /// reno (default: the client namespace's).
+        #[arg(long)]
+        cc: Option<String>,
     },
     /// Set the shaper namespace's path: `bridge` (kernel forwards; kernel/none backends) or
     /// `open` (nothing forwards; run `sluice shape --netns slc-<tag>-shp --in slc-sc --out slc-ss`).
@@ -87,7 +91,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
                 println!("removed: {}", removed.join(" "));
             }
         }
-        Action::Load { tcp, udp, size, secs, dscp } => {
+        Action::Load { tcp, udp, size, secs, dscp, cc } => {
             use sluice_lab::traffic::{self, Direction, Endpoints, Window};
             lab.require_up()?;
             let ep = Endpoints::of_lab(&lab);
@@ -108,8 +112,11 @@ pub fn run(args: Args) -> Result<ExitCode> {
             let probe = std::thread::spawn(move || {
                 traffic::probes(&ep3, std::time::Duration::from_millis(20), 64, None, 8802, win.total())
             });
-            let flows =
-                if tcp > 0 { traffic::bulk_tcp(&ep, tcp, Direction::Up, dscp, 8800, win)? } else { vec![] };
+            let flows = if tcp > 0 {
+                traffic::bulk_tcp_cc(&ep, tcp, Direction::Up, dscp, cc.as_deref(), 8800, win)?
+            } else {
+                vec![]
+            };
             for f in &flows {
                 println!("{:<10} {:>10.3} Mbit/s", f.name, f.bps() / 1e6);
             }

@@ -5,7 +5,7 @@
 
 use super::args::{matches, Cur};
 use super::error::TcError;
-use crate::model::{ClassNode, Device, HfscClassOpts, HfscOpts, QdiscNode};
+use crate::model::{ClassNode, Device, HfscClassOpts, HfscOpts, QdiscNode, QdiscOpts};
 use sluice_core::hfsc::{Curves, ServiceCurve};
 use sluice_core::units::{format_rate, format_time, parse_rate, parse_size, parse_time};
 use sluice_core::{Handle, Rate, Span};
@@ -243,8 +243,19 @@ pub fn class_modify(
     let einval = || TcError::errno("Invalid argument");
     if exists {
         if clid == q.handle {
-            // The root class takes curves in the kernel; Sluice keeps no curves for it.
-            return Err(TcError::errno("Operation not supported"));
+            // The root class has no parent: one named must be `root` (hfsc_change_class).
+            if parent != Handle::UNSPEC && parent != crate::model::H_ROOT {
+                return Err(einval());
+            }
+            if let Some(QdiscNode { opts: QdiscOpts::Hfsc(h), .. }) =
+                dev.qdiscs.iter_mut().find(|x| x.handle == q.handle)
+            {
+                let cur = &mut h.root_class;
+                cur.rt = given(opts.rt).or(cur.rt);
+                cur.ls = given(opts.ls).or(cur.ls);
+                cur.ul = given(opts.ul).or(cur.ul);
+            }
+            return Ok(Vec::new());
         }
         let Some(node) = dev.classes.iter_mut().find(|c| c.classid == clid) else {
             return Err(einval());

@@ -280,13 +280,16 @@ fn qdisc_modify_dev(dev: &mut Device, c: &QdiscCmd) -> Result<Vec<String>, TcErr
     }
     // qdisc_change: options go to the kind's change operation (HTB has none, and tc always
     // sends HTB options); then the size table is replaced by the one given, or removed.
-    let merged = match c.opts.clone() {
+    let mut merged = match c.opts.clone() {
         Some(QdiscOpts::Htb(_)) => {
             return Err(TcError::kernel("Change operation not supported by specified qdisc"))
         }
         Some(new) => validate_qdisc(dev, new, Some(&old.opts))?,
         None => old.opts.clone(),
     };
+    if let (QdiscOpts::Hfsc(n), QdiscOpts::Hfsc(o)) = (&mut merged, &old.opts) {
+        n.root_class = o.root_class.clone(); // hfsc_change_qdisc changes `default` only
+    }
     if let QdiscOpts::Netem(n) = &merged {
         super::netem::check_in_tree(dev, Some(qh), n)?;
     }

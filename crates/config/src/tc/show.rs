@@ -646,11 +646,11 @@ fn class_rows(dev: &Device, o: ShowOpts) -> Vec<ClassRow> {
                 }
                 Some(ClassOpts::Hfsc(h)) => s.push_str(&super::hfsc::class_options(h)),
                 Some(ClassOpts::Ets { .. }) => {}
-                None => {
-                    if let QdiscOpts::Ets(e) = &q.opts {
-                        s.push_str(&super::ets::class_options(e, dev, id.minor()));
-                    }
-                }
+                None => match &q.opts {
+                    QdiscOpts::Ets(e) => s.push_str(&super::ets::class_options(e, dev, id.minor())),
+                    QdiscOpts::Hfsc(h) => s.push_str(&super::hfsc::class_options(&h.root_class)),
+                    _ => {}
+                },
             }
             if matches!(q.opts, QdiscOpts::Hfsc(_)) {
                 xstats.push_str(&super::hfsc::class_xstats(super::hfsc::level(dev, &q, id)));

@@ -27,15 +27,21 @@
 //! - The fattest flow is found by a scan over the active tins' queues instead of the kernel's
 //!   lazily rebuilt heap: the same choice, O(tins x 1024) per overflow drop.
 //! - `skb->truesize` is estimated as fq_codel's [`truesize`] does.
-//! - `nat` needs conntrack; Sluice's packets carry no NAT state, so hosts hash on the addresses
-//!   the packet has (on a home uplink under NAT that is the post-NAT address, as without `nat`).
-//! - `ack-filter` needs TCP sequence numbers, which Sluice's packet descriptor does not carry:
-//!   the option is accepted and kept, and no ACK is filtered (`ack_drop` stays 0).
+//! - `nat` hashes flows and hosts on the pre-NAT tuple that the packet's [`crate::NatOrig`]
+//!   carries (the simulator's masquerading router fills it in, as conntrack would be asked in
+//!   the kernel); a packet without one hashes on its own addresses. The live shaper has no
+//!   conntrack table, so there `nat` changes nothing (as in the kernel without conntrack).
+//! - The **ACK filter** ([`ack`]) reads the TCP fields of [`crate::TcpInfo`] parsed when the
+//!   packet was described; "same connection" is same ports, IP version and flow hash (the
+//!   kernel compares the addresses; two connections with equal ports whose 5-tuple hashes
+//!   collide in one queue are the only difference). Only IPv4/IPv6 TCP is parsed, not TCP
+//!   inside 6in4 (which the kernel special-cases).
 //! - `autorate-ingress` follows the kernel's estimator (EWMA of arrival bursts, 15/16 of the
 //!   peak, at most every 250 ms).
 //! - Filters attached to cake (flow/host overrides by classid) are not consulted.
 //! - Random numbers (BLUE, quantum dithering) come from a seeded xorshift, so runs repeat.
 
+mod ack;
 mod config;
 #[cfg(test)]
 mod tests;
@@ -728,6 +734,26 @@ impl Cake {
         self.avg_window_bytes += pkt.len as u64;
     }
 
+    /// Accounting for an ACK the filter took out of flow `i` of tin `t`: it leaves the backlog
+    /// and counts as a drop and in `ack_drop`, not in the tin's `drops`.
+    fn ack_dropped(&mut self, t: usize, i: usize, e: Entry, now: i64) {
+        let len = e.pkt.len;
+        let tin = &mut self.tins[t];
+        tin.flows[i].backlog -= len;
+        tin.backlog -= len;
+        tin.st.ack_drops = tin.st.ack_drops.wrapping_add(1);
+        self.buffer_used = self.buffer_used.saturating_sub(e.truesize);
+        self.qlen -= 1;
+        self.stats.backlog_bytes = self.stats.backlog_bytes.saturating_sub(len as u64);
+        self.stats.qlen = self.qlen as u64;
+        self.stats.drops += 1;
+        self.avg_window_bytes = self.avg_window_bytes.saturating_sub(len as u64);
+        if self.cfg.ingress {
+            self.advance_shaper(t, e.adjusted, now, true);
+        }
+        self.dropped.push_back(Dropped { pkt: e.pkt, reason: DropReason::AckFilter });
+    }
+
     /// `cake_drop`: the head of the flow with the largest backlog. Returns (tin, flow).
     fn drop_fattest(&mut self, now: i64) -> Option<(usize, usize)> {
         let mut best: Option<(usize, usize, u32)> = None;
@@ -1090,7 +1116,12 @@ impl Qdisc for Cake {
         let now = now_t.as_nanos() as i64;
         let mut pkt = pkt;
         let t = self.select_tin(&mut pkt);
-        let idx = self.tins[t].hash(self.cfg.flow_mode, pkt.flow_hash, pkt.src_host_hash, pkt.dst_host_hash);
+        // `nat`: hash on the tuple conntrack saw before NAT rewrote it (`cake_update_flowkeys`).
+        let (fh, sh, dh) = match pkt.nat_orig {
+            Some(o) if self.cfg.nat => (o.flow_hash, o.src_host_hash, o.dst_host_hash),
+            _ => (pkt.flow_hash, pkt.src_host_hash, pkt.dst_host_hash),
+        };
+        let idx = self.tins[t].hash(self.cfg.flow_mode, fh, sh, dh);
         // Ensure the shaper state is not stale.
         if self.tins[t].backlog == 0 {
             if self.tins[t].time_next < now {
@@ -1120,6 +1151,12 @@ impl Qdisc for Cake {
             }
         } else {
             self.queue_one(t, idx, pkt, now_t);
+            if self.cfg.ack_filter != AckFilter::None {
+                let aggressive = self.cfg.ack_filter == AckFilter::Aggressive;
+                if let Some(e) = self.ack_filter(t, idx, aggressive) {
+                    self.ack_dropped(t, idx, e, now);
+                }
+            }
         }
         self.autorate(now);
         let mode = self.cfg.flow_mode;

@@ -1,4 +1,5 @@
 use super::*;
+use crate::packet::NatOrig;
 use crate::time::Span;
 
 fn pkt(len: u32, flow: u32, src: u32, dscp: u8, seq: u64) -> Packet {
@@ -13,6 +14,17 @@ fn pkt(len: u32, flow: u32, src: u32, dscp: u8, seq: u64) -> Packet {
 /// Runs `secs` of backlogged senders (`flows`: (flow id, source host, dscp, bytes per packet))
 /// offering `offer` packets per ms each, and returns bytes delivered per flow.
 fn run(cake: &mut Cake, flows: &[(u32, u32, u8, u32)], offer: u32, ms: u64) -> Vec<u64> {
+    run_with(cake, flows, offer, ms, pkt)
+}
+
+/// [`run`] with packets made by `make` (same arguments as [`pkt`]).
+fn run_with(
+    cake: &mut Cake,
+    flows: &[(u32, u32, u8, u32)],
+    offer: u32,
+    ms: u64,
+    make: impl Fn(u32, u32, u32, u8, u64) -> Packet,
+) -> Vec<u64> {
     let mut got = vec![0u64; flows.len()];
     let mut seq = 0u64;
     let mut now = Time::ZERO;
@@ -20,7 +32,7 @@ fn run(cake: &mut Cake, flows: &[(u32, u32, u8, u32)], offer: u32, ms: u64) -> V
         for (fi, &(f, s, d, len)) in flows.iter().enumerate() {
             for _ in 0..offer {
                 seq += 1;
-                cake.enqueue(pkt(len, f, s, d, (fi as u64) << 32 | seq), now).unwrap();
+                cake.enqueue(make(len, f, s, d, (fi as u64) << 32 | seq), now).unwrap();
                 while cake.take_dropped().is_some() {}
             }
         }
@@ -77,6 +89,37 @@ fn flows_share_equally_and_hosts_share_in_dual_srchost() {
     let got = run(&mut c, &[(1, 1, 0, 1500), (2, 1, 0, 1500), (3, 1, 0, 1500), (4, 2, 0, 1500)], 1, 3000);
     let share = got[3] as f64 / got.iter().sum::<u64>() as f64;
     assert!((share - 0.25).abs() < 0.04, "flow share {share} ({got:?})");
+}
+
+#[test]
+fn nat_restores_host_fairness_behind_a_masquerading_router() {
+    // The same four flows after source NAT: every packet has the router's address as its
+    // source; conntrack's pre-NAT hashes travel in `nat_orig`.
+    let natted = |len, flow, src, dscp, seq| {
+        let inside = pkt(len, flow, src, dscp, seq);
+        let mut p = pkt(len, flow + 100, 99, dscp, seq);
+        p.nat_orig = Some(NatOrig {
+            flow_hash: inside.flow_hash,
+            src_host_hash: inside.src_host_hash,
+            dst_host_hash: inside.dst_host_hash,
+        });
+        p
+    };
+    let flows = [(1, 1, 0, 1500), (2, 1, 0, 1500), (3, 1, 0, 1500), (4, 2, 0, 1500)];
+    let base = CakeConfig {
+        rate: 1_250_000,
+        tin_mode: TinMode::Besteffort,
+        flow_mode: FlowMode::DualSrchost,
+        ..CakeConfig::default()
+    };
+    let share = |nat| {
+        let mut c = Cake::new(CakeConfig { nat, ..base }, 1);
+        let got = run_with(&mut c, &flows, 1, 3000, natted);
+        got[3] as f64 / got.iter().sum::<u64>() as f64
+    };
+    let (without, with) = (share(false), share(true));
+    assert!((without - 0.25).abs() < 0.04, "one source host after NAT: flow fairness, {without}");
+    assert!((with - 0.5).abs() < 0.05, "nat: host fairness on the inside addresses, {with}");
 }
 
 #[test]

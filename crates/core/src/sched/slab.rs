@@ -107,6 +107,42 @@ impl<T: Copy> QueueSlab<T> {
         })
     }
 
+    /// The tail of queue `q`, with the node that holds it.
+    #[inline]
+    pub fn back(&self, q: &QueueEnds) -> Option<(u32, &T)> {
+        (q.tail != NIL).then(|| (q.tail, &self.nodes[q.tail as usize].item))
+    }
+
+    /// The items of queue `q` with the nodes that hold them, head first.
+    pub fn iter_nodes<'a>(&'a self, q: &QueueEnds) -> impl Iterator<Item = (u32, &'a T)> + 'a {
+        let mut n = q.head;
+        std::iter::from_fn(move || {
+            let id = n;
+            let node = self.nodes.get(id as usize)?;
+            n = node.next;
+            Some((id, &node.item))
+        })
+    }
+
+    /// Unlinks the item after node `prev` of queue `q` (the head if `prev` is [`NIL`]).
+    pub fn remove_after(&mut self, q: &mut QueueEnds, prev: u32) -> Option<T> {
+        if prev == NIL {
+            return self.pop_front(q).map(|(_, item)| item);
+        }
+        let id = self.nodes.get(prev as usize)?.next;
+        if id == NIL {
+            return None;
+        }
+        let node = self.nodes[id as usize];
+        self.nodes[prev as usize].next = node.next;
+        if q.tail == id {
+            q.tail = prev;
+        }
+        self.nodes[id as usize].next = self.free;
+        self.free = id;
+        Some(node.item)
+    }
+
     /// Forgets every queue (their ends must be reset by the owner).
     pub fn clear(&mut self) {
         self.nodes.clear();
@@ -148,5 +184,20 @@ mod tests {
         while s.pop_front(&mut a).is_some() {}
         assert!(a.is_empty());
         assert_eq!(s.front(&a), None);
+    }
+
+    #[test]
+    fn remove_after_unlinks_head_middle_and_tail() {
+        let mut s = QueueSlab::default();
+        let mut a = QueueEnds::EMPTY;
+        let ids: Vec<u32> = (0..4).map(|k| s.push_back(&mut a, k)).collect();
+        assert_eq!(s.remove_after(&mut a, ids[0]), Some(1));
+        assert_eq!(s.remove_after(&mut a, NIL), Some(0));
+        assert_eq!(s.remove_after(&mut a, ids[2]), Some(3));
+        assert_eq!(s.remove_after(&mut a, ids[2]), None);
+        // The tail moved back: a push lands after the last item left.
+        s.push_back(&mut a, 9);
+        assert_eq!(s.iter(&a).copied().collect::<Vec<_>>(), vec![2, 9]);
+        assert_eq!(s.iter_nodes(&a).map(|(_, v)| *v).collect::<Vec<_>>(), vec![2, 9]);
     }
 }

@@ -362,11 +362,27 @@ pub fn build_case(sc: &Scenario, point: &Point) -> Result<CaseSpec, ScenarioErro
     let mut flows = Vec::new();
     // Leaf index of each flow sent to a generated leaf.
     let mut leaf_of: Vec<Option<u32>> = Vec::new();
+    let nat = match &f.nat {
+        Some(n) if ctx.when(&n.when)? => {
+            let a: std::net::Ipv4Addr = ctx.text(&n.address)?.parse().map_err(|_| {
+                ctx.err(Some(n.address.span()), "not an IPv4 address", Some("e.g. 198.18.200.1"))
+            })?;
+            if built.as_ref().and_then(|b| b.tc.as_ref()).is_none() {
+                return Err(ctx.err(
+                    Some(n.address.span()),
+                    "[nat] needs a tc-script shaper (it rewrites what the shaper's filters see)",
+                    None,
+                ));
+            }
+            Some(std::net::IpAddr::V4(a))
+        }
+        _ => None,
+    };
     for fl in &f.flow {
         if !ctx.when(&fl.when)? {
             continue;
         }
-        build_flows(&ctx, fl, built.as_ref(), &mut flows, &mut leaf_of)?;
+        build_flows(&ctx, fl, built.as_ref(), nat, &mut flows, &mut leaf_of)?;
     }
     if start_jitter > Span::ZERO {
         // The seed's random inputs: each flow's start offset (TCP senders also draw from it).
@@ -688,6 +704,7 @@ fn build_flows(
     ctx: &Ctx,
     fl: &FlowFile,
     b: Option<&BuiltShaper>,
+    nat: Option<std::net::IpAddr>,
     out: &mut Vec<FlowSpec>,
     leaf_of: &mut Vec<Option<u32>>,
 ) -> Result<(), ScenarioError> {
@@ -759,6 +776,24 @@ fn build_flows(
             o => return Err(ctx.err(Some(q.span()), format!("tunnel_keys `{o}`"), Some("outer or inner"))),
         }
     }
+    let download = match fl.direction.as_ref().map(|q| ctx.text(q)).transpose()?.as_deref() {
+        None | Some("up") => false,
+        Some("down") if kind == "tcp" => true,
+        Some("down") => {
+            return Err(ctx.err(
+                fl.direction.as_ref().map(|q| q.span()),
+                "direction = \"down\" is for tcp flows (their ACKs cross the forward path)",
+                None,
+            ))
+        }
+        Some(o) => {
+            return Err(ctx.err(
+                fl.direction.as_ref().map(|q| q.span()),
+                format!("direction `{o}`"),
+                Some("up or down"),
+            ))
+        }
+    };
     let traffic = match kind.as_str() {
         "cbr" => TrafficSpec::Cbr { rate: ctx.rate(&need(&fl.rate, "rate")?)? },
         "poisson" => TrafficSpec::Poisson { rate: ctx.rate(&need(&fl.rate, "rate")?)? },
@@ -859,6 +894,7 @@ fn build_flows(
         fs.gso_segs = gso;
         fs.dsfield = dsfield;
         fs.ecn = ecn;
+        fs.download = download;
         fs.mark = mark;
         fs.start = start;
         fs.stop = stop;
@@ -873,7 +909,7 @@ fn build_flows(
             _ => sluice_wire::L4::Udp,
         };
         let sport = 10000 + out.len() as u16;
-        tc_wire(ctx, fl, b, &mut fs, proto, sport, dport, tunnel.as_deref())?;
+        tc_wire(ctx, fl, b, &mut fs, proto, sport, dport, tunnel.as_deref(), nat)?;
         if let (Some((_, j)), false) = (base, matches!(traffic, TrafficSpec::StreamGroup { .. })) {
             let idx = j + spread.map(|n| (i * n / count) as u32).unwrap_or(0);
             // The root's `flow map key mark` filter reads the leaf's index (see `backend`).
@@ -915,7 +951,7 @@ fn build_flows(
                 set_host_class(&mut m, c)
                     .map_err(|m| ctx.err(st.class.as_ref().map(|q| q.span()), m, None))?;
                 let sport = 10000 + out.len() as u16;
-                tc_wire(ctx, fl, b, &mut m, sluice_wire::L4::Udp, sport, dport, None)?;
+                tc_wire(ctx, fl, b, &mut m, sluice_wire::L4::Udp, sport, dport, None, nat)?;
                 streams.push(StreamSpec { flow: out.len(), size: ssize, burst });
                 out.push(m);
                 leaf_of.push(None);
@@ -948,6 +984,7 @@ fn tc_wire(
     sport: u16,
     dport: u16,
     tunnel: Option<&str>,
+    nat: Option<std::net::IpAddr>,
 ) -> Result<(), ScenarioError> {
     let Some(tc) = b.and_then(|b| b.tc.as_ref()) else { return Ok(()) };
     let w = crate::tcscript::FlowWire {
@@ -958,12 +995,14 @@ fn tc_wire(
         dport,
         dsfield: fs.dsfield,
         tunnel,
+        nat,
     };
     let parsed = tc.flow_wire(&w).map_err(|m| ctx.err(Some(fl.kind.span()), m, None))?;
     fs.keys = parsed.keys;
     fs.frame = parsed.frame;
     fs.flow_hash = parsed.flow_hash;
     fs.host_hashes = Some(parsed.host_hashes);
+    fs.nat_orig = parsed.nat_orig;
     Ok(())
 }
 

@@ -112,6 +112,26 @@ pub struct ScenarioFile {
     /// Figures from the seed document, shown beside ours (`extra["seed_mbit.<flow>"]`).
     #[serde(default)]
     pub reference: Vec<ReferenceFile>,
+    /// Source NAT on the shaper's router: the hosts' packets leave with one address.
+    #[serde(default)]
+    pub nat: Option<NatFile>,
+    /// Conditions (as in `when`) naming sweep points not worth running: a point where any
+    /// of them holds is left out.
+    #[serde(default)]
+    pub skip: Vec<Q>,
+}
+
+/// Source NAT (masquerading) on the router whose egress holds the shaper: every flow's packets
+/// reach the shaper with `address` as their source (ports kept), and connection tracking keeps
+/// the original tuple, which CAKE's `nat` option looks up.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NatFile {
+    /// Condition, e.g. `"nat=on"`.
+    #[serde(default)]
+    pub when: Option<Q>,
+    /// The router's WAN address (IPv4).
+    pub address: Q,
 }
 
 /// A published figure for one flow in the cases where `when` holds.
@@ -396,6 +416,10 @@ pub struct FlowFile {
     /// sees the inner header (tunnel keys).
     #[serde(default)]
     pub tunnel_keys: Option<Q>,
+    /// tcp: `up` (default: data on the forward path) or `down` (a download to `host`: data on
+    /// the reverse path, its ACKs on the forward path through the shaper).
+    #[serde(default)]
+    pub direction: Option<Q>,
     /// streams: the member streams.
     #[serde(default)]
     pub stream: Vec<StreamFile>,

@@ -147,6 +147,23 @@ impl Scenario {
             }
             points = next;
         }
+        if !self.file.skip.is_empty() {
+            let mut kept = Vec::with_capacity(points.len());
+            for p in points {
+                let ctx = build::Ctx { sc: self, params: &p.params };
+                let mut skip = false;
+                for q in &self.file.skip {
+                    skip |= ctx.when(&Some(q.clone()))?;
+                }
+                if !skip {
+                    kept.push(p);
+                }
+            }
+            if kept.is_empty() {
+                return Err(self.err(None, "every point of the sweep is skipped".to_string(), None));
+            }
+            points = kept;
+        }
         Ok(points)
     }
 
