@@ -18,11 +18,12 @@
 //!   kernel filter carry indices and counters, so a filter with actions is compared to the model's
 //!   as "changed" and replaced in place every time — safe, not minimal): nothing;
 //! - other options: replaced in place (`NLM_F_CREATE` on the existing handle; u32, fw, basic and
-//!   flow swap the filter atomically, traffic keeps being classified); matchall cannot be changed
-//!   (the kernel answers `EEXIST`), so it is deleted first and added again;
-//! - another kind or protocol at that priority, or another divisor for a u32 hash table: the
-//!   kernel cannot change that in place, so the whole priority is deleted first and its filters
-//!   added again (not hitless);
+//!   flow swap the filter atomically, traffic keeps being classified); what the kernel cannot
+//!   change in place is deleted first and added again: a matchall filter (`EEXIST`), a u32 key
+//!   node's keys or flags (a replaced node keeps the old selector);
+//! - another kind or protocol at that priority, another divisor for a u32 hash table, another fw
+//!   mask: the kernel cannot change that in place, so the whole priority is deleted first and its
+//!   filters added again (not hitless);
 //! - in the kernel only: deleted; u32 hash tables last of all (after the nodes in them and the
 //!   links to them, and after the class deletes);
 //! - in the model only: added, in the model's order (tables before the nodes in them).
@@ -106,14 +107,10 @@ impl RawFilter {
     pub fn label(&self) -> String {
         let h = if self.kind == "u32" {
             let (t, b, n) = (self.handle >> 20, self.handle >> 12 & 0xFF, self.handle & 0xFFF);
-            if n == 0 && b == 0 {
-                format!("{t:x}:")
-            } else {
-                if b == 0 {
-                    format!("{t:x}::{n:x}")
-                } else {
-                    format!("{t:x}:{b:x}:{n:x}")
-                }
+            match (b, n) {
+                (0, 0) => format!("{t:x}:"),
+                (0, n) => format!("{t:x}::{n:x}"),
+                (b, n) => format!("{t:x}:{b:x}:{n:x}"),
             }
         } else {
             format!("{:#x}", self.handle)

@@ -216,8 +216,15 @@ fn shaper_config(script: &str) -> Result<State, LabError> {
 }
 
 /// HTB `1:` default 1, class 1:1 at `rate` (bursts left to the backend's rule), with `leaf`
-/// (`fq_codel`, or a 1000-packet pfifo) under it as `10:`.
+/// (`fq_codel`, or a 1000-packet pfifo) under it as `10:`; `leaf=cake` is instead CAKE at
+/// the root, shaping to `rate` itself (`cake bandwidth RATE diffserv4`).
 fn htb_with_leaf(rate: Rate, leaf: &str) -> Result<State, LabError> {
+    if leaf == "cake" {
+        return shaper_config(&format!(
+            "tc qdisc add dev $DEV root handle 1: cake bandwidth {}bit diffserv4\n",
+            rate.bps()
+        ));
+    }
     let leaf = if leaf == "fq_codel" { "fq_codel" } else { "pfifo limit 1000" };
     shaper_config(&format!(
         "tc qdisc add dev $DEV root handle 1: htb default 1\n\
@@ -379,7 +386,7 @@ fn probes_pair(
 }
 
 fn rrul(lab: &Lab, backend: &Backend<'_>, s: &Settings, r: &mut Results) -> Result<(), LabError> {
-    r.description = "RRUL-style: 4 bulk TCP uploads (BE, CS1, CS5, EF marks) plus BE and EF UDP probes, through one HTB class.".into();
+    r.description = "RRUL-style: 4 bulk TCP uploads (BE, CS1, CS5, EF marks) plus BE and EF UDP probes, through one HTB class (leaf=cake: through CAKE diffserv4 at the rate).".into();
     let rate = s.rate("rate", "50mbit")?;
     let leaf = s.get("leaf").unwrap_or("fq_codel").to_string();
     let win = Window { warmup: s.secs("warmup", 2.0)?, measure: s.secs("duration", 5.0)? };

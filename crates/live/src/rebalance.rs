@@ -33,9 +33,11 @@ pub const HEADROOM: f64 = 1.05;
 /// Weight of the newest period in the smoothed sending rate (periods are short and packets
 /// lumpy: one 1500-byte frame in 200 µs is 60 Mbit/s).
 const EWMA: f64 = 0.125;
-/// Least share of a class a worker keeps, as a fraction of the class's even split: an idle
-/// worker can start sending at once, and a rate is never zero.
-const FLOOR_FRACTION: u64 = 32;
+/// Least share of a class a worker keeps, as a fraction of the class's even split: a rate is
+/// never zero. Small: an idle worker starts on its full bucket (a worker's copy keeps the class's
+/// burst, at least 1 ms of the whole rate on the live path, more than a period), and what the
+/// idle workers keep is lost to the busy ones (0.05 % with two workers).
+const FLOOR_FRACTION: u64 = 1024;
 
 /// A class shared by the workers (an inner HTB class of the root HTB).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -125,13 +127,11 @@ pub fn split(total: u64, floor: u64, claims: &[Claim], out: &mut [u64]) {
     let g: Vec<u64> = claims.iter().zip(&want).map(|(c, &w)| c.guaranteed.min(w)).collect();
     let sum_g: u128 = g.iter().map(|&x| x as u128).sum();
     if sum_g >= left as u128 {
-        if sum_g > 0 {
-            let l = left;
-            for (o, &gi) in out.iter_mut().zip(&g) {
-                let give = (l as u128 * gi as u128 / sum_g) as u64;
-                *o += give;
-                left -= give;
-            }
+        let l = left;
+        for (o, &gi) in out.iter_mut().zip(&g) {
+            let give = (l as u128 * gi as u128).checked_div(sum_g).unwrap_or(0) as u64;
+            *o += give;
+            left -= give;
         }
         want.fill(0);
     } else {
@@ -272,7 +272,8 @@ mod tests {
         // Two leaves on shard 0, one on shard 1, all equal: 2/3 and 1/3.
         split(90, 0, &[c(20, 2000), c(10, 1000)], &mut out);
         assert_eq!(out, [60, 30]);
-        // Rates 10 and 40, quanta 1250 and 2000 (HTB's cap): 10 + 50·1250/3250 = 29.2, 40 + 30.8.
+        // Rates 10 and 40, quanta 125 000 and 200 000 (HTB caps 500 000), here in units of 100:
+        // 10 + 50·1250/3250 = 29.2, 40 + 30.8.
         split(100, 0, &[c(10, 1250), c(40, 2000)], &mut out);
         assert_eq!(out, [30, 70]);
         // Guarantees above the class: scaled down together.

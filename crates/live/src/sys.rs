@@ -120,6 +120,7 @@ fn set_promisc(fd: &OwnedFd, ifindex: u32) -> io::Result<()> {
 /// `PACKET_FANOUT` mode: a classic BPF program picks the socket.
 const PACKET_FANOUT_CBPF: u32 = 6;
 const PACKET_FANOUT_DATA: libc::c_int = 22;
+const PACKET_FANOUT_FLAG_IGNORE_OUTGOING: u32 = 0x4000;
 /// Classic BPF's ancillary and network-header offsets (linux/filter.h).
 const SKF_AD_OFF: u32 = (-0x1000i32) as u32;
 const SKF_AD_PROTOCOL: u32 = 0;
@@ -342,8 +343,16 @@ impl RxRing {
     /// [`fanout_program`]): each frame goes to one member of the group only. Members are
     /// numbered in the order they join.
     pub fn join_fanout(&self, group: u16, program: &[libc::sock_filter]) -> io::Result<()> {
-        let arg: u32 = group as u32 | PACKET_FANOUT_CBPF << 16;
-        setsockopt(&self.fd, libc::SOL_PACKET, libc::PACKET_FANOUT, &arg)?;
+        // `PACKET_IGNORE_OUTGOING` on the socket does not reach the group's hook: the group has
+        // its own flag (Linux 6.3); older kernels refuse it and join without.
+        let arg: u32 = group as u32 | (PACKET_FANOUT_CBPF | PACKET_FANOUT_FLAG_IGNORE_OUTGOING) << 16;
+        if let Err(e) = setsockopt(&self.fd, libc::SOL_PACKET, libc::PACKET_FANOUT, &arg) {
+            if e.raw_os_error() != Some(libc::EINVAL) {
+                return Err(e);
+            }
+            let arg: u32 = group as u32 | PACKET_FANOUT_CBPF << 16;
+            setsockopt(&self.fd, libc::SOL_PACKET, libc::PACKET_FANOUT, &arg)?;
+        }
         let prog = libc::sock_fprog {
             len: program.len() as u16,
             filter: program.as_ptr() as *mut libc::sock_filter,

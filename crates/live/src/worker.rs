@@ -263,7 +263,7 @@ pub(crate) fn run_sharded(opts: Options, cal: Calibration) -> Result<Snapshot, L
     let mut last = Instant::now();
     let mut last_metrics = Instant::now();
     while !opts.stop.load(Ordering::Relaxed)
-        && !opts.max_duration.is_some_and(|m| t0.elapsed() >= m)
+        && opts.max_duration.is_none_or(|m| t0.elapsed() < m)
         && !workers.iter().any(|w| w.is_finished())
     {
         let due = last + Duration::from_nanos(PERIOD.as_nanos());

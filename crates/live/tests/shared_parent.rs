@@ -17,6 +17,8 @@ struct Sub {
     leaf: u32,
     offered_bps: Option<u64>,
     shard: usize,
+    /// When it starts sending, s.
+    from_s: u64,
 }
 
 fn model(leaves: &[(u32, &str)]) -> sluice_config::model::State {
@@ -40,6 +42,17 @@ fn engine(state: &sluice_config::model::State) -> Engine {
 /// Runs `subs` for `secs` over `shards` engines (1: exact HTB); returns each subscriber's
 /// throughput in bit/s over the last `secs - 1` seconds.
 fn run(state: &sluice_config::model::State, subs: &[Sub], shards: usize, secs: u64) -> Vec<f64> {
+    run_window(state, subs, shards, Time::from_secs(1), Time::from_secs(secs))
+}
+
+/// [`run`], counting what is sent in `[start, end)` only.
+fn run_window(
+    state: &sluice_config::model::State,
+    subs: &[Sub],
+    shards: usize,
+    start: Time,
+    end: Time,
+) -> Vec<f64> {
     let mut engines: Vec<Engine> = (0..shards).map(|_| engine(state)).collect();
     let mut rebalancers: Vec<Rebalancer> =
         shared_classes(state, "e").into_iter().map(|c| Rebalancer::new(c, shards)).collect();
@@ -49,11 +62,12 @@ fn run(state: &sluice_config::model::State, subs: &[Sub], shards: usize, secs: u
     let mut sent = vec![0u64; subs.len()];
     let mut next_id = 0u64;
     let mut next_tick = Time::ZERO + PERIOD;
-    let start = Time::from_secs(1);
-    let end = Time::from_secs(secs);
     let mut now = Time::ZERO;
     while now < end {
         for (k, s) in subs.iter().enumerate() {
+            if now < Time::from_secs(s.from_s) {
+                continue;
+            }
             let e = &mut engines[shard_of(s)];
             let mut offer = |e: &mut Engine| {
                 let mut p = Packet::new(LEN, (k as u64) << 48 | next_id);
@@ -91,7 +105,7 @@ fn run(state: &sluice_config::model::State, subs: &[Sub], shards: usize, secs: u
             }
         }
         if shards > 1 && now >= next_tick {
-            next_tick = next_tick + PERIOD;
+            next_tick += PERIOD;
             for r in rebalancers.iter_mut() {
                 let class = r.class().classid;
                 let reports: Vec<Report> = engines
@@ -111,9 +125,9 @@ fn run(state: &sluice_config::model::State, subs: &[Sub], shards: usize, secs: u
                 }
             }
         }
-        now = now + STEP;
+        now += STEP;
     }
-    let secs = (secs - 1) as f64;
+    let secs = (end - start).as_nanos() as f64 / 1e9;
     sent.iter().map(|&b| b as f64 * 8.0 / secs).collect()
 }
 
@@ -149,8 +163,10 @@ fn compare(name: &str, leaves: &[(u32, &str)], subs: &[Sub]) -> f64 {
 #[test]
 fn two_greedy_subscribers_on_two_shards_split_the_parent_as_htb_does() {
     let leaves = [(0x10, "rate 10mbit ceil 100mbit"), (0x20, "rate 10mbit ceil 100mbit")];
-    let subs =
-        [Sub { leaf: 0x10, offered_bps: None, shard: 0 }, Sub { leaf: 0x20, offered_bps: None, shard: 1 }];
+    let subs = [
+        Sub { leaf: 0x10, offered_bps: None, shard: 0, from_s: 0 },
+        Sub { leaf: 0x20, offered_bps: None, shard: 1, from_s: 0 },
+    ];
     assert!(compare("equal, both greedy", &leaves, &subs) < 0.02);
 }
 
@@ -158,8 +174,8 @@ fn two_greedy_subscribers_on_two_shards_split_the_parent_as_htb_does() {
 fn a_light_subscriber_leaves_the_rest_to_the_other_shard() {
     let leaves = [(0x10, "rate 10mbit ceil 100mbit"), (0x20, "rate 10mbit ceil 100mbit")];
     let subs = [
-        Sub { leaf: 0x10, offered_bps: Some(20_000_000), shard: 0 },
-        Sub { leaf: 0x20, offered_bps: None, shard: 1 },
+        Sub { leaf: 0x10, offered_bps: Some(20_000_000), shard: 0, from_s: 0 },
+        Sub { leaf: 0x20, offered_bps: None, shard: 1, from_s: 0 },
     ];
     assert!(compare("one at 20 Mbit/s, one greedy", &leaves, &subs) < 0.02);
 }
@@ -170,8 +186,10 @@ fn a_light_subscriber_leaves_the_rest_to_the_other_shard() {
 #[test]
 fn unequal_rates_and_uneven_shards_share_as_in_one_htb() {
     let leaves = [(0x10, "rate 10mbit ceil 100mbit"), (0x20, "rate 40mbit ceil 100mbit")];
-    let subs =
-        [Sub { leaf: 0x10, offered_bps: None, shard: 0 }, Sub { leaf: 0x20, offered_bps: None, shard: 1 }];
+    let subs = [
+        Sub { leaf: 0x10, offered_bps: None, shard: 0, from_s: 0 },
+        Sub { leaf: 0x20, offered_bps: None, shard: 1, from_s: 0 },
+    ];
     assert!(compare("rates 10 and 40, both greedy", &leaves, &subs) < 0.02);
     let leaves = [
         (0x10, "rate 10mbit ceil 100mbit"),
@@ -179,9 +197,9 @@ fn unequal_rates_and_uneven_shards_share_as_in_one_htb() {
         (0x30, "rate 10mbit ceil 100mbit"),
     ];
     let subs = [
-        Sub { leaf: 0x10, offered_bps: None, shard: 0 },
-        Sub { leaf: 0x20, offered_bps: None, shard: 0 },
-        Sub { leaf: 0x30, offered_bps: None, shard: 1 },
+        Sub { leaf: 0x10, offered_bps: None, shard: 0, from_s: 0 },
+        Sub { leaf: 0x20, offered_bps: None, shard: 0, from_s: 0 },
+        Sub { leaf: 0x30, offered_bps: None, shard: 1, from_s: 0 },
     ];
     assert!(compare("three equal, two on one shard", &leaves, &subs) < 0.02);
 }
@@ -193,11 +211,51 @@ fn unequal_rates_and_uneven_shards_share_as_in_one_htb() {
 #[test]
 fn a_subscriber_at_its_ceil_gets_its_ceil() {
     let leaves = [(0x10, "rate 10mbit ceil 30mbit"), (0x20, "rate 10mbit ceil 100mbit")];
-    let subs =
-        [Sub { leaf: 0x10, offered_bps: None, shard: 0 }, Sub { leaf: 0x20, offered_bps: None, shard: 1 }];
+    let subs = [
+        Sub { leaf: 0x10, offered_bps: None, shard: 0, from_s: 0 },
+        Sub { leaf: 0x20, offered_bps: None, shard: 1, from_s: 0 },
+    ];
     compare("one capped by its ceil at 30, one greedy", &leaves, &subs);
     let state = model(&leaves);
     let got = run(&state, &subs, 2, 4);
     assert!((got[0] / 30e6 - 1.0).abs() < 0.01, "{got:?}");
     assert!(got[1] > 67e6, "{got:?}");
+}
+
+/// A subscriber that starts while the other holds the whole parent: how soon the shards share,
+/// and by how much they overshoot meanwhile.
+#[test]
+fn a_subscriber_starting_from_idle_gets_its_share_within_milliseconds() {
+    let leaves = [(0x10, "rate 10mbit ceil 100mbit"), (0x20, "rate 10mbit ceil 100mbit")];
+    let subs = [
+        Sub { leaf: 0x10, offered_bps: None, shard: 0, from_s: 0 },
+        Sub { leaf: 0x20, offered_bps: None, shard: 1, from_s: 1 },
+    ];
+    let state = model(&leaves);
+    let ms = |m: u64| Time::from_millis(m);
+    for (from, to) in [(1000, 1002), (1000, 1010), (1010, 1100)] {
+        let exact = run_window(&state, &subs, 1, ms(from), ms(to));
+        let sharded = run_window(&state, &subs, 2, ms(from), ms(to));
+        println!(
+            "newcomer over {}-{} ms after it starts: exact {:.1} / {:.1}, 2 shards {:.1} / {:.1} Mbit/s",
+            from - 1000,
+            to - 1000,
+            exact[0] / 1e6,
+            exact[1] / 1e6,
+            sharded[0] / 1e6,
+            sharded[1] / 1e6
+        );
+        let sum = sharded[0] + sharded[1];
+        if from >= 1010 {
+            // From 10 ms on, even shares within 2 % of the parent (one HTB is slower to get there:
+            // the newcomer starts on its own rate).
+            assert!((sharded[1] - 50e6).abs() < 2e6, "{exact:?} {sharded:?}");
+            assert!(sum <= 100.5e6, "{sum}");
+        } else {
+            // The newcomer's worker starts on its full bucket: the parent is exceeded by at most
+            // one bucket per worker (1 ms of the parent's rate each) over the window.
+            let buckets = 2.0 * 100e6 * 0.001 / ((to - from) as f64 / 1000.0);
+            assert!(sum <= 100e6 + buckets, "{sum} over {from}-{to} ms");
+        }
+    }
 }

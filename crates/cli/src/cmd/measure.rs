@@ -30,7 +30,7 @@ pub struct Args {
     #[arg(long)]
     out: Option<PathBuf>,
     /// key=value settings: targets=100mbit,1gbit  duration=3  warmup=1  flows=1  rate=50mbit
-    /// leaf=fq_codel|pfifo  shape_pct=90  kernel_burst=tc|sluice  cc=cubic|bbr (rate-sweep, tcp)  spin=1 (live shaper never sleeps)  workers=N (live shaper threads)  io=auto|xdp|packet (its frame I/O); tcp: flows=1 cc=cubic|reno|bbr limit=1000 leaf=pfifo|fq_codel|netem delay=10ms.
+    /// leaf=fq_codel|pfifo|cake (rrul; cake: CAKE at the root instead of HTB)  shape_pct=90  kernel_burst=tc|sluice  cc=cubic|bbr (rate-sweep, tcp)  spin=1 (live shaper never sleeps)  workers=N (live shaper threads)  io=auto|xdp|packet (its frame I/O); tcp: flows=1 cc=cubic|reno|bbr limit=1000 leaf=pfifo|fq_codel|netem delay=10ms.
     #[arg(long = "set")]
     set: Vec<String>,
     /// No progress output.
