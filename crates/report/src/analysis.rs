@@ -211,7 +211,28 @@ pub struct Layout {
 
 /// Works out the layout of `r`.
 pub fn layout(r: &Results) -> Layout {
-    let compare = compare_param(r);
+    layout_by(r, compare_param(r))
+}
+
+/// The grouping parameter the headline compares by: [`compare_param`], or else a grouping
+/// parameter with more values than the side-by-side table holds (up to 8: the findings still
+/// say what each value changed against the first).
+fn findings_param(r: &Results) -> Option<String> {
+    compare_param(r).or_else(|| {
+        let x = r.plot.x.as_deref();
+        r.plot
+            .group
+            .as_deref()?
+            .split(',')
+            .map(str::trim)
+            .filter(|k| Some(*k) != x)
+            .find(|k| (2..=8).contains(&values_of(r, k).len()))
+            .map(str::to_string)
+    })
+}
+
+/// [`layout`] with `compare` as the compared parameter.
+fn layout_by(r: &Results, compare: Option<String>) -> Layout {
     let columns = match &compare {
         Some(g) => values_of(r, g),
         None => vec![String::new()],
@@ -293,7 +314,8 @@ struct Finding {
 }
 
 fn change_score(a: f64, b: f64, floor: f64) -> f64 {
-    if (a - b).abs() < floor {
+    // `<=`: equal values (0 → 0 with a floor of 0) are no change, not a NaN score.
+    if (a - b).abs() <= floor {
         return 0.0;
     }
     ((a.abs() + floor) / (b.abs() + floor)).ln().abs()
@@ -302,7 +324,7 @@ fn change_score(a: f64, b: f64, floor: f64) -> f64 {
 /// The headline: one sentence saying what ran, an optional lead-in for the findings ("shaper=off
 /// → shaper=on:"), then up to `max` findings taken from the results.
 pub fn headline(r: &Results, max: usize) -> Headline {
-    let lay = layout(r);
+    let lay = layout_by(r, findings_param(r));
     let n = r.cases.len();
     let mut what = format!(
         "{} case{} of {} on the {} backend",
@@ -616,5 +638,30 @@ mod tests {
         assert!((p - 95.478).abs() < 0.01);
         let idle = ClassResult { packets: 0, achieved_bps: 0.0, ..c(0.0) };
         assert_eq!(class_reference_text(&idle), "idle");
+    }
+
+    #[test]
+    fn five_compared_values_still_give_findings_and_equal_figures_are_no_change() {
+        let shapers = ["htb", "cake", "cake-nat", "cake-ack", "cake-ack-aggressive"];
+        let mut cases: Vec<Case> = Vec::new();
+        for (i, s) in shapers.iter().enumerate() {
+            let mut c = case(&[("shaper", s)], vec![ping(if i == 3 { 90.0 } else { 20.0 }, 0.0)]);
+            c.extra.insert("acks filtered".into(), 0.0);
+            cases.push(c);
+        }
+        let r = Results {
+            scenario: "s".into(),
+            plot: PlotHints { x: None, group: Some("shaper".into()) },
+            cases,
+            ..Default::default()
+        };
+        assert_eq!(layout(&r).compare, None, "five values are too many for the side-by-side table");
+        let h = headline(&r, 3);
+        assert_eq!(h.findings.len(), 1, "{:?}", h.findings);
+        assert!(
+            h.findings[0].contains("ping median latency 20.0 ms → 90.0 ms with shaper=cake-ack"),
+            "{h:?}"
+        );
+        assert_eq!(change_score(0.0, 0.0, 0.0), 0.0);
     }
 }
