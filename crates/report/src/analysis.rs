@@ -293,7 +293,8 @@ struct Finding {
 }
 
 fn change_score(a: f64, b: f64, floor: f64) -> f64 {
-    if (a - b).abs() < floor {
+    // `<=`: two zeros (floor 0) are no change, not 0/0.
+    if (a - b).abs() <= floor {
         return 0.0;
     }
     ((a.abs() + floor) / (b.abs() + floor)).ln().abs()
@@ -544,6 +545,12 @@ pub fn sweep_cell(r: &Results, c: &Case) -> Option<(f64, f64)> {
 mod tests {
     use super::*;
     use crate::schema::{Latency, PlotHints};
+
+    #[test]
+    fn two_zeros_are_no_change() {
+        assert_eq!(change_score(0.0, 0.0, 0.0), 0.0);
+        assert!(change_score(0.0, 100.0, 0.1) > 1.0);
+    }
 
     fn case(params: &[(&str, &str)], flows: Vec<FlowResult>) -> Case {
         Case {
