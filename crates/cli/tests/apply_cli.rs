@@ -112,31 +112,40 @@ fn a_real_apply_with_filters_exits_0_when_whole_and_1_changing_nothing_when_refu
     let (code, out, err) =
         sluice(&["apply", "--dev", "slc-ca", "--netns", &ns, &dir.file("f.tc", &filtered)]);
     assert_eq!(code, 0, "{out}\n{err}");
+    // Only the difference: the filter.
     assert!(
-        out.contains("applied  filter dev slc-ca parent 1: protocol ip prio 1 handle 800::800 u32"),
+        out.contains("sent     add filter u32 prio 1 handle 800::800 on 1:") && out.contains("1 request(s)"),
         "{out}"
     );
     assert!(out.contains("the kernel matches the model (9 qdiscs, classes and filters)"), "{out}");
+    let filters_now = || {
+        let shown =
+            Command::new("tc").args(["-n", &ns, "filter", "show", "dev", "slc-ca"]).output().expect("tc");
+        String::from_utf8_lossy(&shown.stdout).to_string()
+    };
+    let before = filters_now();
+    assert!(before.contains("800::800"), "{before}");
 
-    // This kernel lacks cls_flow: the rehearsal on a scratch device meets the kernel's refusal,
-    // and the device keeps exactly what it had.
+    // This kernel lacks cls_flow: the probe on a scratch device meets the kernel's refusal and
+    // nothing is sent; without the probe the kernel refuses mid-way and the device gets back
+    // exactly what it had, filters included.
     if !Path::new("/sys/module/cls_flow").exists() {
-        let flow = format!("{filtered}tc filter add dev $DEV parent 20: prio 1 handle 1 flow hash keys src divisor 2 baseclass 20:1\n");
-        let (code, out, err) =
-            sluice(&["apply", "--dev", "slc-ca", "--netns", &ns, &dir.file("flow.tc", &flow)]);
+        let flow = format!("{}tc filter add dev $DEV parent 20: prio 1 handle 1 flow hash keys src divisor 2 baseclass 20:1\n", filtered.replace("dport 22", "dport 23"));
+        let flow = dir.file("flow.tc", &flow);
+        let (code, out, err) = sluice(&["apply", "--dev", "slc-ca", "--netns", &ns, &flow]);
         assert_eq!(code, 1, "{out}\n{err}");
         assert!(
-            err.contains("REFUSED  tc filter add dev slc-ca parent 20: protocol all prio 1 handle 0x1 flow")
+            err.contains("filter flow prio 1")
                 && err.contains("TC classifier not found")
-                && err.contains("slc-ca was not changed"),
+                && err.contains("nothing was changed"),
             "{err}"
         );
-        assert!(!out.contains("applied"), "{out}");
-        let shown = Command::new("tc")
-            .args(["-n", &ns, "filter", "show", "dev", "slc-ca", "parent", "20:"])
-            .output()
-            .expect("tc");
-        assert!(shown.stdout.is_empty(), "{}", String::from_utf8_lossy(&shown.stdout));
+        assert!(!out.contains("sent"), "{out}");
+        assert_eq!(filters_now(), before);
+        let (code, out, err) = sluice(&["apply", "--dev", "slc-ca", "--netns", &ns, "--no-probe", &flow]);
+        assert_eq!(code, 1, "{out}\n{err}");
+        assert!(err.contains("TC classifier not found") && err.contains("restored exactly"), "{err}");
+        assert_eq!(filters_now(), before);
     }
 }
 

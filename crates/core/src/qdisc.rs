@@ -178,6 +178,12 @@ pub trait Qdisc: Send {
         None
     }
 
+    /// [`Qdisc::as_any`], mutable: for a caller that changes a kind's own parts while it runs
+    /// (an HTB class's rate). Classful kinds that allow it return `Some`.
+    fn as_any_mut(&mut self) -> Option<&mut dyn std::any::Any> {
+        None
+    }
+
     /// Puts a packet that the device refused back at the head, counting a requeue.
     /// The default re-enqueues it at the tail, which is correct for single-queue qdiscs only.
     fn requeue(&mut self, pkt: Packet, now: Time) -> Result<(), Dropped> {

@@ -1,12 +1,13 @@
 //! The [`Engine`]: one direction's packet path (see the crate docs for the contract).
 
-use crate::program::Program;
+use crate::program::{EngineError, Program};
 use serde::Serialize;
 use sluice_core::classify::{Classifier, ClassifyOutcome};
 use sluice_core::filter::{ClassifyInput, FilterList, MirredTarget, Mirrors, TcfOutcome};
+use sluice_core::htb::{ActiveLeaves, Htb, HtbMode};
 use sluice_core::netem::{Duplicates, DUPLICATE_FLAG};
 use sluice_core::packet::MAX_CLASS_PATH;
-use sluice_core::{DropReason, Dropped, FlowKeys, Handle, Packet, Qdisc, QdiscStats, Time};
+use sluice_core::{DropReason, Dropped, FlowKeys, Handle, Packet, Qdisc, QdiscStats, Rate, Time};
 use sluice_wire::{parse_frame, ParseOptions, Start};
 use std::collections::VecDeque;
 
@@ -123,6 +124,18 @@ pub struct EngineStats {
     pub reloads: u64,
     /// Old configurations still sending their backlog.
     pub draining: u64,
+}
+
+/// A running HTB class's load ([`Engine::class_load`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ClassLoad {
+    /// Bytes the class has sent (an inner class: all of its descendants').
+    pub bytes: u64,
+    /// Its rate bucket is empty: it sends at its rate or waits for tokens (HTB's mode is not
+    /// `CAN_SEND`).
+    pub limited: bool,
+    /// The HTB's backlogged leaves, summed (all of the tree's, not only the class's).
+    pub active: ActiveLeaves,
 }
 
 /// One direction's packet engine: root qdisc, classifier, payload ownership and counters. See the
@@ -608,6 +621,55 @@ impl Engine {
     /// The running classifier (filters and their hit counters, for `show`).
     pub fn classifier(&self) -> &Classifier {
         &self.classifier
+    }
+
+    /// Changes the `rate` and `ceil` of class `classid` of the running root HTB, as `tc class
+    /// change ... htb rate R ceil C` with its other options kept: its queue, its place in the
+    /// tree and the bytes its buckets hold are kept (see [`Htb::change_class`]). This is how the
+    /// live shaper's workers share a parent class between them. A generation still draining
+    /// after a reload keeps its rates. Refused: a root that is not HTB, a class it does not
+    /// have, a zero rate or a ceil below the rate. Allocates only when the pair of rates is new
+    /// to the tree (a plan is made for it).
+    pub fn set_class_rate(
+        &mut self,
+        classid: Handle,
+        rate: Rate,
+        ceil: Rate,
+        now: Time,
+    ) -> Result<(), EngineError> {
+        let now = self.observe(now);
+        let htb = self
+            .current
+            .as_any_mut()
+            .and_then(|a| a.downcast_mut::<Htb>())
+            .ok_or_else(|| EngineError::Change(format!("class {classid}: the root qdisc is not htb")))?;
+        let mut cfg = htb
+            .class_config(classid)
+            .ok_or_else(|| EngineError::Change(format!("htb class {classid} does not exist")))?
+            .clone();
+        if cfg.rate == rate && cfg.ceil.unwrap_or(cfg.rate) == ceil {
+            return Ok(());
+        }
+        cfg.rate = rate;
+        cfg.ceil = Some(ceil);
+        htb.change_class(classid, cfg, now).map(|_| ()).map_err(|e| EngineError::Change(e.to_string()))?;
+        collect(&mut *self.current, &mut self.dropped, &mut self.c);
+        Ok(())
+    }
+
+    /// Bytes class `classid` of the running root HTB has sent (an inner class: all of its
+    /// descendants'), this generation only; `None` when there is no such class.
+    pub fn class_bytes(&self, classid: Handle) -> Option<u64> {
+        self.class_load(classid, self.now).map(|l| l.bytes)
+    }
+
+    /// What class `classid` of the running root HTB has sent and whether its own rate limits it
+    /// at `now` (see [`ClassLoad`]); `None` when the root is not HTB or has no such class.
+    pub fn class_load(&self, classid: Handle, now: Time) -> Option<ClassLoad> {
+        let htb = self.current.as_any()?.downcast_ref::<Htb>()?;
+        let bytes = htb.class_stats(classid)?.bytes;
+        let mode = htb.class_mode(classid, now.max(self.now))?;
+        Some(ClassLoad { bytes, limited: mode != HtbMode::CanSend, active: htb.active_leaves() })
     }
 }
 

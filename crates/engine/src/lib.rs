@@ -83,7 +83,7 @@
 mod engine;
 mod program;
 
-pub use engine::{Copied, CopyTo, Engine, EngineStats, Received, Redirected, Verdict};
+pub use engine::{ClassLoad, Copied, CopyTo, Engine, EngineStats, Received, Redirected, Verdict};
 pub use program::{EngineError, Program, ProgramOptions};
 
 #[cfg(test)]

@@ -23,6 +23,9 @@ pub enum EngineError {
     /// The model could not be built into core objects (unsupported object, rejected parameter).
     #[error(transparent)]
     Build(#[from] BuildError),
+    /// A running class could not be changed ([`crate::Engine::set_class_rate`]).
+    #[error("{0}")]
+    Change(String),
 }
 
 /// How [`Program::from_model`] builds.

@@ -354,3 +354,78 @@ fn a_mirror_copies_and_the_original_goes_on() {
     let s = e.stats();
     assert_eq!((s.mirrored, s.redirected, s.received, s.sent_packets, s.delivered), (3, 0, 2, 1, 1));
 }
+
+/// Keeps `e` backlogged with 1000-byte packets from `t0` to `t1`, sending what it lets out;
+/// returns the bytes sent in that window.
+fn saturate(e: &mut Engine, t0: Time, t1: Time, next: &mut u64) -> u64 {
+    let mut now = t0;
+    let mut bytes = 0;
+    while now < t1 {
+        while e.qlen() < 50 {
+            ingress(e, *next, now);
+            *next += 1;
+        }
+        while let Some(p) = e.dequeue(now) {
+            bytes += p.len as u64;
+        }
+        drain(e);
+        now = e.next_event(now).map_or(t1, |t| t.max(now + Span::from_micros(1))).min(t1);
+    }
+    bytes
+}
+
+#[test]
+fn a_running_class_changes_rate_and_keeps_its_queue() {
+    use sluice_core::{Handle, Rate};
+    let mut e = Engine::new(
+        program(
+            "tc qdisc add dev e root handle 1: htb default 10\n\
+             tc class add dev e parent 1: classid 1:1 htb rate 8mbit\n\
+             tc class add dev e parent 1:1 classid 1:10 htb rate 1mbit ceil 8mbit\n",
+        ),
+        Time::ZERO,
+    );
+    let mut next = 0;
+    let s = Time::from_secs;
+    let b1 = saturate(&mut e, s(0), s(1), &mut next);
+    // Halve the parent while 50 packets are queued: none is lost.
+    let queued = e.qlen();
+    e.set_class_rate(Handle::new(1, 1), Rate::from_bps(4_000_000), Rate::from_bps(4_000_000), s(1)).unwrap();
+    assert_eq!((e.qlen(), e.stats().dropped), (queued, 0));
+    let b2 = saturate(&mut e, s(1), s(3), &mut next) / 2;
+    // Raise it again, ceil above rate for the root class: the root class cannot borrow, so its
+    // rate is the limit.
+    e.set_class_rate(Handle::new(1, 1), Rate::from_bps(16_000_000), Rate::from_bps(32_000_000), s(3))
+        .unwrap();
+    let b3 = saturate(&mut e, s(3), s(4), &mut next);
+    let near = |got: u64, want: u64| (got as f64 / want as f64 - 1.0).abs() < 0.01;
+    assert!(near(b1, 1_000_000), "8 Mbit/s: {b1} B/s");
+    assert!(near(b2, 500_000), "4 Mbit/s: {b2} B/s");
+    // The leaf's ceil (8 Mbit/s) now limits.
+    assert!(near(b3, 1_000_000), "leaf ceil 8 Mbit/s: {b3} B/s");
+    assert_eq!(e.class_bytes(Handle::new(1, 1)), Some(e.stats().sent_bytes));
+    assert_eq!(e.class_bytes(Handle::new(1, 99)), None);
+}
+
+#[test]
+fn a_rate_change_the_tree_cannot_take_is_refused() {
+    use sluice_core::{Handle, Rate};
+    let r = Rate::from_bps;
+    let mut e = Engine::new(
+        program("tc qdisc add dev e root handle 1: htb default 1\ntc class add dev e parent 1: classid 1:1 htb rate 8mbit\n"),
+        Time::ZERO,
+    );
+    let err = e.set_class_rate(Handle::new(1, 2), r(1000), r(1000), Time::ZERO).unwrap_err();
+    assert!(err.to_string().contains("1:2 does not exist"), "{err}");
+    let err = e.set_class_rate(Handle::new(1, 1), r(0), r(1000), Time::ZERO).unwrap_err();
+    assert!(err.to_string().contains("rate"), "{err}");
+    let err = e.set_class_rate(Handle::new(1, 1), r(2000), r(1000), Time::ZERO).unwrap_err();
+    assert!(err.to_string().contains("ceil"), "{err}");
+    // Nothing changed: the class still runs at 8 Mbit/s.
+    let mut next = 0;
+    let b = saturate(&mut e, Time::ZERO, Time::from_secs(1), &mut next);
+    assert!((b as f64 / 1e6 - 1.0).abs() < 0.01, "{b}");
+    let mut f = Engine::new(program("tc qdisc add dev e root pfifo\n"), Time::ZERO);
+    let err = f.set_class_rate(Handle::new(1, 1), r(1000), r(1000), Time::ZERO).unwrap_err();
+    assert!(err.to_string().contains("not htb"), "{err}");
+}

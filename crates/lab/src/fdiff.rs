@@ -18,11 +18,12 @@
 //!   kernel filter carry indices and counters, so a filter with actions is compared to the model's
 //!   as "changed" and replaced in place every time — safe, not minimal): nothing;
 //! - other options: replaced in place (`NLM_F_CREATE` on the existing handle; u32, fw, basic and
-//!   flow swap the filter atomically, traffic keeps being classified); matchall cannot be changed
-//!   (the kernel answers `EEXIST`), so it is deleted first and added again;
-//! - another kind or protocol at that priority, or another divisor for a u32 hash table: the
-//!   kernel cannot change that in place, so the whole priority is deleted first and its filters
-//!   added again (not hitless);
+//!   flow swap the filter atomically, traffic keeps being classified); what the kernel cannot
+//!   change in place is deleted first and added again: a matchall filter (`EEXIST`), a u32 key
+//!   node's keys or flags (a replaced node keeps the old selector);
+//! - another kind or protocol at that priority, another divisor for a u32 hash table, another fw
+//!   mask: the kernel cannot change that in place, so the whole priority is deleted first and its
+//!   filters added again (not hitless);
 //! - in the kernel only: deleted; u32 hash tables last of all (after the nodes in them and the
 //!   links to them, and after the class deletes);
 //! - in the model only: added, in the model's order (tables before the nodes in them).
@@ -35,8 +36,8 @@ use crate::filters::{kernel_parent, TCA_CHAIN};
 use crate::netlink::{self, flags, rtm, tca, Msg, Netlink, TcMsg};
 use crate::plan::{Key, RawObj};
 use crate::LabError;
-use sluice_config::model::FilterNode;
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
+use sluice_config::model::FilterNode;
 
 /// `RTM_DELTFILTER`.
 const DELTFILTER: u16 = 45;
@@ -106,14 +107,10 @@ impl RawFilter {
     pub fn label(&self) -> String {
         let h = if self.kind == "u32" {
             let (t, b, n) = (self.handle >> 20, self.handle >> 12 & 0xFF, self.handle & 0xFFF);
-            if n == 0 && b == 0 {
-                format!("{t:x}:")
-            } else {
-                if b == 0 {
-                    format!("{t:x}::{n:x}")
-                } else {
-                    format!("{t:x}:{b:x}:{n:x}")
-                }
+            match (b, n) {
+                (0, 0) => format!("{t:x}:"),
+                (0, n) => format!("{t:x}::{n:x}"),
+                (b, n) => format!("{t:x}:{b:x}:{n:x}"),
             }
         } else {
             format!("{:#x}", self.handle)
@@ -442,7 +439,9 @@ pub fn blocks(tree: &[RawObj], also: &[u32]) -> Vec<u32> {
             _ => {}
         }
     }
-    out.extend(also.iter().copied().filter(|p| tree.iter().any(|r| r.key() == block_key(*p))));
+    // A set: `also` has one entry per model filter (10 000 on a large tree).
+    let held: HashSet<Key> = tree.iter().map(RawObj::key).collect();
+    out.extend(also.iter().copied().filter(|p| held.contains(&block_key(*p))));
     let mut seen = HashSet::default();
     out.retain(|p| seen.insert(*p));
     out
@@ -675,8 +674,12 @@ mod tests {
             &HashSet::default(),
         );
         assert_eq!((d.changes.len(), d.first.len(), d.adds.len()), (1, 0, 0));
-        let d =
-            diff(wants(&TREE.replace("198.18.0.1", "198.18.0.9")), &have, &HashSet::default(), &HashSet::default());
+        let d = diff(
+            wants(&TREE.replace("198.18.0.1", "198.18.0.9")),
+            &have,
+            &HashSet::default(),
+            &HashSet::default(),
+        );
         assert_eq!((d.changes.len(), d.first.len(), d.adds.len()), (0, 1, 1));
         // prio 1 becomes a basic filter: the whole priority is deleted first.
         let basic = TREE.replace(

@@ -20,8 +20,9 @@
 //! difference: those that must go before anything else (a priority re-made, a filter pointing at
 //! a class deleted to be re-created) first; their adds and in-place changes after the qdisc and
 //! class adds and changes (a filter's class exists before the filter), and their deletes before
-//! the qdisc and class deletes (HTB refuses to delete a class a filter points at). New filters are
-//! in place before old ones go, so traffic is classified at every step.
+//! the qdisc and class deletes (HTB refuses to delete a class a filter points at), u32 hash tables
+//! last. New filters are in place before old ones go, so traffic is classified at every step,
+//! except where the kernel cannot change a filter in place (see [`crate::fdiff`]).
 //!
 //! Parameters are compared by meaning where the kernel's dump differs from the request (HTB and
 //! TBF: rates, buckets in scheduler ticks ±1, prio, explicit quantum, overhead, mpu; HTB qdisc:
@@ -69,6 +70,11 @@ impl RawObj {
 const CLASSLESS: [&str; 10] =
     ["pfifo", "bfifo", "pfifo_head_drop", "pfifo_fast", "noqueue", "codel", "fq", "pie", "ingress", "clsact"];
 
+/// Qdisc kinds whose classes are their flows with packets queued: no request creates or changes
+/// them (their class operations have no `change`), they come and go with the traffic, and a
+/// snapshot holding them could not be restored; they are not read.
+const FLOW_CLASSES: [&str; 3] = ["fq_codel", "sfq", "cake"];
+
 /// Up to this many qdiscs that may hold classes, the classes are dumped one qdisc at a time;
 /// above it, in one dump of the device.
 const CLASS_DUMPS_PER_QDISC: usize = 256;
@@ -78,20 +84,23 @@ const CLASS_DUMPS_PER_QDISC: usize = 256;
 /// has when nothing is configured.
 ///
 /// The classes are asked for one classful qdisc at a time (`tcm_parent` set), unless there are
-/// many of those or one has handle 0: the same objects as one dump of the device, but the
-/// kernel's device-wide class dump walks every qdisc again for each reply buffer it fills (a
-/// tree of 10 000 leaf qdiscs: all 10 000 for each of ~100 buffers), while a dump by parent
-/// looks its qdisc up by handle.
+/// many of those or one has handle 0: the same objects as one dump of the device (the flows of
+/// [`FLOW_CLASSES`] kinds aside), but the kernel's device-wide class dump walks every qdisc
+/// again for each reply buffer it fills (a tree of 10 000 leaf qdiscs: all 10 000 for each of
+/// ~100 buffers), while a dump by parent looks its qdisc up by handle. A tree whose 10 000
+/// leaves are fq_codel or CAKE is read by parent too: only its HTB qdiscs are asked.
 pub fn dump_tree(nl: &mut Netlink, ifindex: i32) -> Result<Vec<RawObj>, LabError> {
     let mut out = Vec::new();
-    let (mut classful, mut classful_at_0) = (Vec::new(), false);
+    let (mut classful, mut classful_at_0, mut flows) = (Vec::new(), false, HashSet::default());
     let mut req = Msg::tc(rtm::GETQDISC, flags::REQUEST | flags::DUMP, TcMsg { ifindex, ..TcMsg::default() });
     nl.dump_each(&mut req, |_, tc, attrs| {
         if tc.ifindex != ifindex {
             return;
         }
         let obj = raw_obj(true, tc, attrs);
-        if !CLASSLESS.contains(&obj.kind.as_str()) {
+        if FLOW_CLASSES.contains(&obj.kind.as_str()) && obj.handle != 0 {
+            flows.insert(obj.handle);
+        } else if !CLASSLESS.contains(&obj.kind.as_str()) {
             classful.push(obj.handle);
             classful_at_0 |= obj.handle == 0;
         }
@@ -103,7 +112,7 @@ pub fn dump_tree(nl: &mut Netlink, ifindex: i32) -> Result<Vec<RawObj>, LabError
     for parent in parents {
         let tc = TcMsg { ifindex, parent, ..TcMsg::default() };
         nl.dump_each(&mut Msg::tc(rtm::GETTCLASS, flags::REQUEST | flags::DUMP, tc), |_, tc, attrs| {
-            if tc.ifindex == ifindex && tc.handle != 0 {
+            if tc.ifindex == ifindex && tc.handle != 0 && !flows.contains(&(tc.handle & 0xFFFF_0000)) {
                 out.push(raw_obj(false, tc, attrs));
             }
         })?;
@@ -724,10 +733,15 @@ pub fn diff_all<'a>(
         .filter(|k| !wanted.contains(k) && !gone.contains(k))
         .collect();
     d.deletes = delete_order(&stale, &have);
-    let recreated: HashSet<u32> = gone.iter().filter(|k| !k.0 && wanted.contains(k)).map(|k| k.1).collect();
-    let mut all_gone = gone;
-    all_gone.extend(subtrees(&stale, &have));
-    d.filters = fdiff::diff(fwant, &fhave, &all_gone, &recreated);
+    if !fwant.is_empty() || !fhave.is_empty() {
+        let recreated: HashSet<u32> =
+            gone.iter().filter(|k| !k.0 && wanted.contains(k)).map(|k| k.1).collect();
+        let mut all_gone = gone;
+        if !stale.is_empty() {
+            all_gone.extend(subtrees(&stale, &have));
+        }
+        d.filters = fdiff::diff(fwant, &fhave, &all_gone, &recreated);
+    }
     d
 }
 

@@ -27,13 +27,14 @@ use std::time::{Duration, Instant};
 /// What an apply did.
 #[derive(Debug, Default, Clone)]
 pub struct Applied {
-    /// Objects added, changed in place, deleted, re-created (deleted then added).
+    /// Objects (qdiscs, classes and filters) added.
     pub added: usize,
     /// Changed in place.
     pub changed: usize,
     /// Deleted.
     pub deleted: usize,
-    /// Re-created (not hitless: the kernel cannot change kind, parent or handle in place).
+    /// Re-created (not hitless: the kernel cannot change kind, parent or handle in place), and
+    /// filters deleted first to be added again (see [`fdiff`]).
     pub recreated: usize,
     /// Requests sent.
     pub messages: usize,
@@ -90,12 +91,6 @@ fn filter_wants(plan: &Plan<'_>, targets: &HashMap<String, Option<u32>>) -> Resu
         .map_err(|e| LabError::Refused(format!("{e}; nothing was changed")))
 }
 
-/// The blocks whose filters make the snapshot of `tree` (with `also`, the model's).
-fn filter_blocks(tree: &[RawObj], also: &[RawFilter]) -> Vec<u32> {
-    let parents: Vec<u32> = also.iter().map(|f| f.parent).collect();
-    fdiff::blocks(tree, &parents)
-}
-
 /// Programs `plan` into its device (calling thread's namespace), all or nothing, sending only
 /// the difference from what the device holds, filters included.
 pub fn apply_plan(plan: &Plan<'_>, opts: ApplyOptions) -> Result<Applied, LabError> {
@@ -104,11 +99,12 @@ pub fn apply_plan(plan: &Plan<'_>, opts: ApplyOptions) -> Result<Applied, LabErr
     let mut out = Applied::default();
     let targets = mirred_targets(&mut nl, &[plan]);
     let fwant = filter_wants(plan, &targets)?;
+    // The blocks the model puts filters on are read too (a leaf class's are read only then).
+    let also: Vec<u32> = fwant.iter().map(|f| f.parent).collect();
     let t = Instant::now();
     let snapshot = plan::dump_tree(&mut nl, ifindex)?;
-    let fsnap = fdiff::dump_filters(&mut nl, ifindex, &filter_blocks(&snapshot, &fwant))?;
+    let fsnap = fdiff::dump_filters(&mut nl, ifindex, &fdiff::blocks(&snapshot, &also))?;
     out.read = t.elapsed();
-    let also: Vec<u32> = fwant.iter().map(|f| f.parent).collect();
     let t = Instant::now();
     let d = plan::diff_all(plan::wants_of_plan(plan), fwant, &snapshot, &fsnap);
     out.plan = t.elapsed();

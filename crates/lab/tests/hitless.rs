@@ -30,6 +30,9 @@ const A_ADDR: &str = "198.18.77.1";
 const B_ADDR: &str = "198.18.77.2";
 const UDP_PORT: u16 = 47001;
 const TCP_PORT: u16 = 47002;
+/// The UDP sender's port (the receiver connects to it: the kernel records the delivering CPU,
+/// `SO_INCOMING_CPU`, only for a connected UDP socket).
+const UDP_SRC_PORT: u16 = 47003;
 /// Datagrams per second and size: 16 Mbit/s, below class 1:10's rate at all times.
 const PPS: u64 = 2000;
 const SIZE: usize = 1000;
@@ -205,6 +208,7 @@ fn under_load(a: &str, b: &str, changes: impl FnOnce() + Send + 'static) -> Resu
         nix::sys::socket::setsockopt(&s, nix::sys::socket::sockopt::RcvBufForce, &(8 << 20))
             .map_err(std::io::Error::from)?;
         s.set_read_timeout(Some(Duration::from_millis(200)))?;
+        s.connect((A_ADDR, UDP_SRC_PORT))?;
         let mut seen = vec![false; (PPS * RUN.as_secs() * 2) as usize];
         let (mut max, mut reordered, mut received) = (None::<u64>, 0u64, 0u64);
         // The CPU whose backlog delivered the latest datagram (`SO_INCOMING_CPU`), and how often
@@ -274,7 +278,7 @@ fn under_load(a: &str, b: &str, changes: impl FnOnce() + Send + 'static) -> Resu
                 }
             }));
         }
-        let u = UdpSocket::bind((A_ADDR, 0))?;
+        let u = UdpSocket::bind((A_ADDR, UDP_SRC_PORT))?;
         u.connect((B_ADDR, UDP_PORT))?;
         let mut buf = [0u8; SIZE];
         let mut sent = 0u64;
@@ -285,7 +289,7 @@ fn under_load(a: &str, b: &str, changes: impl FnOnce() + Send + 'static) -> Resu
             if let Some(wait) = due.checked_duration_since(Instant::now()) {
                 std::thread::sleep(wait);
             }
-            if hop() && sent % 10 == 0 {
+            if hop() && sent.is_multiple_of(10) {
                 // The experiment of the module's note: the sender moves to another CPU.
                 let mut set = nix::sched::CpuSet::new();
                 let _ = set.set((sent / 10) as usize % cpus);

@@ -105,8 +105,14 @@ fn apply_round_trips_through_netlink_on_a_veth() {
     let ClassOpts::Htb(h) = &mut other.devices[0].classes[1].opts else { panic!("htb class") };
     h.ceil = 19_000_000_000;
     let diffs = Plan::new(&other, "slc-a", BurstPolicy::Sluice).unwrap().compare(&objs);
-    assert_eq!(diffs.len(), 1, "{diffs:?}");
-    assert_eq!(diffs[0].object, ObjectId::Class(0x1_0010));
+    // The ceil differs; with the cburst left to the rule, its size in time may differ by the
+    // rule's rounding to whole KiB too, and nothing else does.
+    assert!(diffs.iter().any(|d| d.text.contains("rate/ceil")), "{diffs:?}");
+    assert!(diffs.iter().all(|d| d.object == ObjectId::Class(0x1_0010)), "{diffs:?}");
+    assert!(
+        diffs.iter().all(|d| d.text.contains("rate/ceil") || d.text.contains("buffer/cbuffer")),
+        "{diffs:?}"
+    );
 
     // A qdisc this kernel may lack is reported with the kernel's own error, never dropped.
     let (rep, _) = ns.apply(&script("tc qdisc add dev x root handle 1: sfq perturb 10"), BurstPolicy::Sluice);

@@ -50,6 +50,8 @@ fn start(
         verbose: true,
         netns: Some(lab.shaper_ns()),
         pacing: Default::default(),
+        workers: 1,
+        shard_by: sluice_live::sys::FanoutKey::Source,
     };
     let h = std::thread::spawn(move || shaper::run(opts).expect("shaper runs"));
     std::thread::sleep(Duration::from_millis(400)); // calibration + ring set-up

@@ -11,8 +11,10 @@
 //! - [`netns`]: entering a network namespace;
 //! - [`timing`]: wake-up jitter calibration and the burst floor;
 //! - [`pacing`]: replaying deadlines the loop missed, so late wake-ups cost no rate;
+//! - [`rebalance`]: sharing a parent class between worker threads;
 //! - [`control`]: owner-only control socket and Prometheus endpoint;
-//! - [`shaper`]: the forwarding loop.
+//! - [`shaper`]: the forwarding loop;
+//! - [`worker`]: several worker threads, subscribers spread by address, shared classes rebalanced.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -22,9 +24,11 @@ pub mod frame;
 pub mod netns;
 pub mod offload;
 pub mod pacing;
+pub mod rebalance;
 pub mod shaper;
 pub mod sys;
 pub mod timing;
+pub mod worker;
 
 /// Errors of the live shaper.
 #[derive(Debug, thiserror::Error)]

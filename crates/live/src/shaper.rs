@@ -11,8 +11,9 @@ use crate::control::{self, Request};
 use crate::frame::Pool;
 use crate::offload::{self, Refusal, VnetHdr};
 use crate::pacing::{self, Pacing};
-use crate::sys::{self, Out, RxRing, TxSock};
+use crate::sys::{self, FanoutKey, Out, RxRing, TxSock};
 use crate::timing::{Calibration, SPIN_BELOW};
+use crate::worker::Shard;
 use crate::LiveError;
 use serde::Serialize;
 use sluice_config::model::State;
@@ -67,6 +68,12 @@ pub struct Options {
     /// How deadlines are waited for and late ones caught up ([`Pacing::default`] is right for
     /// most uses).
     pub pacing: Pacing,
+    /// Worker threads (at least 1), each with its own engines and sockets; frames are spread
+    /// by subscriber address (see [`crate::worker`]).
+    pub workers: usize,
+    /// Which address of the frames arriving on `in_if` is the subscriber's (the other direction
+    /// uses the other address): what keeps a subscriber on one worker.
+    pub shard_by: FanoutKey,
 }
 
 /// How the loop kept time (see [`crate::pacing`]).
@@ -305,26 +312,41 @@ impl Snapshot {
     }
 }
 
-struct Port {
-    name: String,
+pub(crate) struct Port {
+    pub(crate) name: String,
     rx: Option<RxRing>,
     tx: Option<TxSock>,
     gone_reported: bool,
+    /// The fanout group this port's ring joins (several workers), and its key.
+    fanout: Option<(u16, FanoutKey)>,
 }
 
 impl Port {
     fn open(name: &str) -> Result<Port, LiveError> {
-        let mut p = Port { name: name.to_string(), rx: None, tx: None, gone_reported: false };
+        let mut p = Port { name: name.to_string(), rx: None, tx: None, gone_reported: false, fanout: None };
         p.reopen().map_err(|e| LiveError::Io(format!("{name}: {e}")))?;
         Ok(p)
     }
 
     fn reopen(&mut self) -> std::io::Result<()> {
         let idx = sys::ifindex(&self.name)?;
-        self.rx = Some(RxRing::open(idx)?);
+        let rx = RxRing::open(idx)?;
+        if let Some((group, key)) = self.fanout {
+            rx.join_fanout(group, &sys::fanout_program(key))?;
+        }
+        self.rx = Some(rx);
         self.tx = Some(TxSock::open(idx)?);
         self.gone_reported = false;
         Ok(())
+    }
+
+    /// Joins fanout group `group` (now and after every reopen), keyed on `key`.
+    pub(crate) fn join_fanout(&mut self, group: u16, key: FanoutKey) -> std::io::Result<()> {
+        self.fanout = Some((group, key));
+        match self.rx.as_ref() {
+            Some(rx) => rx.join_fanout(group, &sys::fanout_program(key)),
+            None => Err(std::io::Error::from_raw_os_error(libc::ENODEV)),
+        }
     }
 
     fn close(&mut self, verbose: bool, why: &str) {
@@ -337,9 +359,9 @@ impl Port {
     }
 }
 
-struct Dir {
+pub(crate) struct Dir {
     /// None: forwarded unshaped.
-    engine: Option<Engine>,
+    pub(crate) engine: Option<Engine>,
     /// Ingress shaping: the receiving device's engine (its ingress filters) and the index of the
     /// IFB `engine` runs; frames its filters do not redirect there go straight through.
     rx: Option<(Engine, u16)>,
@@ -396,6 +418,27 @@ pub fn run(opts: Options) -> Result<Snapshot, LiveError> {
     if opts.verbose {
         eprintln!("sluice shape: {cal}");
     }
+    if opts.workers > 1 {
+        let fwd = crate::rebalance::shardable(&opts.forward, &opts.out_if);
+        let rev = opts.reverse.as_ref().is_none_or(|r| crate::rebalance::shardable(r, &opts.in_if));
+        let ifb = crate::config::ingress_target(&opts.forward, &opts.out_if)
+            .is_none_or(|(ifb, _)| crate::rebalance::shardable(&opts.forward, &ifb));
+        if fwd && rev && ifb {
+            return crate::worker::run_sharded(opts, cal);
+        }
+        if opts.verbose {
+            eprintln!("sluice shape: one worker: only an HTB root keeps its rates across several workers");
+        }
+    }
+    run_worker(opts, cal, None)
+}
+
+/// One worker's loop: all of the shaper when it runs alone, one shard of it otherwise.
+pub(crate) fn run_worker(
+    opts: Options,
+    cal: Calibration,
+    mut shard: Option<Shard>,
+) -> Result<Snapshot, LiveError> {
     let epoch = Instant::now();
     let clock = || Time::from_nanos(epoch.elapsed().as_nanos() as u64);
     let mut dirs = [
@@ -417,6 +460,9 @@ pub fn run(opts: Options) -> Result<Snapshot, LiveError> {
         crate::netns::enter(ns)?;
     }
     let mut ports = [Port::open(&opts.in_if)?, Port::open(&opts.out_if)?];
+    if let Some(sh) = shard.as_mut() {
+        sh.join(&mut ports, &opts)?;
+    }
     let control: Option<Receiver<Request>> = match &opts.control {
         Some(p) => Some(
             control::serve(p, opts.stop.clone())
@@ -502,6 +548,9 @@ pub fn run(opts: Options) -> Result<Snapshot, LiveError> {
             serve(d, dst, served, now, 8192, &mut tx);
             flush(d, dst, &mut tx);
         }
+        if let Some(sh) = shard.as_mut() {
+            sh.exchange(&mut dirs, now, &|d| snapshot(d, reloads, &pstats, pool.in_use() as u64));
+        }
         // Control requests are answered at once (they time measurement windows).
         if let Some(rx) = &control {
             while let Ok(req) = rx.try_recv() {
@@ -542,10 +591,11 @@ pub fn run(opts: Options) -> Result<Snapshot, LiveError> {
         // next turn replays it), so near deadlines are slept for too unless busy polling.
         let now = clock();
         let next = dirs.iter().filter_map(|d| d.engine.as_ref().and_then(|e| e.next_event(now))).min();
+        let most = shard.as_ref().map_or(Span::from_millis(20), |sh| sh.longest_sleep(&dirs));
         let wait = match next {
             Some(t) if t <= now => Span::ZERO,
-            Some(t) => (t - now).min(Span::from_millis(20)),
-            None => Span::from_millis(20),
+            Some(t) => (t - now).min(most),
+            None => most,
         };
         if wait.as_nanos() == 0 || (pacing.busy_poll && wait < SPIN_BELOW) {
             continue;

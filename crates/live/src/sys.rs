@@ -117,6 +117,51 @@ fn set_promisc(fd: &OwnedFd, ifindex: u32) -> io::Result<()> {
     setsockopt(fd, libc::SOL_PACKET, libc::PACKET_ADD_MEMBERSHIP, &mr)
 }
 
+/// `PACKET_FANOUT` mode: a classic BPF program picks the socket.
+const PACKET_FANOUT_CBPF: u32 = 6;
+const PACKET_FANOUT_DATA: libc::c_int = 22;
+const PACKET_FANOUT_FLAG_IGNORE_OUTGOING: u32 = 0x4000;
+/// Classic BPF's ancillary and network-header offsets (linux/filter.h).
+const SKF_AD_OFF: u32 = (-0x1000i32) as u32;
+const SKF_AD_PROTOCOL: u32 = 0;
+const SKF_NET_OFF: u32 = (-0x100000i32) as u32;
+
+/// Which address of a frame keeps it on one worker: the subscriber's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FanoutKey {
+    /// The source address (frames coming from the subscribers).
+    Source,
+    /// The destination address (frames going to them).
+    Destination,
+}
+
+/// The classic BPF program of a fanout group keyed on one address: IPv4 the whole address,
+/// IPv6 its bits 32..63 (inside the /64 a subscriber is delegated), mixed by a multiplication so
+/// that consecutive addresses spread; the kernel takes the result modulo the group's size. Other
+/// frames (ARP...) go to the first socket.
+pub fn fanout_program(key: FanoutKey) -> Vec<libc::sock_filter> {
+    let op = |code: u32, jt: u8, jf: u8, k: u32| libc::sock_filter { code: code as u16, jt, jf, k };
+    let (v4, v6) = match key {
+        FanoutKey::Source => (12, 8 + 4),
+        FanoutKey::Destination => (16, 24 + 4),
+    };
+    let ld_w_abs = libc::BPF_LD | libc::BPF_W | libc::BPF_ABS;
+    vec![
+        op(ld_w_abs, 0, 0, SKF_AD_OFF + SKF_AD_PROTOCOL),
+        op(libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K, 2, 0, libc::ETH_P_IP as u32),
+        op(libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K, 3, 0, libc::ETH_P_IPV6 as u32),
+        op(libc::BPF_RET | libc::BPF_K, 0, 0, 0),
+        op(ld_w_abs, 0, 0, SKF_NET_OFF + v4),
+        op(libc::BPF_JMP | libc::BPF_JA, 0, 0, 1),
+        op(ld_w_abs, 0, 0, SKF_NET_OFF + v6),
+        op(libc::BPF_ALU | libc::BPF_MUL | libc::BPF_K, 0, 0, 0x9E37_79B1),
+        op(libc::BPF_MISC | libc::BPF_TAX, 0, 0, 0),
+        op(libc::BPF_ALU | libc::BPF_RSH | libc::BPF_K, 0, 0, 16),
+        op(libc::BPF_ALU | libc::BPF_XOR | libc::BPF_X, 0, 0, 0),
+        op(libc::BPF_RET | libc::BPF_A, 0, 0, 0),
+    ]
+}
+
 /// Counters of one receive ring.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RxStats {
@@ -292,6 +337,28 @@ impl RxRing {
             return None;
         }
         Some(r as usize)
+    }
+
+    /// Joins fanout group `group` of this ring's interface, the socket picked by `program` (see
+    /// [`fanout_program`]): each frame goes to one member of the group only. Members are
+    /// numbered in the order they join.
+    pub fn join_fanout(&self, group: u16, program: &[libc::sock_filter]) -> io::Result<()> {
+        // `PACKET_IGNORE_OUTGOING` on the socket does not reach the group's hook: the group has
+        // its own flag (Linux 6.3); older kernels refuse it and join without.
+        let arg: u32 = group as u32 | (PACKET_FANOUT_CBPF | PACKET_FANOUT_FLAG_IGNORE_OUTGOING) << 16;
+        if let Err(e) = setsockopt(&self.fd, libc::SOL_PACKET, libc::PACKET_FANOUT, &arg) {
+            if e.raw_os_error() != Some(libc::EINVAL) {
+                return Err(e);
+            }
+            let arg: u32 = group as u32 | PACKET_FANOUT_CBPF << 16;
+            setsockopt(&self.fd, libc::SOL_PACKET, libc::PACKET_FANOUT, &arg)?;
+        }
+        let prog = libc::sock_fprog {
+            len: program.len() as u16,
+            filter: program.as_ptr() as *mut libc::sock_filter,
+        };
+        // The kernel copies the program during the call.
+        setsockopt(&self.fd, libc::SOL_PACKET, PACKET_FANOUT_DATA, &prog)
     }
 
     /// Ring counters since the last call.

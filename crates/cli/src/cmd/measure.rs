@@ -30,7 +30,7 @@ pub struct Args {
     #[arg(long)]
     out: Option<PathBuf>,
     /// key=value settings: targets=100mbit,1gbit  duration=3  warmup=1  flows=1  rate=50mbit
-    /// leaf=fq_codel|pfifo|cake (rrul; cake: CAKE at the root instead of HTB)  shape_pct=90  kernel_burst=tc|sluice  cc=cubic|bbr (rate-sweep, tcp)  spin=1 (live shaper never sleeps); tcp: flows=1 cc=cubic|reno|bbr limit=1000 leaf=pfifo|fq_codel|netem delay=10ms.
+    /// leaf=fq_codel|pfifo|cake (rrul; cake: CAKE at the root instead of HTB)  shape_pct=90  kernel_burst=tc|sluice  cc=cubic|bbr (rate-sweep, tcp)  spin=1 (live shaper never sleeps)  workers=N (live shaper threads); tcp: flows=1 cc=cubic|reno|bbr limit=1000 leaf=pfifo|fq_codel|netem delay=10ms.
     #[arg(long = "set")]
     set: Vec<String>,
     /// No progress output.
@@ -46,6 +46,8 @@ pub struct Args {
 pub(crate) struct LiveShaper {
     /// Poll the rings without sleeping (`--set spin=1`).
     pub spin: bool,
+    /// Worker threads (`--set workers=N`, default 1); the lab's client is the subscriber side.
+    pub workers: usize,
 }
 
 struct LiveRunning {
@@ -112,6 +114,8 @@ impl Shaper for LiveShaper {
             verbose: false,
             netns: Some(lab.shaper_ns()),
             pacing: sluice_live::pacing::Pacing { spin: self.spin, ..Default::default() },
+            workers: self.workers,
+            shard_by: sluice_live::sys::FanoutKey::Source,
         };
         let handle = std::thread::spawn(move || shaper::run(opts));
         let t0 = Instant::now();
@@ -136,7 +140,16 @@ impl Shaper for LiveShaper {
 /// Runs `sluice measure`.
 pub fn run(args: Args) -> Result<ExitCode> {
     let lab = Lab::new(&args.tag)?;
-    let live = LiveShaper { spin: args.set.iter().any(|kv| kv == "spin=1") };
+    let workers = args
+        .set
+        .iter()
+        .filter_map(|kv| kv.strip_prefix("workers="))
+        .map(|v| v.parse::<usize>().ok().filter(|n| (1..=64).contains(n)))
+        .next_back()
+        .map(|n| n.context("workers=N: N from 1 to 64"))
+        .transpose()?
+        .unwrap_or(1);
+    let live = LiveShaper { spin: args.set.iter().any(|kv| kv == "spin=1"), workers };
     let backend = match args.backend.as_str() {
         "sluice" => Backend::Sluice(&live),
         "kernel" => Backend::Kernel,

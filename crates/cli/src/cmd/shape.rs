@@ -53,6 +53,15 @@ pub struct Args {
     /// Never sleep: poll the rings continuously (lowest latency on a quiet path; one core at 100%).
     #[arg(long)]
     spin: bool,
+    /// Worker threads, each with its own engines; subscribers are spread between them by
+    /// address and the classes they share are rebalanced every 200 us (default: the cores
+    /// available). A root that limits a rate and is not HTB runs in one worker.
+    #[arg(long, value_name = "N")]
+    workers: Option<usize>,
+    /// Which address of the frames arriving on IN is the subscriber's: src (subscribers are on
+    /// the IN side) or dst (on the OUT side).
+    #[arg(long, value_name = "src|dst", default_value = "src", value_parser = ["src", "dst"])]
+    shard_by: String,
 }
 
 /// Reads a configuration for device `dev` (`$DEV`), printing a diagnostic on error.
@@ -99,6 +108,15 @@ pub fn run(args: Args) -> Result<ExitCode> {
             busy_poll: args.busy_poll,
             spin: args.spin,
             ..Default::default()
+        },
+        workers: args
+            .workers
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+            .clamp(1, 64),
+        shard_by: if args.shard_by == "dst" {
+            sluice_live::sys::FanoutKey::Destination
+        } else {
+            sluice_live::sys::FanoutKey::Source
         },
     };
     let snap = shaper::run(opts)?;

@@ -168,6 +168,37 @@ pub struct Htb {
     /// Set when a dequeue found nothing although backlogged classes were linked in rows (their
     /// leaf qdiscs were throttled): `next_event` then reports wake-ups instead of "now".
     stalled: bool,
+    /// The leaves taking part in scheduling now (backlogged), summed.
+    active: ActiveLeaves,
+}
+
+/// The leaves of an [`Htb`] that are backlogged now, summed ([`Htb::active_leaves`]): what a
+/// coordinator splitting a parent between several HTBs weighs each by, as HTB itself gives each
+/// backlogged leaf its rate, then the excess by quantum.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ActiveLeaves {
+    /// How many.
+    pub leaves: u32,
+    /// Their rates, bit/s.
+    pub rate_bps: u64,
+    /// Their quanta, bytes.
+    pub quantum: u64,
+}
+
+impl ActiveLeaves {
+    #[inline]
+    pub(super) fn add(&mut self, rate_bps: u64, quantum: u32) {
+        self.leaves += 1;
+        self.rate_bps += rate_bps;
+        self.quantum += quantum as u64;
+    }
+
+    #[inline]
+    pub(super) fn remove(&mut self, rate_bps: u64, quantum: u32) {
+        self.leaves = self.leaves.saturating_sub(1);
+        self.rate_bps = self.rate_bps.saturating_sub(rate_bps);
+        self.quantum = self.quantum.saturating_sub(quantum as u64);
+    }
 }
 
 impl std::fmt::Debug for Htb {
@@ -217,6 +248,7 @@ impl Htb {
             dropped: VecDeque::new(),
             now: Time::ZERO,
             stalled: false,
+            active: ActiveLeaves::default(),
         })
     }
 
@@ -640,6 +672,17 @@ impl Htb {
         Ok(pkts)
     }
 
+    /// The leaves backlogged now, summed (see [`ActiveLeaves`]).
+    pub fn active_leaves(&self) -> ActiveLeaves {
+        self.active
+    }
+
+    /// A class's configuration as given (`None`: no such class).
+    pub fn class_config(&self, classid: Handle) -> Option<&HtbClassConfig> {
+        let c = self.find(classid)?;
+        Some(&self.plans.get(self.classes[c as usize].plan).config)
+    }
+
     /// A leaf's qdisc grafted with [`Self::set_leaf_qdisc`], for its statistics and `tc qdisc
     /// show`; `None` for the built-in pfifo.
     pub fn leaf_qdisc(&self, classid: Handle) -> Option<&dyn Qdisc> {
@@ -745,6 +788,10 @@ impl Htb {
 
 impl Qdisc for Htb {
     fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
+    }
+
+    fn as_any_mut(&mut self) -> Option<&mut dyn std::any::Any> {
         Some(self)
     }
 
@@ -862,6 +909,7 @@ impl Qdisc for Htb {
         self.stats.qlen = 0;
         self.stats.backlog_bytes = 0;
         self.stalled = false;
+        self.active = ActiveLeaves::default();
         out
     }
 

@@ -243,7 +243,9 @@ impl Htb {
     pub(super) fn activate(&mut self, c: u32) {
         let cl = &mut self.classes[c as usize];
         if cl.activity == 0 {
-            cl.activity = 1 << self.plans.get(cl.plan).prio;
+            let plan = self.plans.get(cl.plan);
+            cl.activity = 1 << plan.prio;
+            self.active.add(plan.params.rate.bps(), plan.quantum);
             self.activate_prios(c);
         }
     }
@@ -253,6 +255,8 @@ impl Htb {
         if self.classes[c as usize].activity != 0 {
             self.deactivate_prios(c);
             self.classes[c as usize].activity = 0;
+            let plan = self.plans.get(self.classes[c as usize].plan);
+            self.active.remove(plan.params.rate.bps(), plan.quantum);
         }
     }
 

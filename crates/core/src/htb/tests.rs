@@ -374,3 +374,25 @@ fn children_keep_consecutive_indices_as_a_run() {
     assert_eq!(d.swap_remove(4), None, "the last one leaves no hole");
     assert_eq!((d.len(), d.get(3)), (4, 3));
 }
+
+#[test]
+fn active_leaves_follow_the_backlog() {
+    let mut q = Htb::new(ROOT, HtbConfig::default()).unwrap();
+    q.add_class(h(1), ROOT, HtbClassConfig::new(bps(8_000_000)), t(0)).unwrap();
+    q.add_class(h(10), h(1), HtbClassConfig::new(bps(1_000_000)).quantum(3000), t(0)).unwrap();
+    q.add_class(h(20), h(1), HtbClassConfig::new(bps(2_000_000)).quantum(5000), t(0)).unwrap();
+    assert_eq!(q.active_leaves(), ActiveLeaves::default());
+    q.enqueue(pkt_to(10, 1000, 0), t(0)).unwrap();
+    q.enqueue(pkt_to(20, 1000, 1), t(0)).unwrap();
+    q.enqueue(pkt_to(20, 1000, 2), t(0)).unwrap();
+    assert_eq!(q.active_leaves(), ActiveLeaves { leaves: 2, rate_bps: 3_000_000, quantum: 8000 });
+    // A rate change keeps the count right (the leaf leaves and comes back with its new plan).
+    q.change_class(h(20), HtbClassConfig::new(bps(4_000_000)).quantum(6000), t(0)).unwrap();
+    assert_eq!(q.active_leaves(), ActiveLeaves { leaves: 2, rate_bps: 5_000_000, quantum: 9000 });
+    while q.dequeue(t(10)).is_some() {}
+    assert_eq!(q.qlen(), 0);
+    assert_eq!(q.active_leaves(), ActiveLeaves::default());
+    q.enqueue(pkt_to(10, 1000, 3), t(10)).unwrap();
+    assert_eq!(q.reset().len(), 1);
+    assert_eq!(q.active_leaves(), ActiveLeaves::default());
+}
