@@ -567,6 +567,12 @@ mod tests {
     use super::*;
     use crate::schema::{Latency, PlotHints};
 
+    #[test]
+    fn two_zeros_are_no_change() {
+        assert_eq!(change_score(0.0, 0.0, 0.0), 0.0);
+        assert!(change_score(0.0, 100.0, 0.1) > 1.0);
+    }
+
     fn case(params: &[(&str, &str)], flows: Vec<FlowResult>) -> Case {
         Case {
             name: params.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(","),
