@@ -6,7 +6,8 @@
 #   sluice        `sluice shape --unlimited` (one FIFO), sleeping in poll between frames
 #   sluice-htb    the same with one HTB class at 1 Gbit/s (idle: the queue is empty)
 #   sluice-spin   `--unlimited --spin` (never sleeps)
-# Usage (root): scripts/live-latency.sh [TAG] [SECS] [--offloads]   (SLUICE=path/to/sluice)
+# Usage (root): scripts/live-latency.sh [TAG] [SECS] [--offloads]   (SLUICE=path/to/sluice;
+# EXTRA: more `sluice shape` flags, e.g. EXTRA="--io xdp")
 set -eu
 TAG=${1:-lat}; SECS=${2:-5}; OFF=${3:-}
 SLUICE=${SLUICE:-target/release/sluice}
@@ -23,7 +24,7 @@ for mode in sluice sluice-htb sluice-spin; do
         sluice-htb) args="--config $HTB" ;;
         sluice-spin) args="--unlimited --spin" ;;
     esac
-    $SLUICE shape --netns "$SHP" --in slc-sc --out slc-ss $args --quiet --control "/tmp/sluice-lat-$TAG.sock" \
+    $SLUICE shape --netns "$SHP" --in slc-sc --out slc-ss $args ${EXTRA:-} --quiet --control "/tmp/sluice-lat-$TAG.sock" \
         --duration $((SECS + 5)) >/dev/null &
     pid=$!
     sleep 2

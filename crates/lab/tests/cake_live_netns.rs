@@ -41,6 +41,7 @@ fn run(lab: &Lab, script: &str, port: u16) -> (f64, f64, f64, u64) {
         pacing: Default::default(),
         workers: 1,
         shard_by: sluice_live::sys::FanoutKey::Source,
+        io: Default::default(),
     };
     let h = std::thread::spawn(move || shaper::run(opts).expect("shaper runs"));
     std::thread::sleep(Duration::from_millis(400)); // calibration + ring set-up

@@ -4,7 +4,10 @@
 //! the simulator runs ([`sluice_engine::Engine`]: parse, classify, enqueue, drops, counters,
 //! hitless reload), timed by its `next_event`.
 //!
-//! - [`sys`]: the only unsafe code in Sluice (packet sockets, the mmap ring);
+//! - [`sys`]: unsafe code (packet sockets, the mmap ring);
+//! - [`xdp`], [`xdp_prog`]: unsafe code too: AF_XDP ports (UMEM and rings through `xdpilone`)
+//!   and the XDP redirect program loaded and attached with `bpf(2)`;
+//! - [`io`]: which of the two a port uses (`--io auto|xdp|packet`), and the fallback;
 //! - [`offload`]: GSO/GRO super-packets and partial checksums (`virtio_net_hdr`);
 //! - [`frame`]: the buffer pool that holds frames while the engine holds their payload handles;
 //! - [`config`]: configuration file → model → engine program, with the live burst floor;
@@ -21,6 +24,7 @@
 pub mod config;
 pub mod control;
 pub mod frame;
+pub mod io;
 pub mod netns;
 pub mod offload;
 pub mod pacing;
@@ -29,6 +33,8 @@ pub mod shaper;
 pub mod sys;
 pub mod timing;
 pub mod worker;
+pub mod xdp;
+pub mod xdp_prog;
 
 /// Errors of the live shaper.
 #[derive(Debug, thiserror::Error)]

@@ -9,9 +9,10 @@
 
 use crate::control::{self, Request};
 use crate::frame::Pool;
+use crate::io::{self, IoMode, Rx};
 use crate::offload::{self, Refusal, VnetHdr};
 use crate::pacing::{self, Pacing};
-use crate::sys::{self, FanoutKey, Out, RxRing, TxSock};
+use crate::sys::{self, FanoutKey, Out};
 use crate::timing::{Calibration, SPIN_BELOW};
 use crate::worker::Shard;
 use crate::LiveError;
@@ -74,6 +75,9 @@ pub struct Options {
     /// Which address of the frames arriving on `in_if` is the subscriber's (the other direction
     /// uses the other address): what keeps a subscriber on one worker.
     pub shard_by: FanoutKey,
+    /// Frame I/O per interface: AF_PACKET, AF_XDP, or per driver ([`crate::io`]). Several
+    /// workers share an interface through a fanout group: AF_PACKET.
+    pub io: IoMode,
 }
 
 /// How the loop kept time (see [`crate::pacing`]).
@@ -314,28 +318,40 @@ impl Snapshot {
 
 pub(crate) struct Port {
     pub(crate) name: String,
-    rx: Option<RxRing>,
-    tx: Option<TxSock>,
+    rx: Option<Rx>,
+    tx: Option<io::Tx>,
     gone_reported: bool,
     /// The fanout group this port's ring joins (several workers), and its key.
     fanout: Option<(u16, FanoutKey)>,
+    io: IoMode,
+    verbose: bool,
 }
 
 impl Port {
-    fn open(name: &str) -> Result<Port, LiveError> {
-        let mut p = Port { name: name.to_string(), rx: None, tx: None, gone_reported: false, fanout: None };
+    fn open(name: &str, io: IoMode, verbose: bool) -> Result<Port, LiveError> {
+        let mut p = Port {
+            name: name.to_string(),
+            rx: None,
+            tx: None,
+            gone_reported: false,
+            fanout: None,
+            io,
+            verbose,
+        };
         p.reopen().map_err(|e| LiveError::Io(format!("{name}: {e}")))?;
         Ok(p)
     }
 
     fn reopen(&mut self) -> std::io::Result<()> {
-        let idx = sys::ifindex(&self.name)?;
-        let rx = RxRing::open(idx)?;
+        let (rx, tx, how) = io::open(&self.name, self.io)?;
+        // A fallback from an asked-for AF_XDP is said even when quiet.
+        if self.verbose || (self.io == IoMode::Xdp && matches!(rx, Rx::Packet(_))) {
+            eprintln!("sluice shape: {how}");
+        }
         if let Some((group, key)) = self.fanout {
             rx.join_fanout(group, &sys::fanout_program(key))?;
         }
-        self.rx = Some(rx);
-        self.tx = Some(TxSock::open(idx)?);
+        (self.rx, self.tx) = (Some(rx), Some(tx));
         self.gone_reported = false;
         Ok(())
     }
@@ -424,6 +440,13 @@ pub fn run(opts: Options) -> Result<Snapshot, LiveError> {
         let ifb = crate::config::ingress_target(&opts.forward, &opts.out_if)
             .is_none_or(|(ifb, _)| crate::rebalance::shardable(&opts.forward, &ifb));
         if fwd && rev && ifb {
+            if opts.verbose || opts.io == IoMode::Xdp {
+                eprintln!(
+                    "sluice shape: {} workers share each interface through PACKET_FANOUT: AF_PACKET \
+                     (AF_XDP would need a receive queue per worker; --workers 1 for AF_XDP)",
+                    opts.workers
+                );
+            }
             return crate::worker::run_sharded(opts, cal);
         }
         if opts.verbose {
@@ -459,7 +482,9 @@ pub(crate) fn run_worker(
     if let Some(ns) = &opts.netns {
         crate::netns::enter(ns)?;
     }
-    let mut ports = [Port::open(&opts.in_if)?, Port::open(&opts.out_if)?];
+    // Workers share each interface through a fanout group, which only packet sockets have.
+    let io = if shard.is_some() { IoMode::Packet } else { opts.io };
+    let mut ports = [Port::open(&opts.in_if, io, opts.verbose)?, Port::open(&opts.out_if, io, opts.verbose)?];
     if let Some(sh) = shard.as_mut() {
         sh.join(&mut ports, &opts)?;
     }

@@ -221,6 +221,7 @@ pub(crate) fn run_sharded(opts: Options, cal: Calibration) -> Result<Snapshot, L
             pacing: opts.pacing,
             workers: 1,
             shard_by: opts.shard_by,
+            io: opts.io,
         };
         let h = std::thread::Builder::new()
             .name(format!("sluice-w{index}"))

@@ -30,7 +30,7 @@ pub struct Args {
     #[arg(long)]
     out: Option<PathBuf>,
     /// key=value settings: targets=100mbit,1gbit  duration=3  warmup=1  flows=1  rate=50mbit
-    /// leaf=fq_codel|pfifo|cake (rrul; cake: CAKE at the root instead of HTB)  shape_pct=90  kernel_burst=tc|sluice  cc=cubic|bbr (rate-sweep, tcp)  spin=1 (live shaper never sleeps)  workers=N (live shaper threads); tcp: flows=1 cc=cubic|reno|bbr limit=1000 leaf=pfifo|fq_codel|netem delay=10ms.
+    /// leaf=fq_codel|pfifo|cake (rrul; cake: CAKE at the root instead of HTB)  shape_pct=90  kernel_burst=tc|sluice  cc=cubic|bbr (rate-sweep, tcp)  spin=1 (live shaper never sleeps)  workers=N (live shaper threads)  io=auto|xdp|packet (its frame I/O); tcp: flows=1 cc=cubic|reno|bbr limit=1000 leaf=pfifo|fq_codel|netem delay=10ms.
     #[arg(long = "set")]
     set: Vec<String>,
     /// No progress output.
@@ -48,6 +48,8 @@ pub(crate) struct LiveShaper {
     pub spin: bool,
     /// Worker threads (`--set workers=N`, default 1); the lab's client is the subscriber side.
     pub workers: usize,
+    /// Frame I/O (`--set io=auto|xdp|packet`).
+    pub io: sluice_live::io::IoMode,
 }
 
 struct LiveRunning {
@@ -116,6 +118,7 @@ impl Shaper for LiveShaper {
             pacing: sluice_live::pacing::Pacing { spin: self.spin, ..Default::default() },
             workers: self.workers,
             shard_by: sluice_live::sys::FanoutKey::Source,
+            io: self.io,
         };
         let handle = std::thread::spawn(move || shaper::run(opts));
         let t0 = Instant::now();
@@ -140,6 +143,10 @@ impl Shaper for LiveShaper {
 /// Runs `sluice measure`.
 pub fn run(args: Args) -> Result<ExitCode> {
     let lab = Lab::new(&args.tag)?;
+    let io = match args.set.iter().find_map(|kv| kv.strip_prefix("io=")) {
+        Some(v) => v.parse().map_err(anyhow::Error::msg)?,
+        None => Default::default(),
+    };
     let workers = args
         .set
         .iter()
@@ -149,7 +156,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         .map(|n| n.context("workers=N: N from 1 to 64"))
         .transpose()?
         .unwrap_or(1);
-    let live = LiveShaper { spin: args.set.iter().any(|kv| kv == "spin=1"), workers };
+    let live = LiveShaper { spin: args.set.iter().any(|kv| kv == "spin=1"), workers, io };
     let backend = match args.backend.as_str() {
         "sluice" => Backend::Sluice(&live),
         "kernel" => Backend::Kernel,

@@ -62,6 +62,10 @@ pub struct Args {
     /// the IN side) or dst (on the OUT side).
     #[arg(long, value_name = "src|dst", default_value = "src", value_parser = ["src", "dst"])]
     shard_by: String,
+    /// Frame I/O: `packet` (AF_PACKET), `xdp` (AF_XDP, zero-copy where the driver grants it,
+    /// falling back to AF_PACKET), or `auto` (per driver; the choice and its reason are printed).
+    #[arg(long, value_name = "auto|xdp|packet", default_value = "auto")]
+    io: sluice_live::io::IoMode,
 }
 
 /// Reads a configuration for device `dev` (`$DEV`), printing a diagnostic on error.
@@ -118,6 +122,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         } else {
             sluice_live::sys::FanoutKey::Source
         },
+        io: args.io,
     };
     let snap = shaper::run(opts)?;
     println!("final counters:\n{}", snap.to_text());
