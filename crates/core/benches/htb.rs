@@ -22,10 +22,10 @@ fn setup(n: u32) -> (Htb, Time) {
     let mut q = Htb::new(root, HtbConfig::default()).unwrap();
     let t0 = Time::ZERO;
     q.add_class(Handle::new(1, 1), root, HtbClassConfig::new(Rate::from_bps(ROOT_BPS)), t0).unwrap();
-    // Minors 2..; u16 handles allow up to 65534 leaves here.
+    // Minors 2.. (32-bit minors).
     let leaf_rate = Rate::from_bps((ROOT_BPS / 2 / n as u64).max(8));
     for i in 0..n {
-        let id = Handle::new(1, 2 + i as u32);
+        let id = Handle::new(1, 2 + i);
         let cfg = HtbClassConfig::new(leaf_rate).ceil(Rate::from_bps(ROOT_BPS));
         q.add_class(id, Handle::new(1, 1), cfg, t0).unwrap();
         for k in 0..8 {
