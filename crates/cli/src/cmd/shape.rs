@@ -54,10 +54,11 @@ pub struct Args {
     #[arg(long)]
     spin: bool,
     /// Worker threads, each with its own engines; subscribers are spread between them by
-    /// address and the classes they share are rebalanced every 200 us (default: the cores
-    /// available). A root that limits a rate and is not HTB runs in one worker.
-    #[arg(long, value_name = "N")]
-    workers: Option<usize>,
+    /// address and the classes they share are rebalanced every 200 us. One by default: with
+    /// several, `reload` is refused and frames go through AF_PACKET. A root that limits a rate
+    /// and is not HTB runs in one worker.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    workers: usize,
     /// Which address of the frames arriving on IN is the subscriber's: src (subscribers are on
     /// the IN side) or dst (on the OUT side).
     #[arg(long, value_name = "src|dst", default_value = "src", value_parser = ["src", "dst"])]
@@ -113,10 +114,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
             spin: args.spin,
             ..Default::default()
         },
-        workers: args
-            .workers
-            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
-            .clamp(1, 64),
+        workers: args.workers.clamp(1, 64),
         shard_by: if args.shard_by == "dst" {
             sluice_live::sys::FanoutKey::Destination
         } else {
