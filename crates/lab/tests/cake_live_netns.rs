@@ -3,16 +3,15 @@
 //! goodput is the shaped rate's, and the probe's latency stays low where a 1000-packet FIFO
 //! behind the same rate (HTB + pfifo) fills. Skips loudly without network namespaces.
 
-use sluice_lab::testbed::{Lab, LabOptions, PathMode, IF_SHAPER_CLIENT, IF_SHAPER_SERVER};
+use sluice_lab::testbed::{Lab, LabOptions, PathMode};
 use sluice_lab::traffic::{self, Direction, Endpoints, Window};
-use sluice_live::config;
 use sluice_live::shaper::{self, Options};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 mod common;
-use common::lab_or_skip;
+use common::{lab_or_skip, shaper_options};
 
 struct Guard(Lab, Arc<AtomicBool>);
 impl Drop for Guard {
@@ -26,23 +25,8 @@ impl Drop for Guard {
 /// (goodput bit/s, probe p50 ms, probe p99 ms, packets the qdisc dropped).
 fn run(lab: &Lab, script: &str, port: u16) -> (f64, f64, f64, u64) {
     let stop = Arc::new(AtomicBool::new(false));
-    let opts = Options {
-        in_if: IF_SHAPER_CLIENT.into(),
-        out_if: IF_SHAPER_SERVER.into(),
-        forward: config::from_script("test.tc", script, IF_SHAPER_SERVER).expect("configuration loads"),
-        reverse: None,
-        control: None,
-        metrics: None,
-        max_duration: Some(Duration::from_secs(30)),
-        stop: stop.clone(),
-        load_config: Box::new(|p| config::load(p, IF_SHAPER_SERVER).map_err(|e| e.to_string())),
-        verbose: true,
-        netns: Some(lab.shaper_ns()),
-        pacing: Default::default(),
-        workers: 1,
-        shard_by: sluice_live::sys::FanoutKey::Source,
-        io: Default::default(),
-    };
+    let opts =
+        Options { max_duration: Some(Duration::from_secs(30)), ..shaper_options(lab, script, stop.clone()) };
     let h = std::thread::spawn(move || shaper::run(opts).expect("shaper runs"));
     std::thread::sleep(Duration::from_millis(400)); // calibration + ring set-up
     let ep = Endpoints::of_lab(lab);

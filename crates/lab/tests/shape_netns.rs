@@ -2,9 +2,8 @@
 //! without network namespaces.
 
 use sluice_core::Rate;
-use sluice_lab::testbed::{Lab, LabOptions, PathMode, IF_SHAPER_CLIENT, IF_SHAPER_SERVER};
+use sluice_lab::testbed::{Lab, LabOptions, PathMode, IF_SHAPER_SERVER};
 use sluice_lab::traffic::{self, Direction, Endpoints, Window};
-use sluice_live::config;
 use sluice_live::shaper::{self, Options, Snapshot};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -12,7 +11,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 mod common;
-use common::lab_or_skip;
+use common::{lab_or_skip, shaper_options};
 
 struct Guard(Lab, Arc<AtomicBool>);
 impl Drop for Guard {
@@ -37,23 +36,7 @@ fn start(
     control: Option<std::path::PathBuf>,
     stop: Arc<AtomicBool>,
 ) -> JoinHandle<Snapshot> {
-    let opts = Options {
-        in_if: IF_SHAPER_CLIENT.into(),
-        out_if: IF_SHAPER_SERVER.into(),
-        forward: config::from_script("test.tc", script, IF_SHAPER_SERVER).expect("configuration loads"),
-        reverse: None,
-        control,
-        metrics: None,
-        max_duration: Some(Duration::from_secs(40)),
-        stop,
-        load_config: Box::new(|p| config::load(p, IF_SHAPER_SERVER).map_err(|e| e.to_string())),
-        verbose: true,
-        netns: Some(lab.shaper_ns()),
-        pacing: Default::default(),
-        workers: 1,
-        shard_by: sluice_live::sys::FanoutKey::Source,
-        io: Default::default(),
-    };
+    let opts = Options { control, ..shaper_options(lab, script, stop) };
     let h = std::thread::spawn(move || shaper::run(opts).expect("shaper runs"));
     std::thread::sleep(Duration::from_millis(400)); // calibration + ring set-up
     h

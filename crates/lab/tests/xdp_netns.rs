@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 mod common;
-use common::lab_or_skip;
+use common::{lab_or_skip, shaper_options};
 
 struct Guard(Lab, Arc<AtomicBool>);
 impl Drop for Guard {
@@ -48,23 +48,7 @@ const HTB_300M: &str = "tc qdisc add dev $DEV root handle 1: htb default 1\n\
 
 /// The shaper between the lab's two interfaces through one HTB class at 300 Mbit/s, on AF_XDP.
 fn options(lab: &Lab, stop: Arc<AtomicBool>) -> Options {
-    Options {
-        in_if: IF_SHAPER_CLIENT.into(),
-        out_if: IF_SHAPER_SERVER.into(),
-        forward: config::from_script("test.tc", HTB_300M, IF_SHAPER_SERVER).expect("configuration loads"),
-        reverse: None,
-        control: None,
-        metrics: None,
-        max_duration: Some(Duration::from_secs(40)),
-        stop,
-        load_config: Box::new(|p| config::load(p, IF_SHAPER_SERVER).map_err(|e| e.to_string())),
-        verbose: true,
-        netns: Some(lab.shaper_ns()),
-        pacing: Default::default(),
-        workers: 1,
-        shard_by: sluice_live::sys::FanoutKey::Source,
-        io: IoMode::Xdp,
-    }
+    Options { io: IoMode::Xdp, ..shaper_options(lab, HTB_300M, stop) }
 }
 
 #[test]

@@ -166,6 +166,11 @@ pub fn varying_params(r: &Results) -> Vec<String> {
 /// The parameter whose values a reader compares: the first `group` hint key (not the x axis)
 /// that takes 2 to 4 values.
 pub fn compare_param(r: &Results) -> Option<String> {
+    group_param(r, 4)
+}
+
+/// The first grouping parameter other than the x axis with 2 to `max` values.
+fn group_param(r: &Results, max: usize) -> Option<String> {
     let x = r.plot.x.as_deref();
     r.plot
         .group
@@ -173,7 +178,7 @@ pub fn compare_param(r: &Results) -> Option<String> {
         .split(',')
         .map(str::trim)
         .filter(|k| Some(*k) != x)
-        .find(|k| (2..=4).contains(&values_of(r, k).len()))
+        .find(|k| (2..=max).contains(&values_of(r, k).len()))
         .map(str::to_string)
 }
 
@@ -218,17 +223,7 @@ pub fn layout(r: &Results) -> Layout {
 /// parameter with more values than the side-by-side table holds (up to 8: the findings still
 /// say what each value changed against the first).
 fn findings_param(r: &Results) -> Option<String> {
-    compare_param(r).or_else(|| {
-        let x = r.plot.x.as_deref();
-        r.plot
-            .group
-            .as_deref()?
-            .split(',')
-            .map(str::trim)
-            .filter(|k| Some(*k) != x)
-            .find(|k| (2..=8).contains(&values_of(r, k).len()))
-            .map(str::to_string)
-    })
+    compare_param(r).or_else(|| group_param(r, 8))
 }
 
 /// [`layout`] with `compare` as the compared parameter.
