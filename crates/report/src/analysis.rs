@@ -470,7 +470,11 @@ fn compare_findings(r: &Results, lay: &Layout) -> Vec<Finding> {
             }
             for (k, va) in case_figures(a) {
                 let Some(vb) = b.extra.get(&k).copied() else { continue };
-                let s = change_score(va, vb, va.abs().max(vb.abs()) * 1e-3);
+                // The noise floor of a figure is 1 % of its largest value in the run: 0 → 3
+                // ACKs filtered is no finding beside 30 000 elsewhere.
+                let scale =
+                    r.cases.iter().filter_map(|c| c.extra.get(&k)).fold(0.0, |m: f64, v| m.max(v.abs()));
+                let s = change_score(va, vb, (scale * 0.01).max(va.abs().max(vb.abs()) * 1e-3));
                 if s <= 0.05 {
                     continue;
                 }
@@ -647,7 +651,8 @@ mod tests {
         let mut cases: Vec<Case> = Vec::new();
         for (i, s) in shapers.iter().enumerate() {
             let mut c = case(&[("shaper", s)], vec![ping(if i == 3 { 90.0 } else { 20.0 }, 0.0)]);
-            c.extra.insert("acks filtered".into(), 0.0);
+            // 0 → 3 is noise beside 0 → 30 000 in the same run; 0 → 0 is no change.
+            c.extra.insert("acks filtered".into(), [0.0, 3.0, 0.0, 0.0, 30_000.0][i]);
             cases.push(c);
         }
         let r = Results {
@@ -658,9 +663,15 @@ mod tests {
         };
         assert_eq!(layout(&r).compare, None, "five values are too many for the side-by-side table");
         let h = headline(&r, 3);
-        assert_eq!(h.findings.len(), 1, "{:?}", h.findings);
+        assert_eq!(h.findings.len(), 2, "{:?}", h.findings);
         assert!(
-            h.findings[0].contains("ping median latency 20.0 ms → 90.0 ms with shaper=cake-ack"),
+            h.findings
+                .iter()
+                .any(|f| f.contains("ping median latency 20.0 ms → 90.0 ms with shaper=cake-ack")),
+            "{h:?}"
+        );
+        assert!(
+            h.findings.iter().any(|f| f.contains("acks filtered 0 → 30000 with shaper=cake-ack-aggressive")),
             "{h:?}"
         );
         assert_eq!(change_score(0.0, 0.0, 0.0), 0.0);
