@@ -1207,7 +1207,7 @@ pub fn apply(plan: &Plan<'_>) -> Result<ApplyReport, LabError> {
                 ObjectId::Filter(_) => unreachable!("a parent is a qdisc or a class"),
             };
             rep.refused
-                .push(Finding { object, text: format!("{what}: not sent, its parent {p} was refused") });
+                .push(Finding { object, text: format!("{what} — not sent, its parent {p} was refused") });
             refused.insert(object);
             continue;
         }
@@ -1262,7 +1262,7 @@ fn send(
     refused: &mut HashSet<ObjectId>,
 ) {
     let result = nl.request(msg);
-    rep.warnings.extend(nl.take_warnings().into_iter().map(|w| format!("{what}: kernel warning: {w}")));
+    rep.warnings.extend(nl.take_warnings().into_iter().map(|w| format!("{what} — kernel warning: {w}")));
     if result.is_err() {
         refused.insert(object);
     }
@@ -1271,11 +1271,11 @@ fn send(
         Err(LabError::Kernel { errno, message, strerror }) => rep.refused.push(Finding {
             object,
             text: format!(
-                "{what}: kernel said: {} ({strerror}, errno {errno})",
+                "{what} — kernel said: {} ({strerror}, errno {errno})",
                 if message.is_empty() { "no message".to_string() } else { message }
             ),
         }),
-        Err(e) => rep.refused.push(Finding { object, text: format!("{what}: {e}") }),
+        Err(e) => rep.refused.push(Finding { object, text: format!("{what} — {e}") }),
     }
 }
 

@@ -474,7 +474,10 @@ pub(crate) fn parse_ack(flags: u16, body: &[u8]) -> (i32, String) {
 const EIO: i32 = 5;
 
 pub(crate) fn kernel_error(errno: i32, message: String) -> LabError {
-    LabError::Kernel { errno, message, strerror: std::io::Error::from_raw_os_error(errno).to_string() }
+    // std's text ends in " (os error N)"; the messages print the errno themselves.
+    let text = std::io::Error::from_raw_os_error(errno).to_string();
+    let strerror = text.strip_suffix(&format!(" (os error {errno})")).unwrap_or(&text).to_string();
+    LabError::Kernel { errno, message, strerror }
 }
 
 #[cfg(test)]

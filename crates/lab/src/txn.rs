@@ -383,7 +383,7 @@ pub fn probe(needed: &[&Want<'_>], filters: &[&RawFilter]) -> Result<(), LabErro
             let mut msgs: Vec<Msg> = msgs.into_iter().map(|b| Msg::from_bytes(&b, lo)).collect();
             let o = batch::send(nl, &mut msgs, true)?;
             if let Some((_, e)) = o.errors.first() {
-                refusals.push(format!("{what}: {}", describe(e)));
+                refusals.push(format!("{what} — {}", describe(e)));
             }
             clear_root(nl, lo)?;
             clear_ingress(nl, lo)?;
