@@ -496,16 +496,8 @@ mod tests {
 
     #[test]
     fn a_throttled_head_class_holds_the_round() {
-        use crate::tbf::{Tbf, TbfConfig};
-        use crate::Rate;
         let mut d = two_classes(1514, 1514);
-        let tbf = Tbf::new(TbfConfig {
-            rate: Rate::from_bps(8_000_000),
-            burst: 1500,
-            limit: Some(100_000),
-            ..TbfConfig::default()
-        })
-        .unwrap();
+        let tbf = crate::tbf::holding_child();
         d.set_class_qdisc(h(1), Some(Box::new(tbf))).unwrap();
         for i in 0..2 {
             d.enqueue(pkt(1500, 1, i), Time::ZERO).unwrap();

@@ -491,16 +491,8 @@ mod tests {
 
     #[test]
     fn a_throttled_drr_head_waits_while_strict_bands_still_send() {
-        use crate::tbf::{Tbf, TbfConfig};
-        use crate::Rate;
         let mut e = Ets::new(cfg(3, 1, &[1514, 1514])).unwrap();
-        let tbf = Tbf::new(TbfConfig {
-            rate: Rate::from_bps(8_000_000),
-            burst: 1500,
-            limit: Some(100_000),
-            ..TbfConfig::default()
-        })
-        .unwrap();
+        let tbf = crate::tbf::holding_child();
         e.set_band_qdisc(1, Some(Box::new(tbf))).unwrap();
         e.enqueue(pkt(1500, 1, 1), Time::ZERO).unwrap();
         e.enqueue(pkt(1500, 1, 2), Time::ZERO).unwrap();

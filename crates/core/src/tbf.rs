@@ -465,6 +465,19 @@ impl Qdisc for Tbf {
     }
 }
 
+/// For classful qdiscs' tests: an 8 Mbit/s TBF with a one-packet burst, a child that holds
+/// packets back (a parent must then wait for it, not spin).
+#[cfg(test)]
+pub(crate) fn holding_child() -> Tbf {
+    Tbf::new(TbfConfig {
+        rate: Rate::from_bps(8_000_000),
+        burst: 1500,
+        limit: Some(100_000),
+        ..TbfConfig::default()
+    })
+    .unwrap()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -264,17 +264,9 @@ fn a_changed_real_time_curve_applies_to_a_backlogged_class() {
 
 #[test]
 fn a_child_that_holds_packets_back_makes_the_qdisc_wait_not_spin() {
-    use crate::tbf::{Tbf, TbfConfig};
-    use crate::Rate;
     let mut q = Hfsc::new(h(0), 1, 1000);
     q.add_class(h(1), h(0), ls(10_000_000)).unwrap();
-    let tbf = Tbf::new(TbfConfig {
-        rate: Rate::from_bps(8_000_000),
-        burst: 1500,
-        limit: Some(100_000),
-        ..TbfConfig::default()
-    })
-    .unwrap();
+    let tbf = crate::tbf::holding_child();
     q.set_class_qdisc(h(1), Some(Box::new(tbf))).unwrap();
     for i in 0..3 {
         q.enqueue(Packet::new(1500, i), Time::ZERO).unwrap();
