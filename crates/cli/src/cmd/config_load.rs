@@ -4,8 +4,8 @@
 //! shell, see `sluice run`), a state file made by `sluice run`/`sluice tc`, or the TOML form.
 
 use miette::{LabeledSpan, NamedSource};
-use sluice_config::script::{load_file, Loaded};
-use sluice_config::shell::Vars;
+use sluice_tc::script::{load_file, Loaded};
+use sluice_tc::shell::Vars;
 use std::path::Path;
 
 /// Parses `NAME=VALUE` pairs given with `--var`.

@@ -1,7 +1,7 @@
 //! `sluice viz CONFIG [--stats FILE] [--format dot|svg] [-o FILE]`: draw the qdisc/class/filter tree.
 
 use anyhow::Result;
-use sluice_config::viz::{build_graph, parse_stats, to_dot, to_svg, StatsMap};
+use sluice_tc::viz::{build_graph, parse_stats, to_dot, to_svg, StatsMap};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
