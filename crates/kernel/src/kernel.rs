@@ -36,6 +36,7 @@ use crate::netlink::{self, flags, rtm, tca, Msg, Netlink, TcMsg, TcObject};
 use crate::Error;
 use sluice_core::units::{format_rate, format_size};
 use sluice_core::Rate;
+use sluice_model::nlattr::Attrs;
 use sluice_tc::burst::{kernel_burst, BurstPolicy};
 use sluice_tc::export::{filter_args, qdisc_args};
 use sluice_tc::model::{
@@ -150,6 +151,9 @@ impl PlannedQdisc<'_> {
 
     /// Options of a kind the encoder sends by name only, as tc would write them (empty otherwise).
     pub fn unencoded_options(&self) -> String {
+        if self.node.opts.args().is_some() {
+            return String::new(); // a registry kind: every option is encoded
+        }
         match &self.node.opts {
             QdiscOpts::Htb(_)
             | QdiscOpts::Tbf(_)
@@ -309,6 +313,9 @@ impl<'a> Plan<'a> {
         for q in &dev.qdiscs {
             let kind = q.opts.kind();
             let what = || format!("qdisc {kind} {}", classid_str(q.handle));
+            if let Some(Err(e)) = q.opts.encode(&mut Attrs::new()) {
+                unencoded.push(e.to_string());
+            }
             match &q.opts {
                 // Sent by kind alone (handle ffff:, parent ffff:fff1), as tc sends them.
                 QdiscOpts::Ingress | QdiscOpts::Clsact => {}
@@ -758,6 +765,9 @@ fn qdisc_command(dev: &str, q: &PlannedQdisc<'_>) -> String {
         handle_str(q.handle),
         q.kind()
     );
+    if let Some(args) = q.node.opts.args() {
+        return s + &args;
+    }
     match &q.node.opts {
         QdiscOpts::Htb(h) => {
             s += &format!(" default 0x{:x} r2q {}", h.default, h.r2q);
@@ -834,6 +844,10 @@ pub fn qdisc_msg(ifindex: i32, q: &PlannedQdisc<'_>, replace: bool) -> Msg {
     let fl = flags::REQUEST | flags::ACK | flags::CREATE | if replace { flags::REPLACE } else { flags::EXCL };
     let mut m = Msg::tc(rtm::NEWQDISC, fl, TcMsg { ifindex, handle: q.handle, parent: q.parent, info: 0 });
     m.attr_str(tca::KIND, q.kind());
+    // Plan::new refused what a registry kind cannot encode.
+    if let Some(Ok(())) = q.node.opts.encode(m.attrs()) {
+        return m;
+    }
     match &q.node.opts {
         QdiscOpts::Htb(h) => {
             let mut glob = Vec::with_capacity(20);

@@ -7,6 +7,7 @@
 
 use crate::Error;
 use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
+use sluice_model::nlattr::Attrs;
 
 /// `RTM_NEWQDISC` and friends (linux/rtnetlink.h).
 pub mod rtm {
@@ -66,11 +67,11 @@ pub mod tca {
     pub const STATS2: u16 = 7;
 }
 
-/// A request being built: header, tcmsg, then attributes appended in order.
+/// A request being built: header, tcmsg, then attributes appended in order (through the one
+/// attribute writer, [`sluice_model::nlattr::Attrs`], which kinds encode their options with).
 #[derive(Debug, Clone)]
 pub struct Msg {
-    buf: Vec<u8>,
-    nests: Vec<usize>,
+    a: Attrs,
 }
 
 /// The fixed `tcmsg` header.
@@ -106,7 +107,7 @@ impl Msg {
         buf.extend_from_slice(&tc.handle.to_ne_bytes());
         buf.extend_from_slice(&tc.parent.to_ne_bytes());
         buf.extend_from_slice(&tc.info.to_ne_bytes());
-        Msg { buf, nests: Vec::new() }
+        Msg { a: Attrs::after(buf) }
     }
 
     /// A link request (`ifinfomsg`, 16 bytes) for a name lookup.
@@ -117,7 +118,7 @@ impl Msg {
         buf.extend_from_slice(&flags::REQUEST.to_ne_bytes());
         buf.extend_from_slice(&[0u8; 8]);
         buf.extend_from_slice(&[0u8; 16]);
-        let mut m = Msg { buf, nests: Vec::new() };
+        let mut m = Msg { a: Attrs::after(buf) };
         let mut n = name.as_bytes().to_vec();
         n.push(0);
         m.attr(3, &n); // IFLA_IFNAME
@@ -131,76 +132,66 @@ impl Msg {
         if buf.len() >= 24 {
             buf[20..24].copy_from_slice(&ifindex.to_ne_bytes());
         }
-        Msg { buf, nests: Vec::new() }
+        Msg { a: Attrs::after(buf) }
     }
 
     /// Set the tcmsg's parent (a request moved elsewhere in the tree).
     pub fn set_parent(&mut self, parent: u32) -> &mut Self {
-        if self.buf.len() >= 32 {
-            self.buf[28..32].copy_from_slice(&parent.to_ne_bytes());
+        let buf = self.a.bytes_mut();
+        if buf.len() >= 32 {
+            buf[28..32].copy_from_slice(&parent.to_ne_bytes());
         }
         self
     }
 
     /// Append an attribute.
     pub fn attr(&mut self, ty: u16, payload: &[u8]) -> &mut Self {
-        let len = 4 + payload.len();
-        self.buf.extend_from_slice(&(len as u16).to_ne_bytes());
-        self.buf.extend_from_slice(&ty.to_ne_bytes());
-        self.buf.extend_from_slice(payload);
-        self.pad();
+        self.a.put(ty, payload);
         self
     }
 
     /// Append a NUL-terminated string attribute.
     pub fn attr_str(&mut self, ty: u16, s: &str) -> &mut Self {
-        let mut v = s.as_bytes().to_vec();
-        v.push(0);
-        self.attr(ty, &v)
+        self.a.put_str(ty, s);
+        self
     }
 
     /// Append bytes inside the current attribute (a fixed struct that leads an attribute's
     /// payload, as netem's `tc_netem_qopt` leads `TCA_OPTIONS`), padded to 4 bytes.
     pub fn raw(&mut self, payload: &[u8]) -> &mut Self {
-        self.buf.extend_from_slice(payload);
-        self.pad();
+        self.a.raw(payload);
         self
     }
 
     /// Open a nested attribute; close it with [`Msg::end_nest`].
     pub fn begin_nest(&mut self, ty: u16) -> &mut Self {
-        self.nests.push(self.buf.len());
-        self.buf.extend_from_slice(&0u16.to_ne_bytes());
-        self.buf.extend_from_slice(&ty.to_ne_bytes());
+        self.a.begin_nest(ty);
         self
     }
 
     /// Close the innermost nested attribute.
     pub fn end_nest(&mut self) -> &mut Self {
-        if let Some(start) = self.nests.pop() {
-            let len = (self.buf.len() - start) as u16;
-            self.buf[start..start + 2].copy_from_slice(&len.to_ne_bytes());
-        }
+        self.a.end_nest();
         self
+    }
+
+    /// The attribute writer, for a kind's encoder.
+    pub fn attrs(&mut self) -> &mut Attrs {
+        &mut self.a
     }
 
     /// The bytes built so far (length and sequence are filled in when sent).
     pub fn bytes(&self) -> &[u8] {
-        &self.buf
-    }
-
-    fn pad(&mut self) {
-        while self.buf.len() & 3 != 0 {
-            self.buf.push(0);
-        }
+        self.a.bytes()
     }
 
     /// Fill in length and sequence number and give the wire bytes (for [`crate::batch`]).
     pub(crate) fn finish(&mut self, seq: u32) -> &[u8] {
-        let len = self.buf.len() as u32;
-        self.buf[0..4].copy_from_slice(&len.to_ne_bytes());
-        self.buf[8..12].copy_from_slice(&seq.to_ne_bytes());
-        &self.buf
+        let buf = self.a.bytes_mut();
+        let len = buf.len() as u32;
+        buf[0..4].copy_from_slice(&len.to_ne_bytes());
+        buf[8..12].copy_from_slice(&seq.to_ne_bytes());
+        buf
     }
 }
 
@@ -512,7 +503,7 @@ mod tests {
         let mut hdr = vec![0u8; echo.max(16)];
         hdr[0..4].copy_from_slice(&(echo.max(16) as u32).to_ne_bytes());
         b.extend_from_slice(&hdr);
-        let mut m = Msg { buf: Vec::new(), nests: Vec::new() };
+        let mut m = Msg { a: Attrs::new() };
         m.attr_str(NLMSGERR_ATTR_MSG, msg);
         b.extend_from_slice(m.bytes());
         b

@@ -22,7 +22,6 @@ use sluice_core::filter::police::{Police, PoliceConfig};
 use sluice_core::filter::u32::{HashKey, U32Config, U32Key as CoreKey, U32Offset, U32Selector, VarOffset};
 use sluice_core::filter::BasicConfig;
 use sluice_core::filter::{FilterConfig, FilterList, FilterSpec, MirredTarget, Protocol, Upsert};
-use sluice_core::fq_codel::{FqCodel, FqCodelConfig};
 use sluice_core::htb::{Htb, HtbClassConfig, HtbConfig};
 use sluice_core::htb_fair::{FairClassConfig, HtbFair};
 use sluice_core::prio::{PfifoFast, PfifoFastConfig, Prio, PrioConfig};
@@ -296,7 +295,12 @@ fn basic_config(
     Ok(BasicConfig { ematch, classid: b.classid, actions })
 }
 
-fn codel_params(target: Option<u32>, interval: Option<u32>, ce: Option<u32>, ecn: bool) -> CodelParams {
+pub(crate) fn codel_params(
+    target: Option<u32>,
+    interval: Option<u32>,
+    ce: Option<u32>,
+    ecn: bool,
+) -> CodelParams {
     let d = CodelParams::default();
     CodelParams {
         target: target.map(us).unwrap_or(d.target),
@@ -307,12 +311,15 @@ fn codel_params(target: Option<u32>, interval: Option<u32>, ce: Option<u32>, ecn
     }
 }
 
-fn build_qdisc(
+pub(crate) fn build_qdisc(
     dev: &Device,
     q: &QdiscNode,
     cls: &mut Classifier,
     seed: u64,
 ) -> Result<Box<dyn Qdisc>, BuildError> {
+    if let Some(r) = q.opts.build(q, &mut crate::kinds::BuildCx { dev, cls, seed }) {
+        return r;
+    }
     let major = q.handle.major();
     Ok(match &q.opts {
         QdiscOpts::Pfifo(f) => {
@@ -383,18 +390,6 @@ fn build_qdisc(
             limit: c.limit.unwrap_or(1000),
             params: codel_params(c.target, c.interval, c.ce_threshold, c.ecn.unwrap_or(false)),
         })?),
-        QdiscOpts::FqCodel(f) => {
-            let d = FqCodelConfig::default();
-            Box::new(FqCodel::new(FqCodelConfig {
-                limit: f.limit.unwrap_or(d.limit),
-                flows: f.flows.unwrap_or(d.flows),
-                quantum: f.quantum.unwrap_or(dev.psched_mtu()),
-                memory_limit: f.memory_limit.unwrap_or(d.memory_limit),
-                drop_batch: f.drop_batch.unwrap_or(d.drop_batch),
-                params: codel_params(f.target, f.interval, f.ce_threshold, f.ecn.unwrap_or(true)),
-                ..d
-            })?)
-        }
         QdiscOpts::Htb(h) => build_htb(dev, q, h, cls, seed)?,
         QdiscOpts::Netem(n) => build_netem(dev, q, n, cls, seed)?,
         QdiscOpts::Sfq(x) => {
@@ -440,6 +435,8 @@ fn build_qdisc(
         QdiscOpts::Ingress | QdiscOpts::Clsact => {
             return Err(BuildError::Unsupported("an ingress qdisc as the egress root".into()))
         }
+        // Registry kinds were built above.
+        QdiscOpts::FqCodel(_) => return Err(BuildError::Unsupported(q.opts.kind().into())),
     })
 }
 

@@ -11,8 +11,10 @@ pub mod build;
 pub mod burst;
 pub mod error;
 pub mod grammar;
+pub mod json;
 pub mod kinds;
 pub mod model;
+pub mod nlattr;
 pub mod print;
 mod serde_units;
 

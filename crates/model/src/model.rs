@@ -759,29 +759,7 @@ pub struct NetemDist {
     pub table: Vec<i16>,
 }
 
-/// fq_codel options.
-#[serde_with::skip_serializing_none]
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct FqCodelOpts {
-    /// Packets (10240).
-    pub limit: Option<u32>,
-    /// Flow buckets (1024).
-    pub flows: Option<u32>,
-    /// DRR quantum bytes (psched_mtu).
-    pub quantum: Option<u32>,
-    /// Target µs (5000).
-    pub target: Option<u32>,
-    /// Interval µs (100000).
-    pub interval: Option<u32>,
-    /// CE threshold µs.
-    pub ce_threshold: Option<u32>,
-    /// Memory limit bytes (32 MiB).
-    pub memory_limit: Option<u32>,
-    /// ECN (on).
-    pub ecn: Option<bool>,
-    /// Packets dropped per overflow (64).
-    pub drop_batch: Option<u32>,
-}
+pub use crate::kinds::fq_codel::FqCodelOpts;
 
 /// RED options as tc derives and sends them (`tc_red_qopt`, the idle table's inputs, `max_P`
 /// and the flags); see `crate::kinds::red` for the derivation.

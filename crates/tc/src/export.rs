@@ -55,6 +55,9 @@ pub fn stab_args(t: &SizeTable) -> String {
 
 /// The options of a qdisc in tc syntax (after the kind).
 pub fn qdisc_args(o: &QdiscOpts) -> String {
+    if let Some(a) = o.args() {
+        return a;
+    }
     let mut s = String::new();
     match o {
         QdiscOpts::Pfifo(f) | QdiscOpts::PfifoHeadDrop(f) | QdiscOpts::Bfifo(f) => {
@@ -148,29 +151,6 @@ pub fn qdisc_args(o: &QdiscOpts) -> String {
                 None => {}
             }
         }
-        QdiscOpts::FqCodel(f) => {
-            for (k, v) in [
-                ("limit", f.limit),
-                ("flows", f.flows),
-                ("quantum", f.quantum),
-                ("memory_limit", f.memory_limit),
-                ("drop_batch", f.drop_batch),
-            ] {
-                if let Some(v) = v {
-                    let _ = write!(s, " {k} {v}");
-                }
-            }
-            for (k, v) in [("target", f.target), ("interval", f.interval), ("ce_threshold", f.ce_threshold)] {
-                if let Some(v) = v {
-                    let _ = write!(s, " {k} {v}us");
-                }
-            }
-            match f.ecn {
-                Some(true) => s.push_str(" ecn"),
-                Some(false) => s.push_str(" noecn"),
-                None => {}
-            }
-        }
         QdiscOpts::Red(r) => {
             // Inputs that make tc derive the same Wlog, Plog, table and max_P (max_P 0 came from
             // `probability 1`, which C converts to 0).
@@ -188,6 +168,8 @@ pub fn qdisc_args(o: &QdiscOpts) -> String {
                 }
             }
         }
+        // Registry kinds returned above.
+        QdiscOpts::FqCodel(_) => {}
         QdiscOpts::PfifoFast | QdiscOpts::Drr | QdiscOpts::Ingress | QdiscOpts::Clsact | QdiscOpts::Mq(_) => {
         }
     }

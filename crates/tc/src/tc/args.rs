@@ -357,6 +357,9 @@ fn parse_stab(cur: &mut Cur) -> Result<Option<SizeTable>, TcError> {
 const QDISC_USAGE: &str = "Usage: tc qdisc [ add | del | replace | change | show ] dev STRING\n       [ handle QHANDLE ] [ root | ingress | clsact | parent CLASSID ]\n       [ estimator INTERVAL TIME_CONSTANT ]\n       [ stab [ help | STAB_OPTIONS] ]\n       [ ingress_block BLOCK_INDEX ] [ egress_block BLOCK_INDEX ]\n       [ [ QDISC_KIND ] [ help | OPTIONS ] ]";
 
 fn parse_qdisc_opts(kind: &str, cur: &mut Cur) -> Result<Option<QdiscOpts>, TcError> {
+    if let Some(r) = QdiscOpts::parse_kind(kind, cur) {
+        return r.map(Some);
+    }
     Ok(Some(match kind {
         "pfifo" | "bfifo" | "pfifo_head_drop" => {
             let mut o = FifoOpts::default();
@@ -416,7 +419,6 @@ fn parse_qdisc_opts(kind: &str, cur: &mut Cur) -> Result<Option<QdiscOpts>, TcEr
         "tbf" => QdiscOpts::Tbf(parse_tbf(cur)?),
         "sfq" => QdiscOpts::Sfq(parse_sfq(cur)?),
         "codel" => QdiscOpts::Codel(parse_codel(cur)?),
-        "fq_codel" => QdiscOpts::FqCodel(parse_fq_codel(cur)?),
         "netem" => QdiscOpts::Netem(Box::new(super::netem::parse(cur)?)),
         "cake" => QdiscOpts::Cake(super::cake::parse(cur)?),
         "hfsc" => QdiscOpts::Hfsc(super::hfsc::parse_qdisc(cur)?),
@@ -794,35 +796,6 @@ fn parse_codel(cur: &mut Cur) -> Result<CodelOpts, TcError> {
             "noecn" => o.ecn = Some(false),
             "help" => return Err(TcError::usage(CODEL_USAGE, Some(at))),
             _ => return Err(what_is(w, at, CODEL_USAGE)),
-        }
-    }
-    Ok(o)
-}
-
-const FQ_CODEL_USAGE: &str = "Usage: ... fq_codel [ limit PACKETS ] [ flows NUMBER ]\n                    [ memory_limit BYTES ]\n                    [ target TIME ] [ interval TIME ]\n                    [ quantum BYTES ] [ [no]ecn ]\n                    [ ce_threshold TIME ]\n                    [ ce_threshold_selector VALUE/MASK ]\n                    [ drop_batch SIZE ]";
-
-fn parse_fq_codel(cur: &mut Cur) -> Result<FqCodelOpts, TcError> {
-    let mut o = FqCodelOpts::default();
-    while let Some((at, w)) = cur.next_word() {
-        match w {
-            "limit" => o.limit = Some(u32_arg(cur, "limit")?),
-            "flows" => o.flows = Some(u32_arg(cur, "flows")?),
-            "quantum" => o.quantum = Some(u32_arg(cur, "quantum")?),
-            "drop_batch" => {
-                let v = u32_arg(cur, "drop_batch")?;
-                if v == 0 {
-                    return Err(illegal("drop_batch", at + 1, None));
-                }
-                o.drop_batch = Some(v);
-            }
-            "target" => o.target = Some(time_arg(cur, "target")?),
-            "interval" => o.interval = Some(time_arg(cur, "interval")?),
-            "ce_threshold" => o.ce_threshold = Some(time_arg(cur, "ce_threshold")?),
-            "memory_limit" => o.memory_limit = Some(size_arg(cur, "memory_limit")?),
-            "ecn" => o.ecn = Some(true),
-            "noecn" => o.ecn = Some(false),
-            "help" => return Err(TcError::usage(FQ_CODEL_USAGE, Some(at))),
-            _ => return Err(what_is(w, at, FQ_CODEL_USAGE)),
         }
     }
     Ok(o)

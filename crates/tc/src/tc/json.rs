@@ -13,89 +13,7 @@ use super::show::{self, classid_str, FilterShowCtx, ShowOpts};
 use crate::model::*;
 use serde_json::Value;
 use sluice_core::QdiscStats;
-
-/// One JSON value as tc's printers build it.
-#[derive(Clone, Debug, PartialEq)]
-pub enum J {
-    /// An object: members in print order. A member without a name is a bare value, as tc's
-    /// `print_string(PRINT_ANY, NULL, ...)` writes it inside an object.
-    Obj(Vec<(Option<&'static str>, J)>),
-    /// An array.
-    Arr(Vec<J>),
-    /// A string, number, bool or null.
-    V(Value),
-    /// Text tc wrote with `fprintf` in the middle of its JSON, copied as it is.
-    Raw(String),
-}
-
-impl J {
-    /// An empty object.
-    pub fn obj() -> J {
-        J::Obj(Vec::new())
-    }
-
-    /// Appends a named member (on an object; ignored otherwise).
-    pub fn put(&mut self, k: &'static str, v: impl Into<J>) -> &mut J {
-        if let J::Obj(m) = self {
-            m.push((Some(k), v.into()));
-        }
-        self
-    }
-
-    /// Appends a member without a name.
-    pub fn bare(&mut self, v: impl Into<J>) -> &mut J {
-        if let J::Obj(m) = self {
-            m.push((None, v.into()));
-        }
-        self
-    }
-
-    /// Appends text tc printed with `fprintf`.
-    pub fn raw(&mut self, s: impl Into<String>) -> &mut J {
-        let s = s.into();
-        if let J::Obj(m) = self {
-            if !s.is_empty() {
-                m.push((None, J::Raw(s)));
-            }
-        }
-        self
-    }
-}
-
-impl From<Value> for J {
-    fn from(v: Value) -> J {
-        J::V(v)
-    }
-}
-impl From<&str> for J {
-    fn from(v: &str) -> J {
-        J::V(Value::from(v))
-    }
-}
-impl From<String> for J {
-    fn from(v: String) -> J {
-        J::V(Value::from(v))
-    }
-}
-impl From<bool> for J {
-    fn from(v: bool) -> J {
-        J::V(Value::from(v))
-    }
-}
-macro_rules! from_num {
-    ($($t:ty),*) => {$(impl From<$t> for J {
-        fn from(v: $t) -> J {
-            J::V(Value::from(v))
-        }
-    })*};
-}
-from_num!(u8, u16, u32, u64, i16, i32, i64);
-impl From<f64> for J {
-    fn from(v: f64) -> J {
-        // jsonw_float: printf's %g.
-        J::Raw(sluice_core::units::format_g(v, 6))
-    }
-}
+pub use sluice_model::json::J;
 
 /// A port of the state of iproute2's `json_writer`: the separator owed before the next value
 /// and the nesting depth (the pretty form indents by it).
@@ -250,6 +168,9 @@ fn linklayer(l: LinkLayer) -> &'static str {
 
 /// The `options` object of a qdisc (the kind's `print_qopt`).
 pub fn qdisc_options(dev: &Device, q: &QdiscOpts, d: bool) -> J {
+    if let Some(j) = q.json(dev, d) {
+        return j;
+    }
     let mut o = J::obj();
     match q {
         QdiscOpts::Pfifo(f) | QdiscOpts::PfifoHeadDrop(f) => {
@@ -303,21 +224,6 @@ pub fn qdisc_options(dev: &Device, q: &QdiscOpts, d: bool) -> J {
                 o.put("ecn", true);
             }
         }
-        QdiscOpts::FqCodel(f) => {
-            o.put("limit", f.limit.unwrap_or(10240))
-                .put("flows", f.flows.unwrap_or(1024))
-                .put("quantum", f.quantum.unwrap_or(dev.psched_mtu()).max(256))
-                .put("target", show::codel_us(f.target.unwrap_or(5000)));
-            if let Some(ce) = f.ce_threshold {
-                o.put("ce_threshold", show::codel_us(ce));
-            }
-            o.put("interval", show::codel_us(f.interval.unwrap_or(100_000)))
-                .put("memory_limit", f.memory_limit.unwrap_or(32 << 20));
-            if f.ecn.unwrap_or(true) {
-                o.put("ecn", true);
-            }
-            o.put("drop_batch", f.drop_batch.unwrap_or(64).max(1));
-        }
         QdiscOpts::Netem(n) => netem(&mut o, n),
         QdiscOpts::Red(r) => red(&mut o, r, d),
         QdiscOpts::Cake(c) => cake(&mut o, c, dev.psched_mtu()),
@@ -339,6 +245,8 @@ pub fn qdisc_options(dev: &Device, q: &QdiscOpts, d: bool) -> J {
             o.put("priomap", J::Arr(map.iter().map(|&b| J::from(b as u32)).collect()));
         }
         // ingress prints its dashes to the terminal only; the others have no options.
+        // Registry kinds returned above.
+        QdiscOpts::FqCodel(_) => {}
         QdiscOpts::Ingress | QdiscOpts::Clsact | QdiscOpts::Drr | QdiscOpts::Mq(_) => {}
     }
     o
@@ -385,22 +293,18 @@ fn tbf(o: &mut J, t: &TbfOpts, d: bool) {
 
 /// The kind's `print_xstats` for an idle qdisc, as the text form prints them.
 fn qdisc_xstats(o: &mut J, q: &QdiscOpts) {
+    if let Some(x) = q.xstats_json() {
+        if let Some(J::Obj(members)) = x {
+            for (k, v) in members {
+                o.put(k.unwrap_or_default(), v);
+            }
+        }
+        return;
+    }
     match q {
         QdiscOpts::Codel(_) => {
             for k in ["count", "lastcount", "ldelay", "drop_next", "maxpacket", "ecn_mark", "drop_overlimit"]
             {
-                o.put(k, 0u32);
-            }
-        }
-        QdiscOpts::FqCodel(_) => {
-            for k in [
-                "maxpacket",
-                "drop_overlimit",
-                "new_flow_count",
-                "ecn_mark",
-                "new_flows_len",
-                "old_flows_len",
-            ] {
                 o.put(k, 0u32);
             }
         }

@@ -325,6 +325,9 @@ fn qdisc_modify_dev(dev: &mut Device, c: &QdiscCmd) -> Result<Vec<String>, TcErr
 /// Kernel-side checks; for `change`, merges with the previous options where the kernel keeps
 /// attributes that were not sent.
 fn validate_qdisc(dev: &Device, new: QdiscOpts, old: Option<&QdiscOpts>) -> Result<QdiscOpts, TcError> {
+    if let Some(r) = new.change(dev, old) {
+        return r;
+    }
     let einval = || TcError::errno("Invalid argument");
     Ok(match (new, old) {
         (QdiscOpts::Prio(p), _) => {
@@ -376,28 +379,6 @@ fn validate_qdisc(dev: &Device, new: QdiscOpts, old: Option<&QdiscOpts>) -> Resu
             ce_threshold: n.ce_threshold.or(o.ce_threshold),
             ecn: n.ecn.or(o.ecn),
         }),
-        (QdiscOpts::FqCodel(n), Some(QdiscOpts::FqCodel(o))) => {
-            if n.flows.is_some() && n.flows != o.flows {
-                return Err(TcError::kernel("fq_codel: Number of flows cannot be changed"));
-            }
-            QdiscOpts::FqCodel(FqCodelOpts {
-                limit: n.limit.or(o.limit),
-                flows: n.flows.or(o.flows),
-                quantum: n.quantum.or(o.quantum),
-                target: n.target.or(o.target),
-                interval: n.interval.or(o.interval),
-                ce_threshold: n.ce_threshold.or(o.ce_threshold),
-                memory_limit: n.memory_limit.or(o.memory_limit),
-                ecn: n.ecn.or(o.ecn),
-                drop_batch: n.drop_batch.or(o.drop_batch),
-            })
-        }
-        (QdiscOpts::FqCodel(n), None) => {
-            if n.flows == Some(0) || n.flows.is_some_and(|f| f > 65536) {
-                return Err(einval());
-            }
-            QdiscOpts::FqCodel(n)
-        }
         (QdiscOpts::Cake(n), old) => {
             let old = match old {
                 Some(QdiscOpts::Cake(o)) => Some(o),

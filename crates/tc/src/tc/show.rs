@@ -28,6 +28,9 @@ pub struct ShowOpts {
 
 /// Options of a qdisc as tc prints them after `refcnt N `.
 pub fn qdisc_options(dev: &Device, q: &QdiscOpts, d: bool) -> String {
+    if let Some(s) = q.show(dev, d) {
+        return s;
+    }
     let mut s = String::new();
     match q {
         QdiscOpts::Pfifo(f) | QdiscOpts::PfifoHeadDrop(f) => {
@@ -105,34 +108,13 @@ pub fn qdisc_options(dev: &Device, q: &QdiscOpts, d: bool) -> String {
                 s.push_str("ecn ");
             }
         }
-        QdiscOpts::FqCodel(f) => {
-            let _ = write!(
-                s,
-                "limit {}p flows {} quantum {} target {} ",
-                f.limit.unwrap_or(10240),
-                f.flows.unwrap_or(1024),
-                f.quantum.unwrap_or(dev.psched_mtu()).max(256),
-                time_us(codel_us(f.target.unwrap_or(5000)))
-            );
-            if let Some(ce) = f.ce_threshold {
-                let _ = write!(s, "ce_threshold {} ", time_us(codel_us(ce)));
-            }
-            let _ = write!(
-                s,
-                "interval {} memory_limit {} ",
-                time_us(codel_us(f.interval.unwrap_or(100_000))),
-                format_size(f.memory_limit.unwrap_or(32 << 20) as u64)
-            );
-            if f.ecn.unwrap_or(true) {
-                s.push_str("ecn ");
-            }
-            let _ = write!(s, "drop_batch {} ", f.drop_batch.unwrap_or(64).max(1));
-        }
         QdiscOpts::Ingress => s.push_str("---------------- "),
         QdiscOpts::Red(r) => s.push_str(&super::red::options(r, d)),
         QdiscOpts::Cake(c) => s.push_str(&super::cake::options(c)),
         QdiscOpts::Hfsc(h) => s.push_str(&super::hfsc::qdisc_options(h)),
         QdiscOpts::Ets(e) => s.push_str(&super::ets::options(e, dev)),
+        // Registry kinds returned above.
+        QdiscOpts::FqCodel(_) => {}
         QdiscOpts::Clsact | QdiscOpts::Drr | QdiscOpts::Mq(_) => {}
     }
     s
@@ -244,12 +226,13 @@ fn stats_lines(out: &mut String, st: &QdiscStats) {
 /// The kinds' own statistics (`print_xstats`) as an idle qdisc reports them: CoDel's and
 /// fq_codel's counters (Sluice's emulated qdiscs carry no packet history).
 fn qdisc_xstats(out: &mut String, q: &QdiscOpts) {
+    if let Some(s) = q.xstats_text() {
+        out.push_str(&s);
+        return;
+    }
     match q {
         QdiscOpts::Codel(_) => out.push_str(
             "  count 0 lastcount 0 ldelay 0us drop_next 0us\n  maxpacket 0 ecn_mark 0 drop_overlimit 0\n",
-        ),
-        QdiscOpts::FqCodel(_) => out.push_str(
-            "  maxpacket 0 drop_overlimit 0 new_flow_count 0 ecn_mark 0\n  new_flows_len 0 old_flows_len 0\n",
         ),
         _ => {}
     }
