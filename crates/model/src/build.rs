@@ -436,7 +436,7 @@ pub(crate) fn build_qdisc(
             return Err(BuildError::Unsupported("an ingress qdisc as the egress root".into()))
         }
         // Registry kinds were built above.
-        QdiscOpts::FqCodel(_) => return Err(BuildError::Unsupported(q.opts.kind().into())),
+        _ => return Err(BuildError::Unsupported(q.opts.kind().into())),
     })
 }
 

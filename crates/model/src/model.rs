@@ -331,6 +331,9 @@ pub enum QdiscOpts {
 impl QdiscOpts {
     /// tc's kind name.
     pub fn kind(&self) -> &'static str {
+        if let Some(k) = self.registry_name() {
+            return k;
+        }
         match self {
             QdiscOpts::Pfifo(_) => "pfifo",
             QdiscOpts::Bfifo(_) => "bfifo",
@@ -341,7 +344,6 @@ impl QdiscOpts {
             QdiscOpts::Tbf(_) => "tbf",
             QdiscOpts::Sfq(_) => "sfq",
             QdiscOpts::Codel(_) => "codel",
-            QdiscOpts::FqCodel(_) => "fq_codel",
             QdiscOpts::Netem(_) => "netem",
             QdiscOpts::Drr => "drr",
             QdiscOpts::Red(_) => "red",
@@ -351,11 +353,15 @@ impl QdiscOpts {
             QdiscOpts::Ingress => "ingress",
             QdiscOpts::Clsact => "clsact",
             QdiscOpts::Mq(_) => "mq",
+            _ => "",
         }
     }
 
     /// Qdiscs that have classes a child qdisc or filter can refer to.
     pub fn is_classful(&self) -> bool {
+        if let Some(c) = self.registry_classful() {
+            return c;
+        }
         matches!(
             self,
             QdiscOpts::Prio(_)

@@ -168,10 +168,8 @@ pub fn qdisc_args(o: &QdiscOpts) -> String {
                 }
             }
         }
-        // Registry kinds returned above.
-        QdiscOpts::FqCodel(_) => {}
-        QdiscOpts::PfifoFast | QdiscOpts::Drr | QdiscOpts::Ingress | QdiscOpts::Clsact | QdiscOpts::Mq(_) => {
-        }
+        // Kinds without options; registry kinds returned above.
+        _ => {}
     }
     s
 }

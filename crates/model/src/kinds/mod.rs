@@ -157,6 +157,22 @@ macro_rules! qdisc_registry {
                 None
             }
 
+            /// [`QdiscKind::NAME`].
+            pub fn registry_name(&self) -> Option<&'static str> {
+                match self {
+                    $(QdiscOpts::$variant(_) => Some(<$kind as QdiscKind>::NAME),)*
+                    _ => None,
+                }
+            }
+
+            /// [`QdiscKind::CLASSFUL`].
+            pub fn registry_classful(&self) -> Option<bool> {
+                match self {
+                    $(QdiscOpts::$variant(_) => Some(<$kind as QdiscKind>::CLASSFUL),)*
+                    _ => None,
+                }
+            }
+
             /// [`QdiscKind::args`].
             pub fn args(&self) -> Option<String> {
                 match self {

@@ -245,9 +245,8 @@ pub fn qdisc_options(dev: &Device, q: &QdiscOpts, d: bool) -> J {
             o.put("priomap", J::Arr(map.iter().map(|&b| J::from(b as u32)).collect()));
         }
         // ingress prints its dashes to the terminal only; the others have no options.
-        // Registry kinds returned above.
-        QdiscOpts::FqCodel(_) => {}
-        QdiscOpts::Ingress | QdiscOpts::Clsact | QdiscOpts::Drr | QdiscOpts::Mq(_) => {}
+        // Kinds without options; registry kinds returned above.
+        _ => {}
     }
     o
 }

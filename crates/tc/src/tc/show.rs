@@ -113,9 +113,8 @@ pub fn qdisc_options(dev: &Device, q: &QdiscOpts, d: bool) -> String {
         QdiscOpts::Cake(c) => s.push_str(&super::cake::options(c)),
         QdiscOpts::Hfsc(h) => s.push_str(&super::hfsc::qdisc_options(h)),
         QdiscOpts::Ets(e) => s.push_str(&super::ets::options(e, dev)),
-        // Registry kinds returned above.
-        QdiscOpts::FqCodel(_) => {}
-        QdiscOpts::Clsact | QdiscOpts::Drr | QdiscOpts::Mq(_) => {}
+        // Kinds without options; registry kinds returned above.
+        _ => {}
     }
     s
 }
