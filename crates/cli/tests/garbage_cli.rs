@@ -1,0 +1,34 @@
+//! Garbage input on the command line: each case is an error that names what is wrong, with a
+//! non-zero exit and no panic.
+
+use std::process::Command;
+
+fn sluice(args: &[&str]) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_sluice")).args(args).output().unwrap();
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into())
+}
+
+#[test]
+fn rate_zero_is_refused_by_name() {
+    let (code, err) = sluice(&["rate", "0"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("rate `0` is zero"), "{err}");
+}
+
+#[test]
+fn a_scenario_error_far_along_a_long_line_is_shown_without_a_panic() {
+    let dir = std::env::temp_dir().join(format!("sluice-garbage-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = dir.join("long.toml");
+    // The error sits at column 70 000 of line 2: miette draws columns up to 65 535.
+    let pad = " ".repeat(70_000);
+    let base = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/benita.toml")).unwrap();
+    let text = base.replacen("duration = \"4s\"", &format!("duration ={pad}\"four seconds\""), 1);
+    assert_ne!(text, base);
+    std::fs::write(&f, text).unwrap();
+    let (code, err) = sluice(&["simulate", f.to_str().unwrap(), "--quiet"]);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(code, 2, "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(err.contains("long.toml:") && err.contains("duration"), "{err}");
+}
