@@ -22,7 +22,8 @@ fn a_scenario_error_far_along_a_long_line_is_shown_without_a_panic() {
     let f = dir.join("long.toml");
     // The error sits at column 70 000 of line 2: miette draws columns up to 65 535.
     let pad = " ".repeat(70_000);
-    let base = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/benita.toml")).unwrap();
+    let base =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/benita.toml")).unwrap();
     let text = base.replacen("duration = \"4s\"", &format!("duration ={pad}\"four seconds\""), 1);
     assert_ne!(text, base);
     std::fs::write(&f, text).unwrap();

@@ -487,7 +487,29 @@ pub struct NativeError {
 
 /// The native TOML form of a configuration.
 pub fn to_toml(state: &State) -> Result<String, NativeError> {
-    toml::to_string_pretty(state).map_err(|e| NativeError { message: e.to_string(), span: None })
+    toml::to_string_pretty(state).map_err(|e| {
+        let at = serde_json::to_value(state).ok().and_then(|v| too_big_for_toml(&v, String::new()));
+        let message = match at {
+            Some((path, v)) => format!("{path} = {v} does not fit TOML's integers (at most {})", i64::MAX),
+            None => e.to_string(),
+        };
+        NativeError { message, span: None }
+    })
+}
+
+/// The path and value of the first number above `i64::MAX` in `v` (TOML integers are i64).
+fn too_big_for_toml(v: &serde_json::Value, path: String) -> Option<(String, u64)> {
+    use serde_json::Value;
+    match v {
+        Value::Number(n) => n.as_u64().filter(|&x| x > i64::MAX as u64).map(|x| (path, x)),
+        Value::Array(a) => {
+            a.iter().enumerate().find_map(|(i, x)| too_big_for_toml(x, format!("{path}[{i}]")))
+        }
+        Value::Object(m) => m.iter().find_map(|(k, x)| {
+            too_big_for_toml(x, if path.is_empty() { k.clone() } else { format!("{path}.{k}") })
+        }),
+        _ => None,
+    }
 }
 
 /// Reads the native TOML form, then re-applies every object through the kernel checks so that a
