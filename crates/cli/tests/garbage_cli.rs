@@ -33,3 +33,20 @@ fn a_scenario_error_far_along_a_long_line_is_shown_without_a_panic() {
     assert!(!err.contains("panicked"), "{err}");
     assert!(err.contains("long.toml:19:70011") && err.contains("four seconds"), "{err}");
 }
+
+#[test]
+fn viz_of_qdiscs_nested_ten_thousand_deep_is_an_error_not_a_stack_overflow() {
+    let dir = std::env::temp_dir().join(format!("sluice-garbage-viz-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = dir.join("deep.tc");
+    let mut s = String::from("tc qdisc add dev eth0 root handle 1: htb default 1\n");
+    for i in 1..=10_000u32 {
+        s += &format!("tc class add dev eth0 parent {i:x}: classid {i:x}:1 htb rate 1mbit\n");
+        s += &format!("tc qdisc add dev eth0 parent {i:x}:1 handle {:x}: htb default 1\n", i + 1);
+    }
+    std::fs::write(&f, s).unwrap();
+    let (code, err) = sluice(&["viz", f.to_str().unwrap()]);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("nested more than 256 deep"), "{err}");
+}

@@ -37,6 +37,11 @@ pub enum BuildError {
     /// The core lacks this object.
     #[error("{0} is not available in sluice-core yet")]
     Unsupported(String),
+    /// Qdiscs nested deeper than [`MAX_QDISC_DEPTH`].
+    #[error(
+        "{0}: qdiscs are nested more than {MAX_QDISC_DEPTH} deep; Sluice builds at most that many levels"
+    )]
+    TooDeep(String),
     /// The core rejected the configuration.
     #[error("{0}")]
     Config(#[from] sluice_core::ConfigError),
@@ -86,6 +91,9 @@ pub fn build_device_seeded(state: &State, dev_name: &str, seed: u64) -> Result<B
         .find(|d| d.name == dev_name)
         .ok_or_else(|| BuildError::Missing(format!("no device {dev_name}")))?;
     let root = dev.root().ok_or_else(|| BuildError::Missing(format!("{dev_name} has no root qdisc")))?;
+    if dev.qdisc_depth(MAX_QDISC_DEPTH + 1) > MAX_QDISC_DEPTH {
+        return Err(BuildError::TooDeep(dev_name.into()));
+    }
     let mut classifier = Classifier::new();
     classifier.set_root(Some(root.handle));
     let seed = seed ^ fnv1a(dev_name.as_bytes());

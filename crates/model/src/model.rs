@@ -13,6 +13,10 @@ use serde::{Deserialize, Serialize};
 pub use sluice_core::Handle;
 use sluice_core::QdiscStats;
 
+/// The deepest chain of nested qdiscs Sluice builds and draws (each level recurses per
+/// packet; real trees are a few levels deep).
+pub const MAX_QDISC_DEPTH: usize = 256;
+
 /// `TC_H_ROOT`.
 pub const H_ROOT: Handle = Handle::ROOT;
 /// `TC_H_INGRESS` (parent of ingress/clsact qdiscs).
@@ -189,6 +193,29 @@ impl Device {
     /// The qdisc attached at `parent` (root, ingress, or a class).
     pub fn qdisc_at(&self, parent: Handle) -> Option<&QdiscNode> {
         self.qdiscs.iter().find(|q| q.parent == parent)
+    }
+
+    /// How many qdiscs deep the deepest chain of qdiscs grafted on classes is (the root alone
+    /// is 1), counting at most to `cap`. Iterative: a deep tree costs no stack here.
+    pub fn qdisc_depth(&self, cap: usize) -> usize {
+        let mut deepest = 0;
+        for q in &self.qdiscs {
+            let (mut depth, mut parent) = (1, q.parent);
+            while depth < cap && parent != H_ROOT && parent != H_INGRESS {
+                match self.qdisc(parent.qdisc()) {
+                    Some(p) => {
+                        depth += 1;
+                        parent = p.parent;
+                    }
+                    None => break,
+                }
+            }
+            deepest = deepest.max(depth);
+            if deepest >= cap {
+                break;
+            }
+        }
+        deepest
     }
 
     /// The root qdisc, if one was added.
