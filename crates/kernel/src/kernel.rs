@@ -10,10 +10,11 @@
 //! classes, then the qdiscs attached to them, level by level). [`apply`], [`Plan::tc_commands`]
 //! and [`Plan::compare`] all work from that plan.
 //!
-//! HTB, TBF, netem, RED, pfifo and bfifo are encoded with their options, HTB and DRR classes with
-//! theirs (DRR qdiscs have none); other qdisc kinds are sent by kind alone (the kernel's defaults
-//! apply, and a kernel that lacks the kind refuses it by name). `Plan::compare` checks HTB classes
-//! only.
+//! Kinds of the registry (`sluice_model::kinds`: fq_codel, codel, sfq, prio, pfifo_fast, ...)
+//! are encoded by their own `encode`, byte for byte as tc 6.1 sends them; HTB, TBF, netem, RED,
+//! pfifo and bfifo are encoded here with their options, HTB and DRR classes with theirs (DRR
+//! qdiscs have none); other qdisc kinds are sent by kind alone (the kernel's defaults apply, and
+//! a kernel that lacks the kind refuses it by name). `Plan::compare` checks HTB classes only.
 //! Filters are encoded by [`crate::filters`] and sent after every qdisc and class, in the model's
 //! order (u32 hash tables before the keys that link to them).
 //!

@@ -30,7 +30,6 @@ pub fn class_exists(dev: &Device, q: &QdiscNode, classid: Handle) -> bool {
     let minor = classid.minor();
     match &q.opts {
         QdiscOpts::Prio(p) => minor >= 1 && minor <= p.bands,
-        QdiscOpts::PfifoFast(_) => false,
         // tbf_find, red_find and netem_find answer for any minor: their one class.
         QdiscOpts::Tbf(_) | QdiscOpts::Red(_) | QdiscOpts::Netem(_) => true,
         QdiscOpts::Mq(_) => minor >= 1 && minor <= dev.num_tx_queues,

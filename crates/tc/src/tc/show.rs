@@ -259,10 +259,8 @@ pub fn show_qdiscs(out: &mut String, dev: &Device, with_dev: bool, o: ShowOpts, 
     let devs = if with_dev { format!("dev {} ", dev.name) } else { String::new() };
     if let Some(kind) = default_root(dev, only) {
         if kind == "pfifo_fast" {
-            let _ = writeln!(
-                out,
-                "qdisc pfifo_fast 0: {devs}root refcnt 2 bands 3 priomap 1 2 2 2 1 2 0 0 1 1 1 1 1 1 1 1"
-            );
+            let opts = qdisc_options(dev, &QdiscOpts::PfifoFast(Default::default()), o.details);
+            let _ = writeln!(out, "qdisc pfifo_fast 0: {devs}root refcnt 2 {opts}");
         } else {
             let _ = writeln!(out, "qdisc noqueue 0: {devs}root refcnt 2 ");
         }

@@ -70,7 +70,9 @@ impl QdiscKind for Codel {
                 "limit" => o.limit = nonzero(u32_arg(cur, "limit")?),
                 "target" => o.target = nonzero(time_arg(cur, "target")?),
                 "interval" => o.interval = nonzero(time_arg(cur, "interval")?),
-                "ce_threshold" => o.ce_threshold = Some(time_arg(cur, "ce_threshold")?).filter(|&v| v != NO_CE),
+                "ce_threshold" => {
+                    o.ce_threshold = Some(time_arg(cur, "ce_threshold")?).filter(|&v| v != NO_CE)
+                }
                 "ecn" => o.ecn = Some(true),
                 "noecn" => o.ecn = Some(false),
                 "help" => return Err(TcError::usage(USAGE, Some(at))),

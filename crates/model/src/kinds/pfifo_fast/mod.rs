@@ -61,6 +61,9 @@ impl QdiscKind for PfifoFast {
     }
 
     fn build(_o: &PfifoFastOpts, _q: &QdiscNode, cx: &mut BuildCx<'_>) -> Result<Box<dyn Qdisc>, BuildError> {
-        Ok(Box::new(Core::new(PfifoFastConfig { txqueuelen: cx.dev.txqueuelen, ..PfifoFastConfig::default() })))
+        Ok(Box::new(Core::new(PfifoFastConfig {
+            txqueuelen: cx.dev.txqueuelen,
+            ..PfifoFastConfig::default()
+        })))
     }
 }

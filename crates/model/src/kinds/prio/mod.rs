@@ -145,8 +145,10 @@ impl QdiscKind for Prio {
 
     fn decode(options: Option<&[u8]>) -> Result<PrioOpts, DecodeError> {
         let p = options.ok_or_else(|| DecodeError::new("prio", "no options"))?;
-        let (bands, priomap) = decode_qopt(p).ok_or_else(|| DecodeError::new("prio", "short tc_prio_qopt"))?;
-        let multiqueue = find(&p[QOPT_LEN..], TCA_OPTIONS).is_some_and(|n| attrs(n).any(|(t, _)| t == TCA_PRIO_MQ));
+        let (bands, priomap) =
+            decode_qopt(p).ok_or_else(|| DecodeError::new("prio", "short tc_prio_qopt"))?;
+        let multiqueue =
+            find(&p[QOPT_LEN..], TCA_OPTIONS).is_some_and(|n| attrs(n).any(|(t, _)| t == TCA_PRIO_MQ));
         Ok(PrioOpts { bands, priomap, multiqueue })
     }
 
@@ -176,7 +178,12 @@ impl QdiscKind for Prio {
             *f = Handle::new(major, *b as u32 + 1);
         }
         cx.cls
-            .set_shape(QdiscShape { handle: q.handle, kind: ShapeKind::Bands, classes, fallback: Fallback::Priomap(fb) })
+            .set_shape(QdiscShape {
+                handle: q.handle,
+                kind: ShapeKind::Bands,
+                classes,
+                fallback: Fallback::Priomap(fb),
+            })
             .map_err(BuildError::Filter)?;
         Ok(Box::new(prio))
     }

@@ -87,7 +87,8 @@ impl Words {
         if !self.given {
             return Ok(None);
         }
-        let Words { flowlimit, mut min, mut max, avpkt: (avpkt, avpkt_at), mut burst, probability, .. } = self;
+        let Words { flowlimit, mut min, mut max, avpkt: (avpkt, avpkt_at), mut burst, probability, .. } =
+            self;
         if flowlimit == 0 {
             return Err(TcError::usage("Required parameter (redflowlimit) is missing", None));
         }
@@ -127,7 +128,11 @@ pub(super) fn kernel_values(r: &SfqRed) -> Result<(u8, u32), Unencodable> {
         return Err(refuse(format!("{} is not in [0, 1]", r.probability)));
     }
     let plog = eval_p(r.min, r.max, r.probability).ok_or_else(|| {
-        refuse(format!("tc derives no Plog from {} over max - min = {}", r.probability, r.max.wrapping_sub(r.min)))
+        refuse(format!(
+            "tc derives no Plog from {} over max - min = {}",
+            r.probability,
+            r.max.wrapping_sub(r.min)
+        ))
     })?;
     Ok((plog, max_p(r.probability)))
 }

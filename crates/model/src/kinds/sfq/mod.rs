@@ -149,7 +149,8 @@ impl QdiscKind for Sfq {
 
     fn show(o: &SfqOpts, dev: &Device, d: bool) -> String {
         let e = effective(dev, o);
-        let mut s = format!("limit {}p quantum {} depth {} ", e.limit, format_size(e.quantum as u64), e.depth);
+        let mut s =
+            format!("limit {}p quantum {} depth {} ", e.limit, format_size(e.quantum as u64), e.depth);
         if o.headdrop {
             s.push_str("headdrop ");
         }
@@ -225,15 +226,8 @@ impl QdiscKind for Sfq {
         }
         let mut q = Vec::with_capacity(QOPT_V1_LEN);
         let z = |v: Option<u32>| v.unwrap_or(0);
-        let head = [
-            z(o.quantum),
-            z(o.perturb),
-            z(o.limit),
-            z(o.divisor),
-            z(o.flows),
-            z(o.depth),
-            o.headdrop as u32,
-        ];
+        let head =
+            [z(o.quantum), z(o.perturb), z(o.limit), z(o.divisor), z(o.flows), z(o.depth), o.headdrop as u32];
         for v in head {
             q.extend_from_slice(&v.to_ne_bytes());
         }
