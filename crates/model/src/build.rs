@@ -8,7 +8,7 @@
 
 use crate::model::*;
 use sluice_core::classify::{ClassShape, Classifier, Fallback, QdiscShape, ShapeKind};
-use sluice_core::codel::{Codel, CodelConfig, CodelParams};
+use sluice_core::codel::CodelParams;
 use sluice_core::drr::Drr;
 use sluice_core::ets::{Ets, EtsConfig};
 use sluice_core::fifo::{Fifo, FifoKind};
@@ -24,10 +24,8 @@ use sluice_core::filter::BasicConfig;
 use sluice_core::filter::{FilterConfig, FilterList, FilterSpec, MirredTarget, Protocol, Upsert};
 use sluice_core::htb::{Htb, HtbClassConfig, HtbConfig};
 use sluice_core::htb_fair::{FairClassConfig, HtbFair};
-use sluice_core::prio::{PfifoFast, PfifoFastConfig, Prio, PrioConfig};
 use sluice_core::rate::LinkLayer as CoreLinkLayer;
 use sluice_core::red::Red;
-use sluice_core::sfq::{Sfq, SfqConfig, SfqRed as CoreSfqRed};
 use sluice_core::tbf::{Tbf, TbfConfig};
 use sluice_core::{Handle, Qdisc, Rate, Span, Time, WireSpec};
 
@@ -340,45 +338,6 @@ pub(crate) fn build_qdisc(
         QdiscOpts::PfifoHeadDrop(f) => {
             Box::new(Fifo::new(FifoKind::PfifoHeadDrop, Some(f.limit.unwrap_or(dev.txqueuelen) as u64))?)
         }
-        QdiscOpts::PfifoFast => Box::new(PfifoFast::new(PfifoFastConfig {
-            txqueuelen: dev.txqueuelen,
-            ..PfifoFastConfig::default()
-        })),
-        QdiscOpts::Prio(p) => {
-            let mut map = [0u8; 16];
-            map.copy_from_slice(&p.priomap[..16]);
-            let mut prio = Prio::new(PrioConfig {
-                bands: p.bands as usize,
-                priomap: map,
-                major,
-                ..PrioConfig::default()
-            })?;
-            let mut classes = Vec::new();
-            for b in 0..p.bands {
-                let id = Handle::new(q.handle.major(), b + 1);
-                let child = dev.qdisc_at(id);
-                if let Some(c) = child {
-                    prio.set_band_qdisc(b as usize, build_qdisc(dev, c, cls, seed)?)?;
-                }
-                classes.push(ClassShape {
-                    classid: id,
-                    inner: false,
-                    child: child.filter(|c| c.opts.is_classful()).map(|c| c.handle),
-                });
-            }
-            let mut fb = [Handle::UNSPEC; 16];
-            for (i, b) in p.priomap.iter().enumerate().take(16) {
-                fb[i] = Handle::new(q.handle.major(), *b as u32 + 1);
-            }
-            cls.set_shape(QdiscShape {
-                handle: q.handle,
-                kind: ShapeKind::Bands,
-                classes,
-                fallback: Fallback::Priomap(fb),
-            })
-            .map_err(BuildError::Filter)?;
-            Box::new(prio)
-        }
         QdiscOpts::Tbf(t) => {
             let mut tbf = Tbf::new(TbfConfig {
                 rate: Rate::from_bps(t.rate),
@@ -394,35 +353,8 @@ pub(crate) fn build_qdisc(
             }
             Box::new(tbf)
         }
-        QdiscOpts::Codel(c) => Box::new(Codel::new(CodelConfig {
-            limit: c.limit.unwrap_or(1000),
-            params: codel_params(c.target, c.interval, c.ce_threshold, c.ecn.unwrap_or(false)),
-        })?),
         QdiscOpts::Htb(h) => build_htb(dev, q, h, cls, seed)?,
         QdiscOpts::Netem(n) => build_netem(dev, q, n, cls, seed)?,
-        QdiscOpts::Sfq(x) => {
-            let d = SfqConfig::default();
-            Box::new(Sfq::new(SfqConfig {
-                limit: x.limit.unwrap_or(0),
-                quantum: x.quantum.unwrap_or(dev.psched_mtu()),
-                depth: x.depth.unwrap_or(d.depth),
-                divisor: x.divisor.unwrap_or(d.divisor),
-                flows: x.flows.unwrap_or(d.flows),
-                perturb: Span::from_secs(x.perturb as u64),
-                headdrop: x.headdrop,
-                red: x.red.as_ref().map(|r| CoreSfqRed {
-                    limit: r.flowlimit as u64,
-                    min: r.min,
-                    max: r.max,
-                    probability: r.probability,
-                    ewma: r.ewma,
-                    ecn: r.ecn,
-                    harddrop: r.harddrop,
-                }),
-                major,
-                ..d
-            })?)
-        }
         QdiscOpts::Drr => build_drr(dev, q, cls, seed)?,
         QdiscOpts::Hfsc(h) => build_hfsc(dev, q, h.default, cls, seed)?,
         QdiscOpts::Ets(e) => build_ets(dev, q, e, cls, seed)?,

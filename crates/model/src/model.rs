@@ -322,7 +322,7 @@ pub enum QdiscOpts {
     /// Packet FIFO dropping from the head when full.
     PfifoHeadDrop(FifoOpts),
     /// Three-band default qdisc.
-    PfifoFast,
+    PfifoFast(PfifoFastOpts),
     /// Strict priority bands.
     Prio(PrioOpts),
     /// Hierarchical token bucket (qdisc part).
@@ -365,12 +365,8 @@ impl QdiscOpts {
             QdiscOpts::Pfifo(_) => "pfifo",
             QdiscOpts::Bfifo(_) => "bfifo",
             QdiscOpts::PfifoHeadDrop(_) => "pfifo_head_drop",
-            QdiscOpts::PfifoFast => "pfifo_fast",
-            QdiscOpts::Prio(_) => "prio",
             QdiscOpts::Htb(_) => "htb",
             QdiscOpts::Tbf(_) => "tbf",
-            QdiscOpts::Sfq(_) => "sfq",
-            QdiscOpts::Codel(_) => "codel",
             QdiscOpts::Netem(_) => "netem",
             QdiscOpts::Drr => "drr",
             QdiscOpts::Red(_) => "red",
@@ -391,14 +387,12 @@ impl QdiscOpts {
         }
         matches!(
             self,
-            QdiscOpts::Prio(_)
-                | QdiscOpts::Htb(_)
+            QdiscOpts::Htb(_)
                 | QdiscOpts::Tbf(_)
                 | QdiscOpts::Netem(_)
                 | QdiscOpts::Drr
                 | QdiscOpts::Hfsc(_)
                 | QdiscOpts::Red(_)
-                | QdiscOpts::PfifoFast
                 | QdiscOpts::Mq(_)
                 | QdiscOpts::Ets(_)
         )
@@ -475,24 +469,6 @@ pub struct FifoOpts {
     pub limit: Option<u32>,
 }
 
-/// prio.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct PrioOpts {
-    /// Number of bands (2..=16).
-    pub bands: u32,
-    /// Band of each of the 16 Linux priorities.
-    pub priomap: Vec<u8>,
-}
-
-/// The kernel's default priomap (TOS to band), shared by prio and pfifo_fast.
-pub const DEFAULT_PRIOMAP: [u8; 16] = [1, 2, 2, 2, 1, 2, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1];
-
-impl Default for PrioOpts {
-    fn default() -> Self {
-        PrioOpts { bands: 3, priomap: DEFAULT_PRIOMAP.to_vec() }
-    }
-}
-
 /// HTB qdisc options.
 #[serde_with::skip_serializing_none]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -562,67 +538,6 @@ fn is_zero_u32(v: &u32) -> bool {
 }
 fn is_ethernet(l: &LinkLayer) -> bool {
     *l == LinkLayer::Ethernet
-}
-
-/// SFQ options.
-#[serde_with::skip_serializing_none]
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct SfqOpts {
-    /// Packets (127).
-    pub limit: Option<u32>,
-    /// DRR quantum in bytes (psched_mtu).
-    pub quantum: Option<u32>,
-    /// Seconds between hash perturbations (0: never).
-    #[serde(default, skip_serializing_if = "is_zero_u32")]
-    pub perturb: u32,
-    /// Hash buckets (1024).
-    pub divisor: Option<u32>,
-    /// Packets per flow (127).
-    pub depth: Option<u32>,
-    /// Flows (127).
-    pub flows: Option<u32>,
-    /// Drop from the head of a full flow.
-    #[serde(default, skip_serializing_if = "is_false")]
-    pub headdrop: bool,
-    /// Per-flow RED.
-    pub red: Option<SfqRed>,
-}
-
-/// SFQ's per-flow RED (`redflowlimit`).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct SfqRed {
-    /// Byte limit per flow.
-    pub flowlimit: u32,
-    /// Min threshold bytes.
-    pub min: u32,
-    /// Max threshold bytes.
-    pub max: u32,
-    /// Max marking probability.
-    pub probability: f64,
-    /// EWMA weight log.
-    pub ewma: u8,
-    /// Mark instead of drop.
-    #[serde(default)]
-    pub ecn: bool,
-    /// Always drop above max.
-    #[serde(default)]
-    pub harddrop: bool,
-}
-
-/// CoDel options.
-#[serde_with::skip_serializing_none]
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct CodelOpts {
-    /// Packets (1000).
-    pub limit: Option<u32>,
-    /// Target delay µs (5000).
-    pub target: Option<u32>,
-    /// Interval µs (100000).
-    pub interval: Option<u32>,
-    /// CE marking threshold µs.
-    pub ce_threshold: Option<u32>,
-    /// ECN marking (off).
-    pub ecn: Option<bool>,
 }
 
 /// netem options as the kernel keeps them (probabilities scaled to `u32::MAX`; times in ns
@@ -792,7 +707,11 @@ pub struct NetemDist {
     pub table: Vec<i16>,
 }
 
+pub use crate::kinds::codel::CodelOpts;
 pub use crate::kinds::fq_codel::FqCodelOpts;
+pub use crate::kinds::pfifo_fast::PfifoFastOpts;
+pub use crate::kinds::prio::{PrioOpts, DEFAULT_PRIOMAP};
+pub use crate::kinds::sfq::{SfqOpts, SfqRed};
 
 /// RED options as tc derives and sends them (`tc_red_qopt`, the idle table's inputs, `max_P`
 /// and the flags); see `crate::kinds::red` for the derivation.

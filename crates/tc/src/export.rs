@@ -66,12 +66,6 @@ pub fn qdisc_args(o: &QdiscOpts) -> String {
             }
         }
         QdiscOpts::Ets(e) => s.push_str(&crate::tc::ets::args(e)),
-        QdiscOpts::Prio(p) => {
-            let _ = write!(s, " bands {} priomap", p.bands);
-            for b in &p.priomap {
-                let _ = write!(s, " {b}");
-            }
-        }
         QdiscOpts::Htb(h) => {
             let _ = write!(s, " r2q {} default {:x}", h.r2q, h.default);
             if let Some(d) = h.direct_qlen {
@@ -103,52 +97,6 @@ pub fn qdisc_args(o: &QdiscOpts) -> String {
             }
             if t.linklayer != LinkLayer::Ethernet {
                 let _ = write!(s, " linklayer {}", ll(t.linklayer));
-            }
-        }
-        QdiscOpts::Sfq(f) => {
-            let opt = |s: &mut String, k: &str, v: Option<u32>| {
-                if let Some(v) = v {
-                    let _ = write!(s, " {k} {v}");
-                }
-            };
-            opt(&mut s, "limit", f.limit);
-            opt(&mut s, "quantum", f.quantum);
-            if f.perturb != 0 {
-                let _ = write!(s, " perturb {}", f.perturb);
-            }
-            opt(&mut s, "divisor", f.divisor);
-            opt(&mut s, "depth", f.depth);
-            opt(&mut s, "flows", f.flows);
-            if f.headdrop {
-                s.push_str(" headdrop");
-            }
-            if let Some(r) = &f.red {
-                let _ = write!(
-                    s,
-                    " redflowlimit {} min {} max {} probability {}",
-                    r.flowlimit, r.min, r.max, r.probability
-                );
-                if r.ecn {
-                    s.push_str(" ecn");
-                }
-                if r.harddrop {
-                    s.push_str(" harddrop");
-                }
-            }
-        }
-        QdiscOpts::Codel(c) => {
-            if let Some(v) = c.limit {
-                let _ = write!(s, " limit {v}");
-            }
-            for (k, v) in [("target", c.target), ("interval", c.interval), ("ce_threshold", c.ce_threshold)] {
-                if let Some(v) = v {
-                    let _ = write!(s, " {k} {v}us");
-                }
-            }
-            match c.ecn {
-                Some(true) => s.push_str(" ecn"),
-                Some(false) => s.push_str(" noecn"),
-                None => {}
             }
         }
         QdiscOpts::Red(r) => {

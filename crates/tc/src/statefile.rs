@@ -124,16 +124,6 @@ pub fn validate(state: &State) -> Result<(), String> {
                 _ => format!("qdisc add dev {} root{stab} {}", d.name, q.opts.kind()),
             };
             reparse(&head, &args).map_err(|m| format!("device {}: qdisc {}: {m}", d.name, q.handle))?;
-            if let crate::model::QdiscOpts::Sfq(o) = &q.opts {
-                if let Some(r) = &o.red {
-                    if !r.probability.is_finite() || !(0.0..=1.0).contains(&r.probability) {
-                        return Err(format!(
-                            "device {}: sfq probability {} is out of range",
-                            d.name, r.probability
-                        ));
-                    }
-                }
-            }
         }
         for c in &d.classes {
             let args = crate::export::class_args(&c.opts);

@@ -29,12 +29,16 @@ use sluice_core::Qdisc;
 use std::fmt::Debug;
 
 pub mod cake;
+pub mod codel;
 pub mod ematch;
 pub mod ets;
 pub mod fq_codel;
 pub mod hfsc;
 pub mod netem;
+pub mod pfifo_fast;
+pub mod prio;
 pub mod red;
+pub mod sfq;
 
 /// `TCA_OPTIONS`: the attribute that holds a kind's options in a tc request.
 pub const TCA_OPTIONS: u16 = 2;
@@ -264,4 +268,8 @@ macro_rules! qdisc_registry {
 
 qdisc_registry! {
     FqCodel => fq_codel::FqCodel,
+    Codel => codel::Codel,
+    Sfq => sfq::Sfq,
+    Prio => prio::Prio,
+    PfifoFast => pfifo_fast::PfifoFast,
 }

@@ -36,7 +36,7 @@ fn c_to_i32(v: f64) -> i32 {
 
 /// A `double` converted to `__u32` the way gcc does on x86-64 (`cvttsd2si` into a 64-bit
 /// register, low half kept): `probability 1` gives 0.
-fn c_to_u32(v: f64) -> u32 {
+pub(crate) fn c_to_u32(v: f64) -> u32 {
     // 2^63 as a double; out of range (or NaN) gives cvttsd2si's 0x8000000000000000.
     const LIMIT: f64 = 9_223_372_036_854_775_808.0;
     let i = if (-LIMIT..LIMIT).contains(&v) { v as i64 } else { i64::MIN };

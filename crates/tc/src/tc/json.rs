@@ -179,8 +179,6 @@ pub fn qdisc_options(dev: &Device, q: &QdiscOpts, d: bool) -> J {
         QdiscOpts::Bfifo(f) => {
             o.put("limit", f.limit.unwrap_or(dev.txqueuelen.max(1) * dev.psched_mtu()));
         }
-        QdiscOpts::PfifoFast => prio(&mut o, &PrioOpts::default()),
-        QdiscOpts::Prio(p) => prio(&mut o, p),
         QdiscOpts::Htb(h) => {
             let def = if h.default == 0 { "0".to_string() } else { format!("{:#x}", h.default) };
             o.put("r2q", h.r2q).put("default", def).put("direct_packets_stat", 0u32);
@@ -193,37 +191,6 @@ pub fn qdisc_options(dev: &Device, q: &QdiscOpts, d: bool) -> J {
             }
         }
         QdiscOpts::Tbf(t) => tbf(&mut o, t, d),
-        QdiscOpts::Sfq(q) => {
-            let e = show::sfq_effective(dev, q);
-            o.put("limit", e.limit).put("quantum", e.quantum).put("depth", e.depth);
-            if q.headdrop {
-                o.put("headdrop", true);
-            }
-            if d {
-                o.put("flows", e.flows);
-            }
-            o.put("divisor", q.divisor.unwrap_or(1024));
-            if q.perturb != 0 {
-                o.put("perturb", q.perturb);
-            }
-            if let Some(r) = &q.red {
-                let max_p = (r.probability * 4294967296.0) as u32;
-                o.put("ewma", r.ewma).put("min", r.min).put("max", r.max);
-                o.put("probability", max_p as f64 / 4294967296.0);
-                red_flags(&mut o, r.ecn, r.harddrop, false, false);
-            }
-        }
-        QdiscOpts::Codel(c) => {
-            o.put("limit", c.limit.unwrap_or(1000));
-            o.put("target", show::codel_us(c.target.unwrap_or(5000)));
-            if let Some(ce) = c.ce_threshold {
-                o.put("ce_threshold", show::codel_us(ce));
-            }
-            o.put("interval", show::codel_us(c.interval.unwrap_or(100_000)));
-            if c.ecn == Some(true) {
-                o.put("ecn", true);
-            }
-        }
         QdiscOpts::Netem(n) => netem(&mut o, n),
         QdiscOpts::Red(r) => red(&mut o, r, d),
         QdiscOpts::Cake(c) => cake(&mut o, c, dev.psched_mtu()),
@@ -254,12 +221,6 @@ pub fn qdisc_options(dev: &Device, q: &QdiscOpts, d: bool) -> J {
 /// `tc_red_print_flags`: every flag, true or false.
 pub fn red_flags(o: &mut J, ecn: bool, harddrop: bool, adaptive: bool, nodrop: bool) {
     o.put("ecn", ecn).put("harddrop", harddrop).put("adaptive", adaptive).put("nodrop", nodrop);
-}
-
-fn prio(o: &mut J, p: &PrioOpts) {
-    o.put("bands", p.bands)
-        .put("priomap", J::Arr(p.priomap.iter().map(|&b| J::from(b)).collect()))
-        .put("multiqueue", false);
 }
 
 fn tbf(o: &mut J, t: &TbfOpts, d: bool) {
@@ -300,19 +261,10 @@ fn qdisc_xstats(o: &mut J, q: &QdiscOpts) {
         }
         return;
     }
-    match q {
-        QdiscOpts::Codel(_) => {
-            for k in ["count", "lastcount", "ldelay", "drop_next", "maxpacket", "ecn_mark", "drop_overlimit"]
-            {
-                o.put(k, 0u32);
-            }
+    if let QdiscOpts::Red(_) = q {
+        for k in ["marked", "early", "pdrop", "other"] {
+            o.put(k, 0u32);
         }
-        QdiscOpts::Red(_) => {
-            for k in ["marked", "early", "pdrop", "other"] {
-                o.put(k, 0u32);
-            }
-        }
-        _ => {}
     }
 }
 
@@ -367,10 +319,11 @@ pub fn qdiscs(out: &mut Vec<J>, dev: &Device, with_dev: bool, o: ShowOpts, only:
             j.put("dev", dev.name.as_str());
         }
         j.put("root", true).put("refcnt", 2u32);
-        let mut opts = J::obj();
-        if kind == "pfifo_fast" {
-            prio(&mut opts, &PrioOpts::default());
-        }
+        let opts = if kind == "pfifo_fast" {
+            qdisc_options(dev, &QdiscOpts::PfifoFast(Default::default()), o.details)
+        } else {
+            J::obj()
+        };
         j.put("options", opts);
         if o.stats {
             stats(&mut j, &QdiscStats::default());

@@ -30,7 +30,6 @@ pub fn class_exists(dev: &Device, q: &QdiscNode, classid: Handle) -> bool {
     let minor = classid.minor();
     match &q.opts {
         QdiscOpts::Prio(p) => minor >= 1 && minor <= p.bands,
-        QdiscOpts::PfifoFast => false,
         // tbf_find, red_find and netem_find answer for any minor: their one class.
         QdiscOpts::Tbf(_) | QdiscOpts::Red(_) | QdiscOpts::Netem(_) => true,
         QdiscOpts::Mq(_) => minor >= 1 && minor <= dev.num_tx_queues,
@@ -330,12 +329,6 @@ fn validate_qdisc(dev: &Device, new: QdiscOpts, old: Option<&QdiscOpts>) -> Resu
     }
     let einval = || TcError::errno("Invalid argument");
     Ok(match (new, old) {
-        (QdiscOpts::Prio(p), _) => {
-            if !(2..=16).contains(&p.bands) || p.priomap.iter().any(|&b| b as u32 >= p.bands) {
-                return Err(einval());
-            }
-            QdiscOpts::Prio(p)
-        }
         (QdiscOpts::Netem(n), old) => {
             let old = match old {
                 Some(QdiscOpts::Netem(o)) => Some(&**o),
@@ -351,19 +344,6 @@ fn validate_qdisc(dev: &Device, new: QdiscOpts, old: Option<&QdiscOpts>) -> Resu
             }
             QdiscOpts::Tbf(t)
         }
-        (QdiscOpts::Sfq(s), _) => {
-            if let Some(d) = s.divisor {
-                if d == 0 || d & (d - 1) != 0 || d > 65536 {
-                    return Err(einval());
-                }
-            }
-            if let Some(r) = &s.red {
-                if r.min > r.max {
-                    return Err(einval());
-                }
-            }
-            QdiscOpts::Sfq(s)
-        }
         (QdiscOpts::Red(r), _) => {
             super::red::kernel_check(&r)?;
             QdiscOpts::Red(r)
@@ -372,13 +352,6 @@ fn validate_qdisc(dev: &Device, new: QdiscOpts, old: Option<&QdiscOpts>) -> Resu
             super::ets::kernel_check(&e)?;
             QdiscOpts::Ets(e)
         }
-        (QdiscOpts::Codel(n), Some(QdiscOpts::Codel(o))) => QdiscOpts::Codel(CodelOpts {
-            limit: n.limit.or(o.limit),
-            target: n.target.or(o.target),
-            interval: n.interval.or(o.interval),
-            ce_threshold: n.ce_threshold.or(o.ce_threshold),
-            ecn: n.ecn.or(o.ecn),
-        }),
         (QdiscOpts::Cake(n), old) => {
             let old = match old {
                 Some(QdiscOpts::Cake(o)) => Some(o),

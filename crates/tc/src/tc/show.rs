@@ -4,7 +4,7 @@
 use super::args::proto_name;
 use super::filters::u32_handle_str;
 use crate::model::*;
-use sluice_core::units::{format_g, format_size};
+use sluice_core::units::format_size;
 use sluice_core::QdiscStats;
 pub use sluice_model::print::*;
 use std::fmt::Write;
@@ -43,8 +43,6 @@ pub fn qdisc_options(dev: &Device, q: &QdiscOpts, d: bool) -> String {
                 format_size(f.limit.unwrap_or(dev.txqueuelen.max(1) * dev.psched_mtu()) as u64)
             );
         }
-        QdiscOpts::PfifoFast => prio_opts(&mut s, &PrioOpts::default()),
-        QdiscOpts::Prio(p) => prio_opts(&mut s, p),
         QdiscOpts::Htb(h) => {
             let def = if h.default == 0 { "0".to_string() } else { format!("{:#x}", h.default) };
             let _ = write!(s, "r2q {} default {} direct_packets_stat 0", h.r2q, def);
@@ -61,53 +59,6 @@ pub fn qdisc_options(dev: &Device, q: &QdiscOpts, d: bool) -> String {
         }
         QdiscOpts::Tbf(t) => tbf_opts(&mut s, t, d),
         QdiscOpts::Netem(n) => s.push_str(&super::netem::print_opts(n)),
-        QdiscOpts::Sfq(q) => {
-            let e = sfq_effective(dev, q);
-            let _ =
-                write!(s, "limit {}p quantum {} depth {} ", e.limit, format_size(e.quantum as u64), e.depth);
-            if q.headdrop {
-                s.push_str("headdrop ");
-            }
-            if d {
-                let _ = write!(s, "flows {} ", e.flows);
-            }
-            let _ = write!(s, "divisor {} ", q.divisor.unwrap_or(1024));
-            if q.perturb != 0 {
-                let _ = write!(s, "perturb {}sec ", q.perturb);
-            }
-            if let Some(r) = &q.red {
-                let max_p = (r.probability * 4294967296.0) as u32;
-                let _ = write!(
-                    s,
-                    "ewma {} min {} max {} probability {} ",
-                    r.ewma,
-                    format_size(r.min as u64),
-                    format_size(r.max as u64),
-                    format_g(max_p as f64 / 4294967296.0, 6)
-                );
-                if r.ecn {
-                    s.push_str("ecn ");
-                }
-                if r.harddrop {
-                    s.push_str("harddrop ");
-                }
-            }
-        }
-        QdiscOpts::Codel(c) => {
-            let _ = write!(
-                s,
-                "limit {}p target {} ",
-                c.limit.unwrap_or(1000),
-                time_us(codel_us(c.target.unwrap_or(5000)))
-            );
-            if let Some(ce) = c.ce_threshold {
-                let _ = write!(s, "ce_threshold {} ", time_us(codel_us(ce)));
-            }
-            let _ = write!(s, "interval {} ", time_us(codel_us(c.interval.unwrap_or(100_000))));
-            if c.ecn == Some(true) {
-                s.push_str("ecn ");
-            }
-        }
         QdiscOpts::Ingress => s.push_str("---------------- "),
         QdiscOpts::Red(r) => s.push_str(&super::red::options(r, d)),
         QdiscOpts::Cake(c) => s.push_str(&super::cake::options(c)),
@@ -117,40 +68,6 @@ pub fn qdisc_options(dev: &Device, q: &QdiscOpts, d: bool) -> String {
         _ => {}
     }
     s
-}
-
-/// SFQ's values as the kernel keeps them.
-pub(crate) struct SfqShown {
-    pub limit: u32,
-    pub quantum: u32,
-    pub depth: u32,
-    pub flows: u32,
-}
-
-/// sch_sfq's sfq_change: flows and divisor cap maxflows; only a given limit is capped by
-/// depth * flows and caps maxflows in turn.
-pub(crate) fn sfq_effective(dev: &Device, q: &SfqOpts) -> SfqShown {
-    let depth = q.depth.unwrap_or(127).min(127);
-    let mut flows = q.flows.unwrap_or(128).min(65408);
-    if let Some(d) = q.divisor {
-        flows = flows.min(d);
-    }
-    let limit = match q.limit {
-        Some(l) => {
-            let l = l.min(depth.saturating_mul(flows));
-            flows = flows.min(l);
-            l
-        }
-        None => 127,
-    };
-    SfqShown { limit, quantum: q.quantum.unwrap_or(dev.psched_mtu()), depth, flows }
-}
-
-fn prio_opts(s: &mut String, p: &PrioOpts) {
-    let _ = write!(s, "bands {} priomap", p.bands);
-    for b in &p.priomap {
-        let _ = write!(s, " {b}");
-    }
 }
 
 /// What TBF reports back: its bucket and peak bucket in bytes (through the kernel's ticks) and
@@ -227,13 +144,6 @@ fn stats_lines(out: &mut String, st: &QdiscStats) {
 fn qdisc_xstats(out: &mut String, q: &QdiscOpts) {
     if let Some(s) = q.xstats_text() {
         out.push_str(&s);
-        return;
-    }
-    match q {
-        QdiscOpts::Codel(_) => out.push_str(
-            "  count 0 lastcount 0 ldelay 0us drop_next 0us\n  maxpacket 0 ecn_mark 0 drop_overlimit 0\n",
-        ),
-        _ => {}
     }
 }
 
@@ -247,7 +157,7 @@ fn mq_default(parent: Handle) -> QdiscNode {
     QdiscNode {
         handle: Handle::UNSPEC,
         parent,
-        opts: QdiscOpts::PfifoFast,
+        opts: QdiscOpts::PfifoFast(Default::default()),
         stab: None,
         stats: Default::default(),
     }
@@ -349,10 +259,8 @@ pub fn show_qdiscs(out: &mut String, dev: &Device, with_dev: bool, o: ShowOpts, 
     let devs = if with_dev { format!("dev {} ", dev.name) } else { String::new() };
     if let Some(kind) = default_root(dev, only) {
         if kind == "pfifo_fast" {
-            let _ = writeln!(
-                out,
-                "qdisc pfifo_fast 0: {devs}root refcnt 2 bands 3 priomap 1 2 2 2 1 2 0 0 1 1 1 1 1 1 1 1"
-            );
+            let opts = qdisc_options(dev, &QdiscOpts::PfifoFast(Default::default()), o.details);
+            let _ = writeln!(out, "qdisc pfifo_fast 0: {devs}root refcnt 2 {opts}");
         } else {
             let _ = writeln!(out, "qdisc noqueue 0: {devs}root refcnt 2 ");
         }
