@@ -280,14 +280,10 @@ fn qdisc_xstats(o: &mut J, q: &QdiscOpts) {
         }
         return;
     }
-    match q {
-        QdiscOpts::Codel(_) => {
-            for k in ["count", "lastcount", "ldelay", "drop_next", "maxpacket", "ecn_mark", "drop_overlimit"]
-            {
-                o.put(k, 0u32);
-            }
+    if let QdiscOpts::Codel(_) = q {
+        for k in ["count", "lastcount", "ldelay", "drop_next", "maxpacket", "ecn_mark", "drop_overlimit"] {
+            o.put(k, 0u32);
         }
-        _ => {}
     }
 }
 

@@ -777,15 +777,18 @@ pub fn export_args(o: &NetemOpts) -> String {
     let p = |v: u32| format!("{}%", v as f64 / u32::MAX as f64 * 100.0);
     // The smallest µs whose ticks are the kernel's: tc truncates µs·15.625.
     let us = |ns: u64| ((ns >> 6) as f64 / TICK_IN_USEC).ceil() as u64;
+    // tc sends the correlations when one of delay, loss, reorder or corrupt was given one: each
+    // is written only when they were sent, and at least one of them then.
     let cor = o.corr.unwrap_or_default();
+    let corr = |v: u32| if o.corr.is_some() { format!(" {}", p(v)) } else { String::new() };
+    let loss_random = o.loss_model.is_none() && (o.loss != 0 || cor.loss != 0);
+    let corr_elsewhere = loss_random || o.reorder.is_some() || o.corrupt.is_some();
+    let delay_corr = o.corr.is_some() && (o.jitter != 0 || cor.delay != 0 || !corr_elsewhere);
     let mut s = format!(" limit {}", o.limit);
-    if o.latency != 0 || o.jitter != 0 {
+    if o.latency != 0 || o.jitter != 0 || delay_corr {
         let _ = write!(s, " delay {}us", us(o.latency));
-        if o.jitter != 0 {
-            let _ = write!(s, " {}us", us(o.jitter));
-            if o.corr.is_some() {
-                let _ = write!(s, " {}", p(cor.delay));
-            }
+        if o.jitter != 0 || delay_corr {
+            let _ = write!(s, " {}us{}", us(o.jitter), corr(cor.delay));
         }
     }
     match o.loss_model {
@@ -795,19 +798,20 @@ pub fn export_args(o: &NetemOpts) -> String {
         Some(NetemLoss::Gemodel { p: gp, r, h, k1 }) => {
             let _ = write!(s, " loss gemodel {} {} {} {}", p(gp), p(r), p(u32::MAX - h), p(k1));
         }
-        None if o.loss != 0 || (o.corr.is_some() && cor.loss != 0) => {
-            let _ = write!(s, " loss random {} {}", p(o.loss), p(cor.loss));
+        None if loss_random => {
+            let _ = write!(s, " loss random {}{}", p(o.loss), corr(cor.loss));
         }
         None => {}
     }
+    // A duplicate correlation alone is not sent (tc's rule), so it is always written.
     if o.duplicate != 0 || cor.duplicate != 0 {
         let _ = write!(s, " duplicate {} {}", p(o.duplicate), p(cor.duplicate));
     }
     if let Some(r) = o.reorder {
-        let _ = write!(s, " reorder {} {}", p(r.probability), p(r.correlation));
+        let _ = write!(s, " reorder {}{}", p(r.probability), corr(r.correlation));
     }
     if let Some(c) = o.corrupt {
-        let _ = write!(s, " corrupt {} {}", p(c.probability), p(c.correlation));
+        let _ = write!(s, " corrupt {}{}", p(c.probability), corr(c.correlation));
     }
     if o.gap != 0 {
         let _ = write!(s, " gap {}", o.gap);
