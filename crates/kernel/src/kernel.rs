@@ -10,11 +10,11 @@
 //! classes, then the qdiscs attached to them, level by level). [`apply`], [`Plan::tc_commands`]
 //! and [`Plan::compare`] all work from that plan.
 //!
-//! Kinds of the registry (`sluice_model::kinds`: fq_codel, codel, sfq, prio, pfifo_fast, ...)
-//! are encoded by their own `encode`, byte for byte as tc 6.1 sends them; HTB, TBF, netem, RED,
-//! pfifo and bfifo are encoded here with their options, HTB and DRR classes with theirs (DRR
-//! qdiscs have none); other qdisc kinds are sent by kind alone (the kernel's defaults apply, and
-//! a kernel that lacks the kind refuses it by name). `Plan::compare` checks HTB classes only.
+//! The kinds of the registry (`sluice_model::kinds`) are encoded by their own `encode`, byte for
+//! byte as tc sends them; HTB, TBF, pfifo and bfifo are encoded here with their options, HTB,
+//! DRR and HFSC classes with theirs (DRR qdiscs have none); other qdisc kinds are sent by kind
+//! alone (the kernel's defaults apply, and a kernel that lacks the kind refuses it by name).
+//! `Plan::compare` checks HTB classes only.
 //! Filters are encoded by [`crate::filters`] and sent after every qdisc and class, in the model's
 //! order (u32 hash tables before the keys that link to them).
 //!
@@ -41,8 +41,8 @@ use sluice_model::nlattr::Attrs;
 use sluice_tc::burst::{kernel_burst, BurstPolicy};
 use sluice_tc::export::{filter_args, qdisc_args};
 use sluice_tc::model::{
-    ClassOpts, Device, FilterNode, HtbClassOpts, LinkLayer, NetemLoss, NetemOpts, QdiscNode, QdiscOpts,
-    RedOpts, State, H_INGRESS, H_MIN_EGRESS, H_MIN_INGRESS,
+    ClassOpts, Device, FilterNode, HtbClassOpts, LinkLayer, QdiscNode, QdiscOpts, State, H_INGRESS,
+    H_MIN_EGRESS, H_MIN_INGRESS,
 };
 use sluice_tc::tc::args::proto_name;
 use sluice_tc::tc::show::classid_str;
@@ -158,12 +158,7 @@ impl PlannedQdisc<'_> {
         match &self.node.opts {
             QdiscOpts::Htb(_)
             | QdiscOpts::Tbf(_)
-            | QdiscOpts::Netem(_)
-            | QdiscOpts::Cake(_)
-            | QdiscOpts::Red(_)
             | QdiscOpts::Drr
-            | QdiscOpts::Hfsc(_)
-            | QdiscOpts::Ets(_)
             | QdiscOpts::Pfifo(_)
             | QdiscOpts::Bfifo(_) => String::new(),
             other => qdisc_args(other).trim().to_string(),
@@ -897,23 +892,6 @@ pub fn qdisc_msg(ifindex: i32, q: &PlannedQdisc<'_>, replace: bool) -> Msg {
             }
             m.end_nest();
         }
-        QdiscOpts::Netem(n) => netem_options(&mut m, n),
-        QdiscOpts::Cake(c) => {
-            m.begin_nest(tca::OPTIONS);
-            for (ty, payload) in sluice_tc::tc::cake::netlink_attrs(c) {
-                m.attr(ty, &payload);
-            }
-            m.end_nest();
-        }
-        QdiscOpts::Red(r) => red_options(&mut m, r),
-        // `struct tc_hfsc_qopt`: the default class minor.
-        QdiscOpts::Hfsc(h) => {
-            m.attr(tca::OPTIONS, &h.default.to_ne_bytes());
-        }
-        QdiscOpts::Ets(e) => {
-            let nested = tca::OPTIONS | sluice_tc::tc::ets::attr::NESTED;
-            m.attr(nested, &sluice_tc::tc::ets::netlink_options(e));
-        }
         QdiscOpts::Pfifo(f) | QdiscOpts::Bfifo(f) => {
             if let Some(l) = f.limit {
                 m.attr(tca::OPTIONS, &l.to_ne_bytes());
@@ -927,38 +905,6 @@ pub fn qdisc_msg(ifindex: i32, q: &PlannedQdisc<'_>, replace: bool) -> Msg {
 
 /// `TCA_DRR_QUANTUM` (`linux/pkt_sched.h`).
 const TCA_DRR_QUANTUM: u16 = 1;
-
-/// `TCA_RED_*` (`linux/pkt_sched.h`).
-mod red_attr {
-    pub const PARMS: u16 = 1;
-    pub const STAB: u16 = 2;
-    pub const MAX_P: u16 = 3;
-    pub const FLAGS: u16 = 4;
-    /// `TC_RED_ECN | TC_RED_HARDDROP | TC_RED_ADAPTATIVE | TC_RED_NODROP`: the selector tc sends.
-    pub const SUPPORTED_FLAGS: u32 = 0x0F;
-}
-
-/// RED's `TCA_OPTIONS` as tc 6.1 writes it: `struct tc_red_qopt` with the flags left 0, the
-/// 256-byte idle table, `max_P`, and the flags as a bitfield.
-fn red_options(m: &mut Msg, r: &RedOpts) {
-    let mut qopt = Vec::with_capacity(16);
-    for v in [r.limit, r.min, r.max] {
-        qopt.extend_from_slice(&v.to_ne_bytes());
-    }
-    qopt.extend_from_slice(&[r.wlog, r.plog, r.scell_log, 0]);
-    let flags = [(r.ecn, 1u32), (r.harddrop, 2), (r.adaptive, 4), (r.nodrop, 8)]
-        .iter()
-        .filter(|(on, _)| *on)
-        .fold(0, |f, (_, bit)| f | bit);
-    let mut bitfield = flags.to_ne_bytes().to_vec();
-    bitfield.extend_from_slice(&red_attr::SUPPORTED_FLAGS.to_ne_bytes());
-    m.begin_nest(tca::OPTIONS);
-    m.attr(red_attr::PARMS, &qopt);
-    m.attr(red_attr::STAB, &sluice_tc::tc::red::stab(r));
-    m.attr(red_attr::MAX_P, &r.max_p.to_ne_bytes());
-    m.attr(red_attr::FLAGS, &bitfield);
-    m.end_nest();
-}
 
 /// The netlink request that creates DRR class `c` on `ifindex` (`TCA_OPTIONS` always present,
 /// `TCA_DRR_QUANTUM` only when given, as tc sends them).
@@ -1004,85 +950,6 @@ pub fn ets_class_change_msg(ifindex: i32, classid: u32, parent: u32, quantum: Op
     let nested = tca::OPTIONS | sluice_tc::tc::ets::attr::NESTED;
     m.attr(nested, &sluice_tc::tc::ets::class_netlink_options(quantum));
     m
-}
-
-/// `TCA_NETEM_*` (`linux/pkt_sched.h`).
-mod netem_attr {
-    pub const CORR: u16 = 1;
-    pub const DELAY_DIST: u16 = 2;
-    pub const REORDER: u16 = 3;
-    pub const CORRUPT: u16 = 4;
-    pub const LOSS: u16 = 5;
-    pub const RATE: u16 = 6;
-    pub const ECN: u16 = 7;
-    pub const RATE64: u16 = 8;
-    pub const SLOT: u16 = 12;
-    pub const SLOT_DIST: u16 = 13;
-    pub const LOSS_GI: u16 = 1;
-    pub const LOSS_GE: u16 = 2;
-    pub const NLA_F_NESTED: u16 = 0x8000;
-}
-
-/// netem's `TCA_OPTIONS` as tc 6.1 writes it: `struct tc_netem_qopt` (times in scheduler
-/// ticks), then the attributes in tc's order, each only when tc would send it.
-fn netem_options(m: &mut Msg, n: &NetemOpts) {
-    use netem_attr as a;
-    let words = |v: &[u32]| v.iter().flat_map(|x| x.to_ne_bytes()).collect::<Vec<u8>>();
-    let ticks = |ns: u64| (ns >> 6).min(u32::MAX as u64) as u32;
-    m.begin_nest(tca::OPTIONS);
-    m.raw(&words(&[ticks(n.latency), n.limit, n.loss, n.gap, n.duplicate, ticks(n.jitter)]));
-    if let Some(c) = n.corr {
-        m.attr(a::CORR, &words(&[c.delay, c.loss, c.duplicate]));
-    }
-    if let Some(r) = n.reorder {
-        m.attr(a::REORDER, &words(&[r.probability, r.correlation]));
-    }
-    if n.ecn {
-        m.attr(a::ECN, &1u32.to_ne_bytes());
-    }
-    if let Some(c) = n.corrupt {
-        m.attr(a::CORRUPT, &words(&[c.probability, c.correlation]));
-    }
-    if let Some(s) = n.slot {
-        let mut b = Vec::with_capacity(40);
-        b.extend_from_slice(&s.min_delay.to_ne_bytes());
-        b.extend_from_slice(&s.max_delay.to_ne_bytes());
-        b.extend_from_slice(&s.max_packets.to_ne_bytes());
-        b.extend_from_slice(&s.max_bytes.to_ne_bytes());
-        b.extend_from_slice(&s.dist_delay.to_ne_bytes());
-        b.extend_from_slice(&s.dist_jitter.to_ne_bytes());
-        m.attr(a::SLOT, &b);
-    }
-    if let Some(l) = n.loss_model {
-        m.begin_nest(a::LOSS | a::NLA_F_NESTED);
-        match l {
-            NetemLoss::State { p13, p31, p32, p23, p14 } => {
-                m.attr(a::LOSS_GI, &words(&[p13, p31, p32, p14, p23]))
-            }
-            NetemLoss::Gemodel { p, r, h, k1 } => m.attr(a::LOSS_GE, &words(&[p, r, h, k1])),
-        };
-        m.end_nest();
-    }
-    if let Some(r) = n.rate {
-        let rate32 = if r.bytes_per_sec >= 1 << 32 {
-            m.attr(a::RATE64, &r.bytes_per_sec.to_ne_bytes());
-            u32::MAX
-        } else {
-            r.bytes_per_sec as u32
-        };
-        let mut b = words(&[rate32]);
-        b.extend_from_slice(&r.packet_overhead.to_ne_bytes());
-        b.extend_from_slice(&r.cell_size.to_ne_bytes());
-        b.extend_from_slice(&r.cell_overhead.to_ne_bytes());
-        m.attr(a::RATE, &b);
-    }
-    for (ty, d) in [(a::DELAY_DIST, &n.distribution), (a::SLOT_DIST, &n.slot_distribution)] {
-        if let Some(d) = d {
-            let t = sluice_tc::tc::netem::dist_table(d);
-            m.attr(ty, &t.iter().flat_map(|v| v.to_ne_bytes()).collect::<Vec<u8>>());
-        }
-    }
-    m.end_nest();
 }
 
 /// The netlink request that creates HTB class `c` on `ifindex`.

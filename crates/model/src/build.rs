@@ -10,7 +10,6 @@ use crate::model::*;
 use sluice_core::classify::{ClassShape, Classifier, Fallback, QdiscShape, ShapeKind};
 use sluice_core::codel::CodelParams;
 use sluice_core::drr::Drr;
-use sluice_core::ets::{Ets, EtsConfig};
 use sluice_core::fifo::{Fifo, FifoKind};
 use sluice_core::filter::action::{
     Action as CoreAction, Actions, GactRandom, Skbedit, Verdict as CoreVerdict,
@@ -25,7 +24,6 @@ use sluice_core::filter::{FilterConfig, FilterList, FilterSpec, MirredTarget, Pr
 use sluice_core::htb::{Htb, HtbClassConfig, HtbConfig};
 use sluice_core::htb_fair::{FairClassConfig, HtbFair};
 use sluice_core::rate::LinkLayer as CoreLinkLayer;
-use sluice_core::red::Red;
 use sluice_core::tbf::{Tbf, TbfConfig};
 use sluice_core::{Handle, Qdisc, Rate, Span, Time, WireSpec};
 
@@ -326,7 +324,6 @@ pub(crate) fn build_qdisc(
     if let Some(r) = q.opts.build(q, &mut crate::kinds::BuildCx { dev, cls, seed }) {
         return r;
     }
-    let major = q.handle.major();
     Ok(match &q.opts {
         QdiscOpts::Pfifo(f) => {
             Box::new(Fifo::new(FifoKind::Pfifo, Some(f.limit.unwrap_or(dev.txqueuelen) as u64))?)
@@ -354,23 +351,7 @@ pub(crate) fn build_qdisc(
             Box::new(tbf)
         }
         QdiscOpts::Htb(h) => build_htb(dev, q, h, cls, seed)?,
-        QdiscOpts::Netem(n) => build_netem(dev, q, n, cls, seed)?,
         QdiscOpts::Drr => build_drr(dev, q, cls, seed)?,
-        QdiscOpts::Hfsc(h) => build_hfsc(dev, q, h.default, cls, seed)?,
-        QdiscOpts::Ets(e) => build_ets(dev, q, e, cls, seed)?,
-        QdiscOpts::Red(r) => {
-            let mut red = Red::new(sluice_core::red::RedConfig {
-                seed: seed ^ (major as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
-                ..crate::kinds::red::core_config(r)
-            })?;
-            if let Some(c) = dev.qdisc_at(Handle::new(major, 1)) {
-                red.set_child(build_qdisc(dev, c, cls, seed)?);
-            }
-            Box::new(red)
-        }
-        QdiscOpts::Cake(c) => {
-            Box::new(sluice_core::cake::Cake::new(crate::kinds::cake::config(c, dev.psched_mtu()), major))
-        }
         QdiscOpts::Mq(_) => return Err(BuildError::Unsupported("mq (one qdisc per transmit queue)".into())),
         QdiscOpts::Ingress | QdiscOpts::Clsact => {
             return Err(BuildError::Unsupported("an ingress qdisc as the egress root".into()))
@@ -410,181 +391,9 @@ fn build_drr(
     Ok(Box::new(drr))
 }
 
-/// HFSC: its classes (parents before children), their curves, the grafted qdiscs of leaves,
-/// and the classifier's shape (filters on the qdisc and on inner classes; the `default` class when
-/// it is a leaf).
-fn build_hfsc(
-    dev: &Device,
-    q: &QdiscNode,
-    default: u16,
-    cls: &mut Classifier,
-    seed: u64,
-) -> Result<Box<dyn Qdisc>, BuildError> {
-    let mut hfsc = sluice_core::hfsc::Hfsc::new(q.handle, default as u32, dev.txqueuelen);
-    let classes: Vec<&ClassNode> = dev.classes.iter().filter(|c| c.classid.qdisc() == q.handle).collect();
-    // Parents first: a class is added once its parent is there (the model keeps creation
-    // order, which already is such an order; this also survives a hand-edited state file).
-    let mut added = vec![false; classes.len()];
-    let mut progress = true;
-    while progress {
-        progress = false;
-        for (i, c) in classes.iter().enumerate() {
-            let ready =
-                c.parent == q.handle || classes.iter().zip(&added).any(|(p, &a)| a && p.classid == c.parent);
-            if added[i] || !ready {
-                continue;
-            }
-            let ClassOpts::Hfsc(o) = &c.opts else { continue };
-            hfsc.add_class(c.classid, c.parent, crate::kinds::hfsc::curves(o))?;
-            added[i] = true;
-            progress = true;
-        }
-    }
-    // With no classes, the root class is the leaf (a qdisc may be grafted on `X:`).
-    if dev.child_classes(q.handle).next().is_none() {
-        if let Some(l) = dev.qdisc_at(q.handle) {
-            hfsc.set_class_qdisc(q.handle, Some(build_qdisc(dev, l, cls, seed)?))?;
-        }
-    }
-    let mut shapes = Vec::new();
-    for c in classes.iter().zip(&added).filter(|(_, &a)| a).map(|(c, _)| c) {
-        let leaf = dev.child_classes(c.classid).next().is_none();
-        let child = dev.qdisc_at(c.classid);
-        if let (true, Some(l)) = (leaf, child) {
-            hfsc.set_class_qdisc(c.classid, Some(build_qdisc(dev, l, cls, seed)?))?;
-        }
-        let classful_child = child.filter(|l| leaf && l.opts.is_classful()).map(|l| l.handle);
-        shapes.push(ClassShape { classid: c.classid, inner: !leaf, child: classful_child });
-    }
-    let def = Handle::new(q.handle.major(), default as u32);
-    let fallback = if default != 0 && dev.class(def).is_some() && dev.child_classes(def).next().is_none() {
-        def
-    } else {
-        q.handle
-    };
-    cls.set_shape(QdiscShape {
-        handle: q.handle,
-        kind: ShapeKind::Htb,
-        classes: shapes,
-        fallback: Fallback::Class(fallback),
-    })
-    .map_err(BuildError::Filter)?;
-    Ok(Box::new(hfsc))
-}
-
-/// ETS: its bands (quanta resolved, default pfifo or the grafted qdisc) and a prio-like shape
-/// (band by the result's minor, else the priomap).
-fn build_ets(
-    dev: &Device,
-    q: &QdiscNode,
-    e: &EtsOpts,
-    cls: &mut Classifier,
-    seed: u64,
-) -> Result<Box<dyn Qdisc>, BuildError> {
-    let major = q.handle.major();
-    let priomap = crate::kinds::ets::priomap(e);
-    let mut ets = Ets::new(EtsConfig {
-        nbands: e.bands as usize,
-        nstrict: e.strict as usize,
-        quanta: crate::kinds::ets::quanta(e, dev.psched_mtu()),
-        priomap,
-        major,
-        tos_mapping: Default::default(),
-        default_limit: dev.txqueuelen,
-    })?;
-    let mut classes = Vec::new();
-    for b in 0..e.bands as u32 {
-        let id = Handle::new(major, b + 1);
-        let child = dev.qdisc_at(id);
-        if let Some(c) = child {
-            ets.set_band_qdisc(b as usize, Some(build_qdisc(dev, c, cls, seed)?))?;
-        }
-        let child = child.filter(|c| c.opts.is_classful()).map(|c| c.handle);
-        classes.push(ClassShape { classid: id, inner: false, child });
-    }
-    let fallback = Fallback::Priomap(priomap.map(|b| Handle::new(major, b as u32 + 1)));
-    cls.set_shape(QdiscShape { handle: q.handle, kind: ShapeKind::Bands, classes, fallback })
-        .map_err(BuildError::Filter)?;
-    Ok(Box::new(ets))
-}
-
 /// FNV-1a: a hash that stays the same across runs and platforms.
 fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ *b as u64).wrapping_mul(0x100_0000_01b3))
-}
-
-/// netem, with its child qdisc (any qdisc whose parent is one of its classes).
-fn build_netem(
-    dev: &Device,
-    q: &QdiscNode,
-    n: &NetemOpts,
-    cls: &mut Classifier,
-    seed: u64,
-) -> Result<Box<dyn Qdisc>, BuildError> {
-    use sluice_core::netem::{LossModel, Netem, NetemConfig, NetemRate, NetemSlot};
-    // A duplicate goes to the tree's outbox (the classifier holds it): the engine's owner copies
-    // the frame and the engine enqueues the copy at the root. A corrupted packet keeps its
-    // payload, marked: the simulator's receiver discards it, the live shaper flips a bit.
-    let cor = n.corr.unwrap_or_default();
-    let table = |d: &Option<NetemDist>| d.as_ref().map(|d| crate::kinds::netem::dist_table(d).into());
-    let loss = match n.loss_model {
-        Some(NetemLoss::State { p13, p31, p32, p23, p14 }) => {
-            LossModel::FourState { p13, p31, p32, p23, p14 }
-        }
-        Some(NetemLoss::Gemodel { p, r, h, k1 }) => LossModel::GilbertElliott { p, r, h, k1 },
-        None if n.loss != 0 => LossModel::Random { p: n.loss, corr: cor.loss },
-        None => LossModel::None,
-    };
-    let ns = |v: i64| Span::from_nanos(v.max(0) as u64);
-    let reorder = n.reorder.unwrap_or_default();
-    let corrupt = n.corrupt.unwrap_or_default();
-    let mut netem = Netem::new(NetemConfig {
-        limit: n.limit,
-        latency: Span::from_nanos(n.latency),
-        jitter: Span::from_nanos(n.jitter),
-        delay_corr: cor.delay,
-        delay_dist: table(&n.distribution),
-        loss,
-        ecn: n.ecn,
-        duplicate: n.duplicate,
-        dup_corr: cor.duplicate,
-        corrupt: corrupt.probability,
-        corrupt_corr: corrupt.correlation,
-        // sch_netem: a gap without a reorder attribute reorders every gap-th packet.
-        reorder: if n.gap != 0 && n.reorder.is_none() { u32::MAX } else { reorder.probability },
-        reorder_corr: reorder.correlation,
-        gap: n.gap,
-        rate: n.rate.filter(|r| r.bytes_per_sec != 0).map(|r| NetemRate {
-            bytes_per_sec: r.bytes_per_sec,
-            packet_overhead: r.packet_overhead,
-            cell_size: r.cell_size,
-            cell_overhead: r.cell_overhead,
-        }),
-        slot: n.slot.filter(|s| s.min_delay != 0 || s.max_delay != 0 || s.dist_jitter != 0).map(|s| {
-            NetemSlot {
-                min_delay: ns(s.min_delay),
-                max_delay: ns(s.max_delay),
-                dist_delay: ns(s.dist_delay),
-                dist_jitter: ns(s.dist_jitter),
-                dist: table(&n.slot_distribution),
-                max_packets: s.max_packets.max(0) as u32,
-                max_bytes: s.max_bytes.max(0) as u32,
-            }
-        }),
-        seed: seed
-            ^ ((q.handle.major() as u64) << 32 | q.handle.minor() as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
-    })?;
-    if n.duplicate != 0 {
-        netem.set_duplicates(cls.duplicates_outbox());
-    }
-    if let Some(c) = dev
-        .qdiscs
-        .iter()
-        .find(|c| c.parent != H_ROOT && c.parent != H_INGRESS && c.parent.qdisc() == q.handle)
-    {
-        netem.set_child(build_qdisc(dev, c, cls, seed)?);
-    }
-    Ok(Box::new(netem))
 }
 
 /// HTB on the core's scheduler: classes in creation order (parents first), leaf qdiscs grafted.

@@ -65,7 +65,6 @@ pub fn qdisc_args(o: &QdiscOpts) -> String {
                 let _ = write!(s, " limit {l}");
             }
         }
-        QdiscOpts::Ets(e) => s.push_str(&crate::tc::ets::args(e)),
         QdiscOpts::Htb(h) => {
             let _ = write!(s, " r2q {} default {:x}", h.r2q, h.default);
             if let Some(d) = h.direct_qlen {
@@ -78,9 +77,6 @@ pub fn qdisc_args(o: &QdiscOpts) -> String {
                 s.push_str(" offload");
             }
         }
-        QdiscOpts::Netem(n) => s.push_str(&crate::tc::netem::export_args(n)),
-        QdiscOpts::Cake(c) => s.push_str(&crate::tc::cake::export_args(c)),
-        QdiscOpts::Hfsc(h) => s.push_str(&crate::tc::hfsc::export_qdisc_args(h)),
         QdiscOpts::Tbf(t) => {
             let _ = write!(s, " rate {}bit burst {} limit {}", t.rate, t.burst, t.limit);
             if let Some(p) = t.peakrate {
@@ -97,23 +93,6 @@ pub fn qdisc_args(o: &QdiscOpts) -> String {
             }
             if t.linklayer != LinkLayer::Ethernet {
                 let _ = write!(s, " linklayer {}", ll(t.linklayer));
-            }
-        }
-        QdiscOpts::Red(r) => {
-            // Inputs that make tc derive the same Wlog, Plog, table and max_P (max_P 0 came from
-            // `probability 1`, which C converts to 0).
-            let prob = if r.max_p == 0 { 1.0 } else { r.max_p as f64 / 4_294_967_296.0 };
-            let _ = write!(
-                s,
-                " limit {} min {} max {} avpkt {} burst {} probability {prob} bandwidth {}bit",
-                r.limit, r.min, r.max, r.avpkt, r.burst, r.bandwidth
-            );
-            for (on, name) in
-                [(r.ecn, " ecn"), (r.harddrop, " harddrop"), (r.adaptive, " adaptive"), (r.nodrop, " nodrop")]
-            {
-                if on {
-                    s.push_str(name);
-                }
             }
         }
         // Kinds without options; registry kinds returned above.

@@ -246,9 +246,9 @@ fn parse_qdisc(verb: Verb, cur: &mut Cur) -> Result<QdiscCmd, TcError> {
         return Ok(c);
     }
     if let Some((k, ki)) = c.kind.clone() {
-        if k == "red" {
-            let (o, w) = super::red::parse(cur)?;
-            c.opts = Some(QdiscOpts::Red(o));
+        if let Some(r) = QdiscOpts::parse_kind_warned(&k, cur) {
+            let (o, w) = r?;
+            c.opts = Some(o);
             c.warnings = w;
             return Ok(c);
         }
@@ -409,10 +409,6 @@ fn parse_qdisc_opts(kind: &str, cur: &mut Cur) -> Result<Option<QdiscOpts>, TcEr
         }
         "htb" => QdiscOpts::Htb(parse_htb(cur)?),
         "tbf" => QdiscOpts::Tbf(parse_tbf(cur)?),
-        "netem" => QdiscOpts::Netem(Box::new(super::netem::parse(cur)?)),
-        "cake" => QdiscOpts::Cake(super::cake::parse(cur)?),
-        "hfsc" => QdiscOpts::Hfsc(super::hfsc::parse_qdisc(cur)?),
-        "ets" => QdiscOpts::Ets(super::ets::parse(cur)?),
         _ => return Ok(None),
     }))
 }

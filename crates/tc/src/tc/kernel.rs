@@ -279,16 +279,13 @@ fn qdisc_modify_dev(dev: &mut Device, c: &QdiscCmd) -> Result<Vec<String>, TcErr
     }
     // qdisc_change: options go to the kind's change operation (HTB has none, and tc always
     // sends HTB options); then the size table is replaced by the one given, or removed.
-    let mut merged = match c.opts.clone() {
+    let merged = match c.opts.clone() {
         Some(QdiscOpts::Htb(_)) => {
             return Err(TcError::kernel("Change operation not supported by specified qdisc"))
         }
         Some(new) => validate_qdisc(dev, new, Some(&old.opts))?,
         None => old.opts.clone(),
     };
-    if let (QdiscOpts::Hfsc(n), QdiscOpts::Hfsc(o)) = (&mut merged, &old.opts) {
-        n.root_class = o.root_class.clone(); // hfsc_change_qdisc changes `default` only
-    }
     if let QdiscOpts::Netem(n) = &merged {
         super::netem::check_in_tree(dev, Some(qh), n)?;
     }
@@ -329,13 +326,6 @@ fn validate_qdisc(dev: &Device, new: QdiscOpts, old: Option<&QdiscOpts>) -> Resu
     }
     let einval = || TcError::errno("Invalid argument");
     Ok(match (new, old) {
-        (QdiscOpts::Netem(n), old) => {
-            let old = match old {
-                Some(QdiscOpts::Netem(o)) => Some(&**o),
-                _ => None,
-            };
-            QdiscOpts::Netem(Box::new(super::netem::kernel_change(*n, old)?))
-        }
         (QdiscOpts::Tbf(t), _) => {
             if let Some(pk) = t.peakrate {
                 if pk <= t.rate {
@@ -343,21 +333,6 @@ fn validate_qdisc(dev: &Device, new: QdiscOpts, old: Option<&QdiscOpts>) -> Resu
                 }
             }
             QdiscOpts::Tbf(t)
-        }
-        (QdiscOpts::Red(r), _) => {
-            super::red::kernel_check(&r)?;
-            QdiscOpts::Red(r)
-        }
-        (QdiscOpts::Ets(e), _) => {
-            super::ets::kernel_check(&e)?;
-            QdiscOpts::Ets(e)
-        }
-        (QdiscOpts::Cake(n), old) => {
-            let old = match old {
-                Some(QdiscOpts::Cake(o)) => Some(o),
-                _ => None,
-            };
-            QdiscOpts::Cake(super::cake::merge(&n, old))
         }
         (QdiscOpts::Htb(n), Some(QdiscOpts::Htb(_))) => {
             let _ = dev;

@@ -58,12 +58,7 @@ pub fn qdisc_options(dev: &Device, q: &QdiscOpts, d: bool) -> String {
             }
         }
         QdiscOpts::Tbf(t) => tbf_opts(&mut s, t, d),
-        QdiscOpts::Netem(n) => s.push_str(&super::netem::print_opts(n)),
         QdiscOpts::Ingress => s.push_str("---------------- "),
-        QdiscOpts::Red(r) => s.push_str(&super::red::options(r, d)),
-        QdiscOpts::Cake(c) => s.push_str(&super::cake::options(c)),
-        QdiscOpts::Hfsc(h) => s.push_str(&super::hfsc::qdisc_options(h)),
-        QdiscOpts::Ets(e) => s.push_str(&super::ets::options(e, dev)),
         // Kinds without options; registry kinds returned above.
         _ => {}
     }
@@ -141,8 +136,8 @@ fn stats_lines(out: &mut String, st: &QdiscStats) {
 
 /// The kinds' own statistics (`print_xstats`) as an idle qdisc reports them: CoDel's and
 /// fq_codel's counters (Sluice's emulated qdiscs carry no packet history).
-fn qdisc_xstats(out: &mut String, q: &QdiscOpts) {
-    if let Some(s) = q.xstats_text() {
+fn qdisc_xstats(out: &mut String, dev: &Device, q: &QdiscOpts) {
+    if let Some(s) = q.xstats_text(dev) {
         out.push_str(&s);
     }
 }
@@ -301,14 +296,7 @@ pub fn show_qdiscs(out: &mut String, dev: &Device, with_dev: bool, o: ShowOpts, 
         }
         if o.stats {
             stats_lines(out, &q.stats);
-            qdisc_xstats(out, &q.opts);
-            if let QdiscOpts::Red(_) = q.opts {
-                let _ = writeln!(out, "{}", super::red::xstats(0, 0, 0, 0));
-            }
-            if let QdiscOpts::Cake(c) = &q.opts {
-                let cfg = super::cake::config(c, dev.psched_mtu());
-                out.push_str(&super::cake::xstats(&sluice_core::cake::CakeStats::idle(&cfg)));
-            }
+            qdisc_xstats(out, dev, &q.opts);
         }
     }
 }

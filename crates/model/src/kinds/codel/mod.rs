@@ -131,7 +131,7 @@ impl QdiscKind for Codel {
         j
     }
 
-    fn xstats_text(_o: &CodelOpts) -> String {
+    fn xstats_text(_o: &CodelOpts, _dev: &Device) -> String {
         "  count 0 lastcount 0 ldelay 0us drop_next 0us\n  maxpacket 0 ecn_mark 0 drop_overlimit 0\n".into()
     }
 

@@ -167,7 +167,7 @@ impl QdiscKind for FqCodel {
         j
     }
 
-    fn xstats_text(_o: &FqCodelOpts) -> String {
+    fn xstats_text(_o: &FqCodelOpts, _dev: &Device) -> String {
         "  maxpacket 0 drop_overlimit 0 new_flow_count 0 ecn_mark 0\n  new_flows_len 0 old_flows_len 0\n"
             .into()
     }
