@@ -18,6 +18,7 @@ CASES = [
     ([], "tc qdisc add dev v0 root handle 1: fq_codel limit 2000 flows 2048 quantum 1514 target 3ms "
          "interval 60ms memory_limit 16Mb ecn ce_threshold 2ms drop_batch 32"),
     ([], "tc qdisc add dev v0 root handle 2: fq_codel ce_threshold 4.5ms"),
+    ([], "tc qdisc add dev v0 root handle 3: fq_codel limit 0 flows 0 quantum 0 target 0 interval 0 drop_batch 8"),
     ([], "tc qdisc add dev v0 root codel"),
     ([], "tc qdisc add dev v0 root handle 1: codel limit 100 target 4ms interval 30ms ecn ce_threshold 1ms"),
     (HTB, "tc qdisc add dev v0 parent 1:10 handle 20: codel noecn target 10ms"),
