@@ -131,6 +131,10 @@ pub struct Device {
     /// dumps all of that qdisc's filters with it.
     #[serde(default, skip_serializing_if = "Option::is_none", with = "crate::serde_units::opt_handle")]
     pub ingress_filter_parent: Option<Handle>,
+    /// Counters of the classes that have no [`ClassNode`] (prio's and ETS's bands, the HFSC
+    /// root class), by classid: imported from a run like the nodes' `stats`, and not saved.
+    #[serde(skip)]
+    pub implicit_class_stats: std::collections::BTreeMap<Handle, QdiscStats>,
 }
 
 fn default_mtu() -> u32 {
@@ -177,6 +181,7 @@ impl Device {
             next_auto_handle: first_auto_handle(),
             ingress_queue: false,
             ingress_filter_parent: None,
+            implicit_class_stats: Default::default(),
         }
     }
 

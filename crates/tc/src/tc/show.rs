@@ -466,7 +466,10 @@ fn class_rows(dev: &Device, o: ShowOpts) -> Vec<ClassRow> {
                 filter_parent: node.map(|n| n.parent).unwrap_or(q.handle),
                 leaf,
                 opts: s,
-                stats: node.map(|n| n.stats).unwrap_or_default(),
+                stats: node
+                    .map(|n| n.stats)
+                    .or_else(|| dev.implicit_class_stats.get(&id).copied())
+                    .unwrap_or_default(),
                 xstats,
             });
         }
