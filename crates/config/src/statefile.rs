@@ -39,7 +39,8 @@ pub enum StateFileError {
     #[error(
         "state file {path}: another process has been changing it for {}s (it holds the lock on \
          {}); nothing was done. Wait for that `sluice tc`/`sluice run` to finish and try again \
-         (the lock goes with the process that holds it: the lock file need not be removed)",
+         (the lock goes with the process that holds it: a lock file left behind need not be \
+         removed)",
         waited.as_secs(),
         lock.display()
     )]
@@ -61,11 +62,22 @@ pub const LOCK_TIMEOUT: Duration = Duration::from_secs(60);
 /// the process ends, however it ends).
 #[derive(Debug)]
 pub struct StateLock {
-    _file: Option<nix::fcntl::Flock<std::fs::File>>,
+    held: Option<(PathBuf, nix::fcntl::Flock<std::fs::File>)>,
+}
+
+impl Drop for StateLock {
+    fn drop(&mut self) {
+        // The lock file goes before the lock is released: a waiter that then gets the lock on
+        // the removed file sees that it is no longer the one at the path and starts again.
+        if let Some((path, _)) = &self.held {
+            let _ = std::fs::remove_file(path);
+        }
+    }
 }
 
 /// The lock file of a state file: `FILE.lock` beside it (the state file itself is replaced by
-/// rename on every save, so it cannot carry the lock).
+/// rename on every save, so it cannot carry the lock). It exists only while a writer holds it,
+/// or after a writer was killed (the kernel releases the lock; the next writer takes it over).
 pub fn lock_path(path: &Path) -> PathBuf {
     let mut name = path.file_name().map(|n| n.to_os_string()).unwrap_or_else(|| "state".into());
     name.push(".lock");
@@ -79,44 +91,51 @@ pub fn lock_path(path: &Path) -> PathBuf {
 pub fn lock(path: &Path, timeout: Duration) -> Result<StateLock, StateFileError> {
     use nix::errno::Errno;
     use nix::fcntl::{Flock, FlockArg};
+    use std::os::unix::fs::MetadataExt;
     let lock = lock_path(path);
     let io = |source| StateFileError::Io { path: lock.clone(), source };
+    let unwritable = |e: &std::io::Error| {
+        matches!(e.kind(), std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem)
+    };
     if let Some(dir) = lock.parent().filter(|d| !d.as_os_str().is_empty()) {
-        if let Err(e) = std::fs::create_dir_all(dir) {
-            return match e.kind() {
-                std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem => {
-                    Ok(StateLock { _file: None })
-                }
-                _ => Err(io(e)),
-            };
+        match std::fs::create_dir_all(dir) {
+            Ok(()) => {}
+            Err(e) if unwritable(&e) => return Ok(StateLock { held: None }),
+            Err(e) => return Err(io(e)),
         }
     }
-    let mut file = match std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&lock) {
-        Ok(f) => f,
-        Err(e)
-            if matches!(
-                e.kind(),
-                std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem
-            ) =>
-        {
-            return Ok(StateLock { _file: None })
-        }
-        Err(e) => return Err(io(e)),
-    };
     let start = Instant::now();
     let mut pause = Duration::from_micros(200);
     loop {
-        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
-            Ok(held) => return Ok(StateLock { _file: Some(held) }),
-            Err((f, Errno::EWOULDBLOCK | Errno::EINTR)) => file = f,
-            Err((_, e)) => return Err(io(std::io::Error::from(e))),
+        let mut file = match std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&lock)
+        {
+            Ok(f) => f,
+            Err(e) if unwritable(&e) => return Ok(StateLock { held: None }),
+            Err(e) => return Err(io(e)),
+        };
+        loop {
+            match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+                Ok(held) => {
+                    // Ours only if it is still the file at the path (its holder removes it).
+                    let ours = match (held.metadata(), std::fs::metadata(&lock)) {
+                        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+                        _ => false,
+                    };
+                    if ours {
+                        return Ok(StateLock { held: Some((lock, held)) });
+                    }
+                    break;
+                }
+                Err((f, Errno::EWOULDBLOCK | Errno::EINTR)) => file = f,
+                Err((_, e)) => return Err(io(std::io::Error::from(e))),
+            }
+            let waited = start.elapsed();
+            if waited >= timeout {
+                return Err(StateFileError::Locked { path: path.into(), lock, waited });
+            }
+            std::thread::sleep(pause.min(timeout - waited));
+            pause = (pause * 2).min(Duration::from_millis(20));
         }
-        let waited = start.elapsed();
-        if waited >= timeout {
-            return Err(StateFileError::Locked { path: path.into(), lock, waited });
-        }
-        std::thread::sleep(pause.min(timeout - waited));
-        pause = (pause * 2).min(Duration::from_millis(20));
     }
 }
 
@@ -390,9 +409,13 @@ mod tests {
         assert!(msg.contains("s.json.lock") && msg.contains("another process"), "{msg}");
         // Released on drop: the next writer gets it at once.
         drop(held);
+        assert!(!lock_path(&p).exists(), "the lock file is removed with the lock");
         let again = lock(&p, Duration::from_millis(0));
         assert!(again.is_ok(), "{again:?}");
         drop(again);
+        // A lock file left by a writer that was killed is taken over.
+        std::fs::write(lock_path(&p), "").unwrap();
+        drop(lock(&p, Duration::from_millis(0)).unwrap());
         // A writer waiting on the lock gets it when the holder is done.
         let held = lock(&p, LOCK_TIMEOUT).unwrap();
         let waiter = {
