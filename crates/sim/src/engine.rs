@@ -1063,7 +1063,7 @@ pub(crate) fn unshaped(spec: &SimSpec, flow: usize) -> Option<(String, String)> 
         let mut e = Engine::new((l.queue)(), Time::ZERO);
         let Some(before) = htb(&e) else { continue };
         let _ = e.ingress(template(f), &f.keys, &f.frame, Time::ZERO);
-        if !htb(&e).is_some_and(|after| after > before) {
+        if htb(&e).is_none_or(|after| after <= before) {
             continue;
         }
         let h = e.root().as_any().and_then(|a| a.downcast_ref::<Htb>())?;
