@@ -2,7 +2,7 @@
 # sluice apply against tc -batch on a 10 000-subscriber tree, in a namespace of its own (root).
 # usage: scripts/apply-bench.sh [N] [SLUICE] [APPLY_BENCH] [CASES]
 #   SLUICE: the CLI (target/release/sluice); APPLY_BENCH: the library's per-phase timer
-#   (cargo build --release -p sluice-lab --example apply_bench); CASES: which trees, default all
+#   (cargo build --release -p sluice-kernel --example apply_bench); CASES: which trees, default all
 #   of "flat-none flat-pfifo nested20-pfifo nested100-pfifo nested20-pfifo-filters".
 # Prints one line per measurement with the load average; "CPU" is the process's task-clock
 # (perf stat): user and kernel time, which the other builders' load inflates far less than wall.

@@ -3,7 +3,7 @@
 sch_cake; tc sends the request before the kernel refuses it). Run as root; the namespace, veth
 pair and strace parsing are netem-netlink-capture.py's.
 
-Writes crates/lab/tests/fixtures/cake-netlink.txt in the same format.
+Writes crates/kernel/tests/fixtures/cake-netlink.txt in the same format.
 """
 import importlib.util
 import os
@@ -24,7 +24,7 @@ CASES = [
     ([], "tc qdisc add dev v0 root handle 1: cake bandwidth 100mbit overhead -4 ptm satellite srchost no-ack-filter"),
 ]
 
-OUT = os.path.join(HERE, "..", "crates", "lab", "tests", "fixtures", "cake-netlink.txt")
+OUT = os.path.join(HERE, "..", "crates", "kernel", "tests", "fixtures", "cake-netlink.txt")
 
 
 def main():

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Records the real kernel's answers for the tc script corpus.
 
-For each crates/config/tests/corpus/NAME.tc (or the files given), builds a fresh network
+For each crates/tc/tests/corpus/NAME.tc (or the files given), builds a fresh network
 namespace, creates the case's devices as single-queue veth pairs (up, IPv6 off, so no packet
 moves and every counter stays 0), runs each command with /bin/sh inside it and writes
 NAME.kernel.json: [{"cmd", "exit", "stdout", "stderr"}]. Needs root. Traffic: none.

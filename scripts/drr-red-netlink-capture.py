@@ -5,7 +5,7 @@ a network namespace of its own with a veth pair (v0/v1), setup first (the drr qd
 needs is refused by a kernel without sch_drr; the class request goes out all the same), then the
 command under strace. tc sends the request even where the kernel lacks sch_drr or sch_red.
 
-Run as root. Writes crates/lab/tests/fixtures/drr-red-netlink.txt in the netem fixture's format
+Run as root. Writes crates/kernel/tests/fixtures/drr-red-netlink.txt in the netem fixture's format
 (`# setup:` lines, `# cmd:`, one line of hex).
 """
 import os
@@ -34,7 +34,7 @@ CASES = [
      "tc qdisc add dev v0 parent 5:1 handle 6: red limit 400000 avpkt 1000 adaptive", RTM_NEWQDISC),
 ]
 
-OUT = os.path.join(HERE, "..", "crates", "lab", "tests", "fixtures", "drr-red-netlink.txt")
+OUT = os.path.join(HERE, "..", "crates", "kernel", "tests", "fixtures", "drr-red-netlink.txt")
 
 
 def main():

@@ -5,7 +5,7 @@ network namespace of its own with a veth pair (v0/v1), setup first (a kernel wit
 refuses the qdisc a class change needs; the class request goes out all the same), then the command
 under strace.
 
-Run as root. Writes crates/lab/tests/fixtures/ets-netlink.txt in the netem fixture's format
+Run as root. Writes crates/kernel/tests/fixtures/ets-netlink.txt in the netem fixture's format
 (`# setup:` lines, `# cmd:`, one line of hex).
 """
 import os
@@ -33,7 +33,7 @@ CASES = [
     (ETS, "tc class change dev v0 parent 1: classid 1:4 ets quantum 70000", RTM_NEWTCLASS),
 ]
 
-OUT = os.path.join(HERE, "..", "crates", "lab", "tests", "fixtures", "ets-netlink.txt")
+OUT = os.path.join(HERE, "..", "crates", "kernel", "tests", "fixtures", "ets-netlink.txt")
 
 
 def main():

@@ -5,7 +5,7 @@ scripts/netem-netlink-capture.py: each case in a network namespace of its own wi
 (v0/v1), setup first, then the command under strace. tc sends the request even where the kernel
 lacks the classifier (cls_flow, cls_fw, cls_matchall here) or an action.
 
-Run as root. Writes crates/lab/tests/fixtures/filters-netlink.txt in the netem fixture's format
+Run as root. Writes crates/kernel/tests/fixtures/filters-netlink.txt in the netem fixture's format
 (`# setup:` lines, `# cmd:`, one line of hex), after a `# ifindex v1: N` line (mirred's target).
 """
 import os
@@ -71,7 +71,7 @@ CASES = [
                     "cmp(u8 at 9 layer 1 eq 1)' classid 1:10 action gact drop index 1")),
 ]
 
-OUT = os.path.join(HERE, "..", "crates", "lab", "tests", "fixtures", "filters-netlink.txt")
+OUT = os.path.join(HERE, "..", "crates", "kernel", "tests", "fixtures", "filters-netlink.txt")
 
 
 def v1_ifindex():

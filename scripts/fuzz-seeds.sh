@@ -6,7 +6,7 @@ set -e
 out=fuzz/corpus
 mkdir -p $out/tc_grammar $out/statefile
 tmp=$(mktemp -d)
-for f in crates/config/tests/corpus/*.tc; do
+for f in crates/tc/tests/corpus/*.tc; do
   n=$(basename "$f" .tc)
   grep -v '^#' "$f" | sed -n 's/^tc //p' | grep -v -- '-b ' > $out/tc_grammar/$n || true
   { grep '^#% devices:' "$f" | sed 's/^#% devices: *//' | tr ' ' '\n' | sed -n 's,/.*,,;s/^\(..*\)$/ip link add dev \1 type dummy/p'

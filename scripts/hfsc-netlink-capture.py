@@ -4,7 +4,7 @@ for hfsc classes), with the capture of scripts/netem-netlink-capture.py: each ca
 namespace of its own with a veth pair (v0/v1), setup first (refused by a kernel without sch_hfsc;
 the class request goes out all the same), then the command under strace.
 
-Run as root. Writes crates/lab/tests/fixtures/hfsc-netlink.txt in the netem fixture's format
+Run as root. Writes crates/kernel/tests/fixtures/hfsc-netlink.txt in the netem fixture's format
 (`# setup:` lines, `# cmd:`, one line of hex).
 """
 import os
@@ -33,7 +33,7 @@ CASES = [
      RTM_NEWTCLASS),
 ]
 
-OUT = os.path.join(HERE, "..", "crates", "lab", "tests", "fixtures", "hfsc-netlink.txt")
+OUT = os.path.join(HERE, "..", "crates", "kernel", "tests", "fixtures", "hfsc-netlink.txt")
 
 
 def main():

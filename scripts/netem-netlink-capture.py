@@ -6,7 +6,7 @@ case's setup commands run first, then the netem command under `strace -e write=<
 netlink request is taken from the hex dump. tc sends it even where the kernel lacks sch_netem
 (the kernel then refuses the request; only the bytes matter here).
 
-Writes crates/lab/tests/fixtures/netem-netlink.txt: per case, `# setup:` lines, the `# cmd:`
+Writes crates/kernel/tests/fixtures/netem-netlink.txt: per case, `# setup:` lines, the `# cmd:`
 line and one line of hex (the request as sent; the sequence number is whatever tc chose).
 """
 import os
@@ -30,7 +30,7 @@ CASES = [
      "tc qdisc add dev v0 parent 5:1 handle 10: netem delay 10ms loss 1%"),
 ]
 
-OUT = os.path.join(os.path.dirname(__file__), "..", "crates", "lab", "tests", "fixtures", "netem-netlink.txt")
+OUT = os.path.join(os.path.dirname(__file__), "..", "crates", "kernel", "tests", "fixtures", "netem-netlink.txt")
 
 
 def sh(*argv, **kw):

@@ -1,4 +1,4 @@
-//! Arbitrary bytes → the JSON state file reader (see `sluice_config::fuzzing::statefile`: no
+//! Arbitrary bytes → the JSON state file reader (see `sluice_tc::fuzzing::statefile`: no
 //! panic, whatever reads writes back to the same state).
 //!
 //! Run: `cargo +nightly fuzz run statefile` (seeds in `fuzz/corpus/statefile/`, made by
@@ -7,4 +7,4 @@
 
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|data: &[u8]| sluice_config::fuzzing::statefile(data));
+fuzz_target!(|data: &[u8]| sluice_tc::fuzzing::statefile(data));

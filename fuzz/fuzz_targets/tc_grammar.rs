@@ -1,5 +1,5 @@
 //! Arbitrary bytes → tc command lines on emulated devices (see
-//! `sluice_config::fuzzing::tc_grammar` for the invariants: no panic, failed commands change
+//! `sluice_tc::fuzzing::tc_grammar` for the invariants: no panic, failed commands change
 //! nothing, every state survives the state file).
 //!
 //! Run: `cargo +nightly fuzz run tc_grammar` (from the repository root; seeds in
@@ -8,4 +8,4 @@
 
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|data: &[u8]| sluice_config::fuzzing::tc_grammar(data));
+fuzz_target!(|data: &[u8]| sluice_tc::fuzzing::tc_grammar(data));

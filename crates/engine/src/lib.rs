@@ -6,11 +6,11 @@
 //! Layers, bottom up:
 //! - `sluice-core`: the qdiscs and the classifier (sans-IO, every call takes `now`);
 //! - `sluice-wire`: frame bytes → flow keys and packet metadata;
-//! - `sluice-config`: the configuration model and its builder into core objects;
+//! - `sluice-tc`: the configuration model and its builder into core objects;
 //! - this crate: a [`Program`] (one configuration built: root qdisc + classifier) and the
 //!   [`Engine`] that runs one, owns the payloads in flight and keeps every counter.
 //!
-//! It is a crate of its own because it takes frames (sluice-wire) and models (sluice-config),
+//! It is a crate of its own because it takes frames (sluice-wire) and models (sluice-tc),
 //! both of which sit above the core.
 //!
 //! ## Contract
@@ -55,14 +55,16 @@
 //!    `dequeue` early is harmless; calling it late only delays packets.
 //!
 //! ```
-//! use sluice_config::script::load_tc_script;
 //! use sluice_engine::{Engine, Program, ProgramOptions, Verdict};
 //! use sluice_core::{Packet, Time};
+//! use sluice_model::model::{DevKind, Device, FifoOpts, Handle, QdiscNode, QdiscOpts, State, H_ROOT};
 //!
-//! let script = "tc qdisc add dev eth0 root handle 1: htb default 10\n\
-//!               tc class add dev eth0 parent 1: classid 1:10 htb rate 1mbit\n\
-//!               tc qdisc add dev eth0 parent 1:10 pfifo limit 2\n";
-//! let state = load_tc_script("example.tc", script, &Default::default()).unwrap().state;
+//! // `tc qdisc add dev eth0 root handle 1: pfifo limit 2`, as the model holds it (`sluice-tc`
+//! // reads it from a script; see `sluice_tc::script::load_tc_script`).
+//! let mut dev = Device::new("eth0", DevKind::Dummy, 2);
+//! let opts = QdiscOpts::Pfifo(FifoOpts { limit: Some(2) });
+//! dev.qdiscs.push(QdiscNode { handle: Handle::new(1, 0), parent: H_ROOT, opts, stab: None, stats: Default::default() });
+//! let state = State { devices: vec![dev], ..Default::default() };
 //! let program = Program::from_model(&state, "eth0", &ProgramOptions::default()).unwrap();
 //! let mut engine = Engine::new(program, Time::ZERO);
 //! let now = Time::ZERO;
@@ -70,7 +72,7 @@
 //!     // A real caller passes frames to `ingress_frame`; this one describes packets itself.
 //!     let _ = engine.ingress(Packet::new(1000, payload), &Default::default(), &[], now);
 //! }
-//! // The third packet did not fit in the 2-packet leaf: it comes back to be freed.
+//! // The third packet did not fit in the 2-packet FIFO: it comes back to be freed.
 //! assert_eq!(engine.take_dropped().map(|d| d.pkt.payload), Some(2));
 //! assert_eq!(engine.dequeue(now).map(|p| p.payload), Some(0));
 //! let s = engine.stats();
@@ -85,6 +87,3 @@ mod program;
 
 pub use engine::{ClassLoad, Copied, CopyTo, Engine, EngineStats, Received, Redirected, Verdict};
 pub use program::{EngineError, Program, ProgramOptions};
-
-#[cfg(test)]
-mod tests;

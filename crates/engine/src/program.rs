@@ -1,14 +1,14 @@
 //! A [`Program`]: what one configuration turns into (root qdisc, classifier, description).
 
-use sluice_config::build::{build_device_seeded, build_hook, BuildError};
-use sluice_config::burst::{auto_burst, BurstPolicy};
-use sluice_config::model::{
-    ClassNode, ClassOpts, DevKind, FilterOpts, QdiscNode, QdiscOpts, State, H_INGRESS, H_MIN_EGRESS,
-    H_MIN_INGRESS, H_ROOT,
-};
 use sluice_core::classify::Classifier;
 use sluice_core::filter::FilterList;
 use sluice_core::{Qdisc, Rate, Span};
+use sluice_model::build::{build_device_seeded, build_hook, BuildError};
+use sluice_model::burst::{auto_burst, BurstPolicy};
+use sluice_model::model::{
+    ClassNode, ClassOpts, DevKind, FilterOpts, QdiscNode, QdiscOpts, State, H_INGRESS, H_MIN_EGRESS,
+    H_MIN_INGRESS, H_ROOT,
+};
 
 /// Why a configuration cannot be turned into a [`Program`].
 #[derive(Debug, thiserror::Error)]
@@ -82,7 +82,7 @@ impl std::fmt::Debug for Program {
 
 impl Program {
     /// Builds the egress tree of device `dev` in `state` (the tc grammar, TOML or any other form
-    /// that became a [`sluice_config::model`]): its root qdisc and the classifier with its
+    /// that became a [`sluice_model::model`]): its root qdisc and the classifier with its
     /// filters.
     pub fn from_model(state: &State, dev: &str, opts: &ProgramOptions) -> Result<Program, EngineError> {
         let device = state

@@ -7,16 +7,16 @@
 //! this machine) is refused by the kernel and the class keeps HTB's default leaf, a pfifo of
 //! txqueuelen packets; the case's params record what the kernel actually ran.
 
-use crate::kernel::{self, KStats};
-use crate::netns;
 use crate::results::{Case, ClassResult, FlowResult, QdiscResult, Results};
 use crate::testbed::{Lab, PathMode, IF_SHAPER_SERVER};
 use crate::traffic::{self, Direction, Endpoints, ProbeResult, Window};
 use crate::LabError;
-use sluice_config::burst::BurstPolicy;
-use sluice_config::model::State;
 use sluice_core::units::{format_rate, parse_rate};
 use sluice_core::Rate;
+use sluice_kernel::kernel::{self, KStats};
+use sluice_kernel::netns;
+use sluice_tc::burst::BurstPolicy;
+use sluice_tc::model::State;
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
@@ -138,7 +138,7 @@ fn kernel_counters(lab: &Lab) -> Result<Counters, LabError> {
     // The root qdisc carries the totals.
     let root: KStats = objs
         .iter()
-        .find(|o| o.is_qdisc && o.parent == crate::netlink::TC_H_ROOT)
+        .find(|o| o.is_qdisc && o.parent == sluice_kernel::netlink::TC_H_ROOT)
         .map(|o| o.stats)
         .unwrap_or_default();
     Ok(Counters { bytes: root.bytes, packets: root.packets, drops: root.drops, overlimits: root.overlimits })

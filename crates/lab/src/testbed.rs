@@ -13,15 +13,15 @@
 //! Every name starts with `slc-`: namespaces are `slc-<tag>-{cli,shp,mdm,srv}`, which is how
 //! `down` (and `up`, before it builds) finds leftovers of a crashed run.
 
-use crate::netns;
 use crate::LabError;
-use crate::{kernel, rtnl};
-use sluice_config::burst::BurstPolicy;
-use sluice_config::model::State;
 use sluice_core::{Rate, Span};
+use sluice_kernel::netns;
+use sluice_kernel::{kernel, rtnl};
+use sluice_tc::burst::BurstPolicy;
+use sluice_tc::model::State;
 
 /// Whether [`Lab::up`] can build a lab with `opts` here: network namespaces (root). Everything
-/// is set up through netlink ([`crate::rtnl`]): neither `ip` nor `ethtool` is needed. Tests skip
+/// is set up through netlink ([`sluice_kernel::rtnl`]): neither `ip` nor `ethtool` is needed. Tests skip
 /// loudly on `Err`.
 pub fn testbed_available(_opts: &LabOptions) -> Result<(), String> {
     netns::netns_available()
@@ -342,7 +342,7 @@ fn snmp_csum_errors(text: &str) -> u64 {
 /// The modem: tbf at `rate`, a 1 ms-or-more bucket and a deliberately deep 100 ms buffer, like the
 /// DSL modem of seed 003 whose queue the home shaper must keep empty.
 pub fn modem_config(rate: Rate) -> Result<State, LabError> {
-    let burst = sluice_config::burst::auto_burst(rate, 1514, BurstPolicy::Sluice);
+    let burst = sluice_tc::burst::auto_burst(rate, 1514, BurstPolicy::Sluice);
     let limit = (rate.bytes_in(Span::from_millis(100)) + burst).max(3 * 1514);
     kernel::script_state(
         &format!(

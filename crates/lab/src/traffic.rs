@@ -5,10 +5,10 @@
 //! Goodput is measured at the receiver over a window that starts after a warm-up, so TCP slow
 //! start and queue filling do not count.
 
-use crate::netns::spawn_in_netns;
 use crate::results::{FlowResult, Latency};
 use crate::LabError;
 use sluice_core::Rate;
+use sluice_kernel::netns::spawn_in_netns;
 use socket2::SockRef;
 use std::io::{self, ErrorKind, Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream, UdpSocket};

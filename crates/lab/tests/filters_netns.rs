@@ -4,13 +4,13 @@
 //! filters read back and compared with the model, and HTB's "quantum is big" warning passed on.
 //! Skips loudly when the lab cannot be built.
 
-use sluice_config::burst::BurstPolicy;
 use sluice_core::Rate;
-use sluice_lab::filters;
-use sluice_lab::kernel::{self, Plan};
-use sluice_lab::netns;
+use sluice_kernel::filters;
+use sluice_kernel::kernel::{self, Plan};
+use sluice_kernel::netns;
 use sluice_lab::testbed::{Lab, LabOptions, IF_SHAPER_SERVER};
 use sluice_lab::traffic::{self, Endpoints, Window};
+use sluice_tc::burst::BurstPolicy;
 use std::time::Duration;
 
 mod common;
@@ -75,7 +75,7 @@ fn u32_filters_put_real_traffic_in_the_classes_they_name() {
     // The comparison is not vacuous: a model naming another class differs.
     let mut other = config.clone();
     let f = other.devices[0].filters.iter_mut().find(|f| f.handle == 0x0020_5800).unwrap();
-    let sluice_config::model::FilterOpts::U32(u) = &mut f.opts else { panic!("u32") };
+    let sluice_tc::model::FilterOpts::U32(u) = &mut f.opts else { panic!("u32") };
     u.classid = Some(sluice_core::Handle::new(1, 0x10));
     let other_plan = Plan::new(&other, IF_SHAPER_SERVER, BurstPolicy::Sluice).unwrap();
     let other_nodes: Vec<_> = other_plan.filter_nodes().map(|(_, f)| f).collect();

@@ -1,13 +1,13 @@
 //! Root-only integration tests on real namespaces: the kernel backend's netlink round trip and
 //! real TCP/UDP traffic through the lab. They skip loudly when namespaces are unavailable.
 
-use sluice_config::burst::BurstPolicy;
-use sluice_config::model::{ClassOpts, State};
 use sluice_core::Rate;
-use sluice_lab::kernel::{self, ApplyReport, ObjectId, Plan};
-use sluice_lab::netns::{self, ip};
+use sluice_kernel::kernel::{self, ApplyReport, ObjectId, Plan};
+use sluice_kernel::netns::{self, ip};
 use sluice_lab::testbed::{Lab, LabOptions, IF_SHAPER_SERVER};
 use sluice_lab::traffic::{self, Direction, Endpoints, Window};
+use sluice_tc::burst::BurstPolicy;
+use sluice_tc::model::{ClassOpts, State};
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -84,8 +84,8 @@ fn apply_round_trips_through_netlink_on_a_veth() {
     let state = script(text);
     // The TOML form of the same configuration plans the same requests (apply takes either).
     let toml_path = std::env::temp_dir().join(format!("slc-tapply-{}.toml", std::process::id()));
-    std::fs::write(&toml_path, sluice_config::export::to_toml(&state).unwrap()).unwrap();
-    let from_toml = sluice_config::script::load_file(&toml_path, &Default::default());
+    std::fs::write(&toml_path, sluice_tc::export::to_toml(&state).unwrap()).unwrap();
+    let from_toml = sluice_tc::script::load_file(&toml_path, &Default::default());
     let _ = std::fs::remove_file(&toml_path);
     let from_toml = from_toml.unwrap().state;
     let plan = Plan::new(&state, "slc-a", BurstPolicy::Sluice).unwrap();

@@ -133,7 +133,7 @@ fn udp_flood_is_held_to_rate_and_the_loop_survives_a_vanishing_interface() {
     let ideal = 20e6 * 1200.0 / 1242.0;
     assert!(f.bps() > 0.85 * ideal && f.bps() < 1.1 * ideal, "{f:?}");
     // Pull the server-side link out from under the shaper: it must report and keep running.
-    sluice_lab::netns::ip(&["-n", &lab.shaper_ns(), "link", "del", IF_SHAPER_SERVER]).unwrap();
+    sluice_kernel::netns::ip(&["-n", &lab.shaper_ns(), "link", "del", IF_SHAPER_SERVER]).unwrap();
     std::thread::sleep(Duration::from_millis(500));
     assert!(!h.is_finished(), "the shaper must survive a vanished interface");
     stop.store(true, Ordering::Relaxed);

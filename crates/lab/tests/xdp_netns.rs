@@ -38,7 +38,7 @@ fn probe(ns: &str, dev: &str, mode: IoMode) -> Result<(bool, String), String> {
 
 /// The XDP programs attached to the shaper's two interfaces, as `ip link` shows them.
 fn xdp_attached(lab: &Lab) -> Vec<String> {
-    let out = sluice_lab::netns::ip(&["-n", &lab.shaper_ns(), "link", "show"]).unwrap();
+    let out = sluice_kernel::netns::ip(&["-n", &lab.shaper_ns(), "link", "show"]).unwrap();
     out.lines().filter(|l| l.contains("prog/xdp")).map(str::to_string).collect()
 }
 

@@ -1,13 +1,13 @@
 //! Configurations for the live shaper: every form (tc script, tc state file, TOML) is read into
-//! the one model ([`sluice_config::model::State`]) and built into a [`Program`] with the live
+//! the one model ([`sluice_tc::model::State`]) and built into a [`Program`] with the live
 //! path's burst floor.
 
 use crate::LiveError;
-use sluice_config::model::State;
-use sluice_config::script::{load_file, load_tc_script};
-use sluice_config::shell::Vars;
 use sluice_core::Span;
 use sluice_engine::{Program, ProgramOptions};
+use sluice_tc::model::State;
+use sluice_tc::script::{load_file, load_tc_script};
+use sluice_tc::shell::Vars;
 
 /// The queue of `sluice shape --unlimited`: one FIFO of 10 000 frames, no shaping.
 pub const UNLIMITED: &str = "tc qdisc add dev $DEV root pfifo limit 10000\n";
@@ -39,7 +39,7 @@ pub fn unlimited(dev: &str) -> State {
 /// egress of an IFB (sqm's layout). Returns the IFB's name and its index (what the redirect
 /// names).
 pub fn ingress_target(state: &State, dev: &str) -> Option<(String, u16)> {
-    use sluice_config::model::{Action, MirredDirection, H_MIN_INGRESS};
+    use sluice_tc::model::{Action, MirredDirection, H_MIN_INGRESS};
     let d = state.devices.iter().find(|d| d.name == dev)?;
     let target = d.filters.iter().filter(|f| f.parent == H_MIN_INGRESS).flat_map(|f| &f.actions).find_map(
         |a| match a {
@@ -54,7 +54,7 @@ pub fn ingress_target(state: &State, dev: &str) -> Option<(String, u16)> {
 /// Whether super-packets shaped by `dev`'s tree are cut into segments before they are queued:
 /// when one of its HTB classes is limited below [`crate::offload::SPLIT_BELOW_BPS`].
 pub fn split_gso(state: &State, dev: &str) -> bool {
-    use sluice_config::model::ClassOpts;
+    use sluice_tc::model::ClassOpts;
     state.devices.iter().filter(|d| d.name == dev).flat_map(|d| &d.classes).any(|c| match &c.opts {
         ClassOpts::Htb(h) => h.rate.min(h.ceil) < crate::offload::SPLIT_BELOW_BPS,
         _ => false,

@@ -22,9 +22,9 @@
 //!   level by level, not by leaf). Measured in `tests/shared_parent.rs` and BENCHMARKS.md.
 
 use serde::Serialize;
-use sluice_config::model::{ClassOpts, QdiscOpts, State};
 use sluice_core::htb::ActiveLeaves;
 use sluice_core::{Handle, Span};
+use sluice_tc::model::{ClassOpts, QdiscOpts, State};
 
 /// How often the coordinator rebalances.
 pub const PERIOD: Span = Span::from_micros(200);

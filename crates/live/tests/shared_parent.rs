@@ -21,7 +21,7 @@ struct Sub {
     from_s: u64,
 }
 
-fn model(leaves: &[(u32, &str)]) -> sluice_config::model::State {
+fn model(leaves: &[(u32, &str)]) -> sluice_tc::model::State {
     let mut s = format!(
         // Packets name their leaf (skb priority); no default class, which would be shared.
         "tc qdisc add dev $DEV root handle 1: htb\n\
@@ -33,7 +33,7 @@ fn model(leaves: &[(u32, &str)]) -> sluice_config::model::State {
     sluice_live::config::from_script("t", &s, "e").unwrap()
 }
 
-fn engine(state: &sluice_config::model::State) -> Engine {
+fn engine(state: &sluice_tc::model::State) -> Engine {
     // The live path's buckets: at least 1 ms of the rate.
     let opts = ProgramOptions { burst_floor: Some(Span::from_micros(1000)), seed: 1 };
     Engine::new(Program::from_model(state, "e", &opts).unwrap(), Time::ZERO)
@@ -41,13 +41,13 @@ fn engine(state: &sluice_config::model::State) -> Engine {
 
 /// Runs `subs` for `secs` over `shards` engines (1: exact HTB); returns each subscriber's
 /// throughput in bit/s over the last `secs - 1` seconds.
-fn run(state: &sluice_config::model::State, subs: &[Sub], shards: usize, secs: u64) -> Vec<f64> {
+fn run(state: &sluice_tc::model::State, subs: &[Sub], shards: usize, secs: u64) -> Vec<f64> {
     run_window(state, subs, shards, Time::from_secs(1), Time::from_secs(secs))
 }
 
 /// [`run`], counting what is sent in `[start, end)` only.
 fn run_window(
-    state: &sluice_config::model::State,
+    state: &sluice_tc::model::State,
     subs: &[Sub],
     shards: usize,
     start: Time,

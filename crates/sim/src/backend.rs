@@ -1,6 +1,6 @@
 //! Where scenarios meet the real qdiscs: link queues from short specs, and the shaper's program
 //! (root qdisc and classifier, run by a [`sluice_engine::Engine`]) from the structured form. A tc
-//! script shaper is built by `sluice-config` ([`crate::tcscript`]). This is the one place to wire
+//! script shaper is built by `sluice-tc` ([`crate::tcscript`]). This is the one place to wire
 //! new core components into the structured form.
 
 use crate::leaves::{first_then_rebuild, leaf_queue, LeafGen, LeafQueue, LeafReport, MAX_LEAVES};
@@ -60,20 +60,20 @@ pub(crate) fn link_queue_factory(
     spec: &str,
     link: &str,
     seed: u64,
-) -> Result<(QueueFactory, Option<sluice_config::model::State>), String> {
+) -> Result<(QueueFactory, Option<sluice_tc::model::State>), String> {
     if spec.split_whitespace().next() != Some("netem") {
         return Ok((queue_factory(spec)?, None));
     }
     let dev = LINK_DEV;
     let text = format!("tc qdisc add dev {dev} root handle 1: {spec}\n");
-    let state = sluice_config::script::load_tc_script(&format!("link {link}"), &text, &Default::default())
+    let state = sluice_tc::script::load_tc_script(&format!("link {link}"), &text, &Default::default())
         .map_err(|e| e.to_string())?
         .state;
     let seed = seed ^ link.bytes().fold(0u64, |h, b| h.rotate_left(5) ^ b as u64);
     let kept = state.clone();
     // The classifier goes with the root: it holds the outbox of netem's duplicates.
     let build = move || {
-        sluice_config::build::build_device_seeded(&state, dev, seed)
+        sluice_tc::build::build_device_seeded(&state, dev, seed)
             .map(|b| Program::from_parts(b.root, b.classifier))
     };
     build().map_err(|e| e.to_string())?;
@@ -198,7 +198,7 @@ pub(crate) fn shaper(ctx: &Ctx, s: &ShaperFile, wire: WireSpec) -> Result<Shaper
         let q = s.tc.as_ref().or(s.file.as_ref()).expect("checked");
         return Err(ctx.err(
             Some(q.span()),
-            "tc-script shapers need sluice-config, which is not merged into this build yet",
+            "tc-script shapers need sluice-tc, which is not merged into this build yet",
             Some("use the structured form ([[shaper.class]]) for now"),
         ));
     }

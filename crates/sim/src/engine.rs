@@ -985,7 +985,7 @@ impl Sim {
     }
 
     /// `tc -s qdisc show` and `tc -s class show` of each hop that runs a tc configuration, with
-    /// the counters its engine kept (see [`sluice_config::runstats`]).
+    /// the counters its engine kept (see [`sluice_tc::runstats`]).
     pub fn tc_stats(&self, views: &[crate::scenario::TcView]) -> String {
         let mut out = String::new();
         for v in views {
@@ -994,16 +994,16 @@ impl Sim {
             let mut state = (*v.state).clone();
             if let Some(d) = state.devices.iter_mut().find(|d| d.name == v.dev) {
                 let st = hop.e.stats();
-                sluice_config::runstats::import(d, hop.e.root(), st.qdisc);
+                sluice_tc::runstats::import(d, hop.e.root(), st.qdisc);
                 out += &format!("# link {}: {}\n", v.link, hop.e.summary());
-                out += &sluice_config::runstats::tc_stats(d);
+                out += &sluice_tc::runstats::tc_stats(d);
             }
             if let (Some(rx_dev), Some((rx, _, _))) = (&v.rx_dev, &hop.rx) {
                 if let Some(d) = state.devices.iter_mut().find(|d| &d.name == rx_dev) {
                     let st = rx.stats();
-                    sluice_config::runstats::import_ingress(d, st.rx_bytes, st.rx_packets, st.classify_drops);
+                    sluice_tc::runstats::import_ingress(d, st.rx_bytes, st.rx_packets, st.classify_drops);
                     out += &format!("# link {}: the receive path of {rx_dev}\n", v.link);
-                    out += &sluice_config::runstats::tc_stats_ingress(d);
+                    out += &sluice_tc::runstats::tc_stats_ingress(d);
                 }
             }
         }

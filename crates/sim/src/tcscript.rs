@@ -1,4 +1,4 @@
-//! The shaper from a tc script: parsed by `sluice-config` into the model, built into an engine
+//! The shaper from a tc script: parsed by `sluice-tc` into the model, built into an engine
 //! [`Program`] for every run; the engine's classifier runs the real filters on every packet.
 //!
 //! Each flow gets a representative frame (its addresses, ports, protocol and TOS) built and parsed
@@ -8,10 +8,10 @@
 //! the live shaper would compute.
 
 use crate::model::name_hash;
-use sluice_config::model::{Action, ClassOpts, DevKind, MirredDirection, QdiscOpts, State, H_MIN_INGRESS};
-use sluice_config::script::load_tc_script;
 use sluice_core::{FlowKeys, Handle, NatOrig, Rate};
 use sluice_engine::{Program, ProgramOptions};
+use sluice_tc::model::{Action, ClassOpts, DevKind, MirredDirection, QdiscOpts, State, H_MIN_INGRESS};
+use sluice_tc::script::load_tc_script;
 use sluice_wire::{parse_frame, FrameSpec, ParseOptions, L4};
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;

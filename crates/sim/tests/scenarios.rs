@@ -121,6 +121,26 @@ fn sweeps_expand_ranges_and_set_lists() {
     assert_eq!(pts.len(), 2 * 2);
 }
 
+/// Ranges whose bounds or step are not finite, or that hold more points than a usize (a tiny
+/// step), are refused by value instead of giving zero cases.
+#[test]
+fn degenerate_sweep_ranges_are_refused_by_value() {
+    let base = "name = \"b\"\ndescription = \"d\"\nduration = \"2s\"\n[params]\nn = \"1\"\n[[link]]\nname = \"l\"\nrate = \"10mbit\"\n[[flow]]\nname = \"f\"\ntype = \"cbr\"\nrate = \"1mbit\"\n";
+    for (range, says) in [
+        ("{ from = 0, to = inf, step = 1 }", "not finite"),
+        ("{ from = 0, to = 1, step = nan }", "not finite"),
+        ("{ from = 0, to = 1, step = 1e-300 }", "points"),
+        ("{ from = \"1mbit\", to = \"2mbit\", step = \"0bit\" }", "step > 0"),
+    ] {
+        let src = format!("{base}[sweep]\nn = {range}\n");
+        let e = match Scenario::parse("b.toml", &src) {
+            Ok(sc) => sc.points(&[]).map(|p| format!("{} cases", p.len())).unwrap_or_else(|e| e.to_string()),
+            Err(e) => e.to_string(),
+        };
+        assert!(e.contains(says), "{range}: {e}");
+    }
+}
+
 #[test]
 fn ecn_priority_legacy_deprioritises_ect_and_sluice_does_not() {
     let r = sim("ecn-priority", &[("duration", "10s")]);

@@ -5,12 +5,12 @@
 //! the difference and of the transaction like qdiscs and classes.
 
 use anyhow::{Context, Result};
-use sluice_config::burst::BurstPolicy;
-use sluice_lab::filters;
-use sluice_lab::kernel::{self, Plan};
-use sluice_lab::rate::{parse_classid, RateChange, RateSetter};
-use sluice_lab::txn::{self, ApplyOptions};
+use sluice_kernel::filters;
+use sluice_kernel::kernel::{self, Plan};
+use sluice_kernel::rate::{parse_classid, RateChange, RateSetter};
+use sluice_kernel::txn::{self, ApplyOptions};
 use sluice_lab::LabError;
+use sluice_tc::burst::BurstPolicy;
 use std::process::ExitCode;
 
 /// Exit status when the kernel was changed but does not hold the whole configuration (a refused
@@ -90,7 +90,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     };
     let (dev, model) = (args.dev.clone(), state.clone());
     let opts = ApplyOptions { probe: !args.no_probe };
-    let result = sluice_lab::netns::in_netns(args.netns.as_deref(), move || {
+    let result = sluice_kernel::netns::in_netns(args.netns.as_deref(), move || {
         let plan = Plan::new(&model, &dev, policy)?;
         let applied = match &old {
             Some(old) => txn::apply_between(&Plan::new(old, &dev, policy)?, &plan),
@@ -198,7 +198,7 @@ fn set(args: &Args, words: &[String]) -> Result<ExitCode> {
     let classid = parse_classid(&words[0])?;
     let change = RateChange::parse(&words[1..])?;
     let dev = args.dev.clone();
-    sluice_lab::netns::in_netns(args.netns.as_deref(), move || {
+    sluice_kernel::netns::in_netns(args.netns.as_deref(), move || {
         RateSetter::open(&dev)?.set(classid, &change)
     })?;
     Ok(ExitCode::SUCCESS)

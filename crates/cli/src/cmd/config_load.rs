@@ -4,8 +4,8 @@
 //! shell, see `sluice run`), a state file made by `sluice run`/`sluice tc`, or the TOML form.
 
 use miette::{LabeledSpan, NamedSource};
-use sluice_config::script::{load_file, Loaded};
-use sluice_config::shell::Vars;
+use sluice_tc::script::{load_file, Loaded};
+use sluice_tc::shell::Vars;
 use std::path::Path;
 
 /// Parses `NAME=VALUE` pairs given with `--var`.
@@ -24,7 +24,7 @@ const WINDOW: usize = 60;
 
 /// The snippet a diagnostic shows: the error's line (or a window of it when it is long), and the
 /// error's byte offset within it. Keeps miette away from huge sources and very long lines.
-fn snippet(text: &str, line: usize, column: usize) -> (String, usize) {
+pub(crate) fn snippet(text: &str, line: usize, column: usize) -> (String, usize) {
     let Some(l) = text.lines().nth(line.saturating_sub(1)) else { return (String::new(), 0) };
     let chars: Vec<char> = l.chars().collect();
     let col = column.saturating_sub(1).min(chars.len());

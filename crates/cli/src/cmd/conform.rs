@@ -1,7 +1,7 @@
 //! `sluice conform tdc DIR...`: the kernel's tc-testing cases against the emulated tc.
 
 use anyhow::Result;
-use sluice_config::conform::{run_tdc, Status};
+use sluice_tc::conform::{run_tdc, Status};
 use std::path::PathBuf;
 use std::process::ExitCode;
 

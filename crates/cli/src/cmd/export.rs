@@ -27,15 +27,15 @@ pub fn run(args: Args) -> Result<ExitCode> {
     };
     let text = match args.to.as_str() {
         "tc" => {
-            if let Some((dev, h)) = sluice_config::export::first_wide_handle(&loaded.state) {
+            if let Some((dev, h)) = sluice_tc::export::first_wide_handle(&loaded.state) {
                 anyhow::bail!(
                     "{dev}: {h} has a minor above ffff, which tc's 16-bit handles cannot express; \
                      keep this configuration in the native form (--to toml)"
                 );
             }
-            sluice_config::export::to_tc_script(&loaded.state)
+            sluice_tc::export::to_tc_script(&loaded.state)
         }
-        _ => sluice_config::export::to_toml(&loaded.state)?,
+        _ => sluice_tc::export::to_toml(&loaded.state)?,
     };
     super::write_output(args.output.as_deref(), &text)?;
     Ok(ExitCode::SUCCESS)

@@ -1,7 +1,7 @@
 //! `sluice lint CONFIG`: warnings with explanations and fixes; exit 0 clean, 1 warnings, 2 errors.
 
 use anyhow::Result;
-use sluice_config::lint::{lint, render, LintOpts};
+use sluice_tc::lint::{lint, render, LintOpts};
 use std::path::PathBuf;
 use std::process::ExitCode;
 

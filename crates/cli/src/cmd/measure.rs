@@ -2,11 +2,11 @@
 //! the results JSON, plots and report.html with the simulator's writer (`sluice-report`).
 
 use anyhow::{bail, Context, Result};
-use sluice_config::model::State;
 use sluice_lab::measure::{self, Backend, Counters, Running, Settings, Shaper};
 use sluice_lab::testbed::{Lab, IF_SHAPER_CLIENT, IF_SHAPER_SERVER};
 use sluice_lab::LabError;
 use sluice_live::shaper::{self, Options};
+use sluice_tc::model::State;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::ExitCode;

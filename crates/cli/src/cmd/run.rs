@@ -3,8 +3,8 @@
 //! `sluice shim` is what the wrappers call (not for direct use).
 
 use anyhow::{Context, Result};
-use sluice_config::run::{create_named_devices, log_call, run_script, Call, RunOpts, STAND_INS};
-use sluice_config::statefile;
+use sluice_tc::run::{create_named_devices, log_call, run_script, Call, RunOpts, STAND_INS};
+use sluice_tc::statefile;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -168,11 +168,8 @@ fn apply(a: ShimArgs, tc: bool) -> Result<ExitCode> {
     let verb = a.args.iter().filter(|w| !w.starts_with('-')).nth(1).map(String::as_str).unwrap_or("");
     let creates = tc || !["add", "a", "delete", "del", "d"].contains(&verb);
     let created = if creates { create_named_devices(&mut state, &a.args) } else { vec![] };
-    let out = if tc {
-        sluice_config::run_tc(&mut state, &a.args)
-    } else {
-        sluice_config::run_ip(&mut state, &a.args)
-    };
+    let out =
+        if tc { sluice_tc::run_tc(&mut state, &a.args) } else { sluice_tc::run_ip(&mut state, &a.args) };
     // Devices the script named stay even when the command failed: the machine has them.
     if state != before {
         if let Err(e) = statefile::save(&path, &state) {

@@ -1,8 +1,8 @@
 //! `sluice shape --config CFG --in IF_A --out IF_B`: shape real frames between two interfaces.
 
 use anyhow::Result;
-use sluice_config::model::State;
 use sluice_live::shaper::{self, Options};
+use sluice_tc::model::State;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;

@@ -26,20 +26,20 @@ pub enum Tool {
 
 /// Runs one tc or ip command against the state file, printing like the real tool.
 pub fn run(args: Args, tool: Tool) -> Result<ExitCode> {
-    let path = args.state.unwrap_or_else(sluice_config::statefile::default_path);
+    let path = args.state.unwrap_or_else(sluice_tc::statefile::default_path);
     // One writer at a time, from reading the state to renaming the new one into place.
-    let lock = sluice_config::statefile::lock(&path, sluice_config::statefile::LOCK_TIMEOUT)?;
+    let lock = sluice_tc::statefile::lock(&path, sluice_tc::statefile::LOCK_TIMEOUT)?;
     // An unreadable or invalid file is reported and left alone: nothing runs against it.
-    let mut state = sluice_config::statefile::load(&path)?;
+    let mut state = sluice_tc::statefile::load(&path)?;
     let before = state.clone();
     let out = match tool {
-        Tool::Tc => sluice_config::run_tc(&mut state, &args.args),
-        Tool::Ip => sluice_config::run_ip(&mut state, &args.args),
+        Tool::Tc => sluice_tc::run_tc(&mut state, &args.args),
+        Tool::Ip => sluice_tc::run_ip(&mut state, &args.args),
     };
     // A failed command leaves the state as it was; a batch keeps what succeeded before the
     // failure (as tc does). The file is written only when something changed (never by `show`).
     if state != before {
-        sluice_config::statefile::save(&path, &state)?;
+        sluice_tc::statefile::save(&path, &state)?;
     }
     drop(lock);
     let _ = std::io::stdout().write_all(out.stdout.as_bytes());

@@ -1,7 +1,7 @@
 //! `sluice viz CONFIG [--stats FILE] [--format dot|svg] [-o FILE]`: draw the qdisc/class/filter tree.
 
 use anyhow::Result;
-use sluice_config::viz::{build_graph, parse_stats, to_dot, to_svg, StatsMap};
+use sluice_tc::viz::{build_graph, parse_stats, to_dot, to_svg, StatsMap};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -36,6 +36,14 @@ pub fn run(args: Args) -> Result<ExitCode> {
         Some(p) => parse_stats(&std::fs::read_to_string(p)?, args.case).map_err(anyhow::Error::msg)?,
         None => StatsMap::new(),
     };
+    let max = sluice_tc::model::MAX_QDISC_DEPTH;
+    if let Some(d) = loaded.state.devices.iter().find(|d| d.qdisc_depth(max + 1) > max) {
+        anyhow::bail!(
+            "{}: qdiscs nested more than {max} deep on {}: too deep to draw",
+            args.config.display(),
+            d.name
+        );
+    }
     let g = build_graph(&loaded.state, &stats);
     let fmt = args.format.clone().unwrap_or_else(|| match args.output.as_ref().and_then(|o| o.extension()) {
         Some(e) if e == "svg" => "svg".into(),

@@ -36,7 +36,7 @@ pub struct TcView {
     /// The hop: the link's position on the forward path, or after it on the reverse one.
     pub hop: (bool, usize),
     /// The configuration.
-    pub state: std::sync::Arc<sluice_config::model::State>,
+    pub state: std::sync::Arc<sluice_tc::model::State>,
     /// The device the hop's queue runs (its egress).
     pub dev: String,
     /// Ingress shaping: the device whose receive path (ingress filters) runs first.
@@ -438,11 +438,11 @@ pub fn build_case(sc: &Scenario, point: &Point) -> Result<CaseSpec, ScenarioErro
     }
     let lint = match built.as_ref().and_then(|b| b.tc.as_ref()) {
         Some(tc) => {
-            let opts = sluice_config::lint::LintOpts {
+            let opts = sluice_tc::lint::LintOpts {
                 link_rate: spec.forward.iter().find(|l| l.is_shaper).and_then(|l| l.rate).map(|r| r.bps()),
                 ..Default::default()
             };
-            sluice_config::lint::lint(&tc.state, None, &opts)
+            sluice_tc::lint::lint(&tc.state, None, &opts)
                 .into_iter()
                 .map(|f| format!("{} {} ({}): {} — {}", f.code, f.object, f.dev, f.message, f.fix))
                 .collect()

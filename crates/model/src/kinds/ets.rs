@@ -1,0 +1,313 @@
+//! The `ets` qdisc in tc's language: iproute2's grammar (`q_ets.c`: `bands`, `strict`, `quanta`,
+//! `priomap`, and the class's `quantum`), the kernel's `ets_qdisc_change` and `ets_class_change`
+//! checks, what `tc qdisc show` and `tc class show` print, and the `TCA_OPTIONS` tc sends.
+//!
+//! The kernel's rules: `bands` (1..=16) is required, tc derives it from `strict` + the number of
+//! quanta when not given; the first `strict` bands are strict, the rest share by DRR with the
+//! quanta given in order, the device's psched_mtu for those not given; priomap entries not
+//! given name the last band. A `change` sets everything anew (nothing is kept from before), and
+//! the qdiscs of bands that go away go with them. Classes `1..=bands` always exist; a class
+//! change sets one DRR band's quantum (strict bands have none).
+
+use crate::error::TcError;
+use crate::grammar::helpers::*;
+use crate::model::{Device, EtsOpts};
+use std::fmt::Write;
+
+const USAGE: &str = "Usage: ... ets [bands NUMBER] [strict NUMBER] [quanta Q1 Q2...] [priomap P1 P2...]";
+const CLASS_USAGE: &str = "Usage: ... ets [quantum Q1]";
+
+/// `TCQ_ETS_MAX_BANDS`.
+const MAX_BANDS: u32 = 16;
+
+/// `TCA_ETS_*` (`linux/pkt_sched.h`).
+pub mod attr {
+    /// u8.
+    pub const NBANDS: u16 = 1;
+    /// u8.
+    pub const NSTRICT: u16 = 2;
+    /// Nested `QUANTA_BAND`s.
+    pub const QUANTA: u16 = 3;
+    /// u32 (also the class's one option).
+    pub const QUANTA_BAND: u16 = 4;
+    /// Nested `PRIOMAP_BAND`s.
+    pub const PRIOMAP: u16 = 5;
+    /// u8.
+    pub const PRIOMAP_BAND: u16 = 6;
+    /// `NLA_F_NESTED`, which tc sets on every nest it opens for ets.
+    pub const NESTED: u16 = 0x8000;
+}
+
+/// `get_unsigned(.., 10)`: decimal digits (an optional `+`), at most `u32::MAX`.
+fn unsigned(v: &str) -> Option<u32> {
+    let d = v.strip_prefix('+').unwrap_or(v);
+    if d.is_empty() || !d.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    d.parse().ok()
+}
+
+fn usage_err(msg: &str, at: usize) -> TcError {
+    TcError::usage(format!("{msg}\n{USAGE}"), Some(at))
+}
+
+/// `parse_quantum`.
+fn quantum(v: &str, at: usize) -> Result<u32, TcError> {
+    match unsigned(v) {
+        None => Err(TcError::usage("Illegal \"quanta\" element", Some(at))),
+        Some(0) => Err(TcError::usage("\"quanta\" must be > 0", Some(at))),
+        Some(q) => Ok(q),
+    }
+}
+
+/// `parse_nbands`.
+fn nbands(v: &str, at: usize, what: &str) -> Result<u8, TcError> {
+    let n = unsigned(v).ok_or_else(|| TcError::usage(format!("Illegal \"{what}\""), Some(at)))?;
+    if n > MAX_BANDS {
+        return Err(TcError::usage(format!("The number of \"{what}\" must be <= {MAX_BANDS}"), Some(at)));
+    }
+    Ok(n as u8)
+}
+
+/// `ets_parse_opt`: what tc sends (tc's own checks included).
+pub fn parse(cur: &mut Cur) -> Result<EtsOpts, TcError> {
+    let mut o = EtsOpts::default();
+    let (mut quanta_mode, mut priomap_mode) = (false, false);
+    let start = cur.pos;
+    while let Some((at, w)) = cur.next_word() {
+        match w {
+            "bands" | "strict" => {
+                let slot = if w == "bands" { o.bands } else { o.strict };
+                if slot != 0 {
+                    return Err(TcError::usage(format!("Duplicate \"{w}\""), Some(at)));
+                }
+                let (i, v) = cur.value()?;
+                let n = nbands(v, i, w)?;
+                if w == "bands" {
+                    o.bands = n;
+                } else {
+                    o.strict = n;
+                }
+                quanta_mode = false;
+                priomap_mode = false;
+            }
+            "quanta" | "priomap" => {
+                let given = if w == "quanta" { !o.quanta.is_empty() } else { !o.priomap.is_empty() };
+                if given {
+                    return Err(TcError::usage(format!("Duplicate \"{w}\""), Some(at)));
+                }
+                let (i, v) = cur.value()?;
+                quanta_mode = w == "quanta";
+                priomap_mode = !quanta_mode;
+                element(&mut o, quanta_mode, v, i)?;
+            }
+            "help" => return Err(TcError::usage(USAGE, Some(at))),
+            _ if quanta_mode || priomap_mode => element(&mut o, quanta_mode, w, at)?,
+            _ => return Err(usage_err(&format!("What is \"{w}\"?"), at)),
+        }
+    }
+    if o.bands == 0 {
+        // tc keeps the sum in a u8 (more than 16 quanta are the kernel's to refuse).
+        o.bands = (o.quanta.len() + o.strict as usize).min(u8::MAX as usize) as u8;
+    }
+    if o.bands == 0 {
+        return Err(usage_err("One of \"bands\", \"quanta\" or \"strict\" needs to be specified", start));
+    }
+    if o.strict as usize + o.quanta.len() > o.bands as usize {
+        return Err(usage_err("Not enough total bands to cover all the strict bands and quanta", start));
+    }
+    if o.priomap.iter().any(|&b| b >= o.bands) {
+        return Err(TcError::usage("\"priomap\" element is out of bounds", Some(start)));
+    }
+    Ok(o)
+}
+
+fn element(o: &mut EtsOpts, quanta: bool, v: &str, at: usize) -> Result<(), TcError> {
+    if quanta {
+        o.quanta.push(quantum(v, at)?);
+        return Ok(());
+    }
+    let band = unsigned(v).ok_or_else(|| TcError::usage("Illegal \"priomap\" element", Some(at)))?;
+    if o.priomap.len() > 15 {
+        return Err(TcError::usage("\"priomap\" index cannot be higher than 15", Some(at)));
+    }
+    // tc keeps each entry in a u8 (256 is band 0).
+    o.priomap.push(band as u8);
+    Ok(())
+}
+
+/// `ets_parse_copt`: the class's `quantum`, if given.
+pub fn parse_class(cur: &mut Cur) -> Result<Option<u32>, TcError> {
+    let mut q = None;
+    while let Some((at, w)) = cur.next_word() {
+        match w {
+            "quantum" => {
+                if q.is_some() {
+                    return Err(TcError::usage("Duplicate \"quantum\"", Some(at)));
+                }
+                let (i, v) = cur.value()?;
+                q = Some(quantum(v, i)?);
+            }
+            "help" => return Err(TcError::usage(CLASS_USAGE, Some(at))),
+            _ => return Err(TcError::usage(format!("What is \"{w}\"?\n{CLASS_USAGE}"), Some(at))),
+        }
+    }
+    Ok(q)
+}
+
+/// `ets_qdisc_change`'s checks on what tc sent.
+pub fn kernel_check(o: &EtsOpts) -> Result<(), TcError> {
+    if !(1..=MAX_BANDS).contains(&(o.bands as u32)) {
+        return Err(TcError::kernel("sch_ets: Invalid number of bands"));
+    }
+    if o.strict > o.bands {
+        return Err(TcError::kernel("sch_ets: Invalid number of strict bands"));
+    }
+    if o.priomap.len() > 16 {
+        return Err(TcError::kernel("sch_ets: Too many priorities in ETS priomap"));
+    }
+    if o.priomap.iter().any(|&b| b >= o.bands) {
+        return Err(TcError::kernel("sch_ets: Invalid band number in ETS priomap"));
+    }
+    if o.strict as usize + o.quanta.len() > o.bands as usize {
+        return Err(TcError::kernel("sch_ets: ETS quanta has more values than bands"));
+    }
+    if o.quanta.contains(&0) {
+        return Err(TcError::kernel("ETS quantum cannot be zero"));
+    }
+    Ok(())
+}
+
+/// Every band's quantum as the kernel keeps it (0 for strict bands).
+pub fn quanta(o: &EtsOpts, psched_mtu: u32) -> Vec<u32> {
+    (0..o.bands as usize)
+        .map(|b| match b.checked_sub(o.strict as usize) {
+            None => 0,
+            Some(i) => o.quanta.get(i).copied().unwrap_or(psched_mtu),
+        })
+        .collect()
+}
+
+/// The 16-entry priomap as the kernel keeps it.
+pub fn priomap(o: &EtsOpts) -> [u8; 16] {
+    let mut m = [o.bands.saturating_sub(1); 16];
+    for (slot, b) in m.iter_mut().zip(&o.priomap) {
+        *slot = *b;
+    }
+    m
+}
+
+/// True when class minor `minor` exists.
+pub fn has_class(o: &EtsOpts, minor: u32) -> bool {
+    (1..=o.bands as u32).contains(&minor)
+}
+
+/// `ets_class_change` of band `minor - 1` (the class exists): `None` changes nothing.
+pub fn class_change(
+    o: &mut EtsOpts,
+    psched_mtu: u32,
+    minor: u32,
+    quantum: Option<u32>,
+) -> Result<(), TcError> {
+    let Some(q) = quantum else { return Ok(()) };
+    let band = minor as usize - 1;
+    if band < o.strict as usize {
+        return Err(TcError::kernel("Strict bands do not have a configurable quantum"));
+    }
+    let mut all: Vec<u32> = quanta(o, psched_mtu).split_off(o.strict as usize);
+    all[band - o.strict as usize] = q;
+    o.quanta = all;
+    Ok(())
+}
+
+/// What `tc qdisc show` prints after `refcnt N `.
+pub fn options(o: &EtsOpts, dev: &Device) -> String {
+    let mut s = format!("bands {} ", o.bands);
+    if o.strict > 0 {
+        let _ = write!(s, "strict {} ", o.strict);
+    }
+    if o.bands > o.strict {
+        s.push_str("quanta");
+        for q in &quanta(o, dev.psched_mtu())[o.strict as usize..] {
+            let _ = write!(s, " {q}");
+        }
+        s.push(' ');
+    }
+    s.push_str("priomap");
+    for b in priomap(o) {
+        let _ = write!(s, " {b}");
+    }
+    s.push(' ');
+    s
+}
+
+/// What `tc class show` prints for class `minor` after the parent and leaf.
+pub fn class_options(o: &EtsOpts, dev: &Device, minor: u32) -> String {
+    let band = minor as usize - 1;
+    match quanta(o, dev.psched_mtu()).get(band) {
+        Some(q) if band >= o.strict as usize => format!("quantum {q} "),
+        _ => String::new(),
+    }
+}
+
+/// tc's arguments for these options (`sluice apply --dry-run`, exports).
+pub fn args(o: &EtsOpts) -> String {
+    let mut s = format!(" bands {}", o.bands);
+    if o.strict > 0 {
+        let _ = write!(s, " strict {}", o.strict);
+    }
+    if !o.quanta.is_empty() {
+        s.push_str(" quanta");
+        for q in &o.quanta {
+            let _ = write!(s, " {q}");
+        }
+    }
+    if !o.priomap.is_empty() {
+        s.push_str(" priomap");
+        for b in &o.priomap {
+            let _ = write!(s, " {b}");
+        }
+    }
+    s
+}
+
+fn put_attr(buf: &mut Vec<u8>, ty: u16, payload: &[u8]) {
+    buf.extend_from_slice(&((4 + payload.len()) as u16).to_ne_bytes());
+    buf.extend_from_slice(&ty.to_ne_bytes());
+    buf.extend_from_slice(payload);
+    buf.resize(buf.len().next_multiple_of(4), 0);
+}
+
+/// The payload of `TCA_OPTIONS` (sent with `NLA_F_NESTED`) as tc writes it: `NBANDS`, `NSTRICT`
+/// when not 0, the `QUANTA` nest when quanta were given, the `PRIOMAP` nest when a priomap was.
+pub fn netlink_options(o: &EtsOpts) -> Vec<u8> {
+    let mut b = Vec::new();
+    put_attr(&mut b, attr::NBANDS, &[o.bands]);
+    if o.strict > 0 {
+        put_attr(&mut b, attr::NSTRICT, &[o.strict]);
+    }
+    if !o.quanta.is_empty() {
+        let mut n = Vec::new();
+        for q in &o.quanta {
+            put_attr(&mut n, attr::QUANTA_BAND, &q.to_ne_bytes());
+        }
+        put_attr(&mut b, attr::QUANTA | attr::NESTED, &n);
+    }
+    if !o.priomap.is_empty() {
+        let mut n = Vec::new();
+        for p in &o.priomap {
+            put_attr(&mut n, attr::PRIOMAP_BAND, &[*p]);
+        }
+        put_attr(&mut b, attr::PRIOMAP | attr::NESTED, &n);
+    }
+    b
+}
+
+/// The payload of a class request's `TCA_OPTIONS` (sent with `NLA_F_NESTED`).
+pub fn class_netlink_options(quantum: Option<u32>) -> Vec<u8> {
+    let mut b = Vec::new();
+    if let Some(q) = quantum {
+        put_attr(&mut b, attr::QUANTA_BAND, &q.to_ne_bytes());
+    }
+    b
+}

@@ -1,0 +1,396 @@
+//! The `hfsc` qdisc and its classes in tc's language: iproute2 6.1's grammar (`q_hfsc.c`: the
+//! `m1 d m2` and `umax dmax rate` forms and tc's conversion of the second), the kernel's
+//! `hfsc_change_class` rules, and `tc class show` as the kernel reports the curves back
+//! (`hfsc_dump_sc`, through the fixed-point form).
+
+use crate::error::TcError;
+use crate::grammar::{matches, Cur};
+use crate::model::{ClassNode, Device, HfscClassOpts, HfscOpts, QdiscNode, QdiscOpts};
+use sluice_core::hfsc::{Curves, ServiceCurve};
+use sluice_core::units::{format_rate, format_time, parse_rate, parse_size, parse_time};
+use sluice_core::{Handle, Rate, Span};
+use std::fmt::Write;
+
+const QDISC_USAGE: &str =
+    "Usage: ... hfsc [ default CLASSID ]\n\n default: default class for unclassified packets\n";
+
+const CLASS_USAGE: &str = "Usage: ... hfsc [ [ rt SC ] [ ls SC ] | [ sc SC ] ] [ ul SC ]\n\nSC := [ [ m1 BPS ] d SEC ] m2 BPS\n\n m1 : slope of first segment\n d  : x-coordinate of intersection\n m2 : slope of second segment\n\nAlternative format:\n\nSC := [ [ umax BYTE ] dmax SEC ] rate BPS\n\n umax : maximum unit of work\n dmax : maximum delay\n rate : rate\n\nRemarks:\n - at least one of 'rt', 'ls' or 'sc' must be specified\n - 'ul' can only be specified with 'ls' or 'sc'\n";
+
+/// tc's `explain1`.
+fn illegal(what: &str) -> String {
+    format!("HFSC: Illegal \"{what}\"")
+}
+
+fn incomplete(at: usize) -> TcError {
+    TcError::fatal("Command line is not complete. Try option \"help\"", Some(at))
+}
+
+/// `hfsc_parse_opt`.
+pub fn parse_qdisc(cur: &mut Cur) -> Result<HfscOpts, TcError> {
+    let mut o = HfscOpts::default();
+    while let Some((at, w)) = cur.next_word() {
+        if matches(w, "default") {
+            let (i, v) = cur.value()?;
+            if o.default != 0 {
+                return Err(TcError::usage("HFSC: Double \"default\"", Some(i)));
+            }
+            o.default = get_u16_hex(v).ok_or_else(|| TcError::usage(illegal("default"), Some(i)))?;
+        } else if matches(w, "help") {
+            return Err(TcError::usage(QDISC_USAGE, Some(at)));
+        } else {
+            return Err(TcError::usage(format!("HFSC: What is \"{w}\" ?\n{QDISC_USAGE}"), Some(at)));
+        }
+    }
+    Ok(o)
+}
+
+/// `get_u16(..., 16)`: hex with an optional `0x`, the whole word, at most `ffff`.
+fn get_u16_hex(s: &str) -> Option<u16> {
+    let t = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")).unwrap_or(s);
+    if t.is_empty() {
+        return None;
+    }
+    u16::from_str_radix(t, 16).ok()
+}
+
+/// `get_rate`: bytes per second, refused above 32 bits.
+fn get_rate(s: &str) -> Option<u32> {
+    let r = parse_rate(s).ok()?;
+    u32::try_from(r.bps() / 8).ok()
+}
+
+/// `get_time`: µs.
+fn get_time(s: &str) -> Option<u32> {
+    u32::try_from(parse_time(s).ok()?.as_nanos() / 1000).ok()
+}
+
+/// One `SC` form parsed at `argv[i]` onwards: the curve and the index of its last word, or the
+/// lines tc printed (possibly none) when this form does not apply.
+type ScResult = Result<(ServiceCurve, usize), Vec<String>>;
+
+/// `argv[i]`, or tc's "not complete" exit (`NEXT_ARG`).
+fn word(argv: &[String], i: usize) -> Result<&str, TcError> {
+    argv.get(i).map(|s| s.as_str()).ok_or_else(|| incomplete(i.saturating_sub(1)))
+}
+
+/// `hfsc_get_sc1`: `[ [ m1 BPS ] d SEC ] m2 BPS`.
+fn get_sc1(argv: &[String], mut i: usize) -> Result<ScResult, TcError> {
+    let (mut m1, mut d) = (0, 0);
+    if matches(word(argv, i)?, "m1") {
+        i += 1;
+        match get_rate(word(argv, i)?) {
+            Some(v) => m1 = v,
+            None => return Ok(Err(vec![illegal("m1")])),
+        }
+        i += 1;
+        word(argv, i)?;
+    }
+    if matches(word(argv, i)?, "d") {
+        i += 1;
+        match get_time(word(argv, i)?) {
+            Some(v) => d = v,
+            None => return Ok(Err(vec![illegal("d")])),
+        }
+        i += 1;
+        word(argv, i)?;
+    }
+    if !matches(word(argv, i)?, "m2") {
+        return Ok(Err(Vec::new()));
+    }
+    i += 1;
+    match get_rate(word(argv, i)?) {
+        Some(m2) => Ok(Ok((ServiceCurve { m1, d, m2 }, i))),
+        None => Ok(Err(vec![illegal("m2")])),
+    }
+}
+
+/// `hfsc_get_sc2`: `[ [ umax BYTE ] dmax SEC ] rate BPS`, converted as tc converts it.
+fn get_sc2(argv: &[String], mut i: usize) -> Result<ScResult, TcError> {
+    let (mut umax, mut dmax) = (0u32, 0u32);
+    if matches(word(argv, i)?, "umax") {
+        i += 1;
+        match parse_size(word(argv, i)?).ok().and_then(|v| u32::try_from(v).ok()) {
+            Some(v) => umax = v,
+            None => return Ok(Err(vec![illegal("umax")])),
+        }
+        i += 1;
+        word(argv, i)?;
+    }
+    if matches(word(argv, i)?, "dmax") {
+        i += 1;
+        match get_time(word(argv, i)?) {
+            Some(v) => dmax = v,
+            None => return Ok(Err(vec![illegal("dmax")])),
+        }
+        i += 1;
+        word(argv, i)?;
+    }
+    if !matches(word(argv, i)?, "rate") {
+        return Ok(Err(Vec::new()));
+    }
+    i += 1;
+    let Some(rate) = get_rate(word(argv, i)?) else {
+        return Ok(Err(vec![illegal("rate")]));
+    };
+    if umax != 0 && dmax == 0 {
+        return Ok(Err(vec!["HFSC: umax given but dmax is zero.".into()]));
+    }
+    let steep = if dmax != 0 { (umax as f64 * 1e6 / dmax as f64).ceil() } else { 0.0 };
+    let sc = if dmax != 0 && steep > rate as f64 {
+        // Concave: slope umax/dmax up to dmax.
+        ServiceCurve { m1: steep as u32, d: dmax, m2: rate }
+    } else {
+        // Convex: flat until dmax - umax/rate, in tc's unsigned 32-bit arithmetic.
+        if rate == 0 {
+            return Ok(Err(vec![illegal("rate")]));
+        }
+        let d = dmax.wrapping_sub(umax.wrapping_mul(1_000_000) / rate);
+        ServiceCurve { m1: 0, d, m2: rate }
+    };
+    Ok(Ok((sc, i)))
+}
+
+/// `hfsc_get_sc`: either form, then the two-zero-slopes check. On success the cursor is past it.
+fn get_sc(cur: &mut Cur, key: &str) -> Result<ServiceCurve, TcError> {
+    let start = cur.pos;
+    let r = match get_sc1(cur.argv, start)? {
+        Ok(x) => Ok(x),
+        Err(mut lines) => match get_sc2(cur.argv, start)? {
+            Ok(x) => Ok(x),
+            Err(more) => {
+                lines.extend(more);
+                Err(lines)
+            }
+        },
+    };
+    let (sc, last) = match r {
+        Ok(x) => x,
+        Err(mut lines) => {
+            lines.push(illegal(key));
+            return Err(TcError::usage(lines.join("\n"), Some(start)));
+        }
+    };
+    if sc.is_zero() {
+        return Err(TcError::usage(
+            format!("HFSC: Service Curve has two zero slopes\n{}", illegal(key)),
+            Some(start),
+        ));
+    }
+    cur.pos = last + 1;
+    Ok(sc)
+}
+
+/// `hfsc_parse_class_opt`: the curves tc sends.
+pub fn parse_class(cur: &mut Cur) -> Result<HfscClassOpts, TcError> {
+    let mut o = HfscClassOpts::default();
+    while let Some((at, w)) = cur.next_word() {
+        let key = if matches(w, "rt") {
+            "rt"
+        } else if matches(w, "ls") {
+            "ls"
+        } else if matches(w, "sc") {
+            "sc"
+        } else if matches(w, "ul") {
+            "ul"
+        } else if matches(w, "help") {
+            return Err(TcError::usage(CLASS_USAGE, Some(at)));
+        } else {
+            return Err(TcError::usage(format!("HFSC: What is \"{w}\" ?\n{CLASS_USAGE}"), Some(at)));
+        };
+        if cur.peek().is_none() {
+            return Err(incomplete(at));
+        }
+        let sc = get_sc(cur, key)?;
+        match key {
+            "rt" => o.rt = Some(sc),
+            "ls" => o.ls = Some(sc),
+            "sc" => {
+                o.rt = Some(sc);
+                o.ls = Some(sc);
+            }
+            _ => o.ul = Some(sc),
+        }
+    }
+    if o.rt.is_none() && o.ls.is_none() && o.ul.is_none() {
+        return Err(TcError::usage(format!("HFSC: no parameters given\n{CLASS_USAGE}"), Some(cur.pos)));
+    }
+    if o.ul.is_some() && o.ls.is_none() {
+        return Err(TcError::usage(
+            format!("HFSC: Upper-limit Service Curve without Link-Share Service Curve\n{CLASS_USAGE}"),
+            Some(cur.pos),
+        ));
+    }
+    Ok(o)
+}
+
+/// A curve the kernel acts on (both slopes zero: ignored).
+fn given(sc: Option<ServiceCurve>) -> Option<ServiceCurve> {
+    sc.filter(|s| !s.is_zero())
+}
+
+/// `hfsc_change_class` on the model: a change replaces the curves sent; a new class needs a
+/// real-time or link-share curve, a classid of this qdisc, and a parent that is this qdisc's root
+/// class or one of its classes (an `rt`-only parent takes its curve as link-share curve too, with
+/// the kernel's warning).
+pub fn class_modify(
+    dev: &mut Device,
+    q: &QdiscNode,
+    clid: Handle,
+    parent: Handle,
+    exists: bool,
+    opts: &HfscClassOpts,
+) -> Result<Vec<String>, TcError> {
+    let einval = || TcError::errno("Invalid argument");
+    if exists {
+        if clid == q.handle {
+            // The root class has no parent: one named must be `root` (hfsc_change_class).
+            if parent != Handle::UNSPEC && parent != crate::model::H_ROOT {
+                return Err(einval());
+            }
+            if let Some(QdiscNode { opts: QdiscOpts::Hfsc(h), .. }) =
+                dev.qdiscs.iter_mut().find(|x| x.handle == q.handle)
+            {
+                let cur = &mut h.root_class;
+                cur.rt = given(opts.rt).or(cur.rt);
+                cur.ls = given(opts.ls).or(cur.ls);
+                cur.ul = given(opts.ul).or(cur.ul);
+            }
+            return Ok(Vec::new());
+        }
+        let Some(node) = dev.classes.iter_mut().find(|c| c.classid == clid) else {
+            return Err(einval());
+        };
+        if parent != Handle::UNSPEC && node.parent != parent {
+            return Err(einval());
+        }
+        if let crate::model::ClassOpts::Hfsc(cur) = &mut node.opts {
+            cur.rt = given(opts.rt).or(cur.rt);
+            cur.ls = given(opts.ls).or(cur.ls);
+            cur.ul = given(opts.ul).or(cur.ul);
+        }
+        return Ok(Vec::new());
+    }
+    if parent == crate::model::H_ROOT {
+        return Err(TcError::errno("File exists"));
+    }
+    let parent = if parent.is_unspec() { q.handle } else { parent };
+    if parent != q.handle && !dev.classes.iter().any(|c| c.classid == parent) {
+        return Err(TcError::errno("No such file or directory"));
+    }
+    if clid.is_unspec() || clid.qdisc() != q.handle || clid.minor() == 0 {
+        return Err(einval());
+    }
+    if given(opts.rt).is_none() && given(opts.ls).is_none() {
+        return Err(einval());
+    }
+    let mut warnings = Vec::new();
+    if let Some(p) = dev.classes.iter_mut().find(|c| c.classid == parent) {
+        if let crate::model::ClassOpts::Hfsc(po) = &mut p.opts {
+            if po.ls.is_none() {
+                po.ls = po.rt;
+                warnings.push("Warning: Forced curve change on parent 'rt' to 'sc'".to_string());
+            }
+        }
+    }
+    let opts = HfscClassOpts { rt: given(opts.rt), ls: given(opts.ls), ul: given(opts.ul) };
+    dev.classes.push(ClassNode {
+        classid: clid,
+        parent,
+        opts: crate::model::ClassOpts::Hfsc(opts),
+        stats: Default::default(),
+    });
+    Ok(warnings)
+}
+
+/// The core's curves of a class.
+pub fn curves(o: &HfscClassOpts) -> Curves {
+    Curves { rt: o.rt, ls: o.ls, ul: o.ul }
+}
+
+/// `hfsc_print_opt`.
+pub fn qdisc_options(o: &HfscOpts) -> String {
+    if o.default != 0 {
+        format!("default {:x} ", o.default)
+    } else {
+        String::new()
+    }
+}
+
+fn print_sc(s: &mut String, name: &str, sc: &ServiceCurve) {
+    let sc = sc.as_reported();
+    let _ = write!(
+        s,
+        "{name} m1 {} d {} m2 {} ",
+        format_rate(Rate::from_bps(sc.m1 as u64 * 8)),
+        format_time(Span::from_micros(sc.d as u64)),
+        format_rate(Rate::from_bps(sc.m2 as u64 * 8))
+    );
+}
+
+/// `hfsc_print_class_opt`: `sc` when the real-time and link-share curves are the same.
+pub fn class_options(o: &HfscClassOpts) -> String {
+    let mut s = String::new();
+    match (&o.rt, &o.ls) {
+        (Some(r), Some(l)) if r.as_reported() == l.as_reported() => print_sc(&mut s, "sc", r),
+        (r, l) => {
+            if let Some(r) = r {
+                print_sc(&mut s, "rt", r);
+            }
+            if let Some(l) = l {
+                print_sc(&mut s, "ls", l);
+            }
+        }
+    }
+    if let Some(u) = &o.ul {
+        print_sc(&mut s, "ul", u);
+    }
+    s
+}
+
+/// `hfsc_print_xstats` of an idle class (period 0, no work), then tc's empty line.
+pub fn class_xstats(level: u32) -> String {
+    format!(" period 0 level {level} \n\n")
+}
+
+/// The class's level: 0 for a leaf, one above its highest child (the root class `X:0` included).
+pub fn level(dev: &Device, q: &QdiscNode, id: Handle) -> u32 {
+    fn go(dev: &Device, q: &QdiscNode, id: Handle, depth: u32) -> u32 {
+        if depth > 64 {
+            return 0;
+        }
+        dev.classes
+            .iter()
+            .filter(|c| c.parent == id && c.classid != id && c.classid.qdisc() == q.handle)
+            .map(|c| go(dev, q, c.classid, depth + 1) + 1)
+            .max()
+            .unwrap_or(0)
+    }
+    go(dev, q, id, 0)
+}
+
+/// Curves in tc syntax that read back to the same bytes per second and µs.
+pub fn export_class_args(o: &HfscClassOpts) -> String {
+    let mut s = String::new();
+    let mut one = |name: &str, sc: &ServiceCurve| {
+        let _ = write!(s, " {name} m1 {}bit d {}us m2 {}bit", sc.m1 as u64 * 8, sc.d, sc.m2 as u64 * 8);
+    };
+    if let Some(r) = &o.rt {
+        one("rt", r);
+    }
+    if let Some(l) = &o.ls {
+        one("ls", l);
+    }
+    if let Some(u) = &o.ul {
+        one("ul", u);
+    }
+    s
+}
+
+/// The qdisc's options in tc syntax.
+pub fn export_qdisc_args(o: &HfscOpts) -> String {
+    if o.default != 0 {
+        format!(" default {:x}", o.default)
+    } else {
+        String::new()
+    }
+}

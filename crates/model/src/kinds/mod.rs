@@ -1,0 +1,267 @@
+//! The kind registry: everything Sluice knows about each qdisc kind, one folder per kind, and the
+//! one list ([`qdisc_registry!`] at the end of this file) that makes every dispatch.
+//!
+//! A kind implements [`QdiscKind`], in the shape of iproute2's `struct qdisc_util`
+//! (`parse_qopt`, `print_qopt`, `print_xstats`) and the kernel's `struct Qdisc_ops` (`init`,
+//! `change`, `dump`): its options as the model holds them, tc's words for them, how `tc qdisc
+//! show` prints them (text, `-d`, `-s`, `-j`), the kernel's rules on add and change, the
+//! `TCA_OPTIONS` tc sends, their decoding, and the running core object. Front ends and back ends
+//! reach a kind only through the methods the list generates on [`QdiscOpts`]:
+//! [`QdiscOpts::parse_kind`], [`QdiscOpts::args`], [`QdiscOpts::show`], [`QdiscOpts::json`],
+//! [`QdiscOpts::change`], [`QdiscOpts::encode`], [`QdiscOpts::decode`], [`QdiscOpts::build`].
+//!
+//! Adding a kind: its algorithm in `sluice-core`, its folder here (`kinds/NAME/mod.rs`), one line
+//! in the list, and a byte-for-byte netlink fixture captured from iproute2's tc
+//! (`crates/kernel/tests/fixtures/`). The registry's property tests then cover it.
+//!
+//! Kinds not moved here yet are still dispatched by the older per-file matches (the generated
+//! methods return `None` for them); see `docs/handoff.md`.
+
+use crate::build::BuildError;
+use crate::error::TcError;
+use crate::grammar::Cur;
+use crate::json::J;
+use crate::model::{Device, QdiscNode, QdiscOpts};
+use crate::nlattr::Attrs;
+use serde::{de::DeserializeOwned, Serialize};
+use sluice_core::classify::Classifier;
+use sluice_core::Qdisc;
+use std::fmt::Debug;
+
+pub mod cake;
+pub mod ematch;
+pub mod ets;
+pub mod fq_codel;
+pub mod hfsc;
+pub mod netem;
+pub mod red;
+
+/// `TCA_OPTIONS`: the attribute that holds a kind's options in a tc request.
+pub const TCA_OPTIONS: u16 = 2;
+
+/// Everything about one qdisc kind. Each method is one of tc's or the kernel's per-kind hooks.
+pub trait QdiscKind {
+    /// tc's name of the kind (`TCA_KIND`).
+    const NAME: &'static str;
+    /// The kind has classes that child qdiscs and filters can name.
+    const CLASSFUL: bool = false;
+    /// The options as the model holds them: what tc sent, `None` for what was not given.
+    type Opts: Clone + Debug + PartialEq + Default + Serialize + DeserializeOwned;
+
+    /// tc's words after the kind name (`parse_qopt`), to the end of `cur`.
+    fn parse(cur: &mut Cur) -> Result<Self::Opts, TcError>;
+
+    /// Words that [`QdiscKind::parse`] reads back as `o`, each with a leading space (export, the
+    /// commands a dry run prints).
+    fn args(o: &Self::Opts) -> String;
+
+    /// What `tc qdisc show` prints after `refcnt N ` (`print_qopt`); `d` is `-d`.
+    fn show(o: &Self::Opts, dev: &Device, d: bool) -> String;
+
+    /// The `options` object of `tc -j qdisc show`.
+    fn json(o: &Self::Opts, dev: &Device, d: bool) -> J;
+
+    /// The kind's own statistics lines of `tc -s` (`print_xstats`), as an idle qdisc prints them.
+    fn xstats_text(_o: &Self::Opts) -> String {
+        String::new()
+    }
+
+    /// The `xstats` object of `tc -s -j` (None: the kind prints none).
+    fn xstats_json(_o: &Self::Opts) -> Option<J> {
+        None
+    }
+
+    /// The kernel's checks on add (`old` is `None`) and change, and what a change keeps of `old`
+    /// (attributes not sent keep their value where the kernel's `change` does so).
+    fn change(_dev: &Device, new: Self::Opts, _old: Option<&Self::Opts>) -> Result<Self::Opts, TcError> {
+        Ok(new)
+    }
+
+    /// The attributes tc 6.1 sends after `TCA_KIND` for `o` (usually one `TCA_OPTIONS`), byte
+    /// for byte. An option that cannot be sent is an error naming it, before anything is sent.
+    fn encode(o: &Self::Opts, out: &mut Attrs) -> Result<(), Unencodable>;
+
+    /// The options of a request's `TCA_OPTIONS` payload (`None`: the request had none).
+    fn decode(options: Option<&[u8]>) -> Result<Self::Opts, DecodeError>;
+
+    /// The running qdisc (its children built through `cx`).
+    fn build(o: &Self::Opts, q: &QdiscNode, cx: &mut BuildCx<'_>) -> Result<Box<dyn Qdisc>, BuildError>;
+
+    /// A few words for `sluice viz` (None: the kind alone says enough).
+    fn label(_o: &Self::Opts) -> Option<String> {
+        None
+    }
+}
+
+/// An option the kernel encoder cannot send (refused before anything is sent).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{kind} {option}: {why}")]
+pub struct Unencodable {
+    /// The kind.
+    pub kind: &'static str,
+    /// The option, as tc names it.
+    pub option: String,
+    /// Why it cannot be sent.
+    pub why: String,
+}
+
+/// A `TCA_OPTIONS` payload that does not decode.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{kind}: {why}")]
+pub struct DecodeError {
+    /// The kind.
+    pub kind: &'static str,
+    /// What is wrong.
+    pub why: String,
+}
+
+impl DecodeError {
+    /// A decode error of `kind`.
+    pub fn new(kind: &'static str, why: impl Into<String>) -> DecodeError {
+        DecodeError { kind, why: why.into() }
+    }
+}
+
+/// What building a qdisc needs beyond its own options: its device, the classifier that learns
+/// the tree's shape, and the run's seed.
+pub struct BuildCx<'a> {
+    /// The device the qdisc is on.
+    pub dev: &'a Device,
+    /// The device's classifier.
+    pub cls: &'a mut Classifier,
+    /// The run's seed (randomised kinds derive theirs from it).
+    pub seed: u64,
+}
+
+impl BuildCx<'_> {
+    /// Builds a child qdisc (the one grafted on a class of the qdisc being built).
+    pub fn child(&mut self, q: &QdiscNode) -> Result<Box<dyn Qdisc>, BuildError> {
+        crate::build::build_qdisc(self.dev, q, self.cls, self.seed)
+    }
+}
+
+/// The one list of kinds. For each `Variant => Kind`, `QdiscOpts::Variant` holds
+/// `<Kind as QdiscKind>::Opts`, and every method below dispatches to `Kind`.
+macro_rules! qdisc_registry {
+    ($($variant:ident => $kind:ty),* $(,)?) => {
+        /// tc names of the kinds in the registry.
+        pub const QDISC_KINDS: &[&str] = &[$(<$kind as QdiscKind>::NAME),*];
+
+        #[allow(unreachable_patterns)]
+        impl QdiscOpts {
+            /// tc's option words for `kind` (`None`: not a registry kind).
+            pub fn parse_kind(kind: &str, cur: &mut Cur) -> Option<Result<QdiscOpts, TcError>> {
+                $(if kind == <$kind as QdiscKind>::NAME {
+                    return Some(<$kind as QdiscKind>::parse(cur).map(QdiscOpts::$variant));
+                })*
+                None
+            }
+
+            /// [`QdiscKind::NAME`].
+            pub fn registry_name(&self) -> Option<&'static str> {
+                match self {
+                    $(QdiscOpts::$variant(_) => Some(<$kind as QdiscKind>::NAME),)*
+                    _ => None,
+                }
+            }
+
+            /// [`QdiscKind::CLASSFUL`].
+            pub fn registry_classful(&self) -> Option<bool> {
+                match self {
+                    $(QdiscOpts::$variant(_) => Some(<$kind as QdiscKind>::CLASSFUL),)*
+                    _ => None,
+                }
+            }
+
+            /// [`QdiscKind::args`].
+            pub fn args(&self) -> Option<String> {
+                match self {
+                    $(QdiscOpts::$variant(o) => Some(<$kind as QdiscKind>::args(o)),)*
+                    _ => None,
+                }
+            }
+
+            /// [`QdiscKind::show`].
+            pub fn show(&self, dev: &Device, d: bool) -> Option<String> {
+                match self {
+                    $(QdiscOpts::$variant(o) => Some(<$kind as QdiscKind>::show(o, dev, d)),)*
+                    _ => None,
+                }
+            }
+
+            /// [`QdiscKind::json`].
+            pub fn json(&self, dev: &Device, d: bool) -> Option<J> {
+                match self {
+                    $(QdiscOpts::$variant(o) => Some(<$kind as QdiscKind>::json(o, dev, d)),)*
+                    _ => None,
+                }
+            }
+
+            /// [`QdiscKind::xstats_text`].
+            pub fn xstats_text(&self) -> Option<String> {
+                match self {
+                    $(QdiscOpts::$variant(o) => Some(<$kind as QdiscKind>::xstats_text(o)),)*
+                    _ => None,
+                }
+            }
+
+            /// [`QdiscKind::xstats_json`] (outer `None`: not a registry kind).
+            pub fn xstats_json(&self) -> Option<Option<J>> {
+                match self {
+                    $(QdiscOpts::$variant(o) => Some(<$kind as QdiscKind>::xstats_json(o)),)*
+                    _ => None,
+                }
+            }
+
+            /// [`QdiscKind::change`]: `self` is what was sent, `old` what the qdisc had.
+            pub fn change(&self, dev: &Device, old: Option<&QdiscOpts>) -> Option<Result<QdiscOpts, TcError>> {
+                match self {
+                    $(QdiscOpts::$variant(n) => {
+                        let old = match old {
+                            Some(QdiscOpts::$variant(o)) => Some(o),
+                            _ => None,
+                        };
+                        Some(<$kind as QdiscKind>::change(dev, n.clone(), old).map(QdiscOpts::$variant))
+                    })*
+                    _ => None,
+                }
+            }
+
+            /// [`QdiscKind::encode`].
+            pub fn encode(&self, out: &mut Attrs) -> Option<Result<(), Unencodable>> {
+                match self {
+                    $(QdiscOpts::$variant(o) => Some(<$kind as QdiscKind>::encode(o, out)),)*
+                    _ => None,
+                }
+            }
+
+            /// [`QdiscKind::decode`] for the kind named `kind` (`None`: not a registry kind).
+            pub fn decode(kind: &str, options: Option<&[u8]>) -> Option<Result<QdiscOpts, DecodeError>> {
+                $(if kind == <$kind as QdiscKind>::NAME {
+                    return Some(<$kind as QdiscKind>::decode(options).map(QdiscOpts::$variant));
+                })*
+                None
+            }
+
+            /// [`QdiscKind::build`].
+            pub fn build(&self, q: &QdiscNode, cx: &mut BuildCx<'_>) -> Option<Result<Box<dyn Qdisc>, BuildError>> {
+                match self {
+                    $(QdiscOpts::$variant(o) => Some(<$kind as QdiscKind>::build(o, q, cx)),)*
+                    _ => None,
+                }
+            }
+
+            /// [`QdiscKind::label`] (outer `None`: not a registry kind).
+            pub fn label(&self) -> Option<Option<String>> {
+                match self {
+                    $(QdiscOpts::$variant(o) => Some(<$kind as QdiscKind>::label(o)),)*
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
+qdisc_registry! {
+    FqCodel => fq_codel::FqCodel,
+}

@@ -1,0 +1,1469 @@
+//! The configuration model: emulated devices holding qdiscs, classes and filters.
+//!
+//! Plain data (serde) close to what tc sends the kernel, so that the tc grammar, the TOML form,
+//! the printer, lint, viz, `build` (live core objects) and `apply` (netlink) all read one tree.
+//! Handles are [`Handle`]s: 16-bit majors and 32-bit minors. The tc grammar only produces minors
+//! up to `ffff` (tc's own limit); the native TOML form accepts minors up to `ffffffff`, so that one
+//! HTB can hold millions of classes (the kernel cannot: `apply` must refuse or nest such trees).
+//! Rates are bit/s; sizes bytes;
+//! times microseconds (tc's `TIME_UNITS`). `None` options mean "not given": the kernel default
+//! applies, and `change` keeps the previous value where the kernel does.
+
+use serde::{Deserialize, Serialize};
+pub use sluice_core::Handle;
+use sluice_core::QdiscStats;
+
+/// The deepest chain of nested qdiscs Sluice builds and draws (each level recurses per
+/// packet; real trees are a few levels deep).
+pub const MAX_QDISC_DEPTH: usize = 256;
+
+/// `TC_H_ROOT`.
+pub const H_ROOT: Handle = Handle::ROOT;
+/// `TC_H_INGRESS` (parent of ingress/clsact qdiscs).
+pub const H_INGRESS: Handle = Handle::INGRESS;
+/// `TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_INGRESS)`: the `ingress` filter parent.
+pub const H_MIN_INGRESS: Handle = Handle::from_tc(0xFFFF_FFF2);
+/// `TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_EGRESS)`: the `egress` filter parent.
+pub const H_MIN_EGRESS: Handle = Handle::from_tc(0xFFFF_FFF3);
+/// `ETH_P_ALL`, the protocol of filters added without `protocol`.
+pub const ETH_P_ALL: u16 = 0x0003;
+/// `ETH_P_IP`.
+pub const ETH_P_IP: u16 = 0x0800;
+
+/// Everything Sluice emulates: a set of network devices.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct State {
+    /// Devices in creation order.
+    #[serde(default)]
+    pub devices: Vec<Device>,
+    /// Next ifindex to hand out.
+    #[serde(default = "first_ifindex")]
+    pub next_ifindex: u32,
+    /// The namespace's actions (the kernel's per-kind action tables): those made with
+    /// `tc actions` and those filters made inline, by kind and index. Filters keep a copy of the
+    /// parameters of the actions they bind (as tc sends them); `tc actions replace` updates both.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub actions: Vec<ActionEntry>,
+    /// Next automatic qdisc handle major: the kernel has one counter for the whole machine
+    /// (`qdisc_alloc_handle`'s static `autohandle`), starting at 0x8001.
+    #[serde(default = "first_auto_handle")]
+    pub next_auto_handle: u32,
+    /// Named network namespaces (`ip netns add NAME`), each with its own devices and actions,
+    /// reached with `tc -n NAME`, `ip -n NAME` and `ip netns exec NAME`.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub netns: std::collections::BTreeMap<String, State>,
+}
+
+fn first_ifindex() -> u32 {
+    2
+}
+
+impl Default for State {
+    fn default() -> Self {
+        State {
+            devices: Vec::new(),
+            next_ifindex: first_ifindex(),
+            actions: Vec::new(),
+            next_auto_handle: first_auto_handle(),
+            netns: Default::default(),
+        }
+    }
+}
+
+/// The kind of an emulated device.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase", tag = "type")]
+pub enum DevKind {
+    /// `ip link add type dummy`.
+    Dummy,
+    /// One end of a veth pair.
+    Veth {
+        /// The other end.
+        peer: String,
+    },
+    /// `ip link add type ifb`: an intermediate functional block. What mirred redirects to its
+    /// egress leaves through its root qdisc and goes back where it came from.
+    Ifb,
+}
+
+/// One emulated device and its traffic-control tree.
+#[serde_with::skip_serializing_none]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Device {
+    /// Interface name.
+    pub name: String,
+    /// dummy or veth.
+    #[serde(flatten)]
+    pub kind: DevKind,
+    /// Interface index.
+    pub ifindex: u32,
+    /// MTU (1500).
+    #[serde(default = "default_mtu")]
+    pub mtu: u32,
+    /// txqueuelen (1000): default pfifo limit and HTB direct_qlen.
+    #[serde(default = "default_txqlen")]
+    pub txqueuelen: u32,
+    /// Transmit queues (`ip link add ... numtxqueues N`): one `mq` class each.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub num_tx_queues: u32,
+    /// Line rate of the link behind this device in bit/s, when known (lint: shaper vs modem).
+    pub link_rate: Option<u64>,
+    /// Qdiscs in creation order (root, children, ingress).
+    #[serde(default)]
+    pub qdiscs: Vec<QdiscNode>,
+    /// Classes of classful qdiscs (HTB, DRR). Prio/TBF bands are implicit.
+    #[serde(default)]
+    pub classes: Vec<ClassNode>,
+    /// Filters in creation order.
+    #[serde(default)]
+    pub filters: Vec<FilterNode>,
+    /// u32 hash-table ids handed out per block (for `800:`, `801:` ...).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub u32_blocks: Vec<U32Block>,
+    /// Next automatic qdisc handle major (kernel starts at 0x8001).
+    #[serde(default = "first_auto_handle")]
+    pub next_auto_handle: u32,
+    /// The device has had an ingress or clsact qdisc (the kernel then keeps its ingress queue,
+    /// and deleting a missing ingress qdisc fails differently).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ingress_queue: bool,
+    /// The parent named by the last filter add or change on the `ingress` qdisc: the kernel
+    /// dumps all of that qdisc's filters with it.
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "crate::serde_units::opt_handle")]
+    pub ingress_filter_parent: Option<Handle>,
+}
+
+fn default_mtu() -> u32 {
+    1500
+}
+fn default_txqlen() -> u32 {
+    1000
+}
+fn first_auto_handle() -> u32 {
+    0x8001
+}
+fn one() -> u32 {
+    1
+}
+fn is_one(v: &u32) -> bool {
+    *v == 1
+}
+
+/// The u32 classifier's per-block state: which root hash tables were handed out.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct U32Block {
+    /// The block (qdisc handle, or a class id for filters on HTB classes).
+    #[serde(with = "crate::serde_units::handle")]
+    pub block: Handle,
+    /// Number of u32 root tables created so far on this block (first is 800:).
+    pub roots_created: u32,
+}
+
+impl Device {
+    /// A new device without any qdisc (noqueue, as for dummy and veth).
+    pub fn new(name: &str, kind: DevKind, ifindex: u32) -> Device {
+        Device {
+            name: name.to_string(),
+            kind,
+            ifindex,
+            mtu: default_mtu(),
+            txqueuelen: default_txqlen(),
+            num_tx_queues: 1,
+            link_rate: None,
+            qdiscs: Vec::new(),
+            classes: Vec::new(),
+            filters: Vec::new(),
+            u32_blocks: Vec::new(),
+            next_auto_handle: first_auto_handle(),
+            ingress_queue: false,
+            ingress_filter_parent: None,
+        }
+    }
+
+    /// `psched_mtu`: MTU plus the Ethernet header.
+    pub fn psched_mtu(&self) -> u32 {
+        self.mtu + 14
+    }
+
+    /// The qdisc with handle `major:0`.
+    pub fn qdisc(&self, handle: Handle) -> Option<&QdiscNode> {
+        self.qdiscs.iter().find(|q| q.handle == handle.qdisc())
+    }
+
+    /// The qdisc attached at `parent` (root, ingress, or a class).
+    pub fn qdisc_at(&self, parent: Handle) -> Option<&QdiscNode> {
+        self.qdiscs.iter().find(|q| q.parent == parent)
+    }
+
+    /// How many qdiscs deep the deepest chain of qdiscs grafted on classes is (the root alone
+    /// is 1), counting at most to `cap`. Iterative: a deep tree costs no stack here.
+    pub fn qdisc_depth(&self, cap: usize) -> usize {
+        let mut deepest = 0;
+        for q in &self.qdiscs {
+            let (mut depth, mut parent) = (1, q.parent);
+            while depth < cap && parent != H_ROOT && parent != H_INGRESS {
+                match self.qdisc(parent.qdisc()) {
+                    Some(p) => {
+                        depth += 1;
+                        parent = p.parent;
+                    }
+                    None => break,
+                }
+            }
+            deepest = deepest.max(depth);
+            if deepest >= cap {
+                break;
+            }
+        }
+        deepest
+    }
+
+    /// The root qdisc, if one was added.
+    pub fn root(&self) -> Option<&QdiscNode> {
+        self.qdisc_at(H_ROOT)
+    }
+
+    /// The explicit class `classid`.
+    pub fn class(&self, classid: Handle) -> Option<&ClassNode> {
+        self.classes.iter().find(|c| c.classid == classid)
+    }
+
+    /// Explicit children classes of `parent` (a class id, or a qdisc handle for top-level classes).
+    pub fn child_classes(&self, parent: Handle) -> impl Iterator<Item = &ClassNode> {
+        self.classes.iter().filter(move |c| c.parent == parent)
+    }
+}
+
+/// A qdisc in the tree.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct QdiscNode {
+    /// `major:0`.
+    #[serde(with = "crate::serde_units::handle")]
+    pub handle: Handle,
+    /// [`H_ROOT`], [`H_INGRESS`] or a class id.
+    #[serde(with = "crate::serde_units::handle")]
+    pub parent: Handle,
+    /// Kind and options.
+    pub opts: QdiscOpts,
+    /// Size table (`stab`), if given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stab: Option<SizeTable>,
+    /// Counters (zero unless imported from a run).
+    #[serde(default, skip_serializing_if = "is_zero_stats")]
+    pub stats: QdiscStats,
+}
+
+/// True when no counter is set (keeps files short).
+pub fn is_zero_stats(s: &QdiscStats) -> bool {
+    *s == QdiscStats::default()
+}
+
+/// A class of a classful qdisc.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ClassNode {
+    /// `major:minor`.
+    #[serde(with = "crate::serde_units::handle")]
+    pub classid: Handle,
+    /// The parent class id, or the qdisc handle for a top-level class.
+    #[serde(with = "crate::serde_units::handle")]
+    pub parent: Handle,
+    /// Kind and options.
+    pub opts: ClassOpts,
+    /// Counters.
+    #[serde(default, skip_serializing_if = "is_zero_stats")]
+    pub stats: QdiscStats,
+}
+
+/// A filter (one classifier instance, or a u32 hash table).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FilterNode {
+    /// The block: the qdisc handle, a class id, or [`H_MIN_INGRESS`]/[`H_MIN_EGRESS`].
+    #[serde(with = "crate::serde_units::handle")]
+    pub parent: Handle,
+    /// Filter chain (0).
+    #[serde(default)]
+    pub chain: u32,
+    /// Preference: lower runs first.
+    pub prio: u16,
+    /// Ethertype the filter applies to ([`ETH_P_ALL`] for all).
+    pub protocol: u16,
+    /// Filter handle (u32: `ht:bucket:node` packed; flow/fw/matchall: a number).
+    pub handle: u32,
+    /// Kind and options.
+    pub opts: FilterOpts,
+    /// Actions run on a match.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub actions: Vec<Action>,
+    /// The action is a policer given with the filter's own `police` keyword (the kernel's
+    /// `TCA_*_POLICE`, printed without `action order`).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub police_keyword: bool,
+}
+
+/// Link-layer framing for rate computations.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LinkLayer {
+    /// Ethernet (and everything else).
+    #[default]
+    Ethernet,
+    /// ATM cells (ADSL).
+    Atm,
+}
+
+/// Qdisc kinds and their options.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum QdiscOpts {
+    /// Packet-limited FIFO.
+    Pfifo(FifoOpts),
+    /// Byte-limited FIFO.
+    Bfifo(FifoOpts),
+    /// Packet FIFO dropping from the head when full.
+    PfifoHeadDrop(FifoOpts),
+    /// Three-band default qdisc.
+    PfifoFast,
+    /// Strict priority bands.
+    Prio(PrioOpts),
+    /// Hierarchical token bucket (qdisc part).
+    Htb(HtbOpts),
+    /// Token bucket filter.
+    Tbf(TbfOpts),
+    /// Stochastic fairness queueing.
+    Sfq(SfqOpts),
+    /// Controlled delay AQM.
+    Codel(CodelOpts),
+    /// Flow queueing with CoDel.
+    FqCodel(FqCodelOpts),
+    /// Network emulator (boxed: its options are the largest).
+    Netem(Box<NetemOpts>),
+    /// Deficit round robin.
+    Drr,
+    /// Random early detection.
+    Red(RedOpts),
+    /// Common Applications Kept Enhanced.
+    Cake(CakeOpts),
+    /// Hierarchical fair service curve.
+    Hfsc(HfscOpts),
+    /// Enhanced transmission selection (strict and DRR bands).
+    Ets(EtsOpts),
+    /// Ingress hook.
+    Ingress,
+    /// Ingress+egress filter hook.
+    Clsact,
+    /// One class per transmit queue (root only, multi-queue devices).
+    Mq(MqOpts),
+}
+
+impl QdiscOpts {
+    /// tc's kind name.
+    pub fn kind(&self) -> &'static str {
+        if let Some(k) = self.registry_name() {
+            return k;
+        }
+        match self {
+            QdiscOpts::Pfifo(_) => "pfifo",
+            QdiscOpts::Bfifo(_) => "bfifo",
+            QdiscOpts::PfifoHeadDrop(_) => "pfifo_head_drop",
+            QdiscOpts::PfifoFast => "pfifo_fast",
+            QdiscOpts::Prio(_) => "prio",
+            QdiscOpts::Htb(_) => "htb",
+            QdiscOpts::Tbf(_) => "tbf",
+            QdiscOpts::Sfq(_) => "sfq",
+            QdiscOpts::Codel(_) => "codel",
+            QdiscOpts::Netem(_) => "netem",
+            QdiscOpts::Drr => "drr",
+            QdiscOpts::Red(_) => "red",
+            QdiscOpts::Cake(_) => "cake",
+            QdiscOpts::Hfsc(_) => "hfsc",
+            QdiscOpts::Ets(_) => "ets",
+            QdiscOpts::Ingress => "ingress",
+            QdiscOpts::Clsact => "clsact",
+            QdiscOpts::Mq(_) => "mq",
+            _ => "",
+        }
+    }
+
+    /// Qdiscs that have classes a child qdisc or filter can refer to.
+    pub fn is_classful(&self) -> bool {
+        if let Some(c) = self.registry_classful() {
+            return c;
+        }
+        matches!(
+            self,
+            QdiscOpts::Prio(_)
+                | QdiscOpts::Htb(_)
+                | QdiscOpts::Tbf(_)
+                | QdiscOpts::Netem(_)
+                | QdiscOpts::Drr
+                | QdiscOpts::Hfsc(_)
+                | QdiscOpts::Red(_)
+                | QdiscOpts::PfifoFast
+                | QdiscOpts::Mq(_)
+                | QdiscOpts::Ets(_)
+        )
+    }
+}
+
+/// ets, as tc sent it and the kernel keeps it: `quanta` are the DRR bands' quanta from band
+/// `strict` on (those not given are the device's psched_mtu), `priomap` the entries given
+/// (those not given name the last band). See [`crate::kinds::ets`].
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EtsOpts {
+    /// Number of bands, 1..=16.
+    pub bands: u8,
+    /// Strict bands (the first ones).
+    #[serde(default)]
+    pub strict: u8,
+    /// Quanta of the first DRR bands.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub quanta: Vec<u32>,
+    /// Band of priorities 0, 1, ...
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub priomap: Vec<u8>,
+}
+
+/// mq: each class (`major:N`, N = 1..=num_tx_queues) holds the default qdisc (pfifo_fast,
+/// handle 0) until another is grafted there.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MqOpts {
+    /// Classes whose grafted qdisc was deleted: they hold no qdisc (the kernel's noop).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub emptied: Vec<u32>,
+}
+
+/// A size table (`stab ...`): how a qdisc computes packet sizes (tc's `struct tc_sizespec`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SizeTable {
+    /// Link layer (`None`: not given; tc sends it unspecified).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub linklayer: Option<LinkLayer>,
+    /// Per-packet overhead.
+    #[serde(default, skip_serializing_if = "is_zero_i32")]
+    pub overhead: i32,
+    /// Minimum packet unit.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub mpu: u32,
+    /// Largest size in the table (0 when tc sends no table).
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub mtu: u32,
+    /// Table slots (0 when tc sends no table).
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub tsize: u32,
+}
+
+impl SizeTable {
+    /// The size the qdisc accounts for a packet of `len` bytes (`qdisc_calculate_pkt_len` with
+    /// tc's table: overhead, mpu, then ATM cells).
+    pub fn pkt_len(&self, len: u32) -> u32 {
+        let mut l = (len as i64 + self.overhead as i64).max(0) as u64;
+        if l < self.mpu as u64 {
+            l = self.mpu as u64;
+        }
+        if self.linklayer == Some(LinkLayer::Atm) {
+            l = l.div_ceil(48) * 53;
+        }
+        l.min(u32::MAX as u64) as u32
+    }
+}
+
+/// pfifo/bfifo/pfifo_head_drop.
+#[serde_with::skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct FifoOpts {
+    /// Packets (pfifo) or bytes (bfifo); default from txqueuelen.
+    pub limit: Option<u32>,
+}
+
+/// prio.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PrioOpts {
+    /// Number of bands (2..=16).
+    pub bands: u32,
+    /// Band of each of the 16 Linux priorities.
+    pub priomap: Vec<u8>,
+}
+
+/// The kernel's default priomap (TOS to band), shared by prio and pfifo_fast.
+pub const DEFAULT_PRIOMAP: [u8; 16] = [1, 2, 2, 2, 1, 2, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1];
+
+impl Default for PrioOpts {
+    fn default() -> Self {
+        PrioOpts { bands: 3, priomap: DEFAULT_PRIOMAP.to_vec() }
+    }
+}
+
+/// HTB qdisc options.
+#[serde_with::skip_serializing_none]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HtbOpts {
+    /// Rate to quantum divisor (10).
+    pub r2q: u32,
+    /// Minor id of the default class (0: unclassified traffic goes to the direct queue); up to
+    /// `ffffffff` like any minor (the kernel keeps only the low 16 bits).
+    #[serde(with = "crate::serde_units::hex_minor")]
+    pub default: u32,
+    /// Direct queue length (txqueuelen when absent).
+    pub direct_qlen: Option<u32>,
+    /// Hardware offload requested.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub offload: bool,
+    /// Sluice's `textbook` option: spare bandwidth shared as the HTB user guide describes
+    /// (hierarchical max-min by rate, ceil, prio and quantum, `sluice_core::htb_fair`) instead of
+    /// the kernel's packet-by-packet lending. The kernel has no such mode: `apply` refuses it.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub textbook: bool,
+}
+
+impl Default for HtbOpts {
+    fn default() -> Self {
+        HtbOpts { r2q: 10, default: 0, direct_qlen: None, offload: false, textbook: false }
+    }
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+/// TBF options (as the kernel keeps them: `latency` is converted to `limit` by tc).
+#[serde_with::skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TbfOpts {
+    /// bit/s.
+    #[serde(with = "crate::serde_units::rate")]
+    pub rate: u64,
+    /// Bucket size in bytes.
+    #[serde(with = "crate::serde_units::size")]
+    pub burst: u32,
+    /// Queue limit in bytes.
+    #[serde(with = "crate::serde_units::size")]
+    pub limit: u32,
+    /// Peak rate in bit/s.
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "crate::serde_units::opt_rate")]
+    pub peakrate: Option<u64>,
+    /// Peak bucket (minburst) in bytes.
+    pub mtu: Option<u32>,
+    /// Per-packet overhead.
+    #[serde(default, skip_serializing_if = "is_zero_i32")]
+    pub overhead: i32,
+    /// Minimum packet unit.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub mpu: u32,
+    /// Link layer.
+    #[serde(default, skip_serializing_if = "is_ethernet")]
+    pub linklayer: LinkLayer,
+}
+
+fn is_zero_i32(v: &i32) -> bool {
+    *v == 0
+}
+fn is_zero_u32(v: &u32) -> bool {
+    *v == 0
+}
+fn is_ethernet(l: &LinkLayer) -> bool {
+    *l == LinkLayer::Ethernet
+}
+
+/// SFQ options.
+#[serde_with::skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SfqOpts {
+    /// Packets (127).
+    pub limit: Option<u32>,
+    /// DRR quantum in bytes (psched_mtu).
+    pub quantum: Option<u32>,
+    /// Seconds between hash perturbations (0: never).
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub perturb: u32,
+    /// Hash buckets (1024).
+    pub divisor: Option<u32>,
+    /// Packets per flow (127).
+    pub depth: Option<u32>,
+    /// Flows (127).
+    pub flows: Option<u32>,
+    /// Drop from the head of a full flow.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub headdrop: bool,
+    /// Per-flow RED.
+    pub red: Option<SfqRed>,
+}
+
+/// SFQ's per-flow RED (`redflowlimit`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SfqRed {
+    /// Byte limit per flow.
+    pub flowlimit: u32,
+    /// Min threshold bytes.
+    pub min: u32,
+    /// Max threshold bytes.
+    pub max: u32,
+    /// Max marking probability.
+    pub probability: f64,
+    /// EWMA weight log.
+    pub ewma: u8,
+    /// Mark instead of drop.
+    #[serde(default)]
+    pub ecn: bool,
+    /// Always drop above max.
+    #[serde(default)]
+    pub harddrop: bool,
+}
+
+/// CoDel options.
+#[serde_with::skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CodelOpts {
+    /// Packets (1000).
+    pub limit: Option<u32>,
+    /// Target delay µs (5000).
+    pub target: Option<u32>,
+    /// Interval µs (100000).
+    pub interval: Option<u32>,
+    /// CE marking threshold µs.
+    pub ce_threshold: Option<u32>,
+    /// ECN marking (off).
+    pub ecn: Option<bool>,
+}
+
+/// netem options as the kernel keeps them (probabilities scaled to `u32::MAX`; times in ns
+/// after tc's conversion to scheduler ticks). See [`crate::kinds::netem`].
+#[serde_with::skip_serializing_none]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NetemOpts {
+    /// Packets held at most (1000).
+    pub limit: u32,
+    /// Mean delay, ns.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub latency: u64,
+    /// Jitter, ns.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub jitter: u64,
+    /// Random loss probability (the legacy model).
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub loss: u32,
+    /// Reorder gap.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub gap: u32,
+    /// Duplication probability.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub duplicate: u32,
+    /// Correlations of delay, loss and duplication (kept by `change` when not sent).
+    pub corr: Option<NetemCorr>,
+    /// Reorder probability and correlation (kept by `change` when not sent).
+    pub reorder: Option<NetemProb>,
+    /// Corruption probability and correlation (kept by `change` when not sent).
+    pub corrupt: Option<NetemProb>,
+    /// The 4-state or Gilbert-Elliott loss model (absent: random loss).
+    pub loss_model: Option<NetemLoss>,
+    /// Serialisation rate (kept by `change` when not sent).
+    pub rate: Option<NetemRateOpts>,
+    /// Mark instead of dropping (kept by `change`: tc never sends it off).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub ecn: bool,
+    /// Slotting (kept by `change` when not sent).
+    pub slot: Option<NetemSlotOpts>,
+    /// Delay distribution (kept by `change` when not sent).
+    pub distribution: Option<NetemDist>,
+    /// Slot distribution (kept by `change` when not sent).
+    pub slot_distribution: Option<NetemDist>,
+}
+
+impl Default for NetemOpts {
+    fn default() -> Self {
+        NetemOpts {
+            limit: 1000,
+            latency: 0,
+            jitter: 0,
+            loss: 0,
+            gap: 0,
+            duplicate: 0,
+            corr: None,
+            reorder: None,
+            corrupt: None,
+            loss_model: None,
+            rate: None,
+            ecn: false,
+            slot: None,
+            distribution: None,
+            slot_distribution: None,
+        }
+    }
+}
+
+fn is_zero_u64(v: &u64) -> bool {
+    *v == 0
+}
+
+/// `struct tc_netem_corr`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NetemCorr {
+    /// Delay correlation.
+    pub delay: u32,
+    /// Loss correlation.
+    pub loss: u32,
+    /// Duplication correlation.
+    pub duplicate: u32,
+}
+
+/// A probability with its correlation (`tc_netem_reorder`, `tc_netem_corrupt`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NetemProb {
+    /// Probability.
+    pub probability: u32,
+    /// Correlation.
+    pub correlation: u32,
+}
+
+/// netem's correlated loss models.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "model", rename_all = "snake_case")]
+pub enum NetemLoss {
+    /// `loss state p13 p31 p32 p23 p14` (the 4-state Markov model).
+    State {
+        /// Good to burst loss.
+        p13: u32,
+        /// Burst loss to good.
+        p31: u32,
+        /// Burst loss to burst reception.
+        p32: u32,
+        /// Burst reception to burst loss.
+        p23: u32,
+        /// Good to isolated loss.
+        p14: u32,
+    },
+    /// `loss gemodel p r 1-h 1-k` with `h` as the kernel keeps it.
+    Gemodel {
+        /// Good to bad.
+        p: u32,
+        /// Bad to good.
+        r: u32,
+        /// Delivery probability in the bad state.
+        h: u32,
+        /// Loss probability in the good state.
+        k1: u32,
+    },
+}
+
+/// `struct tc_netem_rate` (with the 64-bit rate).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NetemRateOpts {
+    /// Bytes per second.
+    pub bytes_per_sec: u64,
+    /// Added to each packet.
+    #[serde(default, skip_serializing_if = "is_zero_i32")]
+    pub packet_overhead: i32,
+    /// Cell size.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub cell_size: u32,
+    /// Added to each cell.
+    #[serde(default, skip_serializing_if = "is_zero_i32")]
+    pub cell_overhead: i32,
+}
+
+/// `struct tc_netem_slot` (times in ns).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NetemSlotOpts {
+    /// Shortest gap between slots.
+    pub min_delay: i64,
+    /// Longest gap.
+    pub max_delay: i64,
+    /// Packets per slot (0: no limit).
+    #[serde(default, skip_serializing_if = "is_zero_i32")]
+    pub max_packets: i32,
+    /// Bytes per slot (0: no limit).
+    #[serde(default, skip_serializing_if = "is_zero_i32")]
+    pub max_bytes: i32,
+    /// Mean gap with a table.
+    #[serde(default)]
+    pub dist_delay: i64,
+    /// Gap deviation with a table.
+    #[serde(default)]
+    pub dist_jitter: i64,
+}
+
+/// A distribution table by name; `table` holds a user table's values (empty for the built-in
+/// `normal`, `pareto` and `paretonormal`, which are computed).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NetemDist {
+    /// The name given to tc.
+    pub name: String,
+    /// The values of a table read from a file.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub table: Vec<i16>,
+}
+
+pub use crate::kinds::fq_codel::FqCodelOpts;
+
+/// RED options as tc derives and sends them (`tc_red_qopt`, the idle table's inputs, `max_P`
+/// and the flags); see `crate::kinds::red` for the derivation.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RedOpts {
+    /// Bytes the child bfifo holds.
+    pub limit: u32,
+    /// Lower threshold, bytes.
+    pub min: u32,
+    /// Upper threshold, bytes.
+    pub max: u32,
+    /// Average packet size, bytes (input of the EWMA weight and of the idle table).
+    pub avpkt: u32,
+    /// Burst in packets (input of the EWMA weight).
+    pub burst: u32,
+    /// Link bandwidth, bit/s (input of the idle table; tc's default 10Mbit).
+    #[serde(with = "crate::serde_units::rate")]
+    pub bandwidth: u64,
+    /// log2(1/W).
+    pub wlog: u8,
+    /// log2 of the random range.
+    pub plog: u8,
+    /// Idle-table cell log.
+    pub scell_log: u8,
+    /// `TCA_RED_MAX_P` as tc sends it: the probability as a Q0.32 number (0: derive from plog).
+    pub max_p: u32,
+    /// Mark ECN-capable packets.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub ecn: bool,
+    /// Drop above max even with ECN.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub harddrop: bool,
+    /// Adaptive RED flag.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub adaptive: bool,
+    /// With ECN, queue packets that cannot be marked.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub nodrop: bool,
+}
+
+/// Class kinds.
+#[serde_with::skip_serializing_none]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ClassOpts {
+    /// HTB class.
+    Htb(HtbClassOpts),
+    /// DRR class.
+    Drr {
+        /// Quantum bytes (psched_mtu).
+        quantum: Option<u32>,
+    },
+    /// HFSC class.
+    Hfsc(HfscClassOpts),
+    /// ETS class change (`tc class change ... ets [quantum N]`): ETS classes are the qdisc's
+    /// bands, kept in its [`EtsOpts`]; no class node holds this.
+    Ets {
+        /// The band's new quantum.
+        quantum: Option<u32>,
+    },
+}
+
+/// HTB class options, with tc's defaults already resolved (as tc sends them).
+#[serde_with::skip_serializing_none]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HtbClassOpts {
+    /// Guaranteed rate, bit/s.
+    #[serde(with = "crate::serde_units::rate")]
+    pub rate: u64,
+    /// Maximum rate, bit/s.
+    #[serde(with = "crate::serde_units::rate")]
+    pub ceil: u64,
+    /// Rate bucket, bytes.
+    #[serde(with = "crate::serde_units::size")]
+    pub burst: u32,
+    /// Ceil bucket, bytes.
+    #[serde(with = "crate::serde_units::size")]
+    pub cburst: u32,
+    /// `burst` was not given: it holds tc's default (`rate/HZ + mtu`), and `sluice apply` may size
+    /// it by [`crate::burst::recommended_burst`] instead.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub burst_auto: bool,
+    /// `cburst` was not given (as `burst_auto`).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub cburst_auto: bool,
+    /// Priority 0..7 (lower first).
+    #[serde(default)]
+    pub prio: u32,
+    /// DRR quantum when given; otherwise rate/r2q clamped by the kernel.
+    pub quantum: Option<u32>,
+    /// Largest packet for the rate table (1600).
+    #[serde(default = "htb_mtu")]
+    pub mtu: u32,
+    /// Minimum packet unit.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub mpu: u32,
+    /// Per-packet overhead.
+    #[serde(default, skip_serializing_if = "is_zero_i32")]
+    pub overhead: i32,
+    /// Link layer.
+    #[serde(default, skip_serializing_if = "is_ethernet")]
+    pub linklayer: LinkLayer,
+}
+
+fn htb_mtu() -> u32 {
+    1600
+}
+
+/// Filter kinds. A u32 filter instance is either a hash table or a key node.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum FilterOpts {
+    /// u32 hash table (`handle N: u32 divisor D`, and the automatic root table).
+    U32Table {
+        /// Buckets.
+        divisor: u32,
+    },
+    /// u32 key node (selector + result).
+    U32(U32Opts),
+    /// flow classifier.
+    Flow(FlowOpts),
+    /// fw (firewall mark).
+    Fw(FwOpts),
+    /// matchall.
+    Matchall(SimpleResult),
+    /// basic (with an optional ematch, kept as text).
+    Basic(BasicOpts),
+}
+
+impl FilterOpts {
+    /// tc's kind name.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            FilterOpts::U32Table { .. } | FilterOpts::U32(_) => "u32",
+            FilterOpts::Flow(_) => "flow",
+            FilterOpts::Fw(_) => "fw",
+            FilterOpts::Matchall(_) => "matchall",
+            FilterOpts::Basic(_) => "basic",
+        }
+    }
+    /// The class this filter sends packets to, if fixed.
+    pub fn classid(&self) -> Option<Handle> {
+        match self {
+            FilterOpts::U32(u) => u.classid,
+            FilterOpts::Fw(f) => f.classid,
+            FilterOpts::Matchall(m) => m.classid,
+            FilterOpts::Basic(b) => b.classid,
+            _ => None,
+        }
+    }
+}
+
+/// One u32 key: 32-bit value/mask at a byte offset (from the network header or the next header).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct U32Key {
+    /// Value (host order).
+    pub val: u32,
+    /// Mask (host order).
+    pub mask: u32,
+    /// Byte offset, multiple of 4.
+    pub off: i32,
+    /// Offset relative to the next (transport) header.
+    #[serde(default)]
+    pub nexthdr: bool,
+}
+
+/// u32 key node.
+#[serde_with::skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct U32Opts {
+    /// Keys, all must match.
+    pub keys: Vec<U32Key>,
+    /// Result class.
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "crate::serde_units::opt_handle")]
+    pub classid: Option<Handle>,
+    /// Hash table to continue in.
+    pub link: Option<u32>,
+    /// Hash key (mask, offset) used with `link`.
+    pub hashkey: Option<(u32, i32)>,
+    /// Input device match.
+    pub indev: Option<String>,
+    /// `offset ...`: how the header offset moves for the linked table.
+    pub offset: Option<U32OffsetOpts>,
+}
+
+/// u32's `offset [plus P] [at OFF] [mask M] [shift S] [eat]` (the kernel's selector fields).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct U32OffsetOpts {
+    /// `plus P` given (TC_U32_OFFSET), and its value.
+    pub plus: Option<i16>,
+    /// `at`, `mask` or `shift` given (TC_U32_VAROFFSET).
+    #[serde(default)]
+    pub var: bool,
+    /// Where the 16-bit word is read (`at`).
+    #[serde(default)]
+    pub at: i16,
+    /// Mask on that word.
+    #[serde(default)]
+    pub mask: u16,
+    /// Right shift after masking.
+    #[serde(default)]
+    pub shift: u8,
+    /// `eat`.
+    #[serde(default)]
+    pub eat: bool,
+}
+
+/// Flow classifier keys, in the kernel's bit order.
+pub const FLOW_KEYS: [&str; 18] = [
+    "src",
+    "dst",
+    "proto",
+    "proto-src",
+    "proto-dst",
+    "iif",
+    "priority",
+    "mark",
+    "nfct",
+    "nfct-src",
+    "nfct-dst",
+    "nfct-proto-src",
+    "nfct-proto-dst",
+    "rt-classid",
+    "sk-uid",
+    "sk-gid",
+    "vlan-tag",
+    "rxhash",
+];
+
+/// Sluice's tunnel-aware flow keys (seed 003's kernel patch); bits above the kernel's.
+pub const FLOW_TUNNEL_KEYS: [&str; 5] =
+    ["tunnel-src", "tunnel-dst", "tunnel-proto", "tunnel-proto-src", "tunnel-proto-dst"];
+
+/// Name of flow key bit `i`.
+pub fn flow_key_name(i: usize) -> Option<&'static str> {
+    if i < FLOW_KEYS.len() {
+        Some(FLOW_KEYS[i])
+    } else {
+        FLOW_TUNNEL_KEYS.get(i - FLOW_KEYS.len()).copied()
+    }
+}
+
+/// flow classifier options.
+#[serde_with::skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct FlowOpts {
+    /// `hash` (true) or `map` mode.
+    pub hash: bool,
+    /// Key bit mask (bit i = [`flow_key_name`]`(i)`).
+    pub keys: u32,
+    /// `and` mask (map mode).
+    #[serde(default = "all_ones")]
+    pub mask: u32,
+    /// `xor` value (map mode; `or` is expressed with mask and xor).
+    #[serde(default)]
+    pub xor: u32,
+    /// Right shift.
+    pub rshift: Option<u32>,
+    /// Addend.
+    pub addend: Option<u32>,
+    /// Divisor.
+    pub divisor: Option<u32>,
+    /// Base class (kernel default `qdisc:1`).
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "crate::serde_units::opt_handle")]
+    pub baseclass: Option<Handle>,
+    /// Perturbation period, seconds.
+    pub perturb: Option<u32>,
+    /// ematch tree as written (printed back in kernel form).
+    pub ematch: Option<String>,
+}
+
+fn all_ones() -> u32 {
+    u32::MAX
+}
+
+/// fw options.
+#[serde_with::skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct FwOpts {
+    /// Result class.
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "crate::serde_units::opt_handle")]
+    pub classid: Option<Handle>,
+    /// Mark mask.
+    pub mask: Option<u32>,
+}
+
+/// A filter whose only option is its class (matchall).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SimpleResult {
+    /// Result class.
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "crate::serde_units::opt_handle")]
+    pub classid: Option<Handle>,
+    /// `skip_hw`: never offloaded (printed back as tc does).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub skip_hw: bool,
+}
+
+/// basic options.
+#[serde_with::skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct BasicOpts {
+    /// Result class.
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "crate::serde_units::opt_handle")]
+    pub classid: Option<Handle>,
+    /// ematch tree text.
+    pub ematch: Option<String>,
+}
+
+/// What a gact or police action does with a packet (`TC_ACT_*`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    /// Stop classification and accept (`ok`, `pass`).
+    #[default]
+    Pass,
+    /// Drop (`drop`, `shot`).
+    Drop,
+    /// Continue with the next filter.
+    Continue,
+    /// Re-start classification.
+    Reclassify,
+    /// Go to the next action.
+    Pipe,
+    /// The action took the packet (`TC_ACT_STOLEN`): mirred's default after a redirect. tc prints
+    /// it but does not parse it.
+    Stolen,
+    /// Hand to the CPU (hardware paths); dropped in software (`trap`).
+    Trap,
+    /// Continue with the first filter of a chain (`goto chain N`).
+    Goto(u32),
+    /// Skip this many actions ahead (`jump N`).
+    Jump(u32),
+}
+
+impl Verdict {
+    /// tc's name (`goto` and `jump` without their number).
+    pub fn name(self) -> &'static str {
+        match self {
+            Verdict::Pass => "pass",
+            Verdict::Drop => "drop",
+            Verdict::Continue => "continue",
+            Verdict::Reclassify => "reclassify",
+            Verdict::Pipe => "pipe",
+            Verdict::Stolen => "stolen",
+            Verdict::Trap => "trap",
+            Verdict::Goto(_) => "goto",
+            Verdict::Jump(_) => "jump",
+        }
+    }
+
+    /// As tc's `print_action_control` prints it: `pass`, `goto chain 42`, `jump 3`.
+    pub fn text(self) -> String {
+        match self {
+            Verdict::Goto(c) => format!("goto chain {c}"),
+            Verdict::Jump(n) => format!("jump {n}"),
+            v => v.name().to_string(),
+        }
+    }
+
+    /// The kernel's value (`TC_ACT_*`, with the chain or jump count in the low 28 bits).
+    pub fn code(self) -> i32 {
+        match self {
+            Verdict::Continue => -1,
+            Verdict::Pass => 0,
+            Verdict::Reclassify => 1,
+            Verdict::Drop => 2,
+            Verdict::Pipe => 3,
+            Verdict::Stolen => 4,
+            Verdict::Trap => 8,
+            Verdict::Jump(n) => (1 << 28) | (n & 0x0FFF_FFFF) as i32,
+            Verdict::Goto(c) => (2 << 28) | (c & 0x0FFF_FFFF) as i32,
+        }
+    }
+}
+
+/// A filter action.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Action {
+    /// Generic action: a fixed verdict.
+    Gact {
+        /// Verdict.
+        verdict: Verdict,
+        /// Action index.
+        index: u32,
+        /// `random determ|netrand VERDICT VAL`: another verdict for some packets.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        random: Option<GactRandom>,
+    },
+    /// Policer.
+    Police(PoliceOpts),
+    /// Mirror or redirect to a device (`action mirred egress redirect dev ifb0`).
+    Mirred(MirredOpts),
+    /// Packet metadata editor.
+    Skbedit(SkbeditOpts),
+}
+
+impl Action {
+    /// tc's kind name.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Action::Gact { .. } => "gact",
+            Action::Police(_) => "police",
+            Action::Skbedit(_) => "skbedit",
+            Action::Mirred(_) => "mirred",
+        }
+    }
+
+    /// The action's index in its kind's table (0: not assigned yet).
+    pub fn index(&self) -> u32 {
+        match self {
+            Action::Gact { index, .. } => *index,
+            Action::Police(p) => p.index,
+            Action::Skbedit(k) => k.index,
+            Action::Mirred(m) => m.index,
+        }
+    }
+
+    /// Sets the index.
+    pub fn set_index(&mut self, i: u32) {
+        match self {
+            Action::Gact { index, .. } => *index = i,
+            Action::Police(p) => p.index = i,
+            Action::Skbedit(k) => k.index = i,
+            Action::Mirred(m) => m.index = i,
+        }
+    }
+}
+
+/// gact's `random` part: with `determ`, every `val`-th packet gets `verdict`; with `netrand`,
+/// each packet does with probability 1/`val`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GactRandom {
+    /// `determ` (true) or `netrand`.
+    pub determ: bool,
+    /// The other verdict.
+    pub verdict: Verdict,
+    /// Period or inverse probability (at most 10000).
+    pub val: u16,
+}
+
+/// One entry of the namespace's action table. Two entries are equal when everything but the
+/// time they were made is.
+#[serde_with::skip_serializing_none]
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ActionEntry {
+    /// Kind, parameters and index.
+    pub action: Action,
+    /// Made with `tc actions` (the table holds a reference of its own besides the binds of
+    /// filters; an action a filter made inline goes away with its last filter).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub standalone: bool,
+    /// `cookie HEX`: opaque bytes the user attached, in hex.
+    pub cookie: Option<String>,
+    /// When it was made, in milliseconds since the Unix epoch (tc prints `installed N sec`).
+    #[serde(default)]
+    pub installed_ms: u64,
+}
+
+impl PartialEq for ActionEntry {
+    fn eq(&self, o: &ActionEntry) -> bool {
+        self.action == o.action && self.standalone == o.standalone && self.cookie == o.cookie
+    }
+}
+
+/// skbedit options: what the action writes into the packet's metadata.
+#[serde_with::skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SkbeditOpts {
+    /// Transmit queue.
+    pub queue_mapping: Option<u16>,
+    /// `skb->priority` (a class id: HTB and prio classify by it).
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "crate::serde_units::opt_handle")]
+    pub priority: Option<Handle>,
+    /// Firewall mark (what fw reads).
+    pub mark: Option<u32>,
+    /// Mask of the mark bits written (all when absent).
+    pub mask: Option<u32>,
+    /// Packet type (`PACKET_HOST` 0, `BROADCAST` 1, `MULTICAST` 2, `OTHERHOST` 3).
+    pub ptype: Option<u16>,
+    /// Priority from the DS field.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub inheritdsfield: bool,
+    /// Verdict after editing (`pipe`).
+    #[serde(default = "pipe")]
+    pub verdict: Verdict,
+    /// Action index.
+    #[serde(default)]
+    pub index: u32,
+}
+
+fn pipe() -> Verdict {
+    Verdict::Pipe
+}
+
+/// Police action options.
+#[serde_with::skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PoliceOpts {
+    /// bit/s (0: no byte rate).
+    #[serde(with = "crate::serde_units::rate")]
+    pub rate: u64,
+    /// Bucket bytes.
+    #[serde(with = "crate::serde_units::size")]
+    pub burst: u32,
+    /// Largest packet (bytes).
+    pub mtu: Option<u32>,
+    /// Peak rate bit/s.
+    pub peakrate: Option<u64>,
+    /// Average rate bit/s (`avrate`: police the rate estimator instead of a bucket).
+    pub avrate: Option<u64>,
+    /// Packets per second (`pkts_rate`).
+    pub pkts_rate: Option<u64>,
+    /// Packet bucket (`pkts_burst`).
+    pub pkts_burst: Option<u64>,
+    /// Per-packet overhead for the rate table.
+    #[serde(default, skip_serializing_if = "is_zero_u16")]
+    pub overhead: u16,
+    /// Minimum packet unit.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub mpu: u32,
+    /// Link layer of the rate table.
+    #[serde(default, skip_serializing_if = "is_ethernet")]
+    pub linklayer: LinkLayer,
+    /// Verdict above the rate (`reclassify` by default in tc; `drop` usual).
+    pub exceed: Verdict,
+    /// Verdict within the rate.
+    pub conform: Verdict,
+    /// Action index.
+    pub index: u32,
+}
+
+fn is_zero_u16(v: &u16) -> bool {
+    *v == 0
+}
+
+/// Which path of the target device a mirred action hands the packet to.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MirredDirection {
+    /// The device's transmit path: its root qdisc (`egress`).
+    #[default]
+    Egress,
+    /// The device's receive path: its ingress hook (`ingress`).
+    Ingress,
+}
+
+/// Whether mirred moves the packet or sends a copy.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MirredMode {
+    /// The packet leaves this path for the target (`redirect`; default verdict `stolen`).
+    #[default]
+    Redirect,
+    /// A copy goes to the target, the original goes on (`mirror`; default verdict `pipe`).
+    Mirror,
+}
+
+/// Mirred action options: `mirred DIRECTION MODE dev TARGET [VERDICT] [index N]`.
+/// The kernel's `tc_mirred.eaction` is the pair (direction, mode): `TCA_EGRESS_REDIR` 1,
+/// `TCA_EGRESS_MIRROR` 2, `TCA_INGRESS_REDIR` 3, `TCA_INGRESS_MIRROR` 4.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct MirredOpts {
+    /// Egress (the target's root qdisc) or ingress (the target's ingress hook).
+    pub direction: MirredDirection,
+    /// Redirect or mirror.
+    pub mode: MirredMode,
+    /// Target device name (tc resolves it to an ifindex when the action is made).
+    pub dev: String,
+    /// Control action returned after mirred ran (`tc_gen.action`): `stolen` for a redirect
+    /// (tc offers no other), `pipe` by default for a mirror.
+    pub verdict: Verdict,
+    /// Action index (0: the kernel hands out the next free one).
+    #[serde(default)]
+    pub index: u32,
+}
+
+impl MirredOpts {
+    /// The kernel's `eaction` value (`TCA_EGRESS_REDIR` ... `TCA_INGRESS_MIRROR`).
+    pub fn eaction(&self) -> u32 {
+        match (self.direction, self.mode) {
+            (MirredDirection::Egress, MirredMode::Redirect) => 1,
+            (MirredDirection::Egress, MirredMode::Mirror) => 2,
+            (MirredDirection::Ingress, MirredMode::Redirect) => 3,
+            (MirredDirection::Ingress, MirredMode::Mirror) => 4,
+        }
+    }
+
+    /// How `tc` names the pair: `Egress Redirect`, `Ingress Mirror`, ...
+    pub fn description(&self) -> &'static str {
+        match (self.direction, self.mode) {
+            (MirredDirection::Egress, MirredMode::Redirect) => "Egress Redirect",
+            (MirredDirection::Egress, MirredMode::Mirror) => "Egress Mirror",
+            (MirredDirection::Ingress, MirredMode::Redirect) => "Ingress Redirect",
+            (MirredDirection::Ingress, MirredMode::Mirror) => "Ingress Mirror",
+        }
+    }
+}
+
+/// HFSC qdisc options (`struct tc_hfsc_qopt`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HfscOpts {
+    /// Minor of the class unclassified packets go to (0: none, or the root class while there are
+    /// no classes).
+    #[serde(default)]
+    pub default: u16,
+    /// The root class's curves (`tc class change ... classid X: hfsc ...`). The kernel keeps and
+    /// prints them; they shape nothing, since the root class takes part in no parent's
+    /// virtual time and is never a leaf once the tree has classes.
+    #[serde(default, skip_serializing_if = "HfscClassOpts::is_empty")]
+    pub root_class: HfscClassOpts,
+}
+
+/// HFSC class curves as the kernel holds them (`tc class change` replaces the curves it sends and
+/// keeps the others); see `crate::kinds::hfsc`. Values are tc's: bytes per second and µs.
+#[serde_with::skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HfscClassOpts {
+    /// Real-time curve.
+    pub rt: Option<sluice_core::hfsc::ServiceCurve>,
+    /// Link-share curve.
+    pub ls: Option<sluice_core::hfsc::ServiceCurve>,
+    /// Upper-limit curve.
+    pub ul: Option<sluice_core::hfsc::ServiceCurve>,
+}
+
+impl HfscClassOpts {
+    /// No curve set.
+    pub fn is_empty(&self) -> bool {
+        self.rt.is_none() && self.ls.is_none() && self.ul.is_none()
+    }
+}
+
+/// CAKE options: the attributes tc sends (`TCA_CAKE_*`), each `None` when not sent. The kernel
+/// keeps what was sent before for those not sent again (`cake_change`); see `crate::kinds::cake`.
+#[serde_with::skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CakeOpts {
+    /// Shaped rate, bytes/s (`Some(0)`: `unlimited`).
+    pub bandwidth: Option<u64>,
+    /// `autorate-ingress`.
+    pub autorate: Option<bool>,
+    /// Diffserv mode.
+    pub diffserv: Option<sluice_core::cake::TinMode>,
+    /// Isolation mode.
+    pub flow_mode: Option<sluice_core::cake::FlowMode>,
+    /// Cell framing.
+    pub atm: Option<sluice_core::cake::AtmMode>,
+    /// Per-packet overhead, bytes.
+    pub overhead: Option<i32>,
+    /// `TCA_CAKE_RAW` sent (`raw`): overhead compensation off.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub raw: bool,
+    /// Minimum packet size, bytes.
+    pub mpu: Option<u32>,
+    /// `rtt`, µs.
+    pub rtt: Option<u32>,
+    /// AQM target, µs (tc derives it from `rtt`).
+    pub target: Option<u32>,
+    /// `memlimit`, bytes.
+    pub memlimit: Option<u32>,
+    /// `fwmark` mask.
+    pub fwmark: Option<u32>,
+    /// `nat`/`nonat`.
+    pub nat: Option<bool>,
+    /// `wash`/`nowash`.
+    pub wash: Option<bool>,
+    /// `split-gso`/`no-split-gso`.
+    pub split_gso: Option<bool>,
+    /// `ingress`/`egress`.
+    pub ingress: Option<bool>,
+    /// ACK filter mode.
+    pub ack_filter: Option<sluice_core::cake::AckFilter>,
+}

@@ -1,0 +1,528 @@
+//! Conversions: the model to a tc script, and the native TOML form both ways.
+//!
+//! The tc script re-creates the same tree (`load(export(x)) == x`): objects are emitted parents
+//! first, filters in creation order (u32 hash-table ids depend on it), every option explicit.
+
+use crate::model::*;
+use crate::tc::args::proto_name;
+use crate::tc::filters::u32_handle_str;
+use crate::tc::show::classid_str;
+use std::fmt::Write;
+
+fn q(s: &str) -> String {
+    if s.chars().all(|c| c.is_ascii_alphanumeric() || "-_.:/,+".contains(c)) {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+fn parent_arg(p: Handle) -> String {
+    match p {
+        H_ROOT => "root".into(),
+        H_INGRESS => "ingress".into(),
+        p => format!("parent {}", classid_str(p)),
+    }
+}
+
+fn ll(l: LinkLayer) -> &'static str {
+    match l {
+        LinkLayer::Ethernet => "ethernet",
+        LinkLayer::Atm => "atm",
+    }
+}
+
+/// A size table in tc syntax (` stab ...`).
+pub fn stab_args(t: &SizeTable) -> String {
+    let mut s = String::from(" stab");
+    if let Some(l) = t.linklayer {
+        let _ = write!(s, " linklayer {}", ll(l));
+    }
+    if t.overhead != 0 {
+        let _ = write!(s, " overhead {}", t.overhead);
+    }
+    if t.mpu != 0 {
+        let _ = write!(s, " mpu {}", t.mpu);
+    }
+    if t.mtu != 0 {
+        let _ = write!(s, " mtu {}", t.mtu);
+    }
+    if t.tsize != 0 {
+        let _ = write!(s, " tsize {}", t.tsize);
+    }
+    s
+}
+
+/// The options of a qdisc in tc syntax (after the kind).
+pub fn qdisc_args(o: &QdiscOpts) -> String {
+    if let Some(a) = o.args() {
+        return a;
+    }
+    let mut s = String::new();
+    match o {
+        QdiscOpts::Pfifo(f) | QdiscOpts::PfifoHeadDrop(f) | QdiscOpts::Bfifo(f) => {
+            if let Some(l) = f.limit {
+                let _ = write!(s, " limit {l}");
+            }
+        }
+        QdiscOpts::Ets(e) => s.push_str(&crate::tc::ets::args(e)),
+        QdiscOpts::Prio(p) => {
+            let _ = write!(s, " bands {} priomap", p.bands);
+            for b in &p.priomap {
+                let _ = write!(s, " {b}");
+            }
+        }
+        QdiscOpts::Htb(h) => {
+            let _ = write!(s, " r2q {} default {:x}", h.r2q, h.default);
+            if let Some(d) = h.direct_qlen {
+                let _ = write!(s, " direct_qlen {d}");
+            }
+            if h.textbook {
+                s.push_str(" textbook");
+            }
+            if h.offload {
+                s.push_str(" offload");
+            }
+        }
+        QdiscOpts::Netem(n) => s.push_str(&crate::tc::netem::export_args(n)),
+        QdiscOpts::Cake(c) => s.push_str(&crate::tc::cake::export_args(c)),
+        QdiscOpts::Hfsc(h) => s.push_str(&crate::tc::hfsc::export_qdisc_args(h)),
+        QdiscOpts::Tbf(t) => {
+            let _ = write!(s, " rate {}bit burst {} limit {}", t.rate, t.burst, t.limit);
+            if let Some(p) = t.peakrate {
+                let _ = write!(s, " peakrate {p}bit");
+            }
+            if let Some(m) = t.mtu {
+                let _ = write!(s, " mtu {m}");
+            }
+            if t.overhead != 0 {
+                let _ = write!(s, " overhead {}", t.overhead);
+            }
+            if t.mpu != 0 {
+                let _ = write!(s, " mpu {}", t.mpu);
+            }
+            if t.linklayer != LinkLayer::Ethernet {
+                let _ = write!(s, " linklayer {}", ll(t.linklayer));
+            }
+        }
+        QdiscOpts::Sfq(f) => {
+            let opt = |s: &mut String, k: &str, v: Option<u32>| {
+                if let Some(v) = v {
+                    let _ = write!(s, " {k} {v}");
+                }
+            };
+            opt(&mut s, "limit", f.limit);
+            opt(&mut s, "quantum", f.quantum);
+            if f.perturb != 0 {
+                let _ = write!(s, " perturb {}", f.perturb);
+            }
+            opt(&mut s, "divisor", f.divisor);
+            opt(&mut s, "depth", f.depth);
+            opt(&mut s, "flows", f.flows);
+            if f.headdrop {
+                s.push_str(" headdrop");
+            }
+            if let Some(r) = &f.red {
+                let _ = write!(
+                    s,
+                    " redflowlimit {} min {} max {} probability {}",
+                    r.flowlimit, r.min, r.max, r.probability
+                );
+                if r.ecn {
+                    s.push_str(" ecn");
+                }
+                if r.harddrop {
+                    s.push_str(" harddrop");
+                }
+            }
+        }
+        QdiscOpts::Codel(c) => {
+            if let Some(v) = c.limit {
+                let _ = write!(s, " limit {v}");
+            }
+            for (k, v) in [("target", c.target), ("interval", c.interval), ("ce_threshold", c.ce_threshold)] {
+                if let Some(v) = v {
+                    let _ = write!(s, " {k} {v}us");
+                }
+            }
+            match c.ecn {
+                Some(true) => s.push_str(" ecn"),
+                Some(false) => s.push_str(" noecn"),
+                None => {}
+            }
+        }
+        QdiscOpts::Red(r) => {
+            // Inputs that make tc derive the same Wlog, Plog, table and max_P (max_P 0 came from
+            // `probability 1`, which C converts to 0).
+            let prob = if r.max_p == 0 { 1.0 } else { r.max_p as f64 / 4_294_967_296.0 };
+            let _ = write!(
+                s,
+                " limit {} min {} max {} avpkt {} burst {} probability {prob} bandwidth {}bit",
+                r.limit, r.min, r.max, r.avpkt, r.burst, r.bandwidth
+            );
+            for (on, name) in
+                [(r.ecn, " ecn"), (r.harddrop, " harddrop"), (r.adaptive, " adaptive"), (r.nodrop, " nodrop")]
+            {
+                if on {
+                    s.push_str(name);
+                }
+            }
+        }
+        // Kinds without options; registry kinds returned above.
+        _ => {}
+    }
+    s
+}
+
+/// The options of a class in tc syntax.
+pub fn class_args(o: &ClassOpts) -> String {
+    match o {
+        ClassOpts::Htb(h) => {
+            // A burst that was not given is left out so the reader fills its default again
+            // (and knows it was not given).
+            let mut s = format!(" rate {}bit ceil {}bit", h.rate, h.ceil);
+            if !h.burst_auto {
+                let _ = write!(s, " burst {}", h.burst);
+            }
+            if !h.cburst_auto {
+                let _ = write!(s, " cburst {}", h.cburst);
+            }
+            let _ = write!(s, " prio {}", h.prio);
+            if let Some(qn) = h.quantum {
+                let _ = write!(s, " quantum {qn}");
+            }
+            if h.mtu != 1600 {
+                let _ = write!(s, " mtu {}", h.mtu);
+            }
+            if h.mpu != 0 {
+                let _ = write!(s, " mpu {}", h.mpu);
+            }
+            if h.overhead != 0 {
+                let _ = write!(s, " overhead {}", h.overhead);
+            }
+            if h.linklayer != LinkLayer::Ethernet {
+                let _ = write!(s, " linklayer {}", ll(h.linklayer));
+            }
+            s
+        }
+        ClassOpts::Hfsc(h) => crate::tc::hfsc::export_class_args(h),
+        ClassOpts::Drr { quantum } | ClassOpts::Ets { quantum } => {
+            quantum.map(|q| format!(" quantum {q}")).unwrap_or_default()
+        }
+    }
+}
+
+fn action_args(f: &FilterNode) -> String {
+    let words = crate::tc::actions::action_words;
+    match (f.police_keyword, f.actions.first()) {
+        // The filter's own `police` keyword (the kernel's old TCA_*_POLICE).
+        (true, Some(a)) => format!(" {}", words(a)),
+        _ => f.actions.iter().map(|a| format!(" action {}", words(a))).collect(),
+    }
+}
+
+/// The kind-specific part of a filter command (`handle ... KIND ...`).
+pub fn filter_args(f: &FilterNode) -> String {
+    let mut s = String::new();
+    match &f.opts {
+        FilterOpts::U32Table { divisor } => {
+            let _ = write!(s, " handle {} u32 divisor {divisor}", u32_handle_str(f.handle));
+        }
+        FilterOpts::U32(u) => {
+            let ht = f.handle & 0xFFFF_F000;
+            let _ = write!(
+                s,
+                " handle {} u32 ht {:x}:{:x}",
+                u32_handle_str(f.handle),
+                ht >> 20,
+                (ht >> 12) & 0xFF
+            );
+            for k in &u.keys {
+                let _ = write!(
+                    s,
+                    " match u32 0x{:08x} 0x{:08x} at {}{}",
+                    k.val,
+                    k.mask,
+                    if k.nexthdr { "nexthdr+" } else { "" },
+                    k.off
+                );
+            }
+            if let Some(l) = u.link {
+                let _ = write!(s, " link {}", u32_handle_str(l));
+            }
+            if let Some(o) = u.offset {
+                s.push_str(" offset");
+                if let Some(p) = o.plus {
+                    let _ = write!(s, " plus {p}");
+                }
+                if o.var {
+                    let _ = write!(s, " at {} mask {:04x} shift {}", o.at, o.mask, o.shift);
+                }
+                if o.eat {
+                    s.push_str(" eat");
+                }
+            }
+            if let Some((m, o)) = u.hashkey {
+                let _ = write!(s, " hashkey mask 0x{m:08x} at {o}");
+            }
+            if let Some(i) = &u.indev {
+                let _ = write!(s, " indev {}", q(i));
+            }
+            if let Some(c) = u.classid {
+                let _ = write!(s, " classid {}", classid_str(c));
+            }
+        }
+        FilterOpts::Flow(fl) => {
+            let keys: Vec<&str> =
+                (0..32).filter(|i| fl.keys & (1 << i) != 0).filter_map(flow_key_name).collect();
+            let _ = write!(
+                s,
+                " handle {:#x} flow {} keys {}",
+                f.handle,
+                if fl.hash { "hash" } else { "map" },
+                keys.join(",")
+            );
+            if fl.mask != u32::MAX {
+                let _ = write!(s, " and {:#x}", fl.mask);
+            }
+            if fl.xor != 0 {
+                let _ = write!(s, " xor {:#x}", fl.xor);
+            }
+            for (k, v) in [
+                ("rshift", fl.rshift),
+                ("addend", fl.addend),
+                ("divisor", fl.divisor),
+                ("perturb", fl.perturb),
+            ] {
+                if let Some(v) = v {
+                    let _ = write!(s, " {k} {v}");
+                }
+            }
+            if let Some(b) = fl.baseclass {
+                let _ = write!(s, " baseclass {}", classid_str(b));
+            }
+            if let Some(e) = &fl.ematch {
+                let _ = write!(s, " match {}", q(e));
+            }
+        }
+        FilterOpts::Fw(fw) => {
+            let _ = write!(s, " handle {:#x}", f.handle);
+            if let Some(m) = fw.mask {
+                let _ = write!(s, "/{m:#x}");
+            }
+            s.push_str(" fw");
+            if let Some(c) = fw.classid {
+                let _ = write!(s, " classid {}", classid_str(c));
+            }
+        }
+        FilterOpts::Matchall(m) => {
+            let _ = write!(s, " handle {:#x} matchall", f.handle);
+            if m.skip_hw {
+                s.push_str(" skip_hw");
+            }
+            if let Some(c) = m.classid {
+                let _ = write!(s, " classid {}", classid_str(c));
+            }
+        }
+        FilterOpts::Basic(b) => {
+            let _ = write!(s, " handle {:#x} basic", f.handle);
+            if let Some(e) = &b.ematch {
+                let _ = write!(s, " match {}", q(e));
+            }
+            if let Some(c) = b.classid {
+                let _ = write!(s, " classid {}", classid_str(c));
+            }
+        }
+    }
+    s.push_str(&action_args(f));
+    s
+}
+
+/// Classes of `q` in creation order: a parent always precedes its children there, and the
+/// order is what the model compares.
+fn class_order(dev: &Device, q: &QdiscNode, out: &mut Vec<ClassNode>) {
+    out.extend(dev.classes.iter().filter(|c| c.classid.qdisc() == q.handle).cloned());
+}
+
+/// The state with allocation counters reset (what a freshly loaded export has): configurations
+/// are equal when their normalised states are.
+pub fn normalized(state: &State) -> State {
+    let mut s = state.clone();
+    s.next_auto_handle = 0x8001;
+    for d in &mut s.devices {
+        d.next_auto_handle = 0x8001;
+        for b in &mut d.u32_blocks {
+            b.roots_created = 0;
+        }
+        d.u32_blocks.retain(|b| d.filters.iter().any(|f| f.parent == b.block));
+    }
+    s
+}
+
+/// The first handle of `state` that tc's grammar cannot write (a class minor above `ffff`, which
+/// only the native form holds), with its device.
+pub fn first_wide_handle(state: &State) -> Option<(&str, Handle)> {
+    state.devices.iter().find_map(|d| {
+        let wide = |h: &Handle| h.to_tc().is_none();
+        let qdiscs = d.qdiscs.iter().flat_map(|q| {
+            let def = match &q.opts {
+                QdiscOpts::Htb(h) => Some(Handle::new(q.handle.major(), h.default)),
+                _ => None,
+            };
+            [q.handle, q.parent].into_iter().chain(def)
+        });
+        let classes = d.classes.iter().flat_map(|c| [c.classid, c.parent]);
+        let filters = d.filters.iter().flat_map(|f| {
+            let flow = match &f.opts {
+                FilterOpts::Flow(x) => x.baseclass,
+                _ => None,
+            };
+            [Some(f.parent), f.opts.classid(), flow].into_iter().flatten()
+        });
+        qdiscs.chain(classes).chain(filters).find(wide).map(|h| (d.name.as_str(), h))
+    })
+}
+
+/// Emits a tc script that rebuilds `state`. Handles with minors above `ffff` (see
+/// [`first_wide_handle`]) are written in the same hex form, which only Sluice's native grammar
+/// reads back; real tc refuses them.
+pub fn to_tc_script(state: &State) -> String {
+    let mut s = String::from(
+        "#!/bin/sh\n# Generated by sluice export. Run with TC=tc (or sluice tc).\nTC=${TC:-tc}\n",
+    );
+    // Actions made with `tc actions` first: filters bind them by index.
+    let standalone: Vec<&ActionEntry> = state.actions.iter().filter(|e| e.standalone).collect();
+    if !standalone.is_empty() {
+        s.push_str("\n# actions\n");
+    }
+    for e in standalone {
+        let cookie = e.cookie.as_ref().map(|c| format!(" cookie {c}")).unwrap_or_default();
+        let _ = writeln!(s, "$TC actions add action {}{cookie}", crate::tc::actions::action_words(&e.action));
+    }
+    let mut made: Vec<&str> = Vec::new();
+    for dev in &state.devices {
+        let d = q(&dev.name);
+        let _ = writeln!(s, "\n# device {}", dev.name);
+        match &dev.kind {
+            DevKind::Dummy => {
+                let _ = writeln!(s, "ip link add dev {d} type dummy 2>/dev/null || true");
+            }
+            DevKind::Veth { peer } if !made.contains(&peer.as_str()) => {
+                let _ =
+                    writeln!(s, "ip link add dev {d} type veth peer name {} 2>/dev/null || true", q(peer));
+            }
+            DevKind::Veth { .. } => {}
+            DevKind::Ifb => {
+                let _ = writeln!(s, "ip link add dev {d} type ifb 2>/dev/null || true");
+            }
+        }
+        made.push(&dev.name);
+        if dev.mtu != 1500 || dev.txqueuelen != 1000 {
+            let _ = writeln!(s, "ip link set dev {d} mtu {} txqueuelen {}", dev.mtu, dev.txqueuelen);
+        }
+        if let Some(r) = dev.link_rate {
+            let _ = writeln!(s, "# sluice: link-rate {} {}bit", dev.name, r);
+        }
+        // Creation order: a parent qdisc always precedes its children; each qdisc's classes
+        // follow it, before any qdisc is attached to them.
+        for qd in &dev.qdiscs {
+            let h = qd.handle;
+            let kind = qd.opts.kind();
+            if matches!(qd.opts, QdiscOpts::Ingress | QdiscOpts::Clsact) {
+                let _ = writeln!(s, "$TC qdisc add dev {d} {kind}");
+            } else {
+                let _ = writeln!(
+                    s,
+                    "$TC qdisc add dev {d} {} handle {:x}:{} {kind}{}",
+                    parent_arg(qd.parent),
+                    h.major(),
+                    qd.stab.map(|t| stab_args(&t)).unwrap_or_default(),
+                    qdisc_args(&qd.opts)
+                );
+            }
+            let mut cls = Vec::new();
+            class_order(dev, qd, &mut cls);
+            for c in &cls {
+                let p = if c.parent == qd.handle { classid_str(qd.handle) } else { classid_str(c.parent) };
+                let _ = writeln!(
+                    s,
+                    "$TC class add dev {d} parent {p} classid {} {kind}{}",
+                    classid_str(c.classid),
+                    class_args(&c.opts)
+                );
+            }
+        }
+        for f in &dev.filters {
+            let is_root_table = matches!(f.opts, FilterOpts::U32Table { .. }) && f.handle >> 20 >= 0x800;
+            if is_root_table {
+                continue;
+            }
+            let parent = match f.parent {
+                H_MIN_INGRESS => "ingress".to_string(),
+                H_MIN_EGRESS => "egress".to_string(),
+                p => format!("parent {}", classid_str(p)),
+            };
+            let _ = writeln!(
+                s,
+                "$TC filter add dev {d} {parent} protocol {} prio {}{}{}",
+                proto_name(f.protocol),
+                f.prio,
+                if f.chain != 0 { format!(" chain {}", f.chain) } else { String::new() },
+                filter_args(f)
+            );
+        }
+    }
+    s
+}
+
+/// Errors reading the native form.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct NativeError {
+    /// What is wrong.
+    pub message: String,
+    /// Byte range in the input, when known.
+    pub span: Option<std::ops::Range<usize>>,
+}
+
+/// The native TOML form of a configuration.
+pub fn to_toml(state: &State) -> Result<String, NativeError> {
+    toml::to_string_pretty(state).map_err(|e| {
+        let at = serde_json::to_value(state).ok().and_then(|v| too_big_for_toml(&v, String::new()));
+        let message = match at {
+            Some((path, v)) => format!("{path} = {v} does not fit TOML's integers (at most {})", i64::MAX),
+            None => e.to_string(),
+        };
+        NativeError { message, span: None }
+    })
+}
+
+/// The path and value of the first number above `i64::MAX` in `v` (TOML integers are i64).
+fn too_big_for_toml(v: &serde_json::Value, path: String) -> Option<(String, u64)> {
+    use serde_json::Value;
+    match v {
+        Value::Number(n) => n.as_u64().filter(|&x| x > i64::MAX as u64).map(|x| (path, x)),
+        Value::Array(a) => {
+            a.iter().enumerate().find_map(|(i, x)| too_big_for_toml(x, format!("{path}[{i}]")))
+        }
+        Value::Object(m) => m.iter().find_map(|(k, x)| {
+            too_big_for_toml(x, if path.is_empty() { k.clone() } else { format!("{path}.{k}") })
+        }),
+        _ => None,
+    }
+}
+
+/// Reads the native TOML form, then re-applies every object through the kernel checks so that a
+/// hand-written file cannot hold what tc would refuse.
+pub fn from_toml(text: &str) -> Result<State, NativeError> {
+    let state: State =
+        toml::from_str(text).map_err(|e| NativeError { message: e.message().to_string(), span: e.span() })?;
+    let script = to_tc_script(&state);
+    let grammar = crate::tc::Grammar::Native;
+    let loaded =
+        crate::script::load_script_in("<toml>", &script, &Default::default(), grammar).map_err(|e| {
+            NativeError { message: format!("the configuration is not valid: {}", e.message), span: None }
+        })?;
+    drop(loaded);
+    Ok(state)
+}

@@ -1,0 +1,951 @@
+//! tc's command grammar: argv to typed requests, with iproute2's checks and messages.
+//!
+//! Only parsing happens here (what `tc` itself checks before talking to the kernel); what the
+//! kernel checks lives in [`super::kernel`].
+
+use super::error::TcError;
+use crate::model::*;
+use sluice_core::units::{parse_rate, parse_size};
+pub use sluice_model::grammar::*;
+
+/// What to do with an object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verb {
+    /// `add` (create, exclusive).
+    Add,
+    /// `change` (must exist).
+    Change,
+    /// `replace` (create or change).
+    Replace,
+    /// `delete`/`del`.
+    Delete,
+    /// `show`/`list`.
+    Show,
+    /// `get` (filters).
+    Get,
+}
+
+/// A parsed `tc qdisc ...`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct QdiscCmd {
+    /// Verb.
+    pub verb: Verb,
+    /// `dev NAME` and its argv index.
+    pub dev: Option<(String, usize)>,
+    /// `handle X:`.
+    pub handle: Option<Handle>,
+    /// `root`/`parent X`/`ingress`/`clsact`.
+    pub parent: Option<Handle>,
+    /// Kind name and argv index.
+    pub kind: Option<(String, usize)>,
+    /// Parsed options when the kind is known.
+    pub opts: Option<QdiscOpts>,
+    /// Options for an unknown kind (the kernel then refuses the kind).
+    pub unknown_kind: bool,
+    /// Lines tc prints on stderr while parsing the options (RED's derivations), before the
+    /// kernel answers.
+    pub warnings: Vec<String>,
+    /// `stab ...` (a size table), when given.
+    pub stab: Option<SizeTable>,
+}
+
+/// A parsed `tc class ...`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClassCmd {
+    /// Verb.
+    pub verb: Verb,
+    /// `dev NAME`.
+    pub dev: Option<(String, usize)>,
+    /// `classid X:Y`.
+    pub classid: Option<Handle>,
+    /// `parent X:Y` or `root`.
+    pub parent: Option<Handle>,
+    /// Kind.
+    pub kind: Option<(String, usize)>,
+    /// Options.
+    pub opts: Option<ClassOpts>,
+}
+
+/// A parsed `tc filter ...`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FilterCmd {
+    /// Verb.
+    pub verb: Verb,
+    /// `dev NAME`.
+    pub dev: Option<(String, usize)>,
+    /// Parent (block).
+    pub parent: Option<Handle>,
+    /// `prio`/`pref` (0 = automatic).
+    pub prio: u32,
+    /// `protocol`.
+    pub protocol: Option<u16>,
+    /// `chain`.
+    pub chain: Option<u32>,
+    /// Kind.
+    pub kind: Option<(String, usize)>,
+    /// Kind-specific part.
+    pub spec: Option<FilterSpec>,
+}
+
+/// The kind-specific part of a filter command.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FilterSpec {
+    /// Options.
+    pub opts: FilterOpts,
+    /// Handle as the kind parsed it (0 = none).
+    pub handle: u32,
+    /// u32: `ht`/`sample` target table (with bucket).
+    pub u32_htid: Option<u32>,
+    /// Actions (`action ...`, `police ...`).
+    pub actions: Vec<super::actions::ActionSpec>,
+    /// Which attributes were given (for flow `change`, which keeps the others).
+    pub given: Vec<&'static str>,
+}
+
+/// A parsed tc command.
+#[derive(Clone, Debug, PartialEq)]
+pub enum TcCmd {
+    /// `tc qdisc`.
+    Qdisc(QdiscCmd),
+    /// `tc class`.
+    Class(ClassCmd),
+    /// `tc filter`.
+    Filter(FilterCmd),
+    /// `tc actions`.
+    Actions(super::actions::ActionsCmd),
+}
+
+/// A parent keyword without a value (`root`, `ingress`, ...): only one parent may be given.
+fn set_parent(
+    parent: &mut Option<Handle>,
+    to: Handle,
+    dup: impl Into<String>,
+    at: usize,
+) -> Result<(), TcError> {
+    if parent.is_some() {
+        return Err(TcError::fatal(dup, Some(at)));
+    }
+    *parent = Some(to);
+    Ok(())
+}
+
+/// `dev NAME`, kept with its argv index.
+fn dev_value(v: &str, i: usize) -> Result<(String, usize), TcError> {
+    Ok((v.to_string(), i))
+}
+
+/// A class ID value (minors up to `max_minor`), or tc's `invarg` with `msg`.
+fn classid_value(msg: &'static str, max_minor: u32) -> impl Fn(&str, usize) -> Result<Handle, TcError> {
+    move |v, i| get_classid(v, max_minor).ok_or_else(|| TcError::invarg(msg, v, i))
+}
+
+fn verb(word: &str, allow_get: bool) -> Option<Verb> {
+    Some(match word {
+        "add" | "a" | "ad" => Verb::Add,
+        "del" | "delete" | "d" | "de" | "dele" | "delet" => Verb::Delete,
+        "get" if allow_get => Verb::Get,
+        w if matches(w, "change") => Verb::Change,
+        w if matches(w, "replace") => Verb::Replace,
+        w if matches(w, "show") || matches(w, "list") || matches(w, "lst") => Verb::Show,
+        _ => return None,
+    })
+}
+
+/// Which handles a command may name.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Grammar {
+    /// tc's: 16-bit majors and minors, with tc's errors.
+    #[default]
+    Tc,
+    /// The native form's: class minors up to `ffffffff` (the TOML form is checked by running
+    /// its objects through the tc commands in this grammar).
+    Native,
+}
+
+impl Grammar {
+    /// The largest class minor this grammar accepts.
+    pub fn max_minor(self) -> u32 {
+        match self {
+            Grammar::Tc => Handle::TC_MAX_MINOR,
+            Grammar::Native => u32::MAX,
+        }
+    }
+}
+
+/// Parses `qdisc|class|filter VERB ...` (the arguments after `tc` and its global options).
+pub fn parse_command(argv: &[String]) -> Result<TcCmd, TcError> {
+    parse_command_in(argv, Grammar::Tc)
+}
+
+/// [`parse_command`] in the given handle grammar.
+pub fn parse_command_in(argv: &[String], grammar: Grammar) -> Result<TcCmd, TcError> {
+    let Some(obj) = argv.first() else {
+        return Err(TcError::usage("Usage: tc [ OPTIONS ] OBJECT { COMMAND | help }", None));
+    };
+    let verb_word = argv.get(1).map(|s| s.as_str()).unwrap_or("show");
+    let mut cur = Cur { argv, pos: 2.min(argv.len()), max_minor: grammar.max_minor() };
+    if matches(obj, "qdisc") {
+        let v = verb(verb_word, false).ok_or_else(|| unknown_verb(verb_word, "qdisc"))?;
+        parse_qdisc(v, &mut cur).map(TcCmd::Qdisc)
+    } else if matches(obj, "class") {
+        let v = verb(verb_word, false).ok_or_else(|| unknown_verb(verb_word, "class"))?;
+        parse_class(v, &mut cur).map(TcCmd::Class)
+    } else if matches(obj, "filter") {
+        let v = verb(verb_word, true).ok_or_else(|| unknown_verb(verb_word, "filter"))?;
+        parse_filter(v, &mut cur).map(TcCmd::Filter)
+    } else if matches(obj, "actions") {
+        super::actions::parse_actions_cmd(&argv[1..], grammar.max_minor()).map(TcCmd::Actions)
+    } else {
+        Err(TcError::fatal(format!("Object \"{obj}\" is unknown, try \"tc help\"."), Some(0)))
+    }
+}
+
+fn unknown_verb(word: &str, obj: &str) -> TcError {
+    TcError::fatal(format!("Command \"{word}\" is unknown, try \"tc {obj} help\"."), Some(1))
+}
+
+fn parse_qdisc(verb: Verb, cur: &mut Cur) -> Result<QdiscCmd, TcError> {
+    let mut c = QdiscCmd {
+        verb,
+        dev: None,
+        handle: None,
+        parent: None,
+        kind: None,
+        opts: None,
+        unknown_kind: false,
+        warnings: Vec::new(),
+        stab: None,
+    };
+    while let Some((at, w)) = cur.next_word() {
+        match w {
+            "dev" => cur.once(&mut c.dev, "dev", dev_value)?,
+            "handle" => cur.once(&mut c.handle, "handle", |v, i| {
+                get_qdisc_handle(v).ok_or_else(|| TcError::invarg("invalid qdisc ID", v, i))
+            })?,
+            "root" => set_parent(&mut c.parent, H_ROOT, "Error: \"root\" is duplicate parent ID", at)?,
+            "ingress" | "clsact" => {
+                set_parent(&mut c.parent, H_INGRESS, format!("Error: \"{w}\" is a duplicate parent ID"), at)?;
+                c.handle = Some(Handle::new(0xFFFF, 0));
+                c.kind = Some((w.to_string(), at));
+                break;
+            }
+            "parent" => {
+                let m = cur.max_minor;
+                cur.once(&mut c.parent, "parent", classid_value("invalid parent ID", m))?
+            }
+            "estimator" | "est" => cur.skip(2)?,
+            w if matches(w, "stab") => c.stab = parse_stab(cur)?,
+            w if matches(w, "help") => return Err(TcError::usage(QDISC_USAGE, Some(at))),
+            _ => {
+                c.kind = Some((w.to_string(), at));
+                break;
+            }
+        }
+    }
+    if verb == Verb::Show {
+        return Ok(c);
+    }
+    if let Some((k, ki)) = c.kind.clone() {
+        if k == "red" {
+            let (o, w) = super::red::parse(cur)?;
+            c.opts = Some(QdiscOpts::Red(o));
+            c.warnings = w;
+            return Ok(c);
+        }
+        match parse_qdisc_opts(&k, cur)? {
+            Some(o) => c.opts = Some(o),
+            None => {
+                c.unknown_kind = true;
+                if let Some(a) = cur.peek() {
+                    return Err(TcError::usage(
+                        format!("Unknown qdisc \"{k}\", hence option \"{a}\" is unparsable"),
+                        Some(ki),
+                    ));
+                }
+            }
+        }
+    }
+    Ok(c)
+}
+
+const STAB_USAGE: &str = "Usage: ... stab [ mtu BYTES ] [ tsize SLOTS ] [ mpu BYTES ]\n                [ overhead BYTES ] [ linklayer TYPE ] ...\n   mtu       : max packet size we create rate map for {2047}\n   tsize     : how many slots should size table have {512}\n   mpu       : minimum packet size used in rate computations\n   overhead  : per-packet size overhead used in rate computations\n   linklayer : adapting to a linklayer e.g. atm\nExample: ... stab overhead 20 linklayer atm";
+
+/// The largest `tsize` whose table fits in tc's request buffer (64 KiB of 16-bit slots, less
+/// the rest of the message); tc reports a larger one as exceeding the bound.
+const STAB_MAX_TSIZE: u32 = 32_000;
+
+/// `stab [mtu N] [tsize N] [mpu N] [overhead N] [linklayer L]` (tc's `parse_size_table`): stops
+/// at the first other word. Without linklayer, mpu or overhead tc sends nothing and gives up
+/// (exit 255, no message). Returns the table as the kernel keeps it (`tc_calc_size_table`: no
+/// data table, so no mtu/tsize, for Ethernet without mpu).
+fn parse_stab(cur: &mut Cur) -> Result<Option<SizeTable>, TcError> {
+    let (at, first) = cur.value()?;
+    if matches(first, "help") {
+        return Err(TcError::fatal(STAB_USAGE, Some(at)));
+    }
+    cur.pos -= 1;
+    let mut t = SizeTable::default();
+    let dec_u32 = |v: &str| v.parse::<u32>().ok();
+    while let Some(w) = cur.peek() {
+        if matches(w, "mtu") || matches(w, "mpu") || matches(w, "tsize") {
+            let key = if matches(w, "mtu") {
+                "mtu"
+            } else if matches(w, "mpu") {
+                "mpu"
+            } else {
+                "tsize"
+            };
+            cur.pos += 1;
+            let (i, v) = cur.value()?;
+            let slot = match key {
+                "mtu" => &mut t.mtu,
+                "mpu" => &mut t.mpu,
+                _ => &mut t.tsize,
+            };
+            if *slot != 0 {
+                return Err(TcError::duparg(key, v, i));
+            }
+            let what = match key {
+                "tsize" => "invalid table size",
+                "mpu" => "invalid mpu",
+                _ => "invalid mtu",
+            };
+            // tc's call is invarg(KEY, TEXT): the text is printed as the argument.
+            *slot = dec_u32(v).ok_or_else(|| TcError::invarg(key, what, i))?;
+        } else if matches(w, "overhead") {
+            cur.pos += 1;
+            let (i, v) = cur.value()?;
+            if t.overhead != 0 {
+                return Err(TcError::duparg("overhead", v, i));
+            }
+            t.overhead = v.parse().map_err(|_| TcError::invarg("overhead", "invalid overhead", i))?;
+        } else if matches(w, "linklayer") {
+            cur.pos += 1;
+            let (i, v) = cur.value()?;
+            if t.linklayer.is_some() {
+                return Err(TcError::duparg("linklayer", v, i));
+            }
+            t.linklayer = Some(match v {
+                "ethernet" | "eth" => LinkLayer::Ethernet,
+                "atm" | "adsl" => LinkLayer::Atm,
+                _ => return Err(TcError::invarg("linklayer", "invalid linklayer", i)),
+            });
+        } else {
+            break;
+        }
+    }
+    if t.linklayer.is_none() && t.mpu == 0 && t.overhead == 0 {
+        return Err(TcError::fatal("", None));
+    }
+    if t.linklayer != Some(LinkLayer::Atm) && t.mpu == 0 {
+        t.mtu = 0;
+        t.tsize = 0;
+    } else {
+        if t.mtu == 0 {
+            t.mtu = 2047;
+        }
+        if t.tsize == 0 {
+            t.tsize = 512;
+        }
+        if t.tsize > STAB_MAX_TSIZE {
+            return Err(TcError::fatal("addattr_l ERROR: message exceeded bound of 65572", None));
+        }
+    }
+    Ok(Some(t))
+}
+
+const QDISC_USAGE: &str = "Usage: tc qdisc [ add | del | replace | change | show ] dev STRING\n       [ handle QHANDLE ] [ root | ingress | clsact | parent CLASSID ]\n       [ estimator INTERVAL TIME_CONSTANT ]\n       [ stab [ help | STAB_OPTIONS] ]\n       [ ingress_block BLOCK_INDEX ] [ egress_block BLOCK_INDEX ]\n       [ [ QDISC_KIND ] [ help | OPTIONS ] ]";
+
+fn parse_qdisc_opts(kind: &str, cur: &mut Cur) -> Result<Option<QdiscOpts>, TcError> {
+    if let Some(r) = QdiscOpts::parse_kind(kind, cur) {
+        return r.map(Some);
+    }
+    Ok(Some(match kind {
+        "pfifo" | "bfifo" | "pfifo_head_drop" => {
+            let mut o = FifoOpts::default();
+            while let Some((at, w)) = cur.next_word() {
+                if w == "limit" {
+                    o.limit =
+                        Some(if kind == "bfifo" { size_arg(cur, "limit")? } else { u32_arg(cur, "limit")? });
+                } else {
+                    return Err(what_is(w, at, "Usage: ... <[p|b]fifo | pfifo_head_drop> [ limit NUMBER ]"));
+                }
+            }
+            match kind {
+                "pfifo" => QdiscOpts::Pfifo(o),
+                "bfifo" => QdiscOpts::Bfifo(o),
+                _ => QdiscOpts::PfifoHeadDrop(o),
+            }
+        }
+        "drr" => {
+            if let Some((at, w)) = cur.next_word() {
+                if w == "help" {
+                    return Err(TcError::usage("Usage: ... drr", Some(at)));
+                }
+                return Err(what_is(w, at, "Usage: ... drr"));
+            }
+            QdiscOpts::Drr
+        }
+        "ingress" | "clsact" => {
+            // q_ingress.c skips `handle X`; q_clsact.c takes nothing.
+            while let Some((at, w)) = cur.next_word() {
+                if kind == "ingress" && w == "handle" {
+                    cur.value()?;
+                } else {
+                    return Err(what_is(w, at, &format!("Usage: ... {kind}")));
+                }
+            }
+            if kind == "ingress" {
+                QdiscOpts::Ingress
+            } else {
+                QdiscOpts::Clsact
+            }
+        }
+        "pfifo_fast" | "mq" => {
+            if cur.peek().is_some() {
+                return Err(TcError::usage(
+                    format!("qdisc '{kind}' does not support option parsing"),
+                    Some(cur.pos),
+                ));
+            }
+            if kind == "mq" {
+                QdiscOpts::Mq(MqOpts::default())
+            } else {
+                QdiscOpts::PfifoFast
+            }
+        }
+        "prio" => QdiscOpts::Prio(parse_prio(cur)?),
+        "htb" => QdiscOpts::Htb(parse_htb(cur)?),
+        "tbf" => QdiscOpts::Tbf(parse_tbf(cur)?),
+        "sfq" => QdiscOpts::Sfq(parse_sfq(cur)?),
+        "codel" => QdiscOpts::Codel(parse_codel(cur)?),
+        "netem" => QdiscOpts::Netem(Box::new(super::netem::parse(cur)?)),
+        "cake" => QdiscOpts::Cake(super::cake::parse(cur)?),
+        "hfsc" => QdiscOpts::Hfsc(super::hfsc::parse_qdisc(cur)?),
+        "ets" => QdiscOpts::Ets(super::ets::parse(cur)?),
+        _ => return Ok(None),
+    }))
+}
+
+const PRIO_USAGE: &str = "Usage: ... prio [ bands NUMBER ] [ priomap P1 P2 ...] [multiqueue]";
+
+fn parse_prio(cur: &mut Cur) -> Result<PrioOpts, TcError> {
+    let mut o = PrioOpts::default();
+    let mut pmap = false;
+    let mut idx = 0usize;
+    while let Some((at, w)) = cur.next_word() {
+        match w {
+            "bands" => {
+                if pmap {
+                    return Err(TcError::usage(PRIO_USAGE, Some(at)));
+                }
+                let (i, v) = cur.value()?;
+                o.bands = v
+                    .parse::<i32>()
+                    .ok()
+                    .and_then(|b| u32::try_from(b).ok())
+                    .ok_or_else(|| illegal("bands", i, None))?;
+            }
+            "priomap" => {
+                if pmap {
+                    return Err(TcError::usage("Error: duplicate priomap", Some(at)));
+                }
+                pmap = true;
+            }
+            "multiqueue" => {}
+            "help" => return Err(TcError::usage(PRIO_USAGE, Some(at))),
+            _ => {
+                if !pmap {
+                    return Err(what_is(w, at, PRIO_USAGE));
+                }
+                let band: u32 = w.parse().map_err(|_| illegal("priomap\" element", at, None))?;
+                if band >= o.bands {
+                    return Err(TcError::usage("Illegal \"priomap\" element", Some(at)));
+                }
+                if idx > 15 {
+                    return Err(TcError::usage("Illegal \"priomap\" element", Some(at)));
+                }
+                o.priomap[idx] = band as u8;
+                idx += 1;
+            }
+        }
+    }
+    Ok(o)
+}
+
+/// q_htb.c's `explain()` (for the qdisc and for classes).
+const HTB_USAGE: &str = "Usage: ... qdisc add ... htb [default N] [r2q N]\n                      [direct_qlen P] [offload]\n default  minor id of class to which unclassified packets are sent {0}\n r2q      DRR quantums are computed as rate in Bps/r2q {10}\n debug    string of 16 numbers each 0-3 {0}\n\n direct_qlen  Limit of the direct queue {in packets}\n offload  enable hardware offload\n... class add ... htb rate R1 [burst B1] [mpu B] [overhead O]\n                      [prio P] [slot S] [pslot PS]\n                      [ceil R2] [cburst B2] [mtu MTU] [quantum Q]\n rate     rate allocated to this class (class can still borrow)\n burst    max bytes burst which can be accumulated during idle period {computed}\n mpu      minimum packet size used in rate computations\n overhead per-packet size overhead used in rate computations\n linklay  adapting to a linklayer e.g. atm\n ceil     definite upper class rate (no borrows) {rate}\n cburst   burst but for ceil {computed}\n mtu      max packet size we create rate map for {1600}\n prio     priority of leaf; lower are served first {0}\n quantum  how much bytes to serve from leaf at once {use r2q}\n\nTC HTB version 3.3";
+
+/// q_htb.c's `explain1`: `Illegal "KEY"` and the usage.
+fn htb_illegal(key: &str, at: usize) -> TcError {
+    TcError::usage(format!("Illegal \"{key}\"\n{HTB_USAGE}"), Some(at))
+}
+
+/// A decimal number (`get_u32(.., 10)`/`get_u16`) no larger than `max`, else HTB's `explain1`.
+fn htb_num(cur: &mut Cur, key: &str, max: u32) -> Result<u32, TcError> {
+    let (i, v) = cur.value()?;
+    v.parse::<u32>().ok().filter(|&n| n <= max).ok_or_else(|| htb_illegal(key, i))
+}
+
+fn parse_htb(cur: &mut Cur) -> Result<HtbOpts, TcError> {
+    let mut o = HtbOpts::default();
+    while let Some((at, w)) = cur.next_word() {
+        if matches(w, "r2q") {
+            o.r2q = htb_num(cur, "r2q", u32::MAX)?;
+        } else if matches(w, "default") {
+            let (i, v) = cur.value()?;
+            o.default = get_hex(v).ok_or_else(|| htb_illegal("default", i))?;
+        } else if matches(w, "debug") {
+            cur.skip(1)?;
+        } else if matches(w, "direct_qlen") {
+            o.direct_qlen = Some(htb_num(cur, "direct_qlen", u32::MAX)?);
+        } else if matches(w, "offload") {
+            o.offload = true;
+        } else if w == "textbook" {
+            // Sluice's own (a whole word no keyword of q_htb.c starts with).
+            o.textbook = true;
+        } else {
+            return Err(what_is(w, at, HTB_USAGE));
+        }
+    }
+    Ok(o)
+}
+
+/// `get_rate64`: a rate, zero refused.
+fn htb_rate(v: &str) -> Option<u64> {
+    parse_rate(v).ok().map(|r| r.bps()).filter(|&r| r != 0)
+}
+
+/// `get_size_and_cell`: a size with an optional `/cell`, else `Illegal "PARAM"`.
+fn htb_size(cur: &mut Cur, param: &str) -> Result<u32, TcError> {
+    let (i, v) = cur.value()?;
+    let v = v.split('/').next().unwrap_or(v);
+    parse_size(v).ok().and_then(|s| u32::try_from(s).ok()).ok_or_else(|| htb_illegal(param, i))
+}
+
+/// Parses HTB class options, filling tc's defaults (ceil = rate, burst = rate/HZ + mtu).
+pub(crate) fn parse_htb_class(cur: &mut Cur) -> Result<HtbClassOpts, TcError> {
+    let (mut rate, mut ceil) = (0u64, 0u64);
+    let (mut burst, mut cburst) = (0u32, 0u32);
+    let mut o = HtbClassOpts {
+        rate: 0,
+        ceil: 0,
+        burst: 0,
+        cburst: 0,
+        burst_auto: false,
+        cburst_auto: false,
+        prio: 0,
+        quantum: None,
+        mtu: 1600,
+        mpu: 0,
+        overhead: 0,
+        linklayer: LinkLayer::Ethernet,
+    };
+    while let Some((at, w)) = cur.next_word() {
+        // q_htb.c: most keys by prefix, in this order; rate, ceil, buffer and help exactly.
+        if matches(w, "prio") {
+            o.prio = htb_num(cur, "prio", u32::MAX)?;
+        } else if matches(w, "mtu") {
+            o.mtu = htb_num(cur, "mtu", u32::MAX)?;
+        } else if matches(w, "mpu") {
+            o.mpu = htb_num(cur, "mpu", u16::MAX as u32)?;
+        } else if matches(w, "overhead") {
+            // An unsigned short in tc: a negative overhead is refused.
+            o.overhead = htb_num(cur, "overhead", u16::MAX as u32)? as i32;
+        } else if matches(w, "linklayer") {
+            let (i, v) = cur.value()?;
+            o.linklayer = match v {
+                "ethernet" | "eth" => LinkLayer::Ethernet,
+                "atm" | "adsl" => LinkLayer::Atm,
+                _ => return Err(htb_illegal("linklayer", i)),
+            };
+        } else if matches(w, "quantum") {
+            o.quantum = Some(htb_num(cur, "quantum", u32::MAX)?);
+        } else if matches(w, "burst") || w == "buffer" || w == "maxburst" {
+            burst = htb_size(cur, w)?;
+        } else if matches(w, "cburst") || w == "cbuffer" || w == "cmaxburst" {
+            cburst = htb_size(cur, w)?;
+        } else if w == "ceil" {
+            let (i, v) = cur.value()?;
+            if ceil != 0 {
+                return Err(TcError::usage("Double \"ceil\" spec", Some(at)));
+            }
+            ceil = htb_rate(v).ok_or_else(|| htb_illegal("ceil", i))?;
+        } else if w == "rate" {
+            let (i, v) = cur.value()?;
+            if rate != 0 {
+                return Err(TcError::usage("Double \"rate\" spec", Some(at)));
+            }
+            rate = htb_rate(v).ok_or_else(|| htb_illegal("rate", i))?;
+        } else if w == "help" {
+            return Err(TcError::usage(HTB_USAGE, Some(at)));
+        } else {
+            return Err(what_is(w, at, HTB_USAGE));
+        }
+    }
+    if rate == 0 {
+        return Err(TcError::usage("\"rate\" is required.", None));
+    }
+    if ceil == 0 {
+        ceil = rate;
+    }
+    let hz = tc_hz();
+    o.burst_auto = burst == 0;
+    o.cburst_auto = cburst == 0;
+    if burst == 0 {
+        burst = ((rate / 8) / hz + o.mtu as u64).min(u32::MAX as u64) as u32;
+    }
+    if cburst == 0 {
+        cburst = ((ceil / 8) / hz + o.mtu as u64).min(u32::MAX as u64) as u32;
+    }
+    o.rate = rate;
+    o.ceil = ceil;
+    o.burst = burst;
+    o.cburst = cburst;
+    Ok(o)
+}
+
+const TBF_USAGE: &str = "Usage: ... tbf limit BYTES burst BYTES[/BYTES] rate KBPS [ mtu BYTES[/BYTES] ]\n\t[ peakrate KBPS ] [ latency TIME ] [ overhead BYTES ] [ linklayer TYPE ]";
+
+fn parse_tbf(cur: &mut Cur) -> Result<TbfOpts, TcError> {
+    let mut o = TbfOpts::default();
+    let mut latency: u32 = 0;
+    let mut limit: u32 = 0;
+    while let Some((at, w)) = cur.next_word() {
+        match w {
+            "limit" => {
+                if latency != 0 {
+                    return Err(TcError::usage(
+                        "tbf: you can specify either \"limit\" or \"latency\", not both.",
+                        Some(at),
+                    ));
+                }
+                limit = size_arg(cur, "limit")?;
+            }
+            "latency" => {
+                if limit != 0 {
+                    return Err(TcError::usage(
+                        "tbf: you can specify either \"limit\" or \"latency\", not both.",
+                        Some(at),
+                    ));
+                }
+                latency = time_arg(cur, "latency")?;
+            }
+            "burst" | "buffer" | "maxburst" => {
+                if o.burst != 0 {
+                    return Err(TcError::usage(
+                        "tbf: duplicate \"buffer/burst/maxburst\" specification",
+                        Some(at),
+                    ));
+                }
+                o.burst = size_arg(cur, "buffer")?;
+            }
+            "mtu" | "minburst" => {
+                if o.mtu.is_some() {
+                    return Err(TcError::usage("tbf: duplicate \"mtu/minburst\" specification", Some(at)));
+                }
+                o.mtu = Some(size_arg(cur, "mtu")?);
+            }
+            "mpu" => o.mpu = size_arg(cur, "mpu")?,
+            "rate" => {
+                if o.rate != 0 {
+                    return Err(TcError::usage("tbf: duplicate \"rate\" specification", Some(at)));
+                }
+                o.rate = rate_arg(cur, "rate")?;
+            }
+            "peakrate" => {
+                if o.peakrate.is_some() {
+                    return Err(TcError::usage("tbf: duplicate \"peakrate\" specification", Some(at)));
+                }
+                o.peakrate = Some(rate_arg(cur, "peakrate")?);
+            }
+            "overhead" => o.overhead = overhead_arg(cur)?,
+            "linklayer" => o.linklayer = linklayer_arg(cur)?,
+            "help" => return Err(TcError::usage(TBF_USAGE, Some(at))),
+            _ => return Err(what_is(w, at, TBF_USAGE)),
+        }
+    }
+    // q_tbf.c reports every missing parameter, then the usage.
+    let mut verdict = String::new();
+    if o.rate == 0 {
+        verdict.push_str("tbf: the \"rate\" parameter is mandatory.\n");
+    }
+    if o.burst == 0 {
+        verdict.push_str("tbf: the \"burst\" parameter is mandatory.\n");
+    }
+    if o.peakrate.is_some() && o.mtu.is_none() {
+        verdict.push_str("tbf: when \"peakrate\" is specified, \"mtu\" must also be specified.\n");
+    }
+    if limit == 0 && latency == 0 {
+        verdict.push_str("tbf: either \"limit\" or \"latency\" is required.\n");
+    }
+    if !verdict.is_empty() {
+        return Err(TcError::usage(format!("{verdict}{TBF_USAGE}"), None));
+    }
+    if latency != 0 {
+        // tc: limit = rate * latency + burst, or the peak-rate equivalent when smaller.
+        let mut lim = (o.rate / 8) as f64 * latency as f64 / 1e6 + o.burst as f64;
+        if let (Some(p), Some(m)) = (o.peakrate, o.mtu) {
+            let lim2 = (p / 8) as f64 * latency as f64 / 1e6 + m as f64;
+            if lim2 < lim {
+                lim = lim2;
+            }
+        }
+        limit = lim as u32;
+    }
+    o.limit = limit;
+    Ok(o)
+}
+
+const SFQ_USAGE: &str = "Usage: ... sfq\t[ limit NUMBER ] [ perturb SECS ] [ quantum BYTES ]\n\t\t[ divisor NUMBER ] [ flows NUMBER] [ depth NUMBER ]\n\t\t[ headdrop ]\n\t\t[ redflowlimit BYTES ] [ min BYTES ] [ max BYTES ]\n\t\t[ avpkt BYTES ] [ burst PACKETS ] [ probability P ]\n\t\t[ ecn ] [ harddrop ]";
+
+fn parse_sfq(cur: &mut Cur) -> Result<SfqOpts, TcError> {
+    let mut o = SfqOpts::default();
+    let (mut flowlimit, mut qmin, mut qmax, mut avpkt, mut burst) = (0u32, 0u32, 0u32, 1000u32, 0u32);
+    let mut prob = 0.02f64;
+    let (mut ecn, mut harddrop) = (false, false);
+    while let Some((at, w)) = cur.next_word() {
+        match w {
+            "quantum" => o.quantum = Some(size_arg(cur, "quantum")?),
+            "perturb" => {
+                let (i, v) = cur.value()?;
+                o.perturb = v
+                    .parse::<i32>()
+                    .ok()
+                    .and_then(|p| u32::try_from(p).ok())
+                    .ok_or_else(|| illegal("perturb", i, None))?;
+            }
+            "limit" => {
+                let (i, v) = cur.value()?;
+                let l: u32 = v.parse().map_err(|_| illegal("limit", i, None))?;
+                if l < 2 {
+                    return Err(TcError::usage("Illegal \"limit\", must be > 1", Some(i)));
+                }
+                o.limit = Some(l);
+            }
+            "divisor" => o.divisor = Some(u32_arg(cur, "divisor")?),
+            "flows" => o.flows = Some(u32_arg(cur, "flows")?),
+            "depth" => o.depth = Some(u32_arg(cur, "flows")?),
+            "headdrop" => o.headdrop = true,
+            "redflowlimit" => flowlimit = size_arg(cur, "redflowlimit")?,
+            "min" => qmin = size_arg(cur, "min")?,
+            "max" => qmax = size_arg(cur, "max")?,
+            "burst" => burst = u32_arg(cur, "burst")?,
+            "avpkt" => avpkt = size_arg(cur, "avpkt")?,
+            "probability" => {
+                let (i, v) = cur.value()?;
+                // tc reads it with sscanf("%lg") and scales it to 32 bits; a value that is not
+                // a number in [0, 1] (nan, inf, 1e309) is refused here rather than sent.
+                prob = v
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|p| (0.0..=1.0).contains(p))
+                    .ok_or_else(|| illegal("probability", i, None))?;
+            }
+            "ecn" => ecn = true,
+            "harddrop" => harddrop = true,
+            "help" => return Err(TcError::usage(SFQ_USAGE, Some(at))),
+            _ => return Err(what_is(w, at, SFQ_USAGE)),
+        }
+    }
+    if flowlimit != 0 {
+        if qmax == 0 {
+            qmax = flowlimit / 4;
+        }
+        if qmin == 0 {
+            qmin = qmax / 3;
+        }
+        if burst == 0 {
+            burst = (2 * qmin + qmax) / (3 * avpkt.max(1));
+        }
+        let ewma = red_eval_ewma(qmin, burst, avpkt)
+            .ok_or_else(|| TcError::usage("SFQ: failed to calculate EWMA constant.", None))?;
+        o.red = Some(SfqRed { flowlimit, min: qmin, max: qmax, probability: prob, ewma, ecn, harddrop });
+    }
+    Ok(o)
+}
+
+/// tc's `tc_red_eval_ewma`: the smallest EWMA weight log that lets `burst` packets through an
+/// idle queue before the average reaches `qmin`.
+pub fn red_eval_ewma(qmin: u32, burst: u32, avpkt: u32) -> Option<u8> {
+    let a = burst as f64 + 1.0 - qmin as f64 / avpkt.max(1) as f64;
+    if a < 1.0 {
+        return None;
+    }
+    let mut w = 0.5f64;
+    for wlog in 1..32u8 {
+        if a <= (1.0 - (1.0 - w).powi(burst as i32)) / w {
+            return Some(wlog);
+        }
+        w /= 2.0;
+    }
+    None
+}
+
+const CODEL_USAGE: &str = "Usage: ... codel [ limit PACKETS ] [ target TIME ]\n                 [ interval TIME ] [ ecn | noecn ]\n                 [ ce_threshold TIME ]";
+
+fn parse_codel(cur: &mut Cur) -> Result<CodelOpts, TcError> {
+    let mut o = CodelOpts::default();
+    while let Some((at, w)) = cur.next_word() {
+        match w {
+            "limit" => o.limit = Some(u32_arg(cur, "limit")?),
+            "target" => o.target = Some(time_arg(cur, "target")?),
+            "interval" => o.interval = Some(time_arg(cur, "interval")?),
+            "ce_threshold" => o.ce_threshold = Some(time_arg(cur, "ce_threshold")?),
+            "ecn" => o.ecn = Some(true),
+            "noecn" => o.ecn = Some(false),
+            "help" => return Err(TcError::usage(CODEL_USAGE, Some(at))),
+            _ => return Err(what_is(w, at, CODEL_USAGE)),
+        }
+    }
+    Ok(o)
+}
+
+fn parse_class(verb: Verb, cur: &mut Cur) -> Result<ClassCmd, TcError> {
+    let mut c = ClassCmd { verb, dev: None, classid: None, parent: None, kind: None, opts: None };
+    while let Some((at, w)) = cur.next_word() {
+        match w {
+            "dev" => cur.once(&mut c.dev, "dev", dev_value)?,
+            "classid" => {
+                let m = cur.max_minor;
+                cur.once(&mut c.classid, "classid", classid_value("invalid class ID", m))?
+            }
+            "handle" => {
+                return Err(TcError::fatal("Error: try \"classid\" instead of \"handle\"", Some(at)));
+            }
+            "root" => set_parent(&mut c.parent, H_ROOT, "Error: \"root\" is duplicate parent ID.", at)?,
+            "parent" => {
+                let m = cur.max_minor;
+                cur.once(&mut c.parent, "parent", classid_value("invalid parent ID", m))?
+            }
+            "estimator" | "est" => cur.skip(2)?,
+            w if matches(w, "help") => {
+                return Err(TcError::usage("Usage: tc class [ add | del | change | replace | show ] dev STRING\n       [ classid CLASSID ] [ root | parent CLASSID ]\n       [ [ QDISC_KIND ] [ help | OPTIONS ] ]", Some(at)))
+            }
+            _ => {
+                c.kind = Some((w.to_string(), at));
+                break;
+            }
+        }
+    }
+    if verb == Verb::Show {
+        return Ok(c);
+    }
+    if let Some((k, ki)) = c.kind.clone() {
+        c.opts = Some(match k.as_str() {
+            "htb" => ClassOpts::Htb(parse_htb_class(cur)?),
+            "hfsc" => ClassOpts::Hfsc(super::hfsc::parse_class(cur)?),
+            "drr" => {
+                let mut quantum = None;
+                while let Some((at, w)) = cur.next_word() {
+                    if w == "quantum" {
+                        // Zero is the kernel's to refuse.
+                        quantum = Some(size_arg(cur, "quantum")?);
+                    } else if w == "help" {
+                        return Err(TcError::usage("Usage: ... drr quantum SIZE", Some(at)));
+                    } else {
+                        return Err(what_is(w, at, "Usage: ... drr quantum SIZE"));
+                    }
+                }
+                ClassOpts::Drr { quantum }
+            }
+            "ets" => ClassOpts::Ets { quantum: super::ets::parse_class(cur)? },
+            "prio" | "pfifo_fast" | "tbf" | "netem" | "sfq" | "codel" | "fq_codel" | "pfifo" | "bfifo"
+            | "ingress" | "clsact" | "red" | "mq" | "cake" => {
+                return Err(TcError::usage(format!("Error: Qdisc \"{k}\" is classless."), Some(ki)));
+            }
+            _ => {
+                return Err(TcError::usage(
+                    format!(
+                        "Unknown qdisc \"{k}\", hence option \"{}\" is unparsable",
+                        cur.peek().unwrap_or("")
+                    ),
+                    Some(ki),
+                ))
+            }
+        });
+    }
+    Ok(c)
+}
+
+fn parse_filter(verb: Verb, cur: &mut Cur) -> Result<FilterCmd, TcError> {
+    let mut c = FilterCmd {
+        verb,
+        dev: None,
+        parent: None,
+        prio: 0,
+        protocol: None,
+        chain: None,
+        kind: None,
+        spec: None,
+    };
+    let mut fhandle: Option<(usize, String)> = None;
+    while let Some((at, w)) = cur.next_word() {
+        match w {
+            "dev" => cur.once(&mut c.dev, "dev", dev_value)?,
+            "root" => set_parent(&mut c.parent, H_ROOT, "Error: \"root\" is duplicate parent ID", at)?,
+            "ingress" | "egress" => {
+                let to = if w == "ingress" { H_MIN_INGRESS } else { H_MIN_EGRESS };
+                set_parent(&mut c.parent, to, format!("Error: \"{w}\" is duplicate parent ID"), at)?;
+            }
+            "parent" => {
+                let m = cur.max_minor;
+                cur.once(&mut c.parent, "parent", classid_value("Invalid parent ID", m))?
+            }
+            "handle" => cur.once(&mut fhandle, "handle", |v, i| Ok((i, v.to_string())))?,
+            "chain" => {
+                let (i, v) = cur.value()?;
+                c.chain = Some(get_u32(v).ok_or_else(|| TcError::invarg("invalid chain index value", v, i))?);
+            }
+            w if w == "prio" || matches(w, "pref") || matches(w, "priority") => {
+                let (i, v) = cur.value()?;
+                if c.prio != 0 {
+                    return Err(TcError::duparg("priority", v, i));
+                }
+                c.prio = get_u32(v).filter(|&p| p <= 0xFFFF).ok_or_else(|| TcError::invarg("invalid priority value", v, i))?;
+            }
+            w if matches(w, "protocol") => cur.once(&mut c.protocol, "protocol", |v, i| {
+                proto_from_name(v).ok_or_else(|| TcError::invarg("invalid protocol", v, i))
+            })?,
+            "estimator" | "est" => cur.skip(2)?,
+            w if matches(w, "help") => {
+                return Err(TcError::usage("Usage: tc filter [ add | del | change | replace | show ] [ dev STRING ]\n       tc filter get dev STRING parent CLASSID protocol PROTO handle FILTERID pref PRIO FILTER_TYPE", Some(at)))
+            }
+            _ => {
+                c.kind = Some((w.to_string(), at));
+                break;
+            }
+        }
+    }
+    if verb == Verb::Show {
+        return Ok(c);
+    }
+    match c.kind.clone() {
+        Some((k, ki)) => {
+            let handle = fhandle.as_ref().map(|(i, s)| (*i, s.as_str()));
+            let spec = match k.as_str() {
+                "u32" => super::filters::parse_u32(cur, handle)?,
+                "flow" => super::filters::parse_flow(cur, handle)?,
+                "fw" => super::filters::parse_fw(cur, handle)?,
+                "matchall" => super::filters::parse_matchall(cur, handle)?,
+                "basic" => super::filters::parse_basic(cur, handle)?,
+                _ => {
+                    return Err(TcError::usage(
+                        format!(
+                            "Unknown filter \"{k}\", hence option \"{}\" is unparsable",
+                            cur.peek().unwrap_or("")
+                        ),
+                        Some(ki),
+                    ))
+                }
+            };
+            c.spec = Some(spec);
+        }
+        None => {
+            if fhandle.is_some() {
+                return Err(TcError::fatal("Must specify filter type when using \"handle\"", None));
+            }
+        }
+    }
+    Ok(c)
+}

@@ -1,0 +1,832 @@
+//! `tc -j [-p]` output: qdiscs, filters and actions as iproute2 6.1 prints them in JSON.
+//!
+//! iproute2 writes JSON through its own writer (`json_writer.c`): compact, or with `-p` a
+//! four-space indent whose quirks (`[ {`, `},{`, `} ]`) [`Writer`] reproduces. Field names and
+//! value formats follow the `print_*` calls of tc's per-kind printers: rates in bytes/s, sizes
+//! in bytes, times in µs, some values as strings (`"0x1"`, `"10Kb/1"`). Where tc 6.1 prints plain
+//! text into its JSON (fw and flow filters use `fprintf`) or repeats a key (u32's `match`, TBF's
+//! `mpu`), Sluice prints the same, so that what a script parses is what the kernel's tc gives it.
+//! `tc -j class show` prints text in tc 6.1 (JSON classes came with 6.2) and so does Sluice.
+
+use super::actions::Dump;
+use super::show::{self, classid_str, FilterShowCtx, ShowOpts};
+use crate::model::*;
+use serde_json::Value;
+use sluice_core::QdiscStats;
+pub use sluice_model::json::J;
+
+/// A port of the state of iproute2's `json_writer`: the separator owed before the next value
+/// and the nesting depth (the pretty form indents by it).
+struct Writer {
+    out: String,
+    depth: usize,
+    pretty: bool,
+    sep: bool,
+}
+
+impl Writer {
+    fn eol(&mut self) {
+        if self.pretty {
+            self.out.push('\n');
+            for _ in 0..self.depth {
+                self.out.push_str("    ");
+            }
+        }
+    }
+
+    fn eor(&mut self) {
+        if self.sep {
+            self.out.push(',');
+        }
+        self.sep = true;
+    }
+
+    fn begin(&mut self, c: char) {
+        self.eor();
+        self.out.push(c);
+        self.depth += 1;
+        self.sep = false;
+        if c == '[' && self.pretty {
+            self.out.push(' ');
+        }
+    }
+
+    fn end(&mut self, c: char) {
+        if c == ']' {
+            if self.pretty && self.sep {
+                self.out.push(' ');
+            }
+            self.sep = false;
+        }
+        self.depth = self.depth.saturating_sub(1);
+        if self.sep {
+            self.eol();
+        }
+        self.out.push(c);
+        self.sep = true;
+    }
+
+    fn name(&mut self, k: &str) {
+        self.eor();
+        self.eol();
+        self.sep = false;
+        self.string(k);
+        self.out.push(':');
+        if self.pretty {
+            self.out.push(' ');
+        }
+    }
+
+    /// jsonw_puts: escapes only what tc escapes.
+    fn string(&mut self, s: &str) {
+        self.out.push('"');
+        for c in s.chars() {
+            match c {
+                '\t' => self.out.push_str("\\t"),
+                '\n' => self.out.push_str("\\n"),
+                '\r' => self.out.push_str("\\r"),
+                '\x0c' => self.out.push_str("\\f"),
+                '\x08' => self.out.push_str("\\b"),
+                '\\' => self.out.push_str("\\\\"),
+                '"' => self.out.push_str("\\\""),
+                c => self.out.push(c),
+            }
+        }
+        self.out.push('"');
+    }
+
+    fn value(&mut self, v: &J) {
+        match v {
+            J::Obj(m) => {
+                self.begin('{');
+                for (k, v) in m {
+                    match (k, v) {
+                        (_, J::Raw(s)) if k.is_none() => self.out.push_str(s),
+                        (Some(k), v) => {
+                            self.name(k);
+                            self.value(v);
+                        }
+                        (None, v) => self.value(v),
+                    }
+                }
+                self.end('}');
+            }
+            J::Arr(a) => {
+                self.begin('[');
+                for v in a {
+                    self.value(v);
+                }
+                self.end(']');
+            }
+            J::V(Value::String(s)) => {
+                self.eor();
+                self.string(s);
+            }
+            J::V(v) => {
+                self.eor();
+                self.out.push_str(&v.to_string());
+            }
+            J::Raw(s) => {
+                self.eor();
+                self.out.push_str(s);
+            }
+        }
+    }
+}
+
+/// What `new_json_obj` … `delete_json_obj` print around a list: the array and a newline.
+pub fn render(items: &[J], pretty: bool) -> String {
+    let mut w = Writer { out: String::new(), depth: 0, pretty, sep: false };
+    w.value(&J::Arr(items.to_vec()));
+    w.out.push('\n');
+    w.out
+}
+
+/// `print_tcstats_attr` in JSON: the basic and queue counters.
+fn stats(o: &mut J, st: &QdiscStats) {
+    o.put("bytes", st.bytes)
+        .put("packets", st.packets)
+        .put("drops", st.drops)
+        .put("overlimits", st.overlimits)
+        .put("requeues", st.requeues)
+        .put("backlog", st.backlog_bytes)
+        .put("qlen", st.qlen);
+}
+
+/// tc's `sprint_size` followed by `/cell`: a size as text (`10Kb/1`).
+fn size_cell(bytes: u32) -> String {
+    format!("{}/1", sluice_core::units::format_size(bytes as u64))
+}
+
+fn linklayer(l: LinkLayer) -> &'static str {
+    if l == LinkLayer::Atm {
+        "atm"
+    } else {
+        "ethernet"
+    }
+}
+
+/// The `options` object of a qdisc (the kind's `print_qopt`).
+pub fn qdisc_options(dev: &Device, q: &QdiscOpts, d: bool) -> J {
+    if let Some(j) = q.json(dev, d) {
+        return j;
+    }
+    let mut o = J::obj();
+    match q {
+        QdiscOpts::Pfifo(f) | QdiscOpts::PfifoHeadDrop(f) => {
+            o.put("limit", f.limit.unwrap_or(dev.txqueuelen.max(1)));
+        }
+        QdiscOpts::Bfifo(f) => {
+            o.put("limit", f.limit.unwrap_or(dev.txqueuelen.max(1) * dev.psched_mtu()));
+        }
+        QdiscOpts::PfifoFast => prio(&mut o, &PrioOpts::default()),
+        QdiscOpts::Prio(p) => prio(&mut o, p),
+        QdiscOpts::Htb(h) => {
+            let def = if h.default == 0 { "0".to_string() } else { format!("{:#x}", h.default) };
+            o.put("r2q", h.r2q).put("default", def).put("direct_packets_stat", 0u32);
+            if d {
+                o.put("ver", "3.17");
+            }
+            o.put("direct_qlen", h.direct_qlen.unwrap_or(dev.txqueuelen));
+            if h.offload {
+                o.put("offload", Value::Null);
+            }
+        }
+        QdiscOpts::Tbf(t) => tbf(&mut o, t, d),
+        QdiscOpts::Sfq(q) => {
+            let e = show::sfq_effective(dev, q);
+            o.put("limit", e.limit).put("quantum", e.quantum).put("depth", e.depth);
+            if q.headdrop {
+                o.put("headdrop", true);
+            }
+            if d {
+                o.put("flows", e.flows);
+            }
+            o.put("divisor", q.divisor.unwrap_or(1024));
+            if q.perturb != 0 {
+                o.put("perturb", q.perturb);
+            }
+            if let Some(r) = &q.red {
+                let max_p = (r.probability * 4294967296.0) as u32;
+                o.put("ewma", r.ewma).put("min", r.min).put("max", r.max);
+                o.put("probability", max_p as f64 / 4294967296.0);
+                red_flags(&mut o, r.ecn, r.harddrop, false, false);
+            }
+        }
+        QdiscOpts::Codel(c) => {
+            o.put("limit", c.limit.unwrap_or(1000));
+            o.put("target", show::codel_us(c.target.unwrap_or(5000)));
+            if let Some(ce) = c.ce_threshold {
+                o.put("ce_threshold", show::codel_us(ce));
+            }
+            o.put("interval", show::codel_us(c.interval.unwrap_or(100_000)));
+            if c.ecn == Some(true) {
+                o.put("ecn", true);
+            }
+        }
+        QdiscOpts::Netem(n) => netem(&mut o, n),
+        QdiscOpts::Red(r) => red(&mut o, r, d),
+        QdiscOpts::Cake(c) => cake(&mut o, c, dev.psched_mtu()),
+        // hfsc_print_opt: the default class as hex.
+        QdiscOpts::Hfsc(h) => {
+            o.put("default", format!("{:#x}", h.default));
+        }
+        // ets_print_opt: bands, strict (when any), the DRR bands' quanta, the priomap.
+        QdiscOpts::Ets(e) => {
+            o.put("bands", e.bands as u32);
+            if e.strict > 0 {
+                o.put("strict", e.strict as u32);
+            }
+            let quanta = super::ets::quanta(e, dev.psched_mtu());
+            if e.bands > e.strict {
+                o.put("quanta", J::Arr(quanta[e.strict as usize..].iter().map(|&q| J::from(q)).collect()));
+            }
+            let map = super::ets::priomap(e);
+            o.put("priomap", J::Arr(map.iter().map(|&b| J::from(b as u32)).collect()));
+        }
+        // ingress prints its dashes to the terminal only; the others have no options.
+        // Kinds without options; registry kinds returned above.
+        _ => {}
+    }
+    o
+}
+
+/// `tc_red_print_flags`: every flag, true or false.
+pub fn red_flags(o: &mut J, ecn: bool, harddrop: bool, adaptive: bool, nodrop: bool) {
+    o.put("ecn", ecn).put("harddrop", harddrop).put("adaptive", adaptive).put("nodrop", nodrop);
+}
+
+fn prio(o: &mut J, p: &PrioOpts) {
+    o.put("bands", p.bands)
+        .put("priomap", J::Arr(p.priomap.iter().map(|&b| J::from(b)).collect()))
+        .put("multiqueue", false);
+}
+
+fn tbf(o: &mut J, t: &TbfOpts, d: bool) {
+    let s = show::tbf_shown(t);
+    o.put("rate", t.rate / 8);
+    if d {
+        o.put("burst", size_cell(s.buffer)).put("mpu", t.mpu);
+    } else {
+        o.put("burst", s.buffer);
+    }
+    if let Some(mtu) = s.mtu {
+        if d {
+            o.put("mtu", size_cell(mtu)).put("mpu", t.mpu);
+        } else {
+            o.put("minburst", mtu);
+        }
+    }
+    if s.latency >= 0.0 {
+        o.put("lat", s.latency as u64);
+    } else {
+        o.put("limit", t.limit);
+    }
+    if t.overhead != 0 {
+        o.put("overhead", t.overhead);
+    }
+    if t.linklayer == LinkLayer::Atm || d {
+        o.put("linklayer", linklayer(t.linklayer));
+    }
+}
+
+/// The kind's `print_xstats` for an idle qdisc, as the text form prints them.
+fn qdisc_xstats(o: &mut J, q: &QdiscOpts) {
+    if let Some(x) = q.xstats_json() {
+        if let Some(J::Obj(members)) = x {
+            for (k, v) in members {
+                o.put(k.unwrap_or_default(), v);
+            }
+        }
+        return;
+    }
+    match q {
+        QdiscOpts::Codel(_) => {
+            for k in ["count", "lastcount", "ldelay", "drop_next", "maxpacket", "ecn_mark", "drop_overlimit"]
+            {
+                o.put(k, 0u32);
+            }
+        }
+        QdiscOpts::Red(_) => {
+            for k in ["marked", "early", "pdrop", "other"] {
+                o.put(k, 0u32);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// One qdisc as `print_qdisc` writes it.
+fn qdisc(dev: &Device, q: &QdiscNode, with_dev: bool, o: ShowOpts) -> J {
+    let mut j = J::obj();
+    j.put("kind", q.opts.kind()).put("handle", format!("{:x}:", q.handle.major()));
+    if with_dev {
+        j.put("dev", dev.name.as_str());
+    }
+    match q.parent {
+        H_ROOT => {
+            j.put("root", true);
+        }
+        p => {
+            j.put("parent", classid_str(p));
+        }
+    }
+    let refcnt = show::qdisc_refcnt(dev, q);
+    if refcnt != 1 {
+        j.put("refcnt", refcnt);
+    }
+    j.put("options", qdisc_options(dev, &q.opts, o.details));
+    if let Some(t) = q.stab.filter(|_| o.details) {
+        let mut s = J::obj();
+        if let Some(l) = t.linklayer {
+            s.put("linklayer", linklayer(l));
+        }
+        if t.overhead != 0 {
+            s.put("overhead", t.overhead);
+        }
+        for (k, v) in [("mpu", t.mpu), ("mtu", t.mtu), ("tsize", t.tsize)] {
+            if v != 0 {
+                s.put(k, v);
+            }
+        }
+        j.put("stab", s);
+    }
+    if o.stats {
+        stats(&mut j, &q.stats);
+        qdisc_xstats(&mut j, &q.opts);
+    }
+    j
+}
+
+/// `tc -j qdisc show`: the device's qdiscs in dump order.
+pub fn qdiscs(out: &mut Vec<J>, dev: &Device, with_dev: bool, o: ShowOpts, only: Option<Handle>) {
+    if let Some(kind) = show::default_root(dev, only) {
+        let mut j = J::obj();
+        j.put("kind", kind).put("handle", "0:");
+        if with_dev {
+            j.put("dev", dev.name.as_str());
+        }
+        j.put("root", true).put("refcnt", 2u32);
+        let mut opts = J::obj();
+        if kind == "pfifo_fast" {
+            prio(&mut opts, &PrioOpts::default());
+        }
+        j.put("options", opts);
+        if o.stats {
+            stats(&mut j, &QdiscStats::default());
+        }
+        out.push(j);
+    }
+    for q in show::qdisc_rows(dev, only) {
+        out.push(qdisc(dev, &q, with_dev, o));
+    }
+}
+
+/// The head of one filter row: what `print_filter` writes before the kind's options.
+fn filter_head(f: &FilterNode, parent_shown: Option<Handle>, ctx: &FilterShowCtx) -> J {
+    let mut j = J::obj();
+    if let Some(p) = parent_shown {
+        match p {
+            H_ROOT => j.put("root", true),
+            H_MIN_INGRESS => j.put("ingress", true),
+            H_MIN_EGRESS => j.put("egress", true),
+            p => j.put("parent", classid_str(p)),
+        };
+    }
+    if ctx.protocol.is_none_or(|p| p != f.protocol) {
+        j.put("protocol", super::args::proto_name(f.protocol));
+    }
+    if ctx.prio.is_none_or(|p| p != f.prio) {
+        j.put("pref", f.prio);
+    }
+    j.put("kind", f.opts.kind()).put("chain", f.chain);
+    j
+}
+
+/// The `options` of one filter (the kind's `print_fopt`).
+fn filter_options(state: &State, f: &FilterNode, opts: ShowOpts) -> J {
+    let mut o = J::obj();
+    match &f.opts {
+        FilterOpts::U32Table { divisor } => {
+            o.put("fh", super::filters::u32_handle_str(f.handle)).put("ht_divisor", *divisor);
+        }
+        FilterOpts::U32(u) => {
+            o.put("fh", super::filters::u32_handle_str(f.handle));
+            if f.handle & 0xFFF != 0 {
+                o.put("order", f.handle & 0xFFF);
+            }
+            o.put("key_ht", format!("{:x}", f.handle >> 20))
+                .put("bkt", format!("{:x}", (f.handle >> 12) & 0xFF));
+            if let Some(c) = u.classid {
+                o.put("flowid", classid_str(c));
+            }
+            if let Some(l) = u.link {
+                o.put("link", super::filters::u32_handle_str(l));
+            }
+            o.put("not_in_hw", true);
+            for k in &u.keys {
+                let mut m = J::obj();
+                m.put("value", format!("{:x}", k.val))
+                    .put("mask", format!("{:x}", k.mask))
+                    .put("offmask", if k.nexthdr { "nexthdr+" } else { "" })
+                    .put("off", k.off);
+                o.put("match", m);
+            }
+            if let Some(off) = u.offset.filter(|o| o.var || o.plus.is_some()) {
+                o.bare("    offset ");
+                if off.var {
+                    o.put("offset_mask", format!("{:x}", off.mask))
+                        .put("offset_shift", off.shift)
+                        .put("offset_off", off.at);
+                }
+                if let Some(p) = off.plus.filter(|&p| p != 0) {
+                    o.put("plus", p);
+                }
+            }
+            if u.offset.is_some_and(|o| o.eat) {
+                o.bare(" eat ");
+            }
+            if let Some((m, off)) = u.hashkey {
+                o.put("hash_mask", format!("{m:x}")).put("hash_off", off);
+            }
+            if let Some(i) = &u.indev {
+                o.put("input_dev", i.as_str());
+            }
+            filter_actions(&mut o, state, f, opts);
+        }
+        FilterOpts::Matchall(m) => {
+            o.put("handle", f.handle);
+            if let Some(c) = m.classid {
+                o.put("flowid", classid_str(c));
+            }
+            if m.skip_hw {
+                o.put("skip_hw", true);
+            }
+            o.put("not_in_hw", true);
+            filter_actions(&mut o, state, f, opts);
+        }
+        FilterOpts::Basic(b) => {
+            o.put("handle", format!("{:x}", f.handle));
+            if let Some(c) = b.classid {
+                o.put("flowid", classid_str(c));
+            }
+            if let Some(e) = &b.ematch {
+                // print_ematch writes its tree with fprintf.
+                o.raw(format!("\n  {e}"));
+            }
+            filter_actions(&mut o, state, f, opts);
+        }
+        // fw and flow print their options with fprintf, in the middle of the JSON.
+        FilterOpts::Fw(_) | FilterOpts::Flow(_) => {
+            o.raw(show::filter_opts_text(f, opts.pretty));
+            if !f.actions.is_empty() {
+                o.raw("\n");
+            }
+            filter_actions(&mut o, state, f, opts);
+        }
+    }
+    o
+}
+
+/// `tc -j filter show`: the rows of one block, each head alone then each filter with options.
+pub fn filters(
+    out: &mut Vec<J>,
+    state: &State,
+    dev: &Device,
+    block: Handle,
+    parent_shown: Option<Handle>,
+    ctx: FilterShowCtx,
+) {
+    for (f, head_only) in show::filter_rows(dev, block, &ctx) {
+        let mut j = filter_head(f, parent_shown, &ctx);
+        if !head_only {
+            j.put("options", filter_options(state, f, ctx.opts));
+        }
+        out.push(j);
+    }
+}
+
+/// `tc -j filter get`: one filter with its parent.
+pub fn one_filter(state: &State, f: &FilterNode, parent: Handle, opts: ShowOpts) -> J {
+    let ctx = FilterShowCtx { opts, ..Default::default() };
+    let mut j = filter_head(f, Some(parent), &ctx);
+    j.put("options", filter_options(state, f, opts));
+    j
+}
+
+/// netem's percentages in JSON: a fraction of `u32::MAX` (`%g`).
+fn frac(v: u32) -> J {
+    J::from(v as f64 / u32::MAX as f64)
+}
+
+/// `netem_print_opt` in JSON: delays in seconds, probabilities as fractions, every
+/// correlation printed (0 when not set).
+fn netem(o: &mut J, n: &NetemOpts) {
+    let cor = n.corr.unwrap_or_default();
+    o.put("limit", n.limit);
+    // tc_core_tick2time truncates to whole µs.
+    let secs = |ns: u64| J::from(((ns >> 6).min(u32::MAX as u64) as f64 / 15.625).trunc() / 1e6);
+    if n.latency >> 6 != 0 {
+        let mut d = J::obj();
+        d.put("delay", secs(n.latency)).put("jitter", secs(n.jitter)).put("correlation", frac(cor.delay));
+        o.put("delay", d);
+    }
+    if n.loss != 0 {
+        let mut d = J::obj();
+        d.put("loss", frac(n.loss)).put("correlation", frac(cor.loss));
+        o.put("loss-random", d);
+    }
+    match n.loss_model {
+        Some(NetemLoss::State { p13, p31, p32, p23, p14 }) => {
+            let mut d = J::obj();
+            for (k, v) in [("p13", p13), ("p31", p31), ("p32", p32), ("p23", p23), ("p14", p14)] {
+                d.put(k, frac(v));
+            }
+            o.put("loss-state", d);
+        }
+        Some(NetemLoss::Gemodel { p, r, h, k1 }) => {
+            let mut d = J::obj();
+            d.put("p", frac(p)).put("r", frac(r)).put("1-h", frac(u32::MAX - h)).put("1-k", frac(k1));
+            o.put("loss-gemodel", d);
+        }
+        None => {}
+    }
+    if n.duplicate != 0 {
+        let mut d = J::obj();
+        d.put("duplicate", frac(n.duplicate)).put("correlation", frac(cor.duplicate));
+        o.put("duplicate", d);
+    }
+    for (name, p) in [("reorder", n.reorder), ("corrupt", n.corrupt)] {
+        if let Some(p) = p.filter(|p| p.probability != 0) {
+            let mut d = J::obj();
+            d.put(name, frac(p.probability)).put("correlation", frac(p.correlation));
+            o.put(name, d);
+        }
+    }
+    if let Some(r) = n.rate.filter(|r| r.bytes_per_sec != 0) {
+        let mut d = J::obj();
+        d.put("rate", r.bytes_per_sec)
+            .put("packetoverhead", r.packet_overhead)
+            .put("cellsize", r.cell_size)
+            .put("celloverhead", r.cell_overhead);
+        o.put("rate", d);
+    }
+    if let Some(sl) = n.slot.filter(|sl| sl.min_delay != 0 || sl.max_delay != 0 || sl.dist_jitter != 0) {
+        let mut d = J::obj();
+        let secs = |ns: i64| J::from(ns as f64 / 1e9);
+        if sl.dist_jitter > 0 {
+            d.put("distribution", secs(sl.dist_delay)).put("jitter", secs(sl.dist_jitter));
+        } else {
+            d.put("min-delay", secs(sl.min_delay)).put("max-delay", secs(sl.max_delay));
+        }
+        d.put("packets", sl.max_packets).put("bytes", sl.max_bytes);
+        o.put("slot", d);
+    }
+    o.put("ecn", n.ecn).put("gap", n.gap);
+}
+
+/// `red_print_opt` in JSON.
+fn red(o: &mut J, r: &RedOpts, d: bool) {
+    o.put("limit", r.limit).put("min", r.min).put("max", r.max);
+    red_flags(o, r.ecn, r.harddrop, r.adaptive, r.nodrop);
+    if d {
+        o.put("ewma", r.wlog);
+        let max_p = super::red::kernel_max_p(r);
+        if max_p != 0 {
+            o.put("probability", max_p as f64 / 4_294_967_296.0);
+        } else {
+            o.put("Plog", r.plog);
+        }
+        o.put("Scell_log", r.scell_log);
+    }
+}
+/// `cake_print_opt` in JSON (the xstats' per-tin tables are not printed in JSON by Sluice).
+fn cake(o: &mut J, c: &CakeOpts, mtu: u32) {
+    use sluice_core::cake::{AckFilter, AtmMode};
+    let c = super::cake::config(c, mtu);
+    if c.rate != 0 {
+        o.put("bandwidth", c.rate);
+    } else {
+        o.put("bandwidth", "unlimited");
+    }
+    if c.autorate {
+        o.put("autorate", "autorate-ingress");
+    }
+    o.put("diffserv", c.tin_mode.as_str()).put("flowmode", c.flow_mode.as_str());
+    o.put("nat", c.nat).put("wash", c.wash).put("ingress", c.ingress);
+    o.put(
+        "ack-filter",
+        match c.ack_filter {
+            AckFilter::Aggressive => "aggressive",
+            AckFilter::Filter => "enabled",
+            AckFilter::None => "disabled",
+        },
+    );
+    let raw = !c.overhead_flag;
+    o.put("split_gso", c.split_gso).put("rtt", c.interval_us).put("raw", raw);
+    match c.atm {
+        AtmMode::Atm => {
+            o.put("atm", "atm");
+        }
+        AtmMode::Ptm => {
+            o.put("atm", "ptm");
+        }
+        AtmMode::Noatm if !raw => {
+            o.put("atm", "noatm");
+        }
+        AtmMode::Noatm => {}
+    }
+    o.put("overhead", c.overhead);
+    if c.mpu != 0 {
+        o.put("mpu", c.mpu);
+    }
+    if c.memlimit != 0 {
+        o.put("memlimit", c.memlimit);
+    }
+    o.put("fwmark", if c.fwmark == 0 { "0".to_string() } else { format!("{:#x}", c.fwmark) });
+}
+
+/// `print_action_control`: the verdict as `{"type": ...}`, with goto's chain or jump's count.
+fn control(v: Verdict) -> J {
+    let mut c = J::obj();
+    c.put("type", v.name());
+    match v {
+        Verdict::Goto(n) => {
+            c.put("chain", n);
+        }
+        Verdict::Jump(n) => {
+            c.put("jump", n);
+        }
+        _ => {}
+    }
+    c
+}
+
+/// One action as `tc_print_one_action` writes it after its `order`.
+fn action(j: &mut J, state: &State, e: &ActionEntry, dump: Dump, opts: ShowOpts, now: u64) {
+    let a = &e.action;
+    let bind = super::actions::binds(state, a.kind(), a.index());
+    let refs = bind + e.standalone as u32;
+    // print_tm: ticks of 10 ms, printed only when not zero.
+    let ticks = now.saturating_sub(e.installed_ms) / 10;
+    let tm = |j: &mut J| {
+        if opts.stats && ticks != 0 {
+            j.put("installed", ticks / 100).put("last_used", ticks / 100);
+        }
+    };
+    match a {
+        Action::Gact { verdict, index, random } => {
+            let (rt, pv, val) = match random {
+                None => ("none", Verdict::Pass, 0),
+                Some(r) => (if r.determ { "determ" } else { "netrand" }, r.verdict, r.val),
+            };
+            let mut prob = J::obj();
+            prob.put("random_type", rt).put("control_action", control(pv)).put("val", val);
+            j.put("kind", "gact").put("control_action", control(*verdict)).put("prob", prob);
+            j.put("index", *index).put("ref", refs).put("bind", bind);
+            tm(j);
+        }
+        Action::Police(p) => {
+            j.put("kind", "police").put("index", p.index);
+            if let (Some(pps), Some(b)) = (p.pkts_rate, p.pkts_burst) {
+                let pb = if pps == 0 || b > u32::MAX as u64 {
+                    b
+                } else {
+                    show::xmitsize(pps, show::xmittime(pps, b as u32)) as u64
+                };
+                j.put("pkts_rate", pps).put("pkts_burst", pb);
+            }
+            j.put("control_action", control(p.exceed));
+            if p.conform != Verdict::Pass {
+                j.put("control_action", control(p.conform));
+            }
+            j.put("overhead", p.overhead);
+            if p.linklayer == LinkLayer::Atm || opts.details {
+                j.put("linklayer", linklayer(p.linklayer));
+            }
+            j.put("ref", refs).put("bind", bind);
+            tm(j);
+        }
+        Action::Mirred(m) => {
+            let (action, direction) = match m.description() {
+                "Egress Redirect" => ("redirect", "egress"),
+                "Egress Mirror" => ("mirror", "egress"),
+                "Ingress Redirect" => ("redirect", "ingress"),
+                _ => ("mirror", "ingress"),
+            };
+            j.put("kind", "mirred").put("mirred_action", action).put("direction", direction);
+            j.put("to_dev", m.dev.as_str()).put("control_action", control(m.verdict));
+            j.put("index", m.index).put("ref", refs).put("bind", bind);
+            tm(j);
+        }
+        Action::Skbedit(k) => {
+            j.put("kind", "skbedit");
+            if let Some(q) = k.queue_mapping {
+                j.put("queue_mapping", q);
+            }
+            if let Some(p) = k.priority {
+                j.put("priority", classid_str(p));
+            }
+            if let Some(m) = k.mark {
+                j.put("mark", m);
+            }
+            if let Some(m) = k.mask {
+                j.put("mask", format!("{m:x}"));
+            }
+            if let Some(t) = k.ptype {
+                match t {
+                    0 => j.put("ptype", "host"),
+                    1 => j.put("ptype", "broadcast"),
+                    2 => j.put("ptype", "multicast"),
+                    3 => j.put("ptype", "otherhost"),
+                    t => j.put("ptype", t),
+                };
+            }
+            if k.inheritdsfield {
+                j.put("inheritdsfield", Value::Null);
+            }
+            j.put("control_action", control(k.verdict));
+            j.put("index", k.index).put("ref", refs).put("bind", bind);
+            tm(j);
+        }
+    }
+    if opts.stats {
+        let mut st = J::obj();
+        stats(&mut st, &QdiscStats::default());
+        j.put("stats", st);
+    }
+    if let Some(c) = &e.cookie {
+        j.put("cookie", c.as_str());
+    }
+    if dump != Dump::Filter {
+        j.put("not_in_hw", true);
+    }
+    if dump == Dump::List {
+        j.put("used_hw_stats", J::Arr(vec![J::from("disabled")]));
+    }
+}
+
+/// The table entry of a filter's action (or the filter's own copy, for an old state file).
+fn entry_of(state: &State, a: &Action, now: u64) -> ActionEntry {
+    match super::actions::position(&state.actions, a.kind(), a.index()) {
+        Some(p) => state.actions[p].clone(),
+        None => ActionEntry { action: a.clone(), standalone: false, cookie: None, installed_ms: now },
+    }
+}
+
+/// A filter's actions: the `actions` array, or a `police` keyword's policer inline.
+fn filter_actions(o: &mut J, state: &State, f: &FilterNode, opts: ShowOpts) {
+    if f.actions.is_empty() {
+        return;
+    }
+    let now = super::actions::now_ms();
+    if f.police_keyword {
+        for a in &f.actions {
+            action(o, state, &entry_of(state, a, now), Dump::Filter, opts, now);
+        }
+        return;
+    }
+    let list = f
+        .actions
+        .iter()
+        .enumerate()
+        .map(|(i, a)| {
+            let mut j = J::obj();
+            j.put("order", i as u32 + 1);
+            action(&mut j, state, &entry_of(state, a, now), Dump::Filter, opts, now);
+            j
+        })
+        .collect();
+    o.put("actions", J::Arr(list));
+}
+
+/// `tc -j actions list|get`: `{"total acts": N}` then `{"actions": [...]}`, each entry numbered
+/// from `first_order`; nothing at all for an empty list.
+pub fn actions_dump(
+    state: &State,
+    entries: &[usize],
+    total: usize,
+    first_order: u32,
+    dump: Dump,
+    opts: ShowOpts,
+) -> String {
+    if entries.is_empty() {
+        return render(&[], opts.pretty);
+    }
+    let now = super::actions::now_ms();
+    let mut head = J::obj();
+    head.put("total acts", total as u64);
+    let list = entries
+        .iter()
+        .enumerate()
+        .map(|(n, &p)| {
+            let mut j = J::obj();
+            j.put("order", first_order + n as u32);
+            action(&mut j, state, &state.actions[p], dump, opts, now);
+            j
+        })
+        .collect();
+    let mut body = J::obj();
+    body.put("actions", J::Arr(list));
+    render(&[head, body], opts.pretty)
+}

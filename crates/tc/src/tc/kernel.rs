@@ -1,0 +1,1225 @@
+//! What the kernel checks and does with a tc request, applied to the emulated [`State`].
+//!
+//! Messages are the kernel's extack strings (`Error: ...`), or `RTNETLINK answers: ...` where the
+//! kernel gives none. Every request is all-or-nothing: callers keep a copy and restore it on error.
+
+use super::args::{ClassCmd, FilterCmd, QdiscCmd, Verb};
+use super::error::TcError;
+use crate::model::*;
+
+/// Finds a device or fails like tc (`Cannot find device "X"`, exit 1).
+pub fn device_mut<'a>(
+    state: &'a mut State,
+    dev: &Option<(String, usize)>,
+) -> Result<&'a mut Device, TcError> {
+    let Some((name, i)) = dev else {
+        return Err(TcError::usage("Must specify device.", None));
+    };
+    state
+        .devices
+        .iter_mut()
+        .find(|d| &d.name == name)
+        .ok_or_else(|| TcError::usage(format!("Cannot find device \"{name}\""), Some(*i)))
+}
+
+/// True when `classid` names an existing class of qdisc `q`.
+pub fn class_exists(dev: &Device, q: &QdiscNode, classid: Handle) -> bool {
+    if classid.qdisc() != q.handle {
+        return false;
+    }
+    let minor = classid.minor();
+    match &q.opts {
+        QdiscOpts::Prio(p) => minor >= 1 && minor <= p.bands,
+        QdiscOpts::PfifoFast => false,
+        // tbf_find, red_find and netem_find answer for any minor: their one class.
+        QdiscOpts::Tbf(_) | QdiscOpts::Red(_) | QdiscOpts::Netem(_) => true,
+        QdiscOpts::Mq(_) => minor >= 1 && minor <= dev.num_tx_queues,
+        QdiscOpts::Htb(_) | QdiscOpts::Drr => dev.class(classid).is_some(),
+        // The root class is the qdisc's own handle.
+        QdiscOpts::Hfsc(_) => minor == 0 || dev.class(classid).is_some(),
+        QdiscOpts::Ets(e) => super::ets::has_class(e, minor),
+        _ => false,
+    }
+}
+
+fn has_class_ops(q: &QdiscNode) -> bool {
+    matches!(
+        q.opts,
+        QdiscOpts::Prio(_)
+            | QdiscOpts::Tbf(_)
+            | QdiscOpts::Netem(_)
+            | QdiscOpts::Red(_)
+            | QdiscOpts::Htb(_)
+            | QdiscOpts::Drr
+            | QdiscOpts::Hfsc(_)
+            | QdiscOpts::Sfq(_)
+            | QdiscOpts::FqCodel(_)
+            | QdiscOpts::Cake(_)
+            | QdiscOpts::Mq(_)
+            | QdiscOpts::Ets(_)
+    )
+}
+
+/// Removes qdisc `handle` and everything below it (classes, child qdiscs, filters).
+pub fn remove_qdisc_tree(dev: &mut Device, handle: Handle) {
+    let mut doomed_q = vec![handle];
+    let mut i = 0;
+    while i < doomed_q.len() {
+        let h = doomed_q[i];
+        for q in &dev.qdiscs {
+            if q.parent != H_ROOT
+                && q.parent != H_INGRESS
+                && q.parent.qdisc() == h
+                && !doomed_q.contains(&q.handle)
+            {
+                doomed_q.push(q.handle);
+            }
+        }
+        i += 1;
+    }
+    let is_ingress = dev.qdisc(handle).is_some_and(|q| q.parent == H_INGRESS);
+    dev.qdiscs.retain(|q| !doomed_q.contains(&q.handle));
+    dev.classes.retain(|c| !doomed_q.contains(&c.classid.qdisc()));
+    dev.filters.retain(|f| {
+        let block_q = if f.parent == H_MIN_INGRESS || f.parent == H_MIN_EGRESS {
+            INGRESS_QDISC
+        } else {
+            f.parent.qdisc()
+        };
+        if is_ingress && block_q == INGRESS_QDISC {
+            return false;
+        }
+        !doomed_q.contains(&block_q)
+    });
+    dev.u32_blocks.retain(|b| {
+        dev.filters
+            .iter()
+            .any(|f| f.parent == b.block || (b.block == H_MIN_INGRESS && f.parent == H_MIN_EGRESS))
+    });
+}
+
+/// `ffff:`, the handle of the ingress/clsact qdisc.
+const INGRESS_QDISC: Handle = Handle::new(0xFFFF, 0);
+
+/// A class ID as the kernel's `%X` prints it (one 32-bit hex number), or `MAJ:MIN` for a minor
+/// wider than tc's.
+fn tc_hex(h: Handle) -> String {
+    match h.to_tc() {
+        Some(v) => format!("{v:X}"),
+        None => h.to_string(),
+    }
+}
+
+fn flags(verb: Verb) -> (bool, bool, bool) {
+    // (create, excl, replace)
+    match verb {
+        Verb::Add => (true, true, false),
+        Verb::Replace => (true, false, true),
+        _ => (false, false, false),
+    }
+}
+
+/// `tc qdisc add|change|replace|delete`. Automatic handles come from the state's one counter
+/// (the kernel's is global), advanced only when the request succeeds.
+pub fn qdisc_modify(state: &mut State, c: &QdiscCmd) -> Result<Vec<String>, TcError> {
+    let global = state.next_auto_handle;
+    let dev = device_mut(state, &c.dev)?;
+    let own = dev.next_auto_handle;
+    dev.next_auto_handle = global;
+    let r = qdisc_modify_dev(dev, c);
+    let next = std::mem::replace(&mut dev.next_auto_handle, own);
+    if r.is_ok() {
+        state.next_auto_handle = next;
+    }
+    r
+}
+
+fn qdisc_modify_dev(dev: &mut Device, c: &QdiscCmd) -> Result<Vec<String>, TcError> {
+    if c.unknown_kind {
+        return Err(TcError::kernel("Specified qdisc kind is unknown"));
+    }
+    if c.verb == Verb::Delete {
+        return qdisc_delete(dev, c).map(|_| Vec::new());
+    }
+    let (create, excl, replace) = flags(c.verb);
+    let kind = c.kind.as_ref().map(|k| k.0.as_str());
+    let handle = c.handle.unwrap_or(Handle::UNSPEC);
+    let mut existing: Option<Handle> = None; // handle of the qdisc to change
+    let mut graft_old: Option<Handle> = None; // qdisc in the slot being replaced
+    let slot = match c.parent {
+        Some(parent) => {
+            let q = if parent == H_ROOT || parent == H_INGRESS {
+                dev.qdisc_at(parent).map(|q| q.handle)
+            } else {
+                let p = dev
+                    .qdisc(parent)
+                    .ok_or_else(|| TcError::kernel("Failed to find specified qdisc"))?
+                    .clone();
+                if p.parent == H_INGRESS {
+                    return Err(TcError::kernel("Cannot add children to ingress/clsact qdisc"));
+                }
+                if !has_class_ops(&p) {
+                    return Err(TcError::kernel("Parent qdisc is not classful"));
+                }
+                if !class_exists(dev, &p, parent) {
+                    return Err(TcError::kernel("Specified class not found"));
+                }
+                if dev.child_classes(parent).next().is_some() {
+                    // An inner HTB class has no leaf to graft onto.
+                    return Err(TcError::errno("Invalid argument"));
+                }
+                dev.qdisc_at(parent).map(|q| q.handle)
+            };
+            let mut create_n_graft = false;
+            match q {
+                Some(qh) if !handle.is_unspec() && qh == handle => existing = Some(qh),
+                Some(qh) if !handle.is_unspec() => {
+                    if !replace {
+                        return Err(TcError::kernel("NLM_F_REPLACE needed to override"));
+                    }
+                    if let Some(other) = dev.qdisc(handle) {
+                        if excl {
+                            return Err(TcError::kernel("Exclusivity flag on, cannot override"));
+                        }
+                        if kind.is_some_and(|k| k != other.opts.kind()) {
+                            return Err(TcError::kernel("Invalid qdisc name: must match existing qdisc"));
+                        }
+                        return Err(TcError::kernel(
+                            "Sluice cannot move an existing qdisc to another parent",
+                        ));
+                    }
+                    graft_old = Some(qh);
+                    create_n_graft = true;
+                }
+                Some(qh) => {
+                    let cur_kind = dev.qdisc(qh).map(|q| q.opts.kind()).unwrap_or("");
+                    if create && replace && kind.is_some_and(|k| k != cur_kind) {
+                        graft_old = Some(qh);
+                        create_n_graft = true;
+                    } else {
+                        existing = Some(qh);
+                    }
+                }
+                None => {
+                    if !handle.is_unspec() && dev.qdisc(handle).is_some() {
+                        if excl {
+                            return Err(TcError::kernel("Exclusivity flag on, cannot override"));
+                        }
+                        return Err(TcError::kernel(
+                            "Sluice cannot move an existing qdisc to another parent",
+                        ));
+                    }
+                    create_n_graft = true;
+                }
+            }
+            if create_n_graft {
+                Some(parent)
+            } else {
+                None
+            }
+        }
+        None => {
+            if handle.is_unspec() {
+                return Err(TcError::kernel("Handle cannot be zero"));
+            }
+            existing = dev.qdisc(handle).map(|q| q.handle);
+            None
+        }
+    };
+    if let Some(parent) = slot {
+        if !create {
+            return Err(TcError::kernel("Qdisc not found. To create specify NLM_F_CREATE flag"));
+        }
+        let Some(opts) = c.opts.clone() else {
+            return Err(TcError::kernel("Specified qdisc kind is unknown"));
+        };
+        if parent == H_INGRESS && !matches!(opts, QdiscOpts::Ingress | QdiscOpts::Clsact) {
+            return Err(TcError::kernel("Specified qdisc kind is unknown"));
+        }
+        if matches!(opts, QdiscOpts::Ingress | QdiscOpts::Clsact) && parent != H_INGRESS {
+            return Err(TcError::errno("Invalid argument"));
+        }
+        // mq_init: only at the root of a device with more than one transmit queue.
+        if matches!(opts, QdiscOpts::Mq(_)) && (parent != H_ROOT || dev.num_tx_queues < 2) {
+            return Err(TcError::errno("Operation not supported"));
+        }
+        let opts = validate_qdisc(dev, opts, None)?;
+        if let QdiscOpts::Netem(n) = &opts {
+            super::netem::check_in_tree(dev, graft_old, n)?;
+        }
+        let new_handle = if !handle.is_unspec() {
+            handle
+        } else {
+            let h = auto_handle(dev).ok_or_else(|| TcError::errno("Cannot allocate memory"))?;
+            dev.next_auto_handle = h + 1;
+            Handle::from_tc(h << 16)
+        };
+        if let Some(old) = graft_old {
+            remove_qdisc_tree(dev, old);
+        }
+        dev.ingress_queue |= parent == H_INGRESS;
+        set_mq_slot(dev, parent, false);
+        dev.qdiscs.push(QdiscNode {
+            handle: new_handle,
+            parent,
+            opts,
+            stab: c.stab,
+            stats: Default::default(),
+        });
+        return Ok(Vec::new());
+    }
+    let Some(qh) = existing else {
+        return Err(TcError::kernel("Specified qdisc not found"));
+    };
+    if excl {
+        return Err(TcError::kernel("Exclusivity flag on, cannot modify"));
+    }
+    let old = dev.qdisc(qh).cloned().ok_or_else(|| TcError::kernel("Specified qdisc not found"))?;
+    if kind.is_some_and(|k| k != old.opts.kind()) {
+        return Err(TcError::kernel("Invalid qdisc name: must match existing qdisc"));
+    }
+    // qdisc_change: options go to the kind's change operation (HTB has none, and tc always
+    // sends HTB options); then the size table is replaced by the one given, or removed.
+    let mut merged = match c.opts.clone() {
+        Some(QdiscOpts::Htb(_)) => {
+            return Err(TcError::kernel("Change operation not supported by specified qdisc"))
+        }
+        Some(new) => validate_qdisc(dev, new, Some(&old.opts))?,
+        None => old.opts.clone(),
+    };
+    if let (QdiscOpts::Hfsc(n), QdiscOpts::Hfsc(o)) = (&mut merged, &old.opts) {
+        n.root_class = o.root_class.clone(); // hfsc_change_qdisc changes `default` only
+    }
+    if let QdiscOpts::Netem(n) = &merged {
+        super::netem::check_in_tree(dev, Some(qh), n)?;
+    }
+    if let QdiscOpts::Ets(e) = &merged {
+        // ets_qdisc_change: the qdiscs of bands that go away go with them.
+        let gone: Vec<Handle> = dev
+            .qdiscs
+            .iter()
+            .filter(|c| {
+                c.parent != H_ROOT && c.parent.qdisc() == qh && !super::ets::has_class(e, c.parent.minor())
+            })
+            .map(|c| c.handle)
+            .collect();
+        for h in gone {
+            remove_qdisc_tree(dev, h);
+        }
+    }
+    // tbf_change: fifo_set_limit gives a fifo child the new limit (bytes, whatever the fifo).
+    if let QdiscOpts::Tbf(t) = &merged {
+        for q in dev.qdiscs.iter_mut().filter(|q| q.parent != H_ROOT && q.parent.qdisc() == qh) {
+            if let QdiscOpts::Pfifo(f) | QdiscOpts::Bfifo(f) | QdiscOpts::PfifoHeadDrop(f) = &mut q.opts {
+                f.limit = Some(t.limit);
+            }
+        }
+    }
+    if let Some(q) = dev.qdiscs.iter_mut().find(|q| q.handle == qh) {
+        q.opts = merged;
+        q.stab = c.stab;
+    }
+    Ok(Vec::new())
+}
+
+/// Kernel-side checks; for `change`, merges with the previous options where the kernel keeps
+/// attributes that were not sent.
+fn validate_qdisc(dev: &Device, new: QdiscOpts, old: Option<&QdiscOpts>) -> Result<QdiscOpts, TcError> {
+    if let Some(r) = new.change(dev, old) {
+        return r;
+    }
+    let einval = || TcError::errno("Invalid argument");
+    Ok(match (new, old) {
+        (QdiscOpts::Prio(p), _) => {
+            if !(2..=16).contains(&p.bands) || p.priomap.iter().any(|&b| b as u32 >= p.bands) {
+                return Err(einval());
+            }
+            QdiscOpts::Prio(p)
+        }
+        (QdiscOpts::Netem(n), old) => {
+            let old = match old {
+                Some(QdiscOpts::Netem(o)) => Some(&**o),
+                _ => None,
+            };
+            QdiscOpts::Netem(Box::new(super::netem::kernel_change(*n, old)?))
+        }
+        (QdiscOpts::Tbf(t), _) => {
+            if let Some(pk) = t.peakrate {
+                if pk <= t.rate {
+                    return Err(einval());
+                }
+            }
+            QdiscOpts::Tbf(t)
+        }
+        (QdiscOpts::Sfq(s), _) => {
+            if let Some(d) = s.divisor {
+                if d == 0 || d & (d - 1) != 0 || d > 65536 {
+                    return Err(einval());
+                }
+            }
+            if let Some(r) = &s.red {
+                if r.min > r.max {
+                    return Err(einval());
+                }
+            }
+            QdiscOpts::Sfq(s)
+        }
+        (QdiscOpts::Red(r), _) => {
+            super::red::kernel_check(&r)?;
+            QdiscOpts::Red(r)
+        }
+        (QdiscOpts::Ets(e), _) => {
+            super::ets::kernel_check(&e)?;
+            QdiscOpts::Ets(e)
+        }
+        (QdiscOpts::Codel(n), Some(QdiscOpts::Codel(o))) => QdiscOpts::Codel(CodelOpts {
+            limit: n.limit.or(o.limit),
+            target: n.target.or(o.target),
+            interval: n.interval.or(o.interval),
+            ce_threshold: n.ce_threshold.or(o.ce_threshold),
+            ecn: n.ecn.or(o.ecn),
+        }),
+        (QdiscOpts::Cake(n), old) => {
+            let old = match old {
+                Some(QdiscOpts::Cake(o)) => Some(o),
+                _ => None,
+            };
+            QdiscOpts::Cake(super::cake::merge(&n, old))
+        }
+        (QdiscOpts::Htb(n), Some(QdiscOpts::Htb(_))) => {
+            let _ = dev;
+            QdiscOpts::Htb(n)
+        }
+        (n, _) => n,
+    })
+}
+
+fn qdisc_delete(dev: &mut Device, c: &QdiscCmd) -> Result<(), TcError> {
+    let kind = c.kind.as_ref().map(|k| k.0.as_str());
+    let handle = c.handle.unwrap_or(Handle::UNSPEC);
+    let qh = match c.parent {
+        Some(parent) => {
+            let q = if parent == H_ROOT {
+                // The default root (noqueue) has handle 0.
+                Some(dev.root().map(|q| q.handle).unwrap_or(Handle::UNSPEC))
+            } else if parent == H_INGRESS || parent.qdisc() == INGRESS_QDISC {
+                match dev.qdisc_at(H_INGRESS) {
+                    Some(q) => Some(q.handle),
+                    // Once made, the ingress queue stays, holding the noop qdisc (handle 0).
+                    None if dev.ingress_queue => Some(Handle::UNSPEC),
+                    None => None,
+                }
+            } else {
+                let p = dev
+                    .qdisc(parent)
+                    .ok_or_else(|| TcError::kernel("Failed to find qdisc with specified classid"))?
+                    .clone();
+                if !class_exists(dev, &p, parent) {
+                    return Err(TcError::kernel("Specified class not found"));
+                }
+                Some(dev.qdisc_at(parent).map(|q| q.handle).unwrap_or(Handle::UNSPEC))
+            };
+            let q = q.ok_or_else(|| TcError::kernel("Cannot find specified qdisc on specified device"))?;
+            if !handle.is_unspec() && q != handle {
+                return Err(TcError::kernel("Invalid handle"));
+            }
+            q
+        }
+        None => {
+            let q = dev.qdisc(handle).filter(|_| !handle.is_unspec()).map(|q| q.handle);
+            let q = q.ok_or_else(|| TcError::kernel("Failed to find qdisc with specified handle"))?;
+            if kind.is_some_and(|k| Some(k) != dev.qdisc(q).map(|x| x.opts.kind())) {
+                return Err(TcError::kernel("Invalid qdisc name: must match existing qdisc"));
+            }
+            return Err(TcError::kernel("Classid cannot be zero"));
+        }
+    };
+    if q_is_default(qh) {
+        return Err(TcError::kernel("Cannot delete qdisc with handle of zero"));
+    }
+    if kind.is_some_and(|k| Some(k) != dev.qdisc(qh).map(|x| x.opts.kind())) {
+        return Err(TcError::kernel("Invalid qdisc name: must match existing qdisc"));
+    }
+    let slot = dev.qdisc(qh).map(|q| q.parent);
+    remove_qdisc_tree(dev, qh);
+    if let Some(p) = slot {
+        set_mq_slot(dev, p, true);
+    }
+    Ok(())
+}
+
+/// Marks an mq class as holding nothing (its grafted qdisc was deleted: the kernel's noop) or,
+/// when a qdisc is grafted there, as holding that one.
+fn set_mq_slot(dev: &mut Device, parent: Handle, emptied: bool) {
+    if parent == H_ROOT || parent == H_INGRESS {
+        return;
+    }
+    let minor = parent.minor();
+    if let Some(q) = dev.qdiscs.iter_mut().find(|q| q.handle == parent.qdisc()) {
+        if let QdiscOpts::Mq(m) = &mut q.opts {
+            m.emptied.retain(|&e| e != minor);
+            if emptied {
+                m.emptied.push(minor);
+            }
+        }
+    }
+}
+
+/// The kernel's `qdisc_alloc_handle`: the major after the last one handed out, from 8000: to
+/// fffe: and round again (ffff: is the root), skipping majors in use; none free: ENOMEM.
+fn auto_handle(dev: &Device) -> Option<u32> {
+    let in_use: std::collections::HashSet<u16> = dev.qdiscs.iter().map(|q| q.handle.major()).collect();
+    let mut h = dev.next_auto_handle.saturating_sub(1);
+    for _ in 0..0x8000 {
+        h += 1;
+        if !(0x8000..0xFFFF).contains(&h) {
+            h = 0x8000;
+        }
+        if !in_use.contains(&(h as u16)) {
+            return Some(h);
+        }
+    }
+    None
+}
+
+fn q_is_default(h: Handle) -> bool {
+    h.is_unspec()
+}
+
+/// `tc class add|change|replace|delete`.
+pub fn class_modify(state: &mut State, c: &ClassCmd) -> Result<Vec<String>, TcError> {
+    let dev = device_mut(state, &c.dev)?;
+    let (create, excl, _) = flags(c.verb);
+    let clid = c.classid.unwrap_or(Handle::UNSPEC);
+    let portid = c.parent.unwrap_or(Handle::UNSPEC);
+    let root_handle = dev.root().map(|q| q.handle).unwrap_or(Handle::UNSPEC);
+    let mut qid = clid.qdisc();
+    let mut parent = portid;
+    if portid != H_ROOT {
+        let qid1 = portid.qdisc();
+        if !qid.is_unspec() && !qid1.is_unspec() {
+            if qid != qid1 {
+                return Err(TcError::errno("Invalid argument"));
+            }
+        } else if !qid1.is_unspec() {
+            qid = qid1;
+        } else if qid.is_unspec() {
+            qid = root_handle;
+        }
+        if !portid.is_unspec() {
+            parent = Handle::new(qid.major(), portid.minor());
+        }
+    } else if qid.is_unspec() {
+        qid = root_handle;
+    }
+    let q = dev
+        .qdisc(qid)
+        .filter(|_| !qid.is_unspec())
+        .cloned()
+        .ok_or_else(|| TcError::errno("No such file or directory"))?;
+    if q.parent == H_INGRESS {
+        // No class operations: ingress_find finds every class, clsact_find none but its hooks.
+        let found = matches!(q.opts, QdiscOpts::Ingress);
+        return Err(TcError::errno(match (found, c.verb == Verb::Delete) {
+            (true, false) if excl => "File exists",
+            (true, _) => "Operation not supported",
+            (false, false) if create => "Operation not supported",
+            (false, _) => "No such file or directory",
+        }));
+    }
+    let clid = if clid.is_unspec() { clid } else { Handle::new(qid.major(), clid.minor()) };
+    let exists = !clid.is_unspec() && class_exists(dev, &q, clid);
+    if c.verb == Verb::Delete {
+        if !exists {
+            return Err(TcError::errno("No such file or directory"));
+        }
+        return class_delete(dev, &q, clid).map(|_| Vec::new());
+    }
+    if exists && excl {
+        return Err(TcError::errno("File exists"));
+    }
+    if !exists && !create {
+        return Err(TcError::errno("No such file or directory"));
+    }
+    if let Some((k, _)) = &c.kind {
+        if k != q.opts.kind() {
+            return Err(TcError::errno("Invalid argument"));
+        }
+    }
+    // tc_ctl_tclass, for every kind.
+    if clid == H_ROOT {
+        return Err(TcError::kernel("Cannot create traffic class with classid TC_H_ROOT"));
+    }
+    let Some(opts) = c.opts.clone() else {
+        return Err(TcError::errno("Invalid argument"));
+    };
+    let mut warnings = Vec::new();
+    // htb_change_class: a priority above 7 (TC_HTB_NUMPRIO - 1) is kept as 7.
+    let mut opts = opts;
+    if let ClassOpts::Htb(o) = &mut opts {
+        o.prio = o.prio.min(7);
+    }
+    match (&q.opts, &opts) {
+        (QdiscOpts::Htb(h), ClassOpts::Htb(o)) => {
+            if o.rate == 0 || o.ceil == 0 {
+                return Err(TcError::errno("Invalid argument"));
+            }
+            if o.quantum.is_none() {
+                let qn = (o.rate / 8) / h.r2q.max(1) as u64;
+                if qn < 1000 {
+                    warnings.push(format!(
+                        "Warning: sch_htb: quantum of class {} is small. Consider r2q change.",
+                        tc_hex(clid)
+                    ));
+                } else if qn > 200_000 {
+                    warnings.push(format!(
+                        "Warning: sch_htb: quantum of class {} is big. Consider r2q change.",
+                        tc_hex(clid)
+                    ));
+                }
+            }
+            if exists {
+                return Ok(set_class_opts(dev, clid, opts, warnings));
+            }
+            check_new_classid(clid)?;
+            // Kernel HTB: an unknown parent id makes a root class (lint reports it).
+            let pclass = if parent == H_ROOT { None } else { dev.class(parent).cloned() };
+            let parent_id = pclass.as_ref().map(|p| p.classid).unwrap_or(q.handle);
+            if let Some(p) = &pclass {
+                let depth = class_depth(dev, p.classid);
+                if depth >= 7 {
+                    return Err(TcError::kernel("sch_htb: tree is too deep"));
+                }
+                // The parent becomes an inner class: its leaf qdisc goes away.
+                if let Some(leaf) = dev.qdisc_at(p.classid).map(|l| l.handle) {
+                    remove_qdisc_tree(dev, leaf);
+                }
+            }
+            dev.classes.push(ClassNode { classid: clid, parent: parent_id, opts, stats: Default::default() });
+        }
+        (QdiscOpts::Drr, ClassOpts::Drr { quantum }) => {
+            if *quantum == Some(0) {
+                return Err(TcError::kernel("Specified DRR quantum cannot be zero"));
+            }
+            if exists {
+                // A change without `quantum` keeps the class's quantum.
+                if quantum.is_none() {
+                    return Ok(warnings);
+                }
+                return Ok(set_class_opts(dev, clid, opts, warnings));
+            }
+            check_new_classid(clid)?;
+            dev.classes.push(ClassNode { classid: clid, parent: q.handle, opts, stats: Default::default() });
+        }
+        (QdiscOpts::Hfsc(_), ClassOpts::Hfsc(o)) => {
+            let parent = if portid.is_unspec() { Handle::UNSPEC } else { parent };
+            return super::hfsc::class_modify(dev, &q, clid, parent, exists, o);
+        }
+        (QdiscOpts::Ets(_), ClassOpts::Ets { quantum }) => {
+            if !exists {
+                return Err(TcError::kernel("Fine-grained class addition and removal is not supported"));
+            }
+            let mtu = dev.psched_mtu();
+            if let Some(QdiscNode { opts: QdiscOpts::Ets(e), .. }) =
+                dev.qdiscs.iter_mut().find(|x| x.handle == q.handle)
+            {
+                super::ets::class_change(e, mtu, clid.minor(), *quantum)?;
+            }
+        }
+        _ => return Err(TcError::errno("Operation not supported")),
+    }
+    Ok(warnings)
+}
+
+/// `tc class change` (or `replace`) of an existing class: it takes the new options.
+fn set_class_opts(dev: &mut Device, clid: Handle, opts: ClassOpts, warnings: Vec<String>) -> Vec<String> {
+    if let Some(cl) = dev.classes.iter_mut().find(|x| x.classid == clid) {
+        cl.opts = opts;
+    }
+    warnings
+}
+
+/// A new class needs a minor (the kernel refuses `X:0` with EINVAL).
+fn check_new_classid(clid: Handle) -> Result<(), TcError> {
+    if clid.minor() == 0 {
+        return Err(TcError::errno("Invalid argument"));
+    }
+    Ok(())
+}
+
+fn class_depth(dev: &Device, mut classid: Handle) -> usize {
+    let mut d = 0;
+    while let Some(c) = dev.class(classid) {
+        d += 1;
+        if d > 16 {
+            break;
+        }
+        classid = c.parent;
+    }
+    d
+}
+
+fn class_delete(dev: &mut Device, q: &QdiscNode, clid: Handle) -> Result<(), TcError> {
+    let kind_msg = match q.opts {
+        QdiscOpts::Htb(_) => "HTB class in use",
+        QdiscOpts::Drr => "DRR class is in use",
+        QdiscOpts::Hfsc(_) if clid == q.handle => return Err(TcError::kernel("HFSC class in use")),
+        QdiscOpts::Hfsc(_) => "HFSC class in use",
+        _ => return Err(TcError::errno("Operation not supported")),
+    };
+    let has_children = dev.child_classes(clid).next().is_some();
+    let bound = dev.filters.iter().any(|f| f.opts.classid() == Some(clid) && f.parent.qdisc() == q.handle);
+    if has_children || bound {
+        return Err(TcError::kernel(kind_msg));
+    }
+    if let Some(leaf) = dev.qdisc_at(clid).map(|l| l.handle) {
+        remove_qdisc_tree(dev, leaf);
+    }
+    dev.classes.retain(|c| c.classid != clid);
+    dev.filters.retain(|f| f.parent != clid);
+    Ok(())
+}
+
+/// Resolves a filter parent to its block id: the qdisc handle, an HTB class, or ingress/egress.
+pub fn resolve_block(dev: &Device, parent: Option<Handle>) -> Result<Handle, TcError> {
+    let parent = parent.unwrap_or(Handle::UNSPEC);
+    if parent == H_MIN_INGRESS || parent == H_MIN_EGRESS {
+        let q = dev.qdisc_at(H_INGRESS).ok_or_else(|| TcError::kernel("Parent Qdisc doesn't exists"))?;
+        // The ingress qdisc has one block, whatever minor names it.
+        return Ok(if matches!(q.opts, QdiscOpts::Clsact) { parent } else { H_MIN_INGRESS });
+    }
+    let q = if parent.is_unspec() || parent == H_ROOT {
+        dev.root().ok_or_else(|| TcError::kernel("Qdisc not classful"))?
+    } else {
+        dev.qdisc(parent).ok_or_else(|| TcError::kernel("Parent Qdisc doesn't exists"))?
+    };
+    let minor = if parent == H_ROOT { 0 } else { parent.minor() };
+    match &q.opts {
+        // ingress_find accepts any minor; its one block holds the filters.
+        QdiscOpts::Ingress => Ok(H_MIN_INGRESS),
+        QdiscOpts::Clsact => match minor {
+            0xFFF2 => Ok(H_MIN_INGRESS),
+            0xFFF3 => Ok(H_MIN_EGRESS),
+            // clsact_tcf_block has no block for class 0.
+            0 => Err(TcError::errno("Invalid argument")),
+            _ => Err(TcError::kernel("Specified class doesn't exist")),
+        },
+        QdiscOpts::Htb(_)
+        | QdiscOpts::Hfsc(_)
+        | QdiscOpts::Prio(_)
+        | QdiscOpts::Drr
+        | QdiscOpts::Sfq(_)
+        | QdiscOpts::FqCodel(_)
+        | QdiscOpts::Cake(_)
+        | QdiscOpts::Ets(_) => {
+            if minor == 0 {
+                return Ok(q.handle);
+            }
+            if !class_exists(dev, q, parent) {
+                return Err(TcError::kernel("Specified class doesn't exist"));
+            }
+            if matches!(q.opts, QdiscOpts::Htb(_) | QdiscOpts::Hfsc(_)) {
+                Ok(parent)
+            } else if matches!(q.opts, QdiscOpts::Drr) {
+                Err(TcError::kernel("DRR classid must be zero"))
+            } else if matches!(q.opts, QdiscOpts::Ets(_)) {
+                Err(TcError::kernel("ETS classid must be zero"))
+            } else {
+                Err(TcError::kernel("Class doesn't support blocks"))
+            }
+        }
+        _ => Err(TcError::kernel("Class doesn't support blocks")),
+    }
+}
+
+/// `tc filter add|change|replace|delete`. A filter's actions bind the namespace's action table
+/// (see [`super::actions`]): new inline actions join it, and those no filter holds any more leave.
+pub fn filter_modify(state: &mut State, c: &FilterCmd) -> Result<Vec<String>, TcError> {
+    let specs = c.spec.as_ref().map(|s| s.actions.as_slice()).unwrap_or(&[]);
+    let (actions, added) = if c.verb == Verb::Delete {
+        (Vec::new(), Vec::new())
+    } else {
+        super::actions::bind_filter_actions(state, specs)?
+    };
+    let w = filter_modify_inner(state, c, actions)?;
+    super::actions::settle(state, added);
+    Ok(w)
+}
+
+fn filter_modify_inner(
+    state: &mut State,
+    c: &FilterCmd,
+    actions: Vec<Action>,
+) -> Result<Vec<String>, TcError> {
+    let names: Vec<String> = state.devices.iter().map(|d| d.name.clone()).collect();
+    let dev = device_mut(state, &c.dev)?;
+    let block = resolve_block(dev, c.parent)?;
+    let chain = c.chain.unwrap_or(0);
+    let kind = c.kind.as_ref().map(|k| k.0.clone());
+    let in_tp = |f: &FilterNode, prio: u16| f.parent == block && f.chain == chain && f.prio == prio;
+    if c.verb == Verb::Delete {
+        if c.prio == 0 {
+            // tc_del_tfilter: without a priority the whole chain is flushed, and nothing else
+            // may narrow the request.
+            if c.protocol.is_some() || c.kind.is_some() {
+                return Err(TcError::kernel("Cannot flush filters with protocol, handle or kind set"));
+            }
+            dev.filters.retain(|f| !(f.parent == block && f.chain == chain));
+            return Ok(Vec::new());
+        }
+        let prio = c.prio as u16;
+        let tp = dev.filters.iter().find(|f| in_tp(f, prio)).cloned();
+        let Some(tp) = tp.filter(|t| c.protocol.is_none_or(|p| p == t.protocol)) else {
+            return Err(TcError::kernel("Filter with specified priority/protocol not found"));
+        };
+        if kind.as_deref().is_some_and(|k| k != tp.opts.kind()) {
+            return Err(TcError::kernel("Specified filter kind does not match existing one"));
+        }
+        let handle = c.spec.as_ref().map(|s| s.handle).unwrap_or(0);
+        if handle == 0 {
+            dev.filters.retain(|f| !in_tp(f, prio));
+            return Ok(Vec::new());
+        }
+        let pos = dev.filters.iter().position(|f| in_tp(f, prio) && f.handle == handle);
+        let Some(pos) = pos else {
+            return Err(TcError::kernel("Specified filter handle not found"));
+        };
+        let removed = dev.filters.remove(pos);
+        if let FilterOpts::U32Table { .. } = removed.opts {
+            let ht = removed.handle & 0xFFF0_0000;
+            dev.filters.retain(|f| {
+                !(f.parent == block && matches!(f.opts, FilterOpts::U32(_)) && f.handle & 0xFFF0_0000 == ht)
+            });
+        }
+        // The classifier goes away with its last filter (u32 keeps only its root table).
+        let left = dev.filters.iter().filter(|f| in_tp(f, prio)).count();
+        let only_root = dev
+            .filters
+            .iter()
+            .filter(|f| in_tp(f, prio))
+            .all(|f| matches!(f.opts, FilterOpts::U32Table { .. }) && f.handle >> 20 >= 0x800);
+        if left == 0 || only_root {
+            dev.filters.retain(|f| !in_tp(f, prio));
+        }
+        return Ok(Vec::new());
+    }
+    let (create, excl, _) = flags(c.verb);
+    let Some(spec) = c.spec.clone() else {
+        return Err(TcError::kernel("Filter kind and protocol must be specified"));
+    };
+    let kind = kind.unwrap_or_default();
+    let mut prio = c.prio as u16;
+    if prio == 0 {
+        if !create {
+            return Err(TcError::kernel("Invalid filter command with priority of zero"));
+        }
+        // tcf_auto_prio: one below the first classifier at or above 0x8000 (where a request
+        // without priority is inserted), else 0xc000.
+        prio = dev
+            .filters
+            .iter()
+            .filter(|f| f.parent == block && f.chain == chain && f.prio >= 0x8000)
+            .map(|f| f.prio)
+            .min()
+            .map(|p| p - 1)
+            .unwrap_or(0xC000);
+    }
+    let tp = dev.filters.iter().find(|f| in_tp(f, prio)).cloned();
+    let protocol = match &tp {
+        Some(t) => {
+            // tc sends ETH_P_ALL for an add or replace without `protocol`.
+            let asked = c.protocol.or(create.then_some(ETH_P_ALL));
+            if asked.is_some_and(|p| p != t.protocol) {
+                return Err(TcError::kernel("Protocol mismatch for filter with specified priority"));
+            }
+            if t.opts.kind() != kind {
+                return Err(TcError::kernel("Specified filter kind does not match existing one"));
+            }
+            t.protocol
+        }
+        None => {
+            if !create {
+                return Err(TcError::kernel("Filter with specified priority/protocol not found"));
+            }
+            c.protocol.unwrap_or(ETH_P_ALL)
+        }
+    };
+    let police_keyword = spec.actions.iter().any(|a| a.compat);
+    let mk = |opts: FilterOpts, handle: u32, prio: u16, actions: Vec<Action>| FilterNode {
+        police_keyword,
+        parent: block,
+        chain,
+        prio,
+        protocol,
+        handle,
+        opts,
+        actions,
+    };
+    if kind == "u32" {
+        return u32_change(
+            dev,
+            block,
+            chain,
+            prio,
+            tp.is_none(),
+            &spec,
+            actions,
+            protocol,
+            (create, excl),
+            &names,
+        )
+        .map(|_| Vec::new());
+    }
+    if let FilterOpts::Fw(o) = &spec.opts {
+        // Nothing after `fw`: iproute2 sends no options, and cls_fw refuses a handle without them.
+        if spec.handle != 0 && o.classid.is_none() && spec.actions.is_empty() {
+            return Err(TcError::errno("Invalid argument"));
+        }
+    }
+    let handle = spec.handle;
+    let existing = dev.filters.iter().position(|f| in_tp(f, prio) && handle != 0 && f.handle == handle);
+    match existing {
+        Some(pos) => {
+            if excl {
+                return Err(TcError::kernel("Filter already exists"));
+            }
+            let old = dev.filters[pos].clone();
+            let opts = match (&spec.opts, &old.opts) {
+                (FilterOpts::Flow(n), FilterOpts::Flow(o)) => FilterOpts::Flow(merge_flow(n, o, &spec.given)),
+                (n, _) => n.clone(),
+            };
+            dev.filters[pos] = mk(opts, handle, prio, actions);
+        }
+        None => {
+            if !create {
+                return Err(TcError::kernel(
+                    "Need both RTM_NEWTFILTER and NLM_F_CREATE to create a new filter",
+                ));
+            }
+            let handle = if handle != 0 {
+                handle
+            } else {
+                match spec.opts {
+                    FilterOpts::Fw(_) => return Err(TcError::errno("Invalid argument")),
+                    _ => {
+                        let mut h = 1;
+                        while dev.filters.iter().any(|f| in_tp(f, prio) && f.handle == h) {
+                            h += 1;
+                        }
+                        h
+                    }
+                }
+            };
+            if matches!(spec.opts, FilterOpts::Matchall(_)) && tp.is_some() {
+                return Err(TcError::errno("File exists"));
+            }
+            if let FilterOpts::Flow(f) = &spec.opts {
+                if f.keys == 0 {
+                    return Err(TcError::errno("Invalid argument"));
+                }
+            }
+            let mut opts = spec.opts.clone();
+            if let FilterOpts::Flow(f) = &mut opts {
+                // Kernel default base class: the qdisc's minor 1.
+                let q = if block == H_MIN_INGRESS || block == H_MIN_EGRESS {
+                    INGRESS_QDISC
+                } else {
+                    block.qdisc()
+                };
+                let b = f.baseclass.unwrap_or(Handle::UNSPEC);
+                let b = if b.major() == 0 { Handle::new(q.major(), b.minor()) } else { b };
+                f.baseclass = Some(if b.minor() == 0 { Handle::new(b.major(), 1) } else { b });
+            }
+            dev.filters.push(mk(opts, handle, prio, actions));
+        }
+    }
+    Ok(Vec::new())
+}
+
+fn merge_flow(n: &FlowOpts, o: &FlowOpts, given: &[&str]) -> FlowOpts {
+    let g = |k: &str| given.contains(&k);
+    FlowOpts {
+        hash: n.hash,
+        keys: if g("keys") { n.keys } else { o.keys },
+        mask: if g("mask") { n.mask } else { o.mask },
+        xor: if g("mask") { n.xor } else { o.xor },
+        rshift: n.rshift.or(o.rshift),
+        addend: n.addend.or(o.addend),
+        divisor: n.divisor.or(o.divisor),
+        baseclass: n.baseclass.or(o.baseclass),
+        perturb: n.perturb.or(o.perturb),
+        ematch: n.ematch.clone().or(o.ematch.clone()),
+    }
+}
+
+fn u32_tables(dev: &Device, block: Handle) -> impl Iterator<Item = &FilterNode> {
+    dev.filters.iter().filter(move |f| f.parent == block && matches!(f.opts, FilterOpts::U32Table { .. }))
+}
+
+/// The other hook of a clsact qdisc (whose u32 filters share hash-table ids with `block`'s).
+pub(crate) fn u32_sibling_hook(dev: &Device, block: Handle) -> Option<Handle> {
+    if !dev.qdisc_at(H_INGRESS).is_some_and(|q| matches!(q.opts, QdiscOpts::Clsact)) {
+        return None;
+    }
+    match block {
+        H_MIN_INGRESS => Some(H_MIN_EGRESS),
+        H_MIN_EGRESS => Some(H_MIN_INGRESS),
+        _ => None,
+    }
+}
+
+fn u32_table(dev: &Device, block: Handle, htid: u32) -> Option<&FilterNode> {
+    u32_tables(dev, block).find(|f| f.handle == htid & 0xFFF0_0000)
+}
+
+/// Hash-table id allocator: the first u32 root on a block is 800:, later ones cycle from 801:.
+fn u32_new_htid(dev: &mut Device, block: Handle) -> u32 {
+    let mut in_use: Vec<u32> = u32_tables(dev, block).map(|f| f.handle >> 20).collect();
+    // u32's hash tables belong to the qdisc: clsact's two hooks draw from one allocator.
+    let block = match u32_sibling_hook(dev, block) {
+        Some(other) => {
+            in_use.extend(u32_tables(dev, other).map(|f| f.handle >> 20));
+            H_MIN_INGRESS
+        }
+        None => block,
+    };
+    let entry = match dev.u32_blocks.iter().position(|b| b.block == block) {
+        Some(i) => i,
+        None => {
+            dev.u32_blocks.push(U32Block { block, roots_created: 0 });
+            dev.u32_blocks.len() - 1
+        }
+    };
+    if in_use.is_empty() {
+        dev.u32_blocks[entry].roots_created = 0;
+        return 0x800 << 20;
+    }
+    let mut id = dev.u32_blocks[entry].roots_created;
+    for _ in 0..0x7FF {
+        id = if id >= 0x7FF { 1 } else { id + 1 };
+        if !in_use.contains(&(id | 0x800)) {
+            dev.u32_blocks[entry].roots_created = id;
+            return (id | 0x800) << 20;
+        }
+    }
+    0
+}
+
+/// [`u32_change_inner`], leaving the hash-table id allocator as it was when the request fails.
+#[allow(clippy::too_many_arguments)]
+fn u32_change(
+    dev: &mut Device,
+    block: Handle,
+    chain: u32,
+    prio: u16,
+    new_tp: bool,
+    spec: &super::args::FilterSpec,
+    actions: Vec<Action>,
+    protocol: u16,
+    flags: (bool, bool),
+    devices: &[String],
+) -> Result<(), TcError> {
+    let saved = dev.u32_blocks.clone();
+    let r = u32_change_inner(dev, block, chain, prio, new_tp, spec, actions, protocol, flags, devices);
+    if r.is_err() {
+        dev.u32_blocks = saved;
+    }
+    r
+}
+
+#[allow(clippy::too_many_arguments)]
+fn u32_change_inner(
+    dev: &mut Device,
+    block: Handle,
+    chain: u32,
+    prio: u16,
+    new_tp: bool,
+    spec: &super::args::FilterSpec,
+    actions: Vec<Action>,
+    protocol: u16,
+    (create, excl): (bool, bool),
+    devices: &[String],
+) -> Result<(), TcError> {
+    // Hash tables hold no actions (the kernel's tc_u_hnode has none); key nodes do.
+    let police_keyword = spec.actions.iter().any(|a| a.compat);
+    let node = |opts: FilterOpts, handle, prio| FilterNode {
+        police_keyword: police_keyword && !matches!(opts, FilterOpts::U32Table { .. }),
+        parent: block,
+        chain,
+        prio,
+        protocol,
+        handle,
+        actions: if matches!(opts, FilterOpts::U32Table { .. }) { Vec::new() } else { actions.clone() },
+        opts,
+    };
+    let mut pending: Vec<FilterNode> = Vec::new();
+    if new_tp {
+        let root = u32_new_htid(dev, block);
+        pending.push(node(FilterOpts::U32Table { divisor: 1 }, root, prio));
+    }
+    // Tables visible from this request include a root created just now.
+    let lookup = |dev: &Device, pending: &[FilterNode], ht: u32| -> Option<FilterNode> {
+        u32_table(dev, block, ht)
+            .cloned()
+            .or_else(|| pending.iter().find(|f| f.handle == ht & 0xFFF0_0000).cloned())
+    };
+    let tp_root = pending
+        .first()
+        .cloned()
+        .or_else(|| {
+            dev.filters
+                .iter()
+                .find(|f| {
+                    f.parent == block
+                        && f.chain == chain
+                        && f.prio == prio
+                        && matches!(f.opts, FilterOpts::U32Table { .. })
+                        && f.handle >> 20 >= 0x800
+                })
+                .cloned()
+        })
+        .ok_or_else(|| TcError::errno("Invalid argument"))?;
+    let handle = spec.handle;
+    if spec.given.contains(&"empty") {
+        if handle != 0 {
+            return Err(TcError::kernel("cls_u32: Filter handle requires options"));
+        }
+        dev.filters.extend(pending);
+        return Ok(());
+    }
+    // tc's `get(handle)`: an existing table or key node.
+    let existing = if handle != 0 {
+        let ht = lookup(dev, &pending, handle);
+        match ht {
+            Some(t) if handle & 0xFFFFF == 0 => Some(t),
+            Some(_) => dev
+                .filters
+                .iter()
+                .find(|f| f.parent == block && matches!(f.opts, FilterOpts::U32(_)) && f.handle == handle)
+                .cloned(),
+            None => None,
+        }
+    } else {
+        None
+    };
+    if let Some(e) = &existing {
+        if excl {
+            return Err(TcError::kernel("Filter already exists"));
+        }
+        if handle & 0xFFFFF == 0 {
+            return Err(TcError::kernel("cls_u32: Key node id cannot be zero"));
+        }
+        let FilterOpts::U32(_) = &spec.opts else {
+            return Err(TcError::kernel("cls_u32: Divisor can only be used on a hash table"));
+        };
+        check_u32_refs(dev, block, &pending, spec, devices)?;
+        let mut n = e.clone();
+        n.opts = spec.opts.clone();
+        n.actions = actions.clone();
+        if let Some(f) = dev
+            .filters
+            .iter_mut()
+            .find(|f| f.parent == block && f.handle == e.handle && matches!(f.opts, FilterOpts::U32(_)))
+        {
+            *f = n;
+        }
+        dev.filters.extend(pending);
+        return Ok(());
+    }
+    if !create {
+        return Err(TcError::kernel("Need both RTM_NEWTFILTER and NLM_F_CREATE to create a new filter"));
+    }
+    match &spec.opts {
+        FilterOpts::U32Table { divisor } => {
+            if *divisor > 256 {
+                return Err(TcError::kernel("cls_u32: Exceeded maximum 256 hash buckets"));
+            }
+            if handle & 0xFFFFF != 0 {
+                return Err(TcError::kernel("cls_u32: Divisor can only be used on a hash table"));
+            }
+            let h = if handle == 0 {
+                let h = u32_new_htid(dev, block);
+                if h == 0 {
+                    return Err(TcError::errno("Cannot allocate memory"));
+                }
+                h
+            } else {
+                if lookup(dev, &pending, handle).is_some() {
+                    return Err(TcError::errno("No space left on device"));
+                }
+                handle
+            };
+            pending.push(node(FilterOpts::U32Table { divisor: *divisor }, h, prio));
+        }
+        FilterOpts::U32(_) => {
+            let (ht, htid) = match spec.u32_htid {
+                Some(t) if t >> 20 != 0 => {
+                    let ht = lookup(dev, &pending, t)
+                        .ok_or_else(|| TcError::kernel("cls_u32: Specified hash table not found"))?;
+                    (ht, t)
+                }
+                Some(t) => (tp_root.clone(), tp_root.handle | (t & 0xFF000)),
+                None => (tp_root.clone(), tp_root.handle),
+            };
+            let FilterOpts::U32Table { divisor } = ht.opts else {
+                return Err(TcError::errno("Invalid argument"));
+            };
+            if (htid >> 12) & 0xFF > divisor - 1 {
+                return Err(TcError::kernel("cls_u32: Specified hash table bucket exceeds size"));
+            }
+            let h = if handle != 0 {
+                if handle >> 20 != 0 && (handle ^ htid) >> 20 != 0 {
+                    return Err(TcError::kernel("cls_u32: Handle specified hash table address mismatch"));
+                }
+                (htid & 0xFFFFF000) | (handle & 0xFFF)
+            } else {
+                // The kernel's gen_new_kid: the lowest free node id from 0x800, then from 1,
+                // else 0xfff (which then exists already).
+                let used: std::collections::HashSet<u32> = dev
+                    .filters
+                    .iter()
+                    .filter(|f| {
+                        f.parent == block
+                            && matches!(f.opts, FilterOpts::U32(_))
+                            && f.handle & 0xFFFF_F000 == htid & 0xFFFF_F000
+                    })
+                    .map(|f| f.handle & 0xFFF)
+                    .collect();
+                let id = (0x800..=0xFFF).chain(1..0x800).find(|i| !used.contains(i)).unwrap_or(0xFFF);
+                (htid & 0xFFFFF000) | id
+            };
+            if !spec.given.contains(&"sel") {
+                return Err(TcError::kernel("cls_u32: Selector not specified"));
+            }
+            check_u32_refs(dev, block, &pending, spec, devices)?;
+            // Key nodes belong to their table's classifier instance.
+            pending.push(node(spec.opts.clone(), h, ht.prio));
+        }
+        _ => return Err(TcError::errno("Invalid argument")),
+    }
+    dev.filters.extend(pending);
+    Ok(())
+}
+
+fn check_u32_refs(
+    dev: &Device,
+    block: Handle,
+    pending: &[FilterNode],
+    spec: &super::args::FilterSpec,
+    devices: &[String],
+) -> Result<(), TcError> {
+    if let FilterOpts::U32(o) = &spec.opts {
+        if let Some(l) = o.link {
+            let found = u32_table(dev, block, l).is_some() || pending.iter().any(|p| p.handle == l);
+            if !found {
+                return Err(TcError::kernel("cls_u32: Link hash table not found"));
+            }
+        }
+        if let Some(i) = &o.indev {
+            if !devices.contains(i) {
+                return Err(TcError::kernel("Network device not found"));
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,1022 @@
+//! `tc [-s] [-d] qdisc|class|filter show` output, as iproute2 6.x prints it, including the
+//! round trips through the kernel's units (psched ticks, CoDel's 1024 ns) that shape what tc shows.
+
+use super::args::proto_name;
+use super::filters::u32_handle_str;
+use crate::model::*;
+use sluice_core::units::{format_g, format_size};
+use sluice_core::QdiscStats;
+pub use sluice_model::print::*;
+use std::fmt::Write;
+
+/// Printing options (`-s`, `-d`, `-j`, `-p`, `-o`, `-g`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ShowOpts {
+    /// `-s`: statistics.
+    pub stats: bool,
+    /// `-d`: details.
+    pub details: bool,
+    /// `-j`: JSON.
+    pub json: bool,
+    /// `-p`: pretty JSON (and u32's decoded selectors).
+    pub pretty: bool,
+    /// `-o`: one line per object.
+    pub oneline: bool,
+    /// `-g`: the class graph.
+    pub graph: bool,
+}
+
+/// Options of a qdisc as tc prints them after `refcnt N `.
+pub fn qdisc_options(dev: &Device, q: &QdiscOpts, d: bool) -> String {
+    if let Some(s) = q.show(dev, d) {
+        return s;
+    }
+    let mut s = String::new();
+    match q {
+        QdiscOpts::Pfifo(f) | QdiscOpts::PfifoHeadDrop(f) => {
+            let _ = write!(s, "limit {}p", f.limit.unwrap_or(dev.txqueuelen.max(1)));
+        }
+        QdiscOpts::Bfifo(f) => {
+            let _ = write!(
+                s,
+                "limit {}",
+                format_size(f.limit.unwrap_or(dev.txqueuelen.max(1) * dev.psched_mtu()) as u64)
+            );
+        }
+        QdiscOpts::PfifoFast => prio_opts(&mut s, &PrioOpts::default()),
+        QdiscOpts::Prio(p) => prio_opts(&mut s, p),
+        QdiscOpts::Htb(h) => {
+            let def = if h.default == 0 { "0".to_string() } else { format!("{:#x}", h.default) };
+            let _ = write!(s, "r2q {} default {} direct_packets_stat 0", h.r2q, def);
+            if d {
+                s.push_str(" ver 3.17");
+            }
+            let _ = write!(s, " direct_qlen {}", h.direct_qlen.unwrap_or(dev.txqueuelen));
+            if h.offload {
+                s.push_str(" offload");
+            }
+            if h.textbook {
+                s.push_str(" textbook");
+            }
+        }
+        QdiscOpts::Tbf(t) => tbf_opts(&mut s, t, d),
+        QdiscOpts::Netem(n) => s.push_str(&super::netem::print_opts(n)),
+        QdiscOpts::Sfq(q) => {
+            let e = sfq_effective(dev, q);
+            let _ =
+                write!(s, "limit {}p quantum {} depth {} ", e.limit, format_size(e.quantum as u64), e.depth);
+            if q.headdrop {
+                s.push_str("headdrop ");
+            }
+            if d {
+                let _ = write!(s, "flows {} ", e.flows);
+            }
+            let _ = write!(s, "divisor {} ", q.divisor.unwrap_or(1024));
+            if q.perturb != 0 {
+                let _ = write!(s, "perturb {}sec ", q.perturb);
+            }
+            if let Some(r) = &q.red {
+                let max_p = (r.probability * 4294967296.0) as u32;
+                let _ = write!(
+                    s,
+                    "ewma {} min {} max {} probability {} ",
+                    r.ewma,
+                    format_size(r.min as u64),
+                    format_size(r.max as u64),
+                    format_g(max_p as f64 / 4294967296.0, 6)
+                );
+                if r.ecn {
+                    s.push_str("ecn ");
+                }
+                if r.harddrop {
+                    s.push_str("harddrop ");
+                }
+            }
+        }
+        QdiscOpts::Codel(c) => {
+            let _ = write!(
+                s,
+                "limit {}p target {} ",
+                c.limit.unwrap_or(1000),
+                time_us(codel_us(c.target.unwrap_or(5000)))
+            );
+            if let Some(ce) = c.ce_threshold {
+                let _ = write!(s, "ce_threshold {} ", time_us(codel_us(ce)));
+            }
+            let _ = write!(s, "interval {} ", time_us(codel_us(c.interval.unwrap_or(100_000))));
+            if c.ecn == Some(true) {
+                s.push_str("ecn ");
+            }
+        }
+        QdiscOpts::Ingress => s.push_str("---------------- "),
+        QdiscOpts::Red(r) => s.push_str(&super::red::options(r, d)),
+        QdiscOpts::Cake(c) => s.push_str(&super::cake::options(c)),
+        QdiscOpts::Hfsc(h) => s.push_str(&super::hfsc::qdisc_options(h)),
+        QdiscOpts::Ets(e) => s.push_str(&super::ets::options(e, dev)),
+        // Kinds without options; registry kinds returned above.
+        _ => {}
+    }
+    s
+}
+
+/// SFQ's values as the kernel keeps them.
+pub(crate) struct SfqShown {
+    pub limit: u32,
+    pub quantum: u32,
+    pub depth: u32,
+    pub flows: u32,
+}
+
+/// sch_sfq's sfq_change: flows and divisor cap maxflows; only a given limit is capped by
+/// depth * flows and caps maxflows in turn.
+pub(crate) fn sfq_effective(dev: &Device, q: &SfqOpts) -> SfqShown {
+    let depth = q.depth.unwrap_or(127).min(127);
+    let mut flows = q.flows.unwrap_or(128).min(65408);
+    if let Some(d) = q.divisor {
+        flows = flows.min(d);
+    }
+    let limit = match q.limit {
+        Some(l) => {
+            let l = l.min(depth.saturating_mul(flows));
+            flows = flows.min(l);
+            l
+        }
+        None => 127,
+    };
+    SfqShown { limit, quantum: q.quantum.unwrap_or(dev.psched_mtu()), depth, flows }
+}
+
+fn prio_opts(s: &mut String, p: &PrioOpts) {
+    let _ = write!(s, "bands {} priomap", p.bands);
+    for b in &p.priomap {
+        let _ = write!(s, " {b}");
+    }
+}
+
+/// What TBF reports back: its bucket and peak bucket in bytes (through the kernel's ticks) and
+/// tc's latency in µs (negative: tc prints the limit instead).
+pub(crate) struct TbfShown {
+    pub buffer: u32,
+    pub mtu: Option<u32>,
+    pub latency: f64,
+}
+
+pub(crate) fn tbf_shown(t: &TbfOpts) -> TbfShown {
+    let rb = t.rate / 8;
+    let atm = t.linklayer == LinkLayer::Atm;
+    let buffer_ticks = (l2t_ns(rb, t.burst, t.overhead, t.mpu, atm) >> 6) as u32;
+    let buffer = xmitsize(rb, buffer_ticks);
+    let mut latency =
+        1e6 * (t.limit as f64 / rb.max(1) as f64) - (buffer_ticks as f64 / TICK_IN_USEC).trunc();
+    let mtu = t.peakrate.map(|p| {
+        let pb = p / 8;
+        let mtu_ticks = (l2t_ns(pb, t.mtu.unwrap_or(0), t.overhead, t.mpu, atm) >> 6) as u32;
+        let lat2 = 1e6 * (t.limit as f64 / pb.max(1) as f64) - (mtu_ticks as f64 / TICK_IN_USEC).trunc();
+        if lat2 > latency {
+            latency = lat2;
+        }
+        xmitsize(pb, mtu_ticks)
+    });
+    TbfShown { buffer, mtu, latency }
+}
+
+fn tbf_opts(s: &mut String, t: &TbfOpts, d: bool) {
+    let atm = t.linklayer == LinkLayer::Atm;
+    let TbfShown { buffer, mtu, latency } = tbf_shown(t);
+    let _ = write!(s, "rate {} ", rate(t.rate));
+    if d {
+        // The kernel reports rates through psched_ratecfg_getrate: cell_log 0, printed as /1.
+        let _ = write!(s, "burst {}/1 mpu {} ", format_size(buffer as u64), format_size(t.mpu as u64));
+    } else {
+        let _ = write!(s, "burst {} ", format_size(buffer as u64));
+    }
+    if let (Some(p), Some(mtu)) = (t.peakrate, mtu) {
+        let _ = write!(s, "peakrate {} ", rate(p));
+        let mtu = format_size(mtu as u64);
+        if d {
+            let _ = write!(s, "mtu {mtu}/1 mpu {} ", format_size(t.mpu as u64));
+        } else {
+            let _ = write!(s, "minburst {mtu} ");
+        }
+    }
+    if latency >= 0.0 {
+        let _ = write!(s, "lat {} ", time_us(latency as u32));
+    }
+    if latency < 0.0 {
+        let _ = write!(s, "limit {} ", format_size(t.limit as u64));
+    }
+    if t.overhead != 0 {
+        let _ = write!(s, "overhead {} ", t.overhead);
+    }
+    if atm || d {
+        let _ = write!(s, "linklayer {} ", if atm { "atm" } else { "ethernet" });
+    }
+}
+
+fn stats_lines(out: &mut String, st: &QdiscStats) {
+    let _ = writeln!(
+        out,
+        " Sent {} bytes {} pkt (dropped {}, overlimits {} requeues {}) ",
+        st.bytes, st.packets, st.drops, st.overlimits, st.requeues
+    );
+    let _ = writeln!(out, " backlog {} {}p requeues {}", format_size(st.backlog_bytes), st.qlen, st.requeues);
+}
+
+/// The kinds' own statistics (`print_xstats`) as an idle qdisc reports them: CoDel's and
+/// fq_codel's counters (Sluice's emulated qdiscs carry no packet history).
+fn qdisc_xstats(out: &mut String, q: &QdiscOpts) {
+    if let Some(s) = q.xstats_text() {
+        out.push_str(&s);
+        return;
+    }
+    match q {
+        QdiscOpts::Codel(_) => out.push_str(
+            "  count 0 lastcount 0 ldelay 0us drop_next 0us\n  maxpacket 0 ecn_mark 0 drop_overlimit 0\n",
+        ),
+        _ => {}
+    }
+}
+
+/// The kernel's `hash_32(val, 4)` (GOLDEN_RATIO_32), the bucket of a qdisc in `qdisc_hash`.
+fn qdisc_bucket(handle: Handle) -> u32 {
+    handle.to_tc().unwrap_or(0).wrapping_mul(0x61C8_8647) >> 28
+}
+
+/// The default qdisc of an mq class that holds no other (pfifo_fast, handle 0).
+fn mq_default(parent: Handle) -> QdiscNode {
+    QdiscNode {
+        handle: Handle::UNSPEC,
+        parent,
+        opts: QdiscOpts::PfifoFast,
+        stab: None,
+        stats: Default::default(),
+    }
+}
+
+/// Qdiscs in the order the kernel dumps them: the root, then the device's 16-bucket qdisc hash
+/// (bucket by bucket, the newest first in each), then ingress/clsact. An mq root's default
+/// children (made with it, one per queue) are hashed like the others.
+fn qdisc_order(dev: &Device) -> Vec<std::borrow::Cow<'_, QdiscNode>> {
+    use std::borrow::Cow;
+    let mut v: Vec<Cow<QdiscNode>> =
+        dev.qdiscs.iter().filter(|q| q.parent == H_ROOT).map(Cow::Borrowed).collect();
+    let mut hashed: Vec<(u32, (usize, u32), Cow<QdiscNode>)> = Vec::new();
+    for (i, q) in dev.qdiscs.iter().enumerate() {
+        if let QdiscOpts::Mq(m) = &q.opts {
+            for n in 1..=dev.num_tx_queues {
+                let slot = Handle::new(q.handle.major(), n);
+                if dev.qdisc_at(slot).is_none() && !m.emptied.contains(&n) {
+                    hashed.push((qdisc_bucket(Handle::UNSPEC), (i, n), Cow::Owned(mq_default(slot))));
+                }
+            }
+        }
+        if q.parent != H_ROOT && q.parent != H_INGRESS {
+            hashed.push((qdisc_bucket(q.handle), (i, u32::MAX), Cow::Borrowed(q)));
+        }
+    }
+    hashed.sort_by_key(|(b, created, _)| (*b, std::cmp::Reverse(*created)));
+    v.extend(hashed.into_iter().map(|(_, _, q)| q));
+    v.extend(dev.qdiscs.iter().filter(|q| q.parent == H_INGRESS).map(Cow::Borrowed));
+    v
+}
+
+/// Classes of one qdisc in the order its `Qdisc_class_hash` walk returns them: the table starts
+/// with 4 buckets and doubles when more than 3/4 full; each insert goes to the head of bucket
+/// `id ^ id>>8 ^ ...` (qdisc_class_hash). Replayed in creation order (deleted classes are gone,
+/// so a history with deletes may grow the table at other moments than the kernel did).
+fn class_hash_order(classes: Vec<&ClassNode>) -> Vec<&ClassNode> {
+    class_hash_order_by(classes, |c| c.classid)
+}
+
+/// [`class_hash_order`] of anything with a class id (HFSC lists its root class too).
+fn class_hash_order_by<T: Copy>(classes: Vec<T>, classid: impl Fn(T) -> Handle) -> Vec<T> {
+    let hash = |c: T, mask: u32| {
+        let mut id = classid(c).to_tc().unwrap_or(0);
+        id ^= id >> 8;
+        id ^= id >> 4;
+        (id & mask) as usize
+    };
+    let mut buckets: Vec<Vec<T>> = vec![Vec::new(); 4];
+    let mut n = 0;
+    for c in classes {
+        let mask = buckets.len() as u32 - 1;
+        buckets[hash(c, mask)].insert(0, c);
+        n += 1;
+        if n * 4 > buckets.len() * 3 {
+            let size = buckets.len() * 2;
+            let mut grown: Vec<Vec<T>> = vec![Vec::new(); size];
+            for b in &buckets {
+                for &c in b {
+                    grown[hash(c, size as u32 - 1)].insert(0, c);
+                }
+            }
+            buckets = grown;
+        }
+    }
+    buckets.into_iter().flatten().collect()
+}
+
+/// The kernel's default root qdisc shown when the device has none of its own: its kind.
+pub(crate) fn default_root(dev: &Device, only: Option<Handle>) -> Option<&'static str> {
+    if dev.root().is_some() || only.is_some_and(|p| p != H_ROOT) {
+        return None;
+    }
+    // An IFB has a transmit queue (qlen 32): the kernel's default qdisc, not noqueue.
+    Some(if dev.kind == DevKind::Ifb { "pfifo_fast" } else { "noqueue" })
+}
+
+/// The qdiscs `qdisc show` lists, in dump order (`only`: a handle or parent given to show).
+pub(crate) fn qdisc_rows(dev: &Device, only: Option<Handle>) -> Vec<std::borrow::Cow<'_, QdiscNode>> {
+    let mut v = qdisc_order(dev);
+    if let Some(p) = only {
+        v.retain(|q| q.parent == p || q.handle == p);
+    }
+    v
+}
+
+/// The reference count tc prints (when not 1): every transmit queue holds the root (mq's queues
+/// hold its children instead).
+pub(crate) fn qdisc_refcnt(dev: &Device, q: &QdiscNode) -> u32 {
+    match q.parent {
+        H_ROOT if matches!(q.opts, QdiscOpts::Mq(_)) => 1,
+        H_ROOT => dev.num_tx_queues + 1,
+        _ => 1,
+    }
+}
+
+/// `tc qdisc show [dev D]`.
+pub fn show_qdiscs(out: &mut String, dev: &Device, with_dev: bool, o: ShowOpts, only: Option<Handle>) {
+    let devs = if with_dev { format!("dev {} ", dev.name) } else { String::new() };
+    if let Some(kind) = default_root(dev, only) {
+        if kind == "pfifo_fast" {
+            let _ = writeln!(
+                out,
+                "qdisc pfifo_fast 0: {devs}root refcnt 2 bands 3 priomap 1 2 2 2 1 2 0 0 1 1 1 1 1 1 1 1"
+            );
+        } else {
+            let _ = writeln!(out, "qdisc noqueue 0: {devs}root refcnt 2 ");
+        }
+        if o.stats {
+            stats_lines(out, &QdiscStats::default());
+        }
+    }
+    for q in qdisc_rows(dev, only) {
+        let mut parent = match q.parent {
+            H_ROOT => "root ".to_string(),
+            p => format!("parent {} ", classid_str(p)),
+        };
+        let refcnt = qdisc_refcnt(dev, &q);
+        if refcnt != 1 {
+            let _ = write!(parent, "refcnt {refcnt} ");
+        }
+        let _ = writeln!(
+            out,
+            "qdisc {} {:x}: {devs}{parent}{}",
+            q.opts.kind(),
+            q.handle.major(),
+            qdisc_options(dev, &q.opts, o.details)
+        );
+        if let Some(t) = q.stab.filter(|_| o.details) {
+            out.push(' ');
+            if let Some(l) = t.linklayer {
+                let _ = write!(out, "linklayer {} ", if l == LinkLayer::Atm { "atm" } else { "ethernet" });
+            }
+            if t.overhead != 0 {
+                let _ = write!(out, "overhead {} ", t.overhead);
+            }
+            for (k, v) in [("mpu", t.mpu), ("mtu", t.mtu), ("tsize", t.tsize)] {
+                if v != 0 {
+                    let _ = write!(out, "{k} {v} ");
+                }
+            }
+            out.push('\n');
+        }
+        if o.stats {
+            stats_lines(out, &q.stats);
+            qdisc_xstats(out, &q.opts);
+            if let QdiscOpts::Red(_) = q.opts {
+                let _ = writeln!(out, "{}", super::red::xstats(0, 0, 0, 0));
+            }
+            if let QdiscOpts::Cake(c) = &q.opts {
+                let cfg = super::cake::config(c, dev.psched_mtu());
+                out.push_str(&super::cake::xstats(&sluice_core::cake::CakeStats::idle(&cfg)));
+            }
+        }
+    }
+}
+
+/// One class as `class show` prints it.
+struct ClassRow {
+    id: Handle,
+    /// The kind of its qdisc.
+    kind: &'static str,
+    /// `tcm_parent`: `root` for the top classes of HTB, DRR and mq, else the parent class (HTB)
+    /// or the qdisc (the implicit classes of prio, TBF, ...).
+    tcm_parent: Handle,
+    /// The parent a `parent` selector compares with.
+    filter_parent: Handle,
+    /// `leaf N: ` when a qdisc hangs below.
+    leaf: String,
+    /// The kind's options (`print_copt`).
+    opts: String,
+    stats: QdiscStats,
+    /// The kind's statistics (`print_xstats`), each line ending in a newline.
+    xstats: String,
+}
+
+/// The classes of a device in dump order.
+fn class_rows(dev: &Device, o: ShowOpts) -> Vec<ClassRow> {
+    let mut rows = Vec::new();
+    for q in qdisc_order(dev) {
+        let mut lines: Vec<(Handle, Handle, Option<&ClassNode>)> = Vec::new();
+        match &q.opts {
+            QdiscOpts::Prio(p) => {
+                for b in 1..=p.bands {
+                    lines.push((Handle::new(q.handle.major(), b), q.handle, None));
+                }
+            }
+            QdiscOpts::Tbf(_) | QdiscOpts::Red(_) => {
+                lines.push((Handle::new(q.handle.major(), 1), q.handle, None))
+            }
+            // netem_dump_class: its one class exists only while it has a child qdisc.
+            QdiscOpts::Netem(_)
+                if dev.qdiscs.iter().any(|c| c.parent != H_ROOT && c.parent.qdisc() == q.handle) =>
+            {
+                lines.push((Handle::new(q.handle.major(), 1), q.handle, None));
+            }
+            QdiscOpts::Ets(e) => {
+                for b in 1..=e.bands as u32 {
+                    lines.push((Handle::new(q.handle.major(), b), H_ROOT, None));
+                }
+            }
+            QdiscOpts::Mq(_) => {
+                for n in 1..=dev.num_tx_queues {
+                    lines.push((Handle::new(q.handle.major(), n), H_ROOT, None));
+                }
+            }
+            QdiscOpts::Htb(_) | QdiscOpts::Drr => {
+                let cls: Vec<&ClassNode> =
+                    dev.classes.iter().filter(|c| c.classid.qdisc() == q.handle).collect();
+                for c in class_hash_order(cls) {
+                    let p = if c.parent == q.handle { H_ROOT } else { c.parent };
+                    lines.push((c.classid, p, Some(c)));
+                }
+            }
+            QdiscOpts::Hfsc(_) => {
+                // The root class (`X:`) first in the hash, then the others; a class whose parent
+                // is the root class shows it as `parent X:`.
+                let mut all: Vec<Option<&ClassNode>> = vec![None];
+                all.extend(dev.classes.iter().filter(|c| c.classid.qdisc() == q.handle).map(Some));
+                for c in class_hash_order_by(all, |c| c.map_or(q.handle, |c| c.classid)) {
+                    match c {
+                        None => lines.push((q.handle, H_ROOT, None)),
+                        Some(c) => lines.push((c.classid, c.parent, Some(c))),
+                    }
+                }
+            }
+            _ => {}
+        }
+        for (id, tcm_parent, node) in lines {
+            // netem's one class holds its child whatever minor the child was added under.
+            let netem_child = || {
+                matches!(q.opts, QdiscOpts::Netem(_))
+                    .then(|| dev.qdiscs.iter().find(|c| c.parent != H_ROOT && c.parent.qdisc() == q.handle))
+                    .flatten()
+            };
+            let inner = dev.child_classes(id).next().is_some();
+            // HFSC: an inner class keeps its qdisc but reports no leaf.
+            let hfsc_hidden = matches!(q.opts, QdiscOpts::Hfsc(_)) && inner;
+            let leaf = dev
+                .qdisc_at(id)
+                .filter(|_| !hfsc_hidden)
+                .or_else(netem_child)
+                .map(|l| format!("leaf {:x}: ", l.handle.major()))
+                .unwrap_or_default();
+            let mut s = String::new();
+            let mut xstats = String::new();
+            match node.map(|n| &n.opts) {
+                Some(ClassOpts::Htb(h)) => {
+                    if !inner {
+                        let _ = write!(s, "prio {} ", h.prio);
+                        if o.details {
+                            let r2q = match &q.opts {
+                                QdiscOpts::Htb(x) => x.r2q.max(1),
+                                _ => 10,
+                            };
+                            let qn = h
+                                .quantum
+                                .unwrap_or_else(|| ((h.rate / 8) / r2q as u64).clamp(1000, 200_000) as u32);
+                            let _ = write!(s, "quantum {qn} ");
+                        }
+                    }
+                    let _ = write!(s, "rate {} ", rate(h.rate));
+                    if h.overhead != 0 {
+                        let _ = write!(s, "overhead {} ", h.overhead);
+                    }
+                    let _ = write!(s, "ceil {} ", rate(h.ceil));
+                    let b = htb_shown_burst(h.rate, h.burst);
+                    let cb = htb_shown_burst(h.ceil, h.cburst);
+                    if h.linklayer == LinkLayer::Atm || o.details {
+                        let _ = write!(
+                            s,
+                            "linklayer {} ",
+                            if h.linklayer == LinkLayer::Atm { "atm" } else { "ethernet" }
+                        );
+                    }
+                    if o.details {
+                        let level = class_level(dev, id);
+                        let _ = write!(
+                            s,
+                            "burst {}/1 mpu {} cburst {}/1 mpu {} level {} ",
+                            format_size(b as u64),
+                            format_size(h.mpu as u64),
+                            format_size(cb as u64),
+                            format_size(h.mpu as u64),
+                            level
+                        );
+                    } else {
+                        let _ =
+                            write!(s, "burst {} cburst {} ", format_size(b as u64), format_size(cb as u64));
+                    }
+                    // Kinds with class xstats print them, then an empty line.
+                    let _ = writeln!(xstats, " lended: 0 borrowed: 0 giants: 0");
+                    let _ = writeln!(
+                        xstats,
+                        " tokens: {} ctokens: {}",
+                        xmittime(h.rate / 8, h.burst) as i32,
+                        xmittime(h.ceil / 8, h.cburst) as i32
+                    );
+                    xstats.push('\n');
+                }
+                Some(ClassOpts::Drr { quantum }) => {
+                    let _ = write!(s, "quantum {} ", format_size(quantum.unwrap_or(dev.psched_mtu()) as u64));
+                    xstats.push_str(" deficit 0b \n");
+                }
+                Some(ClassOpts::Hfsc(h)) => s.push_str(&super::hfsc::class_options(h)),
+                Some(ClassOpts::Ets { .. }) => {}
+                None => match &q.opts {
+                    QdiscOpts::Ets(e) => s.push_str(&super::ets::class_options(e, dev, id.minor())),
+                    QdiscOpts::Hfsc(h) => s.push_str(&super::hfsc::class_options(&h.root_class)),
+                    _ => {}
+                },
+            }
+            if matches!(q.opts, QdiscOpts::Hfsc(_)) {
+                xstats.push_str(&super::hfsc::class_xstats(super::hfsc::level(dev, &q, id)));
+            }
+            rows.push(ClassRow {
+                id,
+                kind: q.opts.kind(),
+                tcm_parent,
+                filter_parent: node.map(|n| n.parent).unwrap_or(q.handle),
+                leaf,
+                opts: s,
+                stats: node.map(|n| n.stats).unwrap_or_default(),
+                xstats,
+            });
+        }
+    }
+    rows
+}
+
+/// `tc class show dev D [parent P | root] [classid C]`.
+pub fn show_classes(
+    out: &mut String,
+    dev: &Device,
+    o: ShowOpts,
+    only_parent: Option<Handle>,
+    only_classid: Option<Handle>,
+) {
+    for r in class_rows(dev, o) {
+        if only_classid.is_some_and(|c| c != r.id) {
+            continue;
+        }
+        if let Some(p) = only_parent {
+            let cp = r.filter_parent;
+            if cp != p && !(p == H_ROOT && cp == r.id.qdisc()) {
+                continue;
+            }
+        }
+        let parent = match r.tcm_parent {
+            H_ROOT => "root ".to_string(),
+            p => format!("parent {} ", classid_str(p)),
+        };
+        let _ = writeln!(out, "class {} {} {parent}{}{}", r.kind, classid_str(r.id), r.leaf, r.opts);
+        if o.stats {
+            stats_lines(out, &r.stats);
+            out.push_str(&r.xstats);
+        }
+    }
+}
+
+/// `tc -g class show`: the class tree as tc_class.c's graph_cls_show draws it. tc links the
+/// classes whose parent is `root` into one list and the others into a second, both newest
+/// first, and moves each class's children out of the second as it reaches it. A class's
+/// prefix depends on whether the classes on its path have a next sibling; tc frees each
+/// class after drawing it and later reads that freed node's link, which glibc has by then
+/// overwritten with a non-null pointer: a freed class counts as having a next sibling. Classes
+/// whose parent is a qdisc (prio's, TBF's) are never reached. `parent`/`classid` selectors do
+/// not apply (tc collects the graph before it filters).
+pub fn show_class_graph(out: &mut String, dev: &Device, o: ShowOpts) {
+    struct Node {
+        row: ClassRow,
+        parent: Option<usize>,
+        right: Option<usize>,
+        next: Option<usize>,
+        children: usize,
+        freed: bool,
+    }
+    let mut nodes: Vec<Node> = class_rows(dev, o)
+        .into_iter()
+        .map(|row| Node { row, parent: None, right: None, next: None, children: 0, freed: false })
+        .collect();
+    let link = |nodes: &mut Vec<Node>, list: &[usize]| {
+        for (k, &n) in list.iter().enumerate() {
+            nodes[n].next = list.get(k + 1).copied();
+        }
+    };
+    let roots: Vec<usize> = (0..nodes.len()).rev().filter(|&n| nodes[n].row.tcm_parent == H_ROOT).collect();
+    let mut others: Vec<usize> =
+        (0..nodes.len()).rev().filter(|&n| nodes[n].row.tcm_parent != H_ROOT).collect();
+    link(&mut nodes, &roots);
+
+    fn has_next(nodes: &[Node], n: usize) -> bool {
+        nodes[n].freed || nodes[n].next.is_some()
+    }
+    fn indent(nodes: &mut [Node], node: usize, newline: bool, spaces: usize) -> String {
+        let mut s = String::new();
+        let mut n = node;
+        while let Some(p) = nodes[n].parent {
+            nodes[p].right = Some(n);
+            n = p;
+        }
+        while let Some(r) = nodes[n].right {
+            s.push_str(if has_next(nodes, n) { "|    " } else { "     " });
+            n = r;
+        }
+        if newline {
+            s.push_str(match (has_next(nodes, n), nodes[n].children > 0) {
+                (true, true) => "|    |",
+                (true, false) => "|     ",
+                (false, true) => "     |",
+                (false, false) => "      ",
+            });
+        }
+        s.push_str(&" ".repeat(spaces));
+        s
+    }
+    fn draw(out: &mut String, nodes: &mut Vec<Node>, others: &mut Vec<usize>, list: &[usize], o: ShowOpts) {
+        for &c in list {
+            let id = nodes[c].row.id;
+            let mut children = Vec::new();
+            others.retain(|&x| {
+                if nodes[x].row.tcm_parent == id {
+                    children.insert(0, x);
+                    false
+                } else {
+                    true
+                }
+            });
+            for (k, &x) in children.iter().enumerate() {
+                nodes[x].parent = Some(c);
+                nodes[x].next = children.get(k + 1).copied();
+            }
+            nodes[c].children = children.len();
+            let idstr = classid_str(id);
+            let kind = nodes[c].row.kind;
+            out.push_str(&indent(nodes, c, false, 0));
+            let _ = write!(out, "+---({idstr}) {kind} {}", nodes[c].row.opts);
+            let mut buf = String::new();
+            if o.stats {
+                let prefix = indent(nodes, c, true, (kind.len() + idstr.len()).saturating_sub(2));
+                let st = nodes[c].row.stats;
+                let _ = write!(
+                    out,
+                    "\n{prefix}Sent {} bytes {} pkt (dropped {}, overlimits {} requeues {}) \n{prefix}backlog {} {}p requeues {}",
+                    st.bytes,
+                    st.packets,
+                    st.drops,
+                    st.overlimits,
+                    st.requeues,
+                    format_size(st.backlog_bytes),
+                    st.qlen,
+                    st.requeues
+                );
+                if has_next(nodes, c) || nodes[c].children > 0 {
+                    buf.push('\n');
+                    buf.push_str(&indent(nodes, c, true, 0));
+                }
+            }
+            out.push_str(&buf);
+            out.push('\n');
+            draw(out, nodes, others, &children, o);
+            if !has_next(nodes, c) {
+                out.push_str(&indent(nodes, c, false, 0));
+                out.push('\n');
+            }
+            nodes[c].freed = true;
+        }
+    }
+    draw(out, &mut nodes, &mut others, &roots, o);
+}
+
+/// HTB's level: 0 for a leaf; an inner class is one below its parent, the top ones at
+/// TC_HTB_MAXDEPTH - 1 = 7 (`htb_change_class` sets it when a leaf gets its first child).
+fn class_level(dev: &Device, id: Handle) -> u32 {
+    if dev.child_classes(id).next().is_none() {
+        return 0;
+    }
+    let mut level = 7;
+    let mut c = dev.class(id);
+    while let Some(p) = c.and_then(|c| dev.class(c.parent)) {
+        level -= 1;
+        c = Some(p);
+        if level == 0 {
+            break;
+        }
+    }
+    level
+}
+
+/// The filter header `filter [parent P] protocol X pref N KIND chain C `.
+fn filter_head(f: &FilterNode, parent_shown: Option<Handle>, o: &FilterShowCtx) -> String {
+    let mut s = String::from("filter ");
+    if let Some(p) = parent_shown {
+        match p {
+            H_ROOT => s.push_str("root "),
+            H_MIN_INGRESS => s.push_str("ingress "),
+            H_MIN_EGRESS => s.push_str("egress "),
+            p => {
+                let _ = write!(s, "parent {} ", classid_str(p));
+            }
+        }
+    }
+    if o.protocol.is_none_or(|p| p != f.protocol) {
+        let _ = write!(s, "protocol {} ", proto_name(f.protocol));
+    }
+    if o.prio.is_none_or(|p| p != f.prio) {
+        let _ = write!(s, "pref {} ", f.prio);
+    }
+    let _ = write!(s, "{} chain {} ", f.opts.kind(), f.chain);
+    s
+}
+
+/// What the user restricted `filter show` to (tc omits those fields).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FilterShowCtx {
+    /// `protocol` given to show.
+    pub protocol: Option<u16>,
+    /// `prio` given to show.
+    pub prio: Option<u16>,
+    /// `-s`/`-d`.
+    pub opts: ShowOpts,
+}
+
+/// Body of one filter after the header.
+pub fn filter_body(state: &State, f: &FilterNode, opts: ShowOpts) -> String {
+    let mut s = filter_opts_text(f, opts.pretty);
+    s.push_str(&super::actions::filter_actions_text(state, f, opts));
+    s
+}
+
+/// The kind's options of one filter, without its actions (`pretty`: `-p`, u32's keys decoded).
+pub fn filter_opts_text(f: &FilterNode, pretty: bool) -> String {
+    let mut s = String::new();
+    match &f.opts {
+        FilterOpts::U32Table { divisor } => {
+            let _ = write!(s, "fh {} ht divisor {} ", u32_handle_str(f.handle), divisor);
+        }
+        FilterOpts::U32(u) => {
+            let _ = write!(
+                s,
+                "fh {} order {} key ht {:x} bkt {:x} ",
+                u32_handle_str(f.handle),
+                f.handle & 0xFFF,
+                f.handle >> 20,
+                (f.handle >> 12) & 0xFF
+            );
+            // tc 6.1 marks a selector TC_U32_TERMINAL when it has a classid or actions, and
+            // prints that as `*flowid` (or `terminal flowid` without a classid).
+            if let Some(c) = u.classid {
+                let _ = write!(s, "*flowid {} ", classid_str(c));
+            } else if !f.actions.is_empty() {
+                s.push_str("terminal flowid ");
+            }
+            if let Some(l) = u.link {
+                let _ = write!(s, "link {} ", u32_handle_str(l));
+            }
+            s.push_str("not_in_hw ");
+            for k in &u.keys {
+                match f.protocol {
+                    ETH_P_IP | 0x86DD if pretty => s.push_str(&u32_key_pretty(k, f.protocol == ETH_P_IP)),
+                    _ => {
+                        let _ = write!(
+                            s,
+                            "\n  match {:08x}/{:08x} at {}{}",
+                            k.val,
+                            k.mask,
+                            if k.nexthdr { "nexthdr+" } else { "" },
+                            k.off
+                        );
+                    }
+                }
+            }
+            if let Some(o) = u.offset.filter(|o| o.var || o.plus.is_some()) {
+                s.push_str("\n    offset ");
+                if o.var {
+                    let _ = write!(s, "{:04x}>>{} at {} ", o.mask, o.shift, o.at);
+                }
+                if let Some(p) = o.plus.filter(|&p| p != 0) {
+                    let _ = write!(s, "plus {p} ");
+                }
+            }
+            if u.offset.is_some_and(|o| o.eat) {
+                s.push_str(" eat ");
+            }
+            if let Some((m, off)) = u.hashkey {
+                let _ = write!(s, "\n    hash mask {m:08x} at {off} ");
+            }
+            if let Some(i) = &u.indev {
+                let _ = write!(s, "\n  input dev {i}\n");
+            }
+        }
+        FilterOpts::Flow(fl) => {
+            let _ = write!(s, "handle {:#x} {}", f.handle, if fl.hash { "hash " } else { "map " });
+            let keys: Vec<&str> =
+                (0..32).filter(|i| fl.keys & (1 << i) != 0).filter_map(flow_key_name).collect();
+            let _ = write!(s, "keys {} ", keys.join(","));
+            if fl.mask != u32::MAX || fl.xor != 0 {
+                let or = (fl.mask & fl.xor) ^ fl.xor;
+                let xor = fl.mask & fl.xor;
+                if fl.mask != u32::MAX {
+                    let _ = write!(s, "and 0x{:08x} ", fl.mask);
+                }
+                if xor != 0 {
+                    let _ = write!(s, "xor 0x{xor:08x} ");
+                }
+                if or != 0 {
+                    let _ = write!(s, "or 0x{or:08x} ");
+                }
+            }
+            if let Some(r) = fl.rshift {
+                let _ = write!(s, "rshift {r} ");
+            }
+            if let Some(a) = fl.addend {
+                let _ = write!(s, "addend {a:#x} ");
+            }
+            if let Some(d) = fl.divisor {
+                let _ = write!(s, "divisor {d} ");
+            }
+            if let Some(b) = fl.baseclass {
+                let _ = write!(s, "baseclass {} ", classid_str(b));
+            }
+            if let Some(p) = fl.perturb {
+                let _ = write!(s, "perturb {p}sec ");
+            }
+            if let Some(e) = &fl.ematch {
+                s.push_str(&super::ematch::show_text(e));
+            }
+        }
+        FilterOpts::Fw(fw) => {
+            let _ = write!(s, "handle {:#x}", f.handle);
+            if let Some(m) = fw.mask.filter(|&m| m != u32::MAX) {
+                let _ = write!(s, "/{m:#x}");
+            }
+            s.push(' ');
+            if let Some(c) = fw.classid {
+                let _ = write!(s, "classid {} ", classid_str(c));
+            }
+        }
+        FilterOpts::Matchall(m) => {
+            let _ = write!(s, "handle {:#x} ", f.handle);
+            if let Some(c) = m.classid {
+                let _ = write!(s, "flowid {} ", classid_str(c));
+            }
+            if m.skip_hw {
+                s.push_str("\n  skip_hw");
+            }
+            s.push_str("\n  not_in_hw");
+        }
+        FilterOpts::Basic(b) => {
+            let _ = write!(s, "handle {:#x} ", f.handle);
+            if let Some(c) = b.classid {
+                let _ = write!(s, "flowid {} ", classid_str(c));
+            }
+            if let Some(e) = &b.ematch {
+                s.push_str(&super::ematch::show_text(e));
+            }
+        }
+    }
+    s
+}
+
+/// The rows `filter show` prints for one block in dump order: each classifier instance (prio)
+/// led by its header alone (`true`), then its filters.
+pub(crate) fn filter_rows<'a>(
+    dev: &'a Device,
+    block: Handle,
+    ctx: &FilterShowCtx,
+) -> Vec<(&'a FilterNode, bool)> {
+    let mut rows = Vec::new();
+    let mut prios: Vec<(u32, u16)> =
+        dev.filters.iter().filter(|f| f.parent == block).map(|f| (f.chain, f.prio)).collect();
+    prios.sort();
+    prios.dedup();
+    for (chain, prio) in prios {
+        if ctx.prio.is_some_and(|p| p != prio) {
+            continue;
+        }
+        let tp: Vec<&FilterNode> =
+            dev.filters.iter().filter(|f| f.parent == block && f.chain == chain && f.prio == prio).collect();
+        let Some(first) = tp.first() else { continue };
+        if ctx.protocol.is_some_and(|p| p != first.protocol && first.protocol != ETH_P_ALL) {
+            continue;
+        }
+        rows.push((*first, true));
+        if first.opts.kind() == "u32" {
+            // Hash tables newest first, each followed by its key nodes in handle order. u32's walk
+            // lists every table of its qdisc with this prio: on clsact, the other hook's too.
+            let sibling = super::kernel::u32_sibling_hook(dev, block);
+            let tp: Vec<&FilterNode> = dev
+                .filters
+                .iter()
+                .filter(|f| {
+                    (f.parent == block || Some(f.parent) == sibling) && f.chain == chain && f.prio == prio
+                })
+                .filter(|f| f.opts.kind() == "u32")
+                .collect();
+            let tables: Vec<&&FilterNode> =
+                tp.iter().filter(|f| matches!(f.opts, FilterOpts::U32Table { .. })).collect();
+            for t in tables.iter().rev() {
+                rows.push((**t, false));
+                let mut keys: Vec<&&FilterNode> = tp
+                    .iter()
+                    .filter(|f| matches!(f.opts, FilterOpts::U32(_)) && f.handle >> 20 == t.handle >> 20)
+                    .collect();
+                keys.sort_by_key(|f| f.handle);
+                rows.extend(keys.into_iter().map(|k| (*k, false)));
+            }
+        } else {
+            // cls_basic adds each element at the head of its list: newest first.
+            if first.opts.kind() == "basic" {
+                rows.extend(tp.into_iter().rev().map(|f| (f, false)));
+            } else {
+                rows.extend(tp.into_iter().map(|f| (f, false)));
+            }
+        }
+    }
+    rows
+}
+
+/// A u32 key as `tc -p` decodes it for IPv4 and IPv6 filters (f_u32.c's print_ipv4 and
+/// print_ipv6 in iproute2 6.1): header fields it knows, IPv4-style addresses even for IPv6, a
+/// missing line break before `match dport`, and nothing at all for any other key.
+fn u32_key_pretty(k: &U32Key, ipv4: bool) -> String {
+    let bits = (k.mask.leading_ones() + k.mask.trailing_zeros() == 32).then(|| k.mask.leading_ones());
+    match (k.off, k.mask) {
+        (0, 0x0f00_0000) => format!("\n  match IP ihl {}", k.val >> 24),
+        (0, 0x00ff_0000) => match k.val >> 16 {
+            0 => "\n  match IP dsfield 0".into(),
+            v => format!("\n  match IP dsfield {v:#x}"),
+        },
+        (8, 0x00ff_0000) => format!("\n  match IP protocol {}", k.val >> 16),
+        (12 | 16, _) if bits.is_some() => format!(
+            "\n  match IP {} {}/{}",
+            if k.off == 12 { "src" } else { "dst" },
+            std::net::Ipv4Addr::from(k.val),
+            bits.unwrap_or(0)
+        ),
+        (20, 0x0000_ffff) if ipv4 => format!("match dport {}", k.val & 0xffff),
+        (20, 0xffff_0000) if ipv4 => format!("\n  match sport {}", k.val >> 16),
+        (20, 0xffff_ffff) if ipv4 => {
+            format!("\n  match dport {}, match sport {}", k.val & 0xffff, k.val >> 16)
+        }
+        (20, 0x0000_ffff) => format!("\n  match sport {}", k.val & 0xffff),
+        (20, 0xffff_0000) => format!("match dport {}", k.val >> 16),
+        (20, 0xffff_ffff) => format!("\n  match sport {}, match dport {}", k.val & 0xffff, k.val >> 16),
+        _ => String::new(),
+    }
+}
+
+/// Filters of one block in dump order, each classifier instance (prio) led by its header line.
+pub fn show_filters(
+    out: &mut String,
+    state: &State,
+    dev: &Device,
+    block: Handle,
+    parent_shown: Option<Handle>,
+    ctx: FilterShowCtx,
+) {
+    for (f, head_only) in filter_rows(dev, block, &ctx) {
+        let _ = write!(out, "{}", filter_head(f, parent_shown, &ctx));
+        if !head_only {
+            out.push_str(&filter_body(state, f, ctx.opts));
+        }
+        out.push('\n');
+    }
+}
+
+/// `tc filter get`: one filter with its parent.
+pub fn show_one_filter(out: &mut String, state: &State, f: &FilterNode, parent: Handle, opts: ShowOpts) {
+    let ctx = FilterShowCtx { opts, ..Default::default() };
+    let _ = writeln!(out, "{}{}", filter_head(f, Some(parent), &ctx), filter_body(state, f, opts));
+}
