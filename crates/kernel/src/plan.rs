@@ -32,7 +32,7 @@
 
 use crate::fdiff::{self, FilterDiff, RawFilter};
 use crate::kernel::{
-    class_msg, drr_class_msg, hfsc_class_msg, qdisc_msg, xmittime_ticks, DrrClassPlan, HfscClassPlan, Plan,
+    class_msg, drr_class_msg, hfsc_class_msg, qdisc_msg, burst_ticks, DrrClassPlan, HfscClassPlan, Plan,
     PlannedQdisc, ResolvedClass,
 };
 use crate::netlink::{self, flags, rtm, tca, Msg, Netlink, TcMsg, TC_H_INGRESS, TC_H_ROOT};
@@ -325,8 +325,8 @@ impl HtbClassKey {
         HtbClassKey {
             rate,
             ceil,
-            buffer: xmittime_ticks(rate, c.burst),
-            cbuffer: xmittime_ticks(ceil, c.cburst),
+            buffer: burst_ticks(rate, c.burst),
+            cbuffer: burst_ticks(ceil, c.cburst),
             quantum: c.htb.quantum.unwrap_or(0),
             prio: c.htb.prio,
             overhead: c.htb.overhead.clamp(0, u16::MAX as i32) as u16,

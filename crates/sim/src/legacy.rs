@@ -37,10 +37,10 @@ pub struct RateTable {
     pub bytes_per_sec: u32,
 }
 
-/// tc's `tc_calc_xmittime`: ticks for `size` bytes at `bps` bytes/s, truncated.
+/// tc's `tc_calc_xmittime` with 2.6.30's ticks: ticks for `size` bytes at `bps` bytes/s,
+/// truncated to whole microseconds, then to ticks (the one `xmittime` of `sluice_model::tcmath`).
 pub fn xmittime(bps: u32, size: u64) -> u32 {
-    let t = 1e6 * (size as f64 / bps.max(1) as f64) * TICK_IN_USEC;
-    t.min(u32::MAX as f64) as u32
+    sluice_model::tcmath::xmittime_at(TICK_IN_USEC, bps as u64, u32::try_from(size).unwrap_or(u32::MAX))
 }
 
 impl RateTable {

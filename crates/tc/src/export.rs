@@ -6,7 +6,7 @@
 use crate::model::*;
 use crate::tc::args::proto_name;
 use crate::tc::filters::u32_handle_str;
-use crate::tc::show::classid_str;
+use crate::tc::show::{classid_str, filter_parent_arg, qdisc_handle_str, qdisc_parent_arg};
 use std::fmt::Write;
 
 fn q(s: &str) -> String {
@@ -14,14 +14,6 @@ fn q(s: &str) -> String {
         s.to_string()
     } else {
         format!("'{}'", s.replace('\'', "'\\''"))
-    }
-}
-
-fn parent_arg(p: Handle) -> String {
-    match p {
-        H_ROOT => "root".into(),
-        H_INGRESS => "ingress".into(),
-        p => format!("parent {}", classid_str(p)),
     }
 }
 
@@ -60,11 +52,6 @@ pub fn qdisc_args(o: &QdiscOpts) -> String {
     }
     let mut s = String::new();
     match o {
-        QdiscOpts::Pfifo(f) | QdiscOpts::PfifoHeadDrop(f) | QdiscOpts::Bfifo(f) => {
-            if let Some(l) = f.limit {
-                let _ = write!(s, " limit {l}");
-            }
-        }
         QdiscOpts::Ets(e) => s.push_str(&crate::tc::ets::args(e)),
         QdiscOpts::Prio(p) => {
             let _ = write!(s, " bands {} priomap", p.bands);
@@ -72,39 +59,9 @@ pub fn qdisc_args(o: &QdiscOpts) -> String {
                 let _ = write!(s, " {b}");
             }
         }
-        QdiscOpts::Htb(h) => {
-            let _ = write!(s, " r2q {} default {:x}", h.r2q, h.default);
-            if let Some(d) = h.direct_qlen {
-                let _ = write!(s, " direct_qlen {d}");
-            }
-            if h.textbook {
-                s.push_str(" textbook");
-            }
-            if h.offload {
-                s.push_str(" offload");
-            }
-        }
         QdiscOpts::Netem(n) => s.push_str(&crate::tc::netem::export_args(n)),
         QdiscOpts::Cake(c) => s.push_str(&crate::tc::cake::export_args(c)),
         QdiscOpts::Hfsc(h) => s.push_str(&crate::tc::hfsc::export_qdisc_args(h)),
-        QdiscOpts::Tbf(t) => {
-            let _ = write!(s, " rate {}bit burst {} limit {}", t.rate, t.burst, t.limit);
-            if let Some(p) = t.peakrate {
-                let _ = write!(s, " peakrate {p}bit");
-            }
-            if let Some(m) = t.mtu {
-                let _ = write!(s, " mtu {m}");
-            }
-            if t.overhead != 0 {
-                let _ = write!(s, " overhead {}", t.overhead);
-            }
-            if t.mpu != 0 {
-                let _ = write!(s, " mpu {}", t.mpu);
-            }
-            if t.linklayer != LinkLayer::Ethernet {
-                let _ = write!(s, " linklayer {}", ll(t.linklayer));
-            }
-        }
         QdiscOpts::Sfq(f) => {
             let opt = |s: &mut String, k: &str, v: Option<u32>| {
                 if let Some(v) = v {
@@ -428,14 +385,14 @@ pub fn to_tc_script(state: &State) -> String {
         for qd in &dev.qdiscs {
             let h = qd.handle;
             let kind = qd.opts.kind();
-            if matches!(qd.opts, QdiscOpts::Ingress | QdiscOpts::Clsact) {
+            if qd.parent == H_INGRESS {
                 let _ = writeln!(s, "$TC qdisc add dev {d} {kind}");
             } else {
                 let _ = writeln!(
                     s,
-                    "$TC qdisc add dev {d} {} handle {:x}:{} {kind}{}",
-                    parent_arg(qd.parent),
-                    h.major(),
+                    "$TC qdisc add dev {d} {} handle {}{} {kind}{}",
+                    qdisc_parent_arg(qd.parent),
+                    qdisc_handle_str(h),
                     qd.stab.map(|t| stab_args(&t)).unwrap_or_default(),
                     qdisc_args(&qd.opts)
                 );
@@ -457,11 +414,7 @@ pub fn to_tc_script(state: &State) -> String {
             if is_root_table {
                 continue;
             }
-            let parent = match f.parent {
-                H_MIN_INGRESS => "ingress".to_string(),
-                H_MIN_EGRESS => "egress".to_string(),
-                p => format!("parent {}", classid_str(p)),
-            };
+            let parent = filter_parent_arg(f.parent);
             let _ = writeln!(
                 s,
                 "$TC filter add dev {d} {parent} protocol {} prio {}{}{}",

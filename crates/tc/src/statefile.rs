@@ -117,11 +117,10 @@ pub fn validate(state: &State) -> Result<(), String> {
             }
             let args = crate::export::qdisc_args(&q.opts);
             let stab = q.stab.map(|t| crate::export::stab_args(&t)).unwrap_or_default();
-            let head = match q.opts {
-                crate::model::QdiscOpts::Ingress | crate::model::QdiscOpts::Clsact => {
-                    format!("qdisc add dev {} {}", d.name, q.opts.kind())
-                }
-                _ => format!("qdisc add dev {} root{stab} {}", d.name, q.opts.kind()),
+            let head = if q.parent == crate::model::H_INGRESS {
+                format!("qdisc add dev {} {}", d.name, q.opts.kind())
+            } else {
+                format!("qdisc add dev {} root{stab} {}", d.name, q.opts.kind())
             };
             reparse(&head, &args).map_err(|m| format!("device {}: qdisc {}: {m}", d.name, q.handle))?;
             if let crate::model::QdiscOpts::Sfq(o) = &q.opts {

@@ -178,11 +178,7 @@ fn qdisc_summary(q: &QdiscOpts) -> Option<String> {
         return l;
     }
     Some(match q {
-        QdiscOpts::Tbf(t) => format!("rate {} burst {}b", rate(t.rate), t.burst),
-        QdiscOpts::Htb(h) => format!("default {:x} r2q {}", h.default, h.r2q),
         QdiscOpts::Prio(p) => format!("{} bands", p.bands),
-        QdiscOpts::Pfifo(f) | QdiscOpts::PfifoHeadDrop(f) => format!("limit {}p", f.limit?),
-        QdiscOpts::Bfifo(f) => format!("limit {}b", f.limit?),
         QdiscOpts::Codel(c) => format!("target {}", us(c.target.unwrap_or(5000))),
         QdiscOpts::Sfq(s) if s.perturb != 0 => format!("perturb {}s", s.perturb),
         _ => return None,
