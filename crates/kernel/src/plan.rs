@@ -38,6 +38,7 @@ use crate::kernel::{
 use crate::netlink::{self, flags, rtm, tca, Msg, Netlink, TcMsg, TC_H_INGRESS, TC_H_ROOT};
 use crate::Error;
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
+use sluice_model::print::tc_handle_str;
 use std::borrow::Cow;
 
 /// An object's identity: (is a qdisc, kernel handle).
@@ -194,9 +195,7 @@ impl Want<'_> {
 }
 
 fn label(is_qdisc: bool, kind: &str, handle: u32) -> String {
-    let (major, minor) = (handle >> 16, handle & 0xFFFF);
-    let h = if minor == 0 { format!("{major:x}:") } else { format!("{major:x}:{minor:x}") };
-    format!("{} {kind} {h}", if is_qdisc { "qdisc" } else { "class" })
+    format!("{} {kind} {}", if is_qdisc { "qdisc" } else { "class" }, tc_handle_str(handle))
 }
 
 /// The wanted tree of a plan (its qdiscs and classes; parents before children).

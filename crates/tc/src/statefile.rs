@@ -209,6 +209,22 @@ mod tests {
     }
 
     #[test]
+    fn kinds_without_options_load_from_their_kind_alone() {
+        // As state files wrote drr, ingress and clsact before their options became structs.
+        let text = r#"{"devices": [{"name": "e0", "type": "dummy", "ifindex": 2, "qdiscs": [
+            {"handle": "1:", "parent": "root", "opts": {"kind": "drr"}},
+            {"handle": "ffff:", "parent": "ingress", "opts": {"kind": "clsact"}}]}]}"#;
+        let st = parse(text).unwrap();
+        let kinds: Vec<&str> = st.devices[0].qdiscs.iter().map(|q| q.opts.kind()).collect();
+        assert_eq!(kinds, ["drr", "clsact"]);
+        let back = serde_json::to_string(&st).unwrap();
+        assert!(back.contains(r#""opts":{"kind":"drr"}"#) && back.contains(r#""opts":{"kind":"clsact"}"#), "{back}");
+        assert_eq!(parse(&back).unwrap(), st);
+        let ingress = text.replace("clsact", "ingress");
+        assert_eq!(parse(&ingress).unwrap().devices[0].qdiscs[1].opts.kind(), "ingress");
+    }
+
+    #[test]
     fn invalid_file_is_reported_and_kept() {
         let d = dir("invalid");
         let p = d.join("s.json");
