@@ -118,7 +118,12 @@ impl RawFilter {
             format!("{:#x}", self.handle)
         };
         let chain = if self.chain != 0 { format!(" chain {}", self.chain) } else { String::new() };
-        format!("filter {} prio {}{chain} handle {h} on {}", self.kind, self.prio, filter_parent_str(Handle::from_tc(self.parent)))
+        format!(
+            "filter {} prio {}{chain} handle {h} on {}",
+            self.kind,
+            self.prio,
+            filter_parent_str(Handle::from_tc(self.parent))
+        )
     }
 
     /// The object whose deletion takes this filter's block with it.
@@ -503,7 +508,11 @@ impl FilterDiff {
     pub fn first_messages(&self, ifindex: i32) -> impl Iterator<Item = (Msg, bool, String)> + '_ {
         self.first.iter().map(move |r| {
             let what = if r.handle == 0 {
-                format!("delete filter prio {} on {} (to re-create it)", r.prio, filter_parent_str(Handle::from_tc(r.parent)))
+                format!(
+                    "delete filter prio {} on {} (to re-create it)",
+                    r.prio,
+                    filter_parent_str(Handle::from_tc(r.parent))
+                )
             } else {
                 format!("delete {} (to re-create it)", r.label())
             };

@@ -4,16 +4,17 @@
 //!
 //! [`Plan::new`] reads the model once: it picks the device, converts every model handle to the
 //! kernel's 32-bit `major:minor` through one function (`kernel_handle`), refuses by name what the
-//! encoder cannot send (ingress/clsact, ATM link layer, tbf overhead/mpu, HTB offload, minors the
-//! kernel cannot hold), resolves the bursts the configuration left out,
+//! encoder cannot send (what a registry kind's `encode` refuses, such as HTB's `textbook`; an HTB
+//! class's ATM link layer; minors the kernel cannot hold), resolves the bursts the configuration
+//! left out,
 //! and orders the objects so that every parent exists before its children (a qdisc, then its
 //! classes, then the qdiscs attached to them, level by level). [`apply`], [`Plan::tc_commands`]
 //! and [`Plan::compare`] all work from that plan.
 //!
-//! HTB, TBF, netem, RED, pfifo and bfifo are encoded with their options, HTB and DRR classes with
-//! theirs (DRR qdiscs have none); other qdisc kinds are sent by kind alone (the kernel's defaults
-//! apply, and a kernel that lacks the kind refuses it by name). `Plan::compare` checks HTB classes
-//! only.
+//! Registry kinds (`sluice_model::kinds`) are encoded by their own `encode`, as tc 6.1 sends them;
+//! netem, CAKE, RED, HFSC and ETS here with their options, HTB, DRR and HFSC classes with theirs;
+//! other qdisc kinds are sent by kind alone (the kernel's defaults apply, and a kernel that lacks
+//! the kind refuses it by name). `Plan::compare` checks HTB classes and a few qdisc values.
 //! Filters are encoded by [`crate::filters`] and sent after every qdisc and class, in the model's
 //! order (u32 hash tables before the keys that link to them).
 //!
@@ -37,6 +38,8 @@ use crate::Error;
 use sluice_core::units::{format_rate, format_size};
 use sluice_core::Rate;
 use sluice_model::nlattr::Attrs;
+use sluice_model::print::{classid_str, filter_parent_arg, qdisc_parent_arg, tc_handle_str};
+use sluice_model::tcmath::{xmittime, RateSpec, TICK_IN_USEC};
 use sluice_tc::burst::{kernel_burst, BurstPolicy};
 use sluice_tc::export::{filter_args, qdisc_args};
 use sluice_tc::model::{
@@ -44,8 +47,6 @@ use sluice_tc::model::{
     RedOpts, State, H_INGRESS,
 };
 use sluice_tc::tc::args::proto_name;
-use sluice_model::print::{classid_str, filter_parent_arg, qdisc_parent_arg, tc_handle_str};
-use sluice_model::tcmath::{xmittime, RateSpec, TICK_IN_USEC};
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 
@@ -1027,7 +1028,12 @@ pub fn apply(plan: &Plan<'_>) -> Result<ApplyReport, Error> {
                 let what = if q.parent == netlink::TC_H_ROOT {
                     format!("qdisc {} {}", q.kind(), tc_handle_str(q.handle))
                 } else {
-                    format!("qdisc {} {} {}", q.kind(), tc_handle_str(q.handle), qdisc_parent_arg(ModelHandle::from_tc(q.parent)))
+                    format!(
+                        "qdisc {} {} {}",
+                        q.kind(),
+                        tc_handle_str(q.handle),
+                        qdisc_parent_arg(ModelHandle::from_tc(q.parent))
+                    )
                 };
                 // A qdisc hangs from a class, or from an implicit class of a refused qdisc.
                 let parents = [ObjectId::Class(q.parent), ObjectId::Qdisc(qdisc_of(q.parent))];
@@ -1310,8 +1316,12 @@ pub fn read_back(dev: &str) -> Result<Vec<KObject>, Error> {
 pub fn format_objects(objs: &[KObject]) -> Vec<String> {
     objs.iter()
         .map(|k| {
-            let mut s =
-                format!("{} {} {}", if k.is_qdisc { "qdisc" } else { "class" }, k.kind, tc_handle_str(k.handle));
+            let mut s = format!(
+                "{} {} {}",
+                if k.is_qdisc { "qdisc" } else { "class" },
+                k.kind,
+                tc_handle_str(k.handle)
+            );
             if let Some(r) = k.rate {
                 s += &format!(" rate {}", format_rate(r));
             }

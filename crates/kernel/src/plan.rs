@@ -32,7 +32,7 @@
 
 use crate::fdiff::{self, FilterDiff, RawFilter};
 use crate::kernel::{
-    class_msg, drr_class_msg, hfsc_class_msg, qdisc_msg, burst_ticks, DrrClassPlan, HfscClassPlan, Plan,
+    burst_ticks, class_msg, drr_class_msg, hfsc_class_msg, qdisc_msg, DrrClassPlan, HfscClassPlan, Plan,
     PlannedQdisc, ResolvedClass,
 };
 use crate::netlink::{self, flags, rtm, tca, Msg, Netlink, TcMsg, TC_H_INGRESS, TC_H_ROOT};

@@ -16,7 +16,7 @@ pub mod kinds;
 pub mod model;
 pub mod nlattr;
 pub mod print;
-pub mod tcmath;
 mod serde_units;
+pub mod tcmath;
 
 pub use model::State;

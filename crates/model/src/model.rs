@@ -9,7 +9,6 @@
 //! times microseconds (tc's `TIME_UNITS`). `None` options mean "not given": the kernel default
 //! applies, and `change` keeps the previous value where the kernel does.
 
-use serde::{Deserialize, Serialize};
 pub use crate::kinds::clsact::ClsactOpts;
 pub use crate::kinds::drr::DrrOpts;
 pub use crate::kinds::fifo::FifoOpts;
@@ -17,6 +16,7 @@ pub use crate::kinds::htb::HtbOpts;
 pub use crate::kinds::ingress::IngressOpts;
 pub use crate::kinds::mq::MqOpts;
 pub use crate::kinds::tbf::TbfOpts;
+use serde::{Deserialize, Serialize};
 pub use sluice_core::Handle;
 use sluice_core::QdiscStats;
 

@@ -15,7 +15,8 @@ mod base_kinds {
 
     /// `o`'s tc words read back by the kind's parser.
     pub fn reparsed(o: &QdiscOpts) -> QdiscOpts {
-        let argv: Vec<String> = o.args().expect("a registry kind").split_whitespace().map(String::from).collect();
+        let argv: Vec<String> =
+            o.args().expect("a registry kind").split_whitespace().map(String::from).collect();
         let mut cur = Cur { argv: &argv, pos: 0, max_minor: Handle::TC_MAX_MINOR };
         QdiscOpts::parse_kind(o.kind(), &mut cur)
             .expect("a registry kind")
@@ -145,7 +146,14 @@ mod htb_props {
     use sluice_model::nlattr::Attrs;
 
     fn htb() -> impl Strategy<Value = HtbOpts> {
-        (1u32..=u32::MAX, 0u32..=0xFFFF, proptest::option::of(any::<u32>()), any::<bool>(), any::<bool>(), any::<u32>())
+        (
+            1u32..=u32::MAX,
+            0u32..=0xFFFF,
+            proptest::option::of(any::<u32>()),
+            any::<bool>(),
+            any::<bool>(),
+            any::<u32>(),
+        )
             .prop_map(|(r2q, default, direct_qlen, offload, textbook, debug)| HtbOpts {
                 r2q,
                 default,

@@ -218,7 +218,10 @@ mod tests {
         let kinds: Vec<&str> = st.devices[0].qdiscs.iter().map(|q| q.opts.kind()).collect();
         assert_eq!(kinds, ["drr", "clsact"]);
         let back = serde_json::to_string(&st).unwrap();
-        assert!(back.contains(r#""opts":{"kind":"drr"}"#) && back.contains(r#""opts":{"kind":"clsact"}"#), "{back}");
+        assert!(
+            back.contains(r#""opts":{"kind":"drr"}"#) && back.contains(r#""opts":{"kind":"clsact"}"#),
+            "{back}"
+        );
         assert_eq!(parse(&back).unwrap(), st);
         let ingress = text.replace("clsact", "ingress");
         assert_eq!(parse(&ingress).unwrap().devices[0].qdiscs[1].opts.kind(), "ingress");

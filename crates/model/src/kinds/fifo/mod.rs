@@ -147,7 +147,11 @@ macro_rules! fifo_kind {
             fn decode(options: Option<&[u8]>) -> Result<FifoOpts, DecodeError> {
                 decode::<$kind>(options)
             }
-            fn build(o: &FifoOpts, _q: &QdiscNode, cx: &mut BuildCx<'_>) -> Result<Box<dyn Qdisc>, BuildError> {
+            fn build(
+                o: &FifoOpts,
+                _q: &QdiscNode,
+                cx: &mut BuildCx<'_>,
+            ) -> Result<Box<dyn Qdisc>, BuildError> {
                 build::<$kind>(o, cx.dev)
             }
             fn label(o: &FifoOpts) -> Option<String> {

@@ -229,8 +229,9 @@ impl QdiscKind for Htb {
                     init = true;
                 }
                 attr::DIRECT_QLEN => {
-                    o.direct_qlen =
-                        Some(u32_of(p).ok_or_else(|| DecodeError::new("htb", "TCA_HTB_DIRECT_QLEN is short"))?)
+                    o.direct_qlen = Some(
+                        u32_of(p).ok_or_else(|| DecodeError::new("htb", "TCA_HTB_DIRECT_QLEN is short"))?,
+                    )
                 }
                 attr::OFFLOAD => o.offload = true,
                 _ => {}
@@ -289,7 +290,8 @@ fn build_textbook(h: &HtbOpts, q: &QdiscNode, cx: &mut BuildCx<'_>) -> Result<Bo
         let ClassOpts::Htb(x) = &c.opts else { continue };
         let quantum =
             x.quantum.unwrap_or_else(|| ((x.rate / 8) / h.r2q.max(1) as u64).clamp(1000, 200_000) as u32);
-        let cfg = FairClassConfig { rate: x.rate, ceil: x.ceil.max(x.rate), prio: x.prio.min(7) as u8, quantum };
+        let cfg =
+            FairClassConfig { rate: x.rate, ceil: x.ceil.max(x.rate), prio: x.prio.min(7) as u8, quantum };
         htb.add_class(c.classid, c.parent, cfg)?;
     }
     leaves_and_shape(q, h.default, &classes, cx, |id, leaf| {

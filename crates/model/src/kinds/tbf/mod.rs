@@ -112,7 +112,10 @@ impl QdiscKind for Tbf {
                 }
                 "mtu" | "minburst" => {
                     if o.mtu.is_some() {
-                        return Err(TcError::usage("tbf: duplicate \"mtu/minburst\" specification", Some(at)));
+                        return Err(TcError::usage(
+                            "tbf: duplicate \"mtu/minburst\" specification",
+                            Some(at),
+                        ));
                     }
                     o.mtu = Some(size_arg(cur, "mtu")?);
                 }
