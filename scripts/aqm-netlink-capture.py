@@ -18,6 +18,7 @@ CASES = [
     ([], "tc qdisc add dev v0 root handle 1: fq_codel limit 2000 flows 2048 quantum 1514 target 3ms "
          "interval 60ms memory_limit 16Mb ecn ce_threshold 2ms drop_batch 32"),
     ([], "tc qdisc add dev v0 root handle 2: fq_codel ce_threshold 4.5ms"),
+    ([], "tc qdisc add dev v0 root handle 3: fq_codel limit 0 flows 0 quantum 0 target 0 interval 0 drop_batch 8"),
     ([], "tc qdisc add dev v0 root codel"),
     ([], "tc qdisc add dev v0 root handle 1: codel limit 100 target 4ms interval 30ms ecn ce_threshold 1ms"),
     (HTB, "tc qdisc add dev v0 parent 1:10 handle 20: codel noecn target 10ms"),
@@ -31,6 +32,15 @@ CASES = [
     ([], "tc qdisc add dev v0 root handle 1: prio bands 4 priomap 3 2 2 2 1 2 0 0 1 1 1 1 1 1 1 1"),
     ([], "tc qdisc add dev v0 root handle 1: prio bands 2 priomap 1 1 1 1 1 1 0 0 1 1 1 1 1 1 1 1"),
     ([], "tc qdisc add dev v0 root pfifo_fast"),
+    # Zeros are tc's "not given" for codel's limit, target and interval (ce_threshold 0 is sent).
+    ([], "tc qdisc add dev v0 root handle 1: codel limit 0 target 0 interval 0 ce_threshold 0"),
+    # A lone `perturb 0` sends a struct of zeros; RED with its defaults; probability 1 is max_P 0.
+    ([], "tc qdisc add dev v0 root handle 1: sfq perturb 0"),
+    ([], "tc qdisc add dev v0 root handle 1: sfq quantum 2kb depth 32 redflowlimit 20000"),
+    ([], "tc qdisc add dev v0 root handle 1: sfq redflowlimit 60000 avpkt 500 burst 40 probability 1 ecn"),
+    ([], "tc qdisc add dev v0 root handle 1: prio multiqueue"),
+    ([], "tc qdisc add dev v0 root handle 1: prio bands 5 priomap 4 3 2 1 0 0 0 0 1 1 1 1 1 1 1 1 multiqueue"),
+    (HTB, "tc qdisc add dev v0 parent 1:10 handle 30: pfifo_fast"),
 ]
 
 OUT = os.path.join(HERE, "..", "crates", "kernel", "tests", "fixtures", "aqm-netlink.txt")

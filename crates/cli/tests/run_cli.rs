@@ -63,6 +63,26 @@ fn run_executes_loops_and_lists_stand_ins() {
     assert!(code <= 1 && out.contains("warning(s)"), "{out}");
 }
 
+/// A script that runs its tc calls in the background (`tc ... &` then `wait`): every call is
+/// applied (they take turns on the state file) and the summary counts every one (the call log's
+/// lines do not interleave). Before the lock, 4 of 50 classes were left and the summary said 49.
+#[test]
+fn backgrounded_calls_all_land_and_are_all_counted() {
+    let d = dir("background");
+    let mut script = String::from("#!/bin/bash\ntc qdisc add dev eth0 root handle 1: htb\n");
+    for i in 1..=50 {
+        script.push_str(&format!("tc class add dev eth0 parent 1: classid 1:{i} htb rate {i}mbit &\n"));
+    }
+    script.push_str("wait\n");
+    std::fs::write(d.join("bg.sh"), script).unwrap();
+    let (code, _, err) = sluice(&d, None, &["run", "--state", "st.json", "bg.sh"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("51 tc/ip command(s) applied by Sluice, 0 failed"), "{err}");
+    let (code, out, err) = sluice(&d, Some(&d.join("st.json")), &["tc", "class", "show", "dev", "eth0"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.lines().filter(|l| l.starts_with("class htb 1:")).count(), 50, "{out}");
+}
+
 #[test]
 fn empty_or_invalid_configs_are_errors_not_clean() {
     let d = dir("empty");

@@ -62,6 +62,50 @@ fn only_a_successful_change_writes_the_file() {
     let _ = std::fs::remove_dir_all(&d);
 }
 
+/// Two processes changing one state file at the same time, each adding 200 classes: every
+/// class is there afterwards (without the lock about a third were lost: each writer read the
+/// state, the other renamed its own over it, and the first then renamed its copy back).
+#[test]
+fn two_concurrent_writers_lose_nothing() {
+    let d = dir("writers");
+    let st = d.join("state.json");
+    assert_eq!(sluice(&st, "ip link add dev eth0 type dummy").0, 0);
+    assert_eq!(sluice(&st, "tc qdisc add dev eth0 root handle 1: htb").0, 0);
+    const N: u32 = 200;
+    let writer = |base: u32| {
+        let st = st.clone();
+        std::thread::spawn(move || {
+            let mut failed = Vec::new();
+            for i in 0..N {
+                let cmd = format!("tc class add dev eth0 parent 1: classid 1:{:x} htb rate 1mbit", base + i);
+                let (c, err) = sluice(&st, &cmd);
+                if c != 0 {
+                    failed.push(format!("{cmd}: exit {c}: {err}"));
+                }
+            }
+            failed
+        })
+    };
+    let (a, b) = (writer(0x100), writer(0x1000));
+    let failed: Vec<String> = a.join().unwrap().into_iter().chain(b.join().unwrap()).collect();
+    assert!(failed.is_empty(), "{failed:?}");
+    let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .env("SLUICE_STATE", &st)
+        .args(["tc", "class", "show", "dev", "eth0"])
+        .output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&out.stdout);
+    let lost: Vec<String> = (0..N)
+        .flat_map(|i| [0x100 + i, 0x1000 + i])
+        .map(|c| format!("class htb 1:{c:x} "))
+        .filter(|c| !shown.contains(c.as_str()))
+        .collect();
+    assert!(lost.is_empty(), "{} of {} classes lost: {lost:?}", lost.len(), 2 * N);
+    assert_eq!(shown.lines().count(), 2 * N as usize);
+    assert!(!d.join("state.json.lock").exists(), "the lock file is left behind");
+    let _ = std::fs::remove_dir_all(&d);
+}
+
 #[test]
 fn a_damaged_file_is_reported_and_never_replaced() {
     let d = dir("damaged");

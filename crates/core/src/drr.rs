@@ -20,7 +20,7 @@
 use crate::fifo::Fifo;
 use crate::handle::Handle;
 use crate::packet::Packet;
-use crate::qdisc::{ConfigError, DropReason, Dropped, Qdisc, QdiscStats};
+use crate::qdisc::{ClassView, ConfigError, DropReason, Dropped, Qdisc, QdiscStats};
 use crate::sched::FastMap;
 use crate::time::Time;
 use std::collections::VecDeque;
@@ -28,7 +28,8 @@ use std::collections::VecDeque;
 /// Counters of one DRR class as `tc -s class show` prints them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct DrrClassStats {
-    /// Bytes and packets sent by the class; drops, backlog and qlen of its child qdisc.
+    /// Bytes and packets sent by the class; drops, overlimits, requeues, backlog and qlen of
+    /// its child qdisc (`drr_dump_class_stats` copies the child's queue counters).
     pub stats: QdiscStats,
     /// Deficit in bytes (0 while the class is idle, as the kernel reports it).
     pub deficit: u32,
@@ -205,7 +206,7 @@ impl Drr {
                 bytes: c.bytes,
                 packets: c.packets,
                 drops: ch.drops + c.old_drops,
-                overlimits: 0,
+                overlimits: ch.overlimits,
                 requeues: ch.requeues,
                 backlog_bytes: ch.backlog_bytes,
                 qlen: ch.qlen,
@@ -257,10 +258,6 @@ impl Drr {
 }
 
 impl Qdisc for Drr {
-    fn as_any(&self) -> Option<&dyn std::any::Any> {
-        Some(self)
-    }
-
     fn kind(&self) -> &'static str {
         "drr"
     }
@@ -352,6 +349,13 @@ impl Qdisc for Drr {
             self.touched.pop();
         }
         None
+    }
+
+    fn for_each_class<'a>(&'a self, f: &mut dyn FnMut(ClassView<'a>)) {
+        for c in &self.classes {
+            let stats = self.class_stats(c.id).map(|s| s.stats);
+            f(ClassView { minor: c.id.minor(), stats, child: Some(c.child.as_ref()) });
+        }
     }
 
     fn requeue(&mut self, pkt: Packet, now: Time) -> Result<(), Dropped> {

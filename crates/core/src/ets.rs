@@ -23,7 +23,7 @@
 use crate::fifo::Fifo;
 use crate::packet::Packet;
 use crate::prio::{classify_band, TosMapping};
-use crate::qdisc::{ConfigError, Dropped, Qdisc, QdiscStats};
+use crate::qdisc::{ClassView, ConfigError, Dropped, Qdisc, QdiscStats};
 use crate::time::Time;
 use std::collections::VecDeque;
 
@@ -361,6 +361,15 @@ impl Qdisc for Ets {
             }
         }
         None
+    }
+
+    /// Class `major:b+1` of band `b`: its qdisc's counters, as `ets_class_dump_stats` copies
+    /// them (a qdisc grafted in place of another starts from zero, as in the kernel).
+    fn for_each_class<'a>(&'a self, f: &mut dyn FnMut(ClassView<'a>)) {
+        for (b, band) in self.bands.iter().enumerate() {
+            let q = band.child.as_ref();
+            f(ClassView { minor: b as u32 + 1, stats: Some(q.stats()), child: Some(q) });
+        }
     }
 
     fn requeue(&mut self, pkt: Packet, now: Time) -> Result<(), Dropped> {

@@ -34,7 +34,7 @@
 use crate::fifo::Fifo;
 use crate::handle::Handle;
 use crate::packet::Packet;
-use crate::qdisc::{ConfigError, Dropped, Qdisc, QdiscStats};
+use crate::qdisc::{ClassView, ConfigError, Dropped, Qdisc, QdiscStats};
 use crate::sched::FastMap;
 use crate::time::{Span, Time};
 
@@ -461,6 +461,34 @@ impl Qdisc for HtbFair {
             s.drops += l.child.stats().drops;
         }
         s
+    }
+
+    /// Every class: a leaf's own counters and its qdisc's queue; an inner class's `Sent` is its
+    /// descendants', as in HTB.
+    fn for_each_class<'a>(&'a self, f: &mut dyn FnMut(ClassView<'a>)) {
+        // Children come after their parents: sum the sent counters bottom up.
+        let mut sent: Vec<(u64, u64)> =
+            self.classes.iter().map(|c| c.leaf.as_ref().map_or((0, 0), |l| (l.bytes, l.packets))).collect();
+        for i in (0..self.classes.len()).rev() {
+            if let Some(p) = self.classes[i].parent {
+                sent[p].0 += sent[i].0;
+                sent[p].1 += sent[i].1;
+            }
+        }
+        for (&id, &i) in &self.by_id {
+            let leaf = self.classes[i].leaf.as_ref();
+            let q = leaf.map(|l| l.child.stats()).unwrap_or_default();
+            let stats = QdiscStats {
+                bytes: sent[i].0,
+                packets: sent[i].1,
+                drops: q.drops,
+                overlimits: 0,
+                requeues: 0,
+                backlog_bytes: q.backlog_bytes,
+                qlen: q.qlen,
+            };
+            f(ClassView { minor: id.minor(), stats: Some(stats), child: leaf.map(|l| l.child.as_ref()) });
+        }
     }
 
     fn take_dropped(&mut self) -> Option<Dropped> {

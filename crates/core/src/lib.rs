@@ -43,7 +43,7 @@ pub mod units;
 pub use flow_keys::{FlowKeys, HeaderKeys};
 pub use handle::Handle;
 pub use packet::{Ecn, NatOrig, Packet};
-pub use qdisc::{ConfigError, DropReason, Dropped, Qdisc, QdiscStats};
+pub use qdisc::{ClassView, ConfigError, DropReason, Dropped, Qdisc, QdiscStats};
 pub use rate::{LinkLayer, Rate, TokenBucket, WireSpec};
 pub use tcp_info::TcpInfo;
 pub use time::{Span, Time};

@@ -23,7 +23,7 @@
 use crate::fifo::{Fifo, DEFAULT_TXQUEUELEN};
 use crate::handle::Handle;
 use crate::packet::Packet;
-use crate::qdisc::{ConfigError, DropReason, Dropped, Qdisc, QdiscStats};
+use crate::qdisc::{ClassView, ConfigError, DropReason, Dropped, Qdisc, QdiscStats};
 use crate::time::Time;
 use std::collections::VecDeque;
 
@@ -343,6 +343,13 @@ impl Qdisc for Prio {
 
     fn take_dropped(&mut self) -> Option<Dropped> {
         self.bands.iter_mut().find_map(|b| b.take_dropped())
+    }
+
+    /// Class `major:b+1` of band `b`: its qdisc's counters, as `prio_dump_class_stats` copies them.
+    fn for_each_class<'a>(&'a self, f: &mut dyn FnMut(ClassView<'a>)) {
+        for (b, q) in self.bands.iter().enumerate() {
+            f(ClassView { minor: b as u32 + 1, stats: Some(q.stats()), child: Some(q.as_ref()) });
+        }
     }
 
     fn requeue(&mut self, pkt: Packet, now: Time) -> Result<(), Dropped> {

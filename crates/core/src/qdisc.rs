@@ -132,6 +132,31 @@ impl QdiscStats {
     }
 }
 
+/// One class of a classful qdisc, as [`Qdisc::for_each_class`] reports it: what the kernel's
+/// class walk and class dump give `tc -s class show`.
+#[derive(Clone, Copy)]
+pub struct ClassView<'a> {
+    /// The class's minor. Its classid is `major:minor` with the major of the qdisc that reports
+    /// it (the qdisc may not know its own handle); HFSC's root class is minor 0.
+    pub minor: u32,
+    /// Its counters as the kernel dumps them, or `None` where the kernel dumps none (the one
+    /// class of TBF, RED and netem has no `dump_stats`).
+    pub stats: Option<QdiscStats>,
+    /// The qdisc attached to the class, if it is a leaf that has one as an object (not HTB's
+    /// built-in pfifo).
+    pub child: Option<&'a dyn Qdisc>,
+}
+
+impl fmt::Debug for ClassView<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ClassView")
+            .field("minor", &self.minor)
+            .field("stats", &self.stats)
+            .field("child", &self.child.map(|c| c.kind()))
+            .finish()
+    }
+}
+
 /// A queueing discipline. See the [module docs](self) for the calling order.
 pub trait Qdisc: Send {
     /// The tc kind name ("pfifo", "htb", "fq_codel", ...).
@@ -172,8 +197,17 @@ pub trait Qdisc: Send {
         self.stats().backlog_bytes
     }
 
-    /// The qdisc itself, for a caller that reads a kind's own parts (its classes and child
-    /// qdiscs, e.g. to report `tc -s` counters per class). Classful kinds return `Some`.
+    /// Calls `f` for each class, in no particular order: its counters and the qdisc attached to
+    /// it, so that a caller can walk a whole tree (`tc -s class show`, `tc -s qdisc show` of
+    /// every child) without knowing the kinds. Classless qdiscs (the default) have none; so have
+    /// pfifo_fast (its bands are no classes in the kernel) and CAKE (whose "classes" are its
+    /// flows, listed by the kernel only while they hold packets).
+    fn for_each_class<'a>(&'a self, f: &mut dyn FnMut(ClassView<'a>)) {
+        let _ = f;
+    }
+
+    /// The qdisc itself, for a caller that reads a kind's own parts beyond what the trait
+    /// offers (an HTB class's mode). Kinds that allow it return `Some`.
     fn as_any(&self) -> Option<&dyn std::any::Any> {
         None
     }

@@ -23,7 +23,7 @@
 
 use crate::fifo::Fifo;
 use crate::packet::Packet;
-use crate::qdisc::{ConfigError, DropReason, Dropped, Qdisc, QdiscStats};
+use crate::qdisc::{ClassView, ConfigError, DropReason, Dropped, Qdisc, QdiscStats};
 use crate::time::{Span, Time};
 
 /// Size of the idle-time damping table.
@@ -334,10 +334,6 @@ impl Red {
 }
 
 impl Qdisc for Red {
-    fn as_any(&self) -> Option<&dyn std::any::Any> {
-        Some(self)
-    }
-
     fn kind(&self) -> &'static str {
         "red"
     }
@@ -429,6 +425,11 @@ impl Qdisc for Red {
 
     fn take_dropped(&mut self) -> Option<Dropped> {
         self.child.take_dropped()
+    }
+
+    /// Class `major:1`, which holds the child; the kernel dumps no counters for it.
+    fn for_each_class<'a>(&'a self, f: &mut dyn FnMut(ClassView<'a>)) {
+        f(ClassView { minor: 1, stats: None, child: Some(self.child.as_ref()) });
     }
 
     fn requeue(&mut self, pkt: Packet, now: Time) -> Result<(), Dropped> {

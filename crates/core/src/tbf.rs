@@ -15,14 +15,15 @@
 //! - the child qdisc defaults to `bfifo` of `limit` bytes; `limit` can be given directly or as
 //!   `latency` (`limit = rate·latency + burst`, the smaller of that and
 //!   `peakrate·latency + mtu`, as tc computes it);
-//! - `overlimits` counts every dequeue attempt that found the head packet throttled.
+//! - `overlimits` counts every dequeue attempt that found the head packet throttled, a parent's
+//!   `peek` included (the kernel's peek of TBF is `qdisc_peek_dequeued`, a dequeue attempt).
 //!
 //! Differences: tokens are exact (bit·ns integers, no `mult`/`shift` truncation), and
 //! `peakrate > rate` is checked in bit/s rather than in the kernel's truncated bytes/s.
 
 use crate::fifo::Fifo;
 use crate::packet::Packet;
-use crate::qdisc::{ConfigError, DropReason, Dropped, Qdisc, QdiscStats};
+use crate::qdisc::{ClassView, ConfigError, DropReason, Dropped, Qdisc, QdiscStats};
 use crate::rate::{Rate, TokenBucket, WireSpec};
 use crate::time::{Span, Time};
 use std::collections::VecDeque;
@@ -347,10 +348,6 @@ impl Tbf {
 }
 
 impl Qdisc for Tbf {
-    fn as_any(&self) -> Option<&dyn std::any::Any> {
-        Some(self)
-    }
-
     fn kind(&self) -> &'static str {
         "tbf"
     }
@@ -411,6 +408,7 @@ impl Qdisc for Tbf {
         if ok {
             self.child.q().peek(now)
         } else {
+            self.stats.overlimits += 1;
             None
         }
     }
@@ -454,6 +452,11 @@ impl Qdisc for Tbf {
 
     fn take_dropped(&mut self) -> Option<Dropped> {
         self.dropped.pop_front().or_else(|| self.child.q().take_dropped())
+    }
+
+    /// Class `major:1`, which holds the child; the kernel dumps no counters for it.
+    fn for_each_class<'a>(&'a self, f: &mut dyn FnMut(ClassView<'a>)) {
+        f(ClassView { minor: 1, stats: None, child: Some(self.child.r()) });
     }
 
     fn requeue(&mut self, pkt: Packet, now: Time) -> Result<(), Dropped> {

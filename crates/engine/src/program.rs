@@ -105,7 +105,7 @@ impl Program {
                 QdiscNode {
                     handle: sluice_core::Handle::new(0xFFFE, 0),
                     parent: H_ROOT,
-                    opts: QdiscOpts::PfifoFast,
+                    opts: QdiscOpts::PfifoFast(Default::default()),
                     stab: None,
                     stats: Default::default(),
                 },

@@ -11,10 +11,9 @@
 //! classes, then the qdiscs attached to them, level by level). [`apply`], [`Plan::tc_commands`]
 //! and [`Plan::compare`] all work from that plan.
 //!
-//! Registry kinds (`sluice_model::kinds`) are encoded by their own `encode`, as tc 6.1 sends them;
-//! netem, CAKE, RED, HFSC and ETS here with their options, HTB, DRR and HFSC classes with theirs;
-//! other qdisc kinds are sent by kind alone (the kernel's defaults apply, and a kernel that lacks
-//! the kind refuses it by name). `Plan::compare` checks HTB classes and a few qdisc values.
+//! Every qdisc kind is a registry kind (`sluice_model::kinds`), encoded by its own `encode`, byte
+//! for byte as tc 6.1 sends it; HTB, DRR and HFSC classes are encoded here with their options.
+//! `Plan::compare` checks HTB classes and a few qdisc values.
 //! Filters are encoded by [`crate::filters`] and sent after every qdisc and class, in the model's
 //! order (u32 hash tables before the keys that link to them).
 //!
@@ -41,10 +40,9 @@ use sluice_model::nlattr::Attrs;
 use sluice_model::print::{classid_str, filter_parent_arg, qdisc_parent_arg, tc_handle_str};
 use sluice_model::tcmath::{xmittime, RateSpec, TICK_IN_USEC};
 use sluice_tc::burst::{kernel_burst, BurstPolicy};
-use sluice_tc::export::{filter_args, qdisc_args};
+use sluice_tc::export::filter_args;
 use sluice_tc::model::{
-    ClassOpts, Device, FilterNode, HtbClassOpts, LinkLayer, NetemLoss, NetemOpts, QdiscNode, QdiscOpts,
-    RedOpts, State, H_INGRESS,
+    ClassOpts, Device, FilterNode, HtbClassOpts, LinkLayer, QdiscNode, QdiscOpts, State, H_INGRESS,
 };
 use sluice_tc::tc::args::proto_name;
 use std::collections::{HashMap, HashSet};
@@ -98,21 +96,6 @@ impl PlannedQdisc<'_> {
     /// The tc kind.
     pub fn kind(&self) -> &'static str {
         self.node.opts.kind()
-    }
-
-    /// Options of a kind the encoder sends by name only, as tc would write them (empty otherwise).
-    pub fn unencoded_options(&self) -> String {
-        if self.node.opts.args().is_some() {
-            return String::new(); // a registry kind: every option is encoded
-        }
-        match &self.node.opts {
-            QdiscOpts::Netem(_)
-            | QdiscOpts::Cake(_)
-            | QdiscOpts::Red(_)
-            | QdiscOpts::Hfsc(_)
-            | QdiscOpts::Ets(_) => String::new(),
-            other => qdisc_args(other).trim().to_string(),
-        }
     }
 }
 
@@ -700,13 +683,7 @@ fn qdisc_command(dev: &str, q: &PlannedQdisc<'_>) -> String {
         tc_handle_str(q.handle),
         q.kind()
     );
-    if let Some(args) = q.node.opts.args() {
-        return s + &args;
-    }
-    let opts = q.unencoded_options();
-    if !opts.is_empty() {
-        s += &format!("   # not encoded, the kernel's defaults apply: {opts}");
-    }
+    s += &q.node.opts.args().unwrap_or_default();
     s
 }
 
@@ -743,68 +720,13 @@ pub fn qdisc_msg(ifindex: i32, q: &PlannedQdisc<'_>, replace: bool) -> Msg {
     let fl = flags::REQUEST | flags::ACK | flags::CREATE | if replace { flags::REPLACE } else { flags::EXCL };
     let mut m = Msg::tc(rtm::NEWQDISC, fl, TcMsg { ifindex, handle: q.handle, parent: q.parent, info: 0 });
     m.attr_str(tca::KIND, q.kind());
-    // Plan::new refused what a registry kind cannot encode.
-    if let Some(Ok(())) = q.node.opts.encode(m.attrs()) {
-        return m;
-    }
-    match &q.node.opts {
-        QdiscOpts::Netem(n) => netem_options(&mut m, n),
-        QdiscOpts::Cake(c) => {
-            m.begin_nest(tca::OPTIONS);
-            for (ty, payload) in sluice_tc::tc::cake::netlink_attrs(c) {
-                m.attr(ty, &payload);
-            }
-            m.end_nest();
-        }
-        QdiscOpts::Red(r) => red_options(&mut m, r),
-        // `struct tc_hfsc_qopt`: the default class minor.
-        QdiscOpts::Hfsc(h) => {
-            m.attr(tca::OPTIONS, &h.default.to_ne_bytes());
-        }
-        QdiscOpts::Ets(e) => {
-            let nested = tca::OPTIONS | sluice_tc::tc::ets::attr::NESTED;
-            m.attr(nested, &sluice_tc::tc::ets::netlink_options(e));
-        }
-        // Sent by kind alone: the kernel's defaults apply (see `PlannedQdisc::unencoded_options`).
-        _ => {}
-    }
+    // Every kind is a registry kind; Plan::new refused what one cannot encode.
+    let _ = q.node.opts.encode(m.attrs());
     m
 }
 
 /// `TCA_DRR_QUANTUM` (`linux/pkt_sched.h`).
 const TCA_DRR_QUANTUM: u16 = 1;
-
-/// `TCA_RED_*` (`linux/pkt_sched.h`).
-mod red_attr {
-    pub const PARMS: u16 = 1;
-    pub const STAB: u16 = 2;
-    pub const MAX_P: u16 = 3;
-    pub const FLAGS: u16 = 4;
-    /// `TC_RED_ECN | TC_RED_HARDDROP | TC_RED_ADAPTATIVE | TC_RED_NODROP`: the selector tc sends.
-    pub const SUPPORTED_FLAGS: u32 = 0x0F;
-}
-
-/// RED's `TCA_OPTIONS` as tc 6.1 writes it: `struct tc_red_qopt` with the flags left 0, the
-/// 256-byte idle table, `max_P`, and the flags as a bitfield.
-fn red_options(m: &mut Msg, r: &RedOpts) {
-    let mut qopt = Vec::with_capacity(16);
-    for v in [r.limit, r.min, r.max] {
-        qopt.extend_from_slice(&v.to_ne_bytes());
-    }
-    qopt.extend_from_slice(&[r.wlog, r.plog, r.scell_log, 0]);
-    let flags = [(r.ecn, 1u32), (r.harddrop, 2), (r.adaptive, 4), (r.nodrop, 8)]
-        .iter()
-        .filter(|(on, _)| *on)
-        .fold(0, |f, (_, bit)| f | bit);
-    let mut bitfield = flags.to_ne_bytes().to_vec();
-    bitfield.extend_from_slice(&red_attr::SUPPORTED_FLAGS.to_ne_bytes());
-    m.begin_nest(tca::OPTIONS);
-    m.attr(red_attr::PARMS, &qopt);
-    m.attr(red_attr::STAB, &sluice_tc::tc::red::stab(r));
-    m.attr(red_attr::MAX_P, &r.max_p.to_ne_bytes());
-    m.attr(red_attr::FLAGS, &bitfield);
-    m.end_nest();
-}
 
 /// The netlink request that creates DRR class `c` on `ifindex` (`TCA_OPTIONS` always present,
 /// `TCA_DRR_QUANTUM` only when given, as tc sends them).
@@ -850,85 +772,6 @@ pub fn ets_class_change_msg(ifindex: i32, classid: u32, parent: u32, quantum: Op
     let nested = tca::OPTIONS | sluice_tc::tc::ets::attr::NESTED;
     m.attr(nested, &sluice_tc::tc::ets::class_netlink_options(quantum));
     m
-}
-
-/// `TCA_NETEM_*` (`linux/pkt_sched.h`).
-mod netem_attr {
-    pub const CORR: u16 = 1;
-    pub const DELAY_DIST: u16 = 2;
-    pub const REORDER: u16 = 3;
-    pub const CORRUPT: u16 = 4;
-    pub const LOSS: u16 = 5;
-    pub const RATE: u16 = 6;
-    pub const ECN: u16 = 7;
-    pub const RATE64: u16 = 8;
-    pub const SLOT: u16 = 12;
-    pub const SLOT_DIST: u16 = 13;
-    pub const LOSS_GI: u16 = 1;
-    pub const LOSS_GE: u16 = 2;
-    pub const NLA_F_NESTED: u16 = 0x8000;
-}
-
-/// netem's `TCA_OPTIONS` as tc 6.1 writes it: `struct tc_netem_qopt` (times in scheduler
-/// ticks), then the attributes in tc's order, each only when tc would send it.
-fn netem_options(m: &mut Msg, n: &NetemOpts) {
-    use netem_attr as a;
-    let words = |v: &[u32]| v.iter().flat_map(|x| x.to_ne_bytes()).collect::<Vec<u8>>();
-    let ticks = |ns: u64| (ns >> 6).min(u32::MAX as u64) as u32;
-    m.begin_nest(tca::OPTIONS);
-    m.raw(&words(&[ticks(n.latency), n.limit, n.loss, n.gap, n.duplicate, ticks(n.jitter)]));
-    if let Some(c) = n.corr {
-        m.attr(a::CORR, &words(&[c.delay, c.loss, c.duplicate]));
-    }
-    if let Some(r) = n.reorder {
-        m.attr(a::REORDER, &words(&[r.probability, r.correlation]));
-    }
-    if n.ecn {
-        m.attr(a::ECN, &1u32.to_ne_bytes());
-    }
-    if let Some(c) = n.corrupt {
-        m.attr(a::CORRUPT, &words(&[c.probability, c.correlation]));
-    }
-    if let Some(s) = n.slot {
-        let mut b = Vec::with_capacity(40);
-        b.extend_from_slice(&s.min_delay.to_ne_bytes());
-        b.extend_from_slice(&s.max_delay.to_ne_bytes());
-        b.extend_from_slice(&s.max_packets.to_ne_bytes());
-        b.extend_from_slice(&s.max_bytes.to_ne_bytes());
-        b.extend_from_slice(&s.dist_delay.to_ne_bytes());
-        b.extend_from_slice(&s.dist_jitter.to_ne_bytes());
-        m.attr(a::SLOT, &b);
-    }
-    if let Some(l) = n.loss_model {
-        m.begin_nest(a::LOSS | a::NLA_F_NESTED);
-        match l {
-            NetemLoss::State { p13, p31, p32, p23, p14 } => {
-                m.attr(a::LOSS_GI, &words(&[p13, p31, p32, p14, p23]))
-            }
-            NetemLoss::Gemodel { p, r, h, k1 } => m.attr(a::LOSS_GE, &words(&[p, r, h, k1])),
-        };
-        m.end_nest();
-    }
-    if let Some(r) = n.rate {
-        let rate32 = if r.bytes_per_sec >= 1 << 32 {
-            m.attr(a::RATE64, &r.bytes_per_sec.to_ne_bytes());
-            u32::MAX
-        } else {
-            r.bytes_per_sec as u32
-        };
-        let mut b = words(&[rate32]);
-        b.extend_from_slice(&r.packet_overhead.to_ne_bytes());
-        b.extend_from_slice(&r.cell_size.to_ne_bytes());
-        b.extend_from_slice(&r.cell_overhead.to_ne_bytes());
-        m.attr(a::RATE, &b);
-    }
-    for (ty, d) in [(a::DELAY_DIST, &n.distribution), (a::SLOT_DIST, &n.slot_distribution)] {
-        if let Some(d) = d {
-            let t = sluice_tc::tc::netem::dist_table(d);
-            m.attr(ty, &t.iter().flat_map(|v| v.to_ne_bytes()).collect::<Vec<u8>>());
-        }
-    }
-    m.end_nest();
 }
 
 /// The netlink request that creates HTB class `c` on `ifindex`.
@@ -978,8 +821,6 @@ pub struct ApplyReport {
     /// Objects not installed: refused by the kernel (with its error), or not sent because their
     /// parent was refused.
     pub refused: Vec<Finding>,
-    /// Notes (options left to the kernel's defaults).
-    pub notes: Vec<String>,
     /// The kernel's warnings on objects it accepted (extended-ack messages), each after the
     /// object it names.
     pub warnings: Vec<String>,
@@ -1007,7 +848,7 @@ impl ApplyReport {
 pub fn apply(plan: &Plan<'_>) -> Result<ApplyReport, Error> {
     let mut nl = Netlink::open()?;
     let ifindex = nl.ifindex(&plan.ifname)?;
-    let mut rep = ApplyReport { applied: vec![], refused: vec![], notes: vec![], warnings: vec![] };
+    let mut rep = ApplyReport { applied: vec![], refused: vec![], warnings: vec![] };
     let mut refused: HashSet<ObjectId> = HashSet::new();
     clear_root(&mut nl, ifindex)?;
     if plan.qdiscs().any(|q| q.parent == netlink::TC_H_INGRESS) {
@@ -1018,13 +859,6 @@ pub fn apply(plan: &Plan<'_>) -> Result<ApplyReport, Error> {
     for step in &plan.steps {
         let (object, what, mut msg, parents) = match step {
             Step::Qdisc(q) => {
-                let opts = q.unencoded_options();
-                if !opts.is_empty() {
-                    rep.notes.push(format!(
-                        "{} options `{opts}` are not encoded; kernel defaults apply if it accepts the kind",
-                        q.kind()
-                    ));
-                }
                 let what = if q.parent == netlink::TC_H_ROOT {
                     format!("qdisc {} {}", q.kind(), tc_handle_str(q.handle))
                 } else {
@@ -1536,13 +1370,12 @@ mod tests {
         assert_eq!(cmds[3], "tc class replace dev eth0 parent 1: classid 1:2 drr quantum 3000");
         let many: Vec<String> = (0..8).map(|i| format!("class 1:{i}")).collect();
         assert_eq!(first_few(&many), "class 1:0, class 1:1, class 1:2, class 1:3, class 1:4 and 3 more");
-        // A kind with options the encoder does not send is sent by name, with the options shown.
+        // A registry kind is sent with its options, and the dry run prints them.
         let st = state("tc qdisc add dev $DEV root handle 1: sfq perturb 10\n");
         let plan = Plan::new(&st, "eth0", BurstPolicy::Sluice).unwrap();
         let q = plan.qdiscs().next().unwrap();
-        assert!(q.unencoded_options().contains("perturb 10"), "{}", q.unencoded_options());
-        assert!(plan.tc_commands()[1].contains("# not encoded"), "{:?}", plan.tc_commands());
-        assert_eq!(qdisc_msg(1, q, true).bytes().len(), 36 + 8, "kind only");
+        assert_eq!(plan.tc_commands()[1], "tc qdisc replace dev eth0 root handle 1: sfq perturb 10");
+        assert_eq!(qdisc_msg(1, q, true).bytes().len(), 36 + 8 + 76, "kind and tc_sfq_qopt_v1");
     }
 
     #[test]

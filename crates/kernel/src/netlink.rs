@@ -55,7 +55,6 @@ const NLM_F_ACK_TLVS: u16 = 0x200;
 /// `NLMSGERR_ATTR_MSG`: the kernel's human-readable message.
 const NLMSGERR_ATTR_MSG: u16 = 1;
 const NLMSG_DONE: u16 = 3;
-const NLA_TYPE_MASK: u16 = !(1 << 15 | 1 << 14);
 
 /// `TCA_*` attribute types of a tcmsg (linux/rtnetlink.h).
 pub mod tca {
@@ -204,22 +203,10 @@ pub struct Attr<'a> {
     pub data: &'a [u8],
 }
 
-/// Iterate over the attributes in `buf`; stops quietly at the first malformed one.
+/// Iterate over the attributes in `buf`; stops quietly at the first malformed one (the one
+/// reader, [`sluice_model::nlattr::attrs`]).
 pub fn attrs(buf: &[u8]) -> impl Iterator<Item = Attr<'_>> {
-    let mut off = 0usize;
-    std::iter::from_fn(move || {
-        if off + 4 > buf.len() {
-            return None;
-        }
-        let len = u16::from_ne_bytes([buf[off], buf[off + 1]]) as usize;
-        let ty = u16::from_ne_bytes([buf[off + 2], buf[off + 3]]) & NLA_TYPE_MASK;
-        if len < 4 || off + len > buf.len() {
-            return None;
-        }
-        let a = Attr { ty, data: &buf[off + 4..off + len] };
-        off += (len + 3) & !3;
-        Some(a)
-    })
+    sluice_model::nlattr::attrs(buf).map(|(ty, data)| Attr { ty, data })
 }
 
 /// Find attribute `ty` in `buf`.

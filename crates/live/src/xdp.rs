@@ -13,9 +13,11 @@
 //! - **Transmit:** frames are copied into free TX chunks (the upper half of queue 0's UMEM),
 //!   their descriptors committed to the TX ring one batch at a time, and the kernel is kicked
 //!   (`sendto`) only when it asks to be (`XDP_USE_NEED_WAKEUP`). Completed chunks are reaped
-//!   from the completion ring before each batch. A frame that arrived elsewhere as a GSO
-//!   super-packet (an AF_PACKET port on the other side) is cut into wire segments here, and a
-//!   partial checksum is completed: AF_XDP has no offload metadata, so nothing leaves unfilled.
+//!   from the completion ring before each batch. Descriptors the ring does not take stay queued,
+//!   in order, and go first next time (`TxChunks`: every chunk is free, queued or in flight). A
+//!   frame that arrived elsewhere as a GSO super-packet (an AF_PACKET port on the other side) is
+//!   cut into wire segments here, and a partial checksum is completed: AF_XDP has no offload
+//!   metadata, so nothing leaves unfilled.
 //! - **Zero-copy** (`XDP_ZEROCOPY`, driver mode) is asked for first where the driver may grant
 //!   it; a refusal falls back to copy mode (`XDP_COPY`), and a driver without native XDP to the
 //!   generic (skb) mode. The mode in use is reported ([`XdpPort::describe`]).
@@ -161,8 +163,8 @@ struct Queue {
     _sock: Socket,
     _umem: Umem,
     area: Area,
-    /// TX chunks not in flight.
-    free_tx: Vec<u64>,
+    /// Where each TX chunk is: free, written but not yet on the ring, or in flight.
+    txc: TxChunks,
     /// Statistics at the last [`XdpPort::take_stats`].
     seen_drops: u64,
 }
@@ -209,7 +211,7 @@ impl Queue {
             _sock: sock,
             _umem: umem,
             area,
-            free_tx: (LAYOUT.rx_chunks()..LAYOUT.chunks).map(|i| LAYOUT.addr(i)).collect(),
+            txc: TxChunks::new((LAYOUT.rx_chunks()..LAYOUT.chunks).map(|i| LAYOUT.addr(i))),
             seen_drops: 0,
         };
         // Lend every receive chunk to the kernel.
@@ -224,29 +226,29 @@ impl Queue {
         self.user.as_raw_fd()
     }
 
-    /// Takes completed TX chunks back.
-    fn reap(&mut self) {
-        let mut c = self.fq.complete(RING);
-        while let Some(a) = c.read() {
-            self.free_tx.push(LAYOUT.base(a));
-        }
-        c.release();
+    /// The kernel's side of the transmit path: the TX and completion rings.
+    fn rings(&mut self) -> (&mut TxChunks, KernelRings<'_>) {
+        (&mut self.txc, KernelRings { tx: &mut self.tx, fq: &mut self.fq })
     }
 
-    /// Submits `descs` (fits: at most as many descriptors are in flight as TX chunks exist, and
-    /// the ring has that many entries) and kicks the kernel while it asks for it. Copy mode
-    /// sends a bounded number per kick, so it is kicked until the ring is empty (bounded tries).
+    /// Takes completed TX chunks back.
+    fn reap(&mut self) {
+        let (txc, mut k) = self.rings();
+        txc.reap(&mut k);
+    }
+
+    /// Queues `descs` behind the descriptors the ring has not taken yet, puts as many as it has
+    /// room for on it, oldest first, and kicks the kernel while it asks for it. What the ring
+    /// does not take stays queued (its chunks are neither free nor lost) and goes first at the
+    /// next call. Copy mode sends a bounded number per kick, so it is kicked until the ring is
+    /// empty (bounded tries).
     fn submit(&mut self, descs: &[XdpDesc]) {
-        if descs.is_empty() {
-            return;
-        }
-        let mut w = self.tx.transmit(descs.len() as u32);
-        let n = w.insert(descs.iter().copied());
-        w.commit();
-        drop(w);
-        debug_assert_eq!(n as usize, descs.len());
-        for _ in 0..(descs.len() / 16 + 2) {
-            if !self.tx.needs_wakeup() {
+        self.txc.queue(descs);
+        let (txc, mut k) = self.rings();
+        let offered = txc.unsent.len();
+        txc.flush(&mut k);
+        for _ in 0..(offered / 16 + 2) {
+            if offered == 0 || !self.tx.needs_wakeup() {
                 break;
             }
             self.tx.wake();
@@ -254,6 +256,112 @@ impl Queue {
                 break;
             }
         }
+    }
+}
+
+/// The TX and completion rings of one socket, as [`TxChunks`] uses them.
+struct KernelRings<'a> {
+    tx: &'a mut RingTx,
+    fq: &'a mut DeviceQueue,
+}
+
+impl TxRing for KernelRings<'_> {
+    fn offer(&mut self, descs: &[XdpDesc]) -> usize {
+        // A reservation is bounded by the ring's cached view of the kernel's consumer head, and
+        // `xdpilone` refreshes that view only when it shows no room at all: a stale view takes
+        // fewer descriptors than there is room for. Reserve again until the ring is really full.
+        let mut done = 0;
+        while done < descs.len() {
+            let mut w = self.tx.transmit((descs.len() - done) as u32);
+            let n = w.insert(descs[done..].iter().copied()) as usize;
+            w.commit();
+            drop(w);
+            if n == 0 {
+                break;
+            }
+            done += n;
+        }
+        done
+    }
+
+    fn complete(&mut self, out: &mut Vec<u64>) {
+        let mut c = self.fq.complete(RING);
+        while let Some(a) = c.read() {
+            out.push(LAYOUT.base(a));
+        }
+        c.release();
+    }
+}
+
+/// The kernel's side of the transmit path, as [`TxChunks`] sees it.
+trait TxRing {
+    /// Puts the longest prefix of `descs` that fits on the TX ring and returns its length.
+    fn offer(&mut self, descs: &[XdpDesc]) -> usize;
+    /// Appends the base addresses of the chunks the kernel has finished sending to `out`.
+    fn complete(&mut self, out: &mut Vec<u64>);
+}
+
+/// Where each TX chunk is. A chunk is in exactly one place: free, unsent (a frame written into
+/// it whose descriptor the TX ring has not taken yet) or in flight (on the ring, or sent and
+/// not yet back on the completion ring). Nothing handed to the port is dropped or leaked when
+/// the ring takes fewer descriptors than offered.
+struct TxChunks {
+    free: Vec<u64>,
+    unsent: std::collections::VecDeque<XdpDesc>,
+    in_flight: usize,
+}
+
+impl TxChunks {
+    fn new(chunks: impl Iterator<Item = u64>) -> TxChunks {
+        let free: Vec<u64> = chunks.collect();
+        TxChunks { unsent: std::collections::VecDeque::with_capacity(free.len()), free, in_flight: 0 }
+    }
+
+    /// A free chunk to write a frame into (it must come back through [`TxChunks::queue`] or
+    /// [`TxChunks::give_back`]).
+    fn take(&mut self) -> Option<u64> {
+        self.free.pop()
+    }
+
+    /// A chunk taken but not used.
+    fn give_back(&mut self, addr: u64) {
+        self.free.push(addr);
+    }
+
+    /// Free chunks.
+    fn free(&self) -> usize {
+        self.free.len()
+    }
+
+    /// Queues written frames for the ring, after those still waiting.
+    fn queue(&mut self, descs: &[XdpDesc]) {
+        self.unsent.extend(descs.iter().copied());
+    }
+
+    /// Offers the waiting descriptors to the ring, oldest first; returns how many it took.
+    fn flush(&mut self, ring: &mut impl TxRing) -> usize {
+        let mut took = 0;
+        while !self.unsent.is_empty() {
+            let (head, _) = self.unsent.as_slices();
+            let len = head.len();
+            let n = ring.offer(head).min(len);
+            self.unsent.drain(..n);
+            self.in_flight += n;
+            took += n;
+            if n < len {
+                break;
+            }
+        }
+        took
+    }
+
+    /// Takes the chunks the kernel has finished with back into the free list.
+    fn reap(&mut self, ring: &mut impl TxRing) {
+        let before = self.free.len();
+        ring.complete(&mut self.free);
+        let back = self.free.len() - before;
+        debug_assert!(back <= self.in_flight, "{back} chunks completed, {} in flight", self.in_flight);
+        self.in_flight = self.in_flight.saturating_sub(back);
     }
 }
 
@@ -373,7 +481,9 @@ impl XdpPort {
     }
 
     /// Sends `frames` (copied into TX chunks, a batch per ring commit). Returns how many went
-    /// before the first failure and that failure, as [`crate::sys::TxSock::send_many`].
+    /// before the first failure and that failure, as [`crate::sys::TxSock::send_many`]. A frame
+    /// the TX ring has no room for yet stays in its chunk, queued, and goes first at the next
+    /// call: what is counted as sent is sent.
     pub fn send_many(&mut self, frames: &[Out<'_>]) -> (usize, Option<io::Error>) {
         let Some(q) = self.queues.first_mut() else {
             return (0, Some(io::Error::from_raw_os_error(libc::ENODEV)));
@@ -386,15 +496,15 @@ impl XdpPort {
             } else {
                 1
             };
-            if q.free_tx.len() < need || self.descs.len() + need > BATCH {
+            if q.txc.free() < need || self.descs.len() + need > BATCH {
                 q.submit(&self.descs);
                 self.descs.clear();
                 q.reap();
-                if q.free_tx.len() < need {
+                if q.txc.free() < need {
                     // The kernel has not finished the earlier ones: try once more after a kick.
                     q.tx.wake();
                     q.reap();
-                    if q.free_tx.len() < need {
+                    if q.txc.free() < need {
                         return (k, Some(io::Error::from(io::ErrorKind::WouldBlock)));
                     }
                 }
@@ -466,7 +576,7 @@ fn put(q: &mut Queue, o: &Out<'_>, seg: &mut Vec<u8>, descs: &mut Vec<XdpDesc>) 
                 fits = false;
                 return;
             }
-            if let Some(a) = q.free_tx.pop() {
+            if let Some(a) = q.txc.take() {
                 q.area.chunk_mut(a)[..s.len()].copy_from_slice(s);
                 descs.push(XdpDesc { addr: a, len: s.len() as u32, options: 0 });
             }
@@ -480,11 +590,11 @@ fn put(q: &mut Queue, o: &Out<'_>, seg: &mut Vec<u8>, descs: &mut Vec<XdpDesc>) 
     if o.frame.len() > CHUNK as usize {
         return Err(too_big());
     }
-    let Some(a) = q.free_tx.pop() else { return Err(io::Error::from(io::ErrorKind::WouldBlock)) };
+    let Some(a) = q.txc.take() else { return Err(io::Error::from(io::ErrorKind::WouldBlock)) };
     let buf = &mut q.area.chunk_mut(a)[..o.frame.len()];
     buf.copy_from_slice(o.frame);
     if o.vnet.needs_csum() && !offload::complete_checksum(buf, o.vnet.csum_start, o.vnet.csum_offset) {
-        q.free_tx.push(a);
+        q.txc.give_back(a);
         return Err(io::Error::new(io::ErrorKind::InvalidData, "checksum range outside the frame"));
     }
     descs.push(XdpDesc { addr: a, len: o.frame.len() as u32, options: 0 });
@@ -613,5 +723,114 @@ mod tests {
         assert_eq!(RING, LAYOUT.chunks - LAYOUT.rx_chunks());
         assert!(RING.is_power_of_two());
         assert!(CHUNK.is_power_of_two() && CHUNK - 256 >= 1514 + 8);
+    }
+
+    /// A TX ring that takes fewer descriptors than offered (as many as the next of `accept`
+    /// says, never more than it has room for) and a kernel that finishes them when told.
+    struct ShortRing {
+        cap: usize,
+        accept: Vec<usize>,
+        turn: usize,
+        ring: std::collections::VecDeque<XdpDesc>,
+        done: Vec<u64>,
+        /// Frame numbers (carried in `len`) in the order they were sent.
+        sent: Vec<u32>,
+    }
+
+    impl TxRing for ShortRing {
+        fn offer(&mut self, descs: &[XdpDesc]) -> usize {
+            let limit = self.accept[self.turn % self.accept.len()];
+            self.turn += 1;
+            let n = descs.len().min(limit).min(self.cap - self.ring.len());
+            self.ring.extend(&descs[..n]);
+            n
+        }
+        fn complete(&mut self, out: &mut Vec<u64>) {
+            out.append(&mut self.done);
+        }
+    }
+
+    impl ShortRing {
+        /// The kernel sends up to `n` descriptors from the ring.
+        fn send(&mut self, n: usize) {
+            for _ in 0..n.min(self.ring.len()) {
+                let d = self.ring.pop_front().unwrap();
+                self.sent.push(d.len);
+                self.done.push(d.addr);
+            }
+        }
+    }
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        /// Write up to n frames into free chunks and submit them.
+        Write(usize),
+        /// The kernel sends up to n.
+        Send(usize),
+        Reap,
+    }
+
+    fn op() -> impl proptest::strategy::Strategy<Value = Op> {
+        use proptest::prelude::*;
+        prop_oneof![(0usize..40).prop_map(Op::Write), (0usize..40).prop_map(Op::Send), Just(Op::Reap)]
+    }
+
+    /// Every chunk is in exactly one place, and nothing written is lost or reordered.
+    fn check(t: &TxChunks, r: &ShortRing, chunks: &[u64], written: u32) {
+        let mut seen: Vec<u64> = t.free.clone();
+        seen.extend(t.unsent.iter().map(|d| d.addr));
+        seen.extend(r.ring.iter().map(|d| d.addr));
+        seen.extend(&r.done);
+        seen.sort_unstable();
+        assert_eq!(seen, chunks, "a chunk is lost or in two places");
+        assert_eq!(t.in_flight, r.ring.len() + r.done.len());
+        let mut order: Vec<u32> = r.sent.clone();
+        order.extend(r.ring.iter().map(|d| d.len));
+        order.extend(t.unsent.iter().map(|d| d.len));
+        assert_eq!(order, (0..written).collect::<Vec<_>>(), "a frame was dropped or reordered");
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn a_ring_that_takes_fewer_than_offered_loses_no_chunk_and_no_frame(
+            chunks in 1usize..48,
+            cap in 1usize..48,
+            accept in proptest::collection::vec(0usize..8, 1..6),
+            ops in proptest::collection::vec(op(), 0..80),
+        ) {
+            let all: Vec<u64> = (0..chunks as u32).map(|i| LAYOUT.addr(i)).collect();
+            let mut t = TxChunks::new(all.iter().copied());
+            let mut r =
+                ShortRing { cap, accept, turn: 0, ring: Default::default(), done: vec![], sent: vec![] };
+            let mut written = 0u32;
+            for op in ops {
+                match op {
+                    Op::Write(n) => {
+                        let mut descs = vec![];
+                        for _ in 0..n {
+                            let Some(a) = t.take() else { break };
+                            descs.push(XdpDesc { addr: a, len: written, options: 0 });
+                            written += 1;
+                        }
+                        t.queue(&descs);
+                        t.flush(&mut r);
+                    }
+                    Op::Send(n) => r.send(n),
+                    Op::Reap => t.reap(&mut r),
+                }
+                check(&t, &r, &all, written);
+            }
+            // Once the ring takes descriptors again, everything goes and every chunk comes back.
+            r.accept = vec![8];
+            for _ in 0..2 * chunks + 2 {
+                t.flush(&mut r);
+                r.send(cap);
+                t.reap(&mut r);
+            }
+            check(&t, &r, &all, written);
+            proptest::prop_assert!(t.unsent.is_empty() && r.ring.is_empty());
+            proptest::prop_assert_eq!(t.free(), chunks);
+            proptest::prop_assert_eq!(r.sent.len(), written as usize);
+        }
     }
 }

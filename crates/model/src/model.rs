@@ -9,16 +9,13 @@
 //! times microseconds (tc's `TIME_UNITS`). `None` options mean "not given": the kernel default
 //! applies, and `change` keeps the previous value where the kernel does.
 
-pub use crate::kinds::clsact::ClsactOpts;
-pub use crate::kinds::drr::DrrOpts;
-pub use crate::kinds::fifo::FifoOpts;
-pub use crate::kinds::htb::HtbOpts;
-pub use crate::kinds::ingress::IngressOpts;
-pub use crate::kinds::mq::MqOpts;
-pub use crate::kinds::tbf::TbfOpts;
 use serde::{Deserialize, Serialize};
 pub use sluice_core::Handle;
 use sluice_core::QdiscStats;
+
+/// The deepest chain of nested qdiscs Sluice builds and draws (each level recurses per
+/// packet; real trees are a few levels deep).
+pub const MAX_QDISC_DEPTH: usize = 256;
 
 /// `TC_H_ROOT`.
 pub const H_ROOT: Handle = Handle::ROOT;
@@ -134,6 +131,10 @@ pub struct Device {
     /// dumps all of that qdisc's filters with it.
     #[serde(default, skip_serializing_if = "Option::is_none", with = "crate::serde_units::opt_handle")]
     pub ingress_filter_parent: Option<Handle>,
+    /// Counters of the classes that have no [`ClassNode`] (prio's and ETS's bands, the HFSC
+    /// root class), by classid: imported from a run like the nodes' `stats`, and not saved.
+    #[serde(skip)]
+    pub implicit_class_stats: std::collections::BTreeMap<Handle, QdiscStats>,
 }
 
 fn default_mtu() -> u32 {
@@ -180,6 +181,7 @@ impl Device {
             next_auto_handle: first_auto_handle(),
             ingress_queue: false,
             ingress_filter_parent: None,
+            implicit_class_stats: Default::default(),
         }
     }
 
@@ -196,6 +198,29 @@ impl Device {
     /// The qdisc attached at `parent` (root, ingress, or a class).
     pub fn qdisc_at(&self, parent: Handle) -> Option<&QdiscNode> {
         self.qdiscs.iter().find(|q| q.parent == parent)
+    }
+
+    /// How many qdiscs deep the deepest chain of qdiscs grafted on classes is (the root alone
+    /// is 1), counting at most to `cap`. Iterative: a deep tree costs no stack here.
+    pub fn qdisc_depth(&self, cap: usize) -> usize {
+        let mut deepest = 0;
+        for q in &self.qdiscs {
+            let (mut depth, mut parent) = (1, q.parent);
+            while depth < cap && parent != H_ROOT && parent != H_INGRESS {
+                match self.qdisc(parent.qdisc()) {
+                    Some(p) => {
+                        depth += 1;
+                        parent = p.parent;
+                    }
+                    None => break,
+                }
+            }
+            deepest = deepest.max(depth);
+            if deepest >= cap {
+                break;
+            }
+        }
+        deepest
     }
 
     /// The root qdisc, if one was added.
@@ -302,7 +327,7 @@ pub enum QdiscOpts {
     /// Packet FIFO dropping from the head when full.
     PfifoHeadDrop(FifoOpts),
     /// Three-band default qdisc.
-    PfifoFast,
+    PfifoFast(PfifoFastOpts),
     /// Strict priority bands.
     Prio(PrioOpts),
     /// Hierarchical token bucket (qdisc part).
@@ -338,21 +363,7 @@ pub enum QdiscOpts {
 impl QdiscOpts {
     /// tc's kind name.
     pub fn kind(&self) -> &'static str {
-        if let Some(k) = self.registry_name() {
-            return k;
-        }
-        match self {
-            QdiscOpts::PfifoFast => "pfifo_fast",
-            QdiscOpts::Prio(_) => "prio",
-            QdiscOpts::Sfq(_) => "sfq",
-            QdiscOpts::Codel(_) => "codel",
-            QdiscOpts::Netem(_) => "netem",
-            QdiscOpts::Red(_) => "red",
-            QdiscOpts::Cake(_) => "cake",
-            QdiscOpts::Hfsc(_) => "hfsc",
-            QdiscOpts::Ets(_) => "ets",
-            _ => "",
-        }
+        self.registry_name().unwrap_or("")
     }
 
     /// The kind sits at the ingress slot (`ffff:fff1`), and only such kinds may (the kernel's
@@ -363,37 +374,8 @@ impl QdiscOpts {
 
     /// Qdiscs that have classes a child qdisc or filter can refer to.
     pub fn is_classful(&self) -> bool {
-        if let Some(c) = self.registry_classful() {
-            return c;
-        }
-        matches!(
-            self,
-            QdiscOpts::Prio(_)
-                | QdiscOpts::Netem(_)
-                | QdiscOpts::Hfsc(_)
-                | QdiscOpts::Red(_)
-                | QdiscOpts::PfifoFast
-                | QdiscOpts::Ets(_)
-        )
+        self.registry_classful().unwrap_or(false)
     }
-}
-
-/// ets, as tc sent it and the kernel keeps it: `quanta` are the DRR bands' quanta from band
-/// `strict` on (those not given are the device's psched_mtu), `priomap` the entries given
-/// (those not given name the last band). See [`crate::kinds::ets`].
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct EtsOpts {
-    /// Number of bands, 1..=16.
-    pub bands: u8,
-    /// Strict bands (the first ones).
-    #[serde(default)]
-    pub strict: u8,
-    /// Quanta of the first DRR bands.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub quanta: Vec<u32>,
-    /// Band of priorities 0, 1, ...
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub priomap: Vec<u8>,
 }
 
 /// A size table (`stab ...`): how a qdisc computes packet sizes (tc's `struct tc_sizespec`).
@@ -431,306 +413,39 @@ impl SizeTable {
     }
 }
 
-/// prio.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct PrioOpts {
-    /// Number of bands (2..=16).
-    pub bands: u32,
-    /// Band of each of the 16 Linux priorities.
-    pub priomap: Vec<u8>,
-}
-
-/// The kernel's default priomap (TOS to band), shared by prio and pfifo_fast.
-pub const DEFAULT_PRIOMAP: [u8; 16] = [1, 2, 2, 2, 1, 2, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1];
-
-impl Default for PrioOpts {
-    fn default() -> Self {
-        PrioOpts { bands: 3, priomap: DEFAULT_PRIOMAP.to_vec() }
-    }
-}
-
-fn is_false(b: &bool) -> bool {
+pub(crate) fn is_false(b: &bool) -> bool {
     !*b
 }
 
-fn is_zero_i32(v: &i32) -> bool {
+pub(crate) fn is_zero_i32(v: &i32) -> bool {
     *v == 0
 }
-fn is_zero_u32(v: &u32) -> bool {
+pub(crate) fn is_zero_u32(v: &u32) -> bool {
     *v == 0
 }
-fn is_ethernet(l: &LinkLayer) -> bool {
+pub(crate) fn is_ethernet(l: &LinkLayer) -> bool {
     *l == LinkLayer::Ethernet
 }
 
-/// SFQ options.
-#[serde_with::skip_serializing_none]
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct SfqOpts {
-    /// Packets (127).
-    pub limit: Option<u32>,
-    /// DRR quantum in bytes (psched_mtu).
-    pub quantum: Option<u32>,
-    /// Seconds between hash perturbations (0: never).
-    #[serde(default, skip_serializing_if = "is_zero_u32")]
-    pub perturb: u32,
-    /// Hash buckets (1024).
-    pub divisor: Option<u32>,
-    /// Packets per flow (127).
-    pub depth: Option<u32>,
-    /// Flows (127).
-    pub flows: Option<u32>,
-    /// Drop from the head of a full flow.
-    #[serde(default, skip_serializing_if = "is_false")]
-    pub headdrop: bool,
-    /// Per-flow RED.
-    pub red: Option<SfqRed>,
-}
-
-/// SFQ's per-flow RED (`redflowlimit`).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct SfqRed {
-    /// Byte limit per flow.
-    pub flowlimit: u32,
-    /// Min threshold bytes.
-    pub min: u32,
-    /// Max threshold bytes.
-    pub max: u32,
-    /// Max marking probability.
-    pub probability: f64,
-    /// EWMA weight log.
-    pub ewma: u8,
-    /// Mark instead of drop.
-    #[serde(default)]
-    pub ecn: bool,
-    /// Always drop above max.
-    #[serde(default)]
-    pub harddrop: bool,
-}
-
-/// CoDel options.
-#[serde_with::skip_serializing_none]
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct CodelOpts {
-    /// Packets (1000).
-    pub limit: Option<u32>,
-    /// Target delay µs (5000).
-    pub target: Option<u32>,
-    /// Interval µs (100000).
-    pub interval: Option<u32>,
-    /// CE marking threshold µs.
-    pub ce_threshold: Option<u32>,
-    /// ECN marking (off).
-    pub ecn: Option<bool>,
-}
-
-/// netem options as the kernel keeps them (probabilities scaled to `u32::MAX`; times in ns
-/// after tc's conversion to scheduler ticks). See [`crate::kinds::netem`].
-#[serde_with::skip_serializing_none]
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct NetemOpts {
-    /// Packets held at most (1000).
-    pub limit: u32,
-    /// Mean delay, ns.
-    #[serde(default, skip_serializing_if = "is_zero_u64")]
-    pub latency: u64,
-    /// Jitter, ns.
-    #[serde(default, skip_serializing_if = "is_zero_u64")]
-    pub jitter: u64,
-    /// Random loss probability (the legacy model).
-    #[serde(default, skip_serializing_if = "is_zero_u32")]
-    pub loss: u32,
-    /// Reorder gap.
-    #[serde(default, skip_serializing_if = "is_zero_u32")]
-    pub gap: u32,
-    /// Duplication probability.
-    #[serde(default, skip_serializing_if = "is_zero_u32")]
-    pub duplicate: u32,
-    /// Correlations of delay, loss and duplication (kept by `change` when not sent).
-    pub corr: Option<NetemCorr>,
-    /// Reorder probability and correlation (kept by `change` when not sent).
-    pub reorder: Option<NetemProb>,
-    /// Corruption probability and correlation (kept by `change` when not sent).
-    pub corrupt: Option<NetemProb>,
-    /// The 4-state or Gilbert-Elliott loss model (absent: random loss).
-    pub loss_model: Option<NetemLoss>,
-    /// Serialisation rate (kept by `change` when not sent).
-    pub rate: Option<NetemRateOpts>,
-    /// Mark instead of dropping (kept by `change`: tc never sends it off).
-    #[serde(default, skip_serializing_if = "is_false")]
-    pub ecn: bool,
-    /// Slotting (kept by `change` when not sent).
-    pub slot: Option<NetemSlotOpts>,
-    /// Delay distribution (kept by `change` when not sent).
-    pub distribution: Option<NetemDist>,
-    /// Slot distribution (kept by `change` when not sent).
-    pub slot_distribution: Option<NetemDist>,
-}
-
-impl Default for NetemOpts {
-    fn default() -> Self {
-        NetemOpts {
-            limit: 1000,
-            latency: 0,
-            jitter: 0,
-            loss: 0,
-            gap: 0,
-            duplicate: 0,
-            corr: None,
-            reorder: None,
-            corrupt: None,
-            loss_model: None,
-            rate: None,
-            ecn: false,
-            slot: None,
-            distribution: None,
-            slot_distribution: None,
-        }
-    }
-}
-
-fn is_zero_u64(v: &u64) -> bool {
-    *v == 0
-}
-
-/// `struct tc_netem_corr`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct NetemCorr {
-    /// Delay correlation.
-    pub delay: u32,
-    /// Loss correlation.
-    pub loss: u32,
-    /// Duplication correlation.
-    pub duplicate: u32,
-}
-
-/// A probability with its correlation (`tc_netem_reorder`, `tc_netem_corrupt`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct NetemProb {
-    /// Probability.
-    pub probability: u32,
-    /// Correlation.
-    pub correlation: u32,
-}
-
-/// netem's correlated loss models.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "model", rename_all = "snake_case")]
-pub enum NetemLoss {
-    /// `loss state p13 p31 p32 p23 p14` (the 4-state Markov model).
-    State {
-        /// Good to burst loss.
-        p13: u32,
-        /// Burst loss to good.
-        p31: u32,
-        /// Burst loss to burst reception.
-        p32: u32,
-        /// Burst reception to burst loss.
-        p23: u32,
-        /// Good to isolated loss.
-        p14: u32,
-    },
-    /// `loss gemodel p r 1-h 1-k` with `h` as the kernel keeps it.
-    Gemodel {
-        /// Good to bad.
-        p: u32,
-        /// Bad to good.
-        r: u32,
-        /// Delivery probability in the bad state.
-        h: u32,
-        /// Loss probability in the good state.
-        k1: u32,
-    },
-}
-
-/// `struct tc_netem_rate` (with the 64-bit rate).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct NetemRateOpts {
-    /// Bytes per second.
-    pub bytes_per_sec: u64,
-    /// Added to each packet.
-    #[serde(default, skip_serializing_if = "is_zero_i32")]
-    pub packet_overhead: i32,
-    /// Cell size.
-    #[serde(default, skip_serializing_if = "is_zero_u32")]
-    pub cell_size: u32,
-    /// Added to each cell.
-    #[serde(default, skip_serializing_if = "is_zero_i32")]
-    pub cell_overhead: i32,
-}
-
-/// `struct tc_netem_slot` (times in ns).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct NetemSlotOpts {
-    /// Shortest gap between slots.
-    pub min_delay: i64,
-    /// Longest gap.
-    pub max_delay: i64,
-    /// Packets per slot (0: no limit).
-    #[serde(default, skip_serializing_if = "is_zero_i32")]
-    pub max_packets: i32,
-    /// Bytes per slot (0: no limit).
-    #[serde(default, skip_serializing_if = "is_zero_i32")]
-    pub max_bytes: i32,
-    /// Mean gap with a table.
-    #[serde(default)]
-    pub dist_delay: i64,
-    /// Gap deviation with a table.
-    #[serde(default)]
-    pub dist_jitter: i64,
-}
-
-/// A distribution table by name; `table` holds a user table's values (empty for the built-in
-/// `normal`, `pareto` and `paretonormal`, which are computed).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct NetemDist {
-    /// The name given to tc.
-    pub name: String,
-    /// The values of a table read from a file.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub table: Vec<i16>,
-}
-
+pub use crate::kinds::cake::CakeOpts;
+pub use crate::kinds::clsact::ClsactOpts;
+pub use crate::kinds::codel::CodelOpts;
+pub use crate::kinds::drr::DrrOpts;
+pub use crate::kinds::ets::EtsOpts;
+pub use crate::kinds::fifo::FifoOpts;
 pub use crate::kinds::fq_codel::FqCodelOpts;
-
-/// RED options as tc derives and sends them (`tc_red_qopt`, the idle table's inputs, `max_P`
-/// and the flags); see `crate::kinds::red` for the derivation.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct RedOpts {
-    /// Bytes the child bfifo holds.
-    pub limit: u32,
-    /// Lower threshold, bytes.
-    pub min: u32,
-    /// Upper threshold, bytes.
-    pub max: u32,
-    /// Average packet size, bytes (input of the EWMA weight and of the idle table).
-    pub avpkt: u32,
-    /// Burst in packets (input of the EWMA weight).
-    pub burst: u32,
-    /// Link bandwidth, bit/s (input of the idle table; tc's default 10Mbit).
-    #[serde(with = "crate::serde_units::rate")]
-    pub bandwidth: u64,
-    /// log2(1/W).
-    pub wlog: u8,
-    /// log2 of the random range.
-    pub plog: u8,
-    /// Idle-table cell log.
-    pub scell_log: u8,
-    /// `TCA_RED_MAX_P` as tc sends it: the probability as a Q0.32 number (0: derive from plog).
-    pub max_p: u32,
-    /// Mark ECN-capable packets.
-    #[serde(default, skip_serializing_if = "is_false")]
-    pub ecn: bool,
-    /// Drop above max even with ECN.
-    #[serde(default, skip_serializing_if = "is_false")]
-    pub harddrop: bool,
-    /// Adaptive RED flag.
-    #[serde(default, skip_serializing_if = "is_false")]
-    pub adaptive: bool,
-    /// With ECN, queue packets that cannot be marked.
-    #[serde(default, skip_serializing_if = "is_false")]
-    pub nodrop: bool,
-}
+pub use crate::kinds::hfsc::{HfscClassOpts, HfscOpts};
+pub use crate::kinds::htb::HtbOpts;
+pub use crate::kinds::ingress::IngressOpts;
+pub use crate::kinds::mq::MqOpts;
+pub use crate::kinds::netem::{
+    NetemCorr, NetemDist, NetemLoss, NetemOpts, NetemProb, NetemRateOpts, NetemSlotOpts,
+};
+pub use crate::kinds::pfifo_fast::PfifoFastOpts;
+pub use crate::kinds::prio::{PrioOpts, DEFAULT_PRIOMAP};
+pub use crate::kinds::red::RedOpts;
+pub use crate::kinds::sfq::{SfqOpts, SfqRed};
+pub use crate::kinds::tbf::TbfOpts;
 
 /// Class kinds.
 #[serde_with::skip_serializing_none]
@@ -1289,80 +1004,4 @@ impl MirredOpts {
             (MirredDirection::Ingress, MirredMode::Mirror) => "Ingress Mirror",
         }
     }
-}
-
-/// HFSC qdisc options (`struct tc_hfsc_qopt`).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HfscOpts {
-    /// Minor of the class unclassified packets go to (0: none, or the root class while there are
-    /// no classes).
-    #[serde(default)]
-    pub default: u16,
-    /// The root class's curves (`tc class change ... classid X: hfsc ...`). The kernel keeps and
-    /// prints them; they shape nothing, since the root class takes part in no parent's
-    /// virtual time and is never a leaf once the tree has classes.
-    #[serde(default, skip_serializing_if = "HfscClassOpts::is_empty")]
-    pub root_class: HfscClassOpts,
-}
-
-/// HFSC class curves as the kernel holds them (`tc class change` replaces the curves it sends and
-/// keeps the others); see `crate::kinds::hfsc`. Values are tc's: bytes per second and µs.
-#[serde_with::skip_serializing_none]
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HfscClassOpts {
-    /// Real-time curve.
-    pub rt: Option<sluice_core::hfsc::ServiceCurve>,
-    /// Link-share curve.
-    pub ls: Option<sluice_core::hfsc::ServiceCurve>,
-    /// Upper-limit curve.
-    pub ul: Option<sluice_core::hfsc::ServiceCurve>,
-}
-
-impl HfscClassOpts {
-    /// No curve set.
-    pub fn is_empty(&self) -> bool {
-        self.rt.is_none() && self.ls.is_none() && self.ul.is_none()
-    }
-}
-
-/// CAKE options: the attributes tc sends (`TCA_CAKE_*`), each `None` when not sent. The kernel
-/// keeps what was sent before for those not sent again (`cake_change`); see `crate::kinds::cake`.
-#[serde_with::skip_serializing_none]
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CakeOpts {
-    /// Shaped rate, bytes/s (`Some(0)`: `unlimited`).
-    pub bandwidth: Option<u64>,
-    /// `autorate-ingress`.
-    pub autorate: Option<bool>,
-    /// Diffserv mode.
-    pub diffserv: Option<sluice_core::cake::TinMode>,
-    /// Isolation mode.
-    pub flow_mode: Option<sluice_core::cake::FlowMode>,
-    /// Cell framing.
-    pub atm: Option<sluice_core::cake::AtmMode>,
-    /// Per-packet overhead, bytes.
-    pub overhead: Option<i32>,
-    /// `TCA_CAKE_RAW` sent (`raw`): overhead compensation off.
-    #[serde(default, skip_serializing_if = "is_false")]
-    pub raw: bool,
-    /// Minimum packet size, bytes.
-    pub mpu: Option<u32>,
-    /// `rtt`, µs.
-    pub rtt: Option<u32>,
-    /// AQM target, µs (tc derives it from `rtt`).
-    pub target: Option<u32>,
-    /// `memlimit`, bytes.
-    pub memlimit: Option<u32>,
-    /// `fwmark` mask.
-    pub fwmark: Option<u32>,
-    /// `nat`/`nonat`.
-    pub nat: Option<bool>,
-    /// `wash`/`nowash`.
-    pub wash: Option<bool>,
-    /// `split-gso`/`no-split-gso`.
-    pub split_gso: Option<bool>,
-    /// `ingress`/`egress`.
-    pub ingress: Option<bool>,
-    /// ACK filter mode.
-    pub ack_filter: Option<sluice_core::cake::AckFilter>,
 }

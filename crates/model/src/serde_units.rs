@@ -61,8 +61,11 @@ pub mod opt_handle {
 /// Rates in bit/s: a number, or a tc rate string.
 pub mod rate {
     use super::*;
-    /// As a number of bit/s.
+    /// As a number of bit/s (as `"Nbit"` above `i64::MAX`, which TOML's integers cannot hold).
     pub fn serialize<S: Serializer>(r: &u64, s: S) -> Result<S::Ok, S::Error> {
+        if *r > i64::MAX as u64 {
+            return s.serialize_str(&format!("{r}bit"));
+        }
         s.serialize_u64(*r)
     }
     /// From a number or `"100mbit"`.
@@ -82,7 +85,7 @@ pub mod opt_rate {
     /// As a number of bit/s.
     pub fn serialize<S: Serializer>(r: &Option<u64>, s: S) -> Result<S::Ok, S::Error> {
         match r {
-            Some(r) => s.serialize_u64(*r),
+            Some(r) => super::rate::serialize(r, s),
             None => s.serialize_none(),
         }
     }

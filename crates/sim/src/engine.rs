@@ -234,25 +234,7 @@ impl Sim {
 
     /// `seed` drives the flow's random choices (the run's seed mixed with the flow's index).
     fn make_flow(f: &FlowSpec, end: Time, seed: u64) -> Flow {
-        let mut tmpl = Packet::new(f.size * f.gso_segs.max(1) as u32, 0);
-        if f.gso_segs > 1 {
-            tmpl.gso_segs = f.gso_segs;
-            tmpl.gso_size = f.size;
-        }
-        tmpl.dsfield = f.dsfield;
-        if f.ecn {
-            tmpl.dsfield = (tmpl.dsfield & !3) | 2; // ECT(0)
-        }
-        tmpl.mark = f.mark;
-        tmpl.priority = f.priority;
-        tmpl.src_host_hash = crate::model::name_hash(&f.host);
-        tmpl.dst_host_hash = crate::model::name_hash(&f.dst);
-        if let Some((src, dst)) = f.host_hashes {
-            tmpl.src_host_hash = src;
-            tmpl.dst_host_hash = dst;
-        }
-        tmpl.flow_hash = if f.flow_hash != 0 { f.flow_hash } else { crate::model::name_hash(&f.name) };
-        tmpl.nat_orig = f.nat_orig;
+        let tmpl = template(f);
         let start = Time::ZERO + f.start;
         let src = match &f.traffic {
             TrafficSpec::Cbr { rate } => Src::Cbr { rate: *rate, k: 0 },
@@ -1042,6 +1024,80 @@ impl Sim {
     pub fn pending(&self) -> usize {
         self.ev.len()
     }
+}
+
+/// The packet a flow sends, as its sending host makes it (length, TOS, mark, priority, hashes).
+fn template(f: &FlowSpec) -> Packet {
+    let mut tmpl = Packet::new(f.size * f.gso_segs.max(1) as u32, 0);
+    if f.gso_segs > 1 {
+        tmpl.gso_segs = f.gso_segs;
+        tmpl.gso_size = f.size;
+    }
+    tmpl.dsfield = f.dsfield;
+    if f.ecn {
+        tmpl.dsfield = (tmpl.dsfield & !3) | 2; // ECT(0)
+    }
+    tmpl.mark = f.mark;
+    tmpl.priority = f.priority;
+    tmpl.src_host_hash = crate::model::name_hash(&f.host);
+    tmpl.dst_host_hash = crate::model::name_hash(&f.dst);
+    if let Some((src, dst)) = f.host_hashes {
+        tmpl.src_host_hash = src;
+        tmpl.dst_host_hash = dst;
+    }
+    tmpl.flow_hash = if f.flow_hash != 0 { f.flow_hash } else { crate::model::name_hash(&f.name) };
+    tmpl.nat_orig = f.nat_orig;
+    tmpl
+}
+
+/// Where the packets of forward flow `flow` go in the shaper: `Some((why, fix))` when a shaper
+/// hop's HTB puts them in its direct queue, which no class limits (nothing classifies them, and
+/// there is no `default` leaf to take them). Probes a fresh copy of each shaper hop's engine with
+/// one packet of the flow, so the answer is the engine's own: filters, `priority`, `default`.
+pub(crate) fn unshaped(spec: &SimSpec, flow: usize) -> Option<(String, String)> {
+    use sluice_core::htb::Htb;
+    let f = spec.flows.get(flow)?;
+    let htb =
+        |e: &Engine| e.root().as_any().and_then(|a| a.downcast_ref::<Htb>()).map(|h| h.direct_packets());
+    for l in spec.forward.iter().filter(|l| l.is_shaper) {
+        let mut e = Engine::new((l.queue)(), Time::ZERO);
+        let Some(before) = htb(&e) else { continue };
+        let _ = e.ingress(template(f), &f.keys, &f.frame, Time::ZERO);
+        if htb(&e).is_none_or(|after| after <= before) {
+            continue;
+        }
+        let h = e.root().as_any().and_then(|a| a.downcast_ref::<Htb>())?;
+        let major = h.handle();
+        let def = Handle::new(major.major(), h.htb_config().default_class);
+        let at = format!("HTB {major} on link `{}`", l.name);
+        let named = (f.priority != 0).then(|| Handle::from_tc(f.priority));
+        return Some(match named {
+            Some(p) if p.major() == major.major() && p.minor() == 0 => (
+                format!("its priority {p} names the direct queue of {at}"),
+                "name a class in its priority, or give a link a rate".to_string(),
+            ),
+            _ if def.minor() == 0 => (
+                format!("{at} has no default class, and no filter or priority classifies the flow"),
+                "give the HTB a `default` class, a filter for the flow, or a link a rate".to_string(),
+            ),
+            _ if h.class_config(def).is_none() => (
+                format!(
+                    "the default class {def} of {at} does not exist, and no filter or priority \
+                     classifies the flow"
+                ),
+                format!("add class {def}, a filter for the flow, or a rate to a link"),
+            ),
+            _ => (
+                format!(
+                    "the default class {def} of {at} is an inner class (only a leaf takes packets), \
+                     and no filter or priority classifies the flow"
+                ),
+                "make `default` name a leaf class, add a filter for the flow, or give a link a rate"
+                    .to_string(),
+            ),
+        });
+    }
+    None
 }
 
 /// The filters' view of a slot's packet: its flow's keys and frame on the forward route, nothing

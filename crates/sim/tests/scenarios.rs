@@ -121,6 +121,26 @@ fn sweeps_expand_ranges_and_set_lists() {
     assert_eq!(pts.len(), 2 * 2);
 }
 
+/// Ranges whose bounds or step are not finite, or that hold more points than a usize (a tiny
+/// step), are refused by value instead of giving zero cases.
+#[test]
+fn degenerate_sweep_ranges_are_refused_by_value() {
+    let base = "name = \"b\"\ndescription = \"d\"\nduration = \"2s\"\n[params]\nn = \"1\"\n[[link]]\nname = \"l\"\nrate = \"10mbit\"\n[[flow]]\nname = \"f\"\ntype = \"cbr\"\nrate = \"1mbit\"\n";
+    for (range, says) in [
+        ("{ from = 0, to = inf, step = 1 }", "not finite"),
+        ("{ from = 0, to = 1, step = nan }", "not finite"),
+        ("{ from = 0, to = 1, step = 1e-300 }", "points"),
+        ("{ from = \"1mbit\", to = \"2mbit\", step = \"0bit\" }", "step > 0"),
+    ] {
+        let src = format!("{base}[sweep]\nn = {range}\n");
+        let e = match Scenario::parse("b.toml", &src) {
+            Ok(sc) => sc.points(&[]).map(|p| format!("{} cases", p.len())).unwrap_or_else(|e| e.to_string()),
+            Err(e) => e.to_string(),
+        };
+        assert!(e.contains(says), "{range}: {e}");
+    }
+}
+
 #[test]
 fn ecn_priority_legacy_deprioritises_ect_and_sluice_does_not() {
     let r = sim("ecn-priority", &[("duration", "10s")]);
@@ -476,6 +496,59 @@ fn inputs_that_would_hang_or_exhaust_memory_are_refused_before_the_run() {
         }
         Err(e) => assert!(e.to_string().contains("points"), "{e}"),
     }
+}
+
+/// Runs `src` in a thread and gives up after a minute: a run whose virtual time stands still
+/// fails the test instead of hanging it.
+fn outcome(src: &str) -> Result<(), String> {
+    let src = src.to_string();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let sc = Scenario::parse("b.toml", &src).unwrap();
+        let r = run(&sc, &RunOptions { overrides: vec![], seed: None }, &|_| {});
+        let _ = tx.send(r.map(|_| ()).map_err(|e| e.to_string()));
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(60))
+        .unwrap_or_else(|_| panic!("the run never ended (virtual time stands still)"))
+}
+
+/// HTB queues what nothing classifies in its `default` class, or, when that class does not
+/// exist, in its direct queue, which no rate limits. On a link without a rate a greedy sender
+/// there never let virtual time advance (the check before the run counted any HTB as a limit):
+/// it is refused before the run, with the class named. Where the traffic does reach a class
+/// (the default exists, or a filter or the host's priority names one), the run goes ahead.
+#[test]
+fn unclassified_traffic_in_htbs_direct_queue_on_a_rateless_link_is_refused() {
+    let script = |default: &str, filter: &str| {
+        format!(
+            "name = \"b\"\ndescription = \"d\"\nduration = \"20ms\"\n\
+             [[link]]\nname = \"l\"\nqueue = \"shaper\"\n\
+             [shaper]\ntc = \"\"\"\ntc qdisc add dev eth0 root handle 1: htb{default}\n\
+             tc class add dev eth0 parent 1: classid 1:10 htb rate 1mbit\n{filter}\"\"\"\n\
+             [[flow]]\nname = \"bulk\"\ntype = \"backlog\"\n"
+        )
+    };
+    let e = outcome(&script(" default 99", "")).unwrap_err();
+    assert!(e.contains("`bulk`") && e.contains("default class 1:99") && e.contains("direct queue"), "{e}");
+    let e = outcome(&script("", "")).unwrap_err();
+    assert!(e.contains("no default class") && e.contains("direct queue"), "{e}");
+    // TCP without a round trip to bound its window is refused the same way.
+    let tcp = script(" default 99", "").replace("type = \"backlog\"", "type = \"tcp\"");
+    assert!(outcome(&tcp).unwrap_err().contains("default class 1:99"));
+    // The traffic reaches class 1:10: by default, by a filter, by the host's priority.
+    outcome(&script(" default 10", "")).unwrap();
+    let filter = "tc filter add dev eth0 parent 1: protocol all matchall classid 1:10\n";
+    outcome(&script(" default 99", filter)).unwrap();
+    // The structured form: no `default`, and a `[[shaper.match]]` rule for other traffic only.
+    let structured = "name = \"b\"\ndescription = \"d\"\nduration = \"20ms\"\n\
+        [[link]]\nname = \"l\"\nqueue = \"shaper\"\n\
+        [shaper]\nkind = \"htb\"\n[[shaper.class]]\nid = \"1:10\"\nrate = \"1mbit\"\n\
+        [[shaper.match]]\nflow = \"voip\"\nclass = \"1:10\"\n\
+        [[flow]]\nname = \"bulk\"\ntype = \"backlog\"\n";
+    let e = outcome(structured).unwrap_err();
+    assert!(e.contains("`bulk`") && e.contains("no default class"), "{e}");
+    outcome(&structured.replace("flow = \"voip\"", "flow = \"bulk\"")).unwrap();
+    outcome(&structured.replace("kind = \"htb\"\n", "kind = \"htb\"\ndefault = \"1:10\"\n")).unwrap();
 }
 
 /// One flow through a 10 Mbit/s, 100-packet FIFO with 20 ms RTT: BBR fills the pipe with a

@@ -47,88 +47,7 @@ pub fn stab_args(t: &SizeTable) -> String {
 
 /// The options of a qdisc in tc syntax (after the kind).
 pub fn qdisc_args(o: &QdiscOpts) -> String {
-    if let Some(a) = o.args() {
-        return a;
-    }
-    let mut s = String::new();
-    match o {
-        QdiscOpts::Ets(e) => s.push_str(&crate::tc::ets::args(e)),
-        QdiscOpts::Prio(p) => {
-            let _ = write!(s, " bands {} priomap", p.bands);
-            for b in &p.priomap {
-                let _ = write!(s, " {b}");
-            }
-        }
-        QdiscOpts::Netem(n) => s.push_str(&crate::tc::netem::export_args(n)),
-        QdiscOpts::Cake(c) => s.push_str(&crate::tc::cake::export_args(c)),
-        QdiscOpts::Hfsc(h) => s.push_str(&crate::tc::hfsc::export_qdisc_args(h)),
-        QdiscOpts::Sfq(f) => {
-            let opt = |s: &mut String, k: &str, v: Option<u32>| {
-                if let Some(v) = v {
-                    let _ = write!(s, " {k} {v}");
-                }
-            };
-            opt(&mut s, "limit", f.limit);
-            opt(&mut s, "quantum", f.quantum);
-            if f.perturb != 0 {
-                let _ = write!(s, " perturb {}", f.perturb);
-            }
-            opt(&mut s, "divisor", f.divisor);
-            opt(&mut s, "depth", f.depth);
-            opt(&mut s, "flows", f.flows);
-            if f.headdrop {
-                s.push_str(" headdrop");
-            }
-            if let Some(r) = &f.red {
-                let _ = write!(
-                    s,
-                    " redflowlimit {} min {} max {} probability {}",
-                    r.flowlimit, r.min, r.max, r.probability
-                );
-                if r.ecn {
-                    s.push_str(" ecn");
-                }
-                if r.harddrop {
-                    s.push_str(" harddrop");
-                }
-            }
-        }
-        QdiscOpts::Codel(c) => {
-            if let Some(v) = c.limit {
-                let _ = write!(s, " limit {v}");
-            }
-            for (k, v) in [("target", c.target), ("interval", c.interval), ("ce_threshold", c.ce_threshold)] {
-                if let Some(v) = v {
-                    let _ = write!(s, " {k} {v}us");
-                }
-            }
-            match c.ecn {
-                Some(true) => s.push_str(" ecn"),
-                Some(false) => s.push_str(" noecn"),
-                None => {}
-            }
-        }
-        QdiscOpts::Red(r) => {
-            // Inputs that make tc derive the same Wlog, Plog, table and max_P (max_P 0 came from
-            // `probability 1`, which C converts to 0).
-            let prob = if r.max_p == 0 { 1.0 } else { r.max_p as f64 / 4_294_967_296.0 };
-            let _ = write!(
-                s,
-                " limit {} min {} max {} avpkt {} burst {} probability {prob} bandwidth {}bit",
-                r.limit, r.min, r.max, r.avpkt, r.burst, r.bandwidth
-            );
-            for (on, name) in
-                [(r.ecn, " ecn"), (r.harddrop, " harddrop"), (r.adaptive, " adaptive"), (r.nodrop, " nodrop")]
-            {
-                if on {
-                    s.push_str(name);
-                }
-            }
-        }
-        // Kinds without options; registry kinds returned above.
-        _ => {}
-    }
-    s
+    o.args().unwrap_or_default()
 }
 
 /// The options of a class in tc syntax.
@@ -440,7 +359,29 @@ pub struct NativeError {
 
 /// The native TOML form of a configuration.
 pub fn to_toml(state: &State) -> Result<String, NativeError> {
-    toml::to_string_pretty(state).map_err(|e| NativeError { message: e.to_string(), span: None })
+    toml::to_string_pretty(state).map_err(|e| {
+        let at = serde_json::to_value(state).ok().and_then(|v| too_big_for_toml(&v, String::new()));
+        let message = match at {
+            Some((path, v)) => format!("{path} = {v} does not fit TOML's integers (at most {})", i64::MAX),
+            None => e.to_string(),
+        };
+        NativeError { message, span: None }
+    })
+}
+
+/// The path and value of the first number above `i64::MAX` in `v` (TOML integers are i64).
+fn too_big_for_toml(v: &serde_json::Value, path: String) -> Option<(String, u64)> {
+    use serde_json::Value;
+    match v {
+        Value::Number(n) => n.as_u64().filter(|&x| x > i64::MAX as u64).map(|x| (path, x)),
+        Value::Array(a) => {
+            a.iter().enumerate().find_map(|(i, x)| too_big_for_toml(x, format!("{path}[{i}]")))
+        }
+        Value::Object(m) => m.iter().find_map(|(k, x)| {
+            too_big_for_toml(x, if path.is_empty() { k.clone() } else { format!("{path}.{k}") })
+        }),
+        _ => None,
+    }
 }
 
 /// Reads the native TOML form, then re-applies every object through the kernel checks so that a

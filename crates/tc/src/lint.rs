@@ -195,16 +195,16 @@ pub fn lint(state: &State, loaded: Option<&Loaded>, o: &LintOpts) -> Vec<Finding
                         }
                     }
                 }
-                QdiscOpts::Sfq(s) if s.perturb != 0 => f.push(mk(
+                QdiscOpts::Sfq(s) if s.perturb.is_some_and(|p| p != 0) => f.push(mk(
                     "L007",
                     "sfq-perturb",
                     qname.clone(),
                     qline,
-                    format!("perturb {}sec rehashes every flow periodically", s.perturb),
+                    format!("perturb {}sec rehashes every flow periodically", s.perturb.unwrap_or(0)),
                     "each perturbation moves flows to new buckets, reordering packets and briefly letting colliding flows burst; modern SFQ already hashes with a random per-qdisc key",
                     "drop `perturb`".into(),
                 )),
-                QdiscOpts::PfifoFast => f.push(mk(
+                QdiscOpts::PfifoFast(_) => f.push(mk(
                     "L008",
                     "pfifo-fast-tos",
                     qname.clone(),

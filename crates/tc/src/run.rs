@@ -194,10 +194,22 @@ pub fn run_script(script: &Path, state_path: &Path, opts: &RunOpts) -> Result<Ru
         cmd.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null());
     }
     let status = cmd.status().map_err(|e| io(&format!("cannot start {shell}"), e));
+    // Every line is one call; a line that does not read (a wrapper killed while writing) is
+    // kept as a failed call rather than left out of the count.
     let calls = std::fs::read_to_string(&log)
         .unwrap_or_default()
         .lines()
-        .filter_map(|l| serde_json::from_str::<Call>(l).ok())
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            serde_json::from_str::<Call>(l).unwrap_or_else(|e| Call {
+                tool: "?".into(),
+                args: vec![],
+                applied: true,
+                code: 1,
+                stderr: format!("unreadable call log line ({e}): {l}"),
+                created: vec![],
+            })
+        })
         .collect();
     let _ = std::fs::remove_dir_all(&dir);
     let status = status?;
@@ -205,13 +217,22 @@ pub fn run_script(script: &Path, state_path: &Path, opts: &RunOpts) -> Result<Ru
     Ok(Run { state, calls, status: status.code(), shell })
 }
 
-/// Appends one call to the log named by `SLUICE_RUN_LOG` (no log: nothing to do).
+/// Appends one call to the log named by `SLUICE_RUN_LOG` (no log: nothing to do). Calls a script
+/// runs in the background log at the same time: each line goes in one `write` to the file
+/// opened for appending, under the file's lock, so lines never interleave.
 pub fn log_call(call: &Call) {
     let Some(p) = std::env::var_os("SLUICE_RUN_LOG") else { return };
-    if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(p) {
+    let Ok(mut line) = serde_json::to_string(call) else { return };
+    line.push('\n');
+    if let Ok(f) = std::fs::OpenOptions::new().create(true).append(true).open(p) {
         use std::io::Write;
-        if let Ok(line) = serde_json::to_string(call) {
-            let _ = writeln!(f, "{line}");
+        match nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusive) {
+            Ok(mut held) => {
+                let _ = held.write_all(line.as_bytes());
+            }
+            Err((mut f, _)) => {
+                let _ = f.write_all(line.as_bytes());
+            }
         }
     }
 }

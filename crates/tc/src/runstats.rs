@@ -3,27 +3,42 @@
 //! `tc -s qdisc show` and `tc -s class show` print them as the kernel's `tc -s` would after the
 //! same traffic ([`tc_stats`]).
 //!
-//! Covered: every qdisc's and class's `Sent`, `dropped`, `overlimits`, `requeues` and backlog,
-//! through HTB's and DRR's classes and leaves and the child qdisc of netem, TBF and RED. A qdisc
-//! under another classful kind (prio's bands, CAKE, HFSC...) keeps zeros. The kinds' own
-//! statistics (HTB's lended/borrowed/tokens, fq_codel's and CAKE's xstats) stay the idle
-//! values `show` prints for a configuration.
+//! The running tree is walked through the [`Qdisc`] trait alone ([`Qdisc::for_each_class`]), so
+//! every classful kind is covered the same way: each class a qdisc reports gets its counters
+//! (`Sent`, `dropped`, `overlimits`, `requeues`, backlog) in its [`ClassNode`], or, for the
+//! classes the model leaves implicit (prio's and ETS's bands, HFSC's root class), in
+//! [`Device::implicit_class_stats`]; each qdisc attached to a class gets the counters of the
+//! running qdisc there, and is walked in turn. A class the kernel dumps no counters for (TBF's,
+//! RED's and netem's one class) keeps none. The kinds' own statistics (HTB's
+//! lended/borrowed/tokens, fq_codel's and CAKE's xstats) stay the idle values `show` prints for a
+//! configuration.
+//!
+//! [`ClassNode`]: crate::model::ClassNode
 
-use crate::model::{Device, QdiscNode, H_INGRESS};
+use crate::model::{Device, H_INGRESS, H_ROOT};
 use crate::tc::show::{show_classes, show_qdiscs, ShowOpts};
-use sluice_core::drr::Drr;
-use sluice_core::htb::Htb;
-use sluice_core::netem::Netem;
-use sluice_core::red::Red;
-use sluice_core::tbf::Tbf;
-use sluice_core::{Handle, Qdisc, QdiscStats};
+use sluice_core::{ClassView, Handle, Qdisc, QdiscStats};
+use std::collections::HashMap;
 
 /// Writes the counters of `root` (the running tree of `dev`'s root qdisc) into `dev`'s nodes;
 /// `root_stats` is what the root reports as a whole (an engine adds its filters' drops there).
 pub fn import(dev: &mut Device, root: &dyn Qdisc, root_stats: QdiscStats) {
-    let Some(i) = dev.qdiscs.iter().position(|q| q.parent == crate::model::H_ROOT) else { return };
+    let Some(i) = dev.qdiscs.iter().position(|q| q.parent == H_ROOT) else { return };
     dev.qdiscs[i].stats = root_stats;
-    children(dev, dev.qdiscs[i].handle, root);
+    dev.implicit_class_stats.clear();
+    let mut w = Walk {
+        classes: dev.classes.iter().enumerate().map(|(k, c)| (c.classid, k)).collect(),
+        attached: HashMap::new(),
+        dev,
+    };
+    // The first qdisc added under a parent, as `Device::qdisc_at` finds it.
+    for (k, q) in w.dev.qdiscs.iter().enumerate().rev() {
+        if q.parent != H_ROOT && q.parent != H_INGRESS {
+            w.attached.insert(q.parent, k);
+        }
+    }
+    let handle = w.dev.qdiscs[i].handle;
+    w.qdisc(handle, root);
 }
 
 /// The ingress (or clsact) qdisc's counters: what the receive path saw (`Sent`) and what its
@@ -34,69 +49,46 @@ pub fn import_ingress(dev: &mut Device, rx_bytes: u64, rx_packets: u64, drops: u
     }
 }
 
-/// The qdisc node whose parent is `parent` (a class, or any minor of a qdisc handle with
-/// `any_minor`).
-fn child_node(dev: &Device, parent: Handle, any_minor: bool) -> Option<usize> {
-    dev.qdiscs.iter().position(|q| {
-        q.parent != crate::model::H_ROOT
-            && q.parent != H_INGRESS
-            && if any_minor { q.parent.major() == parent.major() } else { q.parent == parent }
-    })
+/// A walk of a running tree alongside the model's nodes.
+struct Walk<'d> {
+    dev: &'d mut Device,
+    /// Class node of each classid.
+    classes: HashMap<Handle, usize>,
+    /// Qdisc node attached to each class.
+    attached: HashMap<Handle, usize>,
 }
 
-fn set_node(dev: &mut Device, i: usize, q: &dyn Qdisc) {
-    let handle = {
-        let n: &mut QdiscNode = &mut dev.qdiscs[i];
-        n.stats = q.stats();
-        n.handle
-    };
-    children(dev, handle, q);
-}
-
-/// The classes and child qdiscs of the qdisc `handle`, running as `q`.
-fn children(dev: &mut Device, handle: Handle, q: &dyn Qdisc) {
-    let Some(any) = q.as_any() else { return };
-    if let Some(h) = any.downcast_ref::<Htb>() {
-        let ids: Vec<Handle> =
-            dev.classes.iter().map(|c| c.classid).filter(|c| c.major() == handle.major()).collect();
-        for id in ids {
-            if let (Some(cs), Some(c)) = (h.class_stats(id), dev.classes.iter_mut().find(|c| c.classid == id))
-            {
-                c.stats = QdiscStats {
-                    bytes: cs.bytes,
-                    packets: cs.packets,
-                    drops: cs.drops,
-                    overlimits: cs.overlimits,
-                    backlog_bytes: cs.backlog,
-                    qlen: cs.qlen,
-                    requeues: 0,
-                };
+impl Walk<'_> {
+    /// The classes of the qdisc `handle`, running as `q`, and the qdiscs attached to them.
+    fn qdisc(&mut self, handle: Handle, q: &dyn Qdisc) {
+        let mut classes: Vec<ClassView<'_>> = Vec::new();
+        q.for_each_class(&mut |c| classes.push(c));
+        let only = classes.len() == 1;
+        for c in classes {
+            let id = Handle::new(handle.major(), c.minor);
+            if let Some(s) = c.stats {
+                match self.classes.get(&id) {
+                    Some(&k) => self.dev.classes[k].stats = s,
+                    None => {
+                        self.dev.implicit_class_stats.insert(id, s);
+                    }
+                }
             }
-            if let (Some(leaf), Some(i)) = (h.leaf_qdisc(id), child_node(dev, id, false)) {
-                set_node(dev, i, leaf);
+            let Some(child) = c.child else { continue };
+            // A qdisc with one class takes a child under any minor (`tbf_find`, `netem_find`...).
+            let node = self.attached.get(&id).copied().or_else(|| {
+                only.then(|| {
+                    self.dev.qdiscs.iter().position(|n| {
+                        n.parent != H_ROOT && n.parent != H_INGRESS && n.parent.qdisc() == handle.qdisc()
+                    })
+                })
+                .flatten()
+            });
+            if let Some(k) = node {
+                self.dev.qdiscs[k].stats = child.stats();
+                let h = self.dev.qdiscs[k].handle;
+                self.qdisc(h, child);
             }
-        }
-    } else if let Some(d) = any.downcast_ref::<Drr>() {
-        let ids: Vec<Handle> = d.class_ids().collect();
-        for id in ids {
-            if let (Some(cs), Some(c)) = (d.class_stats(id), dev.classes.iter_mut().find(|c| c.classid == id))
-            {
-                c.stats = cs.stats;
-            }
-            if let (Some(leaf), Some(i)) = (d.class_qdisc(id), child_node(dev, id, false)) {
-                set_node(dev, i, leaf);
-            }
-        }
-    } else {
-        let child = if let Some(n) = any.downcast_ref::<Netem>() {
-            n.child()
-        } else if let Some(t) = any.downcast_ref::<Tbf>() {
-            Some(t.child())
-        } else {
-            any.downcast_ref::<Red>().map(|r| r.child())
-        };
-        if let (Some(c), Some(i)) = (child, child_node(dev, handle, true)) {
-            set_node(dev, i, c);
         }
     }
 }
@@ -109,14 +101,17 @@ pub fn tc_stats_ingress(dev: &Device) -> String {
     out
 }
 
-/// `tc -s qdisc show dev DEV` then `tc -s class show dev DEV` (when it has classes), as text.
+/// `tc -s qdisc show dev DEV` then `tc -s class show dev DEV` (when it has classes, implicit
+/// ones such as prio's bands included), as text.
 pub fn tc_stats(dev: &Device) -> String {
     let o = ShowOpts { stats: true, ..Default::default() };
     let mut out = format!("$ tc -s qdisc show dev {}\n", dev.name);
     show_qdiscs(&mut out, dev, true, o, None);
-    if !dev.classes.is_empty() {
+    let mut classes = String::new();
+    show_classes(&mut classes, dev, o, None, None);
+    if !classes.is_empty() {
         out += &format!("$ tc -s class show dev {}\n", dev.name);
-        show_classes(&mut out, dev, o, None, None);
+        out += &classes;
     }
     out
 }

@@ -5,10 +5,16 @@
 //! file that cannot be read or is not a valid state is reported and left as it is, and a new
 //! state is written to a temporary file in the same directory, flushed and renamed over the old
 //! one ([`save`]) — only when a command changed something (the CLI compares before and after).
+//!
+//! One writer at a time: a writer holds [`lock`] (an advisory `flock` on `FILE.lock` beside the
+//! file) from before it reads the state until after the new one is renamed into place, so two
+//! processes (two shells, or calls a script runs in the background under `sluice run`) never
+//! both change the same old state and lose one of the changes.
 
 use crate::model::State;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 /// Errors reading or writing the state file.
 #[derive(Debug, thiserror::Error)]
@@ -29,6 +35,108 @@ pub enum StateFileError {
         /// What is wrong.
         message: String,
     },
+    /// Another process kept the state file locked longer than the caller would wait.
+    #[error(
+        "state file {path}: another process has been changing it for {}s (it holds the lock on \
+         {}); nothing was done. Wait for that `sluice tc`/`sluice run` to finish and try again \
+         (the lock goes with the process that holds it: a lock file left behind need not be \
+         removed)",
+        waited.as_secs(),
+        lock.display()
+    )]
+    Locked {
+        /// The state file.
+        path: PathBuf,
+        /// The lock file.
+        lock: PathBuf,
+        /// How long the caller waited.
+        waited: Duration,
+    },
+}
+
+/// How long a writer waits for another to release a state file (a command takes milliseconds;
+/// a script's backgrounded calls queue behind each other).
+pub const LOCK_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// An exclusive, advisory hold on a state file (see [`lock`]); released when dropped (or when
+/// the process ends, however it ends).
+#[derive(Debug)]
+pub struct StateLock {
+    held: Option<(PathBuf, nix::fcntl::Flock<std::fs::File>)>,
+}
+
+impl Drop for StateLock {
+    fn drop(&mut self) {
+        // The lock file goes before the lock is released: a waiter that then gets the lock on
+        // the removed file sees that it is no longer the one at the path and starts again.
+        if let Some((path, _)) = &self.held {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+/// The lock file of a state file: `FILE.lock` beside it (the state file itself is replaced by
+/// rename on every save, so it cannot carry the lock). It exists only while a writer holds it,
+/// or after a writer was killed (the kernel releases the lock; the next writer takes it over).
+pub fn lock_path(path: &Path) -> PathBuf {
+    let mut name = path.file_name().map(|n| n.to_os_string()).unwrap_or_else(|| "state".into());
+    name.push(".lock");
+    path.with_file_name(name)
+}
+
+/// Takes the state file's lock, waiting up to `timeout` for another holder to release it. Hold
+/// it across [`load`], the change and [`save`]. Where the lock file cannot be created because
+/// the directory is not writable, nothing can save there either: the hold is empty (readers go
+/// on, a save fails with its own error).
+pub fn lock(path: &Path, timeout: Duration) -> Result<StateLock, StateFileError> {
+    use nix::errno::Errno;
+    use nix::fcntl::{Flock, FlockArg};
+    use std::os::unix::fs::MetadataExt;
+    let lock = lock_path(path);
+    let io = |source| StateFileError::Io { path: lock.clone(), source };
+    let unwritable = |e: &std::io::Error| {
+        matches!(e.kind(), std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem)
+    };
+    if let Some(dir) = lock.parent().filter(|d| !d.as_os_str().is_empty()) {
+        match std::fs::create_dir_all(dir) {
+            Ok(()) => {}
+            Err(e) if unwritable(&e) => return Ok(StateLock { held: None }),
+            Err(e) => return Err(io(e)),
+        }
+    }
+    let start = Instant::now();
+    let mut pause = Duration::from_micros(200);
+    loop {
+        let mut file = match std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&lock)
+        {
+            Ok(f) => f,
+            Err(e) if unwritable(&e) => return Ok(StateLock { held: None }),
+            Err(e) => return Err(io(e)),
+        };
+        loop {
+            match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+                Ok(held) => {
+                    // Ours only if it is still the file at the path (its holder removes it).
+                    let ours = match (held.metadata(), std::fs::metadata(&lock)) {
+                        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+                        _ => false,
+                    };
+                    if ours {
+                        return Ok(StateLock { held: Some((lock, held)) });
+                    }
+                    break;
+                }
+                Err((f, Errno::EWOULDBLOCK | Errno::EINTR)) => file = f,
+                Err((_, e)) => return Err(io(std::io::Error::from(e))),
+            }
+            let waited = start.elapsed();
+            if waited >= timeout {
+                return Err(StateFileError::Locked { path: path.into(), lock, waited });
+            }
+            std::thread::sleep(pause.min(timeout - waited));
+            pause = (pause * 2).min(Duration::from_millis(20));
+        }
+    }
 }
 
 /// The path used when neither `--state` nor `SLUICE_STATE` is given:
@@ -123,16 +231,6 @@ pub fn validate(state: &State) -> Result<(), String> {
                 format!("qdisc add dev {} root{stab} {}", d.name, q.opts.kind())
             };
             reparse(&head, &args).map_err(|m| format!("device {}: qdisc {}: {m}", d.name, q.handle))?;
-            if let crate::model::QdiscOpts::Sfq(o) = &q.opts {
-                if let Some(r) = &o.red {
-                    if !r.probability.is_finite() || !(0.0..=1.0).contains(&r.probability) {
-                        return Err(format!(
-                            "device {}: sfq probability {} is out of range",
-                            d.name, r.probability
-                        ));
-                    }
-                }
-            }
         }
         for c in &d.classes {
             let args = crate::export::class_args(&c.opts);
@@ -303,6 +401,39 @@ mod tests {
         for bad in ["NaN", "Infinity", "-Infinity", "1e309", "null", "1.5", "-0.1"] {
             assert!(edited(&sfq, "0.5", bad).is_err(), "probability {bad} accepted");
         }
+    }
+
+    #[test]
+    fn one_writer_at_a_time_and_a_clear_message_on_timeout() {
+        let d = dir("lock");
+        let p = d.join("sub").join("s.json");
+        let held = lock(&p, LOCK_TIMEOUT).unwrap();
+        assert!(lock_path(&p).ends_with("sub/s.json.lock"));
+        // A second open file description conflicts with the first, even in the same process.
+        let t = std::time::Instant::now();
+        let e = lock(&p, Duration::from_millis(150)).unwrap_err();
+        assert!(t.elapsed() >= Duration::from_millis(150));
+        let msg = e.to_string();
+        assert!(msg.contains("s.json.lock") && msg.contains("another process"), "{msg}");
+        // Released on drop: the next writer gets it at once.
+        drop(held);
+        assert!(!lock_path(&p).exists(), "the lock file is removed with the lock");
+        let again = lock(&p, Duration::from_millis(0));
+        assert!(again.is_ok(), "{again:?}");
+        drop(again);
+        // A lock file left by a writer that was killed is taken over.
+        std::fs::write(lock_path(&p), "").unwrap();
+        drop(lock(&p, Duration::from_millis(0)).unwrap());
+        // A writer waiting on the lock gets it when the holder is done.
+        let held = lock(&p, LOCK_TIMEOUT).unwrap();
+        let waiter = {
+            let p = p.clone();
+            std::thread::spawn(move || lock(&p, LOCK_TIMEOUT).map(|_| ()))
+        };
+        std::thread::sleep(Duration::from_millis(50));
+        drop(held);
+        waiter.join().unwrap().unwrap();
+        let _ = std::fs::remove_dir_all(&d);
     }
 
     #[test]

@@ -6,16 +6,12 @@
 
 use crate::model::*;
 use crate::tc::show::classid_str;
-use sluice_core::units::{format_rate, format_time};
-use sluice_core::{Rate, Span};
+use sluice_core::units::format_rate;
+use sluice_core::Rate;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
 /// A time in microseconds (the model's unit) as tc prints it (`5ms`).
-fn us(micros: u32) -> String {
-    format_time(Span::from_micros(micros as u64))
-}
-
 /// Per-class measurements to draw.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ClassStats {
@@ -174,15 +170,7 @@ fn rate(b: u64) -> String {
 }
 
 fn qdisc_summary(q: &QdiscOpts) -> Option<String> {
-    if let Some(l) = q.label() {
-        return l;
-    }
-    Some(match q {
-        QdiscOpts::Prio(p) => format!("{} bands", p.bands),
-        QdiscOpts::Codel(c) => format!("target {}", us(c.target.unwrap_or(5000))),
-        QdiscOpts::Sfq(s) if s.perturb != 0 => format!("perturb {}s", s.perturb),
-        _ => return None,
-    })
+    q.label().flatten()
 }
 
 /// What a filter matches, short.

@@ -159,3 +159,21 @@ fn red_builds_with_the_derived_parameters_and_a_grafted_child() {
     }
     assert_eq!(b.root.stats().qlen, 2, "the grafted pfifo's limit applies");
 }
+
+/// A chain of qdiscs nested deeper than the builder allows is refused with the limit named,
+/// not a stack overflow (found by a garbage-input run: 2 000 nested HTB qdiscs).
+#[test]
+fn qdiscs_nested_too_deep_are_refused_without_recursion() {
+    let mut s = String::from("tc qdisc add dev eth0 root handle 1: htb default 1\n");
+    for i in 1..=2000u32 {
+        s += &format!("tc class add dev eth0 parent {i:x}: classid {i:x}:1 htb rate 1mbit\n");
+        s += &format!("tc qdisc add dev eth0 parent {i:x}:1 handle {:x}: htb default 1\n", i + 1);
+    }
+    let st = load(&s);
+    assert_eq!(st.devices[0].qdisc_depth(usize::MAX), 2001);
+    let e = build_device(&st, "eth0").err().expect("refused").to_string();
+    assert!(e.contains("nested more than 256 deep"), "{e}");
+    let shallow = load("tc qdisc add dev eth0 root handle 1: htb default 1\ntc class add dev eth0 parent 1: classid 1:1 htb rate 1mbit\ntc qdisc add dev eth0 parent 1:1 handle 2: pfifo\n");
+    assert_eq!(shallow.devices[0].qdisc_depth(usize::MAX), 2);
+    assert!(build_device(&shallow, "eth0").is_ok());
+}

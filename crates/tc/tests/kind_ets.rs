@@ -3,7 +3,6 @@
 use sluice_model::error::TcError;
 use sluice_model::grammar::*;
 use sluice_model::kinds::ets::*;
-use sluice_model::model::*;
 
 fn p(s: &str) -> Result<EtsOpts, TcError> {
     let argv: Vec<String> = s.split_whitespace().map(String::from).collect();

@@ -3,7 +3,6 @@
 use sluice_core::hfsc::ServiceCurve;
 use sluice_model::error::TcError;
 use sluice_model::kinds::hfsc::*;
-use sluice_model::model::*;
 use sluice_tc::tc::args::{parse_command, TcCmd};
 
 fn class(args: &str) -> Result<HfscClassOpts, TcError> {

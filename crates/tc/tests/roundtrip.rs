@@ -47,6 +47,18 @@ fn tc_and_toml_round_trip() {
     }
 }
 
+/// Rates above `i64::MAX` bit/s (accepted by tc's grammar) survive TOML, whose integers are
+/// 64-bit signed.
+#[test]
+fn toml_holds_rates_beyond_its_integers() {
+    let text = "tc qdisc add dev eth0 root handle 1: htb default 10\n\
+                tc class add dev eth0 parent 1: classid 1:10 htb rate 10000000000000000000bit\n";
+    let a = load_tc_script("big", text, &Vars::new()).unwrap_or_else(|e| panic!("{e}"));
+    let t = to_toml(&a.state).unwrap_or_else(|e| panic!("{e}"));
+    assert!(t.contains("\"10000000000000000000bit\""), "{t}");
+    assert_eq!(from_toml(&t).unwrap_or_else(|e| panic!("{e}\n{t}")), a.state);
+}
+
 #[test]
 fn toml_accepts_tc_units_and_rejects_invalid_trees() {
     let t = r#"

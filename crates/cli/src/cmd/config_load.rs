@@ -24,7 +24,7 @@ const WINDOW: usize = 60;
 
 /// The snippet a diagnostic shows: the error's line (or a window of it when it is long), and the
 /// error's byte offset within it. Keeps miette away from huge sources and very long lines.
-fn snippet(text: &str, line: usize, column: usize) -> (String, usize) {
+pub(crate) fn snippet(text: &str, line: usize, column: usize) -> (String, usize) {
     let Some(l) = text.lines().nth(line.saturating_sub(1)) else { return (String::new(), 0) };
     let chars: Vec<char> = l.chars().collect();
     let col = column.saturating_sub(1).min(chars.len());

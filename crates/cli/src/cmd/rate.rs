@@ -17,6 +17,12 @@ pub struct Args {
 /// Prints the exact transmission time of one packet.
 pub fn run(args: Args) -> Result<ExitCode> {
     let rate = parse_rate(&args.rate)?;
+    if rate.bps() == 0 {
+        anyhow::bail!(
+            "rate `{}` is zero: a packet would never be sent (give a rate above 0, e.g. 10mbit)",
+            args.rate
+        );
+    }
     let size = parse_size(&args.size)?;
     let t = rate.time_to_send(size);
     println!("{} bytes at {}: {} ns", size, format_rate(rate), t.as_nanos());

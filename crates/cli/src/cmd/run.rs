@@ -51,7 +51,10 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let result = run_script(&args.script, &work, &opts);
     let _ = std::fs::remove_file(&work);
     let run = result?;
-    statefile::save(&state_path, &run.state)?;
+    {
+        let _lock = statefile::lock(&state_path, statefile::LOCK_TIMEOUT)?;
+        statefile::save(&state_path, &run.state)?;
+    }
 
     let mut e = std::io::stderr().lock();
     let applied: Vec<&Call> = run.calls.iter().filter(|c| c.applied).collect();
@@ -150,7 +153,16 @@ pub fn shim(a: ShimArgs) -> Result<ExitCode> {
 
 fn apply(a: ShimArgs, tc: bool) -> Result<ExitCode> {
     let path = statefile::default_path();
-    let mut state = statefile::load(&path)?;
+    // Calls a script runs in the background (`tc ... &`) take turns: each reads the state the
+    // previous one saved, and logs its call before the next one starts.
+    let lock = match statefile::lock(&path, statefile::LOCK_TIMEOUT) {
+        Ok(l) => l,
+        Err(e) => return Err(logged_failure(a, Vec::new(), e.into())),
+    };
+    let mut state = match statefile::load(&path) {
+        Ok(s) => s,
+        Err(e) => return Err(logged_failure(a, Vec::new(), e.into())),
+    };
     let before = state.clone();
     // Scripts name the machine's interfaces (and `ip link set ifb0 up` after `modprobe ifb`).
     let verb = a.args.iter().filter(|w| !w.starts_with('-')).nth(1).map(String::as_str).unwrap_or("");
@@ -160,17 +172,27 @@ fn apply(a: ShimArgs, tc: bool) -> Result<ExitCode> {
         if tc { sluice_tc::run_tc(&mut state, &a.args) } else { sluice_tc::run_ip(&mut state, &a.args) };
     // Devices the script named stay even when the command failed: the machine has them.
     if state != before {
-        statefile::save(&path, &state)?;
+        if let Err(e) = statefile::save(&path, &state) {
+            return Err(logged_failure(a, created, e.into()));
+        }
     }
-    let _ = std::io::stdout().write_all(out.stdout.as_bytes());
-    let _ = std::io::stderr().write_all(out.stderr.as_bytes());
     log_call(&Call {
         tool: a.tool,
         args: a.args,
         applied: true,
         code: out.code,
-        stderr: out.stderr,
+        stderr: out.stderr.clone(),
         created,
     });
+    drop(lock);
+    let _ = std::io::stdout().write_all(out.stdout.as_bytes());
+    let _ = std::io::stderr().write_all(out.stderr.as_bytes());
     Ok(ExitCode::from(out.code))
+}
+
+/// Logs a call that failed before or after tc's own work (the state file could not be locked,
+/// read or saved), so the run's summary counts it as failed, and returns the error.
+fn logged_failure(a: ShimArgs, created: Vec<String>, e: anyhow::Error) -> anyhow::Error {
+    log_call(&Call { tool: a.tool, args: a.args, applied: true, code: 1, stderr: format!("{e:#}"), created });
+    e
 }

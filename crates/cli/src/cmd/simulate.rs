@@ -54,12 +54,23 @@ mod thiserror_impl {
     pub use thiserror::Error;
 }
 
-/// Prints a scenario error with file:line:col, the source line and the hint.
+/// Prints a scenario error with file:line:col, the source line (a window of it when it is long:
+/// miette cannot draw columns past 65 535) and the hint.
 pub fn report_scenario_error(e: &ScenarioError) {
+    let message = format!("{}:{}:{}: {}", e.path, e.line, e.col, e.message);
+    let (src, offset) = super::config_load::snippet(&e.source_text, e.line, e.col);
+    if src.is_empty() {
+        eprintln!("{message}");
+        if let Some(h) = &e.hint {
+            eprintln!("  hint: {h}");
+        }
+        return;
+    }
+    let len = e.span.as_ref().map_or(0, |r| r.end.saturating_sub(r.start)).min(src.len() - offset);
     let d = Diag {
-        message: format!("{}:{}:{}: {}", e.path, e.line, e.col, e.message),
-        src: miette::NamedSource::new(&e.path, e.source_text.clone()),
-        span: e.span.clone().map(|r| (r.start, r.end.saturating_sub(r.start)).into()),
+        message,
+        src: miette::NamedSource::new(format!("{}:{}", e.path, e.line), src),
+        span: Some((offset, len).into()),
         help: e.hint.clone(),
     };
     eprintln!("{:?}", miette::Report::new(d));

@@ -27,6 +27,8 @@ pub enum Tool {
 /// Runs one tc or ip command against the state file, printing like the real tool.
 pub fn run(args: Args, tool: Tool) -> Result<ExitCode> {
     let path = args.state.unwrap_or_else(sluice_tc::statefile::default_path);
+    // One writer at a time, from reading the state to renaming the new one into place.
+    let lock = sluice_tc::statefile::lock(&path, sluice_tc::statefile::LOCK_TIMEOUT)?;
     // An unreadable or invalid file is reported and left alone: nothing runs against it.
     let mut state = sluice_tc::statefile::load(&path)?;
     let before = state.clone();
@@ -39,6 +41,7 @@ pub fn run(args: Args, tool: Tool) -> Result<ExitCode> {
     if state != before {
         sluice_tc::statefile::save(&path, &state)?;
     }
+    drop(lock);
     let _ = std::io::stdout().write_all(out.stdout.as_bytes());
     let _ = std::io::stderr().write_all(out.stderr.as_bytes());
     if out.stderr.starts_with("Cannot find device") {

@@ -36,6 +36,14 @@ pub fn run(args: Args) -> Result<ExitCode> {
         Some(p) => parse_stats(&std::fs::read_to_string(p)?, args.case).map_err(anyhow::Error::msg)?,
         None => StatsMap::new(),
     };
+    let max = sluice_tc::model::MAX_QDISC_DEPTH;
+    if let Some(d) = loaded.state.devices.iter().find(|d| d.qdisc_depth(max + 1) > max) {
+        anyhow::bail!(
+            "{}: qdiscs nested more than {max} deep on {}: too deep to draw",
+            args.config.display(),
+            d.name
+        );
+    }
     let g = build_graph(&loaded.state, &stats);
     let fmt = args.format.clone().unwrap_or_else(|| match args.output.as_ref().and_then(|o| o.extension()) {
         Some(e) if e == "svg" => "svg".into(),

@@ -30,7 +30,7 @@ mod tests;
 use crate::fifo::Fifo;
 use crate::handle::Handle;
 use crate::packet::Packet;
-use crate::qdisc::{ConfigError, DropReason, Dropped, Qdisc, QdiscStats};
+use crate::qdisc::{ClassView, ConfigError, DropReason, Dropped, Qdisc, QdiscStats};
 use crate::sched::FastMap;
 use crate::time::Time;
 pub use curve::ServiceCurve;
@@ -891,6 +891,16 @@ impl Qdisc for Hfsc {
 
     fn backlog_bytes(&self) -> u64 {
         self.stats.backlog_bytes
+    }
+
+    /// Every class, the root class (`major:`, minor 0) first; only a leaf reports its qdisc, as
+    /// `hfsc_leaf` does.
+    fn for_each_class<'a>(&'a self, f: &mut dyn FnMut(ClassView<'a>)) {
+        for c in self.classes.iter().filter(|c| c.alive) {
+            let stats = self.class_stats(c.id).map(|s| s.stats);
+            let child = (c.level == 0).then_some(c.child.as_ref());
+            f(ClassView { minor: c.id.minor(), stats, child });
+        }
     }
 
     fn take_dropped(&mut self) -> Option<Dropped> {

@@ -120,7 +120,7 @@ pub use config::{
 use crate::fifo::DEFAULT_TXQUEUELEN;
 use crate::handle::Handle;
 use crate::packet::Packet;
-use crate::qdisc::{ConfigError, DropReason, Dropped, Qdisc, QdiscStats};
+use crate::qdisc::{ClassView, ConfigError, DropReason, Dropped, Qdisc, QdiscStats};
 use crate::time::Time;
 use class::{ns_to_ticks, Class, ClassCold, LEAF, NONE, PARKED};
 use index::MinorIndex;
@@ -919,6 +919,24 @@ impl Qdisc for Htb {
 
     fn take_dropped(&mut self) -> Option<Dropped> {
         self.dropped.pop_front()
+    }
+
+    /// Every class, inner ones included (their `Sent` is their descendants'), with
+    /// [`Htb::class_stats`]'s counters and the leaf's grafted qdisc.
+    fn for_each_class<'a>(&'a self, f: &mut dyn FnMut(ClassView<'a>)) {
+        for c in self.by_minor.sorted_indices() {
+            let id = self.id_of(c);
+            let stats = self.class_stats(id).map(|s| QdiscStats {
+                bytes: s.bytes,
+                packets: s.packets,
+                drops: s.drops,
+                overlimits: s.overlimits,
+                requeues: 0,
+                backlog_bytes: s.backlog,
+                qlen: s.qlen,
+            });
+            f(ClassView { minor: id.minor(), stats, child: self.leaf_qdisc(id) });
+        }
     }
 
     fn requeue(&mut self, pkt: Packet, _now: Time) -> Result<(), Dropped> {

@@ -39,7 +39,7 @@
 pub mod dist;
 
 use crate::packet::Packet;
-use crate::qdisc::{ConfigError, DropReason, Dropped, Qdisc, QdiscStats};
+use crate::qdisc::{ClassView, ConfigError, DropReason, Dropped, Qdisc, QdiscStats};
 use crate::time::{Span, Time};
 use dist::{DistTable, DIST_SCALE};
 use rand_chacha::rand_core::{RngCore, SeedableRng};
@@ -736,10 +736,6 @@ impl Netem {
 }
 
 impl Qdisc for Netem {
-    fn as_any(&self) -> Option<&dyn std::any::Any> {
-        Some(self)
-    }
-
     fn kind(&self) -> &'static str {
         "netem"
     }
@@ -801,6 +797,14 @@ impl Qdisc for Netem {
 
     fn take_dropped(&mut self) -> Option<Dropped> {
         self.dropped.pop_front()
+    }
+
+    /// Class `major:1` while a child is grafted (`netem_dump_class`); the kernel dumps no
+    /// counters for it.
+    fn for_each_class<'a>(&'a self, f: &mut dyn FnMut(ClassView<'a>)) {
+        if let Some(c) = self.child.as_deref() {
+            f(ClassView { minor: 1, stats: None, child: Some(c) });
+        }
     }
 }
 

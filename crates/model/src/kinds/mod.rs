@@ -30,6 +30,7 @@ use std::fmt::Debug;
 
 pub mod cake;
 pub mod clsact;
+pub mod codel;
 pub mod drr;
 pub mod ematch;
 pub mod ets;
@@ -40,7 +41,10 @@ pub mod htb;
 pub mod ingress;
 pub mod mq;
 pub mod netem;
+pub mod pfifo_fast;
+pub mod prio;
 pub mod red;
+pub mod sfq;
 pub mod tbf;
 
 /// `TCA_OPTIONS`: the attribute that holds a kind's options in a tc request.
@@ -61,6 +65,12 @@ pub trait QdiscKind {
     /// tc's words after the kind name (`parse_qopt`), to the end of `cur`.
     fn parse(cur: &mut Cur) -> Result<Self::Opts, TcError>;
 
+    /// [`QdiscKind::parse`], with the lines tc prints on stderr when it succeeds (RED reports
+    /// the bandwidth it assumed and a burst it finds too large; most kinds print nothing).
+    fn parse_warned(cur: &mut Cur) -> Result<(Self::Opts, Vec<String>), TcError> {
+        Self::parse(cur).map(|o| (o, Vec::new()))
+    }
+
     /// Words that [`QdiscKind::parse`] reads back as `o`, each with a leading space (export, the
     /// commands a dry run prints).
     fn args(o: &Self::Opts) -> String;
@@ -71,8 +81,9 @@ pub trait QdiscKind {
     /// The `options` object of `tc -j qdisc show`.
     fn json(o: &Self::Opts, dev: &Device, d: bool) -> J;
 
-    /// The kind's own statistics lines of `tc -s` (`print_xstats`), as an idle qdisc prints them.
-    fn xstats_text(_o: &Self::Opts) -> String {
+    /// The kind's own statistics lines of `tc -s` (`print_xstats`), as an idle qdisc on `dev`
+    /// prints them (CAKE's thresholds depend on the device's psched_mtu).
+    fn xstats_text(_o: &Self::Opts, _dev: &Device) -> String {
         String::new()
     }
 
@@ -174,6 +185,14 @@ macro_rules! qdisc_registry {
                 None
             }
 
+            /// [`QdiscKind::parse_warned`] for `kind`: the options and tc's stderr lines.
+            pub fn parse_kind_warned(kind: &str, cur: &mut Cur) -> Option<Result<(QdiscOpts, Vec<String>), TcError>> {
+                $(if kind == <$kind as QdiscKind>::NAME {
+                    return Some(<$kind as QdiscKind>::parse_warned(cur).map(|(o, w)| (QdiscOpts::$variant(o), w)));
+                })*
+                None
+            }
+
             /// [`QdiscKind::NAME`].
             pub fn registry_name(&self) -> Option<&'static str> {
                 match self {
@@ -231,9 +250,9 @@ macro_rules! qdisc_registry {
             }
 
             /// [`QdiscKind::xstats_text`].
-            pub fn xstats_text(&self) -> Option<String> {
+            pub fn xstats_text(&self, dev: &Device) -> Option<String> {
                 match self {
-                    $(QdiscOpts::$variant(o) => Some(<$kind as QdiscKind>::xstats_text(o)),)*
+                    $(QdiscOpts::$variant(o) => Some(<$kind as QdiscKind>::xstats_text(o, dev)),)*
                     _ => None,
                 }
             }
@@ -306,4 +325,13 @@ qdisc_registry! {
     Mq => mq::Mq,
     Ingress => ingress::Ingress,
     Clsact => clsact::Clsact,
+    Codel => codel::Codel,
+    Sfq => sfq::Sfq,
+    Prio => prio::Prio,
+    PfifoFast => pfifo_fast::PfifoFast,
+    Netem => netem::Netem,
+    Red => red::Red,
+    Cake => cake::Cake,
+    Hfsc => hfsc::Hfsc,
+    Ets => ets::Ets,
 }

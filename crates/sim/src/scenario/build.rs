@@ -908,7 +908,7 @@ fn build_flows(
             "probe" => sluice_wire::L4::Icmp,
             _ => sluice_wire::L4::Udp,
         };
-        let sport = 10000 + out.len() as u16;
+        let sport = source_port(out.len());
         tc_wire(ctx, fl, b, &mut fs, proto, sport, dport, tunnel.as_deref(), nat)?;
         if let (Some((_, j)), false) = (base, matches!(traffic, TrafficSpec::StreamGroup { .. })) {
             let idx = j + spread.map(|n| (i * n / count) as u32).unwrap_or(0);
@@ -950,7 +950,7 @@ fn build_flows(
                 };
                 set_host_class(&mut m, c)
                     .map_err(|m| ctx.err(st.class.as_ref().map(|q| q.span()), m, None))?;
-                let sport = 10000 + out.len() as u16;
+                let sport = source_port(out.len());
                 tc_wire(ctx, fl, b, &mut m, sluice_wire::L4::Udp, sport, dport, None, nat)?;
                 streams.push(StreamSpec { flow: out.len(), size: ssize, burst });
                 out.push(m);
@@ -970,6 +970,12 @@ fn build_flows(
         }
     }
     Ok(())
+}
+
+/// The source port of the `n`th flow: 10000 upwards, starting again at 10000 after 65535 (a
+/// scenario may have up to a million flows).
+fn source_port(n: usize) -> u16 {
+    10000 + (n % (usize::from(u16::MAX) - 10000 + 1)) as u16
 }
 
 /// For a tc-script shaper, what its filters see of `fs`'s packets: the flow keys and template
@@ -1108,7 +1114,7 @@ pub(crate) fn check_budget(spec: &SimSpec) -> Result<(), (&'static str, String)>
     let mut packets = 0f64;
     let mut tcp_bytes = 0f64;
     let mut tcp_flows = 0f64;
-    for f in &spec.flows {
+    for (i, f) in spec.flows.iter().enumerate() {
         let bits = f.size.max(1) as f64 * 8.0 * f.gso_segs.max(1) as f64;
         let pps = match &f.traffic {
             TrafficSpec::Cbr { rate } | TrafficSpec::Poisson { rate } | TrafficSpec::OnOff { rate, .. } => {
@@ -1123,19 +1129,36 @@ pub(crate) fn check_budget(spec: &SimSpec) -> Result<(), (&'static str, String)>
                     TrafficSpec::Tcp { rwnd, .. } if rtt > 0.0 => Some(*rwnd as f64 / rtt),
                     _ => None,
                 };
-                let link = bottleneck.map(|b| b as f64 / bits);
-                match (link, window) {
+                // The shaper's classes bound only what they take: with no link rate, follow the
+                // flow's packets into the shaper (HTB's direct queue has no rate).
+                let direct = match (link, shaped, window) {
+                    (None, Some(_), None) => crate::engine::unshaped(spec, i),
+                    _ => None,
+                };
+                let limit = if direct.is_some() { link } else { bottleneck };
+                match (limit.map(|b| b as f64 / bits), window) {
                     (Some(a), Some(b)) => a.min(b),
                     (Some(a), None) | (None, Some(a)) => a,
                     (None, None) => {
-                        return Err((
-                            "rate",
-                            format!(
-                                "flow `{}` sends as fast as it can, and no forward link has a rate \
-                                 (nor, for TCP, a delay): it would send without bound",
-                                f.name
+                        return Err(match direct {
+                            Some((why, fix)) => (
+                                "rate",
+                                format!(
+                                    "flow `{}` sends as fast as it can into HTB's direct queue, \
+                                     which no rate limits ({why}), and no forward link has a \
+                                     rate: it would send without bound ({fix})",
+                                    f.name
+                                ),
                             ),
-                        ))
+                            None => (
+                                "rate",
+                                format!(
+                                    "flow `{}` sends as fast as it can, and no forward link has a rate \
+                                     (nor, for TCP, a delay): it would send without bound",
+                                    f.name
+                                ),
+                            ),
+                        })
                     }
                 }
             }

@@ -216,17 +216,26 @@ impl Scenario {
                 ];
                 for k in kinds {
                     if let (Some((a, fmt)), Some((b, _)), Some((st, _))) = (k(&from), k(&to), k(&step)) {
+                        if !(a.is_finite() && b.is_finite() && st.is_finite()) {
+                            return Err(self.err(
+                                span,
+                                format!("range `{from}`..`{to}` step `{step}` is not finite"),
+                                Some("give finite bounds and step".into()),
+                            ));
+                        }
                         if st <= 0.0 || b < a {
                             return Err(self.err(span, "range needs from <= to and step > 0", None));
                         }
-                        let n = ((b - a) / st + 1e-9).floor() as usize + 1;
-                        if n > 100_000 {
+                        // Counted in f64 first: a tiny step gives more points than usize holds.
+                        let points = ((b - a) / st + 1e-9).floor() + 1.0;
+                        if points > 100_000.0 {
                             return Err(self.err(
                                 span,
-                                format!("range has {n} points"),
-                                Some("use a larger step".into()),
+                                format!("range `{from}`..`{to}` step `{step}` has {points:.3e} points"),
+                                Some("use a larger step (at most 100 000 points)".into()),
                             ));
                         }
+                        let n = points as usize;
                         return Ok((0..n).map(|i| fmt(a + st * i as f64)).collect());
                     }
                 }

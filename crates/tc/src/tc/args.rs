@@ -247,23 +247,18 @@ fn parse_qdisc(verb: Verb, cur: &mut Cur) -> Result<QdiscCmd, TcError> {
         return Ok(c);
     }
     if let Some((k, ki)) = c.kind.clone() {
-        if k == "red" {
-            let (o, w) = super::red::parse(cur)?;
-            c.opts = Some(QdiscOpts::Red(o));
+        if let Some(r) = QdiscOpts::parse_kind_warned(&k, cur) {
+            let (o, w) = r?;
+            c.opts = Some(o);
             c.warnings = w;
             return Ok(c);
         }
-        match parse_qdisc_opts(&k, cur)? {
-            Some(o) => c.opts = Some(o),
-            None => {
-                c.unknown_kind = true;
-                if let Some(a) = cur.peek() {
-                    return Err(TcError::usage(
-                        format!("Unknown qdisc \"{k}\", hence option \"{a}\" is unparsable"),
-                        Some(ki),
-                    ));
-                }
-            }
+        c.unknown_kind = true;
+        if let Some(a) = cur.peek() {
+            return Err(TcError::usage(
+                format!("Unknown qdisc \"{k}\", hence option \"{a}\" is unparsable"),
+                Some(ki),
+            ));
         }
     }
     Ok(c)
@@ -357,77 +352,6 @@ fn parse_stab(cur: &mut Cur) -> Result<Option<SizeTable>, TcError> {
 
 const QDISC_USAGE: &str = "Usage: tc qdisc [ add | del | replace | change | show ] dev STRING\n       [ handle QHANDLE ] [ root | ingress | clsact | parent CLASSID ]\n       [ estimator INTERVAL TIME_CONSTANT ]\n       [ stab [ help | STAB_OPTIONS] ]\n       [ ingress_block BLOCK_INDEX ] [ egress_block BLOCK_INDEX ]\n       [ [ QDISC_KIND ] [ help | OPTIONS ] ]";
 
-fn parse_qdisc_opts(kind: &str, cur: &mut Cur) -> Result<Option<QdiscOpts>, TcError> {
-    if let Some(r) = QdiscOpts::parse_kind(kind, cur) {
-        return r.map(Some);
-    }
-    Ok(Some(match kind {
-        "pfifo_fast" => {
-            if cur.peek().is_some() {
-                return Err(TcError::usage(
-                    format!("qdisc '{kind}' does not support option parsing"),
-                    Some(cur.pos),
-                ));
-            }
-            QdiscOpts::PfifoFast
-        }
-        "prio" => QdiscOpts::Prio(parse_prio(cur)?),
-        "sfq" => QdiscOpts::Sfq(parse_sfq(cur)?),
-        "codel" => QdiscOpts::Codel(parse_codel(cur)?),
-        "netem" => QdiscOpts::Netem(Box::new(super::netem::parse(cur)?)),
-        "cake" => QdiscOpts::Cake(super::cake::parse(cur)?),
-        "hfsc" => QdiscOpts::Hfsc(super::hfsc::parse_qdisc(cur)?),
-        "ets" => QdiscOpts::Ets(super::ets::parse(cur)?),
-        _ => return Ok(None),
-    }))
-}
-
-const PRIO_USAGE: &str = "Usage: ... prio [ bands NUMBER ] [ priomap P1 P2 ...] [multiqueue]";
-
-fn parse_prio(cur: &mut Cur) -> Result<PrioOpts, TcError> {
-    let mut o = PrioOpts::default();
-    let mut pmap = false;
-    let mut idx = 0usize;
-    while let Some((at, w)) = cur.next_word() {
-        match w {
-            "bands" => {
-                if pmap {
-                    return Err(TcError::usage(PRIO_USAGE, Some(at)));
-                }
-                let (i, v) = cur.value()?;
-                o.bands = v
-                    .parse::<i32>()
-                    .ok()
-                    .and_then(|b| u32::try_from(b).ok())
-                    .ok_or_else(|| illegal("bands", i, None))?;
-            }
-            "priomap" => {
-                if pmap {
-                    return Err(TcError::usage("Error: duplicate priomap", Some(at)));
-                }
-                pmap = true;
-            }
-            "multiqueue" => {}
-            "help" => return Err(TcError::usage(PRIO_USAGE, Some(at))),
-            _ => {
-                if !pmap {
-                    return Err(what_is(w, at, PRIO_USAGE));
-                }
-                let band: u32 = w.parse().map_err(|_| illegal("priomap\" element", at, None))?;
-                if band >= o.bands {
-                    return Err(TcError::usage("Illegal \"priomap\" element", Some(at)));
-                }
-                if idx > 15 {
-                    return Err(TcError::usage("Illegal \"priomap\" element", Some(at)));
-                }
-                o.priomap[idx] = band as u8;
-                idx += 1;
-            }
-        }
-    }
-    Ok(o)
-}
-
 /// `get_rate64`: a rate, zero refused.
 fn htb_rate(v: &str) -> Option<u64> {
     parse_rate(v).ok().map(|r| r.bps()).filter(|&r| r != 0)
@@ -519,110 +443,6 @@ pub(crate) fn parse_htb_class(cur: &mut Cur) -> Result<HtbClassOpts, TcError> {
     o.ceil = ceil;
     o.burst = burst;
     o.cburst = cburst;
-    Ok(o)
-}
-
-const SFQ_USAGE: &str = "Usage: ... sfq\t[ limit NUMBER ] [ perturb SECS ] [ quantum BYTES ]\n\t\t[ divisor NUMBER ] [ flows NUMBER] [ depth NUMBER ]\n\t\t[ headdrop ]\n\t\t[ redflowlimit BYTES ] [ min BYTES ] [ max BYTES ]\n\t\t[ avpkt BYTES ] [ burst PACKETS ] [ probability P ]\n\t\t[ ecn ] [ harddrop ]";
-
-fn parse_sfq(cur: &mut Cur) -> Result<SfqOpts, TcError> {
-    let mut o = SfqOpts::default();
-    let (mut flowlimit, mut qmin, mut qmax, mut avpkt, mut burst) = (0u32, 0u32, 0u32, 1000u32, 0u32);
-    let mut prob = 0.02f64;
-    let (mut ecn, mut harddrop) = (false, false);
-    while let Some((at, w)) = cur.next_word() {
-        match w {
-            "quantum" => o.quantum = Some(size_arg(cur, "quantum")?),
-            "perturb" => {
-                let (i, v) = cur.value()?;
-                o.perturb = v
-                    .parse::<i32>()
-                    .ok()
-                    .and_then(|p| u32::try_from(p).ok())
-                    .ok_or_else(|| illegal("perturb", i, None))?;
-            }
-            "limit" => {
-                let (i, v) = cur.value()?;
-                let l: u32 = v.parse().map_err(|_| illegal("limit", i, None))?;
-                if l < 2 {
-                    return Err(TcError::usage("Illegal \"limit\", must be > 1", Some(i)));
-                }
-                o.limit = Some(l);
-            }
-            "divisor" => o.divisor = Some(u32_arg(cur, "divisor")?),
-            "flows" => o.flows = Some(u32_arg(cur, "flows")?),
-            "depth" => o.depth = Some(u32_arg(cur, "flows")?),
-            "headdrop" => o.headdrop = true,
-            "redflowlimit" => flowlimit = size_arg(cur, "redflowlimit")?,
-            "min" => qmin = size_arg(cur, "min")?,
-            "max" => qmax = size_arg(cur, "max")?,
-            "burst" => burst = u32_arg(cur, "burst")?,
-            "avpkt" => avpkt = size_arg(cur, "avpkt")?,
-            "probability" => {
-                let (i, v) = cur.value()?;
-                // tc reads it with sscanf("%lg") and scales it to 32 bits; a value that is not
-                // a number in [0, 1] (nan, inf, 1e309) is refused here rather than sent.
-                prob = v
-                    .parse::<f64>()
-                    .ok()
-                    .filter(|p| (0.0..=1.0).contains(p))
-                    .ok_or_else(|| illegal("probability", i, None))?;
-            }
-            "ecn" => ecn = true,
-            "harddrop" => harddrop = true,
-            "help" => return Err(TcError::usage(SFQ_USAGE, Some(at))),
-            _ => return Err(what_is(w, at, SFQ_USAGE)),
-        }
-    }
-    if flowlimit != 0 {
-        if qmax == 0 {
-            qmax = flowlimit / 4;
-        }
-        if qmin == 0 {
-            qmin = qmax / 3;
-        }
-        if burst == 0 {
-            burst = (2 * qmin + qmax) / (3 * avpkt.max(1));
-        }
-        let ewma = red_eval_ewma(qmin, burst, avpkt)
-            .ok_or_else(|| TcError::usage("SFQ: failed to calculate EWMA constant.", None))?;
-        o.red = Some(SfqRed { flowlimit, min: qmin, max: qmax, probability: prob, ewma, ecn, harddrop });
-    }
-    Ok(o)
-}
-
-/// tc's `tc_red_eval_ewma`: the smallest EWMA weight log that lets `burst` packets through an
-/// idle queue before the average reaches `qmin`.
-pub fn red_eval_ewma(qmin: u32, burst: u32, avpkt: u32) -> Option<u8> {
-    let a = burst as f64 + 1.0 - qmin as f64 / avpkt.max(1) as f64;
-    if a < 1.0 {
-        return None;
-    }
-    let mut w = 0.5f64;
-    for wlog in 1..32u8 {
-        if a <= (1.0 - (1.0 - w).powi(burst as i32)) / w {
-            return Some(wlog);
-        }
-        w /= 2.0;
-    }
-    None
-}
-
-const CODEL_USAGE: &str = "Usage: ... codel [ limit PACKETS ] [ target TIME ]\n                 [ interval TIME ] [ ecn | noecn ]\n                 [ ce_threshold TIME ]";
-
-fn parse_codel(cur: &mut Cur) -> Result<CodelOpts, TcError> {
-    let mut o = CodelOpts::default();
-    while let Some((at, w)) = cur.next_word() {
-        match w {
-            "limit" => o.limit = Some(u32_arg(cur, "limit")?),
-            "target" => o.target = Some(time_arg(cur, "target")?),
-            "interval" => o.interval = Some(time_arg(cur, "interval")?),
-            "ce_threshold" => o.ce_threshold = Some(time_arg(cur, "ce_threshold")?),
-            "ecn" => o.ecn = Some(true),
-            "noecn" => o.ecn = Some(false),
-            "help" => return Err(TcError::usage(CODEL_USAGE, Some(at))),
-            _ => return Err(what_is(w, at, CODEL_USAGE)),
-        }
-    }
     Ok(o)
 }
 

@@ -163,69 +163,7 @@ fn linklayer(l: LinkLayer) -> &'static str {
 
 /// The `options` object of a qdisc (the kind's `print_qopt`).
 pub fn qdisc_options(dev: &Device, q: &QdiscOpts, d: bool) -> J {
-    if let Some(j) = q.json(dev, d) {
-        return j;
-    }
-    let mut o = J::obj();
-    match q {
-        QdiscOpts::PfifoFast => prio(&mut o, &PrioOpts::default()),
-        QdiscOpts::Prio(p) => prio(&mut o, p),
-        QdiscOpts::Sfq(q) => {
-            let e = show::sfq_effective(dev, q);
-            o.put("limit", e.limit).put("quantum", e.quantum).put("depth", e.depth);
-            if q.headdrop {
-                o.put("headdrop", true);
-            }
-            if d {
-                o.put("flows", e.flows);
-            }
-            o.put("divisor", q.divisor.unwrap_or(1024));
-            if q.perturb != 0 {
-                o.put("perturb", q.perturb);
-            }
-            if let Some(r) = &q.red {
-                let max_p = (r.probability * 4294967296.0) as u32;
-                o.put("ewma", r.ewma).put("min", r.min).put("max", r.max);
-                o.put("probability", max_p as f64 / 4294967296.0);
-                red_flags(&mut o, r.ecn, r.harddrop, false, false);
-            }
-        }
-        QdiscOpts::Codel(c) => {
-            o.put("limit", c.limit.unwrap_or(1000));
-            o.put("target", show::codel_us(c.target.unwrap_or(5000)));
-            if let Some(ce) = c.ce_threshold {
-                o.put("ce_threshold", show::codel_us(ce));
-            }
-            o.put("interval", show::codel_us(c.interval.unwrap_or(100_000)));
-            if c.ecn == Some(true) {
-                o.put("ecn", true);
-            }
-        }
-        QdiscOpts::Netem(n) => netem(&mut o, n),
-        QdiscOpts::Red(r) => red(&mut o, r, d),
-        QdiscOpts::Cake(c) => cake(&mut o, c, dev.psched_mtu()),
-        // hfsc_print_opt: the default class as hex.
-        QdiscOpts::Hfsc(h) => {
-            o.put("default", format!("{:#x}", h.default));
-        }
-        // ets_print_opt: bands, strict (when any), the DRR bands' quanta, the priomap.
-        QdiscOpts::Ets(e) => {
-            o.put("bands", e.bands as u32);
-            if e.strict > 0 {
-                o.put("strict", e.strict as u32);
-            }
-            let quanta = super::ets::quanta(e, dev.psched_mtu());
-            if e.bands > e.strict {
-                o.put("quanta", J::Arr(quanta[e.strict as usize..].iter().map(|&q| J::from(q)).collect()));
-            }
-            let map = super::ets::priomap(e);
-            o.put("priomap", J::Arr(map.iter().map(|&b| J::from(b as u32)).collect()));
-        }
-        // ingress prints its dashes to the terminal only; the others have no options.
-        // Kinds without options; registry kinds returned above.
-        _ => {}
-    }
-    o
+    q.json(dev, d).unwrap_or_else(J::obj)
 }
 
 /// `tc_red_print_flags`: every flag, true or false.
@@ -233,35 +171,12 @@ pub fn red_flags(o: &mut J, ecn: bool, harddrop: bool, adaptive: bool, nodrop: b
     o.put("ecn", ecn).put("harddrop", harddrop).put("adaptive", adaptive).put("nodrop", nodrop);
 }
 
-fn prio(o: &mut J, p: &PrioOpts) {
-    o.put("bands", p.bands)
-        .put("priomap", J::Arr(p.priomap.iter().map(|&b| J::from(b)).collect()))
-        .put("multiqueue", false);
-}
-
 /// The kind's `print_xstats` for an idle qdisc, as the text form prints them.
 fn qdisc_xstats(o: &mut J, q: &QdiscOpts) {
-    if let Some(x) = q.xstats_json() {
-        if let Some(J::Obj(members)) = x {
-            for (k, v) in members {
-                o.put(k.unwrap_or_default(), v);
-            }
+    if let Some(Some(J::Obj(members))) = q.xstats_json() {
+        for (k, v) in members {
+            o.put(k.unwrap_or_default(), v);
         }
-        return;
-    }
-    match q {
-        QdiscOpts::Codel(_) => {
-            for k in ["count", "lastcount", "ldelay", "drop_next", "maxpacket", "ecn_mark", "drop_overlimit"]
-            {
-                o.put(k, 0u32);
-            }
-        }
-        QdiscOpts::Red(_) => {
-            for k in ["marked", "early", "pdrop", "other"] {
-                o.put(k, 0u32);
-            }
-        }
-        _ => {}
     }
 }
 
@@ -316,10 +231,11 @@ pub fn qdiscs(out: &mut Vec<J>, dev: &Device, with_dev: bool, o: ShowOpts, only:
             j.put("dev", dev.name.as_str());
         }
         j.put("root", true).put("refcnt", 2u32);
-        let mut opts = J::obj();
-        if kind == "pfifo_fast" {
-            prio(&mut opts, &PrioOpts::default());
-        }
+        let opts = if kind == "pfifo_fast" {
+            qdisc_options(dev, &QdiscOpts::PfifoFast(Default::default()), o.details)
+        } else {
+            J::obj()
+        };
         j.put("options", opts);
         if o.stats {
             stats(&mut j, &QdiscStats::default());
@@ -461,138 +377,6 @@ pub fn one_filter(state: &State, f: &FilterNode, parent: Handle, opts: ShowOpts)
     let mut j = filter_head(f, Some(parent), &ctx);
     j.put("options", filter_options(state, f, opts));
     j
-}
-
-/// netem's percentages in JSON: a fraction of `u32::MAX` (`%g`).
-fn frac(v: u32) -> J {
-    J::from(v as f64 / u32::MAX as f64)
-}
-
-/// `netem_print_opt` in JSON: delays in seconds, probabilities as fractions, every
-/// correlation printed (0 when not set).
-fn netem(o: &mut J, n: &NetemOpts) {
-    let cor = n.corr.unwrap_or_default();
-    o.put("limit", n.limit);
-    // tc_core_tick2time truncates to whole µs.
-    let secs = |ns: u64| J::from(((ns >> 6).min(u32::MAX as u64) as f64 / 15.625).trunc() / 1e6);
-    if n.latency >> 6 != 0 {
-        let mut d = J::obj();
-        d.put("delay", secs(n.latency)).put("jitter", secs(n.jitter)).put("correlation", frac(cor.delay));
-        o.put("delay", d);
-    }
-    if n.loss != 0 {
-        let mut d = J::obj();
-        d.put("loss", frac(n.loss)).put("correlation", frac(cor.loss));
-        o.put("loss-random", d);
-    }
-    match n.loss_model {
-        Some(NetemLoss::State { p13, p31, p32, p23, p14 }) => {
-            let mut d = J::obj();
-            for (k, v) in [("p13", p13), ("p31", p31), ("p32", p32), ("p23", p23), ("p14", p14)] {
-                d.put(k, frac(v));
-            }
-            o.put("loss-state", d);
-        }
-        Some(NetemLoss::Gemodel { p, r, h, k1 }) => {
-            let mut d = J::obj();
-            d.put("p", frac(p)).put("r", frac(r)).put("1-h", frac(u32::MAX - h)).put("1-k", frac(k1));
-            o.put("loss-gemodel", d);
-        }
-        None => {}
-    }
-    if n.duplicate != 0 {
-        let mut d = J::obj();
-        d.put("duplicate", frac(n.duplicate)).put("correlation", frac(cor.duplicate));
-        o.put("duplicate", d);
-    }
-    for (name, p) in [("reorder", n.reorder), ("corrupt", n.corrupt)] {
-        if let Some(p) = p.filter(|p| p.probability != 0) {
-            let mut d = J::obj();
-            d.put(name, frac(p.probability)).put("correlation", frac(p.correlation));
-            o.put(name, d);
-        }
-    }
-    if let Some(r) = n.rate.filter(|r| r.bytes_per_sec != 0) {
-        let mut d = J::obj();
-        d.put("rate", r.bytes_per_sec)
-            .put("packetoverhead", r.packet_overhead)
-            .put("cellsize", r.cell_size)
-            .put("celloverhead", r.cell_overhead);
-        o.put("rate", d);
-    }
-    if let Some(sl) = n.slot.filter(|sl| sl.min_delay != 0 || sl.max_delay != 0 || sl.dist_jitter != 0) {
-        let mut d = J::obj();
-        let secs = |ns: i64| J::from(ns as f64 / 1e9);
-        if sl.dist_jitter > 0 {
-            d.put("distribution", secs(sl.dist_delay)).put("jitter", secs(sl.dist_jitter));
-        } else {
-            d.put("min-delay", secs(sl.min_delay)).put("max-delay", secs(sl.max_delay));
-        }
-        d.put("packets", sl.max_packets).put("bytes", sl.max_bytes);
-        o.put("slot", d);
-    }
-    o.put("ecn", n.ecn).put("gap", n.gap);
-}
-
-/// `red_print_opt` in JSON.
-fn red(o: &mut J, r: &RedOpts, d: bool) {
-    o.put("limit", r.limit).put("min", r.min).put("max", r.max);
-    red_flags(o, r.ecn, r.harddrop, r.adaptive, r.nodrop);
-    if d {
-        o.put("ewma", r.wlog);
-        let max_p = super::red::kernel_max_p(r);
-        if max_p != 0 {
-            o.put("probability", max_p as f64 / 4_294_967_296.0);
-        } else {
-            o.put("Plog", r.plog);
-        }
-        o.put("Scell_log", r.scell_log);
-    }
-}
-/// `cake_print_opt` in JSON (the xstats' per-tin tables are not printed in JSON by Sluice).
-fn cake(o: &mut J, c: &CakeOpts, mtu: u32) {
-    use sluice_core::cake::{AckFilter, AtmMode};
-    let c = super::cake::config(c, mtu);
-    if c.rate != 0 {
-        o.put("bandwidth", c.rate);
-    } else {
-        o.put("bandwidth", "unlimited");
-    }
-    if c.autorate {
-        o.put("autorate", "autorate-ingress");
-    }
-    o.put("diffserv", c.tin_mode.as_str()).put("flowmode", c.flow_mode.as_str());
-    o.put("nat", c.nat).put("wash", c.wash).put("ingress", c.ingress);
-    o.put(
-        "ack-filter",
-        match c.ack_filter {
-            AckFilter::Aggressive => "aggressive",
-            AckFilter::Filter => "enabled",
-            AckFilter::None => "disabled",
-        },
-    );
-    let raw = !c.overhead_flag;
-    o.put("split_gso", c.split_gso).put("rtt", c.interval_us).put("raw", raw);
-    match c.atm {
-        AtmMode::Atm => {
-            o.put("atm", "atm");
-        }
-        AtmMode::Ptm => {
-            o.put("atm", "ptm");
-        }
-        AtmMode::Noatm if !raw => {
-            o.put("atm", "noatm");
-        }
-        AtmMode::Noatm => {}
-    }
-    o.put("overhead", c.overhead);
-    if c.mpu != 0 {
-        o.put("mpu", c.mpu);
-    }
-    if c.memlimit != 0 {
-        o.put("memlimit", c.memlimit);
-    }
-    o.put("fwmark", if c.fwmark == 0 { "0".to_string() } else { format!("{:#x}", c.fwmark) });
 }
 
 /// `print_action_control`: the verdict as `{"type": ...}`, with goto's chain or jump's count.

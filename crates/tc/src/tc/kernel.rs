@@ -31,7 +31,6 @@ pub fn class_exists(dev: &Device, q: &QdiscNode, classid: Handle) -> bool {
     let minor = classid.minor();
     match &q.opts {
         QdiscOpts::Prio(p) => minor >= 1 && minor <= p.bands,
-        QdiscOpts::PfifoFast => false,
         // tbf_find, red_find and netem_find answer for any minor: their one class.
         QdiscOpts::Tbf(_) | QdiscOpts::Red(_) | QdiscOpts::Netem(_) => true,
         QdiscOpts::Mq(_) => minor >= 1 && minor <= dev.num_tx_queues,
@@ -268,14 +267,12 @@ fn qdisc_modify_dev(dev: &mut Device, c: &QdiscCmd) -> Result<Vec<String>, TcErr
         return Err(TcError::kernel("Invalid qdisc name: must match existing qdisc"));
     }
     // qdisc_change: options go to the kind's change operation (HTB has none, and tc always
-    // sends HTB options: its `change` refuses); then the size table is replaced by the one given, or removed.
-    let mut merged = match c.opts.clone() {
+    // sends HTB options: its `change` refuses); then the size table is replaced by the one given,
+    // or removed.
+    let merged = match c.opts.clone() {
         Some(new) => validate_qdisc(dev, new, Some(&old.opts))?,
         None => old.opts.clone(),
     };
-    if let (QdiscOpts::Hfsc(n), QdiscOpts::Hfsc(o)) = (&mut merged, &old.opts) {
-        n.root_class = o.root_class.clone(); // hfsc_change_qdisc changes `default` only
-    }
     if let QdiscOpts::Netem(n) = &merged {
         super::netem::check_in_tree(dev, Some(qh), n)?;
     }
@@ -309,61 +306,7 @@ fn qdisc_modify_dev(dev: &mut Device, c: &QdiscCmd) -> Result<Vec<String>, TcErr
 /// Kernel-side checks; for `change`, merges with the previous options where the kernel keeps
 /// attributes that were not sent.
 fn validate_qdisc(dev: &Device, new: QdiscOpts, old: Option<&QdiscOpts>) -> Result<QdiscOpts, TcError> {
-    if let Some(r) = new.change(dev, old) {
-        return r;
-    }
-    let einval = || TcError::errno("Invalid argument");
-    Ok(match (new, old) {
-        (QdiscOpts::Prio(p), _) => {
-            if !(2..=16).contains(&p.bands) || p.priomap.iter().any(|&b| b as u32 >= p.bands) {
-                return Err(einval());
-            }
-            QdiscOpts::Prio(p)
-        }
-        (QdiscOpts::Netem(n), old) => {
-            let old = match old {
-                Some(QdiscOpts::Netem(o)) => Some(&**o),
-                _ => None,
-            };
-            QdiscOpts::Netem(Box::new(super::netem::kernel_change(*n, old)?))
-        }
-        (QdiscOpts::Sfq(s), _) => {
-            if let Some(d) = s.divisor {
-                if d == 0 || d & (d - 1) != 0 || d > 65536 {
-                    return Err(einval());
-                }
-            }
-            if let Some(r) = &s.red {
-                if r.min > r.max {
-                    return Err(einval());
-                }
-            }
-            QdiscOpts::Sfq(s)
-        }
-        (QdiscOpts::Red(r), _) => {
-            super::red::kernel_check(&r)?;
-            QdiscOpts::Red(r)
-        }
-        (QdiscOpts::Ets(e), _) => {
-            super::ets::kernel_check(&e)?;
-            QdiscOpts::Ets(e)
-        }
-        (QdiscOpts::Codel(n), Some(QdiscOpts::Codel(o))) => QdiscOpts::Codel(CodelOpts {
-            limit: n.limit.or(o.limit),
-            target: n.target.or(o.target),
-            interval: n.interval.or(o.interval),
-            ce_threshold: n.ce_threshold.or(o.ce_threshold),
-            ecn: n.ecn.or(o.ecn),
-        }),
-        (QdiscOpts::Cake(n), old) => {
-            let old = match old {
-                Some(QdiscOpts::Cake(o)) => Some(o),
-                _ => None,
-            };
-            QdiscOpts::Cake(super::cake::merge(&n, old))
-        }
-        (n, _) => n,
-    })
+    new.change(dev, old).unwrap_or(Ok(new))
 }
 
 fn qdisc_delete(dev: &mut Device, c: &QdiscCmd) -> Result<(), TcError> {

@@ -4,7 +4,7 @@
 use super::args::proto_name;
 use super::filters::u32_handle_str;
 use crate::model::*;
-use sluice_core::units::{format_g, format_size};
+use sluice_core::units::format_size;
 use sluice_core::QdiscStats;
 pub use sluice_model::print::*;
 use std::fmt::Write;
@@ -28,103 +28,7 @@ pub struct ShowOpts {
 
 /// Options of a qdisc as tc prints them after `refcnt N `.
 pub fn qdisc_options(dev: &Device, q: &QdiscOpts, d: bool) -> String {
-    if let Some(s) = q.show(dev, d) {
-        return s;
-    }
-    let mut s = String::new();
-    match q {
-        QdiscOpts::PfifoFast => prio_opts(&mut s, &PrioOpts::default()),
-        QdiscOpts::Prio(p) => prio_opts(&mut s, p),
-        QdiscOpts::Netem(n) => s.push_str(&super::netem::print_opts(n)),
-        QdiscOpts::Sfq(q) => {
-            let e = sfq_effective(dev, q);
-            let _ =
-                write!(s, "limit {}p quantum {} depth {} ", e.limit, format_size(e.quantum as u64), e.depth);
-            if q.headdrop {
-                s.push_str("headdrop ");
-            }
-            if d {
-                let _ = write!(s, "flows {} ", e.flows);
-            }
-            let _ = write!(s, "divisor {} ", q.divisor.unwrap_or(1024));
-            if q.perturb != 0 {
-                let _ = write!(s, "perturb {}sec ", q.perturb);
-            }
-            if let Some(r) = &q.red {
-                let max_p = (r.probability * 4294967296.0) as u32;
-                let _ = write!(
-                    s,
-                    "ewma {} min {} max {} probability {} ",
-                    r.ewma,
-                    format_size(r.min as u64),
-                    format_size(r.max as u64),
-                    format_g(max_p as f64 / 4294967296.0, 6)
-                );
-                if r.ecn {
-                    s.push_str("ecn ");
-                }
-                if r.harddrop {
-                    s.push_str("harddrop ");
-                }
-            }
-        }
-        QdiscOpts::Codel(c) => {
-            let _ = write!(
-                s,
-                "limit {}p target {} ",
-                c.limit.unwrap_or(1000),
-                time_us(codel_us(c.target.unwrap_or(5000)))
-            );
-            if let Some(ce) = c.ce_threshold {
-                let _ = write!(s, "ce_threshold {} ", time_us(codel_us(ce)));
-            }
-            let _ = write!(s, "interval {} ", time_us(codel_us(c.interval.unwrap_or(100_000))));
-            if c.ecn == Some(true) {
-                s.push_str("ecn ");
-            }
-        }
-        QdiscOpts::Red(r) => s.push_str(&super::red::options(r, d)),
-        QdiscOpts::Cake(c) => s.push_str(&super::cake::options(c)),
-        QdiscOpts::Hfsc(h) => s.push_str(&super::hfsc::qdisc_options(h)),
-        QdiscOpts::Ets(e) => s.push_str(&super::ets::options(e, dev)),
-        // Kinds without options; registry kinds returned above.
-        _ => {}
-    }
-    s
-}
-
-/// SFQ's values as the kernel keeps them.
-pub(crate) struct SfqShown {
-    pub limit: u32,
-    pub quantum: u32,
-    pub depth: u32,
-    pub flows: u32,
-}
-
-/// sch_sfq's sfq_change: flows and divisor cap maxflows; only a given limit is capped by
-/// depth * flows and caps maxflows in turn.
-pub(crate) fn sfq_effective(dev: &Device, q: &SfqOpts) -> SfqShown {
-    let depth = q.depth.unwrap_or(127).min(127);
-    let mut flows = q.flows.unwrap_or(128).min(65408);
-    if let Some(d) = q.divisor {
-        flows = flows.min(d);
-    }
-    let limit = match q.limit {
-        Some(l) => {
-            let l = l.min(depth.saturating_mul(flows));
-            flows = flows.min(l);
-            l
-        }
-        None => 127,
-    };
-    SfqShown { limit, quantum: q.quantum.unwrap_or(dev.psched_mtu()), depth, flows }
-}
-
-fn prio_opts(s: &mut String, p: &PrioOpts) {
-    let _ = write!(s, "bands {} priomap", p.bands);
-    for b in &p.priomap {
-        let _ = write!(s, " {b}");
-    }
+    q.show(dev, d).unwrap_or_default()
 }
 
 fn stats_lines(out: &mut String, st: &QdiscStats) {
@@ -138,16 +42,9 @@ fn stats_lines(out: &mut String, st: &QdiscStats) {
 
 /// The kinds' own statistics (`print_xstats`) as an idle qdisc reports them: CoDel's and
 /// fq_codel's counters (Sluice's emulated qdiscs carry no packet history).
-fn qdisc_xstats(out: &mut String, q: &QdiscOpts) {
-    if let Some(s) = q.xstats_text() {
+fn qdisc_xstats(out: &mut String, dev: &Device, q: &QdiscOpts) {
+    if let Some(s) = q.xstats_text(dev) {
         out.push_str(&s);
-        return;
-    }
-    match q {
-        QdiscOpts::Codel(_) => out.push_str(
-            "  count 0 lastcount 0 ldelay 0us drop_next 0us\n  maxpacket 0 ecn_mark 0 drop_overlimit 0\n",
-        ),
-        _ => {}
     }
 }
 
@@ -161,7 +58,7 @@ fn mq_default(parent: Handle) -> QdiscNode {
     QdiscNode {
         handle: Handle::UNSPEC,
         parent,
-        opts: QdiscOpts::PfifoFast,
+        opts: QdiscOpts::PfifoFast(Default::default()),
         stab: None,
         stats: Default::default(),
     }
@@ -263,10 +160,8 @@ pub fn show_qdiscs(out: &mut String, dev: &Device, with_dev: bool, o: ShowOpts, 
     let devs = if with_dev { format!("dev {} ", dev.name) } else { String::new() };
     if let Some(kind) = default_root(dev, only) {
         if kind == "pfifo_fast" {
-            let _ = writeln!(
-                out,
-                "qdisc pfifo_fast 0: {devs}root refcnt 2 bands 3 priomap 1 2 2 2 1 2 0 0 1 1 1 1 1 1 1 1"
-            );
+            let opts = qdisc_options(dev, &QdiscOpts::PfifoFast(Default::default()), o.details);
+            let _ = writeln!(out, "qdisc pfifo_fast 0: {devs}root refcnt 2 {opts}");
         } else {
             let _ = writeln!(out, "qdisc noqueue 0: {devs}root refcnt 2 ");
         }
@@ -307,14 +202,7 @@ pub fn show_qdiscs(out: &mut String, dev: &Device, with_dev: bool, o: ShowOpts, 
         }
         if o.stats {
             stats_lines(out, &q.stats);
-            qdisc_xstats(out, &q.opts);
-            if let QdiscOpts::Red(_) = q.opts {
-                let _ = writeln!(out, "{}", super::red::xstats(0, 0, 0, 0));
-            }
-            if let QdiscOpts::Cake(c) = &q.opts {
-                let cfg = super::cake::config(c, dev.psched_mtu());
-                out.push_str(&super::cake::xstats(&sluice_core::cake::CakeStats::idle(&cfg)));
-            }
+            qdisc_xstats(out, dev, &q.opts);
         }
     }
 }
@@ -484,7 +372,10 @@ fn class_rows(dev: &Device, o: ShowOpts) -> Vec<ClassRow> {
                 filter_parent: node.map(|n| n.parent).unwrap_or(q.handle),
                 leaf,
                 opts: s,
-                stats: node.map(|n| n.stats).unwrap_or_default(),
+                stats: node
+                    .map(|n| n.stats)
+                    .or_else(|| dev.implicit_class_stats.get(&id).copied())
+                    .unwrap_or_default(),
                 xstats,
             });
         }

@@ -71,11 +71,13 @@ impl QdiscKind for FqCodel {
 
     fn parse(cur: &mut Cur) -> Result<FqCodelOpts, TcError> {
         let mut o = FqCodelOpts::default();
+        // tc sends none of these when zero (and no memory limit at ~0): the kernel's default.
+        let nonzero = |v: u32| Some(v).filter(|&v| v != 0);
         while let Some((at, w)) = cur.next_word() {
             match w {
-                "limit" => o.limit = Some(u32_arg(cur, "limit")?),
-                "flows" => o.flows = Some(u32_arg(cur, "flows")?),
-                "quantum" => o.quantum = Some(u32_arg(cur, "quantum")?),
+                "limit" => o.limit = nonzero(u32_arg(cur, "limit")?),
+                "flows" => o.flows = nonzero(u32_arg(cur, "flows")?),
+                "quantum" => o.quantum = nonzero(u32_arg(cur, "quantum")?),
                 "drop_batch" => {
                     let v = u32_arg(cur, "drop_batch")?;
                     if v == 0 {
@@ -83,10 +85,14 @@ impl QdiscKind for FqCodel {
                     }
                     o.drop_batch = Some(v);
                 }
-                "target" => o.target = Some(time_arg(cur, "target")?),
-                "interval" => o.interval = Some(time_arg(cur, "interval")?),
-                "ce_threshold" => o.ce_threshold = Some(time_arg(cur, "ce_threshold")?),
-                "memory_limit" => o.memory_limit = Some(size_arg(cur, "memory_limit")?),
+                "target" => o.target = nonzero(time_arg(cur, "target")?),
+                "interval" => o.interval = nonzero(time_arg(cur, "interval")?),
+                "ce_threshold" => {
+                    o.ce_threshold = Some(time_arg(cur, "ce_threshold")?).filter(|&v| v != u32::MAX)
+                }
+                "memory_limit" => {
+                    o.memory_limit = Some(size_arg(cur, "memory_limit")?).filter(|&v| v != u32::MAX)
+                }
                 "ecn" => o.ecn = Some(true),
                 "noecn" => o.ecn = Some(false),
                 "help" => return Err(TcError::usage(USAGE, Some(at))),
@@ -167,7 +173,7 @@ impl QdiscKind for FqCodel {
         j
     }
 
-    fn xstats_text(_o: &FqCodelOpts) -> String {
+    fn xstats_text(_o: &FqCodelOpts, _dev: &Device) -> String {
         "  maxpacket 0 drop_overlimit 0 new_flow_count 0 ecn_mark 0\n  new_flows_len 0 old_flows_len 0\n"
             .into()
     }

@@ -8,7 +8,7 @@ use crate::build::{wire, BuildError};
 use crate::error::TcError;
 use crate::grammar::{get_hex, matches, what_is, Cur};
 use crate::json::J;
-use crate::model::{ClassNode, ClassOpts, Device, QdiscNode};
+use crate::model::{is_false, is_zero_u32, ClassNode, ClassOpts, Device, QdiscNode};
 use crate::nlattr::{attrs, u32_of, u32s, Attrs};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -39,7 +39,7 @@ pub struct HtbOpts {
     #[serde(default, skip_serializing_if = "is_false")]
     pub textbook: bool,
     /// `debug`: 2 bits per digit, as tc packs them (the kernel ignores them; tc sends them).
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
     pub debug: u32,
 }
 
@@ -47,13 +47,6 @@ impl Default for HtbOpts {
     fn default() -> Self {
         HtbOpts { r2q: 10, default: 0, direct_qlen: None, offload: false, textbook: false, debug: 0 }
     }
-}
-
-fn is_false(b: &bool) -> bool {
-    !*b
-}
-fn is_zero(v: &u32) -> bool {
-    *v == 0
 }
 
 /// The kind.

@@ -7,7 +7,7 @@ use crate::build::{wire, BuildError};
 use crate::error::TcError;
 use crate::grammar::{illegal, linklayer_arg, rate_arg, size_arg, time_arg, what_is, Cur};
 use crate::json::J;
-use crate::model::{Device, LinkLayer, QdiscNode, QdiscOpts};
+use crate::model::{is_ethernet, is_zero_i32, is_zero_u32, Device, LinkLayer, QdiscNode, QdiscOpts};
 use crate::nlattr::{attrs, u32_of, u64_of, Attrs};
 use crate::print::rate;
 use crate::tcmath::{l2t_ns, xmitsize, xmittime, RateSpec, TICK_IN_USEC};
@@ -44,16 +44,6 @@ pub struct TbfOpts {
     /// Link layer.
     #[serde(default, skip_serializing_if = "is_ethernet")]
     pub linklayer: LinkLayer,
-}
-
-fn is_zero_i32(v: &i32) -> bool {
-    *v == 0
-}
-fn is_zero_u32(v: &u32) -> bool {
-    *v == 0
-}
-fn is_ethernet(l: &LinkLayer) -> bool {
-    *l == LinkLayer::Ethernet
 }
 
 /// The kind.

@@ -1,14 +1,182 @@
 //! The `cake` qdisc in tc's language: iproute2 6.1's grammar (`q_cake.c`: keywords, presets and
 //! which attributes tc sends), the kernel's `cake_change` (attributes not sent keep their value),
-//! its `cake_dump` as `tc qdisc show` prints it, and the `-s` statistics table.
+//! its `cake_dump` as `tc qdisc show` prints it, and the `-s` statistics table: [`Cake`], a
+//! registry kind (the kernel's `sch_cake.c`; the algorithm is `sluice_core::cake`).
 
+use super::{BuildCx, DecodeError, QdiscKind, Unencodable, TCA_OPTIONS};
+use crate::build::BuildError;
 use crate::error::TcError;
 use crate::grammar::helpers::*;
-use crate::model::CakeOpts;
+use crate::json::J;
+use crate::model::{is_false, Device, QdiscNode};
+use crate::nlattr::{attrs, u32_of, u64_of, Attrs};
+use serde::{Deserialize, Serialize};
 use sluice_core::cake::{AckFilter, AtmMode, CakeConfig, CakeStats, FlowMode, TinMode};
 use sluice_core::units::{format_rate, format_size, format_time, parse_rate, parse_size, parse_time};
-use sluice_core::{Rate, Span};
+use sluice_core::{Qdisc, Rate, Span};
 use std::fmt::Write;
+
+/// CAKE options: the attributes tc sends (`TCA_CAKE_*`), each `None` when not sent. The kernel
+/// keeps what was sent before for those not sent again (`cake_change`).
+#[serde_with::skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CakeOpts {
+    /// Shaped rate, bytes/s (`Some(0)`: `unlimited`).
+    pub bandwidth: Option<u64>,
+    /// `autorate-ingress`.
+    pub autorate: Option<bool>,
+    /// Diffserv mode.
+    pub diffserv: Option<sluice_core::cake::TinMode>,
+    /// Isolation mode.
+    pub flow_mode: Option<sluice_core::cake::FlowMode>,
+    /// Cell framing.
+    pub atm: Option<sluice_core::cake::AtmMode>,
+    /// Per-packet overhead, bytes.
+    pub overhead: Option<i32>,
+    /// `TCA_CAKE_RAW` sent (`raw`): overhead compensation off.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub raw: bool,
+    /// Minimum packet size, bytes.
+    pub mpu: Option<u32>,
+    /// `rtt`, µs.
+    pub rtt: Option<u32>,
+    /// AQM target, µs (tc derives it from `rtt`).
+    pub target: Option<u32>,
+    /// `memlimit`, bytes.
+    pub memlimit: Option<u32>,
+    /// `fwmark` mask.
+    pub fwmark: Option<u32>,
+    /// `nat`/`nonat`.
+    pub nat: Option<bool>,
+    /// `wash`/`nowash`.
+    pub wash: Option<bool>,
+    /// `split-gso`/`no-split-gso`.
+    pub split_gso: Option<bool>,
+    /// `ingress`/`egress`.
+    pub ingress: Option<bool>,
+    /// ACK filter mode.
+    pub ack_filter: Option<sluice_core::cake::AckFilter>,
+}
+
+/// The kind.
+pub struct Cake;
+
+impl QdiscKind for Cake {
+    const NAME: &'static str = "cake";
+    type Opts = CakeOpts;
+
+    fn parse(cur: &mut Cur) -> Result<CakeOpts, TcError> {
+        parse(cur)
+    }
+
+    fn args(o: &CakeOpts) -> String {
+        export_args(o)
+    }
+
+    fn show(o: &CakeOpts, _dev: &Device, _d: bool) -> String {
+        options(o)
+    }
+
+    /// `cake_print_opt` in JSON (the xstats' per-tin tables are not printed in JSON by Sluice).
+    fn json(o: &CakeOpts, dev: &Device, _d: bool) -> J {
+        let c = config(o, dev.psched_mtu());
+        let mut j = J::obj();
+        if c.rate != 0 {
+            j.put("bandwidth", c.rate);
+        } else {
+            j.put("bandwidth", "unlimited");
+        }
+        if c.autorate {
+            j.put("autorate", "autorate-ingress");
+        }
+        j.put("diffserv", c.tin_mode.as_str()).put("flowmode", c.flow_mode.as_str());
+        j.put("nat", c.nat).put("wash", c.wash).put("ingress", c.ingress);
+        j.put(
+            "ack-filter",
+            match c.ack_filter {
+                AckFilter::Aggressive => "aggressive",
+                AckFilter::Filter => "enabled",
+                AckFilter::None => "disabled",
+            },
+        );
+        let raw = !c.overhead_flag;
+        j.put("split_gso", c.split_gso).put("rtt", c.interval_us).put("raw", raw);
+        match c.atm {
+            AtmMode::Atm => {
+                j.put("atm", "atm");
+            }
+            AtmMode::Ptm => {
+                j.put("atm", "ptm");
+            }
+            AtmMode::Noatm if !raw => {
+                j.put("atm", "noatm");
+            }
+            AtmMode::Noatm => {}
+        }
+        j.put("overhead", c.overhead);
+        if c.mpu != 0 {
+            j.put("mpu", c.mpu);
+        }
+        if c.memlimit != 0 {
+            j.put("memlimit", c.memlimit);
+        }
+        j.put("fwmark", if c.fwmark == 0 { "0".to_string() } else { format!("{:#x}", c.fwmark) });
+        j
+    }
+
+    fn xstats_text(o: &CakeOpts, dev: &Device) -> String {
+        xstats(&CakeStats::idle(&config(o, dev.psched_mtu())))
+    }
+
+    fn change(_dev: &Device, n: CakeOpts, old: Option<&CakeOpts>) -> Result<CakeOpts, TcError> {
+        Ok(merge(&n, old))
+    }
+
+    /// A nest with the attributes tc sends (see [`put_attrs`]).
+    fn encode(o: &CakeOpts, out: &mut Attrs) -> Result<(), Unencodable> {
+        out.begin_nest(TCA_OPTIONS);
+        put_attrs(o, out);
+        out.end_nest();
+        Ok(())
+    }
+
+    fn decode(options: Option<&[u8]>) -> Result<CakeOpts, DecodeError> {
+        let mut o = CakeOpts::default();
+        for (ty, p) in attrs(options.unwrap_or_default()) {
+            let short = || DecodeError::new("cake", format!("attribute {ty} is short"));
+            if ty == attr::BASE_RATE64 {
+                o.bandwidth = Some(u64_of(p).ok_or_else(short)?);
+                continue;
+            }
+            let v = u32_of(p).ok_or_else(short)?;
+            let bad = || DecodeError::new("cake", format!("attribute {ty}: no mode {v}"));
+            match ty {
+                attr::DIFFSERV_MODE => o.diffserv = Some(TinMode::from_u32(v).ok_or_else(bad)?),
+                attr::ATM => o.atm = Some(AtmMode::from_u32(v).ok_or_else(bad)?),
+                attr::FLOW_MODE => o.flow_mode = Some(FlowMode::from_u32(v).ok_or_else(bad)?),
+                attr::OVERHEAD => o.overhead = Some(v as i32),
+                attr::RAW => o.raw = true,
+                attr::MPU => o.mpu = Some(v),
+                attr::RTT => o.rtt = Some(v),
+                attr::TARGET => o.target = Some(v),
+                attr::AUTORATE => o.autorate = Some(v != 0),
+                attr::MEMORY => o.memlimit = Some(v),
+                attr::FWMARK => o.fwmark = Some(v),
+                attr::NAT => o.nat = Some(v != 0),
+                attr::WASH => o.wash = Some(v != 0),
+                attr::SPLIT_GSO => o.split_gso = Some(v != 0),
+                attr::INGRESS => o.ingress = Some(v != 0),
+                attr::ACK_FILTER => o.ack_filter = Some(AckFilter::from_u32(v).ok_or_else(bad)?),
+                _ => {}
+            }
+        }
+        Ok(o)
+    }
+
+    fn build(o: &CakeOpts, q: &QdiscNode, cx: &mut BuildCx<'_>) -> Result<Box<dyn Qdisc>, BuildError> {
+        Ok(Box::new(sluice_core::cake::Cake::new(config(o, cx.dev.psched_mtu()), q.handle.major())))
+    }
+}
 
 const USAGE: &str = "Usage: ... cake [ bandwidth RATE | unlimited* | autorate-ingress ]\n                [ rtt TIME | datacentre | lan | metro | regional |\n                  internet* | oceanic | satellite | interplanetary ]\n                [ besteffort | diffserv8 | diffserv4 | diffserv3* ]\n                [ flowblind | srchost | dsthost | hosts | flows |\n                  dual-srchost | dual-dsthost | triple-isolate* ]\n                [ nat | nonat* ]\n                [ wash | nowash* ]\n                [ split-gso* | no-split-gso ]\n                [ ack-filter | ack-filter-aggressive | no-ack-filter* ]\n                [ memlimit LIMIT ]\n                [ fwmark MASK ]\n                [ ptm | atm | noatm* ] [ overhead N | conservative | raw* ]\n                [ mpu N ] [ ingress | egress* ]\n                (* marks defaults)";
 
@@ -411,62 +579,42 @@ pub mod attr {
 
 /// The attributes inside `TCA_OPTIONS`, in the order tc 6.1 writes them, each only when tc
 /// would send it (the options as parsed; after a merge, everything sent so far).
-pub fn netlink_attrs(o: &CakeOpts) -> Vec<(u16, Vec<u8>)> {
-    let mut v: Vec<(u16, Vec<u8>)> = Vec::new();
-    let u32b = |x: u32| x.to_ne_bytes().to_vec();
-    let flag = |b: bool| u32b(b as u32);
+fn put_attrs(o: &CakeOpts, out: &mut Attrs) {
     if let Some(b) = o.bandwidth {
-        v.push((attr::BASE_RATE64, b.to_ne_bytes().to_vec()));
+        out.put_u64(attr::BASE_RATE64, b);
     }
-    if let Some(d) = o.diffserv {
-        v.push((attr::DIFFSERV_MODE, u32b(d as u32)));
-    }
-    if let Some(a) = o.atm {
-        v.push((attr::ATM, u32b(a as u32)));
-    }
-    if let Some(f) = o.flow_mode {
-        v.push((attr::FLOW_MODE, u32b(f as u32)));
-    }
-    if let Some(oh) = o.overhead {
-        v.push((attr::OVERHEAD, oh.to_ne_bytes().to_vec()));
+    let modes = [
+        (attr::DIFFSERV_MODE, o.diffserv.map(|d| d as u32)),
+        (attr::ATM, o.atm.map(|a| a as u32)),
+        (attr::FLOW_MODE, o.flow_mode.map(|f| f as u32)),
+        (attr::OVERHEAD, o.overhead.map(|oh| oh as u32)),
+    ];
+    for (ty, v) in modes {
+        if let Some(v) = v {
+            out.put_u32(ty, v);
+        }
     }
     if o.raw {
-        v.push((attr::RAW, u32b(0)));
+        out.put_u32(attr::RAW, 0);
     }
-    if let Some(m) = o.mpu {
-        v.push((attr::MPU, u32b(m)));
+    let rest = [
+        (attr::MPU, o.mpu),
+        (attr::RTT, o.rtt),
+        (attr::TARGET, o.target),
+        (attr::AUTORATE, o.autorate.map(u32::from)),
+        (attr::MEMORY, o.memlimit),
+        (attr::FWMARK, o.fwmark),
+        (attr::NAT, o.nat.map(u32::from)),
+        (attr::WASH, o.wash.map(u32::from)),
+        (attr::SPLIT_GSO, o.split_gso.map(u32::from)),
+        (attr::INGRESS, o.ingress.map(u32::from)),
+        (attr::ACK_FILTER, o.ack_filter.map(|a| a as u32)),
+    ];
+    for (ty, v) in rest {
+        if let Some(v) = v {
+            out.put_u32(ty, v);
+        }
     }
-    if let Some(r) = o.rtt {
-        v.push((attr::RTT, u32b(r)));
-    }
-    if let Some(t) = o.target {
-        v.push((attr::TARGET, u32b(t)));
-    }
-    if let Some(a) = o.autorate {
-        v.push((attr::AUTORATE, flag(a)));
-    }
-    if let Some(m) = o.memlimit {
-        v.push((attr::MEMORY, u32b(m)));
-    }
-    if let Some(f) = o.fwmark {
-        v.push((attr::FWMARK, u32b(f)));
-    }
-    if let Some(n) = o.nat {
-        v.push((attr::NAT, flag(n)));
-    }
-    if let Some(w) = o.wash {
-        v.push((attr::WASH, flag(w)));
-    }
-    if let Some(g) = o.split_gso {
-        v.push((attr::SPLIT_GSO, flag(g)));
-    }
-    if let Some(i) = o.ingress {
-        v.push((attr::INGRESS, flag(i)));
-    }
-    if let Some(a) = o.ack_filter {
-        v.push((attr::ACK_FILTER, u32b(a as u32)));
-    }
-    v
 }
 
 #[cfg(test)]

@@ -1,15 +1,113 @@
 //! The `hfsc` qdisc and its classes in tc's language: iproute2 6.1's grammar (`q_hfsc.c`: the
 //! `m1 d m2` and `umax dmax rate` forms and tc's conversion of the second), the kernel's
 //! `hfsc_change_class` rules, and `tc class show` as the kernel reports the curves back
-//! (`hfsc_dump_sc`, through the fixed-point form).
+//! (`hfsc_dump_sc`, through the fixed-point form). The qdisc part is [`Hfsc`], a registry kind
+//! (the kernel's `sch_hfsc.c`; the algorithm is `sluice_core::hfsc`); the class options are
+//! still dispatched by the tc front end.
 
+use super::{BuildCx, DecodeError, QdiscKind, Unencodable, TCA_OPTIONS};
+use crate::build::BuildError;
 use crate::error::TcError;
 use crate::grammar::{matches, Cur};
-use crate::model::{ClassNode, Device, HfscClassOpts, HfscOpts, QdiscNode, QdiscOpts};
+use crate::json::J;
+use crate::model::{ClassNode, ClassOpts, Device, QdiscNode, QdiscOpts};
+use crate::nlattr::Attrs;
+use serde::{Deserialize, Serialize};
+use sluice_core::classify::{ClassShape, Fallback, QdiscShape, ShapeKind};
 use sluice_core::hfsc::{Curves, ServiceCurve};
 use sluice_core::units::{format_rate, format_time, parse_rate, parse_size, parse_time};
-use sluice_core::{Handle, Rate, Span};
+use sluice_core::{Handle, Qdisc, Rate, Span};
 use std::fmt::Write;
+
+/// HFSC qdisc options (`struct tc_hfsc_qopt`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HfscOpts {
+    /// Minor of the class unclassified packets go to (0: none, or the root class while there are
+    /// no classes).
+    #[serde(default)]
+    pub default: u16,
+    /// The root class's curves (`tc class change ... classid X: hfsc ...`). The kernel keeps and
+    /// prints them; they shape nothing, since the root class takes part in no parent's
+    /// virtual time and is never a leaf once the tree has classes.
+    #[serde(default, skip_serializing_if = "HfscClassOpts::is_empty")]
+    pub root_class: HfscClassOpts,
+}
+
+/// HFSC class curves as the kernel holds them (`tc class change` replaces the curves it sends and
+/// keeps the others); see `crate::kinds::hfsc`. Values are tc's: bytes per second and µs.
+#[serde_with::skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HfscClassOpts {
+    /// Real-time curve.
+    pub rt: Option<sluice_core::hfsc::ServiceCurve>,
+    /// Link-share curve.
+    pub ls: Option<sluice_core::hfsc::ServiceCurve>,
+    /// Upper-limit curve.
+    pub ul: Option<sluice_core::hfsc::ServiceCurve>,
+}
+
+impl HfscClassOpts {
+    /// No curve set.
+    pub fn is_empty(&self) -> bool {
+        self.rt.is_none() && self.ls.is_none() && self.ul.is_none()
+    }
+}
+
+/// The kind (the qdisc; its classes are `ClassOpts::Hfsc`).
+pub struct Hfsc;
+
+impl QdiscKind for Hfsc {
+    const NAME: &'static str = "hfsc";
+    const CLASSFUL: bool = true;
+    type Opts = HfscOpts;
+
+    fn parse(cur: &mut Cur) -> Result<HfscOpts, TcError> {
+        parse_qdisc(cur)
+    }
+
+    fn args(o: &HfscOpts) -> String {
+        export_qdisc_args(o)
+    }
+
+    fn show(o: &HfscOpts, _dev: &Device, _d: bool) -> String {
+        qdisc_options(o)
+    }
+
+    /// `hfsc_print_opt`: the default class as hex.
+    fn json(o: &HfscOpts, _dev: &Device, _d: bool) -> J {
+        let mut j = J::obj();
+        j.put("default", format!("{:#x}", o.default));
+        j
+    }
+
+    /// `hfsc_change_qdisc` changes `default` only: the root class keeps its curves.
+    fn change(_dev: &Device, mut n: HfscOpts, old: Option<&HfscOpts>) -> Result<HfscOpts, TcError> {
+        if let Some(o) = old {
+            n.root_class = o.root_class.clone();
+        }
+        Ok(n)
+    }
+
+    /// `struct tc_hfsc_qopt`: the default class minor, a bare `u16` (padded).
+    fn encode(o: &HfscOpts, out: &mut Attrs) -> Result<(), Unencodable> {
+        out.put(TCA_OPTIONS, &o.default.to_ne_bytes());
+        Ok(())
+    }
+
+    /// The qdisc's options (the root class's curves are a class request's).
+    fn decode(options: Option<&[u8]>) -> Result<HfscOpts, DecodeError> {
+        let Some(p) = options else { return Ok(HfscOpts::default()) };
+        let b: [u8; 2] = p
+            .get(..2)
+            .and_then(|b| b.try_into().ok())
+            .ok_or_else(|| DecodeError::new("hfsc", "tc_hfsc_qopt is short"))?;
+        Ok(HfscOpts { default: u16::from_ne_bytes(b), ..HfscOpts::default() })
+    }
+
+    fn build(o: &HfscOpts, q: &QdiscNode, cx: &mut BuildCx<'_>) -> Result<Box<dyn Qdisc>, BuildError> {
+        build(o.default, q, cx)
+    }
+}
 
 const QDISC_USAGE: &str =
     "Usage: ... hfsc [ default CLASSID ]\n\n default: default class for unclassified packets\n";
@@ -263,7 +361,7 @@ pub fn class_modify(
         if parent != Handle::UNSPEC && node.parent != parent {
             return Err(einval());
         }
-        if let crate::model::ClassOpts::Hfsc(cur) = &mut node.opts {
+        if let ClassOpts::Hfsc(cur) = &mut node.opts {
             cur.rt = given(opts.rt).or(cur.rt);
             cur.ls = given(opts.ls).or(cur.ls);
             cur.ul = given(opts.ul).or(cur.ul);
@@ -285,7 +383,7 @@ pub fn class_modify(
     }
     let mut warnings = Vec::new();
     if let Some(p) = dev.classes.iter_mut().find(|c| c.classid == parent) {
-        if let crate::model::ClassOpts::Hfsc(po) = &mut p.opts {
+        if let ClassOpts::Hfsc(po) = &mut p.opts {
             if po.ls.is_none() {
                 po.ls = po.rt;
                 warnings.push("Warning: Forced curve change on parent 'rt' to 'sc'".to_string());
@@ -296,7 +394,7 @@ pub fn class_modify(
     dev.classes.push(ClassNode {
         classid: clid,
         parent,
-        opts: crate::model::ClassOpts::Hfsc(opts),
+        opts: ClassOpts::Hfsc(opts),
         stats: Default::default(),
     });
     Ok(warnings)
@@ -393,4 +491,62 @@ pub fn export_qdisc_args(o: &HfscOpts) -> String {
     } else {
         String::new()
     }
+}
+
+/// HFSC: its classes (parents before children), their curves, the grafted qdiscs of leaves,
+/// and the classifier's shape (filters on the qdisc and on inner classes; the `default` class when
+/// it is a leaf).
+fn build(default: u16, q: &QdiscNode, cx: &mut BuildCx<'_>) -> Result<Box<dyn Qdisc>, BuildError> {
+    let dev = cx.dev;
+    let mut hfsc = sluice_core::hfsc::Hfsc::new(q.handle, default as u32, dev.txqueuelen);
+    let classes: Vec<&ClassNode> = dev.classes.iter().filter(|c| c.classid.qdisc() == q.handle).collect();
+    // Parents first: a class is added once its parent is there (the model keeps creation
+    // order, which already is such an order; this also survives a hand-edited state file).
+    let mut added = vec![false; classes.len()];
+    let mut progress = true;
+    while progress {
+        progress = false;
+        for (i, c) in classes.iter().enumerate() {
+            let ready =
+                c.parent == q.handle || classes.iter().zip(&added).any(|(p, &a)| a && p.classid == c.parent);
+            if added[i] || !ready {
+                continue;
+            }
+            let ClassOpts::Hfsc(o) = &c.opts else { continue };
+            hfsc.add_class(c.classid, c.parent, curves(o))?;
+            added[i] = true;
+            progress = true;
+        }
+    }
+    // With no classes, the root class is the leaf (a qdisc may be grafted on `X:`).
+    if dev.child_classes(q.handle).next().is_none() {
+        if let Some(l) = dev.qdisc_at(q.handle) {
+            hfsc.set_class_qdisc(q.handle, Some(cx.child(l)?))?;
+        }
+    }
+    let mut shapes = Vec::new();
+    for c in classes.iter().zip(&added).filter(|(_, &a)| a).map(|(c, _)| c) {
+        let leaf = dev.child_classes(c.classid).next().is_none();
+        let child = dev.qdisc_at(c.classid);
+        if let (true, Some(l)) = (leaf, child) {
+            hfsc.set_class_qdisc(c.classid, Some(cx.child(l)?))?;
+        }
+        let classful_child = child.filter(|l| leaf && l.opts.is_classful()).map(|l| l.handle);
+        shapes.push(ClassShape { classid: c.classid, inner: !leaf, child: classful_child });
+    }
+    let def = Handle::new(q.handle.major(), default as u32);
+    let fallback = if default != 0 && dev.class(def).is_some() && dev.child_classes(def).next().is_none() {
+        def
+    } else {
+        q.handle
+    };
+    cx.cls
+        .set_shape(QdiscShape {
+            handle: q.handle,
+            kind: ShapeKind::Htb,
+            classes: shapes,
+            fallback: Fallback::Class(fallback),
+        })
+        .map_err(BuildError::Filter)?;
+    Ok(Box::new(hfsc))
 }

@@ -9,14 +9,238 @@
 //! reorder and corrupt make tc send the correlation attribute (a duplicate correlation alone
 //! is not sent, as in tc). `change` keeps what tc did not send: correlations, reorder,
 //! corrupt, rate, ecn, slot and the tables; the loss model falls back to random loss.
+//!
+//! [`Netem`] is the registry kind (the kernel's `sch_netem.c`; the algorithm is
+//! `sluice_core::netem`); its netlink encoding is in `netlink.rs`, its builder in `build.rs`.
 
+mod build;
+mod netlink;
+
+use super::{BuildCx, DecodeError, QdiscKind, Unencodable};
+use crate::build::BuildError;
 use crate::error::TcError;
 use crate::grammar::{get_u32, matches, Cur};
-use crate::model::*;
+use crate::json::J;
+use crate::model::{is_false, is_zero_i32, is_zero_u32, Device, QdiscNode, QdiscOpts};
+use crate::nlattr::Attrs;
+use serde::{Deserialize, Serialize};
 use sluice_core::netem::dist::{parse_dist, BuiltinDist, DIST_MAX};
 use sluice_core::units::{format_g, format_rate, format_time, parse_rate, parse_size};
-use sluice_core::{Rate, Span};
+use sluice_core::{Qdisc, Rate, Span};
 use std::fmt::Write;
+
+/// netem options as the kernel keeps them (probabilities scaled to `u32::MAX`; times in ns
+/// after tc's conversion to scheduler ticks).
+#[serde_with::skip_serializing_none]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NetemOpts {
+    /// Packets held at most (1000).
+    pub limit: u32,
+    /// Mean delay, ns.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub latency: u64,
+    /// Jitter, ns.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub jitter: u64,
+    /// Random loss probability (the legacy model).
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub loss: u32,
+    /// Reorder gap.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub gap: u32,
+    /// Duplication probability.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub duplicate: u32,
+    /// Correlations of delay, loss and duplication (kept by `change` when not sent).
+    pub corr: Option<NetemCorr>,
+    /// Reorder probability and correlation (kept by `change` when not sent).
+    pub reorder: Option<NetemProb>,
+    /// Corruption probability and correlation (kept by `change` when not sent).
+    pub corrupt: Option<NetemProb>,
+    /// The 4-state or Gilbert-Elliott loss model (absent: random loss).
+    pub loss_model: Option<NetemLoss>,
+    /// Serialisation rate (kept by `change` when not sent).
+    pub rate: Option<NetemRateOpts>,
+    /// Mark instead of dropping (kept by `change`: tc never sends it off).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub ecn: bool,
+    /// Slotting (kept by `change` when not sent).
+    pub slot: Option<NetemSlotOpts>,
+    /// Delay distribution (kept by `change` when not sent).
+    pub distribution: Option<NetemDist>,
+    /// Slot distribution (kept by `change` when not sent).
+    pub slot_distribution: Option<NetemDist>,
+}
+
+impl Default for NetemOpts {
+    fn default() -> Self {
+        NetemOpts {
+            limit: 1000,
+            latency: 0,
+            jitter: 0,
+            loss: 0,
+            gap: 0,
+            duplicate: 0,
+            corr: None,
+            reorder: None,
+            corrupt: None,
+            loss_model: None,
+            rate: None,
+            ecn: false,
+            slot: None,
+            distribution: None,
+            slot_distribution: None,
+        }
+    }
+}
+
+fn is_zero_u64(v: &u64) -> bool {
+    *v == 0
+}
+
+/// `struct tc_netem_corr`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NetemCorr {
+    /// Delay correlation.
+    pub delay: u32,
+    /// Loss correlation.
+    pub loss: u32,
+    /// Duplication correlation.
+    pub duplicate: u32,
+}
+
+/// A probability with its correlation (`tc_netem_reorder`, `tc_netem_corrupt`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NetemProb {
+    /// Probability.
+    pub probability: u32,
+    /// Correlation.
+    pub correlation: u32,
+}
+
+/// netem's correlated loss models.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "model", rename_all = "snake_case")]
+pub enum NetemLoss {
+    /// `loss state p13 p31 p32 p23 p14` (the 4-state Markov model).
+    State {
+        /// Good to burst loss.
+        p13: u32,
+        /// Burst loss to good.
+        p31: u32,
+        /// Burst loss to burst reception.
+        p32: u32,
+        /// Burst reception to burst loss.
+        p23: u32,
+        /// Good to isolated loss.
+        p14: u32,
+    },
+    /// `loss gemodel p r 1-h 1-k` with `h` as the kernel keeps it.
+    Gemodel {
+        /// Good to bad.
+        p: u32,
+        /// Bad to good.
+        r: u32,
+        /// Delivery probability in the bad state.
+        h: u32,
+        /// Loss probability in the good state.
+        k1: u32,
+    },
+}
+
+/// `struct tc_netem_rate` (with the 64-bit rate).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NetemRateOpts {
+    /// Bytes per second.
+    pub bytes_per_sec: u64,
+    /// Added to each packet.
+    #[serde(default, skip_serializing_if = "is_zero_i32")]
+    pub packet_overhead: i32,
+    /// Cell size.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub cell_size: u32,
+    /// Added to each cell.
+    #[serde(default, skip_serializing_if = "is_zero_i32")]
+    pub cell_overhead: i32,
+}
+
+/// `struct tc_netem_slot` (times in ns).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NetemSlotOpts {
+    /// Shortest gap between slots.
+    pub min_delay: i64,
+    /// Longest gap.
+    pub max_delay: i64,
+    /// Packets per slot (0: no limit).
+    #[serde(default, skip_serializing_if = "is_zero_i32")]
+    pub max_packets: i32,
+    /// Bytes per slot (0: no limit).
+    #[serde(default, skip_serializing_if = "is_zero_i32")]
+    pub max_bytes: i32,
+    /// Mean gap with a table.
+    #[serde(default)]
+    pub dist_delay: i64,
+    /// Gap deviation with a table.
+    #[serde(default)]
+    pub dist_jitter: i64,
+}
+
+/// A distribution table by name; `table` holds a user table's values (empty for the built-in
+/// `normal`, `pareto` and `paretonormal`, which are computed).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NetemDist {
+    /// The name given to tc.
+    pub name: String,
+    /// The values of a table read from a file.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub table: Vec<i16>,
+}
+
+/// The kind (boxed in the model: its options are the largest).
+pub struct Netem;
+
+impl QdiscKind for Netem {
+    const NAME: &'static str = "netem";
+    const CLASSFUL: bool = true;
+    type Opts = Box<NetemOpts>;
+
+    fn parse(cur: &mut Cur) -> Result<Box<NetemOpts>, TcError> {
+        parse(cur).map(Box::new)
+    }
+
+    fn args(o: &Box<NetemOpts>) -> String {
+        export_args(o)
+    }
+
+    fn show(o: &Box<NetemOpts>, _dev: &Device, _d: bool) -> String {
+        print_opts(o)
+    }
+
+    fn json(o: &Box<NetemOpts>, _dev: &Device, _d: bool) -> J {
+        json(o)
+    }
+
+    fn change(
+        _dev: &Device,
+        n: Box<NetemOpts>,
+        old: Option<&Box<NetemOpts>>,
+    ) -> Result<Box<NetemOpts>, TcError> {
+        kernel_change(*n, old.map(|o| &**o)).map(Box::new)
+    }
+
+    fn encode(o: &Box<NetemOpts>, out: &mut Attrs) -> Result<(), Unencodable> {
+        netlink::encode(o, out);
+        Ok(())
+    }
+
+    fn decode(options: Option<&[u8]>) -> Result<Box<NetemOpts>, DecodeError> {
+        netlink::decode(options).map(Box::new)
+    }
+
+    fn build(o: &Box<NetemOpts>, q: &QdiscNode, cx: &mut BuildCx<'_>) -> Result<Box<dyn Qdisc>, BuildError> {
+        build::build(o, q, cx)
+    }
+}
 
 /// tc's usage text (`explain()`).
 pub const USAGE: &str = "Usage: ... netem [ limit PACKETS ]\n                 [ delay TIME [ JITTER [CORRELATION]]]\n                 [ distribution {uniform|normal|pareto|paretonormal} ]\n                 [ corrupt PERCENT [CORRELATION]]\n                 [ duplicate PERCENT [CORRELATION]]\n                 [ loss random PERCENT [CORRELATION]]\n                 [ loss state P13 [P31 [P32 [P23 P14]]]\n                 [ loss gemodel PERCENT [R [1-H [1-K]]]\n                 [ ecn ]\n                 [ reorder PERCENT [CORRELATION] [ gap DISTANCE ]]\n                 [ rate RATE [PACKETOVERHEAD] [CELLSIZE] [CELLOVERHEAD]]\n                 [ slot MIN_DELAY [MAX_DELAY] [packets MAX_PACKETS] [bytes MAX_BYTES]]\n                 [ slot distribution {uniform|normal|pareto|paretonormal|custom}\n                   DELAY JITTER [packets MAX_PACKETS] [bytes MAX_BYTES]]";
@@ -553,15 +777,18 @@ pub fn export_args(o: &NetemOpts) -> String {
     let p = |v: u32| format!("{}%", v as f64 / u32::MAX as f64 * 100.0);
     // The smallest µs whose ticks are the kernel's: tc truncates µs·15.625.
     let us = |ns: u64| ((ns >> 6) as f64 / TICK_IN_USEC).ceil() as u64;
+    // tc sends the correlations when one of delay, loss, reorder or corrupt was given one: each
+    // is written only when they were sent, and at least one of them then.
     let cor = o.corr.unwrap_or_default();
+    let corr = |v: u32| if o.corr.is_some() { format!(" {}", p(v)) } else { String::new() };
+    let loss_random = o.loss_model.is_none() && (o.loss != 0 || cor.loss != 0);
+    let corr_elsewhere = loss_random || o.reorder.is_some() || o.corrupt.is_some();
+    let delay_corr = o.corr.is_some() && (o.jitter != 0 || cor.delay != 0 || !corr_elsewhere);
     let mut s = format!(" limit {}", o.limit);
-    if o.latency != 0 || o.jitter != 0 {
+    if o.latency != 0 || o.jitter != 0 || delay_corr {
         let _ = write!(s, " delay {}us", us(o.latency));
-        if o.jitter != 0 {
-            let _ = write!(s, " {}us", us(o.jitter));
-            if o.corr.is_some() {
-                let _ = write!(s, " {}", p(cor.delay));
-            }
+        if o.jitter != 0 || delay_corr {
+            let _ = write!(s, " {}us{}", us(o.jitter), corr(cor.delay));
         }
     }
     match o.loss_model {
@@ -571,19 +798,20 @@ pub fn export_args(o: &NetemOpts) -> String {
         Some(NetemLoss::Gemodel { p: gp, r, h, k1 }) => {
             let _ = write!(s, " loss gemodel {} {} {} {}", p(gp), p(r), p(u32::MAX - h), p(k1));
         }
-        None if o.loss != 0 || (o.corr.is_some() && cor.loss != 0) => {
-            let _ = write!(s, " loss random {} {}", p(o.loss), p(cor.loss));
+        None if loss_random => {
+            let _ = write!(s, " loss random {}{}", p(o.loss), corr(cor.loss));
         }
         None => {}
     }
+    // A duplicate correlation alone is not sent (tc's rule), so it is always written.
     if o.duplicate != 0 || cor.duplicate != 0 {
         let _ = write!(s, " duplicate {} {}", p(o.duplicate), p(cor.duplicate));
     }
     if let Some(r) = o.reorder {
-        let _ = write!(s, " reorder {} {}", p(r.probability), p(r.correlation));
+        let _ = write!(s, " reorder {}{}", p(r.probability), corr(r.correlation));
     }
     if let Some(c) = o.corrupt {
-        let _ = write!(s, " corrupt {} {}", p(c.probability), p(c.correlation));
+        let _ = write!(s, " corrupt {}{}", p(c.probability), corr(c.correlation));
     }
     if o.gap != 0 {
         let _ = write!(s, " gap {}", o.gap);
@@ -616,4 +844,77 @@ pub fn export_args(o: &NetemOpts) -> String {
         s.push_str(" ecn");
     }
     s
+}
+
+/// netem's percentages in JSON: a fraction of `u32::MAX` (`%g`).
+fn frac(v: u32) -> J {
+    J::from(v as f64 / u32::MAX as f64)
+}
+
+/// `netem_print_opt` in JSON: delays in seconds, probabilities as fractions, every
+/// correlation printed (0 when not set).
+fn json(n: &NetemOpts) -> J {
+    let mut o = J::obj();
+    let cor = n.corr.unwrap_or_default();
+    o.put("limit", n.limit);
+    // tc_core_tick2time truncates to whole µs.
+    let secs = |ns: u64| J::from(((ns >> 6).min(u32::MAX as u64) as f64 / TICK_IN_USEC).trunc() / 1e6);
+    if n.latency >> 6 != 0 {
+        let mut d = J::obj();
+        d.put("delay", secs(n.latency)).put("jitter", secs(n.jitter)).put("correlation", frac(cor.delay));
+        o.put("delay", d);
+    }
+    if n.loss != 0 {
+        let mut d = J::obj();
+        d.put("loss", frac(n.loss)).put("correlation", frac(cor.loss));
+        o.put("loss-random", d);
+    }
+    match n.loss_model {
+        Some(NetemLoss::State { p13, p31, p32, p23, p14 }) => {
+            let mut d = J::obj();
+            for (k, v) in [("p13", p13), ("p31", p31), ("p32", p32), ("p23", p23), ("p14", p14)] {
+                d.put(k, frac(v));
+            }
+            o.put("loss-state", d);
+        }
+        Some(NetemLoss::Gemodel { p, r, h, k1 }) => {
+            let mut d = J::obj();
+            d.put("p", frac(p)).put("r", frac(r)).put("1-h", frac(u32::MAX - h)).put("1-k", frac(k1));
+            o.put("loss-gemodel", d);
+        }
+        None => {}
+    }
+    if n.duplicate != 0 {
+        let mut d = J::obj();
+        d.put("duplicate", frac(n.duplicate)).put("correlation", frac(cor.duplicate));
+        o.put("duplicate", d);
+    }
+    for (name, p) in [("reorder", n.reorder), ("corrupt", n.corrupt)] {
+        if let Some(p) = p.filter(|p| p.probability != 0) {
+            let mut d = J::obj();
+            d.put(name, frac(p.probability)).put("correlation", frac(p.correlation));
+            o.put(name, d);
+        }
+    }
+    if let Some(r) = n.rate.filter(|r| r.bytes_per_sec != 0) {
+        let mut d = J::obj();
+        d.put("rate", r.bytes_per_sec)
+            .put("packetoverhead", r.packet_overhead)
+            .put("cellsize", r.cell_size)
+            .put("celloverhead", r.cell_overhead);
+        o.put("rate", d);
+    }
+    if let Some(sl) = n.slot.filter(|sl| sl.min_delay != 0 || sl.max_delay != 0 || sl.dist_jitter != 0) {
+        let mut d = J::obj();
+        let secs = |ns: i64| J::from(ns as f64 / 1e9);
+        if sl.dist_jitter > 0 {
+            d.put("distribution", secs(sl.dist_delay)).put("jitter", secs(sl.dist_jitter));
+        } else {
+            d.put("min-delay", secs(sl.min_delay)).put("max-delay", secs(sl.max_delay));
+        }
+        d.put("packets", sl.max_packets).put("bytes", sl.max_bytes);
+        o.put("slot", d);
+    }
+    o.put("ecn", n.ecn).put("gap", n.gap);
+    o
 }

@@ -8,13 +8,289 @@
 //! `Scell_log` and the 256-byte idle-damping table (from the time one `avpkt` takes at
 //! `bandwidth`), and `max_P` (the probability as a Q0.32 number, converted the way C converts a
 //! `double` to `__u32` on x86-64).
+//!
+//! [`Red`] is the registry kind (the kernel's `sch_red.c`; the algorithm is `sluice_core::red`).
+//! Its request carries what tc derived, not tc's inputs: decoding one finds an `avpkt`, a
+//! `bandwidth` and a `burst` that derive the same bytes (see [`QdiscKind::decode`] below).
 
+use super::{BuildCx, DecodeError, QdiscKind, Unencodable, TCA_OPTIONS};
+use crate::build::BuildError;
 use crate::error::TcError;
 use crate::grammar::helpers::*;
-use crate::model::RedOpts;
-use sluice_core::red::{RedConfig, RED_STAB_SIZE};
+use crate::json::J;
+use crate::model::{is_false, Device, QdiscNode};
+use crate::nlattr::{attrs, u32_of, Attrs};
+use crate::tcmath::{c_u32, xmittime, TICK_IN_USEC};
+use serde::{Deserialize, Serialize};
+use sluice_core::red::{Red as Core, RedConfig, RED_STAB_SIZE};
 use sluice_core::units::{format_g, format_size};
+use sluice_core::{Handle, Qdisc};
 use std::fmt::Write;
+
+/// RED options as tc derives and sends them (`tc_red_qopt`, the idle table's inputs, `max_P`
+/// and the flags).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RedOpts {
+    /// Bytes the child bfifo holds.
+    pub limit: u32,
+    /// Lower threshold, bytes.
+    pub min: u32,
+    /// Upper threshold, bytes.
+    pub max: u32,
+    /// Average packet size, bytes (input of the EWMA weight and of the idle table).
+    pub avpkt: u32,
+    /// Burst in packets (input of the EWMA weight).
+    pub burst: u32,
+    /// Link bandwidth, bit/s (input of the idle table; tc's default 10Mbit).
+    #[serde(with = "crate::serde_units::rate")]
+    pub bandwidth: u64,
+    /// log2(1/W).
+    pub wlog: u8,
+    /// log2 of the random range.
+    pub plog: u8,
+    /// Idle-table cell log.
+    pub scell_log: u8,
+    /// `TCA_RED_MAX_P` as tc sends it: the probability as a Q0.32 number (0: derive from plog).
+    pub max_p: u32,
+    /// Mark ECN-capable packets.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub ecn: bool,
+    /// Drop above max even with ECN.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub harddrop: bool,
+    /// Adaptive RED flag.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub adaptive: bool,
+    /// With ECN, queue packets that cannot be marked.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub nodrop: bool,
+}
+
+/// The kind.
+pub struct Red;
+
+/// `TCA_RED_*` (`linux/pkt_sched.h`).
+mod attr {
+    pub const PARMS: u16 = 1;
+    pub const STAB: u16 = 2;
+    pub const MAX_P: u16 = 3;
+    pub const FLAGS: u16 = 4;
+    /// `TC_RED_ECN | TC_RED_HARDDROP | TC_RED_ADAPTATIVE | TC_RED_NODROP`: the selector tc sends.
+    pub const SUPPORTED_FLAGS: u32 = 0x0F;
+}
+
+/// The flags by their `TC_RED_*` bits.
+fn flag_bits(o: &RedOpts) -> [(bool, u32); 4] {
+    [(o.ecn, 1), (o.harddrop, 2), (o.adaptive, 4), (o.nodrop, 8)]
+}
+
+impl QdiscKind for Red {
+    const NAME: &'static str = "red";
+    const CLASSFUL: bool = true;
+    type Opts = RedOpts;
+
+    fn parse(cur: &mut Cur) -> Result<RedOpts, TcError> {
+        parse(cur).map(|(o, _)| o)
+    }
+
+    fn parse_warned(cur: &mut Cur) -> Result<(RedOpts, Vec<String>), TcError> {
+        parse(cur)
+    }
+
+    /// Inputs that make tc derive the same Wlog, Plog, table and max_P (max_P 0 came from
+    /// `probability 1`, which C converts to 0).
+    fn args(r: &RedOpts) -> String {
+        let prob = if r.max_p == 0 { 1.0 } else { r.max_p as f64 / 4_294_967_296.0 };
+        let mut s = format!(
+            " limit {} min {} max {} avpkt {} burst {} probability {prob} bandwidth {}bit",
+            r.limit, r.min, r.max, r.avpkt, r.burst, r.bandwidth
+        );
+        for (on, name) in
+            [(r.ecn, " ecn"), (r.harddrop, " harddrop"), (r.adaptive, " adaptive"), (r.nodrop, " nodrop")]
+        {
+            if on {
+                s.push_str(name);
+            }
+        }
+        s
+    }
+
+    fn show(o: &RedOpts, _dev: &Device, d: bool) -> String {
+        options(o, d)
+    }
+
+    /// `red_print_opt` in JSON.
+    fn json(r: &RedOpts, _dev: &Device, d: bool) -> J {
+        let mut o = J::obj();
+        o.put("limit", r.limit).put("min", r.min).put("max", r.max);
+        o.put("ecn", r.ecn).put("harddrop", r.harddrop).put("adaptive", r.adaptive).put("nodrop", r.nodrop);
+        if d {
+            o.put("ewma", r.wlog);
+            let max_p = kernel_max_p(r);
+            if max_p != 0 {
+                o.put("probability", max_p as f64 / 4_294_967_296.0);
+            } else {
+                o.put("Plog", r.plog);
+            }
+            o.put("Scell_log", r.scell_log);
+        }
+        o
+    }
+
+    fn xstats_text(_o: &RedOpts, _dev: &Device) -> String {
+        xstats(0, 0, 0, 0) + "\n"
+    }
+
+    fn xstats_json(_o: &RedOpts) -> Option<J> {
+        let mut j = J::obj();
+        for k in ["marked", "early", "pdrop", "other"] {
+            j.put(k, 0u32);
+        }
+        Some(j)
+    }
+
+    /// `red_change` sets everything anew, after its checks.
+    fn change(_dev: &Device, n: RedOpts, _old: Option<&RedOpts>) -> Result<RedOpts, TcError> {
+        kernel_check(&n)?;
+        Ok(n)
+    }
+
+    /// As tc 6.1 writes it: `struct tc_red_qopt` with the flags left 0, the 256-byte idle table,
+    /// `max_P`, and the flags as a bitfield.
+    fn encode(r: &RedOpts, out: &mut Attrs) -> Result<(), Unencodable> {
+        let mut qopt = Vec::with_capacity(16);
+        for v in [r.limit, r.min, r.max] {
+            qopt.extend_from_slice(&v.to_ne_bytes());
+        }
+        qopt.extend_from_slice(&[r.wlog, r.plog, r.scell_log, 0]);
+        let flags = flag_bits(r).iter().filter(|(on, _)| *on).fold(0, |f, (_, bit)| f | bit);
+        let mut bitfield = flags.to_ne_bytes().to_vec();
+        bitfield.extend_from_slice(&attr::SUPPORTED_FLAGS.to_ne_bytes());
+        out.begin_nest(TCA_OPTIONS);
+        out.put(attr::PARMS, &qopt);
+        out.put(attr::STAB, &stab(r));
+        out.put_u32(attr::MAX_P, r.max_p);
+        out.put(attr::FLAGS, &bitfield);
+        out.end_nest();
+        Ok(())
+    }
+
+    /// What was sent, and tc's inputs that were not (`avpkt`, `bandwidth`, `burst`): the first
+    /// `avpkt` at 8388608bit (2^20 bytes/s) that derives the same idle table and Scell_log, and
+    /// the smallest `burst` that then derives the same Wlog (0 when none does). Encoding the
+    /// result sends the same bytes.
+    fn decode(options: Option<&[u8]>) -> Result<RedOpts, DecodeError> {
+        let err = |why: &str| DecodeError::new("red", why);
+        let mut o = RedOpts::default();
+        let mut table = None;
+        let mut parms = false;
+        for (ty, p) in attrs(options.unwrap_or_default()) {
+            match ty {
+                attr::PARMS => {
+                    let b = p.get(..16).ok_or_else(|| err("tc_red_qopt is short"))?;
+                    let word = |i: usize| u32_of(&b[i * 4..]).unwrap_or_default();
+                    (o.limit, o.min, o.max) = (word(0), word(1), word(2));
+                    (o.wlog, o.plog, o.scell_log) = (b[12], b[13], b[14]);
+                    parms = true;
+                }
+                attr::STAB => {
+                    let t: [u8; RED_STAB_SIZE] = p
+                        .get(..RED_STAB_SIZE)
+                        .and_then(|t| t.try_into().ok())
+                        .ok_or_else(|| err("the idle table is short"))?;
+                    table = Some(t);
+                }
+                attr::MAX_P => o.max_p = u32_of(p).ok_or_else(|| err("max_P is short"))?,
+                attr::FLAGS => {
+                    let v = u32_of(p).ok_or_else(|| err("the flags are short"))?;
+                    (o.ecn, o.harddrop, o.adaptive, o.nodrop) =
+                        (v & 1 != 0, v & 2 != 0, v & 4 != 0, v & 8 != 0);
+                }
+                _ => {}
+            }
+        }
+        if !parms {
+            return Err(err("no tc_red_qopt"));
+        }
+        if let Some(t) = table {
+            let (avpkt, rate) = idle_inputs(o.wlog, o.scell_log, &t)
+                .ok_or_else(|| err("no avpkt and bandwidth derive this idle table"))?;
+            o.avpkt = avpkt;
+            o.bandwidth = rate as u64 * 8;
+            o.burst = burst_for(o.wlog, o.min, avpkt).unwrap_or(0);
+        }
+        Ok(o)
+    }
+
+    fn build(o: &RedOpts, q: &QdiscNode, cx: &mut BuildCx<'_>) -> Result<Box<dyn Qdisc>, BuildError> {
+        let major = q.handle.major();
+        let mut red = Core::new(RedConfig {
+            seed: cx.seed ^ (major as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+            ..core_config(o)
+        })?;
+        if let Some(c) = cx.dev.qdisc_at(Handle::new(major, 1)) {
+            red.set_child(cx.child(c)?);
+        }
+        Ok(Box::new(red))
+    }
+}
+
+/// The bandwidth [`QdiscKind::decode`] gives (bytes/s): a power of two, so that tc's
+/// `avpkt / rate` is exact and every µs count is some `avpkt`'s.
+const DECODED_RATE: u32 = 1 << 20;
+
+/// An `avpkt` that derives `table` and `scell_log` with `wlog` at [`DECODED_RATE`].
+fn idle_inputs(wlog: u8, scell_log: u8, table: &[u8; RED_STAB_SIZE]) -> Option<(u32, u32)> {
+    let want = Some((scell_log, *table));
+    let rate = DECODED_RATE;
+    let fits = |avpkt: u32| idle_damping(wlog, xmittime(rate as u64, avpkt)) == want;
+    // An avpkt that takes no whole µs gives the table of time 0.
+    if idle_damping(wlog, 0) == want {
+        return Some((1, rate));
+    }
+    // From time 1 on, Scell_log grows with the time and each entry shrinks while it stays: the
+    // times that give this table are one interval, starting at the first that is not below it.
+    let below = |x: u32| match idle_damping(wlog, x) {
+        None => false,
+        Some((c, t)) => c < scell_log || (c == scell_log && t.iter().zip(table).any(|(a, b)| a > b)),
+    };
+    let (mut lo, mut hi) = (1u32, u32::MAX);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if below(mid) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    // The first whole µs at or after that time, then the avpkt that takes it.
+    let us = (lo as f64 / TICK_IN_USEC).ceil();
+    let guess = (us * rate as f64 / 1e6).ceil() as u64;
+    (guess.saturating_sub(2)..=guess + 2)
+        .filter_map(|a| u32::try_from(a).ok())
+        .find(|&a| a > 0 && fits(a))
+        .map(|a| (a, rate))
+}
+
+/// The smallest `burst` for which tc derives `wlog` from `min` and `avpkt` (Wlog grows with the
+/// burst).
+fn burst_for(wlog: u8, min: u32, avpkt: u32) -> Option<u32> {
+    let w = |b: u32| match eval_ewma(min, b, avpkt) {
+        Ok(w) => w,
+        Err(m) if m.is_empty() => 32,
+        Err(_) => 0,
+    };
+    let (mut lo, mut hi) = (1u32, u32::MAX / 2);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if w(mid) < wlog {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    (w(lo) == wlog).then_some(lo)
+}
 
 const USAGE: &str = "Usage: ... red\tlimit BYTES [min BYTES] [max BYTES] avpkt BYTES [burst PACKETS]\n\t\t[adaptive] [probability PROBABILITY] [bandwidth KBPS]\n\t\t[ecn] [harddrop] [nodrop]\n\t\t[qevent early_drop block IDX] [qevent mark block IDX]";
 
@@ -72,7 +348,12 @@ pub fn eval_p(qmin: u32, qmax: u32, probability: f64) -> Option<u8> {
 
 /// `tc_red_eval_idle_damping`: Scell_log and the table of right shifts by idle time.
 pub fn eval_idle_damping(wlog: u8, avpkt: u32, rate: u32) -> Option<(u8, [u8; RED_STAB_SIZE])> {
-    let xmit_time = crate::tcmath::xmittime(rate as u64, avpkt) as f64;
+    idle_damping(wlog, xmittime(rate as u64, avpkt))
+}
+
+/// [`eval_idle_damping`] for a packet that takes `xmit_time` ticks.
+fn idle_damping(wlog: u8, xmit_time: u32) -> Option<(u8, [u8; RED_STAB_SIZE])> {
+    let xmit_time = xmit_time as f64;
     let lw = -(1.0 - 1.0 / (1u64 << wlog) as f64).ln() / xmit_time;
     let maxtime = 31.0 / lw;
     let clog = (0..32u32).find(|&c| maxtime / ((1u64 << c) as f64) < 512.0)?;
@@ -204,7 +485,7 @@ pub fn parse(cur: &mut Cur) -> Result<(RedOpts, Vec<String>), TcError> {
     o.scell_log = eval_idle_damping(o.wlog, avpkt, rate)
         .ok_or_else(|| fail(stderr.clone(), "RED: failed to calculate idle damping table."))?
         .0;
-    o.max_p = crate::tcmath::c_u32(probability * 4_294_967_296.0);
+    o.max_p = c_u32(probability * 4_294_967_296.0);
     o.avpkt = avpkt;
     o.burst = burst;
     o.bandwidth = rate as u64 * 8;

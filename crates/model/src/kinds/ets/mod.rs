@@ -9,10 +9,113 @@
 //! the qdiscs of bands that go away go with them. Classes `1..=bands` always exist; a class
 //! change sets one DRR band's quantum (strict bands have none).
 
+use super::{BuildCx, DecodeError, QdiscKind, Unencodable, TCA_OPTIONS};
+use crate::build::BuildError;
 use crate::error::TcError;
 use crate::grammar::helpers::*;
-use crate::model::{Device, EtsOpts};
+use crate::json::J;
+use crate::model::{Device, QdiscNode};
+use crate::nlattr::{attrs, u32_of, Attrs};
+use serde::{Deserialize, Serialize};
+use sluice_core::classify::{ClassShape, Fallback, QdiscShape, ShapeKind};
+use sluice_core::ets::{Ets as Core, EtsConfig};
+use sluice_core::{Handle, Qdisc};
 use std::fmt::Write;
+
+/// ets, as tc sent it and the kernel keeps it: `quanta` are the DRR bands' quanta from band
+/// `strict` on (those not given are the device's psched_mtu), `priomap` the entries given
+/// (those not given name the last band). See the module's documentation.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EtsOpts {
+    /// Number of bands, 1..=16.
+    pub bands: u8,
+    /// Strict bands (the first ones).
+    #[serde(default)]
+    pub strict: u8,
+    /// Quanta of the first DRR bands.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub quanta: Vec<u32>,
+    /// Band of priorities 0, 1, ...
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub priomap: Vec<u8>,
+}
+
+/// The kind (the qdisc; class changes are `ClassOpts::Ets`).
+pub struct Ets;
+
+impl QdiscKind for Ets {
+    const NAME: &'static str = "ets";
+    const CLASSFUL: bool = true;
+    type Opts = EtsOpts;
+
+    fn parse(cur: &mut Cur) -> Result<EtsOpts, TcError> {
+        parse(cur)
+    }
+
+    fn args(o: &EtsOpts) -> String {
+        args(o)
+    }
+
+    fn show(o: &EtsOpts, dev: &Device, _d: bool) -> String {
+        options(o, dev)
+    }
+
+    /// `ets_print_opt`: bands, strict (when any), the DRR bands' quanta, the priomap.
+    fn json(o: &EtsOpts, dev: &Device, _d: bool) -> J {
+        let mut j = J::obj();
+        j.put("bands", o.bands as u32);
+        if o.strict > 0 {
+            j.put("strict", o.strict as u32);
+        }
+        let all = quanta(o, dev.psched_mtu());
+        if o.bands > o.strict {
+            j.put("quanta", J::Arr(all[o.strict as usize..].iter().map(|&q| J::from(q)).collect()));
+        }
+        j.put("priomap", J::Arr(priomap(o).iter().map(|&b| J::from(b as u32)).collect()));
+        j
+    }
+
+    /// `ets_qdisc_change`: everything is set anew (nothing is kept from before).
+    fn change(_dev: &Device, n: EtsOpts, _old: Option<&EtsOpts>) -> Result<EtsOpts, TcError> {
+        kernel_check(&n)?;
+        Ok(n)
+    }
+
+    /// `TCA_OPTIONS` with `NLA_F_NESTED`, as tc sends it.
+    fn encode(o: &EtsOpts, out: &mut Attrs) -> Result<(), Unencodable> {
+        out.begin_nest(TCA_OPTIONS | attr::NESTED);
+        put_options(o, out);
+        out.end_nest();
+        Ok(())
+    }
+
+    fn decode(options: Option<&[u8]>) -> Result<EtsOpts, DecodeError> {
+        let short = |what: &str| DecodeError::new("ets", format!("{what} is short"));
+        let mut o = EtsOpts::default();
+        for (ty, p) in attrs(options.unwrap_or_default()) {
+            match ty {
+                attr::NBANDS => o.bands = *p.first().ok_or_else(|| short("NBANDS"))?,
+                attr::NSTRICT => o.strict = *p.first().ok_or_else(|| short("NSTRICT"))?,
+                attr::QUANTA => {
+                    for (_, q) in attrs(p).filter(|(t, _)| *t == attr::QUANTA_BAND) {
+                        o.quanta.push(u32_of(q).ok_or_else(|| short("QUANTA_BAND"))?);
+                    }
+                }
+                attr::PRIOMAP => {
+                    for (_, b) in attrs(p).filter(|(t, _)| *t == attr::PRIOMAP_BAND) {
+                        o.priomap.push(*b.first().ok_or_else(|| short("PRIOMAP_BAND"))?);
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(o)
+    }
+
+    fn build(o: &EtsOpts, q: &QdiscNode, cx: &mut BuildCx<'_>) -> Result<Box<dyn Qdisc>, BuildError> {
+        build(o, q, cx)
+    }
+}
 
 const USAGE: &str = "Usage: ... ets [bands NUMBER] [strict NUMBER] [quanta Q1 Q2...] [priomap P1 P2...]";
 const CLASS_USAGE: &str = "Usage: ... ets [quantum Q1]";
@@ -271,43 +374,73 @@ pub fn args(o: &EtsOpts) -> String {
     s
 }
 
-fn put_attr(buf: &mut Vec<u8>, ty: u16, payload: &[u8]) {
-    buf.extend_from_slice(&((4 + payload.len()) as u16).to_ne_bytes());
-    buf.extend_from_slice(&ty.to_ne_bytes());
-    buf.extend_from_slice(payload);
-    buf.resize(buf.len().next_multiple_of(4), 0);
-}
-
-/// The payload of `TCA_OPTIONS` (sent with `NLA_F_NESTED`) as tc writes it: `NBANDS`, `NSTRICT`
-/// when not 0, the `QUANTA` nest when quanta were given, the `PRIOMAP` nest when a priomap was.
-pub fn netlink_options(o: &EtsOpts) -> Vec<u8> {
-    let mut b = Vec::new();
-    put_attr(&mut b, attr::NBANDS, &[o.bands]);
+/// `NBANDS`, `NSTRICT` when not 0, the `QUANTA` nest when quanta were given, the `PRIOMAP` nest
+/// when a priomap was (tc sets `NLA_F_NESTED` on both).
+fn put_options(o: &EtsOpts, out: &mut Attrs) {
+    out.put_u8(attr::NBANDS, o.bands);
     if o.strict > 0 {
-        put_attr(&mut b, attr::NSTRICT, &[o.strict]);
+        out.put_u8(attr::NSTRICT, o.strict);
     }
     if !o.quanta.is_empty() {
-        let mut n = Vec::new();
+        out.begin_nest(attr::QUANTA | attr::NESTED);
         for q in &o.quanta {
-            put_attr(&mut n, attr::QUANTA_BAND, &q.to_ne_bytes());
+            out.put_u32(attr::QUANTA_BAND, *q);
         }
-        put_attr(&mut b, attr::QUANTA | attr::NESTED, &n);
+        out.end_nest();
     }
     if !o.priomap.is_empty() {
-        let mut n = Vec::new();
+        out.begin_nest(attr::PRIOMAP | attr::NESTED);
         for p in &o.priomap {
-            put_attr(&mut n, attr::PRIOMAP_BAND, &[*p]);
+            out.put_u8(attr::PRIOMAP_BAND, *p);
         }
-        put_attr(&mut b, attr::PRIOMAP | attr::NESTED, &n);
+        out.end_nest();
     }
-    b
+}
+
+/// The payload of `TCA_OPTIONS` (sent with `NLA_F_NESTED`) as tc writes it (see `put_options`).
+pub fn netlink_options(o: &EtsOpts) -> Vec<u8> {
+    let mut a = Attrs::new();
+    put_options(o, &mut a);
+    a.into_bytes()
 }
 
 /// The payload of a class request's `TCA_OPTIONS` (sent with `NLA_F_NESTED`).
 pub fn class_netlink_options(quantum: Option<u32>) -> Vec<u8> {
-    let mut b = Vec::new();
+    let mut a = Attrs::new();
     if let Some(q) = quantum {
-        put_attr(&mut b, attr::QUANTA_BAND, &q.to_ne_bytes());
+        a.put_u32(attr::QUANTA_BAND, q);
     }
-    b
+    a.into_bytes()
+}
+
+/// ETS: its bands (quanta resolved, default pfifo or the grafted qdisc) and a prio-like shape
+/// (band by the result's minor, else the priomap).
+fn build(e: &EtsOpts, q: &QdiscNode, cx: &mut BuildCx<'_>) -> Result<Box<dyn Qdisc>, BuildError> {
+    let dev = cx.dev;
+    let major = q.handle.major();
+    let priomap = priomap(e);
+    let mut ets = Core::new(EtsConfig {
+        nbands: e.bands as usize,
+        nstrict: e.strict as usize,
+        quanta: quanta(e, dev.psched_mtu()),
+        priomap,
+        major,
+        tos_mapping: Default::default(),
+        default_limit: dev.txqueuelen,
+    })?;
+    let mut classes = Vec::new();
+    for b in 0..e.bands as u32 {
+        let id = Handle::new(major, b + 1);
+        let child = dev.qdisc_at(id);
+        if let Some(c) = child {
+            ets.set_band_qdisc(b as usize, Some(cx.child(c)?))?;
+        }
+        let child = child.filter(|c| c.opts.is_classful()).map(|c| c.handle);
+        classes.push(ClassShape { classid: id, inner: false, child });
+    }
+    let fallback = Fallback::Priomap(priomap.map(|b| Handle::new(major, b as u32 + 1)));
+    cx.cls
+        .set_shape(QdiscShape { handle: q.handle, kind: ShapeKind::Bands, classes, fallback })
+        .map_err(BuildError::Filter)?;
+    Ok(Box::new(ets))
 }
