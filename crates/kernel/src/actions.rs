@@ -3,11 +3,10 @@
 //! it (m_action.c `parse_action`, m_gact.c, m_police.c, m_skbedit.c, m_mirred.c); checked
 //! against tc's own requests in `tests/actions_netlink.rs`.
 
-use crate::kernel::ratespec;
 use crate::netlink::Msg;
 use sluice_core::Rate;
+use sluice_model::tcmath::{xmittime, RateSpec};
 use sluice_tc::model::{Action, ActionEntry, LinkLayer, MirredDirection, MirredMode, Verdict};
-use sluice_tc::tc::show::xmittime;
 
 /// `TCA_ACT_TAB` (the nest of `RTM_NEWACTION`).
 pub const TCA_ACT_TAB: u16 = 1;
@@ -46,23 +45,6 @@ pub enum ActionEncodeError {
     /// A police option whose rate table Sluice does not build.
     #[error("police: {0} is not encoded")]
     Unsupported(&'static str),
-}
-
-/// tc's `tc_calc_rtable` for police: the transmit time of `(i + 1) << cell_log` bytes (at least
-/// `mpu`) for each of 256 slots, in psched ticks computed as tc does (microseconds truncated
-/// first, so some slots are one microsecond short of the exact value).
-fn rate_table(rate: Rate, mtu: u32, mpu: u32) -> Vec<u8> {
-    let mtu = if mtu == 0 { 2047 } else { mtu };
-    let mut cell_log = 0;
-    while (mtu >> cell_log) > 255 {
-        cell_log += 1;
-    }
-    let mut t = Vec::with_capacity(1024);
-    for i in 0..256u32 {
-        let sz = ((i + 1) << cell_log).max(mpu);
-        t.extend_from_slice(&xmittime(rate.bytes_per_sec(), sz).to_ne_bytes());
-    }
-    t
 }
 
 /// `struct tc_gen`: index, capab, action, refcnt, bindcnt.
@@ -142,7 +124,6 @@ fn options(m: &mut Msg, a: &Action, ifindex: &dyn Fn(&str) -> Option<u32>) -> Re
             let mtu = p.mtu.unwrap_or(0);
             let rate = (p.rate > 0).then(|| Rate::from_bps(p.rate));
             let peak = p.peakrate.map(Rate::from_bps);
-            let overhead = p.overhead as i32;
             let mut tbf = Vec::with_capacity(56);
             tbf.extend_from_slice(&p.index.to_ne_bytes());
             tbf.extend_from_slice(&p.exceed.code().to_ne_bytes());
@@ -150,8 +131,15 @@ fn options(m: &mut Msg, a: &Action, ifindex: &dyn Fn(&str) -> Option<u32>) -> Re
             let burst = rate.map(|r| xmittime(r.bytes_per_sec(), p.burst)).unwrap_or(0);
             tbf.extend_from_slice(&burst.to_ne_bytes());
             tbf.extend_from_slice(&mtu.to_ne_bytes());
-            let rt = rate.map(|r| (ratespec(r, mtu, overhead, p.mpu).0, rate_table(r, mtu, p.mpu)));
-            let pt = peak.map(|r| (ratespec(r, mtu, overhead, p.mpu).0, rate_table(r, mtu, p.mpu)));
+            // m_police.c: `tc_calc_rtable_64`, the table at the 64-bit rate.
+            let spec = |r: Rate| {
+                let bps = r.bytes_per_sec();
+                let mut spec = RateSpec::new(bps, p.overhead, p.mpu as u16, LinkLayer::Ethernet);
+                let table = spec.table(bps, mtu);
+                (spec.bytes(), table)
+            };
+            let rt = rate.map(spec);
+            let pt = peak.map(spec);
             tbf.extend_from_slice(&rt.as_ref().map(|r| r.0).unwrap_or([0; 12]));
             tbf.extend_from_slice(&pt.as_ref().map(|r| r.0).unwrap_or([0; 12]));
             tbf.extend_from_slice(&[0u8; 12]); // refcnt, bindcnt, capab

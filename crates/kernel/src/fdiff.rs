@@ -37,6 +37,8 @@ use crate::netlink::{self, flags, rtm, tca, Msg, Netlink, TcMsg};
 use crate::plan::{Key, RawObj};
 use crate::Error;
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
+use sluice_core::Handle;
+use sluice_model::print::filter_parent_str;
 use sluice_tc::model::FilterNode;
 
 /// `RTM_DELTFILTER`.
@@ -116,7 +118,12 @@ impl RawFilter {
             format!("{:#x}", self.handle)
         };
         let chain = if self.chain != 0 { format!(" chain {}", self.chain) } else { String::new() };
-        format!("filter {} prio {}{chain} handle {h} on {}", self.kind, self.prio, parent_str(self.parent))
+        format!(
+            "filter {} prio {}{chain} handle {h} on {}",
+            self.kind,
+            self.prio,
+            filter_parent_str(Handle::from_tc(self.parent))
+        )
     }
 
     /// The object whose deletion takes this filter's block with it.
@@ -238,18 +245,6 @@ const U32_FLAGS: u16 = 11;
 const MALL_FLAGS: u16 = 3;
 /// `TCA_CLS_FLAGS_SKIP_HW | TCA_CLS_FLAGS_SKIP_SW`: the flags a request may carry.
 const CLS_FLAGS_USER: u32 = 3;
-
-fn parent_str(p: u32) -> String {
-    match p {
-        CLSACT_INGRESS => "ingress".into(),
-        CLSACT_EGRESS => "egress".into(),
-        _ => format!(
-            "{:x}:{}",
-            p >> 16,
-            if p & 0xFFFF == 0 { String::new() } else { format!("{:x}", p & 0xFFFF) }
-        ),
-    }
-}
 
 /// The object a block belongs to (clsact's hooks: the ingress-slot qdisc `ffff:`).
 pub fn block_key(parent: u32) -> Key {
@@ -513,7 +508,11 @@ impl FilterDiff {
     pub fn first_messages(&self, ifindex: i32) -> impl Iterator<Item = (Msg, bool, String)> + '_ {
         self.first.iter().map(move |r| {
             let what = if r.handle == 0 {
-                format!("delete filter prio {} on {} (to re-create it)", r.prio, parent_str(r.parent))
+                format!(
+                    "delete filter prio {} on {} (to re-create it)",
+                    r.prio,
+                    filter_parent_str(Handle::from_tc(r.parent))
+                )
             } else {
                 format!("delete {} (to re-create it)", r.label())
             };

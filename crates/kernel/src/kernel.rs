@@ -4,17 +4,16 @@
 //!
 //! [`Plan::new`] reads the model once: it picks the device, converts every model handle to the
 //! kernel's 32-bit `major:minor` through one function (`kernel_handle`), refuses by name what the
-//! encoder cannot send (ingress/clsact, ATM link layer, tbf overhead/mpu, HTB offload, minors the
-//! kernel cannot hold), resolves the bursts the configuration left out,
+//! encoder cannot send (what a registry kind's `encode` refuses, such as HTB's `textbook`; an HTB
+//! class's ATM link layer; minors the kernel cannot hold), resolves the bursts the configuration
+//! left out,
 //! and orders the objects so that every parent exists before its children (a qdisc, then its
 //! classes, then the qdiscs attached to them, level by level). [`apply`], [`Plan::tc_commands`]
 //! and [`Plan::compare`] all work from that plan.
 //!
-//! The kinds of the registry (`sluice_model::kinds`) are encoded by their own `encode`, byte for
-//! byte as tc sends them; HTB, TBF, pfifo and bfifo are encoded here with their options, HTB,
-//! DRR and HFSC classes with theirs (DRR qdiscs have none); other qdisc kinds are sent by kind
-//! alone (the kernel's defaults apply, and a kernel that lacks the kind refuses it by name).
-//! `Plan::compare` checks HTB classes only.
+//! Every qdisc kind is a registry kind (`sluice_model::kinds`), encoded by its own `encode`, byte
+//! for byte as tc 6.1 sends it; HTB, DRR and HFSC classes are encoded here with their options.
+//! `Plan::compare` checks HTB classes and a few qdisc values.
 //! Filters are encoded by [`crate::filters`] and sent after every qdisc and class, in the model's
 //! order (u32 hash tables before the keys that link to them).
 //!
@@ -38,14 +37,14 @@ use crate::Error;
 use sluice_core::units::{format_rate, format_size};
 use sluice_core::Rate;
 use sluice_model::nlattr::Attrs;
+use sluice_model::print::{classid_str, filter_parent_arg, qdisc_parent_arg, tc_handle_str};
+use sluice_model::tcmath::{xmittime, RateSpec, TICK_IN_USEC};
 use sluice_tc::burst::{kernel_burst, BurstPolicy};
-use sluice_tc::export::{filter_args, qdisc_args};
+use sluice_tc::export::filter_args;
 use sluice_tc::model::{
     ClassOpts, Device, FilterNode, HtbClassOpts, LinkLayer, QdiscNode, QdiscOpts, State, H_INGRESS,
-    H_MIN_EGRESS, H_MIN_INGRESS,
 };
 use sluice_tc::tc::args::proto_name;
-use sluice_tc::tc::show::classid_str;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 
@@ -67,70 +66,19 @@ fn kernel_minor(minor: u32) -> Option<u32> {
     (minor <= 0xFFFF).then_some(minor)
 }
 
-/// tc's `major:minor` form of a kernel handle (`1:`, `1:10`).
-fn handle_str(h: u32) -> String {
-    let (major, minor) = (h >> 16, h & 0xFFFF);
-    if minor == 0 {
-        format!("{major:x}:")
-    } else {
-        format!("{major:x}:{minor:x}")
-    }
-}
-
-fn parent_str(parent: u32) -> String {
-    if parent == netlink::TC_H_ROOT {
-        "root".into()
-    } else {
-        format!("parent {}", handle_str(parent))
-    }
-}
-
 /// The kernel's handle of the qdisc that owns `h` (`1:10` → `1:`).
 fn qdisc_of(h: u32) -> u32 {
     h & 0xFFFF_0000
 }
 
-/// Kernel psched ticks per microsecond (`/proc/net/psched`: 1000 ns per µs over 64 ns per tick).
-const TICKS_PER_USEC: f64 = 1000.0 / 64.0;
-
-const TC_LINKLAYER_ETHERNET: u8 = 1;
-
-/// tc's transmit time of `size` bytes at `bytes_per_sec`, in psched ticks (truncated like tc).
-pub fn xmittime_ticks(bytes_per_sec: u64, size: u64) -> u32 {
-    if bytes_per_sec == 0 {
-        return u32::MAX;
-    }
-    let t = 1e6 * size as f64 / bytes_per_sec as f64 * TICKS_PER_USEC;
-    t.min(u32::MAX as f64) as u32
-}
-
-/// The bytes a bucket of `ticks` holds at `bytes_per_sec` (inverse of [`xmittime_ticks`]).
+/// The bytes a bucket of `ticks` holds at `bytes_per_sec` (inverse of [`xmittime`], rounded).
 pub fn ticks_to_bytes(bytes_per_sec: u64, ticks: u32) -> u64 {
-    (ticks as f64 / TICKS_PER_USEC / 1e6 * bytes_per_sec as f64).round() as u64
+    (ticks as f64 / TICK_IN_USEC / 1e6 * bytes_per_sec as f64).round() as u64
 }
 
-/// A `struct tc_ratespec` and its 256-slot legacy rate table (only used by the kernel to guess the
-/// link layer, but tc sends it and old kernels need it).
-pub(crate) fn ratespec(rate: Rate, mtu: u32, overhead: i32, mpu: u32) -> ([u8; 12], Vec<u8>) {
-    let bps = rate.bytes_per_sec();
-    let mtu = if mtu == 0 { 2047 } else { mtu };
-    let mut cell_log = 0u8;
-    while (mtu >> cell_log) > 255 {
-        cell_log += 1;
-    }
-    let mut table = Vec::with_capacity(1024);
-    for i in 0..256u64 {
-        let sz = ((i + 1) << cell_log).max(mpu as u64);
-        table.extend_from_slice(&xmittime_ticks(bps, sz).to_ne_bytes());
-    }
-    let mut r = [0u8; 12];
-    r[0] = cell_log;
-    r[1] = TC_LINKLAYER_ETHERNET;
-    r[2..4].copy_from_slice(&(overhead.clamp(0, u16::MAX as i32) as u16).to_ne_bytes());
-    r[4..6].copy_from_slice(&(-1i16).to_ne_bytes());
-    r[6..8].copy_from_slice(&(mpu.min(u16::MAX as u32) as u16).to_ne_bytes());
-    r[8..12].copy_from_slice(&(bps.min(u32::MAX as u64) as u32).to_ne_bytes());
-    (r, table)
+/// tc's transmit time of a burst, in psched ticks ([`xmittime`]; tc's sizes are 32-bit).
+pub fn burst_ticks(bytes_per_sec: u64, burst: u64) -> u32 {
+    xmittime(bytes_per_sec, u32::try_from(burst).unwrap_or(u32::MAX))
 }
 
 /// A qdisc of the plan, with its kernel handle and parent.
@@ -148,21 +96,6 @@ impl PlannedQdisc<'_> {
     /// The tc kind.
     pub fn kind(&self) -> &'static str {
         self.node.opts.kind()
-    }
-
-    /// Options of a kind the encoder sends by name only, as tc would write them (empty otherwise).
-    pub fn unencoded_options(&self) -> String {
-        if self.node.opts.args().is_some() {
-            return String::new(); // a registry kind: every option is encoded
-        }
-        match &self.node.opts {
-            QdiscOpts::Htb(_)
-            | QdiscOpts::Tbf(_)
-            | QdiscOpts::Drr
-            | QdiscOpts::Pfifo(_)
-            | QdiscOpts::Bfifo(_) => String::new(),
-            other => qdisc_args(other).trim().to_string(),
-        }
     }
 }
 
@@ -310,30 +243,19 @@ impl<'a> Plan<'a> {
             let kind = q.opts.kind();
             let what = || format!("qdisc {kind} {}", classid_str(q.handle));
             if let Some(Err(e)) = q.opts.encode(&mut Attrs::new()) {
-                unencoded.push(e.to_string());
+                unencoded.push(format!("{} ({e})", what()));
             }
             match &q.opts {
-                // Sent by kind alone (handle ffff:, parent ffff:fff1), as tc sends them.
-                QdiscOpts::Ingress | QdiscOpts::Clsact => {}
-                _ if q.parent == H_INGRESS => unencoded.push(format!("{kind} qdisc on ingress")),
-                QdiscOpts::Htb(h) if h.textbook => {
-                    return Err(Error::Config(format!(
-                        "{}: {} shares spare bandwidth the textbook way (`textbook`), a Sluice \
-                         option the kernel's HTB does not have (it lends packet by packet); remove \
-                         `textbook` to apply this tree to the kernel, or run it with `sluice shape`",
-                        dev.name,
-                        what()
-                    )))
+                // Only ingress and clsact sit at the ingress slot (handle ffff:, parent ffff:fff1).
+                _ if q.parent == H_INGRESS && !q.opts.is_ingress() => {
+                    unencoded.push(format!("{kind} qdisc on ingress"))
                 }
-                QdiscOpts::Htb(h) if h.offload => unencoded.push("htb offload".into()),
+                // A class id, which Plan::new converts with the others.
                 QdiscOpts::Htb(h) if kernel_minor(h.default).is_none() => too_wide.push(format!(
                     "the default class {:#x} of {} (the kernel would send its traffic to the direct queue)",
                     h.default,
                     what()
                 )),
-                QdiscOpts::Tbf(t) if t.overhead != 0 || t.mpu != 0 || t.linklayer != LinkLayer::Ethernet => {
-                    unencoded.push("tbf overhead/mpu/linklayer".into())
-                }
                 _ => {}
             }
             let handle = conv(q.handle, &what, &mut too_wide);
@@ -478,21 +400,21 @@ impl<'a> Plan<'a> {
     pub fn unclassified_destination(&self) -> String {
         match self.qdiscs().find(|q| q.parent == netlink::TC_H_ROOT).map(|q| (q.handle, &q.node.opts)) {
             Some((h, QdiscOpts::Htb(o))) if o.default == 0 => {
-                format!("the direct queue of htb {} (unshaped)", handle_str(h))
+                format!("the direct queue of htb {} (unshaped)", tc_handle_str(h))
             }
             Some((h, QdiscOpts::Htb(o))) => {
                 let class = h | (o.default & 0xFFFF);
                 if self.classes().any(|c| c.classid == class) {
-                    format!("class {}, the default of htb {}", handle_str(class), handle_str(h))
+                    format!("class {}, the default of htb {}", tc_handle_str(class), tc_handle_str(h))
                 } else {
                     format!(
                         "the direct queue of htb {} (unshaped: its default {} is not a class)",
-                        handle_str(h),
-                        handle_str(class)
+                        tc_handle_str(h),
+                        tc_handle_str(class)
                     )
                 }
             }
-            Some((h, o)) => format!("where {} {} puts it without filters", o.kind(), handle_str(h)),
+            Some((h, o)) => format!("where {} {} puts it without filters", o.kind(), tc_handle_str(h)),
             None => "nowhere (no root qdisc)".into(),
         }
     }
@@ -510,22 +432,22 @@ impl<'a> Plan<'a> {
                 Step::Qdisc(q) => qdisc_command(dev, q),
                 Step::HfscClass(c) => format!(
                     "tc class replace dev {dev} parent {} classid {} hfsc{}",
-                    handle_str(c.parent),
-                    handle_str(c.classid),
+                    tc_handle_str(c.parent),
+                    tc_handle_str(c.classid),
                     sluice_tc::tc::hfsc::export_class_args(&c.curves)
                 ),
                 Step::DrrClass(c) => format!(
                     "tc class replace dev {dev} parent {} classid {} drr{}",
-                    handle_str(c.parent),
-                    handle_str(c.classid),
+                    tc_handle_str(c.parent),
+                    tc_handle_str(c.classid),
                     c.quantum.map(|q| format!(" quantum {q}")).unwrap_or_default()
                 ),
                 Step::Class(c) => {
                     let h = c.htb;
                     let mut line = format!(
                         "tc class replace dev {dev} parent {} classid {} htb rate {} ceil {} burst {}b cburst {}b",
-                        handle_str(c.parent),
-                        handle_str(c.classid),
+                        tc_handle_str(c.parent),
+                        tc_handle_str(c.classid),
                         format_rate(c.rate()),
                         format_rate(c.ceil()),
                         c.burst,
@@ -574,7 +496,7 @@ impl<'a> Plan<'a> {
         let mut diff = |object: ObjectId, text: String| diffs.push(Finding { object, text });
         for q in self.qdiscs() {
             let id = ObjectId::Qdisc(q.handle);
-            let name = handle_str(q.handle);
+            let name = tc_handle_str(q.handle);
             let Some(k) = by_id.get(&(true, q.handle)) else {
                 diff(id, format!("qdisc {name} ({}) is missing in the kernel", q.kind()));
                 continue;
@@ -631,7 +553,7 @@ impl<'a> Plan<'a> {
         }
         for c in self.classes() {
             let id = ObjectId::Class(c.classid);
-            let name = handle_str(c.classid);
+            let name = tc_handle_str(c.classid);
             let Some(k) = by_id.get(&(false, c.classid)) else {
                 diff(id, format!("class {name} is missing in the kernel"));
                 continue;
@@ -649,8 +571,8 @@ impl<'a> Plan<'a> {
                 );
             }
             let want = (
-                xmittime_ticks(c.rate().bytes_per_sec(), c.burst),
-                xmittime_ticks(c.ceil().bytes_per_sec(), c.cburst),
+                burst_ticks(c.rate().bytes_per_sec(), c.burst),
+                burst_ticks(c.ceil().bytes_per_sec(), c.cburst),
             );
             if let Some(got) = k.buffer_ticks {
                 // The kernel stores ns and dumps ns >> 6: equal up to one tick.
@@ -752,57 +674,24 @@ fn order<'a>(qdiscs: Vec<PlannedQdisc<'a>>, classes: Vec<Step<'a>>) -> Vec<Step<
 }
 
 fn qdisc_command(dev: &str, q: &PlannedQdisc<'_>) -> String {
-    if matches!(q.node.opts, QdiscOpts::Ingress | QdiscOpts::Clsact) {
+    if q.parent == netlink::TC_H_INGRESS {
         return format!("tc qdisc replace dev {dev} {}", q.kind());
     }
     let mut s = format!(
         "tc qdisc replace dev {dev} {} handle {} {}",
-        parent_str(q.parent),
-        handle_str(q.handle),
+        qdisc_parent_arg(ModelHandle::from_tc(q.parent)),
+        tc_handle_str(q.handle),
         q.kind()
     );
-    if let Some(args) = q.node.opts.args() {
-        return s + &args;
-    }
-    match &q.node.opts {
-        QdiscOpts::Htb(h) => {
-            s += &format!(" default 0x{:x} r2q {}", h.default, h.r2q);
-            if let Some(d) = h.direct_qlen {
-                s += &format!(" direct_qlen {d}");
-            }
-        }
-        QdiscOpts::Tbf(t) => {
-            s += &format!(
-                " rate {} burst {}b limit {}b",
-                format_rate(Rate::from_bps(t.rate)),
-                t.burst,
-                t.limit
-            );
-            if let Some(p) = t.peakrate {
-                s += &format!(" peakrate {} mtu {}", format_rate(Rate::from_bps(p)), tbf_peak_mtu(t.mtu));
-            }
-        }
-        QdiscOpts::Pfifo(f) => s += &f.limit.map(|l| format!(" limit {l}")).unwrap_or_default(),
-        QdiscOpts::Bfifo(f) => s += &f.limit.map(|l| format!(" limit {l}b")).unwrap_or_default(),
-        _ => {
-            let opts = q.unencoded_options();
-            if !opts.is_empty() {
-                s += &format!("   # not encoded, the kernel's defaults apply: {opts}");
-            }
-        }
-    }
+    s += &q.node.opts.args().unwrap_or_default();
     s
 }
 
 /// A filter as the tc command that would add it.
 fn filter_command(dev: &str, f: &FilterNode) -> String {
-    let parent = match f.parent {
-        H_MIN_INGRESS => "ingress".to_string(),
-        H_MIN_EGRESS => "egress".to_string(),
-        p => format!("parent {}", classid_str(p)),
-    };
     format!(
-        "tc filter add dev {dev} {parent} protocol {} prio {}{}{}",
+        "tc filter add dev {dev} {} protocol {} prio {}{}{}",
+        filter_parent_arg(f.parent),
         proto_name(f.protocol),
         f.prio,
         if f.chain != 0 { format!(" chain {}", f.chain) } else { String::new() },
@@ -810,29 +699,20 @@ fn filter_command(dev: &str, f: &FilterNode) -> String {
     )
 }
 
-/// TBF's peak bucket (`mtu`/`minburst`) when the configuration gives none.
-fn tbf_peak_mtu(mtu: Option<u32>) -> u32 {
-    mtu.unwrap_or(1514)
-}
-
+/// `TCA_HTB_*` of classes, and `INIT` for reading back a qdisc.
 mod htb_attr {
     pub const PARMS: u16 = 1;
     pub const INIT: u16 = 2;
     pub const CTAB: u16 = 3;
     pub const RTAB: u16 = 4;
-    pub const DIRECT_QLEN: u16 = 5;
     pub const RATE64: u16 = 6;
     pub const CEIL64: u16 = 7;
 }
 
+/// `TCA_TBF_*` for reading back what the kernel dumps.
 mod tbf_attr {
     pub const PARMS: u16 = 1;
-    pub const RTAB: u16 = 2;
-    pub const PTAB: u16 = 3;
     pub const RATE64: u16 = 4;
-    pub const PRATE64: u16 = 5;
-    pub const BURST: u16 = 6;
-    pub const PBURST: u16 = 7;
 }
 
 /// The netlink request that creates qdisc `q` on `ifindex`.
@@ -840,66 +720,8 @@ pub fn qdisc_msg(ifindex: i32, q: &PlannedQdisc<'_>, replace: bool) -> Msg {
     let fl = flags::REQUEST | flags::ACK | flags::CREATE | if replace { flags::REPLACE } else { flags::EXCL };
     let mut m = Msg::tc(rtm::NEWQDISC, fl, TcMsg { ifindex, handle: q.handle, parent: q.parent, info: 0 });
     m.attr_str(tca::KIND, q.kind());
-    // Plan::new refused what a registry kind cannot encode.
-    if let Some(Ok(())) = q.node.opts.encode(m.attrs()) {
-        return m;
-    }
-    match &q.node.opts {
-        QdiscOpts::Htb(h) => {
-            let mut glob = Vec::with_capacity(20);
-            // Plan::new refused a default that does not fit 16 bits.
-            let default = kernel_minor(h.default).unwrap_or(0);
-            for v in [3u32, h.r2q, default, 0, 0] {
-                glob.extend_from_slice(&v.to_ne_bytes());
-            }
-            m.begin_nest(tca::OPTIONS);
-            m.attr(htb_attr::INIT, &glob);
-            if let Some(d) = h.direct_qlen {
-                m.attr(htb_attr::DIRECT_QLEN, &d.to_ne_bytes());
-            }
-            m.end_nest();
-        }
-        QdiscOpts::Tbf(t) => {
-            let rate = Rate::from_bps(t.rate);
-            let peak = t.peakrate.map(|p| (Rate::from_bps(p), tbf_peak_mtu(t.mtu)));
-            let (r, rtab) = ratespec(rate, 0, 0, 0);
-            let mut opt = Vec::with_capacity(36);
-            opt.extend_from_slice(&r);
-            let (p, ptab, mtu_ticks) = match peak {
-                Some((prate, mtu)) => {
-                    let (p, t) = ratespec(prate, mtu, 0, 0);
-                    (p, Some(t), xmittime_ticks(prate.bytes_per_sec(), mtu as u64))
-                }
-                None => ([0u8; 12], None, 0),
-            };
-            opt.extend_from_slice(&p);
-            opt.extend_from_slice(&t.limit.to_ne_bytes());
-            opt.extend_from_slice(&xmittime_ticks(rate.bytes_per_sec(), t.burst as u64).to_ne_bytes());
-            opt.extend_from_slice(&mtu_ticks.to_ne_bytes());
-            m.begin_nest(tca::OPTIONS);
-            m.attr(tbf_attr::PARMS, &opt);
-            if rate.bytes_per_sec() >= 1 << 32 {
-                m.attr(tbf_attr::RATE64, &rate.bytes_per_sec().to_ne_bytes());
-            }
-            m.attr(tbf_attr::RTAB, &rtab);
-            m.attr(tbf_attr::BURST, &t.burst.to_ne_bytes());
-            if let (Some((prate, mtu)), Some(ptab)) = (peak, ptab) {
-                if prate.bytes_per_sec() >= 1 << 32 {
-                    m.attr(tbf_attr::PRATE64, &prate.bytes_per_sec().to_ne_bytes());
-                }
-                m.attr(tbf_attr::PTAB, &ptab);
-                m.attr(tbf_attr::PBURST, &mtu.to_ne_bytes());
-            }
-            m.end_nest();
-        }
-        QdiscOpts::Pfifo(f) | QdiscOpts::Bfifo(f) => {
-            if let Some(l) = f.limit {
-                m.attr(tca::OPTIONS, &l.to_ne_bytes());
-            }
-        }
-        // Sent by kind alone: the kernel's defaults apply (see `PlannedQdisc::unencoded_options`).
-        _ => {}
-    }
+    // Every kind is a registry kind; Plan::new refused what one cannot encode.
+    let _ = q.node.opts.encode(m.attrs());
     m
 }
 
@@ -959,14 +781,18 @@ pub fn class_msg(ifindex: i32, c: &ResolvedClass<'_>) -> Msg {
     let mut m = Msg::tc(rtm::NEWTCLASS, fl, TcMsg { ifindex, handle: c.classid, parent: c.parent, info: 0 });
     m.attr_str(tca::KIND, "htb");
     let (rate, ceil) = (c.rate(), c.ceil());
-    let (r, rtab) = ratespec(rate, h.mtu, h.overhead, h.mpu);
-    let (cr, ctab) = ratespec(ceil, h.mtu, h.overhead, h.mpu);
+    // q_htb.c: tables at the 32-bit rates, buckets at the 64-bit ones.
+    let overhead = h.overhead.clamp(0, u16::MAX as i32) as u16;
+    let mut r = RateSpec::new(rate.bytes_per_sec(), overhead, h.mpu as u16, LinkLayer::Ethernet);
+    let rtab = r.table(r.rate as u64, h.mtu);
+    let mut cr = RateSpec::new(ceil.bytes_per_sec(), overhead, h.mpu as u16, LinkLayer::Ethernet);
+    let ctab = cr.table(cr.rate as u64, h.mtu);
     let mut opt = Vec::with_capacity(44);
-    opt.extend_from_slice(&r);
-    opt.extend_from_slice(&cr);
+    opt.extend_from_slice(&r.bytes());
+    opt.extend_from_slice(&cr.bytes());
     for v in [
-        xmittime_ticks(rate.bytes_per_sec(), c.burst),
-        xmittime_ticks(ceil.bytes_per_sec(), c.cburst),
+        burst_ticks(rate.bytes_per_sec(), c.burst),
+        burst_ticks(ceil.bytes_per_sec(), c.cburst),
         h.quantum.unwrap_or(0),
         0,
         h.prio,
@@ -995,8 +821,6 @@ pub struct ApplyReport {
     /// Objects not installed: refused by the kernel (with its error), or not sent because their
     /// parent was refused.
     pub refused: Vec<Finding>,
-    /// Notes (options left to the kernel's defaults).
-    pub notes: Vec<String>,
     /// The kernel's warnings on objects it accepted (extended-ack messages), each after the
     /// object it names.
     pub warnings: Vec<String>,
@@ -1024,7 +848,7 @@ impl ApplyReport {
 pub fn apply(plan: &Plan<'_>) -> Result<ApplyReport, Error> {
     let mut nl = Netlink::open()?;
     let ifindex = nl.ifindex(&plan.ifname)?;
-    let mut rep = ApplyReport { applied: vec![], refused: vec![], notes: vec![], warnings: vec![] };
+    let mut rep = ApplyReport { applied: vec![], refused: vec![], warnings: vec![] };
     let mut refused: HashSet<ObjectId> = HashSet::new();
     clear_root(&mut nl, ifindex)?;
     if plan.qdiscs().any(|q| q.parent == netlink::TC_H_INGRESS) {
@@ -1035,17 +859,15 @@ pub fn apply(plan: &Plan<'_>) -> Result<ApplyReport, Error> {
     for step in &plan.steps {
         let (object, what, mut msg, parents) = match step {
             Step::Qdisc(q) => {
-                let opts = q.unencoded_options();
-                if !opts.is_empty() {
-                    rep.notes.push(format!(
-                        "{} options `{opts}` are not encoded; kernel defaults apply if it accepts the kind",
-                        q.kind()
-                    ));
-                }
                 let what = if q.parent == netlink::TC_H_ROOT {
-                    format!("qdisc {} {}", q.kind(), handle_str(q.handle))
+                    format!("qdisc {} {}", q.kind(), tc_handle_str(q.handle))
                 } else {
-                    format!("qdisc {} {} {}", q.kind(), handle_str(q.handle), parent_str(q.parent))
+                    format!(
+                        "qdisc {} {} {}",
+                        q.kind(),
+                        tc_handle_str(q.handle),
+                        qdisc_parent_arg(ModelHandle::from_tc(q.parent))
+                    )
                 };
                 // A qdisc hangs from a class, or from an implicit class of a refused qdisc.
                 let parents = [ObjectId::Class(q.parent), ObjectId::Qdisc(qdisc_of(q.parent))];
@@ -1054,7 +876,7 @@ pub fn apply(plan: &Plan<'_>) -> Result<ApplyReport, Error> {
             Step::DrrClass(c) => {
                 let what = format!(
                     "class drr {}{}",
-                    handle_str(c.classid),
+                    tc_handle_str(c.classid),
                     c.quantum.map(|q| format!(" quantum {q}")).unwrap_or_default()
                 );
                 let parents = [ObjectId::Class(c.parent), ObjectId::Qdisc(qdisc_of(c.classid))];
@@ -1063,7 +885,7 @@ pub fn apply(plan: &Plan<'_>) -> Result<ApplyReport, Error> {
             Step::HfscClass(c) => {
                 let what = format!(
                     "class hfsc {}{}",
-                    handle_str(c.classid),
+                    tc_handle_str(c.classid),
                     sluice_tc::tc::hfsc::export_class_args(&c.curves)
                 );
                 let parents = [ObjectId::Class(c.parent), ObjectId::Qdisc(qdisc_of(c.classid))];
@@ -1072,7 +894,7 @@ pub fn apply(plan: &Plan<'_>) -> Result<ApplyReport, Error> {
             Step::Class(c) => {
                 let what = format!(
                     "class htb {} rate {} ceil {} burst {}b cburst {}b",
-                    handle_str(c.classid),
+                    tc_handle_str(c.classid),
                     format_rate(c.rate()),
                     format_rate(c.ceil()),
                     c.burst,
@@ -1084,8 +906,8 @@ pub fn apply(plan: &Plan<'_>) -> Result<ApplyReport, Error> {
         };
         if let Some(p) = parents.iter().find(|p| refused.contains(p)) {
             let p = match p {
-                ObjectId::Qdisc(h) => format!("qdisc {}", handle_str(*h)),
-                ObjectId::Class(h) => format!("class {}", handle_str(*h)),
+                ObjectId::Qdisc(h) => format!("qdisc {}", tc_handle_str(*h)),
+                ObjectId::Class(h) => format!("class {}", tc_handle_str(*h)),
                 ObjectId::Filter(_) => unreachable!("a parent is a qdisc or a class"),
             };
             rep.refused
@@ -1115,8 +937,8 @@ pub fn apply(plan: &Plan<'_>) -> Result<ApplyReport, Error> {
         let parents = [ObjectId::Class(parent), ObjectId::Qdisc(qdisc_of(parent))];
         if let Some(p) = parents.iter().find(|p| refused.contains(p)) {
             let p = match p {
-                ObjectId::Qdisc(h) => format!("qdisc {}", handle_str(*h)),
-                ObjectId::Class(h) => format!("class {}", handle_str(*h)),
+                ObjectId::Qdisc(h) => format!("qdisc {}", tc_handle_str(*h)),
+                ObjectId::Class(h) => format!("class {}", tc_handle_str(*h)),
                 ObjectId::Filter(_) => unreachable!("a parent is a qdisc or a class"),
             };
             rep.refused.push(Finding {
@@ -1328,8 +1150,12 @@ pub fn read_back(dev: &str) -> Result<Vec<KObject>, Error> {
 pub fn format_objects(objs: &[KObject]) -> Vec<String> {
     objs.iter()
         .map(|k| {
-            let mut s =
-                format!("{} {} {}", if k.is_qdisc { "qdisc" } else { "class" }, k.kind, handle_str(k.handle));
+            let mut s = format!(
+                "{} {} {}",
+                if k.is_qdisc { "qdisc" } else { "class" },
+                k.kind,
+                tc_handle_str(k.handle)
+            );
             if let Some(r) = k.rate {
                 s += &format!(" rate {}", format_rate(r));
             }
@@ -1410,7 +1236,9 @@ mod tests {
     #[test]
     fn xmittime_matches_tc_for_known_values() {
         // 1 Mbit (125000 B/s), 1600 b: 12.8 ms = 12800 µs = 200000 ticks.
-        assert_eq!(xmittime_ticks(125_000, 1600), 200_000);
+        assert_eq!(burst_ticks(125_000, 1600), 200_000);
+        // A burst past tc's 32-bit size is sent as the largest one.
+        assert_eq!(burst_ticks(125_000_000, 1 << 40), xmittime(125_000_000, u32::MAX));
         assert_eq!(ticks_to_bytes(125_000, 200_000), 1600);
     }
 
@@ -1504,9 +1332,9 @@ mod tests {
             .steps
             .iter()
             .map(|s| match s {
-                Step::Qdisc(q) => handle_str(q.handle),
+                Step::Qdisc(q) => tc_handle_str(q.handle),
                 Step::Class(_) | Step::DrrClass(_) | Step::HfscClass(_) => {
-                    handle_str(s.class_ids().unwrap().0)
+                    tc_handle_str(s.class_ids().unwrap().0)
                 }
             })
             .collect();
@@ -1546,7 +1374,6 @@ mod tests {
         let st = state("tc qdisc add dev $DEV root handle 1: sfq perturb 10\n");
         let plan = Plan::new(&st, "eth0", BurstPolicy::Sluice).unwrap();
         let q = plan.qdiscs().next().unwrap();
-        assert_eq!(q.unencoded_options(), "");
         assert_eq!(plan.tc_commands()[1], "tc qdisc replace dev eth0 root handle 1: sfq perturb 10");
         assert_eq!(qdisc_msg(1, q, true).bytes().len(), 36 + 8 + 76, "kind and tc_sfq_qopt_v1");
     }

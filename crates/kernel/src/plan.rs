@@ -32,12 +32,13 @@
 
 use crate::fdiff::{self, FilterDiff, RawFilter};
 use crate::kernel::{
-    class_msg, drr_class_msg, hfsc_class_msg, qdisc_msg, xmittime_ticks, DrrClassPlan, HfscClassPlan, Plan,
+    burst_ticks, class_msg, drr_class_msg, hfsc_class_msg, qdisc_msg, DrrClassPlan, HfscClassPlan, Plan,
     PlannedQdisc, ResolvedClass,
 };
 use crate::netlink::{self, flags, rtm, tca, Msg, Netlink, TcMsg, TC_H_INGRESS, TC_H_ROOT};
 use crate::Error;
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
+use sluice_model::print::tc_handle_str;
 use std::borrow::Cow;
 
 /// An object's identity: (is a qdisc, kernel handle).
@@ -194,9 +195,7 @@ impl Want<'_> {
 }
 
 fn label(is_qdisc: bool, kind: &str, handle: u32) -> String {
-    let (major, minor) = (handle >> 16, handle & 0xFFFF);
-    let h = if minor == 0 { format!("{major:x}:") } else { format!("{major:x}:{minor:x}") };
-    format!("{} {kind} {h}", if is_qdisc { "qdisc" } else { "class" })
+    format!("{} {kind} {}", if is_qdisc { "qdisc" } else { "class" }, tc_handle_str(handle))
 }
 
 /// The wanted tree of a plan (its qdiscs and classes; parents before children).
@@ -325,8 +324,8 @@ impl HtbClassKey {
         HtbClassKey {
             rate,
             ceil,
-            buffer: xmittime_ticks(rate, c.burst),
-            cbuffer: xmittime_ticks(ceil, c.cburst),
+            buffer: burst_ticks(rate, c.burst),
+            cbuffer: burst_ticks(ceil, c.cburst),
             quantum: c.htb.quantum.unwrap_or(0),
             prio: c.htb.prio,
             overhead: c.htb.overhead.clamp(0, u16::MAX as i32) as u16,

@@ -116,7 +116,10 @@ impl RateSetter {
             );
         }
         self.known.get(&classid).copied().ok_or_else(|| {
-            Error::Config(format!("no HTB class {:x}:{:x} on this device", classid >> 16, classid & 0xFFFF))
+            Error::Config(format!(
+                "no HTB class {} on this device",
+                sluice_model::print::tc_handle_str(classid)
+            ))
         })
     }
 

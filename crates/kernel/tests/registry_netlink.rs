@@ -15,9 +15,12 @@ const FIXTURES: &[(&str, &str)] = &[
     ("drr-red-netlink.txt", include_str!("fixtures/drr-red-netlink.txt")),
     ("ets-netlink.txt", include_str!("fixtures/ets-netlink.txt")),
     ("hfsc-netlink.txt", include_str!("fixtures/hfsc-netlink.txt")),
+    ("base-netlink.txt", include_str!("fixtures/base-netlink.txt")),
+    ("ingress-netlink.txt", include_str!("fixtures/ingress-netlink.txt")),
 ];
 
-/// The kind a `tc qdisc add` command names: the first word after the parent and handle.
+/// The kind a `tc qdisc add` command names: the first word after the parent and handle
+/// (`ingress` and `clsact` name both the slot and the kind).
 fn kind_of(cmd: &str) -> Option<&str> {
     let words: Vec<&str> = cmd.split_whitespace().collect();
     if words.get(1) != Some(&"qdisc") {
@@ -27,7 +30,7 @@ fn kind_of(cmd: &str) -> Option<&str> {
     while i < words.len() {
         match words[i] {
             "dev" | "parent" | "handle" => i += 2,
-            "root" | "ingress" | "clsact" => i += 1,
+            "root" => i += 1,
             w => return Some(w),
         }
     }

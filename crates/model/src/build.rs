@@ -7,10 +7,8 @@
 //! red (with its child). The `basic` filter is reported as unsupported.
 
 use crate::model::*;
-use sluice_core::classify::{ClassShape, Classifier, Fallback, QdiscShape, ShapeKind};
+use sluice_core::classify::Classifier;
 use sluice_core::codel::CodelParams;
-use sluice_core::drr::Drr;
-use sluice_core::fifo::{Fifo, FifoKind};
 use sluice_core::filter::action::{
     Action as CoreAction, Actions, GactRandom, Skbedit, Verdict as CoreVerdict,
 };
@@ -21,11 +19,8 @@ use sluice_core::filter::police::{Police, PoliceConfig};
 use sluice_core::filter::u32::{HashKey, U32Config, U32Key as CoreKey, U32Offset, U32Selector, VarOffset};
 use sluice_core::filter::BasicConfig;
 use sluice_core::filter::{FilterConfig, FilterList, FilterSpec, MirredTarget, Protocol, Upsert};
-use sluice_core::htb::{Htb, HtbClassConfig, HtbConfig};
-use sluice_core::htb_fair::{FairClassConfig, HtbFair};
 use sluice_core::rate::LinkLayer as CoreLinkLayer;
-use sluice_core::tbf::{Tbf, TbfConfig};
-use sluice_core::{Handle, Qdisc, Rate, Span, Time, WireSpec};
+use sluice_core::{Handle, Qdisc, Rate, Span, WireSpec};
 
 /// Why a configuration could not be built.
 #[derive(Debug, thiserror::Error)]
@@ -57,7 +52,7 @@ pub struct Built {
     pub classifier: Classifier,
 }
 
-fn wire(overhead: i32, mpu: u32, ll: LinkLayer) -> WireSpec {
+pub(crate) fn wire(overhead: i32, mpu: u32, ll: LinkLayer) -> WireSpec {
     WireSpec {
         overhead,
         mpu,
@@ -321,177 +316,12 @@ pub(crate) fn build_qdisc(
     cls: &mut Classifier,
     seed: u64,
 ) -> Result<Box<dyn Qdisc>, BuildError> {
-    if let Some(r) = q.opts.build(q, &mut crate::kinds::BuildCx { dev, cls, seed }) {
-        return r;
-    }
-    Ok(match &q.opts {
-        QdiscOpts::Pfifo(f) => {
-            Box::new(Fifo::new(FifoKind::Pfifo, Some(f.limit.unwrap_or(dev.txqueuelen) as u64))?)
-        }
-        QdiscOpts::Bfifo(f) => Box::new(Fifo::new(
-            FifoKind::Bfifo,
-            Some(f.limit.unwrap_or(dev.txqueuelen * dev.psched_mtu()) as u64),
-        )?),
-        QdiscOpts::PfifoHeadDrop(f) => {
-            Box::new(Fifo::new(FifoKind::PfifoHeadDrop, Some(f.limit.unwrap_or(dev.txqueuelen) as u64))?)
-        }
-        QdiscOpts::Tbf(t) => {
-            let mut tbf = Tbf::new(TbfConfig {
-                rate: Rate::from_bps(t.rate),
-                burst: t.burst as u64,
-                limit: Some(t.limit as u64),
-                latency: None,
-                peakrate: t.peakrate.map(Rate::from_bps),
-                mtu: t.mtu.map(|m| m as u64),
-                wire: wire(t.overhead, t.mpu, t.linklayer),
-            })?;
-            if let Some(c) = dev.qdisc_at(Handle::new(q.handle.major(), 1)) {
-                tbf.set_child(build_qdisc(dev, c, cls, seed)?, Time::ZERO);
-            }
-            Box::new(tbf)
-        }
-        QdiscOpts::Htb(h) => build_htb(dev, q, h, cls, seed)?,
-        QdiscOpts::Drr => build_drr(dev, q, cls, seed)?,
-        QdiscOpts::Mq(_) => return Err(BuildError::Unsupported("mq (one qdisc per transmit queue)".into())),
-        QdiscOpts::Ingress | QdiscOpts::Clsact => {
-            return Err(BuildError::Unsupported("an ingress qdisc as the egress root".into()))
-        }
-        // Registry kinds were built above.
-        _ => return Err(BuildError::Unsupported(q.opts.kind().into())),
-    })
-}
-
-/// DRR: its classes (quantum, default pfifo or the grafted qdisc) and the classifier's shape. DRR
-/// has no default class: what no filter (or `skb->priority`) sends to a class is dropped.
-fn build_drr(
-    dev: &Device,
-    q: &QdiscNode,
-    cls: &mut Classifier,
-    seed: u64,
-) -> Result<Box<dyn Qdisc>, BuildError> {
-    let mut drr = Drr::new(q.handle, dev.txqueuelen);
-    let mut shapes = Vec::new();
-    for c in dev.classes.iter().filter(|c| c.classid.qdisc() == q.handle) {
-        let ClassOpts::Drr { quantum } = &c.opts else { continue };
-        drr.add_class(c.classid, quantum.unwrap_or(dev.psched_mtu()))?;
-        let child = dev.qdisc_at(c.classid);
-        if let Some(l) = child {
-            drr.set_class_qdisc(c.classid, Some(build_qdisc(dev, l, cls, seed)?))?;
-        }
-        let classful_child = child.filter(|l| l.opts.is_classful()).map(|l| l.handle);
-        shapes.push(ClassShape { classid: c.classid, inner: false, child: classful_child });
-    }
-    cls.set_shape(QdiscShape {
-        handle: q.handle,
-        kind: ShapeKind::Htb,
-        classes: shapes,
-        fallback: Fallback::Class(q.handle),
-    })
-    .map_err(BuildError::Filter)?;
-    Ok(Box::new(drr))
+    q.opts
+        .build(q, &mut crate::kinds::BuildCx { dev, cls, seed })
+        .unwrap_or_else(|| Err(BuildError::Unsupported(q.opts.kind().into())))
 }
 
 /// FNV-1a: a hash that stays the same across runs and platforms.
 fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ *b as u64).wrapping_mul(0x100_0000_01b3))
-}
-
-/// HTB on the core's scheduler: classes in creation order (parents first), leaf qdiscs grafted.
-fn build_htb(
-    dev: &Device,
-    q: &QdiscNode,
-    h: &HtbOpts,
-    cls: &mut Classifier,
-    seed: u64,
-) -> Result<Box<dyn Qdisc>, BuildError> {
-    if h.textbook {
-        return build_htb_textbook(dev, q, h, cls, seed);
-    }
-    let cfg = HtbConfig {
-        r2q: h.r2q,
-        default_class: h.default,
-        direct_qlen: h.direct_qlen.unwrap_or(dev.txqueuelen),
-    };
-    let mut htb = Htb::new(q.handle, cfg)?;
-    let classes: Vec<&ClassNode> = dev.classes.iter().filter(|c| c.classid.qdisc() == q.handle).collect();
-    for c in &classes {
-        let ClassOpts::Htb(x) = &c.opts else { continue };
-        let mut cc = HtbClassConfig::new(Rate::from_bps(x.rate))
-            .ceil(Rate::from_bps(x.ceil.max(x.rate)))
-            .burst(x.burst as u64)
-            .cburst(x.cburst as u64)
-            .prio(x.prio.min(7) as u8);
-        cc.quantum = x.quantum;
-        cc.mtu = x.mtu;
-        cc.wire = wire(x.overhead, x.mpu, x.linklayer);
-        htb.add_class(c.classid, c.parent, cc, Time::ZERO)?;
-    }
-    htb_leaves_and_shape(dev, q, h.default, &classes, cls, seed, |id, leaf| {
-        htb.set_leaf_qdisc(id, leaf)?;
-        Ok(())
-    })?;
-    Ok(Box::new(htb))
-}
-
-/// HTB with `textbook` sharing ([`HtbFair`]): the same classes, quanta resolved as the kernel
-/// does (given, or rate / r2q clamped to 1000..200000), the same classifier shape.
-fn build_htb_textbook(
-    dev: &Device,
-    q: &QdiscNode,
-    h: &HtbOpts,
-    cls: &mut Classifier,
-    seed: u64,
-) -> Result<Box<dyn Qdisc>, BuildError> {
-    let direct_qlen = h.direct_qlen.unwrap_or(dev.txqueuelen);
-    let mut htb = HtbFair::new(q.handle, h.default, direct_qlen, dev.txqueuelen);
-    let classes: Vec<&ClassNode> = dev.classes.iter().filter(|c| c.classid.qdisc() == q.handle).collect();
-    for c in &classes {
-        let ClassOpts::Htb(x) = &c.opts else { continue };
-        let quantum =
-            x.quantum.unwrap_or_else(|| ((x.rate / 8) / h.r2q.max(1) as u64).clamp(1000, 200_000) as u32);
-        let cfg =
-            FairClassConfig { rate: x.rate, ceil: x.ceil.max(x.rate), prio: x.prio.min(7) as u8, quantum };
-        htb.add_class(c.classid, c.parent, cfg)?;
-    }
-    htb_leaves_and_shape(dev, q, h.default, &classes, cls, seed, |id, leaf| {
-        htb.set_leaf_qdisc(id, leaf)?;
-        Ok(())
-    })?;
-    Ok(Box::new(htb))
-}
-
-/// The leaves' qdiscs (handed to `set_leaf`) and the classifier's shape of an HTB tree: its
-/// classes, and the `default` class as the fallback when it is a leaf.
-fn htb_leaves_and_shape(
-    dev: &Device,
-    q: &QdiscNode,
-    default: u32,
-    classes: &[&ClassNode],
-    cls: &mut Classifier,
-    seed: u64,
-    mut set_leaf: impl FnMut(Handle, Box<dyn Qdisc>) -> Result<(), BuildError>,
-) -> Result<(), BuildError> {
-    let mut shapes = Vec::new();
-    for c in classes {
-        let leaf = dev.child_classes(c.classid).next().is_none();
-        let child = dev.qdisc_at(c.classid);
-        if let (true, Some(l)) = (leaf, child) {
-            set_leaf(c.classid, build_qdisc(dev, l, cls, seed)?)?;
-        }
-        let classful_child = child.filter(|l| l.opts.is_classful()).map(|l| l.handle);
-        shapes.push(ClassShape { classid: c.classid, inner: !leaf, child: classful_child });
-    }
-    let def = Handle::new(q.handle.major(), default);
-    let fallback = if default != 0 && dev.class(def).is_some() && dev.child_classes(def).next().is_none() {
-        def
-    } else {
-        q.handle
-    };
-    cls.set_shape(QdiscShape {
-        handle: q.handle,
-        kind: ShapeKind::Htb,
-        classes: shapes,
-        fallback: Fallback::Class(fallback),
-    })
-    .map_err(BuildError::Filter)
 }

@@ -17,5 +17,6 @@ pub mod model;
 pub mod nlattr;
 pub mod print;
 mod serde_units;
+pub mod tcmath;
 
 pub use model::State;

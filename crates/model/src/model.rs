@@ -343,7 +343,7 @@ pub enum QdiscOpts {
     /// Network emulator (boxed: its options are the largest).
     Netem(Box<NetemOpts>),
     /// Deficit round robin.
-    Drr,
+    Drr(DrrOpts),
     /// Random early detection.
     Red(RedOpts),
     /// Common Applications Kept Enhanced.
@@ -353,9 +353,9 @@ pub enum QdiscOpts {
     /// Enhanced transmission selection (strict and DRR bands).
     Ets(EtsOpts),
     /// Ingress hook.
-    Ingress,
+    Ingress(IngressOpts),
     /// Ingress+egress filter hook.
-    Clsact,
+    Clsact(ClsactOpts),
     /// One class per transmit queue (root only, multi-queue devices).
     Mq(MqOpts),
 }
@@ -363,45 +363,19 @@ pub enum QdiscOpts {
 impl QdiscOpts {
     /// tc's kind name.
     pub fn kind(&self) -> &'static str {
-        if let Some(k) = self.registry_name() {
-            return k;
-        }
-        match self {
-            QdiscOpts::Pfifo(_) => "pfifo",
-            QdiscOpts::Bfifo(_) => "bfifo",
-            QdiscOpts::PfifoHeadDrop(_) => "pfifo_head_drop",
-            QdiscOpts::Htb(_) => "htb",
-            QdiscOpts::Tbf(_) => "tbf",
-            QdiscOpts::Drr => "drr",
-            QdiscOpts::Ingress => "ingress",
-            QdiscOpts::Clsact => "clsact",
-            QdiscOpts::Mq(_) => "mq",
-            _ => "",
-        }
+        self.registry_name().unwrap_or("")
+    }
+
+    /// The kind sits at the ingress slot (`ffff:fff1`), and only such kinds may (the kernel's
+    /// `TCQ_F_INGRESS`): ingress and clsact.
+    pub fn is_ingress(&self) -> bool {
+        self.registry_ingress().unwrap_or(false)
     }
 
     /// Qdiscs that have classes a child qdisc or filter can refer to.
     pub fn is_classful(&self) -> bool {
-        if let Some(c) = self.registry_classful() {
-            return c;
-        }
-        matches!(
-            self,
-            QdiscOpts::Htb(_)
-                | QdiscOpts::Tbf(_)
-                | QdiscOpts::Drr
-                | QdiscOpts::Mq(_)
-        )
+        self.registry_classful().unwrap_or(false)
     }
-}
-
-/// mq: each class (`major:N`, N = 1..=num_tx_queues) holds the default qdisc (pfifo_fast,
-/// handle 0) until another is grafted there.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct MqOpts {
-    /// Classes whose grafted qdisc was deleted: they hold no qdisc (the kernel's noop).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub emptied: Vec<u32>,
 }
 
 /// A size table (`stab ...`): how a qdisc computes packet sizes (tc's `struct tc_sizespec`).
@@ -439,73 +413,8 @@ impl SizeTable {
     }
 }
 
-/// pfifo/bfifo/pfifo_head_drop.
-#[serde_with::skip_serializing_none]
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct FifoOpts {
-    /// Packets (pfifo) or bytes (bfifo); default from txqueuelen.
-    pub limit: Option<u32>,
-}
-
-/// HTB qdisc options.
-#[serde_with::skip_serializing_none]
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct HtbOpts {
-    /// Rate to quantum divisor (10).
-    pub r2q: u32,
-    /// Minor id of the default class (0: unclassified traffic goes to the direct queue); up to
-    /// `ffffffff` like any minor (the kernel keeps only the low 16 bits).
-    #[serde(with = "crate::serde_units::hex_minor")]
-    pub default: u32,
-    /// Direct queue length (txqueuelen when absent).
-    pub direct_qlen: Option<u32>,
-    /// Hardware offload requested.
-    #[serde(default, skip_serializing_if = "is_false")]
-    pub offload: bool,
-    /// Sluice's `textbook` option: spare bandwidth shared as the HTB user guide describes
-    /// (hierarchical max-min by rate, ceil, prio and quantum, `sluice_core::htb_fair`) instead of
-    /// the kernel's packet-by-packet lending. The kernel has no such mode: `apply` refuses it.
-    #[serde(default, skip_serializing_if = "is_false")]
-    pub textbook: bool,
-}
-
-impl Default for HtbOpts {
-    fn default() -> Self {
-        HtbOpts { r2q: 10, default: 0, direct_qlen: None, offload: false, textbook: false }
-    }
-}
-
 pub(crate) fn is_false(b: &bool) -> bool {
     !*b
-}
-
-/// TBF options (as the kernel keeps them: `latency` is converted to `limit` by tc).
-#[serde_with::skip_serializing_none]
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct TbfOpts {
-    /// bit/s.
-    #[serde(with = "crate::serde_units::rate")]
-    pub rate: u64,
-    /// Bucket size in bytes.
-    #[serde(with = "crate::serde_units::size")]
-    pub burst: u32,
-    /// Queue limit in bytes.
-    #[serde(with = "crate::serde_units::size")]
-    pub limit: u32,
-    /// Peak rate in bit/s.
-    #[serde(default, skip_serializing_if = "Option::is_none", with = "crate::serde_units::opt_rate")]
-    pub peakrate: Option<u64>,
-    /// Peak bucket (minburst) in bytes.
-    pub mtu: Option<u32>,
-    /// Per-packet overhead.
-    #[serde(default, skip_serializing_if = "is_zero_i32")]
-    pub overhead: i32,
-    /// Minimum packet unit.
-    #[serde(default, skip_serializing_if = "is_zero_u32")]
-    pub mpu: u32,
-    /// Link layer.
-    #[serde(default, skip_serializing_if = "is_ethernet")]
-    pub linklayer: LinkLayer,
 }
 
 pub(crate) fn is_zero_i32(v: &i32) -> bool {
@@ -514,15 +423,21 @@ pub(crate) fn is_zero_i32(v: &i32) -> bool {
 pub(crate) fn is_zero_u32(v: &u32) -> bool {
     *v == 0
 }
-fn is_ethernet(l: &LinkLayer) -> bool {
+pub(crate) fn is_ethernet(l: &LinkLayer) -> bool {
     *l == LinkLayer::Ethernet
 }
 
 pub use crate::kinds::cake::CakeOpts;
+pub use crate::kinds::clsact::ClsactOpts;
 pub use crate::kinds::codel::CodelOpts;
+pub use crate::kinds::drr::DrrOpts;
 pub use crate::kinds::ets::EtsOpts;
+pub use crate::kinds::fifo::FifoOpts;
 pub use crate::kinds::fq_codel::FqCodelOpts;
 pub use crate::kinds::hfsc::{HfscClassOpts, HfscOpts};
+pub use crate::kinds::htb::HtbOpts;
+pub use crate::kinds::ingress::IngressOpts;
+pub use crate::kinds::mq::MqOpts;
 pub use crate::kinds::netem::{
     NetemCorr, NetemDist, NetemLoss, NetemOpts, NetemProb, NetemRateOpts, NetemSlotOpts,
 };
@@ -530,6 +445,7 @@ pub use crate::kinds::pfifo_fast::PfifoFastOpts;
 pub use crate::kinds::prio::{PrioOpts, DEFAULT_PRIOMAP};
 pub use crate::kinds::red::RedOpts;
 pub use crate::kinds::sfq::{SfqOpts, SfqRed};
+pub use crate::kinds::tbf::TbfOpts;
 
 /// Class kinds.
 #[serde_with::skip_serializing_none]

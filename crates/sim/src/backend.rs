@@ -328,7 +328,10 @@ fn leaf_gen(
     if first.major() != major || first.minor() == 0 {
         return Err(ctx.err(
             Some(g.first.span()),
-            format!("first leaf {first} is not a class of {major:x}:"),
+            format!(
+                "first leaf {first} is not a class of {}",
+                sluice_model::print::qdisc_handle_str(Handle::new(major, 0))
+            ),
             None,
         ));
     }

@@ -5,7 +5,7 @@
 //! - **psched ticks of 1024 ns** (`PSCHED_SHIFT` 10). Token state and the clock are in ticks;
 //!   the clock is truncated to a tick.
 //! - **the 256-slot rate table**: tc computes `rtab[i] = xmittime((i+1) << cell_log)` in ticks,
-//!   truncating to an integer with `tick_in_usec = 1000/1024`. `cell_log` is the smallest with
+//!   truncating to whole microseconds, then to ticks with `tick_in_usec = 1000/1024`. `cell_log` is the smallest with
 //!   `mtu >> cell_log <= 255`. The kernel looks a packet up as
 //!   `slot = (len - 1) >> cell_log`, and for `slot > 255` uses `rtab[255]·(slot>>8) + rtab[slot&255]`.
 //!   The truncation makes each packet cheaper than it is, and by a step that changes with the
@@ -37,10 +37,10 @@ pub struct RateTable {
     pub bytes_per_sec: u32,
 }
 
-/// tc's `tc_calc_xmittime`: ticks for `size` bytes at `bps` bytes/s, truncated.
+/// tc's `tc_calc_xmittime` with 2.6.30's ticks: ticks for `size` bytes at `bps` bytes/s,
+/// truncated to whole microseconds, then to ticks (the one `xmittime` of `sluice_model::tcmath`).
 pub fn xmittime(bps: u32, size: u64) -> u32 {
-    let t = 1e6 * (size as f64 / bps.max(1) as f64) * TICK_IN_USEC;
-    t.min(u32::MAX as f64) as u32
+    sluice_model::tcmath::xmittime_at(TICK_IN_USEC, bps as u64, u32::try_from(size).unwrap_or(u32::MAX))
 }
 
 impl RateTable {
@@ -181,10 +181,11 @@ mod tests {
         assert_eq!(t.cell_log, 6);
         assert_eq!(t.data[255], 12);
         assert_eq!(t.l2t(65536), 48);
-        // mtu 64000: cell_log 8, 64 KB is one slot of floor(51.2) ticks.
+        // mtu 64000: cell_log 8, 64 KB is one slot: 52.43 µs truncated to 52 µs, then to
+        // floor(52 × 1000/1024) = 50 ticks (tc truncates twice, as in 2.6.26's tc_core.c).
         let t = RateTable::new(Rate::from_bps(10_000_000_000), 64000);
         assert_eq!(t.cell_log, 8);
-        assert_eq!(t.l2t(65536), 51);
+        assert_eq!(t.l2t(65536), 50);
     }
 
     #[test]

@@ -6,7 +6,7 @@
 use crate::model::*;
 use crate::tc::args::proto_name;
 use crate::tc::filters::u32_handle_str;
-use crate::tc::show::classid_str;
+use crate::tc::show::{classid_str, filter_parent_arg, qdisc_handle_str, qdisc_parent_arg};
 use std::fmt::Write;
 
 fn q(s: &str) -> String {
@@ -14,14 +14,6 @@ fn q(s: &str) -> String {
         s.to_string()
     } else {
         format!("'{}'", s.replace('\'', "'\\''"))
-    }
-}
-
-fn parent_arg(p: Handle) -> String {
-    match p {
-        H_ROOT => "root".into(),
-        H_INGRESS => "ingress".into(),
-        p => format!("parent {}", classid_str(p)),
     }
 }
 
@@ -55,50 +47,7 @@ pub fn stab_args(t: &SizeTable) -> String {
 
 /// The options of a qdisc in tc syntax (after the kind).
 pub fn qdisc_args(o: &QdiscOpts) -> String {
-    if let Some(a) = o.args() {
-        return a;
-    }
-    let mut s = String::new();
-    match o {
-        QdiscOpts::Pfifo(f) | QdiscOpts::PfifoHeadDrop(f) | QdiscOpts::Bfifo(f) => {
-            if let Some(l) = f.limit {
-                let _ = write!(s, " limit {l}");
-            }
-        }
-        QdiscOpts::Htb(h) => {
-            let _ = write!(s, " r2q {} default {:x}", h.r2q, h.default);
-            if let Some(d) = h.direct_qlen {
-                let _ = write!(s, " direct_qlen {d}");
-            }
-            if h.textbook {
-                s.push_str(" textbook");
-            }
-            if h.offload {
-                s.push_str(" offload");
-            }
-        }
-        QdiscOpts::Tbf(t) => {
-            let _ = write!(s, " rate {}bit burst {} limit {}", t.rate, t.burst, t.limit);
-            if let Some(p) = t.peakrate {
-                let _ = write!(s, " peakrate {p}bit");
-            }
-            if let Some(m) = t.mtu {
-                let _ = write!(s, " mtu {m}");
-            }
-            if t.overhead != 0 {
-                let _ = write!(s, " overhead {}", t.overhead);
-            }
-            if t.mpu != 0 {
-                let _ = write!(s, " mpu {}", t.mpu);
-            }
-            if t.linklayer != LinkLayer::Ethernet {
-                let _ = write!(s, " linklayer {}", ll(t.linklayer));
-            }
-        }
-        // Kinds without options; registry kinds returned above.
-        _ => {}
-    }
-    s
+    o.args().unwrap_or_default()
 }
 
 /// The options of a class in tc syntax.
@@ -355,14 +304,14 @@ pub fn to_tc_script(state: &State) -> String {
         for qd in &dev.qdiscs {
             let h = qd.handle;
             let kind = qd.opts.kind();
-            if matches!(qd.opts, QdiscOpts::Ingress | QdiscOpts::Clsact) {
+            if qd.parent == H_INGRESS {
                 let _ = writeln!(s, "$TC qdisc add dev {d} {kind}");
             } else {
                 let _ = writeln!(
                     s,
-                    "$TC qdisc add dev {d} {} handle {:x}:{} {kind}{}",
-                    parent_arg(qd.parent),
-                    h.major(),
+                    "$TC qdisc add dev {d} {} handle {}{} {kind}{}",
+                    qdisc_parent_arg(qd.parent),
+                    qdisc_handle_str(h),
                     qd.stab.map(|t| stab_args(&t)).unwrap_or_default(),
                     qdisc_args(&qd.opts)
                 );
@@ -384,11 +333,7 @@ pub fn to_tc_script(state: &State) -> String {
             if is_root_table {
                 continue;
             }
-            let parent = match f.parent {
-                H_MIN_INGRESS => "ingress".to_string(),
-                H_MIN_EGRESS => "egress".to_string(),
-                p => format!("parent {}", classid_str(p)),
-            };
+            let parent = filter_parent_arg(f.parent);
             let _ = writeln!(
                 s,
                 "$TC filter add dev {d} {parent} protocol {} prio {}{}{}",

@@ -225,11 +225,10 @@ pub fn validate(state: &State) -> Result<(), String> {
             }
             let args = crate::export::qdisc_args(&q.opts);
             let stab = q.stab.map(|t| crate::export::stab_args(&t)).unwrap_or_default();
-            let head = match q.opts {
-                crate::model::QdiscOpts::Ingress | crate::model::QdiscOpts::Clsact => {
-                    format!("qdisc add dev {} {}", d.name, q.opts.kind())
-                }
-                _ => format!("qdisc add dev {} root{stab} {}", d.name, q.opts.kind()),
+            let head = if q.parent == crate::model::H_INGRESS {
+                format!("qdisc add dev {} {}", d.name, q.opts.kind())
+            } else {
+                format!("qdisc add dev {} root{stab} {}", d.name, q.opts.kind())
             };
             reparse(&head, &args).map_err(|m| format!("device {}: qdisc {}: {m}", d.name, q.handle))?;
         }
@@ -305,6 +304,25 @@ mod tests {
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).unwrap();
         d
+    }
+
+    #[test]
+    fn kinds_without_options_load_from_their_kind_alone() {
+        // As state files wrote drr, ingress and clsact before their options became structs.
+        let text = r#"{"devices": [{"name": "e0", "type": "dummy", "ifindex": 2, "qdiscs": [
+            {"handle": "1:", "parent": "root", "opts": {"kind": "drr"}},
+            {"handle": "ffff:", "parent": "ingress", "opts": {"kind": "clsact"}}]}]}"#;
+        let st = parse(text).unwrap();
+        let kinds: Vec<&str> = st.devices[0].qdiscs.iter().map(|q| q.opts.kind()).collect();
+        assert_eq!(kinds, ["drr", "clsact"]);
+        let back = serde_json::to_string(&st).unwrap();
+        assert!(
+            back.contains(r#""opts":{"kind":"drr"}"#) && back.contains(r#""opts":{"kind":"clsact"}"#),
+            "{back}"
+        );
+        assert_eq!(parse(&back).unwrap(), st);
+        let ingress = text.replace("clsact", "ingress");
+        assert_eq!(parse(&ingress).unwrap().devices[0].qdiscs[1].opts.kind(), "ingress");
     }
 
     #[test]

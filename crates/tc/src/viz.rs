@@ -170,16 +170,7 @@ fn rate(b: u64) -> String {
 }
 
 fn qdisc_summary(q: &QdiscOpts) -> Option<String> {
-    if let Some(l) = q.label() {
-        return l;
-    }
-    Some(match q {
-        QdiscOpts::Tbf(t) => format!("rate {} burst {}b", rate(t.rate), t.burst),
-        QdiscOpts::Htb(h) => format!("default {:x} r2q {}", h.default, h.r2q),
-        QdiscOpts::Pfifo(f) | QdiscOpts::PfifoHeadDrop(f) => format!("limit {}p", f.limit?),
-        QdiscOpts::Bfifo(f) => format!("limit {}b", f.limit?),
-        _ => return None,
-    })
+    q.label().flatten()
 }
 
 /// What a filter matches, short.

@@ -21,7 +21,7 @@ use crate::build::BuildError;
 use crate::error::TcError;
 use crate::grammar::Cur;
 use crate::json::J;
-use crate::model::{Device, QdiscNode, QdiscOpts};
+use crate::model::{Device, Handle, QdiscNode, QdiscOpts};
 use crate::nlattr::Attrs;
 use serde::{de::DeserializeOwned, Serialize};
 use sluice_core::classify::Classifier;
@@ -29,16 +29,23 @@ use sluice_core::Qdisc;
 use std::fmt::Debug;
 
 pub mod cake;
+pub mod clsact;
 pub mod codel;
+pub mod drr;
 pub mod ematch;
 pub mod ets;
+pub mod fifo;
 pub mod fq_codel;
 pub mod hfsc;
+pub mod htb;
+pub mod ingress;
+pub mod mq;
 pub mod netem;
 pub mod pfifo_fast;
 pub mod prio;
 pub mod red;
 pub mod sfq;
+pub mod tbf;
 
 /// `TCA_OPTIONS`: the attribute that holds a kind's options in a tc request.
 pub const TCA_OPTIONS: u16 = 2;
@@ -49,6 +56,9 @@ pub trait QdiscKind {
     const NAME: &'static str;
     /// The kind has classes that child qdiscs and filters can name.
     const CLASSFUL: bool = false;
+    /// The kind sits at the ingress slot (`ffff:fff1`), and only such kinds may: the kernel's
+    /// `TCQ_F_INGRESS` (ingress, clsact).
+    const INGRESS: bool = false;
     /// The options as the model holds them: what tc sent, `None` for what was not given.
     type Opts: Clone + Debug + PartialEq + Default + Serialize + DeserializeOwned;
 
@@ -86,6 +96,13 @@ pub trait QdiscKind {
     /// (attributes not sent keep their value where the kernel's `change` does so).
     fn change(_dev: &Device, new: Self::Opts, _old: Option<&Self::Opts>) -> Result<Self::Opts, TcError> {
         Ok(new)
+    }
+
+    /// The kernel's checks on where a new qdisc of this kind goes (its `init` looking at
+    /// `sch->parent` and the device), after the generic ones (only [`QdiscKind::INGRESS`] kinds
+    /// at the ingress slot).
+    fn check_parent(_dev: &Device, _parent: Handle) -> Result<(), TcError> {
+        Ok(())
     }
 
     /// The attributes tc 6.1 sends after `TCA_KIND` for `o` (usually one `TCA_OPTIONS`), byte
@@ -192,6 +209,22 @@ macro_rules! qdisc_registry {
                 }
             }
 
+            /// [`QdiscKind::INGRESS`].
+            pub fn registry_ingress(&self) -> Option<bool> {
+                match self {
+                    $(QdiscOpts::$variant(_) => Some(<$kind as QdiscKind>::INGRESS),)*
+                    _ => None,
+                }
+            }
+
+            /// [`QdiscKind::check_parent`] for a new qdisc of this kind at `parent`.
+            pub fn check_parent(&self, dev: &Device, parent: Handle) -> Option<Result<(), TcError>> {
+                match self {
+                    $(QdiscOpts::$variant(_) => Some(<$kind as QdiscKind>::check_parent(dev, parent)),)*
+                    _ => None,
+                }
+            }
+
             /// [`QdiscKind::args`].
             pub fn args(&self) -> Option<String> {
                 match self {
@@ -283,6 +316,15 @@ macro_rules! qdisc_registry {
 
 qdisc_registry! {
     FqCodel => fq_codel::FqCodel,
+    Pfifo => fifo::Pfifo,
+    Bfifo => fifo::Bfifo,
+    PfifoHeadDrop => fifo::PfifoHeadDrop,
+    Tbf => tbf::Tbf,
+    Htb => htb::Htb,
+    Drr => drr::Drr,
+    Mq => mq::Mq,
+    Ingress => ingress::Ingress,
+    Clsact => clsact::Clsact,
     Codel => codel::Codel,
     Sfq => sfq::Sfq,
     Prio => prio::Prio,

@@ -7,6 +7,7 @@ use super::error::TcError;
 use crate::model::*;
 use sluice_core::units::{parse_rate, parse_size};
 pub use sluice_model::grammar::*;
+use sluice_model::kinds::htb;
 
 /// What to do with an object.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -252,17 +253,12 @@ fn parse_qdisc(verb: Verb, cur: &mut Cur) -> Result<QdiscCmd, TcError> {
             c.warnings = w;
             return Ok(c);
         }
-        match parse_qdisc_opts(&k, cur)? {
-            Some(o) => c.opts = Some(o),
-            None => {
-                c.unknown_kind = true;
-                if let Some(a) = cur.peek() {
-                    return Err(TcError::usage(
-                        format!("Unknown qdisc \"{k}\", hence option \"{a}\" is unparsable"),
-                        Some(ki),
-                    ));
-                }
-            }
+        c.unknown_kind = true;
+        if let Some(a) = cur.peek() {
+            return Err(TcError::usage(
+                format!("Unknown qdisc \"{k}\", hence option \"{a}\" is unparsable"),
+                Some(ki),
+            ));
         }
     }
     Ok(c)
@@ -356,101 +352,6 @@ fn parse_stab(cur: &mut Cur) -> Result<Option<SizeTable>, TcError> {
 
 const QDISC_USAGE: &str = "Usage: tc qdisc [ add | del | replace | change | show ] dev STRING\n       [ handle QHANDLE ] [ root | ingress | clsact | parent CLASSID ]\n       [ estimator INTERVAL TIME_CONSTANT ]\n       [ stab [ help | STAB_OPTIONS] ]\n       [ ingress_block BLOCK_INDEX ] [ egress_block BLOCK_INDEX ]\n       [ [ QDISC_KIND ] [ help | OPTIONS ] ]";
 
-fn parse_qdisc_opts(kind: &str, cur: &mut Cur) -> Result<Option<QdiscOpts>, TcError> {
-    if let Some(r) = QdiscOpts::parse_kind(kind, cur) {
-        return r.map(Some);
-    }
-    Ok(Some(match kind {
-        "pfifo" | "bfifo" | "pfifo_head_drop" => {
-            let mut o = FifoOpts::default();
-            while let Some((at, w)) = cur.next_word() {
-                if w == "limit" {
-                    o.limit =
-                        Some(if kind == "bfifo" { size_arg(cur, "limit")? } else { u32_arg(cur, "limit")? });
-                } else {
-                    return Err(what_is(w, at, "Usage: ... <[p|b]fifo | pfifo_head_drop> [ limit NUMBER ]"));
-                }
-            }
-            match kind {
-                "pfifo" => QdiscOpts::Pfifo(o),
-                "bfifo" => QdiscOpts::Bfifo(o),
-                _ => QdiscOpts::PfifoHeadDrop(o),
-            }
-        }
-        "drr" => {
-            if let Some((at, w)) = cur.next_word() {
-                if w == "help" {
-                    return Err(TcError::usage("Usage: ... drr", Some(at)));
-                }
-                return Err(what_is(w, at, "Usage: ... drr"));
-            }
-            QdiscOpts::Drr
-        }
-        "ingress" | "clsact" => {
-            // q_ingress.c skips `handle X`; q_clsact.c takes nothing.
-            while let Some((at, w)) = cur.next_word() {
-                if kind == "ingress" && w == "handle" {
-                    cur.value()?;
-                } else {
-                    return Err(what_is(w, at, &format!("Usage: ... {kind}")));
-                }
-            }
-            if kind == "ingress" {
-                QdiscOpts::Ingress
-            } else {
-                QdiscOpts::Clsact
-            }
-        }
-        "mq" => {
-            if cur.peek().is_some() {
-                return Err(TcError::usage("qdisc 'mq' does not support option parsing", Some(cur.pos)));
-            }
-            QdiscOpts::Mq(MqOpts::default())
-        }
-        "htb" => QdiscOpts::Htb(parse_htb(cur)?),
-        "tbf" => QdiscOpts::Tbf(parse_tbf(cur)?),
-        _ => return Ok(None),
-    }))
-}
-
-/// q_htb.c's `explain()` (for the qdisc and for classes).
-const HTB_USAGE: &str = "Usage: ... qdisc add ... htb [default N] [r2q N]\n                      [direct_qlen P] [offload]\n default  minor id of class to which unclassified packets are sent {0}\n r2q      DRR quantums are computed as rate in Bps/r2q {10}\n debug    string of 16 numbers each 0-3 {0}\n\n direct_qlen  Limit of the direct queue {in packets}\n offload  enable hardware offload\n... class add ... htb rate R1 [burst B1] [mpu B] [overhead O]\n                      [prio P] [slot S] [pslot PS]\n                      [ceil R2] [cburst B2] [mtu MTU] [quantum Q]\n rate     rate allocated to this class (class can still borrow)\n burst    max bytes burst which can be accumulated during idle period {computed}\n mpu      minimum packet size used in rate computations\n overhead per-packet size overhead used in rate computations\n linklay  adapting to a linklayer e.g. atm\n ceil     definite upper class rate (no borrows) {rate}\n cburst   burst but for ceil {computed}\n mtu      max packet size we create rate map for {1600}\n prio     priority of leaf; lower are served first {0}\n quantum  how much bytes to serve from leaf at once {use r2q}\n\nTC HTB version 3.3";
-
-/// q_htb.c's `explain1`: `Illegal "KEY"` and the usage.
-fn htb_illegal(key: &str, at: usize) -> TcError {
-    TcError::usage(format!("Illegal \"{key}\"\n{HTB_USAGE}"), Some(at))
-}
-
-/// A decimal number (`get_u32(.., 10)`/`get_u16`) no larger than `max`, else HTB's `explain1`.
-fn htb_num(cur: &mut Cur, key: &str, max: u32) -> Result<u32, TcError> {
-    let (i, v) = cur.value()?;
-    v.parse::<u32>().ok().filter(|&n| n <= max).ok_or_else(|| htb_illegal(key, i))
-}
-
-fn parse_htb(cur: &mut Cur) -> Result<HtbOpts, TcError> {
-    let mut o = HtbOpts::default();
-    while let Some((at, w)) = cur.next_word() {
-        if matches(w, "r2q") {
-            o.r2q = htb_num(cur, "r2q", u32::MAX)?;
-        } else if matches(w, "default") {
-            let (i, v) = cur.value()?;
-            o.default = get_hex(v).ok_or_else(|| htb_illegal("default", i))?;
-        } else if matches(w, "debug") {
-            cur.skip(1)?;
-        } else if matches(w, "direct_qlen") {
-            o.direct_qlen = Some(htb_num(cur, "direct_qlen", u32::MAX)?);
-        } else if matches(w, "offload") {
-            o.offload = true;
-        } else if w == "textbook" {
-            // Sluice's own (a whole word no keyword of q_htb.c starts with).
-            o.textbook = true;
-        } else {
-            return Err(what_is(w, at, HTB_USAGE));
-        }
-    }
-    Ok(o)
-}
-
 /// `get_rate64`: a rate, zero refused.
 fn htb_rate(v: &str) -> Option<u64> {
     parse_rate(v).ok().map(|r| r.bps()).filter(|&r| r != 0)
@@ -460,7 +361,7 @@ fn htb_rate(v: &str) -> Option<u64> {
 fn htb_size(cur: &mut Cur, param: &str) -> Result<u32, TcError> {
     let (i, v) = cur.value()?;
     let v = v.split('/').next().unwrap_or(v);
-    parse_size(v).ok().and_then(|s| u32::try_from(s).ok()).ok_or_else(|| htb_illegal(param, i))
+    parse_size(v).ok().and_then(|s| u32::try_from(s).ok()).ok_or_else(|| htb::illegal(param, i))
 }
 
 /// Parses HTB class options, filling tc's defaults (ceil = rate, burst = rate/HZ + mtu).
@@ -484,23 +385,23 @@ pub(crate) fn parse_htb_class(cur: &mut Cur) -> Result<HtbClassOpts, TcError> {
     while let Some((at, w)) = cur.next_word() {
         // q_htb.c: most keys by prefix, in this order; rate, ceil, buffer and help exactly.
         if matches(w, "prio") {
-            o.prio = htb_num(cur, "prio", u32::MAX)?;
+            o.prio = htb::num(cur, "prio", u32::MAX)?;
         } else if matches(w, "mtu") {
-            o.mtu = htb_num(cur, "mtu", u32::MAX)?;
+            o.mtu = htb::num(cur, "mtu", u32::MAX)?;
         } else if matches(w, "mpu") {
-            o.mpu = htb_num(cur, "mpu", u16::MAX as u32)?;
+            o.mpu = htb::num(cur, "mpu", u16::MAX as u32)?;
         } else if matches(w, "overhead") {
             // An unsigned short in tc: a negative overhead is refused.
-            o.overhead = htb_num(cur, "overhead", u16::MAX as u32)? as i32;
+            o.overhead = htb::num(cur, "overhead", u16::MAX as u32)? as i32;
         } else if matches(w, "linklayer") {
             let (i, v) = cur.value()?;
             o.linklayer = match v {
                 "ethernet" | "eth" => LinkLayer::Ethernet,
                 "atm" | "adsl" => LinkLayer::Atm,
-                _ => return Err(htb_illegal("linklayer", i)),
+                _ => return Err(htb::illegal("linklayer", i)),
             };
         } else if matches(w, "quantum") {
-            o.quantum = Some(htb_num(cur, "quantum", u32::MAX)?);
+            o.quantum = Some(htb::num(cur, "quantum", u32::MAX)?);
         } else if matches(w, "burst") || w == "buffer" || w == "maxburst" {
             burst = htb_size(cur, w)?;
         } else if matches(w, "cburst") || w == "cbuffer" || w == "cmaxburst" {
@@ -510,17 +411,17 @@ pub(crate) fn parse_htb_class(cur: &mut Cur) -> Result<HtbClassOpts, TcError> {
             if ceil != 0 {
                 return Err(TcError::usage("Double \"ceil\" spec", Some(at)));
             }
-            ceil = htb_rate(v).ok_or_else(|| htb_illegal("ceil", i))?;
+            ceil = htb_rate(v).ok_or_else(|| htb::illegal("ceil", i))?;
         } else if w == "rate" {
             let (i, v) = cur.value()?;
             if rate != 0 {
                 return Err(TcError::usage("Double \"rate\" spec", Some(at)));
             }
-            rate = htb_rate(v).ok_or_else(|| htb_illegal("rate", i))?;
+            rate = htb_rate(v).ok_or_else(|| htb::illegal("rate", i))?;
         } else if w == "help" {
-            return Err(TcError::usage(HTB_USAGE, Some(at)));
+            return Err(TcError::usage(htb::USAGE, Some(at)));
         } else {
-            return Err(what_is(w, at, HTB_USAGE));
+            return Err(what_is(w, at, htb::USAGE));
         }
     }
     if rate == 0 {
@@ -542,98 +443,6 @@ pub(crate) fn parse_htb_class(cur: &mut Cur) -> Result<HtbClassOpts, TcError> {
     o.ceil = ceil;
     o.burst = burst;
     o.cburst = cburst;
-    Ok(o)
-}
-
-const TBF_USAGE: &str = "Usage: ... tbf limit BYTES burst BYTES[/BYTES] rate KBPS [ mtu BYTES[/BYTES] ]\n\t[ peakrate KBPS ] [ latency TIME ] [ overhead BYTES ] [ linklayer TYPE ]";
-
-fn parse_tbf(cur: &mut Cur) -> Result<TbfOpts, TcError> {
-    let mut o = TbfOpts::default();
-    let mut latency: u32 = 0;
-    let mut limit: u32 = 0;
-    while let Some((at, w)) = cur.next_word() {
-        match w {
-            "limit" => {
-                if latency != 0 {
-                    return Err(TcError::usage(
-                        "tbf: you can specify either \"limit\" or \"latency\", not both.",
-                        Some(at),
-                    ));
-                }
-                limit = size_arg(cur, "limit")?;
-            }
-            "latency" => {
-                if limit != 0 {
-                    return Err(TcError::usage(
-                        "tbf: you can specify either \"limit\" or \"latency\", not both.",
-                        Some(at),
-                    ));
-                }
-                latency = time_arg(cur, "latency")?;
-            }
-            "burst" | "buffer" | "maxburst" => {
-                if o.burst != 0 {
-                    return Err(TcError::usage(
-                        "tbf: duplicate \"buffer/burst/maxburst\" specification",
-                        Some(at),
-                    ));
-                }
-                o.burst = size_arg(cur, "buffer")?;
-            }
-            "mtu" | "minburst" => {
-                if o.mtu.is_some() {
-                    return Err(TcError::usage("tbf: duplicate \"mtu/minburst\" specification", Some(at)));
-                }
-                o.mtu = Some(size_arg(cur, "mtu")?);
-            }
-            "mpu" => o.mpu = size_arg(cur, "mpu")?,
-            "rate" => {
-                if o.rate != 0 {
-                    return Err(TcError::usage("tbf: duplicate \"rate\" specification", Some(at)));
-                }
-                o.rate = rate_arg(cur, "rate")?;
-            }
-            "peakrate" => {
-                if o.peakrate.is_some() {
-                    return Err(TcError::usage("tbf: duplicate \"peakrate\" specification", Some(at)));
-                }
-                o.peakrate = Some(rate_arg(cur, "peakrate")?);
-            }
-            "overhead" => o.overhead = overhead_arg(cur)?,
-            "linklayer" => o.linklayer = linklayer_arg(cur)?,
-            "help" => return Err(TcError::usage(TBF_USAGE, Some(at))),
-            _ => return Err(what_is(w, at, TBF_USAGE)),
-        }
-    }
-    // q_tbf.c reports every missing parameter, then the usage.
-    let mut verdict = String::new();
-    if o.rate == 0 {
-        verdict.push_str("tbf: the \"rate\" parameter is mandatory.\n");
-    }
-    if o.burst == 0 {
-        verdict.push_str("tbf: the \"burst\" parameter is mandatory.\n");
-    }
-    if o.peakrate.is_some() && o.mtu.is_none() {
-        verdict.push_str("tbf: when \"peakrate\" is specified, \"mtu\" must also be specified.\n");
-    }
-    if limit == 0 && latency == 0 {
-        verdict.push_str("tbf: either \"limit\" or \"latency\" is required.\n");
-    }
-    if !verdict.is_empty() {
-        return Err(TcError::usage(format!("{verdict}{TBF_USAGE}"), None));
-    }
-    if latency != 0 {
-        // tc: limit = rate * latency + burst, or the peak-rate equivalent when smaller.
-        let mut lim = (o.rate / 8) as f64 * latency as f64 / 1e6 + o.burst as f64;
-        if let (Some(p), Some(m)) = (o.peakrate, o.mtu) {
-            let lim2 = (p / 8) as f64 * latency as f64 / 1e6 + m as f64;
-            if lim2 < lim {
-                lim = lim2;
-            }
-        }
-        limit = lim as u32;
-    }
-    o.limit = limit;
     Ok(o)
 }
 

@@ -153,11 +153,6 @@ fn stats(o: &mut J, st: &QdiscStats) {
         .put("qlen", st.qlen);
 }
 
-/// tc's `sprint_size` followed by `/cell`: a size as text (`10Kb/1`).
-fn size_cell(bytes: u32) -> String {
-    format!("{}/1", sluice_core::units::format_size(bytes as u64))
-}
-
 fn linklayer(l: LinkLayer) -> &'static str {
     if l == LinkLayer::Atm {
         "atm"
@@ -168,67 +163,12 @@ fn linklayer(l: LinkLayer) -> &'static str {
 
 /// The `options` object of a qdisc (the kind's `print_qopt`).
 pub fn qdisc_options(dev: &Device, q: &QdiscOpts, d: bool) -> J {
-    if let Some(j) = q.json(dev, d) {
-        return j;
-    }
-    let mut o = J::obj();
-    match q {
-        QdiscOpts::Pfifo(f) | QdiscOpts::PfifoHeadDrop(f) => {
-            o.put("limit", f.limit.unwrap_or(dev.txqueuelen.max(1)));
-        }
-        QdiscOpts::Bfifo(f) => {
-            o.put("limit", f.limit.unwrap_or(dev.txqueuelen.max(1) * dev.psched_mtu()));
-        }
-        QdiscOpts::Htb(h) => {
-            let def = if h.default == 0 { "0".to_string() } else { format!("{:#x}", h.default) };
-            o.put("r2q", h.r2q).put("default", def).put("direct_packets_stat", 0u32);
-            if d {
-                o.put("ver", "3.17");
-            }
-            o.put("direct_qlen", h.direct_qlen.unwrap_or(dev.txqueuelen));
-            if h.offload {
-                o.put("offload", Value::Null);
-            }
-        }
-        QdiscOpts::Tbf(t) => tbf(&mut o, t, d),
-        // ingress prints its dashes to the terminal only; the others have no options; registry
-        // kinds returned above.
-        _ => {}
-    }
-    o
+    q.json(dev, d).unwrap_or_else(J::obj)
 }
 
 /// `tc_red_print_flags`: every flag, true or false.
 pub fn red_flags(o: &mut J, ecn: bool, harddrop: bool, adaptive: bool, nodrop: bool) {
     o.put("ecn", ecn).put("harddrop", harddrop).put("adaptive", adaptive).put("nodrop", nodrop);
-}
-
-fn tbf(o: &mut J, t: &TbfOpts, d: bool) {
-    let s = show::tbf_shown(t);
-    o.put("rate", t.rate / 8);
-    if d {
-        o.put("burst", size_cell(s.buffer)).put("mpu", t.mpu);
-    } else {
-        o.put("burst", s.buffer);
-    }
-    if let Some(mtu) = s.mtu {
-        if d {
-            o.put("mtu", size_cell(mtu)).put("mpu", t.mpu);
-        } else {
-            o.put("minburst", mtu);
-        }
-    }
-    if s.latency >= 0.0 {
-        o.put("lat", s.latency as u64);
-    } else {
-        o.put("limit", t.limit);
-    }
-    if t.overhead != 0 {
-        o.put("overhead", t.overhead);
-    }
-    if t.linklayer == LinkLayer::Atm || d {
-        o.put("linklayer", linklayer(t.linklayer));
-    }
 }
 
 /// The kind's `print_xstats` for an idle qdisc, as the text form prints them.
@@ -243,7 +183,7 @@ fn qdisc_xstats(o: &mut J, q: &QdiscOpts) {
 /// One qdisc as `print_qdisc` writes it.
 fn qdisc(dev: &Device, q: &QdiscNode, with_dev: bool, o: ShowOpts) -> J {
     let mut j = J::obj();
-    j.put("kind", q.opts.kind()).put("handle", format!("{:x}:", q.handle.major()));
+    j.put("kind", q.opts.kind()).put("handle", show::qdisc_handle_str(q.handle));
     if with_dev {
         j.put("dev", dev.name.as_str());
     }

@@ -6,6 +6,7 @@
 use super::args::{ClassCmd, FilterCmd, QdiscCmd, Verb};
 use super::error::TcError;
 use crate::model::*;
+use sluice_model::print::kernel_hex;
 
 /// Finds a device or fails like tc (`Cannot find device "X"`, exit 1).
 pub fn device_mut<'a>(
@@ -33,7 +34,7 @@ pub fn class_exists(dev: &Device, q: &QdiscNode, classid: Handle) -> bool {
         // tbf_find, red_find and netem_find answer for any minor: their one class.
         QdiscOpts::Tbf(_) | QdiscOpts::Red(_) | QdiscOpts::Netem(_) => true,
         QdiscOpts::Mq(_) => minor >= 1 && minor <= dev.num_tx_queues,
-        QdiscOpts::Htb(_) | QdiscOpts::Drr => dev.class(classid).is_some(),
+        QdiscOpts::Htb(_) | QdiscOpts::Drr(_) => dev.class(classid).is_some(),
         // The root class is the qdisc's own handle.
         QdiscOpts::Hfsc(_) => minor == 0 || dev.class(classid).is_some(),
         QdiscOpts::Ets(e) => super::ets::has_class(e, minor),
@@ -49,7 +50,7 @@ fn has_class_ops(q: &QdiscNode) -> bool {
             | QdiscOpts::Netem(_)
             | QdiscOpts::Red(_)
             | QdiscOpts::Htb(_)
-            | QdiscOpts::Drr
+            | QdiscOpts::Drr(_)
             | QdiscOpts::Hfsc(_)
             | QdiscOpts::Sfq(_)
             | QdiscOpts::FqCodel(_)
@@ -99,15 +100,6 @@ pub fn remove_qdisc_tree(dev: &mut Device, handle: Handle) {
 
 /// `ffff:`, the handle of the ingress/clsact qdisc.
 const INGRESS_QDISC: Handle = Handle::new(0xFFFF, 0);
-
-/// A class ID as the kernel's `%X` prints it (one 32-bit hex number), or `MAJ:MIN` for a minor
-/// wider than tc's.
-fn tc_hex(h: Handle) -> String {
-    match h.to_tc() {
-        Some(v) => format!("{v:X}"),
-        None => h.to_string(),
-    }
-}
 
 fn flags(verb: Verb) -> (bool, bool, bool) {
     // (create, excl, replace)
@@ -232,15 +224,12 @@ fn qdisc_modify_dev(dev: &mut Device, c: &QdiscCmd) -> Result<Vec<String>, TcErr
         let Some(opts) = c.opts.clone() else {
             return Err(TcError::kernel("Specified qdisc kind is unknown"));
         };
-        if parent == H_INGRESS && !matches!(opts, QdiscOpts::Ingress | QdiscOpts::Clsact) {
+        // qdisc_create: only TCQ_F_INGRESS kinds at the ingress slot; then the kind's own init.
+        if parent == H_INGRESS && !opts.is_ingress() {
             return Err(TcError::kernel("Specified qdisc kind is unknown"));
         }
-        if matches!(opts, QdiscOpts::Ingress | QdiscOpts::Clsact) && parent != H_INGRESS {
-            return Err(TcError::errno("Invalid argument"));
-        }
-        // mq_init: only at the root of a device with more than one transmit queue.
-        if matches!(opts, QdiscOpts::Mq(_)) && (parent != H_ROOT || dev.num_tx_queues < 2) {
-            return Err(TcError::errno("Operation not supported"));
+        if let Some(r) = opts.check_parent(dev, parent) {
+            r?;
         }
         let opts = validate_qdisc(dev, opts, None)?;
         if let QdiscOpts::Netem(n) = &opts {
@@ -278,11 +267,9 @@ fn qdisc_modify_dev(dev: &mut Device, c: &QdiscCmd) -> Result<Vec<String>, TcErr
         return Err(TcError::kernel("Invalid qdisc name: must match existing qdisc"));
     }
     // qdisc_change: options go to the kind's change operation (HTB has none, and tc always
-    // sends HTB options); then the size table is replaced by the one given, or removed.
+    // sends HTB options: its `change` refuses); then the size table is replaced by the one given,
+    // or removed.
     let merged = match c.opts.clone() {
-        Some(QdiscOpts::Htb(_)) => {
-            return Err(TcError::kernel("Change operation not supported by specified qdisc"))
-        }
         Some(new) => validate_qdisc(dev, new, Some(&old.opts))?,
         None => old.opts.clone(),
     };
@@ -304,11 +291,9 @@ fn qdisc_modify_dev(dev: &mut Device, c: &QdiscCmd) -> Result<Vec<String>, TcErr
         }
     }
     // tbf_change: fifo_set_limit gives a fifo child the new limit (bytes, whatever the fifo).
-    if let QdiscOpts::Tbf(t) = &merged {
+    if let Some(limit) = sluice_model::kinds::tbf::child_fifo_limit(&merged) {
         for q in dev.qdiscs.iter_mut().filter(|q| q.parent != H_ROOT && q.parent.qdisc() == qh) {
-            if let QdiscOpts::Pfifo(f) | QdiscOpts::Bfifo(f) | QdiscOpts::PfifoHeadDrop(f) = &mut q.opts {
-                f.limit = Some(t.limit);
-            }
+            sluice_model::kinds::fifo::set_limit(&mut q.opts, limit);
         }
     }
     if let Some(q) = dev.qdiscs.iter_mut().find(|q| q.handle == qh) {
@@ -321,25 +306,7 @@ fn qdisc_modify_dev(dev: &mut Device, c: &QdiscCmd) -> Result<Vec<String>, TcErr
 /// Kernel-side checks; for `change`, merges with the previous options where the kernel keeps
 /// attributes that were not sent.
 fn validate_qdisc(dev: &Device, new: QdiscOpts, old: Option<&QdiscOpts>) -> Result<QdiscOpts, TcError> {
-    if let Some(r) = new.change(dev, old) {
-        return r;
-    }
-    let einval = || TcError::errno("Invalid argument");
-    Ok(match (new, old) {
-        (QdiscOpts::Tbf(t), _) => {
-            if let Some(pk) = t.peakrate {
-                if pk <= t.rate {
-                    return Err(einval());
-                }
-            }
-            QdiscOpts::Tbf(t)
-        }
-        (QdiscOpts::Htb(n), Some(QdiscOpts::Htb(_))) => {
-            let _ = dev;
-            QdiscOpts::Htb(n)
-        }
-        (n, _) => n,
-    })
+    new.change(dev, old).unwrap_or(Ok(new))
 }
 
 fn qdisc_delete(dev: &mut Device, c: &QdiscCmd) -> Result<(), TcError> {
@@ -467,7 +434,7 @@ pub fn class_modify(state: &mut State, c: &ClassCmd) -> Result<Vec<String>, TcEr
         .ok_or_else(|| TcError::errno("No such file or directory"))?;
     if q.parent == H_INGRESS {
         // No class operations: ingress_find finds every class, clsact_find none but its hooks.
-        let found = matches!(q.opts, QdiscOpts::Ingress);
+        let found = matches!(q.opts, QdiscOpts::Ingress(_));
         return Err(TcError::errno(match (found, c.verb == Verb::Delete) {
             (true, false) if excl => "File exists",
             (true, _) => "Operation not supported",
@@ -517,12 +484,12 @@ pub fn class_modify(state: &mut State, c: &ClassCmd) -> Result<Vec<String>, TcEr
                 if qn < 1000 {
                     warnings.push(format!(
                         "Warning: sch_htb: quantum of class {} is small. Consider r2q change.",
-                        tc_hex(clid)
+                        kernel_hex(clid)
                     ));
                 } else if qn > 200_000 {
                     warnings.push(format!(
                         "Warning: sch_htb: quantum of class {} is big. Consider r2q change.",
-                        tc_hex(clid)
+                        kernel_hex(clid)
                     ));
                 }
             }
@@ -545,7 +512,7 @@ pub fn class_modify(state: &mut State, c: &ClassCmd) -> Result<Vec<String>, TcEr
             }
             dev.classes.push(ClassNode { classid: clid, parent: parent_id, opts, stats: Default::default() });
         }
-        (QdiscOpts::Drr, ClassOpts::Drr { quantum }) => {
+        (QdiscOpts::Drr(_), ClassOpts::Drr { quantum }) => {
             if *quantum == Some(0) {
                 return Err(TcError::kernel("Specified DRR quantum cannot be zero"));
             }
@@ -610,7 +577,7 @@ fn class_depth(dev: &Device, mut classid: Handle) -> usize {
 fn class_delete(dev: &mut Device, q: &QdiscNode, clid: Handle) -> Result<(), TcError> {
     let kind_msg = match q.opts {
         QdiscOpts::Htb(_) => "HTB class in use",
-        QdiscOpts::Drr => "DRR class is in use",
+        QdiscOpts::Drr(_) => "DRR class is in use",
         QdiscOpts::Hfsc(_) if clid == q.handle => return Err(TcError::kernel("HFSC class in use")),
         QdiscOpts::Hfsc(_) => "HFSC class in use",
         _ => return Err(TcError::errno("Operation not supported")),
@@ -634,7 +601,7 @@ pub fn resolve_block(dev: &Device, parent: Option<Handle>) -> Result<Handle, TcE
     if parent == H_MIN_INGRESS || parent == H_MIN_EGRESS {
         let q = dev.qdisc_at(H_INGRESS).ok_or_else(|| TcError::kernel("Parent Qdisc doesn't exists"))?;
         // The ingress qdisc has one block, whatever minor names it.
-        return Ok(if matches!(q.opts, QdiscOpts::Clsact) { parent } else { H_MIN_INGRESS });
+        return Ok(if matches!(q.opts, QdiscOpts::Clsact(_)) { parent } else { H_MIN_INGRESS });
     }
     let q = if parent.is_unspec() || parent == H_ROOT {
         dev.root().ok_or_else(|| TcError::kernel("Qdisc not classful"))?
@@ -644,8 +611,8 @@ pub fn resolve_block(dev: &Device, parent: Option<Handle>) -> Result<Handle, TcE
     let minor = if parent == H_ROOT { 0 } else { parent.minor() };
     match &q.opts {
         // ingress_find accepts any minor; its one block holds the filters.
-        QdiscOpts::Ingress => Ok(H_MIN_INGRESS),
-        QdiscOpts::Clsact => match minor {
+        QdiscOpts::Ingress(_) => Ok(H_MIN_INGRESS),
+        QdiscOpts::Clsact(_) => match minor {
             0xFFF2 => Ok(H_MIN_INGRESS),
             0xFFF3 => Ok(H_MIN_EGRESS),
             // clsact_tcf_block has no block for class 0.
@@ -655,7 +622,7 @@ pub fn resolve_block(dev: &Device, parent: Option<Handle>) -> Result<Handle, TcE
         QdiscOpts::Htb(_)
         | QdiscOpts::Hfsc(_)
         | QdiscOpts::Prio(_)
-        | QdiscOpts::Drr
+        | QdiscOpts::Drr(_)
         | QdiscOpts::Sfq(_)
         | QdiscOpts::FqCodel(_)
         | QdiscOpts::Cake(_)
@@ -668,7 +635,7 @@ pub fn resolve_block(dev: &Device, parent: Option<Handle>) -> Result<Handle, TcE
             }
             if matches!(q.opts, QdiscOpts::Htb(_) | QdiscOpts::Hfsc(_)) {
                 Ok(parent)
-            } else if matches!(q.opts, QdiscOpts::Drr) {
+            } else if matches!(q.opts, QdiscOpts::Drr(_)) {
                 Err(TcError::kernel("DRR classid must be zero"))
             } else if matches!(q.opts, QdiscOpts::Ets(_)) {
                 Err(TcError::kernel("ETS classid must be zero"))
@@ -906,7 +873,7 @@ fn u32_tables(dev: &Device, block: Handle) -> impl Iterator<Item = &FilterNode> 
 
 /// The other hook of a clsact qdisc (whose u32 filters share hash-table ids with `block`'s).
 pub(crate) fn u32_sibling_hook(dev: &Device, block: Handle) -> Option<Handle> {
-    if !dev.qdisc_at(H_INGRESS).is_some_and(|q| matches!(q.opts, QdiscOpts::Clsact)) {
+    if !dev.qdisc_at(H_INGRESS).is_some_and(|q| matches!(q.opts, QdiscOpts::Clsact(_))) {
         return None;
     }
     match block {

@@ -371,7 +371,7 @@ fn execute_inner(state: &mut State, cmd: &TcCmd, opts: ShowOpts) -> Result<(Stri
             };
             // A missing block prints nothing, as the kernel's dump does.
             if let Ok(block) = kernel::resolve_block(d, c.parent) {
-                let ingress = d.qdisc_at(H_INGRESS).filter(|q| matches!(q.opts, QdiscOpts::Ingress));
+                let ingress = d.qdisc_at(H_INGRESS).filter(|q| matches!(q.opts, QdiscOpts::Ingress(_)));
                 let shown = match c.parent {
                     // The kernel dumps the ingress qdisc's filters with the parent named by the
                     // last add or change.
@@ -429,7 +429,7 @@ fn execute_inner(state: &mut State, cmd: &TcCmd, opts: ShowOpts) -> Result<(Stri
                     state.devices.iter_mut().find(|d| c.dev.as_ref().is_some_and(|(n, _)| *n == d.name))
                 {
                     let on_ingress =
-                        d.qdisc_at(H_INGRESS).is_some_and(|q| matches!(q.opts, QdiscOpts::Ingress));
+                        d.qdisc_at(H_INGRESS).is_some_and(|q| matches!(q.opts, QdiscOpts::Ingress(_)));
                     if on_ingress && c.parent.is_some_and(|p| p.major() == 0xFFFF) {
                         d.ingress_filter_parent = c.parent;
                     }

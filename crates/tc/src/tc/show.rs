@@ -28,101 +28,7 @@ pub struct ShowOpts {
 
 /// Options of a qdisc as tc prints them after `refcnt N `.
 pub fn qdisc_options(dev: &Device, q: &QdiscOpts, d: bool) -> String {
-    if let Some(s) = q.show(dev, d) {
-        return s;
-    }
-    let mut s = String::new();
-    match q {
-        QdiscOpts::Pfifo(f) | QdiscOpts::PfifoHeadDrop(f) => {
-            let _ = write!(s, "limit {}p", f.limit.unwrap_or(dev.txqueuelen.max(1)));
-        }
-        QdiscOpts::Bfifo(f) => {
-            let _ = write!(
-                s,
-                "limit {}",
-                format_size(f.limit.unwrap_or(dev.txqueuelen.max(1) * dev.psched_mtu()) as u64)
-            );
-        }
-        QdiscOpts::Htb(h) => {
-            let def = if h.default == 0 { "0".to_string() } else { format!("{:#x}", h.default) };
-            let _ = write!(s, "r2q {} default {} direct_packets_stat 0", h.r2q, def);
-            if d {
-                s.push_str(" ver 3.17");
-            }
-            let _ = write!(s, " direct_qlen {}", h.direct_qlen.unwrap_or(dev.txqueuelen));
-            if h.offload {
-                s.push_str(" offload");
-            }
-            if h.textbook {
-                s.push_str(" textbook");
-            }
-        }
-        QdiscOpts::Tbf(t) => tbf_opts(&mut s, t, d),
-        QdiscOpts::Ingress => s.push_str("---------------- "),
-        // Kinds without options; registry kinds returned above.
-        _ => {}
-    }
-    s
-}
-
-/// What TBF reports back: its bucket and peak bucket in bytes (through the kernel's ticks) and
-/// tc's latency in µs (negative: tc prints the limit instead).
-pub(crate) struct TbfShown {
-    pub buffer: u32,
-    pub mtu: Option<u32>,
-    pub latency: f64,
-}
-
-pub(crate) fn tbf_shown(t: &TbfOpts) -> TbfShown {
-    let rb = t.rate / 8;
-    let atm = t.linklayer == LinkLayer::Atm;
-    let buffer_ticks = (l2t_ns(rb, t.burst, t.overhead, t.mpu, atm) >> 6) as u32;
-    let buffer = xmitsize(rb, buffer_ticks);
-    let mut latency =
-        1e6 * (t.limit as f64 / rb.max(1) as f64) - (buffer_ticks as f64 / TICK_IN_USEC).trunc();
-    let mtu = t.peakrate.map(|p| {
-        let pb = p / 8;
-        let mtu_ticks = (l2t_ns(pb, t.mtu.unwrap_or(0), t.overhead, t.mpu, atm) >> 6) as u32;
-        let lat2 = 1e6 * (t.limit as f64 / pb.max(1) as f64) - (mtu_ticks as f64 / TICK_IN_USEC).trunc();
-        if lat2 > latency {
-            latency = lat2;
-        }
-        xmitsize(pb, mtu_ticks)
-    });
-    TbfShown { buffer, mtu, latency }
-}
-
-fn tbf_opts(s: &mut String, t: &TbfOpts, d: bool) {
-    let atm = t.linklayer == LinkLayer::Atm;
-    let TbfShown { buffer, mtu, latency } = tbf_shown(t);
-    let _ = write!(s, "rate {} ", rate(t.rate));
-    if d {
-        // The kernel reports rates through psched_ratecfg_getrate: cell_log 0, printed as /1.
-        let _ = write!(s, "burst {}/1 mpu {} ", format_size(buffer as u64), format_size(t.mpu as u64));
-    } else {
-        let _ = write!(s, "burst {} ", format_size(buffer as u64));
-    }
-    if let (Some(p), Some(mtu)) = (t.peakrate, mtu) {
-        let _ = write!(s, "peakrate {} ", rate(p));
-        let mtu = format_size(mtu as u64);
-        if d {
-            let _ = write!(s, "mtu {mtu}/1 mpu {} ", format_size(t.mpu as u64));
-        } else {
-            let _ = write!(s, "minburst {mtu} ");
-        }
-    }
-    if latency >= 0.0 {
-        let _ = write!(s, "lat {} ", time_us(latency as u32));
-    }
-    if latency < 0.0 {
-        let _ = write!(s, "limit {} ", format_size(t.limit as u64));
-    }
-    if t.overhead != 0 {
-        let _ = write!(s, "overhead {} ", t.overhead);
-    }
-    if atm || d {
-        let _ = write!(s, "linklayer {} ", if atm { "atm" } else { "ethernet" });
-    }
+    q.show(dev, d).unwrap_or_default()
 }
 
 fn stats_lines(out: &mut String, st: &QdiscStats) {
@@ -274,9 +180,9 @@ pub fn show_qdiscs(out: &mut String, dev: &Device, with_dev: bool, o: ShowOpts, 
         }
         let _ = writeln!(
             out,
-            "qdisc {} {:x}: {devs}{parent}{}",
+            "qdisc {} {} {devs}{parent}{}",
             q.opts.kind(),
-            q.handle.major(),
+            qdisc_handle_str(q.handle),
             qdisc_options(dev, &q.opts, o.details)
         );
         if let Some(t) = q.stab.filter(|_| o.details) {
@@ -350,7 +256,7 @@ fn class_rows(dev: &Device, o: ShowOpts) -> Vec<ClassRow> {
                     lines.push((Handle::new(q.handle.major(), n), H_ROOT, None));
                 }
             }
-            QdiscOpts::Htb(_) | QdiscOpts::Drr => {
+            QdiscOpts::Htb(_) | QdiscOpts::Drr(_) => {
                 let cls: Vec<&ClassNode> =
                     dev.classes.iter().filter(|c| c.classid.qdisc() == q.handle).collect();
                 for c in class_hash_order(cls) {
@@ -386,7 +292,7 @@ fn class_rows(dev: &Device, o: ShowOpts) -> Vec<ClassRow> {
                 .qdisc_at(id)
                 .filter(|_| !hfsc_hidden)
                 .or_else(netem_child)
-                .map(|l| format!("leaf {:x}: ", l.handle.major()))
+                .map(|l| format!("leaf {} ", qdisc_handle_str(l.handle)))
                 .unwrap_or_default();
             let mut s = String::new();
             let mut xstats = String::new();

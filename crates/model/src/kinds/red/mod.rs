@@ -20,6 +20,7 @@ use crate::grammar::helpers::*;
 use crate::json::J;
 use crate::model::{is_false, Device, QdiscNode};
 use crate::nlattr::{attrs, u32_of, Attrs};
+use crate::tcmath::{c_u32, xmittime, TICK_IN_USEC};
 use serde::{Deserialize, Serialize};
 use sluice_core::red::{Red as Core, RedConfig, RED_STAB_SIZE};
 use sluice_core::units::{format_g, format_size};
@@ -242,7 +243,7 @@ const DECODED_RATE: u32 = 1 << 20;
 fn idle_inputs(wlog: u8, scell_log: u8, table: &[u8; RED_STAB_SIZE]) -> Option<(u32, u32)> {
     let want = Some((scell_log, *table));
     let rate = DECODED_RATE;
-    let fits = |avpkt: u32| idle_damping(wlog, xmittime(rate, avpkt)) == want;
+    let fits = |avpkt: u32| idle_damping(wlog, xmittime(rate as u64, avpkt)) == want;
     // An avpkt that takes no whole µs gives the table of time 0.
     if idle_damping(wlog, 0) == want {
         return Some((1, rate));
@@ -296,9 +297,6 @@ const USAGE: &str = "Usage: ... red\tlimit BYTES [min BYTES] [max BYTES] avpkt B
 /// tc's default bandwidth when none is given (10Mbit, in bytes/s).
 const DEFAULT_RATE_BYTES: u32 = 1_250_000;
 
-/// psched ticks per µs (`tick_in_usec` on every kernel since 2.6.x: 1000/64).
-const TICK_IN_USEC: f64 = 15.625;
-
 /// A `double` converted to an integer type of at most 32 bits the way gcc does on x86-64
 /// (`cvttsd2si` into a 32-bit register: out of range or NaN gives `0x80000000`), then truncated.
 fn c_to_i32(v: f64) -> i32 {
@@ -307,21 +305,6 @@ fn c_to_i32(v: f64) -> i32 {
     } else {
         v as i32
     }
-}
-
-/// A `double` converted to `__u32` the way gcc does on x86-64 (`cvttsd2si` into a 64-bit
-/// register, low half kept): `probability 1` gives 0.
-pub(crate) fn c_to_u32(v: f64) -> u32 {
-    // 2^63 as a double; out of range (or NaN) gives cvttsd2si's 0x8000000000000000.
-    const LIMIT: f64 = 9_223_372_036_854_775_808.0;
-    let i = if (-LIMIT..LIMIT).contains(&v) { v as i64 } else { i64::MIN };
-    i as u32
-}
-
-/// `tc_calc_xmittime`: psched ticks to send `size` bytes at `rate` bytes/s (truncated twice).
-fn xmittime(rate: u32, size: u32) -> u32 {
-    let us = 1e6 * (size as f64 / rate as f64);
-    (c_to_i32(us.min(4_294_967_295.0)) as u32 as f64 * TICK_IN_USEC) as u32
 }
 
 /// `tc_red_eval_ewma`: the smallest Wlog for which `burst` back-to-back packets of `avpkt`
@@ -365,7 +348,7 @@ pub fn eval_p(qmin: u32, qmax: u32, probability: f64) -> Option<u8> {
 
 /// `tc_red_eval_idle_damping`: Scell_log and the table of right shifts by idle time.
 pub fn eval_idle_damping(wlog: u8, avpkt: u32, rate: u32) -> Option<(u8, [u8; RED_STAB_SIZE])> {
-    idle_damping(wlog, xmittime(rate, avpkt))
+    idle_damping(wlog, xmittime(rate as u64, avpkt))
 }
 
 /// [`eval_idle_damping`] for a packet that takes `xmit_time` ticks.
@@ -502,7 +485,7 @@ pub fn parse(cur: &mut Cur) -> Result<(RedOpts, Vec<String>), TcError> {
     o.scell_log = eval_idle_damping(o.wlog, avpkt, rate)
         .ok_or_else(|| fail(stderr.clone(), "RED: failed to calculate idle damping table."))?
         .0;
-    o.max_p = c_to_u32(probability * 4_294_967_296.0);
+    o.max_p = c_u32(probability * 4_294_967_296.0);
     o.avpkt = avpkt;
     o.burst = burst;
     o.bandwidth = rate as u64 * 8;

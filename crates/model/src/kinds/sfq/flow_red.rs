@@ -12,8 +12,9 @@
 use super::SfqRed;
 use crate::error::TcError;
 use crate::grammar::{illegal, size_arg, u32_arg, Cur};
-use crate::kinds::red::{c_to_u32, eval_ewma, eval_p};
+use crate::kinds::red::{eval_ewma, eval_p};
 use crate::kinds::Unencodable;
+use crate::tcmath::c_u32;
 use std::fmt::Write;
 
 /// tc's `avpkt` when none is given.
@@ -139,7 +140,7 @@ pub(super) fn kernel_values(r: &SfqRed) -> Result<(u8, u32), Unencodable> {
 
 /// `max_P`: the probability in Q0.32, converted as C does (`probability 1` gives 0).
 fn max_p(probability: f64) -> u32 {
-    c_to_u32(probability * Q32)
+    c_u32(probability * Q32)
 }
 
 /// The probability that gave `max_p`: the shortest decimal tc turns into it (the one a person
