@@ -3,11 +3,10 @@
 //! it (m_action.c `parse_action`, m_gact.c, m_police.c, m_skbedit.c, m_mirred.c); checked
 //! against tc's own requests in `tests/actions_netlink.rs`.
 
-use crate::kernel::ratespec;
 use crate::netlink::Msg;
-use sluice_core::Rate;
-use sluice_tc::model::{Action, ActionEntry, LinkLayer, MirredDirection, MirredMode, Verdict};
-use sluice_tc::tc::show::xmittime;
+use sluice_model::kinds::action_common::tc_gen;
+use sluice_model::kinds::{ActEncodeCx, Unencodable};
+use sluice_tc::model::{Action, ActionEntry, MirredDirection, MirredMode};
 
 /// `TCA_ACT_TAB` (the nest of `RTM_NEWACTION`).
 pub const TCA_ACT_TAB: u16 = 1;
@@ -16,17 +15,6 @@ const TCA_ACT_OPTIONS: u16 = 2;
 const TCA_ACT_COOKIE: u16 = 6;
 const NLA_F_NESTED: u16 = 0x8000;
 
-const TCA_GACT_PARMS: u16 = 2;
-const TCA_GACT_PROB: u16 = 3;
-const TCA_POLICE_TBF: u16 = 1;
-const TCA_POLICE_RATE: u16 = 2;
-const TCA_POLICE_PEAKRATE: u16 = 3;
-const TCA_POLICE_AVRATE: u16 = 4;
-const TCA_POLICE_RESULT: u16 = 5;
-const TCA_POLICE_RATE64: u16 = 8;
-const TCA_POLICE_PEAKRATE64: u16 = 9;
-const TCA_POLICE_PKTRATE64: u16 = 10;
-const TCA_POLICE_PKTBURST64: u16 = 11;
 const TCA_SKBEDIT_PARMS: u16 = 2;
 const TCA_SKBEDIT_PRIORITY: u16 = 3;
 const TCA_SKBEDIT_QUEUE_MAPPING: u16 = 4;
@@ -43,36 +31,9 @@ pub enum ActionEncodeError {
     /// A mirred target that is not a device of this machine.
     #[error("mirred: no device \"{0}\"")]
     NoDevice(String),
-    /// A police option whose rate table Sluice does not build.
-    #[error("police: {0} is not encoded")]
-    Unsupported(&'static str),
-}
-
-/// tc's `tc_calc_rtable` for police: the transmit time of `(i + 1) << cell_log` bytes (at least
-/// `mpu`) for each of 256 slots, in psched ticks computed as tc does (microseconds truncated
-/// first, so some slots are one microsecond short of the exact value).
-fn rate_table(rate: Rate, mtu: u32, mpu: u32) -> Vec<u8> {
-    let mtu = if mtu == 0 { 2047 } else { mtu };
-    let mut cell_log = 0;
-    while (mtu >> cell_log) > 255 {
-        cell_log += 1;
-    }
-    let mut t = Vec::with_capacity(1024);
-    for i in 0..256u32 {
-        let sz = ((i + 1) << cell_log).max(mpu);
-        t.extend_from_slice(&xmittime(rate.bytes_per_sec(), sz).to_ne_bytes());
-    }
-    t
-}
-
-/// `struct tc_gen`: index, capab, action, refcnt, bindcnt.
-fn tc_gen(index: u32, action: Verdict) -> Vec<u8> {
-    let mut b = Vec::with_capacity(28);
-    b.extend_from_slice(&index.to_ne_bytes());
-    b.extend_from_slice(&0u32.to_ne_bytes());
-    b.extend_from_slice(&action.code().to_ne_bytes());
-    b.extend_from_slice(&[0u8; 8]);
-    b
+    /// An option of a registry kind that cannot be sent.
+    #[error(transparent)]
+    Kind(#[from] Unencodable),
 }
 
 /// Appends the action list as the nest `nest_type` (`TCA_ACT_TAB`, or a filter's `TCA_*_ACT`):
@@ -124,62 +85,10 @@ pub fn encode_police_keyword(m: &mut Msg, nest_type: u16, a: &Action) -> Result<
 }
 
 fn options(m: &mut Msg, a: &Action, ifindex: &dyn Fn(&str) -> Option<u32>) -> Result<(), ActionEncodeError> {
+    if let Some(r) = a.encode(m.attrs(), &ActEncodeCx { ifindex }) {
+        return Ok(r?);
+    }
     match a {
-        Action::Gact { verdict, index, random } => {
-            m.attr(TCA_GACT_PARMS, &tc_gen(*index, *verdict));
-            if let Some(r) = random {
-                let mut p = Vec::with_capacity(8);
-                p.extend_from_slice(&(if r.determ { 2u16 } else { 1u16 }).to_ne_bytes());
-                p.extend_from_slice(&r.val.to_ne_bytes());
-                p.extend_from_slice(&r.verdict.code().to_ne_bytes());
-                m.attr(TCA_GACT_PROB, &p);
-            }
-        }
-        Action::Police(p) => {
-            if p.linklayer == LinkLayer::Atm {
-                return Err(ActionEncodeError::Unsupported("linklayer atm"));
-            }
-            let mtu = p.mtu.unwrap_or(0);
-            let rate = (p.rate > 0).then(|| Rate::from_bps(p.rate));
-            let peak = p.peakrate.map(Rate::from_bps);
-            let overhead = p.overhead as i32;
-            let mut tbf = Vec::with_capacity(56);
-            tbf.extend_from_slice(&p.index.to_ne_bytes());
-            tbf.extend_from_slice(&p.exceed.code().to_ne_bytes());
-            tbf.extend_from_slice(&0u32.to_ne_bytes()); // limit
-            let burst = rate.map(|r| xmittime(r.bytes_per_sec(), p.burst)).unwrap_or(0);
-            tbf.extend_from_slice(&burst.to_ne_bytes());
-            tbf.extend_from_slice(&mtu.to_ne_bytes());
-            let rt = rate.map(|r| (ratespec(r, mtu, overhead, p.mpu).0, rate_table(r, mtu, p.mpu)));
-            let pt = peak.map(|r| (ratespec(r, mtu, overhead, p.mpu).0, rate_table(r, mtu, p.mpu)));
-            tbf.extend_from_slice(&rt.as_ref().map(|r| r.0).unwrap_or([0; 12]));
-            tbf.extend_from_slice(&pt.as_ref().map(|r| r.0).unwrap_or([0; 12]));
-            tbf.extend_from_slice(&[0u8; 12]); // refcnt, bindcnt, capab
-            m.attr(TCA_POLICE_TBF, &tbf);
-            if let (Some(r), Some((_, table))) = (rate, &rt) {
-                m.attr(TCA_POLICE_RATE, table);
-                if r.bytes_per_sec() >= 1 << 32 {
-                    m.attr(TCA_POLICE_RATE64, &r.bytes_per_sec().to_ne_bytes());
-                }
-            }
-            if let (Some(r), Some((_, table))) = (peak, &pt) {
-                m.attr(TCA_POLICE_PEAKRATE, table);
-                if r.bytes_per_sec() >= 1 << 32 {
-                    m.attr(TCA_POLICE_PEAKRATE64, &r.bytes_per_sec().to_ne_bytes());
-                }
-            }
-            if let Some(av) = p.avrate {
-                m.attr(TCA_POLICE_AVRATE, &((av / 8).min(u32::MAX as u64) as u32).to_ne_bytes());
-            }
-            if p.conform != Verdict::Pass {
-                m.attr(TCA_POLICE_RESULT, &p.conform.code().to_ne_bytes());
-            }
-            if let (Some(pps), Some(b)) = (p.pkts_rate, p.pkts_burst) {
-                m.attr(TCA_POLICE_PKTRATE64, &pps.to_ne_bytes());
-                let ticks = xmittime(pps, u32::try_from(b).unwrap_or(u32::MAX)) as u64;
-                m.attr(TCA_POLICE_PKTBURST64, &ticks.to_ne_bytes());
-            }
-        }
         Action::Skbedit(k) => {
             m.attr(TCA_SKBEDIT_PARMS, &tc_gen(k.index, k.verdict));
             if let Some(q) = k.queue_mapping {
@@ -222,6 +131,7 @@ fn options(m: &mut Msg, a: &Action, ifindex: &dyn Fn(&str) -> Option<u32>) -> Re
             b.extend_from_slice(&idx.to_ne_bytes());
             m.attr(TCA_MIRRED_PARMS, &b);
         }
+        _ => {}
     }
     Ok(())
 }

@@ -11,13 +11,10 @@ use sluice_core::classify::{ClassShape, Classifier, Fallback, QdiscShape, ShapeK
 use sluice_core::codel::CodelParams;
 use sluice_core::drr::Drr;
 use sluice_core::fifo::{Fifo, FifoKind};
-use sluice_core::filter::action::{
-    Action as CoreAction, Actions, GactRandom, Skbedit, Verdict as CoreVerdict,
-};
+use sluice_core::filter::action::{Action as CoreAction, Actions, Skbedit};
 use sluice_core::filter::flow::{FlowConfig, FlowMode};
 use sluice_core::filter::fw::FwConfig;
 use sluice_core::filter::matchall::MatchallConfig;
-use sluice_core::filter::police::{Police, PoliceConfig};
 use sluice_core::filter::u32::{HashKey, U32Config, U32Key as CoreKey, U32Offset, U32Selector, VarOffset};
 use sluice_core::filter::BasicConfig;
 use sluice_core::filter::{FilterConfig, FilterList, FilterSpec, MirredTarget, Protocol, Upsert};
@@ -57,7 +54,7 @@ pub struct Built {
     pub classifier: Classifier,
 }
 
-fn wire(overhead: i32, mpu: u32, ll: LinkLayer) -> WireSpec {
+pub(crate) fn wire(overhead: i32, mpu: u32, ll: LinkLayer) -> WireSpec {
     WireSpec {
         overhead,
         mpu,
@@ -127,62 +124,24 @@ pub fn build_hook(state: &State, dev_name: &str, block: Handle) -> Result<Option
     Ok(Some(list))
 }
 
-fn verdict(v: Verdict) -> Result<CoreVerdict, BuildError> {
-    Ok(match v {
-        Verdict::Pass => CoreVerdict::Ok,
-        Verdict::Drop => CoreVerdict::Drop,
-        Verdict::Continue => CoreVerdict::Continue,
-        Verdict::Reclassify => CoreVerdict::Reclassify,
-        Verdict::Pipe => CoreVerdict::Pipe,
-        // In software a trap is a drop (`TC_ACT_TRAP` only means something to hardware).
-        Verdict::Trap => CoreVerdict::Drop,
-        Verdict::Goto(n) => CoreVerdict::GotoChain(n),
-        Verdict::Jump(n) => CoreVerdict::Jump(n),
-        // Only a mirred redirect returns it, as its own verdict.
-        Verdict::Stolen => {
-            return Err(BuildError::Unsupported("a `stolen` verdict outside a mirred redirect".into()))
-        }
-    })
-}
+use crate::kinds::action_common::core_verdict as verdict;
 
 fn actions(a: &[Action], devices: &[Device]) -> Result<Actions, BuildError> {
     let mut v = Vec::new();
     for x in a {
+        if let Some(r) = x.build(devices) {
+            v.push(r?);
+            continue;
+        }
         v.push(match x {
-            Action::Gact { verdict: g, random: None, .. } => CoreAction::Gact(verdict(*g)?),
-            Action::Gact { verdict: g, random: Some(r), index } => CoreAction::GactRandom(GactRandom::new(
-                verdict(*g)?,
-                verdict(r.verdict)?,
-                r.determ,
-                r.val,
-                *index as u64,
-            )),
             Action::Skbedit(k) => CoreAction::Skbedit(Skbedit {
                 priority: k.priority.and_then(|p| p.to_tc()),
                 mark: k.mark,
                 mask: k.mask.unwrap_or(u32::MAX),
                 verdict: verdict(k.verdict)?,
             }),
-            Action::Police(p) if p.avrate.is_some() || p.pkts_rate.is_some() => {
-                return Err(BuildError::Unsupported(
-                    "police avrate and pkts_rate (the core polices bytes with a token bucket)".into(),
-                ))
-            }
-            Action::Police(p) => CoreAction::Police(Police::new(PoliceConfig {
-                rate: (p.rate > 0).then(|| Rate::from_bps(p.rate)),
-                burst: p.burst as u64,
-                // Without a rate and an mtu the kernel's policer lets every packet conform.
-                mtu: p.mtu.unwrap_or(if p.rate > 0 {
-                    sluice_core::filter::police::DEFAULT_MTU
-                } else {
-                    u32::MAX
-                }),
-                peakrate: p.peakrate.map(Rate::from_bps),
-                wire: wire(p.overhead as i32, p.mpu, p.linklayer),
-                exceed: verdict(p.exceed)?,
-                conform: verdict(p.conform)?,
-            })?),
             Action::Mirred(m) => mirred(m, devices)?,
+            other => return Err(BuildError::Unsupported(format!("the {} action", other.kind()))),
         });
     }
     Ok(Actions::new(v))

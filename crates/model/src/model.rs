@@ -380,13 +380,7 @@ impl QdiscOpts {
         if let Some(c) = self.registry_classful() {
             return c;
         }
-        matches!(
-            self,
-            QdiscOpts::Htb(_)
-                | QdiscOpts::Tbf(_)
-                | QdiscOpts::Drr
-                | QdiscOpts::Mq(_)
-        )
+        matches!(self, QdiscOpts::Htb(_) | QdiscOpts::Tbf(_) | QdiscOpts::Drr | QdiscOpts::Mq(_))
     }
 }
 
@@ -861,20 +855,16 @@ impl Verdict {
     }
 }
 
-/// A filter action.
+pub use crate::kinds::gact::{GactOpts, GactRandom};
+pub use crate::kinds::police::PoliceOpts;
+
+/// A filter action: one variant per action kind, dispatched by the registry
+/// (`crate::kinds::action_registry!`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Action {
     /// Generic action: a fixed verdict.
-    Gact {
-        /// Verdict.
-        verdict: Verdict,
-        /// Action index.
-        index: u32,
-        /// `random determ|netrand VERDICT VAL`: another verdict for some packets.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        random: Option<GactRandom>,
-    },
+    Gact(GactOpts),
     /// Policer.
     Police(PoliceOpts),
     /// Mirror or redirect to a device (`action mirred egress redirect dev ifb0`).
@@ -886,45 +876,39 @@ pub enum Action {
 impl Action {
     /// tc's kind name.
     pub fn kind(&self) -> &'static str {
+        if let Some(n) = self.registry_name() {
+            return n;
+        }
         match self {
-            Action::Gact { .. } => "gact",
-            Action::Police(_) => "police",
             Action::Skbedit(_) => "skbedit",
             Action::Mirred(_) => "mirred",
+            _ => unreachable!("registry kinds answer above"),
         }
     }
 
     /// The action's index in its kind's table (0: not assigned yet).
     pub fn index(&self) -> u32 {
+        if let Some(i) = self.registry_index() {
+            return i;
+        }
         match self {
-            Action::Gact { index, .. } => *index,
-            Action::Police(p) => p.index,
             Action::Skbedit(k) => k.index,
             Action::Mirred(m) => m.index,
+            _ => 0,
         }
     }
 
     /// Sets the index.
     pub fn set_index(&mut self, i: u32) {
+        if self.registry_set_index(i) {
+            return;
+        }
         match self {
-            Action::Gact { index, .. } => *index = i,
-            Action::Police(p) => p.index = i,
             Action::Skbedit(k) => k.index = i,
             Action::Mirred(m) => m.index = i,
+            _ => {}
         }
     }
-}
-
-/// gact's `random` part: with `determ`, every `val`-th packet gets `verdict`; with `netrand`,
-/// each packet does with probability 1/`val`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct GactRandom {
-    /// `determ` (true) or `netrand`.
-    pub determ: bool,
-    /// The other verdict.
-    pub verdict: Verdict,
-    /// Period or inverse probability (at most 10000).
-    pub val: u16,
 }
 
 /// One entry of the namespace's action table. Two entries are equal when everything but the
@@ -979,47 +963,6 @@ pub struct SkbeditOpts {
 
 fn pipe() -> Verdict {
     Verdict::Pipe
-}
-
-/// Police action options.
-#[serde_with::skip_serializing_none]
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct PoliceOpts {
-    /// bit/s (0: no byte rate).
-    #[serde(with = "crate::serde_units::rate")]
-    pub rate: u64,
-    /// Bucket bytes.
-    #[serde(with = "crate::serde_units::size")]
-    pub burst: u32,
-    /// Largest packet (bytes).
-    pub mtu: Option<u32>,
-    /// Peak rate bit/s.
-    pub peakrate: Option<u64>,
-    /// Average rate bit/s (`avrate`: police the rate estimator instead of a bucket).
-    pub avrate: Option<u64>,
-    /// Packets per second (`pkts_rate`).
-    pub pkts_rate: Option<u64>,
-    /// Packet bucket (`pkts_burst`).
-    pub pkts_burst: Option<u64>,
-    /// Per-packet overhead for the rate table.
-    #[serde(default, skip_serializing_if = "is_zero_u16")]
-    pub overhead: u16,
-    /// Minimum packet unit.
-    #[serde(default, skip_serializing_if = "is_zero_u32")]
-    pub mpu: u32,
-    /// Link layer of the rate table.
-    #[serde(default, skip_serializing_if = "is_ethernet")]
-    pub linklayer: LinkLayer,
-    /// Verdict above the rate (`reclassify` by default in tc; `drop` usual).
-    pub exceed: Verdict,
-    /// Verdict within the rate.
-    pub conform: Verdict,
-    /// Action index.
-    pub index: u32,
-}
-
-fn is_zero_u16(v: &u16) -> bool {
-    *v == 0
 }
 
 /// Which path of the target device a mirred action hands the packet to.

@@ -230,9 +230,11 @@ pub fn filter_label(f: &FilterNode) -> String {
     };
     s = format!("pref {} {s}", f.prio);
     for a in &f.actions {
+        if let Some(l) = a.label() {
+            s.push_str(&l);
+            continue;
+        }
         match a {
-            Action::Gact { verdict, .. } => s.push_str(&format!(" → {}", verdict.text())),
-            Action::Police(p) => s.push_str(&format!(" police {}", rate(p.rate))),
             Action::Skbedit(k) => {
                 s.push_str(" skbedit");
                 if let Some(p) = k.priority {
@@ -243,6 +245,7 @@ pub fn filter_label(f: &FilterNode) -> String {
                 }
             }
             Action::Mirred(m) => s.push_str(&format!(" → {} {}", m.description().to_lowercase(), m.dev)),
+            _ => {}
         }
     }
     s

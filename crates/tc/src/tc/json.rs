@@ -439,21 +439,7 @@ pub fn one_filter(state: &State, f: &FilterNode, parent: Handle, opts: ShowOpts)
     j
 }
 
-/// `print_action_control`: the verdict as `{"type": ...}`, with goto's chain or jump's count.
-fn control(v: Verdict) -> J {
-    let mut c = J::obj();
-    c.put("type", v.name());
-    match v {
-        Verdict::Goto(n) => {
-            c.put("chain", n);
-        }
-        Verdict::Jump(n) => {
-            c.put("jump", n);
-        }
-        _ => {}
-    }
-    c
-}
+use sluice_model::kinds::action_common::control_json as control;
 
 /// One action as `tc_print_one_action` writes it after its `order`.
 fn action(j: &mut J, state: &State, e: &ActionEntry, dump: Dump, opts: ShowOpts, now: u64) {
@@ -467,39 +453,9 @@ fn action(j: &mut J, state: &State, e: &ActionEntry, dump: Dump, opts: ShowOpts,
             j.put("installed", ticks / 100).put("last_used", ticks / 100);
         }
     };
+    let registry = a.json(j, refs, bind, &tm, opts.details);
     match a {
-        Action::Gact { verdict, index, random } => {
-            let (rt, pv, val) = match random {
-                None => ("none", Verdict::Pass, 0),
-                Some(r) => (if r.determ { "determ" } else { "netrand" }, r.verdict, r.val),
-            };
-            let mut prob = J::obj();
-            prob.put("random_type", rt).put("control_action", control(pv)).put("val", val);
-            j.put("kind", "gact").put("control_action", control(*verdict)).put("prob", prob);
-            j.put("index", *index).put("ref", refs).put("bind", bind);
-            tm(j);
-        }
-        Action::Police(p) => {
-            j.put("kind", "police").put("index", p.index);
-            if let (Some(pps), Some(b)) = (p.pkts_rate, p.pkts_burst) {
-                let pb = if pps == 0 || b > u32::MAX as u64 {
-                    b
-                } else {
-                    show::xmitsize(pps, show::xmittime(pps, b as u32)) as u64
-                };
-                j.put("pkts_rate", pps).put("pkts_burst", pb);
-            }
-            j.put("control_action", control(p.exceed));
-            if p.conform != Verdict::Pass {
-                j.put("control_action", control(p.conform));
-            }
-            j.put("overhead", p.overhead);
-            if p.linklayer == LinkLayer::Atm || opts.details {
-                j.put("linklayer", linklayer(p.linklayer));
-            }
-            j.put("ref", refs).put("bind", bind);
-            tm(j);
-        }
+        _ if registry => {}
         Action::Mirred(m) => {
             let (action, direction) = match m.description() {
                 "Egress Redirect" => ("redirect", "egress"),
@@ -542,6 +498,7 @@ fn action(j: &mut J, state: &State, e: &ActionEntry, dump: Dump, opts: ShowOpts,
             j.put("index", k.index).put("ref", refs).put("bind", bind);
             tm(j);
         }
+        _ => {}
     }
     if opts.stats {
         let mut st = J::obj();

@@ -106,7 +106,7 @@ pub(crate) fn parse_mirred(cur: &mut Cur, at: usize) -> Result<MirredOpts, TcErr
         MirredMode::Mirror => Verdict::Pipe,
     };
     if mode == MirredMode::Mirror {
-        if let Some(v) = super::actions::control_or_default(cur) {
+        if let Some(v) = sluice_model::kinds::action_common::control_or_default(cur) {
             verdict_after = v;
         }
     }
