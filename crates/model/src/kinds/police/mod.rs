@@ -481,12 +481,12 @@ impl ActionKind for Police {
         let pkts_rate = nlattr::find(options, TCA_POLICE_PKTRATE64).and_then(nlattr::u64_of);
         let pkts_burst =
             match (pkts_rate, nlattr::find(options, TCA_POLICE_PKTBURST64).and_then(nlattr::u64_of)) {
-                (Some(pps), Some(t)) => Some(xmitsize(pps, t.min(u32::MAX as u64) as u32) as u64),
+                (Some(pps), Some(t)) => Some(burst_of(pps, t.min(u32::MAX as u64) as u32) as u64),
                 _ => None,
             };
         Ok(PoliceOpts {
             rate: rate * 8,
-            burst: if rate > 0 { xmitsize(rate, burst_ticks) } else { 0 },
+            burst: if rate > 0 { burst_of(rate, burst_ticks) } else { 0 },
             mtu: (mtu != 0).then_some(mtu),
             peakrate: peak.map(|b| b * 8),
             avrate,
@@ -525,6 +525,26 @@ impl ActionKind for Police {
 
     fn label(p: &PoliceOpts) -> String {
         format!(" police {}", crate::print::rate(p.rate))
+    }
+}
+
+/// The smallest burst that tc sends as `ticks` at `rate` (per second); tc's own `xmitsize`
+/// can fall short of it (transmit times are rounded down).
+fn burst_of(rate: u64, ticks: u32) -> u32 {
+    // xmittime grows with the size: the first size whose time reaches `ticks`.
+    let (mut lo, mut hi) = (0u32, u32::MAX);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if xmittime(rate, mid) >= ticks {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    if xmittime(rate, lo) == ticks {
+        lo
+    } else {
+        xmitsize(rate, ticks)
     }
 }
 
