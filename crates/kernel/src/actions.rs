@@ -15,14 +15,6 @@ const TCA_ACT_OPTIONS: u16 = 2;
 const TCA_ACT_COOKIE: u16 = 6;
 const NLA_F_NESTED: u16 = 0x8000;
 
-const TCA_SKBEDIT_PARMS: u16 = 2;
-const TCA_SKBEDIT_PRIORITY: u16 = 3;
-const TCA_SKBEDIT_QUEUE_MAPPING: u16 = 4;
-const TCA_SKBEDIT_MARK: u16 = 5;
-const TCA_SKBEDIT_PTYPE: u16 = 7;
-const TCA_SKBEDIT_MASK: u16 = 8;
-const TCA_SKBEDIT_FLAGS: u16 = 9;
-const SKBEDIT_F_INHERITDSFIELD: u64 = 1;
 const TCA_MIRRED_PARMS: u16 = 2;
 
 /// What the encoder cannot send.
@@ -89,27 +81,6 @@ fn options(m: &mut Msg, a: &Action, ifindex: &dyn Fn(&str) -> Option<u32>) -> Re
         return Ok(r?);
     }
     match a {
-        Action::Skbedit(k) => {
-            m.attr(TCA_SKBEDIT_PARMS, &tc_gen(k.index, k.verdict));
-            if let Some(q) = k.queue_mapping {
-                m.attr(TCA_SKBEDIT_QUEUE_MAPPING, &q.to_ne_bytes());
-            }
-            if let Some(p) = k.priority {
-                m.attr(TCA_SKBEDIT_PRIORITY, &p.to_tc().unwrap_or(0).to_ne_bytes());
-            }
-            if let Some(mark) = k.mark {
-                m.attr(TCA_SKBEDIT_MARK, &mark.to_ne_bytes());
-            }
-            if let Some(mask) = k.mask {
-                m.attr(TCA_SKBEDIT_MASK, &mask.to_ne_bytes());
-            }
-            if let Some(t) = k.ptype {
-                m.attr(TCA_SKBEDIT_PTYPE, &t.to_ne_bytes());
-            }
-            if k.inheritdsfield {
-                m.attr(TCA_SKBEDIT_FLAGS, &SKBEDIT_F_INHERITDSFIELD.to_ne_bytes());
-            }
-        }
         Action::Mirred(mi) => {
             let mut b = tc_gen(mi.index, mi.verdict);
             let eaction: i32 = if mi.dev.is_empty() {

@@ -11,7 +11,7 @@ use sluice_core::classify::{ClassShape, Classifier, Fallback, QdiscShape, ShapeK
 use sluice_core::codel::CodelParams;
 use sluice_core::drr::Drr;
 use sluice_core::fifo::{Fifo, FifoKind};
-use sluice_core::filter::action::{Action as CoreAction, Actions, Skbedit};
+use sluice_core::filter::action::{Action as CoreAction, Actions};
 use sluice_core::filter::flow::{FlowConfig, FlowMode};
 use sluice_core::filter::fw::FwConfig;
 use sluice_core::filter::matchall::MatchallConfig;
@@ -134,12 +134,6 @@ fn actions(a: &[Action], devices: &[Device]) -> Result<Actions, BuildError> {
             continue;
         }
         v.push(match x {
-            Action::Skbedit(k) => CoreAction::Skbedit(Skbedit {
-                priority: k.priority.and_then(|p| p.to_tc()),
-                mark: k.mark,
-                mask: k.mask.unwrap_or(u32::MAX),
-                verdict: verdict(k.verdict)?,
-            }),
             Action::Mirred(m) => mirred(m, devices)?,
             other => return Err(BuildError::Unsupported(format!("the {} action", other.kind()))),
         });

@@ -857,6 +857,7 @@ impl Verdict {
 
 pub use crate::kinds::gact::{GactOpts, GactRandom};
 pub use crate::kinds::police::PoliceOpts;
+pub use crate::kinds::skbedit::SkbeditOpts;
 
 /// A filter action: one variant per action kind, dispatched by the registry
 /// (`crate::kinds::action_registry!`).
@@ -880,7 +881,6 @@ impl Action {
             return n;
         }
         match self {
-            Action::Skbedit(_) => "skbedit",
             Action::Mirred(_) => "mirred",
             _ => unreachable!("registry kinds answer above"),
         }
@@ -892,7 +892,6 @@ impl Action {
             return i;
         }
         match self {
-            Action::Skbedit(k) => k.index,
             Action::Mirred(m) => m.index,
             _ => 0,
         }
@@ -904,7 +903,6 @@ impl Action {
             return;
         }
         match self {
-            Action::Skbedit(k) => k.index = i,
             Action::Mirred(m) => m.index = i,
             _ => {}
         }
@@ -933,36 +931,6 @@ impl PartialEq for ActionEntry {
     fn eq(&self, o: &ActionEntry) -> bool {
         self.action == o.action && self.standalone == o.standalone && self.cookie == o.cookie
     }
-}
-
-/// skbedit options: what the action writes into the packet's metadata.
-#[serde_with::skip_serializing_none]
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct SkbeditOpts {
-    /// Transmit queue.
-    pub queue_mapping: Option<u16>,
-    /// `skb->priority` (a class id: HTB and prio classify by it).
-    #[serde(default, skip_serializing_if = "Option::is_none", with = "crate::serde_units::opt_handle")]
-    pub priority: Option<Handle>,
-    /// Firewall mark (what fw reads).
-    pub mark: Option<u32>,
-    /// Mask of the mark bits written (all when absent).
-    pub mask: Option<u32>,
-    /// Packet type (`PACKET_HOST` 0, `BROADCAST` 1, `MULTICAST` 2, `OTHERHOST` 3).
-    pub ptype: Option<u16>,
-    /// Priority from the DS field.
-    #[serde(default, skip_serializing_if = "is_false")]
-    pub inheritdsfield: bool,
-    /// Verdict after editing (`pipe`).
-    #[serde(default = "pipe")]
-    pub verdict: Verdict,
-    /// Action index.
-    #[serde(default)]
-    pub index: u32,
-}
-
-fn pipe() -> Verdict {
-    Verdict::Pipe
 }
 
 /// Which path of the target device a mirred action hands the packet to.

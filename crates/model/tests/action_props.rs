@@ -176,3 +176,56 @@ mod police_props {
         }
     }
 }
+
+mod skbedit_props {
+    use super::common::*;
+    use proptest::prelude::*;
+    use sluice_core::Handle;
+    use sluice_model::model::{Action, SkbeditOpts};
+
+    fn opts() -> impl Strategy<Value = SkbeditOpts> {
+        (
+            proptest::option::of(any::<u16>()),
+            proptest::option::of((any::<u16>(), any::<u16>())),
+            proptest::option::of((any::<u32>(), proptest::option::of(any::<u32>()))),
+            proptest::option::of(0u16..=3),
+            any::<bool>(),
+            verdict(),
+            any::<u32>(),
+        )
+            .prop_map(|(queue_mapping, priority, mark, ptype, inheritdsfield, verdict, index)| {
+                let mut k = SkbeditOpts {
+                    queue_mapping,
+                    priority: priority.map(|(maj, min)| Handle::from_tc((maj as u32) << 16 | min as u32)),
+                    mark: mark.map(|m| m.0),
+                    mask: mark.and_then(|m| m.1),
+                    ptype,
+                    inheritdsfield,
+                    verdict,
+                    index,
+                };
+                // Without any edit tc's words are an index alone (a bind): give it a mark.
+                if k.queue_mapping.is_none()
+                    && k.priority.is_none()
+                    && k.mark.is_none()
+                    && k.ptype.is_none()
+                    && !k.inheritdsfield
+                {
+                    k.mark = Some(1);
+                }
+                k
+            })
+    }
+
+    proptest! {
+        #[test]
+        fn skbedit_words_netlink_and_build(o in opts()) {
+            let a = Action::Skbedit(o);
+            let (b, left) = parse(&a);
+            prop_assert_eq!(left, 0);
+            prop_assert_eq!(&b, &a);
+            prop_assert_eq!(&netlink(&a), &a);
+            prop_assert!(a.build(&[]).expect("a registry kind").is_ok());
+        }
+    }
+}

@@ -235,15 +235,6 @@ pub fn filter_label(f: &FilterNode) -> String {
             continue;
         }
         match a {
-            Action::Skbedit(k) => {
-                s.push_str(" skbedit");
-                if let Some(p) = k.priority {
-                    s.push_str(&format!(" priority {}", crate::tc::show::classid_str(p)));
-                }
-                if let Some(m) = k.mark {
-                    s.push_str(&format!(" mark {m:#x}"));
-                }
-            }
             Action::Mirred(m) => s.push_str(&format!(" → {} {}", m.description().to_lowercase(), m.dev)),
             _ => {}
         }

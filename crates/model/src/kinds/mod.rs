@@ -44,6 +44,7 @@ pub mod police;
 pub mod prio;
 pub mod red;
 pub mod sfq;
+pub mod skbedit;
 
 /// `TCA_OPTIONS`: the attribute that holds a kind's options in a tc request.
 pub const TCA_OPTIONS: u16 = 2;
@@ -472,4 +473,5 @@ macro_rules! action_registry {
 action_registry! {
     Gact => gact::Gact,
     Police => police::Police,
+    Skbedit => skbedit::Skbedit,
 }

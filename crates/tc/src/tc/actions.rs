@@ -10,16 +10,12 @@
 //! An action a filter made goes away with its last filter; a bound action cannot be deleted.
 //! Here the bind count is not stored: it is the number of filter actions naming the entry.
 
-use super::args::get_tc_classid;
 use super::args::helpers::*;
 use super::error::TcError;
-use super::show::classid_str;
 use crate::model::*;
 use sluice_model::kinds::action_common::*;
 use sluice_model::kinds::police;
 use std::fmt::Write;
-
-const SKBEDIT_USAGE: &str = "Usage: ... skbedit <[QM] [PM] [MM] [PT] [IF]>\nQM = queue_mapping QUEUE_MAPPING\nPM = priority PRIORITY\nMM = mark MARK[/MASK]\nPT = ptype PACKETYPE\nIF = inheritdsfield\nPACKETYPE = is one of:\n  host, otherhost, broadcast, multicast\nQUEUE_MAPPING = device transmit queue to use\nPRIORITY = classID to assign to priority field\nMARK = firewall mark to set\nMASK = mask applied to firewall mark (0xffffffff by default)\nnote: inheritdsfield maps DS field to skb->priority";
 
 const ACT_USAGE: &str = "usage: tc actions <ACTSPECOP>*\nWhere: \tACTSPECOP := ACR | GD | FL\n\tACR := add | change | replace <ACTSPEC>*\n\tGD := get | delete | <ACTISPEC>*\n\tFL := ls | list | flush | <ACTNAMESPEC>\n\tACTNAMESPEC :=  action <ACTNAME>\n\tACTISPEC := <ACTNAMESPEC> <INDEXSPEC>\n\tACTSPEC := action <ACTDETAIL> [INDEXSPEC] [HWSTATSSPEC] [SKIPSPEC]\n\tINDEXSPEC := index <32 bit indexvalue>\n\tHWSTATSSPEC := hw_stats [ immediate | delayed | disabled ]\n\tSKIPSPEC := [ skip_sw | skip_hw ]\n\tACTDETAIL := <ACTNAME> <ACTPARAMS>\n\t\tExample ACTNAME is gact, mirred, bpf, etc\n\t\tEach action has its own parameters (ACTPARAMS)\n";
 
@@ -65,71 +61,6 @@ fn talk(e: TcError) -> TcError {
         message: format!("{}\nWe have an error talking to the kernel", e.message),
         arg: e.arg,
     }
-}
-
-/// `skbedit` options after the word `skbedit`.
-fn parse_skbedit(cur: &mut Cur) -> Result<ActionSpec, ActErr> {
-    next_arg(cur)?;
-    let mut k = SkbeditOpts { verdict: Verdict::Pipe, ..Default::default() };
-    let mut ok = 0;
-    let mut flags = 0;
-    while let Some(w) = cur.peek() {
-        if matches(w, "queue_mapping") {
-            let v = next_arg(cur)?;
-            match dec_u32(v).filter(|&q| q <= 65535) {
-                Some(q) => k.queue_mapping = Some(q as u16),
-                None => return Err(ActErr::Fail("Illegal queue_mapping".into())),
-            }
-        } else if matches(w, "priority") {
-            let v = next_arg(cur)?;
-            k.priority = Some(get_tc_classid(v).ok_or_else(|| ActErr::Fail("Illegal priority".into()))?);
-        } else if matches(w, "mark") {
-            let v = next_arg(cur)?;
-            let (m, mask) = match v.split_once('/') {
-                Some((m, x)) => (m, Some(x)),
-                None => (v, None),
-            };
-            k.mark = Some(get_u32(m).ok_or_else(|| ActErr::Fail("Illegal mark".into()))?);
-            if let Some(x) = mask {
-                k.mask = Some(get_u32(x).ok_or_else(|| ActErr::Fail("Illegal mask".into()))?);
-            }
-        } else if matches(w, "ptype") {
-            let v = next_arg(cur)?;
-            k.ptype = Some(if matches(v, "host") {
-                0
-            } else if matches(v, "broadcast") {
-                1
-            } else if matches(v, "multicast") {
-                2
-            } else if matches(v, "otherhost") {
-                3
-            } else {
-                return Err(ActErr::Fail(format!("Illegal ptype ({v})")));
-            });
-        } else if matches(w, "inheritdsfield") {
-            k.inheritdsfield = true;
-        } else if matches(w, "help") {
-            return Err(TcError::fatal(SKBEDIT_USAGE, Some(cur.pos)).into());
-        } else {
-            break;
-        }
-        cur.pos += 1;
-        ok += 1;
-        flags += 1;
-    }
-    if let Some(v) = control_or_default(cur) {
-        k.verdict = v;
-    }
-    if cur.peek().is_some_and(|w| matches(w, "index")) {
-        let v = next_arg(cur)?;
-        k.index = dec_u32(v).ok_or_else(|| ActErr::Fail("skbedit: Illegal \"index\"".into()))?;
-        cur.pos += 1;
-        ok += 1;
-    }
-    if ok == 0 {
-        return Err(ActErr::Fail(SKBEDIT_USAGE.into()));
-    }
-    Ok(ActionSpec { action: Action::Skbedit(k), cookie: None, bare: flags == 0, compat: false })
 }
 
 /// The filter's `police` keyword: the policer options after it.
@@ -202,7 +133,6 @@ pub(crate) fn parse_action_list(cur: &mut Cur, ctx: Ctx) -> Result<Vec<ActionSpe
         let registry = Action::parse_kind(kind, cur);
         let parsed = match kind {
             _ if registry.is_some() => registry.expect("checked").map(spec),
-            "skbedit" => parse_skbedit(cur),
             "mirred" => {
                 cur.pos += 1;
                 let m = super::mirred::parse_mirred(cur, at).map_err(|mut e| {
@@ -434,12 +364,6 @@ fn check_new(spec: &ActionSpec, in_filter: bool) -> Result<(), TcError> {
         return r;
     }
     match &spec.action {
-        Action::Skbedit(k) => {
-            goto_ok(k.verdict, in_filter)?;
-            if spec.bare {
-                return Err(TcError::errno("Invalid argument"));
-            }
-        }
         Action::Mirred(m) => {
             goto_ok(m.verdict, in_filter)?;
             if spec.bare {
@@ -765,36 +689,6 @@ fn print_body(out: &mut String, a: &Action, refs: u32, bind: u32, tm: &str, deta
                 m.index
             );
         }
-        Action::Skbedit(k) => {
-            out.push_str("skbedit ");
-            if let Some(q) = k.queue_mapping {
-                let _ = write!(out, "queue_mapping {q}");
-            }
-            if let Some(p) = k.priority {
-                let _ = write!(out, " priority {}", classid_str(p));
-            }
-            if let Some(m) = k.mark {
-                let _ = write!(out, " mark {m}");
-            }
-            if let Some(m) = k.mask {
-                let _ = write!(out, "/{m:#x}");
-            }
-            if let Some(t) = k.ptype {
-                match t {
-                    0 => out.push_str(" ptype host"),
-                    1 => out.push_str(" ptype broadcast"),
-                    2 => out.push_str(" ptype multicast"),
-                    3 => out.push_str(" ptype otherhost"),
-                    t => {
-                        let _ = write!(out, " ptype {t}");
-                    }
-                }
-            }
-            if k.inheritdsfield {
-                out.push_str(" inheritdsfield");
-            }
-            let _ = write!(out, " {}\n\t index {} ref {refs} bind {bind}{tm}\n", k.verdict.text(), k.index);
-        }
         _ => {}
     }
 }
@@ -836,32 +730,6 @@ pub fn action_words(a: &Action) -> String {
         Action::Mirred(m) => {
             let w = super::mirred::args(m);
             s.push_str(w.trim_start().strip_prefix("action ").unwrap_or(&w));
-        }
-        Action::Skbedit(k) => {
-            s.push_str("skbedit");
-            if let Some(q) = k.queue_mapping {
-                let _ = write!(s, " queue_mapping {q}");
-            }
-            if let Some(p) = k.priority {
-                let _ = write!(s, " priority {}", classid_str(p));
-            }
-            if let Some(m) = k.mark {
-                let _ = write!(s, " mark {m:#x}");
-                if let Some(x) = k.mask {
-                    let _ = write!(s, "/{x:#x}");
-                }
-            }
-            if let Some(t) = k.ptype {
-                let _ = write!(
-                    s,
-                    " ptype {}",
-                    ["host", "broadcast", "multicast", "otherhost"][t.min(3) as usize]
-                );
-            }
-            if k.inheritdsfield {
-                s.push_str(" inheritdsfield");
-            }
-            let _ = write!(s, " {} index {}", k.verdict.text(), k.index);
         }
         _ => {}
     }

@@ -468,36 +468,6 @@ fn action(j: &mut J, state: &State, e: &ActionEntry, dump: Dump, opts: ShowOpts,
             j.put("index", m.index).put("ref", refs).put("bind", bind);
             tm(j);
         }
-        Action::Skbedit(k) => {
-            j.put("kind", "skbedit");
-            if let Some(q) = k.queue_mapping {
-                j.put("queue_mapping", q);
-            }
-            if let Some(p) = k.priority {
-                j.put("priority", classid_str(p));
-            }
-            if let Some(m) = k.mark {
-                j.put("mark", m);
-            }
-            if let Some(m) = k.mask {
-                j.put("mask", format!("{m:x}"));
-            }
-            if let Some(t) = k.ptype {
-                match t {
-                    0 => j.put("ptype", "host"),
-                    1 => j.put("ptype", "broadcast"),
-                    2 => j.put("ptype", "multicast"),
-                    3 => j.put("ptype", "otherhost"),
-                    t => j.put("ptype", t),
-                };
-            }
-            if k.inheritdsfield {
-                j.put("inheritdsfield", Value::Null);
-            }
-            j.put("control_action", control(k.verdict));
-            j.put("index", k.index).put("ref", refs).put("bind", bind);
-            tm(j);
-        }
         _ => {}
     }
     if opts.stats {
