@@ -4,9 +4,8 @@
 //! against tc's own requests in `tests/actions_netlink.rs`.
 
 use crate::netlink::Msg;
-use sluice_model::kinds::action_common::tc_gen;
 use sluice_model::kinds::{ActEncodeCx, Unencodable};
-use sluice_tc::model::{Action, ActionEntry, MirredDirection, MirredMode};
+use sluice_tc::model::{Action, ActionEntry};
 
 /// `TCA_ACT_TAB` (the nest of `RTM_NEWACTION`).
 pub const TCA_ACT_TAB: u16 = 1;
@@ -15,14 +14,9 @@ const TCA_ACT_OPTIONS: u16 = 2;
 const TCA_ACT_COOKIE: u16 = 6;
 const NLA_F_NESTED: u16 = 0x8000;
 
-const TCA_MIRRED_PARMS: u16 = 2;
-
 /// What the encoder cannot send.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ActionEncodeError {
-    /// A mirred target that is not a device of this machine.
-    #[error("mirred: no device \"{0}\"")]
-    NoDevice(String),
     /// An option of a registry kind that cannot be sent.
     #[error(transparent)]
     Kind(#[from] Unencodable),
@@ -77,32 +71,6 @@ pub fn encode_police_keyword(m: &mut Msg, nest_type: u16, a: &Action) -> Result<
 }
 
 fn options(m: &mut Msg, a: &Action, ifindex: &dyn Fn(&str) -> Option<u32>) -> Result<(), ActionEncodeError> {
-    if let Some(r) = a.encode(m.attrs(), &ActEncodeCx { ifindex }) {
-        return Ok(r?);
-    }
-    match a {
-        Action::Mirred(mi) => {
-            let mut b = tc_gen(mi.index, mi.verdict);
-            let eaction: i32 = if mi.dev.is_empty() {
-                0
-            } else {
-                match (mi.direction, mi.mode) {
-                    (MirredDirection::Egress, MirredMode::Redirect) => 1,
-                    (MirredDirection::Egress, MirredMode::Mirror) => 2,
-                    (MirredDirection::Ingress, MirredMode::Redirect) => 3,
-                    (MirredDirection::Ingress, MirredMode::Mirror) => 4,
-                }
-            };
-            let idx = if mi.dev.is_empty() {
-                0
-            } else {
-                ifindex(&mi.dev).ok_or_else(|| ActionEncodeError::NoDevice(mi.dev.clone()))?
-            };
-            b.extend_from_slice(&eaction.to_ne_bytes());
-            b.extend_from_slice(&idx.to_ne_bytes());
-            m.attr(TCA_MIRRED_PARMS, &b);
-        }
-        _ => {}
-    }
+    a.encode(m.attrs(), &ActEncodeCx { ifindex }).expect("every action kind is in the registry")?;
     Ok(())
 }

@@ -11,13 +11,13 @@ use sluice_core::classify::{ClassShape, Classifier, Fallback, QdiscShape, ShapeK
 use sluice_core::codel::CodelParams;
 use sluice_core::drr::Drr;
 use sluice_core::fifo::{Fifo, FifoKind};
-use sluice_core::filter::action::{Action as CoreAction, Actions};
+use sluice_core::filter::action::Actions;
 use sluice_core::filter::flow::{FlowConfig, FlowMode};
 use sluice_core::filter::fw::FwConfig;
 use sluice_core::filter::matchall::MatchallConfig;
 use sluice_core::filter::u32::{HashKey, U32Config, U32Key as CoreKey, U32Offset, U32Selector, VarOffset};
 use sluice_core::filter::BasicConfig;
-use sluice_core::filter::{FilterConfig, FilterList, FilterSpec, MirredTarget, Protocol, Upsert};
+use sluice_core::filter::{FilterConfig, FilterList, FilterSpec, Protocol, Upsert};
 use sluice_core::htb::{Htb, HtbClassConfig, HtbConfig};
 use sluice_core::htb_fair::{FairClassConfig, HtbFair};
 use sluice_core::rate::LinkLayer as CoreLinkLayer;
@@ -124,35 +124,12 @@ pub fn build_hook(state: &State, dev_name: &str, block: Handle) -> Result<Option
     Ok(Some(list))
 }
 
-use crate::kinds::action_common::core_verdict as verdict;
-
 fn actions(a: &[Action], devices: &[Device]) -> Result<Actions, BuildError> {
     let mut v = Vec::new();
     for x in a {
-        if let Some(r) = x.build(devices) {
-            v.push(r?);
-            continue;
-        }
-        v.push(match x {
-            Action::Mirred(m) => mirred(m, devices)?,
-            other => return Err(BuildError::Unsupported(format!("the {} action", other.kind()))),
-        });
+        v.push(x.build(devices).expect("every action kind is in the registry")?);
     }
     Ok(Actions::new(v))
-}
-
-/// A mirred action: a redirect that steals the packet moves it; a mirror, or a redirect with
-/// another verdict, sends a copy and lets the original go on with the verdict (the kernel's
-/// `tcf_mirred_act` clones unless it may steal; a mirror that steals is a redirect).
-fn mirred(m: &MirredOpts, devices: &[Device]) -> Result<CoreAction, BuildError> {
-    let dev = devices.iter().position(|d| d.name == m.dev).and_then(|i| u16::try_from(i).ok()).ok_or_else(
-        || BuildError::Missing(format!("mirred target {} is not a device of this configuration", m.dev)),
-    )?;
-    let target = MirredTarget { dev, ingress: m.direction == MirredDirection::Ingress };
-    Ok(match m.verdict {
-        Verdict::Stolen => CoreAction::Redirect(target),
-        v => CoreAction::Mirror(target, verdict(v)?),
-    })
 }
 
 fn filter_spec(f: &FilterNode, devices: &[Device]) -> Result<Option<FilterSpec>, BuildError> {

@@ -856,6 +856,7 @@ impl Verdict {
 }
 
 pub use crate::kinds::gact::{GactOpts, GactRandom};
+pub use crate::kinds::mirred::{MirredDirection, MirredMode, MirredOpts};
 pub use crate::kinds::police::PoliceOpts;
 pub use crate::kinds::skbedit::SkbeditOpts;
 
@@ -877,35 +878,17 @@ pub enum Action {
 impl Action {
     /// tc's kind name.
     pub fn kind(&self) -> &'static str {
-        if let Some(n) = self.registry_name() {
-            return n;
-        }
-        match self {
-            Action::Mirred(_) => "mirred",
-            _ => unreachable!("registry kinds answer above"),
-        }
+        self.registry_name().expect("every action kind is in the registry")
     }
 
     /// The action's index in its kind's table (0: not assigned yet).
     pub fn index(&self) -> u32 {
-        if let Some(i) = self.registry_index() {
-            return i;
-        }
-        match self {
-            Action::Mirred(m) => m.index,
-            _ => 0,
-        }
+        self.registry_index().expect("every action kind is in the registry")
     }
 
     /// Sets the index.
     pub fn set_index(&mut self, i: u32) {
-        if self.registry_set_index(i) {
-            return;
-        }
-        match self {
-            Action::Mirred(m) => m.index = i,
-            _ => {}
-        }
+        self.registry_set_index(i);
     }
 }
 
@@ -930,68 +913,5 @@ pub struct ActionEntry {
 impl PartialEq for ActionEntry {
     fn eq(&self, o: &ActionEntry) -> bool {
         self.action == o.action && self.standalone == o.standalone && self.cookie == o.cookie
-    }
-}
-
-/// Which path of the target device a mirred action hands the packet to.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum MirredDirection {
-    /// The device's transmit path: its root qdisc (`egress`).
-    #[default]
-    Egress,
-    /// The device's receive path: its ingress hook (`ingress`).
-    Ingress,
-}
-
-/// Whether mirred moves the packet or sends a copy.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum MirredMode {
-    /// The packet leaves this path for the target (`redirect`; default verdict `stolen`).
-    #[default]
-    Redirect,
-    /// A copy goes to the target, the original goes on (`mirror`; default verdict `pipe`).
-    Mirror,
-}
-
-/// Mirred action options: `mirred DIRECTION MODE dev TARGET [VERDICT] [index N]`.
-/// The kernel's `tc_mirred.eaction` is the pair (direction, mode): `TCA_EGRESS_REDIR` 1,
-/// `TCA_EGRESS_MIRROR` 2, `TCA_INGRESS_REDIR` 3, `TCA_INGRESS_MIRROR` 4.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct MirredOpts {
-    /// Egress (the target's root qdisc) or ingress (the target's ingress hook).
-    pub direction: MirredDirection,
-    /// Redirect or mirror.
-    pub mode: MirredMode,
-    /// Target device name (tc resolves it to an ifindex when the action is made).
-    pub dev: String,
-    /// Control action returned after mirred ran (`tc_gen.action`): `stolen` for a redirect
-    /// (tc offers no other), `pipe` by default for a mirror.
-    pub verdict: Verdict,
-    /// Action index (0: the kernel hands out the next free one).
-    #[serde(default)]
-    pub index: u32,
-}
-
-impl MirredOpts {
-    /// The kernel's `eaction` value (`TCA_EGRESS_REDIR` ... `TCA_INGRESS_MIRROR`).
-    pub fn eaction(&self) -> u32 {
-        match (self.direction, self.mode) {
-            (MirredDirection::Egress, MirredMode::Redirect) => 1,
-            (MirredDirection::Egress, MirredMode::Mirror) => 2,
-            (MirredDirection::Ingress, MirredMode::Redirect) => 3,
-            (MirredDirection::Ingress, MirredMode::Mirror) => 4,
-        }
-    }
-
-    /// How `tc` names the pair: `Egress Redirect`, `Ingress Mirror`, ...
-    pub fn description(&self) -> &'static str {
-        match (self.direction, self.mode) {
-            (MirredDirection::Egress, MirredMode::Redirect) => "Egress Redirect",
-            (MirredDirection::Egress, MirredMode::Mirror) => "Egress Mirror",
-            (MirredDirection::Ingress, MirredMode::Redirect) => "Ingress Redirect",
-            (MirredDirection::Ingress, MirredMode::Mirror) => "Ingress Mirror",
-        }
     }
 }

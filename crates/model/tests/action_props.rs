@@ -38,8 +38,13 @@ mod common {
 
     /// decode(encode(a)).
     pub fn netlink(a: &Action) -> Action {
+        netlink_with(a, &|_| Some(1))
+    }
+
+    /// decode(encode(a)) on a machine whose ifindexes `ifindex` gives.
+    pub fn netlink_with(a: &Action, ifindex: &dyn Fn(&str) -> Option<u32>) -> Action {
         let mut out = Attrs::new();
-        let cx = ActEncodeCx { ifindex: &|_| Some(1) };
+        let cx = ActEncodeCx { ifindex };
         a.encode(&mut out, &cx).expect("a registry kind").expect("encodable");
         Action::decode(a.kind(), out.bytes()).expect("a registry kind").expect("decodes")
     }
@@ -226,6 +231,41 @@ mod skbedit_props {
             prop_assert_eq!(&b, &a);
             prop_assert_eq!(&netlink(&a), &a);
             prop_assert!(a.build(&[]).expect("a registry kind").is_ok());
+        }
+    }
+}
+
+mod mirred_props {
+    use super::common::*;
+    use proptest::prelude::*;
+    use sluice_model::model::{Action, DevKind, Device, MirredDirection, MirredMode, MirredOpts, Verdict};
+
+    fn opts() -> impl Strategy<Value = MirredOpts> {
+        (any::<bool>(), any::<bool>(), 1u32..=4096, verdict(), any::<u32>()).prop_map(
+            |(ingress, mirror, ifindex, v, index)| MirredOpts {
+                direction: if ingress { MirredDirection::Ingress } else { MirredDirection::Egress },
+                mode: if mirror { MirredMode::Mirror } else { MirredMode::Redirect },
+                // What decode names a target it knows by index only.
+                dev: format!("if{ifindex}"),
+                // A redirect steals (tc offers no other verdict); a mirror takes any but `stolen`.
+                verdict: if mirror { v } else { Verdict::Stolen },
+                index,
+            },
+        )
+    }
+
+    proptest! {
+        #[test]
+        fn mirred_words_netlink_and_build(o in opts()) {
+            let a = Action::Mirred(o.clone());
+            let (b, left) = parse(&a);
+            prop_assert_eq!(left, 0);
+            prop_assert_eq!(&b, &a);
+            let ifindex = o.dev[2..].parse::<u32>().unwrap();
+            let n = netlink_with(&a, &move |d: &str| (d == format!("if{ifindex}")).then_some(ifindex));
+            prop_assert_eq!(&n, &a);
+            let dev = Device::new(&o.dev, DevKind::Dummy, ifindex);
+            prop_assert!(a.build(&[dev]).expect("a registry kind").is_ok());
         }
     }
 }

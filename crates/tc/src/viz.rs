@@ -230,14 +230,7 @@ pub fn filter_label(f: &FilterNode) -> String {
     };
     s = format!("pref {} {s}", f.prio);
     for a in &f.actions {
-        if let Some(l) = a.label() {
-            s.push_str(&l);
-            continue;
-        }
-        match a {
-            Action::Mirred(m) => s.push_str(&format!(" → {} {}", m.description().to_lowercase(), m.dev)),
-            _ => {}
-        }
+        s.push_str(&a.label().expect("every action kind is in the registry"));
     }
     s
 }

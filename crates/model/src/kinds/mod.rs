@@ -38,6 +38,7 @@ pub mod ets;
 pub mod fq_codel;
 pub mod gact;
 pub mod hfsc;
+pub mod mirred;
 pub mod netem;
 pub mod pfifo_fast;
 pub mod police;
@@ -344,6 +345,11 @@ pub trait ActionKind {
     /// `-s` times) where the kind prints them.
     fn json(o: &Self::Opts, j: &mut J, refs: u32, bind: u32, tm: &dyn Fn(&mut J), d: bool);
 
+    /// The device the action names (tc resolves it before it sends anything).
+    fn device(_o: &Self::Opts) -> Option<&str> {
+        None
+    }
+
     /// The kernel's checks when it makes (or replaces) the action; `bare`: only an index was
     /// given; `in_filter`: a filter holds it (only then can a verdict `goto chain`).
     fn check(o: &Self::Opts, bare: bool, in_filter: bool) -> Result<(), TcError>;
@@ -427,6 +433,14 @@ macro_rules! action_registry {
                 }
             }
 
+            /// [`ActionKind::device`].
+            pub fn device(&self) -> Option<&str> {
+                match self {
+                    $(Action::$variant(o) => <$kind as ActionKind>::device(o),)*
+                    _ => None,
+                }
+            }
+
             /// [`ActionKind::check`].
             pub fn check(&self, bare: bool, in_filter: bool) -> Option<Result<(), TcError>> {
                 match self {
@@ -474,4 +488,5 @@ action_registry! {
     Gact => gact::Gact,
     Police => police::Police,
     Skbedit => skbedit::Skbedit,
+    Mirred => mirred::Mirred,
 }

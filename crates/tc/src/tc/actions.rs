@@ -19,8 +19,11 @@ use std::fmt::Write;
 
 const ACT_USAGE: &str = "usage: tc actions <ACTSPECOP>*\nWhere: \tACTSPECOP := ACR | GD | FL\n\tACR := add | change | replace <ACTSPEC>*\n\tGD := get | delete | <ACTISPEC>*\n\tFL := ls | list | flush | <ACTNAMESPEC>\n\tACTNAMESPEC :=  action <ACTNAME>\n\tACTISPEC := <ACTNAMESPEC> <INDEXSPEC>\n\tACTSPEC := action <ACTDETAIL> [INDEXSPEC] [HWSTATSSPEC] [SKIPSPEC]\n\tINDEXSPEC := index <32 bit indexvalue>\n\tHWSTATSSPEC := hw_stats [ immediate | delayed | disabled ]\n\tSKIPSPEC := [ skip_sw | skip_hw ]\n\tACTDETAIL := <ACTNAME> <ACTPARAMS>\n\t\tExample ACTNAME is gact, mirred, bpf, etc\n\t\tEach action has its own parameters (ACTPARAMS)\n";
 
-/// Action kinds Sluice emulates.
-pub const KINDS: [&str; 4] = ["gact", "police", "skbedit", "mirred"];
+/// Action kinds Sluice emulates (the registry's).
+pub use sluice_model::kinds::ACTION_KINDS as KINDS;
+
+/// The kind tc hands a word no kind claims (and a bare control word).
+const GACT: &str = <sluice_model::kinds::gact::Gact as sluice_model::kinds::ActionKind>::NAME;
 
 /// A kind parser's result as the action list keeps it.
 fn spec((action, bare): (Action, bool)) -> ActionSpec {
@@ -72,7 +75,13 @@ pub(crate) fn parse_police_keyword(cur: &mut Cur, ctx: Ctx) -> Result<PoliceOpts
 /// tc's output when a kind parser returned -1 (`at`: the argv index of the kind word).
 fn failed(cur: &Cur, at: usize, e: ActErr, ctx: Ctx) -> TcError {
     match e {
-        ActErr::Exit(e) => e,
+        // A kind's usage exit (code 1) is a failed parse: `tc actions` exits 255 on it.
+        ActErr::Exit(mut e) => {
+            if ctx == Ctx::Standalone && e.code == 1 {
+                e.code = 255;
+            }
+            e
+        }
         ActErr::Fail(msg) => {
             let left = cur.argv.len().saturating_sub(at);
             let word = cur.argv.get(at).map(String::as_str).unwrap_or("");
@@ -129,27 +138,15 @@ pub(crate) fn parse_action_list(cur: &mut Cur, ctx: Ctx) -> Result<Vec<ActionSpe
         }
         eap = false;
         let at = cur.pos;
-        let kind = if is_control(w) { "gact" } else { w };
-        let registry = Action::parse_kind(kind, cur);
-        let parsed = match kind {
-            _ if registry.is_some() => registry.expect("checked").map(spec),
-            "mirred" => {
-                cur.pos += 1;
-                let m = super::mirred::parse_mirred(cur, at).map_err(|mut e| {
-                    if ctx == Ctx::Standalone && e.code == 1 {
-                        e.code = 255;
-                    }
-                    e
-                })?;
-                let bare = m.dev.is_empty();
-                Ok(ActionSpec { action: Action::Mirred(m), cookie: None, bare, compat: false })
-            }
-            k if is_unsupported_kind(k) => {
-                return Err(TcError::fatal(format!("Sluice does not emulate the {k} action"), Some(at)))
-            }
-            // Any other word goes to gact, as tc falls back to it.
-            _ => Action::parse_kind("gact", cur).expect("gact is a registry kind").map(spec),
-        };
+        let kind = if is_control(w) { GACT } else { w };
+        if is_unsupported_kind(kind) {
+            return Err(TcError::fatal(format!("Sluice does not emulate the {kind} action"), Some(at)));
+        }
+        // Any other word goes to gact, as tc falls back to it.
+        let parsed = Action::parse_kind(kind, cur)
+            .or_else(|| Action::parse_kind(GACT, cur))
+            .expect("gact is a registry kind")
+            .map(spec);
         let mut spec = parsed.map_err(|e| failed(cur, at, e, ctx))?;
         spec.cookie = parse_cookie(cur)?;
         if cur.peek().is_some_and(|w| matches(w, "hw_stats")) {
@@ -201,7 +198,6 @@ fn is_unsupported_kind(k: &str) -> bool {
         "tunnel_key",
         "vlan",
         "xt",
-        "mirred",
     ]
     .contains(&k)
 }
@@ -342,13 +338,14 @@ pub(crate) fn now_ms() -> u64 {
 /// tc's own check of a mirred target (it resolves the name before sending anything); every
 /// namespace has `lo`.
 fn check_target(state: &State, spec: &ActionSpec, ctx: Ctx) -> Result<(), TcError> {
-    if let Action::Mirred(m) = &spec.action {
-        if !spec.bare && m.dev != "lo" && !state.devices.iter().any(|d| d.name == m.dev) {
+    if let Some(dev) = spec.action.device() {
+        if !spec.bare && dev != "lo" && !state.devices.iter().any(|d| d.name == dev) {
             return Err(TcError {
                 code: if ctx == Ctx::Standalone { 255 } else { 1 },
                 message: format!(
-                    "Cannot find device \"{}\"\nbad action parsing\nparse_action: bad value (mirred)!\nIllegal \"action\"",
-                    m.dev
+                    "Cannot find device \"{}\"\nbad action parsing\nparse_action: bad value ({})!\nIllegal \"action\"",
+                    dev,
+                    spec.action.kind()
                 ),
                 arg: None,
             });
@@ -360,19 +357,7 @@ fn check_target(state: &State, spec: &ActionSpec, ctx: Ctx) -> Result<(), TcErro
 /// The kernel's checks when it makes (or replaces) an action from `spec`; `in_filter`: a filter
 /// holds it (only then can a verdict `goto chain`).
 fn check_new(spec: &ActionSpec, in_filter: bool) -> Result<(), TcError> {
-    if let Some(r) = spec.action.check(spec.bare, in_filter) {
-        return r;
-    }
-    match &spec.action {
-        Action::Mirred(m) => {
-            goto_ok(m.verdict, in_filter)?;
-            if spec.bare {
-                return Err(kernel_err("act_mirred: Unknown mirred option"));
-            }
-        }
-        _ => {}
-    }
-    Ok(())
+    spec.action.check(spec.bare, in_filter).expect("every action kind is in the registry")
 }
 
 /// Resolves a filter's action list against the table: an action whose index exists binds it
@@ -675,22 +660,7 @@ pub fn print_action(
 
 /// The kind's own lines (`print_aopt`).
 fn print_body(out: &mut String, a: &Action, refs: u32, bind: u32, tm: &str, details: bool) {
-    if a.show(out, refs, bind, tm, details) {
-        return;
-    }
-    match a {
-        Action::Mirred(m) => {
-            let _ = write!(
-                out,
-                "mirred ({} to device {}) {}\n\tindex {} ref {refs} bind {bind}{tm}\n",
-                m.description(),
-                m.dev,
-                m.verdict.text(),
-                m.index
-            );
-        }
-        _ => {}
-    }
+    a.show(out, refs, bind, tm, details);
 }
 
 /// A filter's actions as `tc filter show` prints them (each preceded by an empty line).
@@ -722,16 +692,5 @@ pub fn filter_actions_text(state: &State, f: &FilterNode, opts: super::ShowOpts)
 /// The words that make `a` again after `action` (`gact drop index 3`, `police rate ...`), as
 /// [`parse_action_list`] reads them.
 pub fn action_words(a: &Action) -> String {
-    if let Some(w) = a.args() {
-        return w;
-    }
-    let mut s = String::new();
-    match a {
-        Action::Mirred(m) => {
-            let w = super::mirred::args(m);
-            s.push_str(w.trim_start().strip_prefix("action ").unwrap_or(&w));
-        }
-        _ => {}
-    }
-    s
+    a.args().expect("every action kind is in the registry")
 }

@@ -439,8 +439,6 @@ pub fn one_filter(state: &State, f: &FilterNode, parent: Handle, opts: ShowOpts)
     j
 }
 
-use sluice_model::kinds::action_common::control_json as control;
-
 /// One action as `tc_print_one_action` writes it after its `order`.
 fn action(j: &mut J, state: &State, e: &ActionEntry, dump: Dump, opts: ShowOpts, now: u64) {
     let a = &e.action;
@@ -453,23 +451,7 @@ fn action(j: &mut J, state: &State, e: &ActionEntry, dump: Dump, opts: ShowOpts,
             j.put("installed", ticks / 100).put("last_used", ticks / 100);
         }
     };
-    let registry = a.json(j, refs, bind, &tm, opts.details);
-    match a {
-        _ if registry => {}
-        Action::Mirred(m) => {
-            let (action, direction) = match m.description() {
-                "Egress Redirect" => ("redirect", "egress"),
-                "Egress Mirror" => ("mirror", "egress"),
-                "Ingress Redirect" => ("redirect", "ingress"),
-                _ => ("mirror", "ingress"),
-            };
-            j.put("kind", "mirred").put("mirred_action", action).put("direction", direction);
-            j.put("to_dev", m.dev.as_str()).put("control_action", control(m.verdict));
-            j.put("index", m.index).put("ref", refs).put("bind", bind);
-            tm(j);
-        }
-        _ => {}
-    }
+    a.json(j, refs, bind, &tm, opts.details);
     if opts.stats {
         let mut st = J::obj();
         stats(&mut st, &QdiscStats::default());
