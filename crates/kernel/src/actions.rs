@@ -4,9 +4,8 @@
 //! against tc's own requests in `tests/actions_netlink.rs`.
 
 use crate::netlink::Msg;
-use sluice_core::Rate;
-use sluice_model::tcmath::{xmittime, RateSpec};
-use sluice_tc::model::{Action, ActionEntry, LinkLayer, MirredDirection, MirredMode, Verdict};
+use sluice_model::kinds::{ActEncodeCx, Unencodable};
+use sluice_tc::model::{Action, ActionEntry};
 
 /// `TCA_ACT_TAB` (the nest of `RTM_NEWACTION`).
 pub const TCA_ACT_TAB: u16 = 1;
@@ -15,46 +14,12 @@ const TCA_ACT_OPTIONS: u16 = 2;
 const TCA_ACT_COOKIE: u16 = 6;
 const NLA_F_NESTED: u16 = 0x8000;
 
-const TCA_GACT_PARMS: u16 = 2;
-const TCA_GACT_PROB: u16 = 3;
-const TCA_POLICE_TBF: u16 = 1;
-const TCA_POLICE_RATE: u16 = 2;
-const TCA_POLICE_PEAKRATE: u16 = 3;
-const TCA_POLICE_AVRATE: u16 = 4;
-const TCA_POLICE_RESULT: u16 = 5;
-const TCA_POLICE_RATE64: u16 = 8;
-const TCA_POLICE_PEAKRATE64: u16 = 9;
-const TCA_POLICE_PKTRATE64: u16 = 10;
-const TCA_POLICE_PKTBURST64: u16 = 11;
-const TCA_SKBEDIT_PARMS: u16 = 2;
-const TCA_SKBEDIT_PRIORITY: u16 = 3;
-const TCA_SKBEDIT_QUEUE_MAPPING: u16 = 4;
-const TCA_SKBEDIT_MARK: u16 = 5;
-const TCA_SKBEDIT_PTYPE: u16 = 7;
-const TCA_SKBEDIT_MASK: u16 = 8;
-const TCA_SKBEDIT_FLAGS: u16 = 9;
-const SKBEDIT_F_INHERITDSFIELD: u64 = 1;
-const TCA_MIRRED_PARMS: u16 = 2;
-
 /// What the encoder cannot send.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ActionEncodeError {
-    /// A mirred target that is not a device of this machine.
-    #[error("mirred: no device \"{0}\"")]
-    NoDevice(String),
-    /// A police option whose rate table Sluice does not build.
-    #[error("police: {0} is not encoded")]
-    Unsupported(&'static str),
-}
-
-/// `struct tc_gen`: index, capab, action, refcnt, bindcnt.
-fn tc_gen(index: u32, action: Verdict) -> Vec<u8> {
-    let mut b = Vec::with_capacity(28);
-    b.extend_from_slice(&index.to_ne_bytes());
-    b.extend_from_slice(&0u32.to_ne_bytes());
-    b.extend_from_slice(&action.code().to_ne_bytes());
-    b.extend_from_slice(&[0u8; 8]);
-    b
+    /// An option of a registry kind that cannot be sent.
+    #[error(transparent)]
+    Kind(#[from] Unencodable),
 }
 
 /// Appends the action list as the nest `nest_type` (`TCA_ACT_TAB`, or a filter's `TCA_*_ACT`):
@@ -106,110 +71,6 @@ pub fn encode_police_keyword(m: &mut Msg, nest_type: u16, a: &Action) -> Result<
 }
 
 fn options(m: &mut Msg, a: &Action, ifindex: &dyn Fn(&str) -> Option<u32>) -> Result<(), ActionEncodeError> {
-    match a {
-        Action::Gact { verdict, index, random } => {
-            m.attr(TCA_GACT_PARMS, &tc_gen(*index, *verdict));
-            if let Some(r) = random {
-                let mut p = Vec::with_capacity(8);
-                p.extend_from_slice(&(if r.determ { 2u16 } else { 1u16 }).to_ne_bytes());
-                p.extend_from_slice(&r.val.to_ne_bytes());
-                p.extend_from_slice(&r.verdict.code().to_ne_bytes());
-                m.attr(TCA_GACT_PROB, &p);
-            }
-        }
-        Action::Police(p) => {
-            if p.linklayer == LinkLayer::Atm {
-                return Err(ActionEncodeError::Unsupported("linklayer atm"));
-            }
-            let mtu = p.mtu.unwrap_or(0);
-            let rate = (p.rate > 0).then(|| Rate::from_bps(p.rate));
-            let peak = p.peakrate.map(Rate::from_bps);
-            let mut tbf = Vec::with_capacity(56);
-            tbf.extend_from_slice(&p.index.to_ne_bytes());
-            tbf.extend_from_slice(&p.exceed.code().to_ne_bytes());
-            tbf.extend_from_slice(&0u32.to_ne_bytes()); // limit
-            let burst = rate.map(|r| xmittime(r.bytes_per_sec(), p.burst)).unwrap_or(0);
-            tbf.extend_from_slice(&burst.to_ne_bytes());
-            tbf.extend_from_slice(&mtu.to_ne_bytes());
-            // m_police.c: `tc_calc_rtable_64`, the table at the 64-bit rate.
-            let spec = |r: Rate| {
-                let bps = r.bytes_per_sec();
-                let mut spec = RateSpec::new(bps, p.overhead, p.mpu as u16, LinkLayer::Ethernet);
-                let table = spec.table(bps, mtu);
-                (spec.bytes(), table)
-            };
-            let rt = rate.map(spec);
-            let pt = peak.map(spec);
-            tbf.extend_from_slice(&rt.as_ref().map(|r| r.0).unwrap_or([0; 12]));
-            tbf.extend_from_slice(&pt.as_ref().map(|r| r.0).unwrap_or([0; 12]));
-            tbf.extend_from_slice(&[0u8; 12]); // refcnt, bindcnt, capab
-            m.attr(TCA_POLICE_TBF, &tbf);
-            if let (Some(r), Some((_, table))) = (rate, &rt) {
-                m.attr(TCA_POLICE_RATE, table);
-                if r.bytes_per_sec() >= 1 << 32 {
-                    m.attr(TCA_POLICE_RATE64, &r.bytes_per_sec().to_ne_bytes());
-                }
-            }
-            if let (Some(r), Some((_, table))) = (peak, &pt) {
-                m.attr(TCA_POLICE_PEAKRATE, table);
-                if r.bytes_per_sec() >= 1 << 32 {
-                    m.attr(TCA_POLICE_PEAKRATE64, &r.bytes_per_sec().to_ne_bytes());
-                }
-            }
-            if let Some(av) = p.avrate {
-                m.attr(TCA_POLICE_AVRATE, &((av / 8).min(u32::MAX as u64) as u32).to_ne_bytes());
-            }
-            if p.conform != Verdict::Pass {
-                m.attr(TCA_POLICE_RESULT, &p.conform.code().to_ne_bytes());
-            }
-            if let (Some(pps), Some(b)) = (p.pkts_rate, p.pkts_burst) {
-                m.attr(TCA_POLICE_PKTRATE64, &pps.to_ne_bytes());
-                let ticks = xmittime(pps, u32::try_from(b).unwrap_or(u32::MAX)) as u64;
-                m.attr(TCA_POLICE_PKTBURST64, &ticks.to_ne_bytes());
-            }
-        }
-        Action::Skbedit(k) => {
-            m.attr(TCA_SKBEDIT_PARMS, &tc_gen(k.index, k.verdict));
-            if let Some(q) = k.queue_mapping {
-                m.attr(TCA_SKBEDIT_QUEUE_MAPPING, &q.to_ne_bytes());
-            }
-            if let Some(p) = k.priority {
-                m.attr(TCA_SKBEDIT_PRIORITY, &p.to_tc().unwrap_or(0).to_ne_bytes());
-            }
-            if let Some(mark) = k.mark {
-                m.attr(TCA_SKBEDIT_MARK, &mark.to_ne_bytes());
-            }
-            if let Some(mask) = k.mask {
-                m.attr(TCA_SKBEDIT_MASK, &mask.to_ne_bytes());
-            }
-            if let Some(t) = k.ptype {
-                m.attr(TCA_SKBEDIT_PTYPE, &t.to_ne_bytes());
-            }
-            if k.inheritdsfield {
-                m.attr(TCA_SKBEDIT_FLAGS, &SKBEDIT_F_INHERITDSFIELD.to_ne_bytes());
-            }
-        }
-        Action::Mirred(mi) => {
-            let mut b = tc_gen(mi.index, mi.verdict);
-            let eaction: i32 = if mi.dev.is_empty() {
-                0
-            } else {
-                match (mi.direction, mi.mode) {
-                    (MirredDirection::Egress, MirredMode::Redirect) => 1,
-                    (MirredDirection::Egress, MirredMode::Mirror) => 2,
-                    (MirredDirection::Ingress, MirredMode::Redirect) => 3,
-                    (MirredDirection::Ingress, MirredMode::Mirror) => 4,
-                }
-            };
-            let idx = if mi.dev.is_empty() {
-                0
-            } else {
-                ifindex(&mi.dev).ok_or_else(|| ActionEncodeError::NoDevice(mi.dev.clone()))?
-            };
-            b.extend_from_slice(&eaction.to_ne_bytes());
-            b.extend_from_slice(&idx.to_ne_bytes());
-            m.attr(TCA_MIRRED_PARMS, &b);
-        }
-    }
+    a.encode(m.attrs(), &ActEncodeCx { ifindex }).expect("every action kind is in the registry")?;
     Ok(())
 }

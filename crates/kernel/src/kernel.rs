@@ -921,10 +921,10 @@ pub fn apply(plan: &Plan<'_>) -> Result<ApplyReport, Error> {
     let mut targets: HashMap<String, Option<u32>> = HashMap::new();
     for (_, f) in plan.filter_nodes() {
         for a in &f.actions {
-            if let sluice_tc::model::Action::Mirred(m) = a {
-                if !m.dev.is_empty() && !targets.contains_key(&m.dev) {
-                    let idx = nl.ifindex(&m.dev).ok().map(|i| i as u32);
-                    targets.insert(m.dev.clone(), idx);
+            if let Some(dev) = a.device() {
+                if !dev.is_empty() && !targets.contains_key(dev) {
+                    let idx = nl.ifindex(dev).ok().map(|i| i as u32);
+                    targets.insert(dev.to_string(), idx);
                 }
             }
         }

@@ -67,16 +67,16 @@ impl Default for ApplyOptions {
     }
 }
 
-/// mirred's target devices among `plan`'s filters, by name, as the calling thread's namespace
-/// numbers them.
+/// The devices actions name (mirred's targets) among `plan`'s filters, by name, as the calling
+/// thread's namespace numbers them.
 fn mirred_targets(nl: &mut Netlink, plans: &[&Plan<'_>]) -> HashMap<String, Option<u32>> {
     let mut targets = HashMap::new();
     for plan in plans {
         for (_, f) in plan.filter_nodes() {
             for a in &f.actions {
-                if let sluice_tc::model::Action::Mirred(m) = a {
-                    if !m.dev.is_empty() && !targets.contains_key(&m.dev) {
-                        targets.insert(m.dev.clone(), nl.ifindex(&m.dev).ok().map(|i| i as u32));
+                if let Some(dev) = a.device() {
+                    if !dev.is_empty() && !targets.contains_key(dev) {
+                        targets.insert(dev.to_string(), nl.ifindex(dev).ok().map(|i| i as u32));
                     }
                 }
             }

@@ -9,18 +9,15 @@
 use crate::model::*;
 use sluice_core::classify::Classifier;
 use sluice_core::codel::CodelParams;
-use sluice_core::filter::action::{
-    Action as CoreAction, Actions, GactRandom, Skbedit, Verdict as CoreVerdict,
-};
+use sluice_core::filter::action::Actions;
 use sluice_core::filter::flow::{FlowConfig, FlowMode};
 use sluice_core::filter::fw::FwConfig;
 use sluice_core::filter::matchall::MatchallConfig;
-use sluice_core::filter::police::{Police, PoliceConfig};
 use sluice_core::filter::u32::{HashKey, U32Config, U32Key as CoreKey, U32Offset, U32Selector, VarOffset};
 use sluice_core::filter::BasicConfig;
-use sluice_core::filter::{FilterConfig, FilterList, FilterSpec, MirredTarget, Protocol, Upsert};
+use sluice_core::filter::{FilterConfig, FilterList, FilterSpec, Protocol, Upsert};
 use sluice_core::rate::LinkLayer as CoreLinkLayer;
-use sluice_core::{Handle, Qdisc, Rate, Span, WireSpec};
+use sluice_core::{Handle, Qdisc, Span, WireSpec};
 
 /// Why a configuration could not be built.
 #[derive(Debug, thiserror::Error)]
@@ -122,79 +119,12 @@ pub fn build_hook(state: &State, dev_name: &str, block: Handle) -> Result<Option
     Ok(Some(list))
 }
 
-fn verdict(v: Verdict) -> Result<CoreVerdict, BuildError> {
-    Ok(match v {
-        Verdict::Pass => CoreVerdict::Ok,
-        Verdict::Drop => CoreVerdict::Drop,
-        Verdict::Continue => CoreVerdict::Continue,
-        Verdict::Reclassify => CoreVerdict::Reclassify,
-        Verdict::Pipe => CoreVerdict::Pipe,
-        // In software a trap is a drop (`TC_ACT_TRAP` only means something to hardware).
-        Verdict::Trap => CoreVerdict::Drop,
-        Verdict::Goto(n) => CoreVerdict::GotoChain(n),
-        Verdict::Jump(n) => CoreVerdict::Jump(n),
-        // Only a mirred redirect returns it, as its own verdict.
-        Verdict::Stolen => {
-            return Err(BuildError::Unsupported("a `stolen` verdict outside a mirred redirect".into()))
-        }
-    })
-}
-
 fn actions(a: &[Action], devices: &[Device]) -> Result<Actions, BuildError> {
     let mut v = Vec::new();
     for x in a {
-        v.push(match x {
-            Action::Gact { verdict: g, random: None, .. } => CoreAction::Gact(verdict(*g)?),
-            Action::Gact { verdict: g, random: Some(r), index } => CoreAction::GactRandom(GactRandom::new(
-                verdict(*g)?,
-                verdict(r.verdict)?,
-                r.determ,
-                r.val,
-                *index as u64,
-            )),
-            Action::Skbedit(k) => CoreAction::Skbedit(Skbedit {
-                priority: k.priority.and_then(|p| p.to_tc()),
-                mark: k.mark,
-                mask: k.mask.unwrap_or(u32::MAX),
-                verdict: verdict(k.verdict)?,
-            }),
-            Action::Police(p) if p.avrate.is_some() || p.pkts_rate.is_some() => {
-                return Err(BuildError::Unsupported(
-                    "police avrate and pkts_rate (the core polices bytes with a token bucket)".into(),
-                ))
-            }
-            Action::Police(p) => CoreAction::Police(Police::new(PoliceConfig {
-                rate: (p.rate > 0).then(|| Rate::from_bps(p.rate)),
-                burst: p.burst as u64,
-                // Without a rate and an mtu the kernel's policer lets every packet conform.
-                mtu: p.mtu.unwrap_or(if p.rate > 0 {
-                    sluice_core::filter::police::DEFAULT_MTU
-                } else {
-                    u32::MAX
-                }),
-                peakrate: p.peakrate.map(Rate::from_bps),
-                wire: wire(p.overhead as i32, p.mpu, p.linklayer),
-                exceed: verdict(p.exceed)?,
-                conform: verdict(p.conform)?,
-            })?),
-            Action::Mirred(m) => mirred(m, devices)?,
-        });
+        v.push(x.build(devices).expect("every action kind is in the registry")?);
     }
     Ok(Actions::new(v))
-}
-
-/// A mirred action: a redirect that steals the packet moves it; a mirror, or a redirect with
-/// another verdict, sends a copy and lets the original go on with the verdict (the kernel's
-/// `tcf_mirred_act` clones unless it may steal; a mirror that steals is a redirect).
-fn mirred(m: &MirredOpts, devices: &[Device]) -> Result<CoreAction, BuildError> {
-    let dev = devices.iter().position(|d| d.name == m.dev).and_then(|i| u16::try_from(i).ok()).ok_or_else(
-        || BuildError::Missing(format!("mirred target {} is not a device of this configuration", m.dev)),
-    )?;
-    let target = MirredTarget { dev, ingress: m.direction == MirredDirection::Ingress };
-    Ok(match m.verdict {
-        Verdict::Stolen => CoreAction::Redirect(target),
-        v => CoreAction::Mirror(target, verdict(v)?),
-    })
 }
 
 fn filter_spec(f: &FilterNode, devices: &[Device]) -> Result<Option<FilterSpec>, BuildError> {

@@ -782,20 +782,18 @@ impl Verdict {
     }
 }
 
-/// A filter action.
+pub use crate::kinds::gact::{GactOpts, GactRandom};
+pub use crate::kinds::mirred::{MirredDirection, MirredMode, MirredOpts};
+pub use crate::kinds::police::PoliceOpts;
+pub use crate::kinds::skbedit::SkbeditOpts;
+
+/// A filter action: one variant per action kind, dispatched by the registry
+/// (`crate::kinds::action_registry!`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Action {
     /// Generic action: a fixed verdict.
-    Gact {
-        /// Verdict.
-        verdict: Verdict,
-        /// Action index.
-        index: u32,
-        /// `random determ|netrand VERDICT VAL`: another verdict for some packets.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        random: Option<GactRandom>,
-    },
+    Gact(GactOpts),
     /// Policer.
     Police(PoliceOpts),
     /// Mirror or redirect to a device (`action mirred egress redirect dev ifb0`).
@@ -807,45 +805,18 @@ pub enum Action {
 impl Action {
     /// tc's kind name.
     pub fn kind(&self) -> &'static str {
-        match self {
-            Action::Gact { .. } => "gact",
-            Action::Police(_) => "police",
-            Action::Skbedit(_) => "skbedit",
-            Action::Mirred(_) => "mirred",
-        }
+        self.registry_name().expect("every action kind is in the registry")
     }
 
     /// The action's index in its kind's table (0: not assigned yet).
     pub fn index(&self) -> u32 {
-        match self {
-            Action::Gact { index, .. } => *index,
-            Action::Police(p) => p.index,
-            Action::Skbedit(k) => k.index,
-            Action::Mirred(m) => m.index,
-        }
+        self.registry_index().expect("every action kind is in the registry")
     }
 
     /// Sets the index.
     pub fn set_index(&mut self, i: u32) {
-        match self {
-            Action::Gact { index, .. } => *index = i,
-            Action::Police(p) => p.index = i,
-            Action::Skbedit(k) => k.index = i,
-            Action::Mirred(m) => m.index = i,
-        }
+        self.registry_set_index(i);
     }
-}
-
-/// gact's `random` part: with `determ`, every `val`-th packet gets `verdict`; with `netrand`,
-/// each packet does with probability 1/`val`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct GactRandom {
-    /// `determ` (true) or `netrand`.
-    pub determ: bool,
-    /// The other verdict.
-    pub verdict: Verdict,
-    /// Period or inverse probability (at most 10000).
-    pub val: u16,
 }
 
 /// One entry of the namespace's action table. Two entries are equal when everything but the
@@ -869,139 +840,5 @@ pub struct ActionEntry {
 impl PartialEq for ActionEntry {
     fn eq(&self, o: &ActionEntry) -> bool {
         self.action == o.action && self.standalone == o.standalone && self.cookie == o.cookie
-    }
-}
-
-/// skbedit options: what the action writes into the packet's metadata.
-#[serde_with::skip_serializing_none]
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct SkbeditOpts {
-    /// Transmit queue.
-    pub queue_mapping: Option<u16>,
-    /// `skb->priority` (a class id: HTB and prio classify by it).
-    #[serde(default, skip_serializing_if = "Option::is_none", with = "crate::serde_units::opt_handle")]
-    pub priority: Option<Handle>,
-    /// Firewall mark (what fw reads).
-    pub mark: Option<u32>,
-    /// Mask of the mark bits written (all when absent).
-    pub mask: Option<u32>,
-    /// Packet type (`PACKET_HOST` 0, `BROADCAST` 1, `MULTICAST` 2, `OTHERHOST` 3).
-    pub ptype: Option<u16>,
-    /// Priority from the DS field.
-    #[serde(default, skip_serializing_if = "is_false")]
-    pub inheritdsfield: bool,
-    /// Verdict after editing (`pipe`).
-    #[serde(default = "pipe")]
-    pub verdict: Verdict,
-    /// Action index.
-    #[serde(default)]
-    pub index: u32,
-}
-
-fn pipe() -> Verdict {
-    Verdict::Pipe
-}
-
-/// Police action options.
-#[serde_with::skip_serializing_none]
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct PoliceOpts {
-    /// bit/s (0: no byte rate).
-    #[serde(with = "crate::serde_units::rate")]
-    pub rate: u64,
-    /// Bucket bytes.
-    #[serde(with = "crate::serde_units::size")]
-    pub burst: u32,
-    /// Largest packet (bytes).
-    pub mtu: Option<u32>,
-    /// Peak rate bit/s.
-    pub peakrate: Option<u64>,
-    /// Average rate bit/s (`avrate`: police the rate estimator instead of a bucket).
-    pub avrate: Option<u64>,
-    /// Packets per second (`pkts_rate`).
-    pub pkts_rate: Option<u64>,
-    /// Packet bucket (`pkts_burst`).
-    pub pkts_burst: Option<u64>,
-    /// Per-packet overhead for the rate table.
-    #[serde(default, skip_serializing_if = "is_zero_u16")]
-    pub overhead: u16,
-    /// Minimum packet unit.
-    #[serde(default, skip_serializing_if = "is_zero_u32")]
-    pub mpu: u32,
-    /// Link layer of the rate table.
-    #[serde(default, skip_serializing_if = "is_ethernet")]
-    pub linklayer: LinkLayer,
-    /// Verdict above the rate (`reclassify` by default in tc; `drop` usual).
-    pub exceed: Verdict,
-    /// Verdict within the rate.
-    pub conform: Verdict,
-    /// Action index.
-    pub index: u32,
-}
-
-fn is_zero_u16(v: &u16) -> bool {
-    *v == 0
-}
-
-/// Which path of the target device a mirred action hands the packet to.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum MirredDirection {
-    /// The device's transmit path: its root qdisc (`egress`).
-    #[default]
-    Egress,
-    /// The device's receive path: its ingress hook (`ingress`).
-    Ingress,
-}
-
-/// Whether mirred moves the packet or sends a copy.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum MirredMode {
-    /// The packet leaves this path for the target (`redirect`; default verdict `stolen`).
-    #[default]
-    Redirect,
-    /// A copy goes to the target, the original goes on (`mirror`; default verdict `pipe`).
-    Mirror,
-}
-
-/// Mirred action options: `mirred DIRECTION MODE dev TARGET [VERDICT] [index N]`.
-/// The kernel's `tc_mirred.eaction` is the pair (direction, mode): `TCA_EGRESS_REDIR` 1,
-/// `TCA_EGRESS_MIRROR` 2, `TCA_INGRESS_REDIR` 3, `TCA_INGRESS_MIRROR` 4.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct MirredOpts {
-    /// Egress (the target's root qdisc) or ingress (the target's ingress hook).
-    pub direction: MirredDirection,
-    /// Redirect or mirror.
-    pub mode: MirredMode,
-    /// Target device name (tc resolves it to an ifindex when the action is made).
-    pub dev: String,
-    /// Control action returned after mirred ran (`tc_gen.action`): `stolen` for a redirect
-    /// (tc offers no other), `pipe` by default for a mirror.
-    pub verdict: Verdict,
-    /// Action index (0: the kernel hands out the next free one).
-    #[serde(default)]
-    pub index: u32,
-}
-
-impl MirredOpts {
-    /// The kernel's `eaction` value (`TCA_EGRESS_REDIR` ... `TCA_INGRESS_MIRROR`).
-    pub fn eaction(&self) -> u32 {
-        match (self.direction, self.mode) {
-            (MirredDirection::Egress, MirredMode::Redirect) => 1,
-            (MirredDirection::Egress, MirredMode::Mirror) => 2,
-            (MirredDirection::Ingress, MirredMode::Redirect) => 3,
-            (MirredDirection::Ingress, MirredMode::Mirror) => 4,
-        }
-    }
-
-    /// How `tc` names the pair: `Egress Redirect`, `Ingress Mirror`, ...
-    pub fn description(&self) -> &'static str {
-        match (self.direction, self.mode) {
-            (MirredDirection::Egress, MirredMode::Redirect) => "Egress Redirect",
-            (MirredDirection::Egress, MirredMode::Mirror) => "Egress Mirror",
-            (MirredDirection::Ingress, MirredMode::Redirect) => "Ingress Redirect",
-            (MirredDirection::Ingress, MirredMode::Mirror) => "Ingress Mirror",
-        }
     }
 }

@@ -221,20 +221,7 @@ pub fn filter_label(f: &FilterNode) -> String {
     };
     s = format!("pref {} {s}", f.prio);
     for a in &f.actions {
-        match a {
-            Action::Gact { verdict, .. } => s.push_str(&format!(" → {}", verdict.text())),
-            Action::Police(p) => s.push_str(&format!(" police {}", rate(p.rate))),
-            Action::Skbedit(k) => {
-                s.push_str(" skbedit");
-                if let Some(p) = k.priority {
-                    s.push_str(&format!(" priority {}", crate::tc::show::classid_str(p)));
-                }
-                if let Some(m) = k.mark {
-                    s.push_str(&format!(" mark {m:#x}"));
-                }
-            }
-            Action::Mirred(m) => s.push_str(&format!(" → {} {}", m.description().to_lowercase(), m.dev)),
-        }
+        s.push_str(&a.label().expect("every action kind is in the registry"));
     }
     s
 }

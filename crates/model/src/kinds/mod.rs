@@ -21,13 +21,16 @@ use crate::build::BuildError;
 use crate::error::TcError;
 use crate::grammar::Cur;
 use crate::json::J;
-use crate::model::{Device, Handle, QdiscNode, QdiscOpts};
+use crate::model::{Action, Device, Handle, QdiscNode, QdiscOpts};
 use crate::nlattr::Attrs;
+use action_common::ActErr;
 use serde::{de::DeserializeOwned, Serialize};
 use sluice_core::classify::Classifier;
+use sluice_core::filter::action::Action as CoreAction;
 use sluice_core::Qdisc;
 use std::fmt::Debug;
 
+pub mod action_common;
 pub mod cake;
 pub mod clsact;
 pub mod codel;
@@ -36,16 +39,20 @@ pub mod ematch;
 pub mod ets;
 pub mod fifo;
 pub mod fq_codel;
+pub mod gact;
 pub mod hfsc;
 pub mod htb;
 pub mod ingress;
 pub mod mq;
+pub mod mirred;
 pub mod netem;
 pub mod pfifo_fast;
+pub mod police;
 pub mod prio;
 pub mod red;
 pub mod sfq;
 pub mod tbf;
+pub mod skbedit;
 
 /// `TCA_OPTIONS`: the attribute that holds a kind's options in a tc request.
 pub const TCA_OPTIONS: u16 = 2;
@@ -334,4 +341,194 @@ qdisc_registry! {
     Cake => cake::Cake,
     Hfsc => hfsc::Hfsc,
     Ets => ets::Ets,
+}
+
+/// `TCA_ACT_OPTIONS`: the nest that holds an action kind's options.
+pub const TCA_ACT_OPTIONS: u16 = 2;
+
+/// What encoding an action needs beyond its options: the machine's interface indexes (mirred
+/// names its target by index).
+pub struct ActEncodeCx<'a> {
+    /// The ifindex of a device name.
+    pub ifindex: &'a dyn Fn(&str) -> Option<u32>,
+}
+
+/// Everything about one action kind, in the shape of iproute2's `struct action_util`
+/// (`parse_aopt`, `print_aopt`) and the kernel's `struct tc_action_ops` (`init`, `dump`). What is
+/// generic to every action (the action list, `index` lookups in the table, ref and bind counts,
+/// `cookie`, the `TCA_ACT_*` nest around the options) is not the kind's: the central files do it.
+pub trait ActionKind {
+    /// tc's name of the kind (`TCA_ACT_KIND`).
+    const NAME: &'static str;
+    /// The options as the model holds them (with the action's index).
+    type Opts: Clone + Debug + PartialEq + Serialize + DeserializeOwned;
+
+    /// The action's index in its kind's table (0: not assigned yet).
+    fn index(o: &Self::Opts) -> u32;
+
+    /// Sets the index.
+    fn set_index(o: &mut Self::Opts, index: u32);
+
+    /// tc's words of the kind (`parse_aopt`), `cur` at the word that chose the kind (the kind's
+    /// name; for gact also a bare control word). Stops at the first word it does not know.
+    /// Returns the options and whether only an index was given (the action binds an existing
+    /// one).
+    fn parse(cur: &mut Cur) -> Result<(Self::Opts, bool), ActErr>;
+
+    /// Words that [`ActionKind::parse`] reads back as `o`, starting with the kind's name.
+    fn args(o: &Self::Opts) -> String;
+
+    /// The kind's lines of `tc actions list` and `tc filter show` (`print_aopt`); `refs`,
+    /// `bind` and `tm` (the `-s` times, may be empty) are the generic parts it prints among its
+    /// own; `d` is `-d`.
+    fn show(o: &Self::Opts, out: &mut String, refs: u32, bind: u32, tm: &str, d: bool);
+
+    /// The kind's members of the action's `-j` object, with `ref` and `bind`, and `tm` (the
+    /// `-s` times) where the kind prints them.
+    fn json(o: &Self::Opts, j: &mut J, refs: u32, bind: u32, tm: &dyn Fn(&mut J), d: bool);
+
+    /// The device the action names (tc resolves it before it sends anything).
+    fn device(_o: &Self::Opts) -> Option<&str> {
+        None
+    }
+
+    /// The kernel's checks when it makes (or replaces) the action; `bare`: only an index was
+    /// given; `in_filter`: a filter holds it (only then can a verdict `goto chain`).
+    fn check(o: &Self::Opts, bare: bool, in_filter: bool) -> Result<(), TcError>;
+
+    /// The attributes inside `TCA_ACT_OPTIONS` (or a filter's `TCA_*_POLICE`) that tc 6.1 sends
+    /// for `o`, byte for byte.
+    fn encode(o: &Self::Opts, out: &mut Attrs, cx: &ActEncodeCx<'_>) -> Result<(), Unencodable>;
+
+    /// The options of a `TCA_ACT_OPTIONS` payload.
+    fn decode(options: &[u8]) -> Result<Self::Opts, DecodeError>;
+
+    /// The core action (`devices`: the configuration's devices, in order).
+    fn build(o: &Self::Opts, devices: &[Device]) -> Result<CoreAction, BuildError>;
+
+    /// A few words for `sluice viz` after the filter.
+    fn label(o: &Self::Opts) -> String;
+}
+
+/// The one list of action kinds: for each `Variant => Kind`, `Action::Variant` holds
+/// `<Kind as ActionKind>::Opts`, and every method below dispatches to `Kind`.
+macro_rules! action_registry {
+    ($($variant:ident => $kind:ty),* $(,)?) => {
+        /// tc names of the action kinds in the registry.
+        pub const ACTION_KINDS: &[&str] = &[$(<$kind as ActionKind>::NAME),*];
+
+        #[allow(unreachable_patterns)]
+        impl Action {
+            /// [`ActionKind::parse`] for `kind` (`None`: not a registry kind).
+            pub fn parse_kind(kind: &str, cur: &mut Cur) -> Option<Result<(Action, bool), ActErr>> {
+                $(if kind == <$kind as ActionKind>::NAME {
+                    return Some(<$kind as ActionKind>::parse(cur).map(|(o, b)| (Action::$variant(o), b)));
+                })*
+                None
+            }
+
+            /// [`ActionKind::NAME`].
+            pub fn registry_name(&self) -> Option<&'static str> {
+                match self {
+                    $(Action::$variant(_) => Some(<$kind as ActionKind>::NAME),)*
+                    _ => None,
+                }
+            }
+
+            /// [`ActionKind::index`].
+            pub fn registry_index(&self) -> Option<u32> {
+                match self {
+                    $(Action::$variant(o) => Some(<$kind as ActionKind>::index(o)),)*
+                    _ => None,
+                }
+            }
+
+            /// [`ActionKind::set_index`] (false: not a registry kind).
+            pub fn registry_set_index(&mut self, index: u32) -> bool {
+                match self {
+                    $(Action::$variant(o) => { <$kind as ActionKind>::set_index(o, index); true })*
+                    _ => false,
+                }
+            }
+
+            /// [`ActionKind::args`].
+            pub fn args(&self) -> Option<String> {
+                match self {
+                    $(Action::$variant(o) => Some(<$kind as ActionKind>::args(o)),)*
+                    _ => None,
+                }
+            }
+
+            /// [`ActionKind::show`] (false: not a registry kind).
+            pub fn show(&self, out: &mut String, refs: u32, bind: u32, tm: &str, d: bool) -> bool {
+                match self {
+                    $(Action::$variant(o) => { <$kind as ActionKind>::show(o, out, refs, bind, tm, d); true })*
+                    _ => false,
+                }
+            }
+
+            /// [`ActionKind::json`] (false: not a registry kind).
+            pub fn json(&self, j: &mut J, refs: u32, bind: u32, tm: &dyn Fn(&mut J), d: bool) -> bool {
+                match self {
+                    $(Action::$variant(o) => { <$kind as ActionKind>::json(o, j, refs, bind, tm, d); true })*
+                    _ => false,
+                }
+            }
+
+            /// [`ActionKind::device`].
+            pub fn device(&self) -> Option<&str> {
+                match self {
+                    $(Action::$variant(o) => <$kind as ActionKind>::device(o),)*
+                    _ => None,
+                }
+            }
+
+            /// [`ActionKind::check`].
+            pub fn check(&self, bare: bool, in_filter: bool) -> Option<Result<(), TcError>> {
+                match self {
+                    $(Action::$variant(o) => Some(<$kind as ActionKind>::check(o, bare, in_filter)),)*
+                    _ => None,
+                }
+            }
+
+            /// [`ActionKind::encode`].
+            pub fn encode(&self, out: &mut Attrs, cx: &ActEncodeCx<'_>) -> Option<Result<(), Unencodable>> {
+                match self {
+                    $(Action::$variant(o) => Some(<$kind as ActionKind>::encode(o, out, cx)),)*
+                    _ => None,
+                }
+            }
+
+            /// [`ActionKind::decode`] for the kind named `kind` (`None`: not a registry kind).
+            pub fn decode(kind: &str, options: &[u8]) -> Option<Result<Action, DecodeError>> {
+                $(if kind == <$kind as ActionKind>::NAME {
+                    return Some(<$kind as ActionKind>::decode(options).map(Action::$variant));
+                })*
+                None
+            }
+
+            /// [`ActionKind::build`].
+            pub fn build(&self, devices: &[Device]) -> Option<Result<CoreAction, BuildError>> {
+                match self {
+                    $(Action::$variant(o) => Some(<$kind as ActionKind>::build(o, devices)),)*
+                    _ => None,
+                }
+            }
+
+            /// [`ActionKind::label`].
+            pub fn label(&self) -> Option<String> {
+                match self {
+                    $(Action::$variant(o) => Some(<$kind as ActionKind>::label(o)),)*
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
+action_registry! {
+    Gact => gact::Gact,
+    Police => police::Police,
+    Skbedit => skbedit::Skbedit,
+    Mirred => mirred::Mirred,
 }

@@ -10,25 +10,25 @@
 //! An action a filter made goes away with its last filter; a bound action cannot be deleted.
 //! Here the bind count is not stored: it is the number of filter actions naming the entry.
 
-use super::args::get_tc_classid;
 use super::args::helpers::*;
 use super::error::TcError;
-use super::show::{classid_str, xmitsize, xmittime};
 use crate::model::*;
-use sluice_core::units::{format_rate, format_size, parse_rate, parse_size};
-use sluice_core::Rate;
+use sluice_model::kinds::action_common::*;
+use sluice_model::kinds::police;
 use std::fmt::Write;
-
-const GACT_USAGE: &str = "Usage: ... gact <ACTION> [RAND] [INDEX]\nWhere: \tACTION := reclassify | drop | continue | pass | pipe |\n       \t          goto chain <CHAIN_INDEX> | jump <JUMP_COUNT>\n\tRAND := random <RANDTYPE> <ACTION> <VAL>\n\tRANDTYPE := netrand | determ\n\tVAL : = value not exceeding 10000\n\tJUMP_COUNT := Absolute jump from start of action list\n\tINDEX := index value used\n";
-
-const POLICE_USAGE: &str = "Usage: ... police [ rate BPS burst BYTES[/BYTES] ] \n\t\t[ pkts_rate RATE pkts_burst PACKETS ] [ mtu BYTES[/BYTES] ]\n\t\t[ peakrate BPS ] [ avrate BPS ] [ overhead BYTES ]\n\t\t[ linklayer TYPE ] [ CONTROL ]\nWhere: CONTROL := conform-exceed <EXCEEDACT>[/NOTEXCEEDACT]\n\t\t  Define how to handle packets which exceed (<EXCEEDACT>)\n\t\t  or conform (<NOTEXCEEDACT>) the configured bandwidth limit.\n       EXCEEDACT/NOTEXCEEDACT := { pipe | ok | reclassify | drop | continue |\n\t\t\t\t   goto chain <CHAIN_INDEX> }";
-
-const SKBEDIT_USAGE: &str = "Usage: ... skbedit <[QM] [PM] [MM] [PT] [IF]>\nQM = queue_mapping QUEUE_MAPPING\nPM = priority PRIORITY\nMM = mark MARK[/MASK]\nPT = ptype PACKETYPE\nIF = inheritdsfield\nPACKETYPE = is one of:\n  host, otherhost, broadcast, multicast\nQUEUE_MAPPING = device transmit queue to use\nPRIORITY = classID to assign to priority field\nMARK = firewall mark to set\nMASK = mask applied to firewall mark (0xffffffff by default)\nnote: inheritdsfield maps DS field to skb->priority";
 
 const ACT_USAGE: &str = "usage: tc actions <ACTSPECOP>*\nWhere: \tACTSPECOP := ACR | GD | FL\n\tACR := add | change | replace <ACTSPEC>*\n\tGD := get | delete | <ACTISPEC>*\n\tFL := ls | list | flush | <ACTNAMESPEC>\n\tACTNAMESPEC :=  action <ACTNAME>\n\tACTISPEC := <ACTNAMESPEC> <INDEXSPEC>\n\tACTSPEC := action <ACTDETAIL> [INDEXSPEC] [HWSTATSSPEC] [SKIPSPEC]\n\tINDEXSPEC := index <32 bit indexvalue>\n\tHWSTATSSPEC := hw_stats [ immediate | delayed | disabled ]\n\tSKIPSPEC := [ skip_sw | skip_hw ]\n\tACTDETAIL := <ACTNAME> <ACTPARAMS>\n\t\tExample ACTNAME is gact, mirred, bpf, etc\n\t\tEach action has its own parameters (ACTPARAMS)\n";
 
-/// Action kinds Sluice emulates.
-pub const KINDS: [&str; 4] = ["gact", "police", "skbedit", "mirred"];
+/// Action kinds Sluice emulates (the registry's).
+pub use sluice_model::kinds::ACTION_KINDS as KINDS;
+
+/// The kind tc hands a word no kind claims (and a bare control word).
+const GACT: &str = <sluice_model::kinds::gact::Gact as sluice_model::kinds::ActionKind>::NAME;
+
+/// A kind parser's result as the action list keeps it.
+fn spec((action, bare): (Action, bool)) -> ActionSpec {
+    ActionSpec { action, cookie: None, bare, compat: false }
+}
 
 /// One parsed action with the generic parts tc sends beside its options.
 #[derive(Clone, Debug, PartialEq)]
@@ -54,148 +54,6 @@ pub enum Ctx {
     Filter,
 }
 
-/// A kind parser's failure: tc `exit`s (usage, invarg), or returns -1 (then `parse_action`
-/// prints its own tail).
-enum PErr {
-    Exit(TcError),
-    Fail(String),
-}
-
-impl From<TcError> for PErr {
-    fn from(e: TcError) -> PErr {
-        PErr::Exit(e)
-    }
-}
-
-fn incomplete(cur: &Cur) -> TcError {
-    TcError::fatal("Command line is not complete. Try option \"help\"", Some(cur.pos.saturating_sub(1)))
-}
-
-/// NEXT_ARG: move to the next word, which must exist.
-fn next_arg<'a>(cur: &mut Cur<'a>) -> Result<&'a str, TcError> {
-    cur.pos += 1;
-    cur.peek().ok_or_else(|| incomplete(cur))
-}
-
-/// `get_u32(.., 10)`.
-fn dec_u32(s: &str) -> Option<u32> {
-    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    s.parse().ok()
-}
-
-/// What `action_a2n` makes of a word.
-enum A2n {
-    V(Verdict),
-    Goto,
-    Jump,
-    Num(i64),
-}
-
-fn a2n(w: &str, allow_num: bool) -> Option<A2n> {
-    const NAMES: [(&str, Option<Verdict>); 10] = [
-        ("continue", Some(Verdict::Continue)),
-        ("drop", Some(Verdict::Drop)),
-        ("shot", Some(Verdict::Drop)),
-        ("pass", Some(Verdict::Pass)),
-        ("ok", Some(Verdict::Pass)),
-        ("reclassify", Some(Verdict::Reclassify)),
-        ("pipe", Some(Verdict::Pipe)),
-        ("goto", None),
-        ("jump", None),
-        ("trap", Some(Verdict::Trap)),
-    ];
-    for (name, v) in NAMES {
-        if matches(w, name) {
-            return Some(match v {
-                Some(v) => A2n::V(v),
-                None if name == "goto" => A2n::Goto,
-                None => A2n::Jump,
-            });
-        }
-    }
-    if allow_num {
-        let t = w.trim_start();
-        let n: i64 = t.parse().ok()?;
-        if (i32::MIN as i64..=i32::MAX as i64).contains(&n) {
-            return Some(A2n::Num(n));
-        }
-    }
-    None
-}
-
-/// True when `w` names a control action (tc's `action_a2n(w, NULL, false) == 0`).
-fn is_control(w: &str) -> bool {
-    a2n(w, false).is_some()
-}
-
-/// A numeric control value as the kernel's `tcf_action_check_ctrlact` takes it.
-fn verdict_of_code(n: i64) -> Result<Verdict, TcError> {
-    Ok(match n {
-        -1 => Verdict::Continue,
-        0 => Verdict::Pass,
-        1 => Verdict::Reclassify,
-        2 => Verdict::Drop,
-        3 => Verdict::Pipe,
-        4 => Verdict::Stolen,
-        8 => Verdict::Trap,
-        n if (0..=8).contains(&n) => {
-            return Err(TcError::fatal(format!("Sluice does not emulate the control action value {n}"), None))
-        }
-        _ => return Err(kernel_err("invalid control action")),
-    })
-}
-
-/// tc's `parse_action_control`: a verdict, `goto chain N` or `jump N`; `Ok(None)` when the word
-/// is not one (nothing consumed).
-fn parse_control(cur: &mut Cur, allow_num: bool) -> Result<Option<Verdict>, PErr> {
-    let Some(w) = cur.peek() else { return Ok(None) };
-    let Some(a) = a2n(w, allow_num) else { return Ok(None) };
-    let v = match a {
-        A2n::V(v) => v,
-        A2n::Num(n) => verdict_of_code(n)?,
-        A2n::Goto => {
-            let c = next_arg(cur)?;
-            if !matches(c, "chain") {
-                return Err(PErr::Fail("\"chain index\" expected".into()));
-            }
-            let n = next_arg(cur)?;
-            match dec_u32(n).filter(|&n| n <= 0x0FFF_FFFF) {
-                Some(n) => Verdict::Goto(n),
-                None => return Err(PErr::Fail("Illegal \"chain index\"".into())),
-            }
-        }
-        A2n::Jump => {
-            let n = next_arg(cur)?;
-            match dec_u32(n).filter(|&n| n <= 0x0FFF_FFFF) {
-                Some(n) => Verdict::Jump(n),
-                None => return Err(PErr::Fail(format!("Invalid \"jump count\" ({n})"))),
-            }
-        }
-    };
-    cur.pos += 1;
-    Ok(Some(v))
-}
-
-/// tc's `parse_action_control_dflt`: a control word if one parses here (consumed), else
-/// nothing (and nothing consumed).
-pub(crate) fn control_or_default(cur: &mut Cur) -> Option<Verdict> {
-    let at = cur.pos;
-    match parse_control(cur, false) {
-        Ok(Some(v)) => Some(v),
-        _ => {
-            cur.pos = at;
-            None
-        }
-    }
-}
-
-/// A kernel refusal (`Error: MSG.`).
-fn kernel_err(msg: &str) -> TcError {
-    TcError::kernel(msg)
-}
-
 /// A kernel refusal as `tc actions add|change|replace` reports it (exit 255).
 fn talk(e: TcError) -> TcError {
     if e.code != 2 {
@@ -208,326 +66,23 @@ fn talk(e: TcError) -> TcError {
     }
 }
 
-fn gact_usage(pre: &str) -> PErr {
-    PErr::Exit(TcError::fatal(format!("{pre}{GACT_USAGE}"), None))
-}
-
-/// `gact`: `[gact] CONTROL [random netrand|determ CONTROL VAL] [index N]`, or `[gact] index N`.
-fn parse_gact(cur: &mut Cur) -> Result<ActionSpec, PErr> {
-    if cur.peek().is_some_and(|w| matches(w, "gact")) {
-        next_arg(cur)?;
-    }
-    let mut index = 0;
-    let w = cur.peek().unwrap_or("");
-    if matches(w, "index") {
-        let v = next_arg(cur)?;
-        index = dec_u32(v).ok_or_else(|| PErr::Fail("Illegal \"index\"".into()))?;
-        cur.pos += 1;
-        return Ok(ActionSpec {
-            action: Action::Gact { verdict: Verdict::Pass, index, random: None },
-            cookie: None,
-            bare: true,
-            compat: false,
-        });
-    }
-    let verdict = match parse_control(cur, false)? {
-        Some(v) => v,
-        None => return Err(gact_usage(&format!("Bad action type {w}\n"))),
-    };
-    let mut random = None;
-    if let Some(w) = cur.peek() {
-        if matches(w, "random") {
-            let t = next_arg(cur)?;
-            let determ = if matches(t, "netrand") {
-                false
-            } else if matches(t, "determ") {
-                true
-            } else {
-                return Err(PErr::Fail("Illegal \"random type\"".into()));
-            };
-            let w = next_arg(cur)?;
-            let pv = match parse_control(cur, false)? {
-                Some(v) => v,
-                None => return Err(gact_usage(&format!("Bad action type {w}\n"))),
-            };
-            let val = cur.peek().ok_or_else(|| incomplete(cur))?;
-            let val: u16 = match val.parse() {
-                Ok(v) if v <= 10000 => v,
-                Ok(v) => return Err(PErr::Fail(format!("Illegal probability val  {v:#x}"))),
-                Err(_) => return Err(PErr::Fail("Illegal probability val 0x0".into())),
-            };
-            cur.pos += 1;
-            random = Some(GactRandom { determ, verdict: pv, val });
-        } else if matches(w, "help") {
-            return Err(gact_usage(""));
-        }
-    }
-    if let Some(w) = cur.peek() {
-        if matches(w, "index") {
-            let v = next_arg(cur)?;
-            index = dec_u32(v).ok_or_else(|| PErr::Fail("Illegal \"index\"".into()))?;
-            cur.pos += 1;
-        } else if matches(w, "help") {
-            return Err(gact_usage(""));
-        }
-    }
-    Ok(ActionSpec {
-        action: Action::Gact { verdict, index, random },
-        cookie: None,
-        bare: false,
-        compat: false,
-    })
-}
-
-fn size_value(v: &str, what: &str, at: usize) -> Result<u32, TcError> {
-    let s = v.split('/').next().unwrap_or(v);
-    parse_size(s).ok().and_then(|b| u32::try_from(b).ok()).ok_or_else(|| TcError::invarg(what, v, at))
-}
-
-fn rate_value(v: &str, what: &str, at: usize) -> Result<u64, TcError> {
-    parse_rate(v).map(Rate::bps).map_err(|_| TcError::invarg(what, v, at))
-}
-
-/// `police ...` after the word `police` (the filter's `police` keyword and `action police`).
-/// Stops at the first word it does not know, as tc does.
-fn parse_police_opts(cur: &mut Cur) -> Result<ActionSpec, PErr> {
-    let mut p = PoliceOpts { exceed: Verdict::Reclassify, conform: Verdict::Pass, ..Default::default() };
-    let mut ok = 0;
-    let (mut rate, mut burst, mut mtu, mut peak, mut avrate) = (None, None, None, None, None);
-    let (mut mpu, mut pps, mut ppsburst) = (None, None, None);
-    let mut conform = None;
-    while let Some(w) = cur.peek() {
-        let at = cur.pos;
-        if matches(w, "index") {
-            let v = next_arg(cur)?;
-            p.index = dec_u32(v).ok_or_else(|| TcError::invarg("index", v, at + 1))?;
-        } else if matches(w, "burst") || w == "buffer" || w == "maxburst" {
-            let v = next_arg(cur)?;
-            if burst.is_some() {
-                return Err(TcError::duparg("buffer/burst", v, at + 1).into());
-            }
-            burst = Some(size_value(v, "buffer", at + 1)?);
-        } else if w == "mtu" || w == "minburst" {
-            let v = next_arg(cur)?;
-            if mtu.is_some() {
-                return Err(TcError::duparg("mtu/minburst", v, at + 1).into());
-            }
-            mtu = Some(size_value(v, "mtu", at + 1)?);
-        } else if w == "mpu" {
-            let v = next_arg(cur)?;
-            if mpu.is_some() {
-                return Err(TcError::duparg("mpu", v, at + 1).into());
-            }
-            mpu = Some(size_value(v, "mpu", at + 1)?);
-        } else if w == "rate" {
-            let v = next_arg(cur)?;
-            if rate.is_some() {
-                return Err(TcError::duparg("rate", v, at + 1).into());
-            }
-            rate = Some(rate_value(v, "rate", at + 1)?);
-        } else if w == "avrate" {
-            let v = next_arg(cur)?;
-            if avrate.is_some() {
-                return Err(TcError::duparg("avrate", v, at + 1).into());
-            }
-            avrate = Some(rate_value(v, "avrate", at + 1)?);
-        } else if matches(w, "peakrate") {
-            let v = next_arg(cur)?;
-            if peak.is_some() {
-                return Err(TcError::duparg("peakrate", v, at + 1).into());
-            }
-            peak = Some(rate_value(v, "peakrate", at + 1)?);
-        } else if ["reclassify", "drop", "shot", "continue", "pass", "ok", "pipe", "goto"]
-            .iter()
-            .any(|k| matches(w, k))
-        {
-            match parse_control(cur, false)? {
-                Some(v) => p.exceed = v,
-                None => return Err(PErr::Fail(String::new())),
-            }
-            ok += 1;
-            continue;
-        } else if w == "conform-exceed" {
-            let v = next_arg(cur)?;
-            match v.split_once('/') {
-                Some((e, c)) => {
-                    let one = |s: &str| -> Result<Verdict, PErr> {
-                        match a2n(s, true) {
-                            Some(A2n::V(v)) => Ok(v),
-                            Some(A2n::Num(n)) => Ok(verdict_of_code(n)?),
-                            // `goto`/`jump` in the one-word form have no chain or count.
-                            Some(_) => Ok(Verdict::Goto(0)),
-                            None => Err(PErr::Fail(String::new())),
-                        }
-                    };
-                    p.exceed = one(e)?;
-                    conform = Some(one(c)?);
-                    cur.pos += 1;
-                }
-                None => {
-                    p.exceed = parse_control(cur, true)?.ok_or(PErr::Fail(String::new()))?;
-                    if cur.peek() == Some("/") {
-                        next_arg(cur)?;
-                        conform = Some(parse_control(cur, true)?.ok_or(PErr::Fail(String::new()))?);
-                    }
-                }
-            }
-            ok += 1;
-            continue;
-        } else if matches(w, "overhead") {
-            let v = next_arg(cur)?;
-            p.overhead = v.parse().map_err(|_| TcError::invarg("overhead", v, at + 1))?;
-        } else if matches(w, "linklayer") {
-            let v = next_arg(cur)?;
-            p.linklayer = if matches(v, "ethernet") {
-                LinkLayer::Ethernet
-            } else if matches(v, "atm") || matches(v, "adsl") {
-                LinkLayer::Atm
-            } else {
-                return Err(TcError::invarg("linklayer", v, at + 1).into());
-            };
-        } else if matches(w, "pkts_rate") {
-            let v = next_arg(cur)?;
-            if pps.is_some() {
-                return Err(TcError::duparg("pkts_rate", v, at + 1).into());
-            }
-            pps = Some(v.parse::<u64>().map_err(|_| TcError::invarg("pkts_rate", v, at + 1))?);
-        } else if matches(w, "pkts_burst") {
-            let v = next_arg(cur)?;
-            if ppsburst.is_some() {
-                return Err(TcError::duparg("pkts_burst", v, at + 1).into());
-            }
-            ppsburst = Some(v.parse::<u64>().map_err(|_| TcError::invarg("pkts_burst", v, at + 1))?);
-        } else if w == "help" {
-            return Err(TcError::fatal(POLICE_USAGE, Some(at)).into());
-        } else {
-            break;
-        }
-        cur.pos += 1;
-        ok += 1;
-    }
-    if ok == 0 {
-        return Err(PErr::Fail(String::new()));
-    }
-    let rate = rate.filter(|&r| r > 0);
-    if rate.is_some() && avrate.is_some() {
-        return Err(PErr::Fail(String::new()));
-    }
-    if rate.is_none() && avrate.is_none() && p.index == 0 && mtu.is_none() && pps.is_none() {
-        return Err(PErr::Fail("'rate' or 'avrate' or 'mtu' or 'pkts_rate' MUST be specified.".into()));
-    }
-    if rate.is_some() && burst.is_none() && avrate.is_none() {
-        return Err(PErr::Fail("'burst' requires 'rate'.".into()));
-    }
-    if pps.is_some() && ppsburst.is_none() {
-        return Err(PErr::Fail("'pkts_burst' requires 'pkts_rate'.".into()));
-    }
-    if pps.is_some() && rate.is_some() {
-        return Err(PErr::Fail("'rate' and 'pkts_rate' are not allowed in same action.".into()));
-    }
-    if peak.is_some() {
-        if rate.is_none() {
-            return Err(PErr::Fail("'peakrate' requires 'rate'.".into()));
-        }
-        if mtu.is_none() {
-            return Err(PErr::Fail("'mtu' is required, if 'peakrate' is requested.".into()));
-        }
-    }
-    p.rate = rate.unwrap_or(0);
-    p.burst = burst.unwrap_or(0);
-    p.mtu = mtu;
-    p.peakrate = peak;
-    p.avrate = avrate;
-    p.mpu = mpu.unwrap_or(0);
-    p.pkts_rate = pps;
-    p.pkts_burst = ppsburst;
-    if let Some(c) = conform {
-        p.conform = c;
-    }
-    let bare = p.rate == 0 && avrate.is_none() && mtu.is_none() && pps.is_none();
-    Ok(ActionSpec { action: Action::Police(p), cookie: None, bare, compat: false })
-}
-
-/// `skbedit` options after the word `skbedit`.
-fn parse_skbedit(cur: &mut Cur) -> Result<ActionSpec, PErr> {
-    next_arg(cur)?;
-    let mut k = SkbeditOpts { verdict: Verdict::Pipe, ..Default::default() };
-    let mut ok = 0;
-    let mut flags = 0;
-    while let Some(w) = cur.peek() {
-        if matches(w, "queue_mapping") {
-            let v = next_arg(cur)?;
-            match dec_u32(v).filter(|&q| q <= 65535) {
-                Some(q) => k.queue_mapping = Some(q as u16),
-                None => return Err(PErr::Fail("Illegal queue_mapping".into())),
-            }
-        } else if matches(w, "priority") {
-            let v = next_arg(cur)?;
-            k.priority = Some(get_tc_classid(v).ok_or_else(|| PErr::Fail("Illegal priority".into()))?);
-        } else if matches(w, "mark") {
-            let v = next_arg(cur)?;
-            let (m, mask) = match v.split_once('/') {
-                Some((m, x)) => (m, Some(x)),
-                None => (v, None),
-            };
-            k.mark = Some(get_u32(m).ok_or_else(|| PErr::Fail("Illegal mark".into()))?);
-            if let Some(x) = mask {
-                k.mask = Some(get_u32(x).ok_or_else(|| PErr::Fail("Illegal mask".into()))?);
-            }
-        } else if matches(w, "ptype") {
-            let v = next_arg(cur)?;
-            k.ptype = Some(if matches(v, "host") {
-                0
-            } else if matches(v, "broadcast") {
-                1
-            } else if matches(v, "multicast") {
-                2
-            } else if matches(v, "otherhost") {
-                3
-            } else {
-                return Err(PErr::Fail(format!("Illegal ptype ({v})")));
-            });
-        } else if matches(w, "inheritdsfield") {
-            k.inheritdsfield = true;
-        } else if matches(w, "help") {
-            return Err(TcError::fatal(SKBEDIT_USAGE, Some(cur.pos)).into());
-        } else {
-            break;
-        }
-        cur.pos += 1;
-        ok += 1;
-        flags += 1;
-    }
-    if let Some(v) = control_or_default(cur) {
-        k.verdict = v;
-    }
-    if cur.peek().is_some_and(|w| matches(w, "index")) {
-        let v = next_arg(cur)?;
-        k.index = dec_u32(v).ok_or_else(|| PErr::Fail("skbedit: Illegal \"index\"".into()))?;
-        cur.pos += 1;
-        ok += 1;
-    }
-    if ok == 0 {
-        return Err(PErr::Fail(SKBEDIT_USAGE.into()));
-    }
-    Ok(ActionSpec { action: Action::Skbedit(k), cookie: None, bare: flags == 0, compat: false })
-}
-
 /// The filter's `police` keyword: the policer options after it.
 pub(crate) fn parse_police_keyword(cur: &mut Cur, ctx: Ctx) -> Result<PoliceOpts, TcError> {
     let at = cur.pos.saturating_sub(1);
-    match parse_police_opts(cur) {
-        Ok(ActionSpec { action: Action::Police(p), .. }) => Ok(p),
-        Ok(_) => unreachable!("the police parser makes police actions"),
-        Err(e) => Err(failed(cur, at, e, ctx)),
-    }
+    police::parse_opts(cur).map(|(p, _)| p).map_err(|e| failed(cur, at, e, ctx))
 }
 
 /// tc's output when a kind parser returned -1 (`at`: the argv index of the kind word).
-fn failed(cur: &Cur, at: usize, e: PErr, ctx: Ctx) -> TcError {
+fn failed(cur: &Cur, at: usize, e: ActErr, ctx: Ctx) -> TcError {
     match e {
-        PErr::Exit(e) => e,
-        PErr::Fail(msg) => {
+        // A kind's usage exit (code 1) is a failed parse: `tc actions` exits 255 on it.
+        ActErr::Exit(mut e) => {
+            if ctx == Ctx::Standalone && e.code == 1 {
+                e.code = 255;
+            }
+            e
+        }
+        ActErr::Fail(msg) => {
             let left = cur.argv.len().saturating_sub(at);
             let word = cur.argv.get(at).map(String::as_str).unwrap_or("");
             let mut m = String::new();
@@ -583,33 +138,15 @@ pub(crate) fn parse_action_list(cur: &mut Cur, ctx: Ctx) -> Result<Vec<ActionSpe
         }
         eap = false;
         let at = cur.pos;
-        let kind = if is_control(w) { "gact" } else { w };
-        let parsed = match kind {
-            "police" => {
-                cur.pos += 1;
-                if cur.peek().is_none() {
-                    return Err(incomplete(cur));
-                }
-                parse_police_opts(cur)
-            }
-            "skbedit" => parse_skbedit(cur),
-            "mirred" => {
-                cur.pos += 1;
-                let m = super::mirred::parse_mirred(cur, at).map_err(|mut e| {
-                    if ctx == Ctx::Standalone && e.code == 1 {
-                        e.code = 255;
-                    }
-                    e
-                })?;
-                let bare = m.dev.is_empty();
-                Ok(ActionSpec { action: Action::Mirred(m), cookie: None, bare, compat: false })
-            }
-            k if is_unsupported_kind(k) => {
-                return Err(TcError::fatal(format!("Sluice does not emulate the {k} action"), Some(at)))
-            }
-            // Any other word goes to gact, as tc falls back to it.
-            _ => parse_gact(cur),
-        };
+        let kind = if is_control(w) { GACT } else { w };
+        if is_unsupported_kind(kind) {
+            return Err(TcError::fatal(format!("Sluice does not emulate the {kind} action"), Some(at)));
+        }
+        // Any other word goes to gact, as tc falls back to it.
+        let parsed = Action::parse_kind(kind, cur)
+            .or_else(|| Action::parse_kind(GACT, cur))
+            .expect("gact is a registry kind")
+            .map(spec);
         let mut spec = parsed.map_err(|e| failed(cur, at, e, ctx))?;
         spec.cookie = parse_cookie(cur)?;
         if cur.peek().is_some_and(|w| matches(w, "hw_stats")) {
@@ -661,7 +198,6 @@ fn is_unsupported_kind(k: &str) -> bool {
         "tunnel_key",
         "vlan",
         "xt",
-        "mirred",
     ]
     .contains(&k)
 }
@@ -802,13 +338,14 @@ pub(crate) fn now_ms() -> u64 {
 /// tc's own check of a mirred target (it resolves the name before sending anything); every
 /// namespace has `lo`.
 fn check_target(state: &State, spec: &ActionSpec, ctx: Ctx) -> Result<(), TcError> {
-    if let Action::Mirred(m) = &spec.action {
-        if !spec.bare && m.dev != "lo" && !state.devices.iter().any(|d| d.name == m.dev) {
+    if let Some(dev) = spec.action.device() {
+        if !spec.bare && dev != "lo" && !state.devices.iter().any(|d| d.name == dev) {
             return Err(TcError {
                 code: if ctx == Ctx::Standalone { 255 } else { 1 },
                 message: format!(
-                    "Cannot find device \"{}\"\nbad action parsing\nparse_action: bad value (mirred)!\nIllegal \"action\"",
-                    m.dev
+                    "Cannot find device \"{}\"\nbad action parsing\nparse_action: bad value ({})!\nIllegal \"action\"",
+                    dev,
+                    spec.action.kind()
                 ),
                 arg: None,
             });
@@ -820,39 +357,7 @@ fn check_target(state: &State, spec: &ActionSpec, ctx: Ctx) -> Result<(), TcErro
 /// The kernel's checks when it makes (or replaces) an action from `spec`; `in_filter`: a filter
 /// holds it (only then can a verdict `goto chain`).
 fn check_new(spec: &ActionSpec, in_filter: bool) -> Result<(), TcError> {
-    let goto_ok = |v: Verdict| -> Result<(), TcError> {
-        if matches!(v, Verdict::Goto(_)) && !in_filter {
-            return Err(kernel_err("can't goto NULL proto/chain"));
-        }
-        Ok(())
-    };
-    match &spec.action {
-        Action::Gact { verdict, random, .. } => {
-            if random.is_some_and(|r| matches!(r.verdict, Verdict::Goto(_))) {
-                return Err(kernel_err("goto chain not allowed on fallback"));
-            }
-            goto_ok(*verdict)?;
-        }
-        Action::Police(p) => {
-            goto_ok(p.exceed)?;
-            if matches!(p.conform, Verdict::Goto(_)) {
-                return Err(kernel_err("goto chain not allowed on fallback"));
-            }
-        }
-        Action::Skbedit(k) => {
-            goto_ok(k.verdict)?;
-            if spec.bare {
-                return Err(TcError::errno("Invalid argument"));
-            }
-        }
-        Action::Mirred(m) => {
-            goto_ok(m.verdict)?;
-            if spec.bare {
-                return Err(kernel_err("act_mirred: Unknown mirred option"));
-            }
-        }
-    }
-    Ok(())
+    spec.action.check(spec.bare, in_filter).expect("every action kind is in the registry")
 }
 
 /// Resolves a filter's action list against the table: an action whose index exists binds it
@@ -1120,10 +625,6 @@ fn times(s: &mut String, installed_ms: u64, now_ms: u64) {
     }
 }
 
-fn rate_str(bps: u64) -> String {
-    format_rate(Rate::from_bps(bps / 8 * 8))
-}
-
 /// Prints one action as tc does after `action order N: `, with the generic lines that follow.
 pub fn print_action(
     out: &mut String,
@@ -1159,100 +660,7 @@ pub fn print_action(
 
 /// The kind's own lines (`print_aopt`).
 fn print_body(out: &mut String, a: &Action, refs: u32, bind: u32, tm: &str, details: bool) {
-    match a {
-        Action::Gact { verdict, index, random } => {
-            let (rt, pv, val) = match random {
-                None => ("none", Verdict::Pass, 0),
-                Some(r) => (if r.determ { "determ" } else { "netrand" }, r.verdict, r.val),
-            };
-            let _ = write!(
-                out,
-                "gact action {}\n\t random type {rt} {} val {val}\n\t index {index} ref {refs} bind {bind}{tm}\n",
-                verdict.text(),
-                pv.text()
-            );
-        }
-        Action::Police(p) => {
-            let rb = p.rate / 8;
-            let burst = if rb == 0 { 0 } else { xmitsize(rb, xmittime(rb, p.burst)) };
-            let mtu = p.mtu.unwrap_or(if p.rate > 0 { 2040 } else { u32::MAX });
-            let _ = write!(
-                out,
-                " police {:#x} rate {} burst {} mtu {} ",
-                p.index,
-                rate_str(p.rate),
-                format_size(burst as u64),
-                format_size(mtu as u64)
-            );
-            if let Some(pk) = p.peakrate {
-                let _ = write!(out, "peakrate {} ", rate_str(pk));
-            }
-            if let Some(av) = p.avrate {
-                let _ = write!(out, "avrate {} ", rate_str(av));
-            }
-            if let (Some(pps), Some(b)) = (p.pkts_rate, p.pkts_burst) {
-                let pb = if pps == 0 || b > u32::MAX as u64 {
-                    b
-                } else {
-                    xmitsize(pps, xmittime(pps, b as u32)) as u64
-                };
-                let _ = write!(out, "pkts_rate {pps} pkts_burst {pb} ");
-            }
-            let _ = write!(out, "action {}", p.exceed.text());
-            if p.conform != Verdict::Pass {
-                let _ = write!(out, "/{} ", p.conform.text());
-            } else {
-                out.push(' ');
-            }
-            let _ = write!(out, "overhead {} ", format_size(p.overhead as u64));
-            if p.linklayer == LinkLayer::Atm {
-                out.push_str("linklayer atm ");
-            } else if details {
-                out.push_str("linklayer ethernet ");
-            }
-            let _ = writeln!(out, "\n\tref {refs} bind {bind} {tm}");
-        }
-        Action::Mirred(m) => {
-            let _ = write!(
-                out,
-                "mirred ({} to device {}) {}\n\tindex {} ref {refs} bind {bind}{tm}\n",
-                m.description(),
-                m.dev,
-                m.verdict.text(),
-                m.index
-            );
-        }
-        Action::Skbedit(k) => {
-            out.push_str("skbedit ");
-            if let Some(q) = k.queue_mapping {
-                let _ = write!(out, "queue_mapping {q}");
-            }
-            if let Some(p) = k.priority {
-                let _ = write!(out, " priority {}", classid_str(p));
-            }
-            if let Some(m) = k.mark {
-                let _ = write!(out, " mark {m}");
-            }
-            if let Some(m) = k.mask {
-                let _ = write!(out, "/{m:#x}");
-            }
-            if let Some(t) = k.ptype {
-                match t {
-                    0 => out.push_str(" ptype host"),
-                    1 => out.push_str(" ptype broadcast"),
-                    2 => out.push_str(" ptype multicast"),
-                    3 => out.push_str(" ptype otherhost"),
-                    t => {
-                        let _ = write!(out, " ptype {t}");
-                    }
-                }
-            }
-            if k.inheritdsfield {
-                out.push_str(" inheritdsfield");
-            }
-            let _ = write!(out, " {}\n\t index {} ref {refs} bind {bind}{tm}\n", k.verdict.text(), k.index);
-        }
-    }
+    a.show(out, refs, bind, tm, details);
 }
 
 /// A filter's actions as `tc filter show` prints them (each preceded by an empty line).
@@ -1284,83 +692,5 @@ pub fn filter_actions_text(state: &State, f: &FilterNode, opts: super::ShowOpts)
 /// The words that make `a` again after `action` (`gact drop index 3`, `police rate ...`), as
 /// [`parse_action_list`] reads them.
 pub fn action_words(a: &Action) -> String {
-    let mut s = String::new();
-    match a {
-        Action::Mirred(m) => {
-            let w = super::mirred::args(m);
-            s.push_str(w.trim_start().strip_prefix("action ").unwrap_or(&w));
-        }
-        Action::Gact { verdict, index, random } => {
-            let _ = write!(s, "gact {}", verdict.text());
-            if let Some(r) = random {
-                let _ = write!(
-                    s,
-                    " random {} {} {}",
-                    if r.determ { "determ" } else { "netrand" },
-                    r.verdict.text(),
-                    r.val
-                );
-            }
-            let _ = write!(s, " index {index}");
-        }
-        Action::Police(p) => {
-            s.push_str("police");
-            if p.rate > 0 {
-                let _ = write!(s, " rate {}bit burst {}", p.rate, p.burst);
-            }
-            if let Some(av) = p.avrate {
-                let _ = write!(s, " avrate {av}bit");
-            }
-            if let (Some(r), Some(b)) = (p.pkts_rate, p.pkts_burst) {
-                let _ = write!(s, " pkts_rate {r} pkts_burst {b}");
-            }
-            if let Some(m) = p.mtu {
-                let _ = write!(s, " mtu {m}");
-            }
-            if let Some(pk) = p.peakrate {
-                let _ = write!(s, " peakrate {pk}bit");
-            }
-            if p.mpu != 0 {
-                let _ = write!(s, " mpu {}", p.mpu);
-            }
-            if p.overhead != 0 {
-                let _ = write!(s, " overhead {}", p.overhead);
-            }
-            if p.linklayer == LinkLayer::Atm {
-                s.push_str(" linklayer atm");
-            }
-            let _ = write!(s, " conform-exceed {}", p.exceed.text());
-            if p.conform != Verdict::Pass {
-                let _ = write!(s, " / {}", p.conform.text());
-            }
-            let _ = write!(s, " index {}", p.index);
-        }
-        Action::Skbedit(k) => {
-            s.push_str("skbedit");
-            if let Some(q) = k.queue_mapping {
-                let _ = write!(s, " queue_mapping {q}");
-            }
-            if let Some(p) = k.priority {
-                let _ = write!(s, " priority {}", classid_str(p));
-            }
-            if let Some(m) = k.mark {
-                let _ = write!(s, " mark {m:#x}");
-                if let Some(x) = k.mask {
-                    let _ = write!(s, "/{x:#x}");
-                }
-            }
-            if let Some(t) = k.ptype {
-                let _ = write!(
-                    s,
-                    " ptype {}",
-                    ["host", "broadcast", "multicast", "otherhost"][t.min(3) as usize]
-                );
-            }
-            if k.inheritdsfield {
-                s.push_str(" inheritdsfield");
-            }
-            let _ = write!(s, " {} index {}", k.verdict.text(), k.index);
-        }
-    }
-    s
+    a.args().expect("every action kind is in the registry")
 }

@@ -379,22 +379,6 @@ pub fn one_filter(state: &State, f: &FilterNode, parent: Handle, opts: ShowOpts)
     j
 }
 
-/// `print_action_control`: the verdict as `{"type": ...}`, with goto's chain or jump's count.
-fn control(v: Verdict) -> J {
-    let mut c = J::obj();
-    c.put("type", v.name());
-    match v {
-        Verdict::Goto(n) => {
-            c.put("chain", n);
-        }
-        Verdict::Jump(n) => {
-            c.put("jump", n);
-        }
-        _ => {}
-    }
-    c
-}
-
 /// One action as `tc_print_one_action` writes it after its `order`.
 fn action(j: &mut J, state: &State, e: &ActionEntry, dump: Dump, opts: ShowOpts, now: u64) {
     let a = &e.action;
@@ -407,82 +391,7 @@ fn action(j: &mut J, state: &State, e: &ActionEntry, dump: Dump, opts: ShowOpts,
             j.put("installed", ticks / 100).put("last_used", ticks / 100);
         }
     };
-    match a {
-        Action::Gact { verdict, index, random } => {
-            let (rt, pv, val) = match random {
-                None => ("none", Verdict::Pass, 0),
-                Some(r) => (if r.determ { "determ" } else { "netrand" }, r.verdict, r.val),
-            };
-            let mut prob = J::obj();
-            prob.put("random_type", rt).put("control_action", control(pv)).put("val", val);
-            j.put("kind", "gact").put("control_action", control(*verdict)).put("prob", prob);
-            j.put("index", *index).put("ref", refs).put("bind", bind);
-            tm(j);
-        }
-        Action::Police(p) => {
-            j.put("kind", "police").put("index", p.index);
-            if let (Some(pps), Some(b)) = (p.pkts_rate, p.pkts_burst) {
-                let pb = if pps == 0 || b > u32::MAX as u64 {
-                    b
-                } else {
-                    show::xmitsize(pps, show::xmittime(pps, b as u32)) as u64
-                };
-                j.put("pkts_rate", pps).put("pkts_burst", pb);
-            }
-            j.put("control_action", control(p.exceed));
-            if p.conform != Verdict::Pass {
-                j.put("control_action", control(p.conform));
-            }
-            j.put("overhead", p.overhead);
-            if p.linklayer == LinkLayer::Atm || opts.details {
-                j.put("linklayer", linklayer(p.linklayer));
-            }
-            j.put("ref", refs).put("bind", bind);
-            tm(j);
-        }
-        Action::Mirred(m) => {
-            let (action, direction) = match m.description() {
-                "Egress Redirect" => ("redirect", "egress"),
-                "Egress Mirror" => ("mirror", "egress"),
-                "Ingress Redirect" => ("redirect", "ingress"),
-                _ => ("mirror", "ingress"),
-            };
-            j.put("kind", "mirred").put("mirred_action", action).put("direction", direction);
-            j.put("to_dev", m.dev.as_str()).put("control_action", control(m.verdict));
-            j.put("index", m.index).put("ref", refs).put("bind", bind);
-            tm(j);
-        }
-        Action::Skbedit(k) => {
-            j.put("kind", "skbedit");
-            if let Some(q) = k.queue_mapping {
-                j.put("queue_mapping", q);
-            }
-            if let Some(p) = k.priority {
-                j.put("priority", classid_str(p));
-            }
-            if let Some(m) = k.mark {
-                j.put("mark", m);
-            }
-            if let Some(m) = k.mask {
-                j.put("mask", format!("{m:x}"));
-            }
-            if let Some(t) = k.ptype {
-                match t {
-                    0 => j.put("ptype", "host"),
-                    1 => j.put("ptype", "broadcast"),
-                    2 => j.put("ptype", "multicast"),
-                    3 => j.put("ptype", "otherhost"),
-                    t => j.put("ptype", t),
-                };
-            }
-            if k.inheritdsfield {
-                j.put("inheritdsfield", Value::Null);
-            }
-            j.put("control_action", control(k.verdict));
-            j.put("index", k.index).put("ref", refs).put("bind", bind);
-            tm(j);
-        }
-    }
+    a.json(j, refs, bind, &tm, opts.details);
     if opts.stats {
         let mut st = J::obj();
         stats(&mut st, &QdiscStats::default());

@@ -11,7 +11,6 @@ pub mod args;
 pub mod filters;
 pub mod json;
 pub mod kernel;
-pub mod mirred;
 pub mod show;
 
 pub use args::{parse_command, parse_command_in, Grammar, TcCmd, Verb};
