@@ -203,22 +203,22 @@ mod kinds_a {
     pub fn parse(kind: &str, words: &str) -> Result<QdiscOpts, TcError> {
         let argv: Vec<String> = words.split_whitespace().map(String::from).collect();
         let mut cur = Cur { argv: &argv, pos: 0, max_minor: 0xffff };
-        QdiscOpts::parse_kind(kind, &mut cur).expect("a registry kind")
+        QdiscOpts::parse_kind(kind, &mut cur)
     }
 
     /// The three properties for `o`.
     pub fn check(o: &QdiscOpts) -> Result<(), TestCaseError> {
         let kind = o.kind();
         // (a) tc words and back.
-        let words = o.args().expect("a registry kind");
+        let words = o.args();
         let back = parse(kind, &words).map_err(|e| TestCaseError::fail(format!("{words}: {}", e.message)))?;
         prop_assert_eq!(&back, o, "words: {}", words);
         // (b) netlink and back.
         let mut a = Attrs::new();
-        o.encode(&mut a).expect("a registry kind").map_err(|e| TestCaseError::fail(e.to_string()))?;
+        o.encode(&mut a).map_err(|e| TestCaseError::fail(e.to_string()))?;
         let bytes = a.into_bytes();
         let decoded = QdiscOpts::decode(kind, find(&bytes, TCA_OPTIONS))
-            .expect("a registry kind")
+            
             .map_err(|e| TestCaseError::fail(e.to_string()))?;
         prop_assert_eq!(&decoded, o, "netlink: {:02x?}", bytes);
         // (c) the builder.
@@ -233,7 +233,7 @@ mod kinds_a {
         dev.qdiscs.push(node.clone());
         let mut cls = Classifier::new();
         let built =
-            o.build(&node, &mut BuildCx { dev: &dev, cls: &mut cls, seed: 1 }).expect("a registry kind");
+            o.build(&node, &mut BuildCx { dev: &dev, cls: &mut cls, seed: 1 });
         prop_assert!(built.is_ok(), "build: {:?}", built.err());
         Ok(())
     }
@@ -256,19 +256,19 @@ mod kindsc_util {
         let argv: Vec<String> = args.split_whitespace().map(String::from).collect();
         let mut cur = Cur { argv: &argv, pos: 0, max_minor: 0xFFFF };
         QdiscOpts::parse_kind_warned(kind, &mut cur)
-            .expect("a registry kind")
+            
             .unwrap_or_else(|e| panic!("{kind}{args}: {}", e.message))
     }
 
     /// `o` -> args -> tc's parser.
     pub fn reparse(o: &QdiscOpts) -> QdiscOpts {
-        parse(o.kind(), &o.args().expect("a registry kind")).0
+        parse(o.kind(), &o.args()).0
     }
 
     /// The attributes `o` encodes to (after `TCA_KIND`).
     pub fn encode(o: &QdiscOpts) -> Vec<u8> {
         let mut a = Attrs::new();
-        o.encode(&mut a).expect("a registry kind").expect("encodable");
+        o.encode(&mut a).expect("encodable");
         a.into_bytes()
     }
 
@@ -276,14 +276,14 @@ mod kindsc_util {
     pub fn redecode(o: &QdiscOpts) -> QdiscOpts {
         let b = encode(o);
         QdiscOpts::decode(o.kind(), find(&b, TCA_OPTIONS))
-            .expect("a registry kind")
+            
             .unwrap_or_else(|e| panic!("{o:?}: {e}"))
     }
 
     /// The kernel's checks on add, then the builder, on a dummy device's root.
     pub fn builds(o: &QdiscOpts) {
         let mut dev = Device::new("dummy0", DevKind::Dummy, 2);
-        let opts = o.change(&dev, None).expect("a registry kind").unwrap_or_else(|e| panic!("{o:?}: {e:?}"));
+        let opts = o.change(&dev, None).unwrap_or_else(|e| panic!("{o:?}: {e:?}"));
         let node = QdiscNode {
             handle: Handle::new(1, 0),
             parent: H_ROOT,
@@ -294,7 +294,7 @@ mod kindsc_util {
         dev.qdiscs.push(node.clone());
         let mut cls = Classifier::new();
         let mut cx = BuildCx { dev: &dev, cls: &mut cls, seed: 7 };
-        if let Err(e) = node.opts.build(&node, &mut cx).expect("a registry kind") {
+        if let Err(e) = node.opts.build(&node, &mut cx) {
             panic!("{o:?}: {e}");
         }
     }
@@ -645,19 +645,19 @@ mod base_kinds {
     /// `o`'s tc words read back by the kind's parser.
     pub fn reparsed(o: &QdiscOpts) -> QdiscOpts {
         let argv: Vec<String> =
-            o.args().expect("a registry kind").split_whitespace().map(String::from).collect();
+            o.args().split_whitespace().map(String::from).collect();
         let mut cur = Cur { argv: &argv, pos: 0, max_minor: Handle::TC_MAX_MINOR };
         QdiscOpts::parse_kind(o.kind(), &mut cur)
-            .expect("a registry kind")
+            
             .unwrap_or_else(|e| panic!("{argv:?}: {e:?}"))
     }
 
     /// `o` sent as tc sends it and decoded back.
     pub fn decoded(o: &QdiscOpts) -> QdiscOpts {
         let mut a = Attrs::new();
-        o.encode(&mut a).expect("a registry kind").unwrap_or_else(|e| panic!("{o:?}: {e}"));
+        o.encode(&mut a).unwrap_or_else(|e| panic!("{o:?}: {e}"));
         let bytes = a.into_bytes();
-        QdiscOpts::decode(o.kind(), find(&bytes, TCA_OPTIONS)).expect("a registry kind").unwrap()
+        QdiscOpts::decode(o.kind(), find(&bytes, TCA_OPTIONS)).unwrap()
     }
 
     /// A device holding `o` at `parent` (and a pfifo root when `o` goes on the ingress slot).
