@@ -242,7 +242,7 @@ impl<'a> Plan<'a> {
         for q in &dev.qdiscs {
             let kind = q.opts.kind();
             let what = || format!("qdisc {kind} {}", classid_str(q.handle));
-            if let Some(Err(e)) = q.opts.encode(&mut Attrs::new()) {
+            if let Err(e) = q.opts.encode(&mut Attrs::new()) {
                 unencoded.push(format!("{} ({e})", what()));
             }
             match &q.opts {
@@ -683,7 +683,7 @@ fn qdisc_command(dev: &str, q: &PlannedQdisc<'_>) -> String {
         tc_handle_str(q.handle),
         q.kind()
     );
-    s += &q.node.opts.args().unwrap_or_default();
+    s += &q.node.opts.args();
     s
 }
 

@@ -246,9 +246,7 @@ pub(crate) fn build_qdisc(
     cls: &mut Classifier,
     seed: u64,
 ) -> Result<Box<dyn Qdisc>, BuildError> {
-    q.opts
-        .build(q, &mut crate::kinds::BuildCx { dev, cls, seed })
-        .unwrap_or_else(|| Err(BuildError::Unsupported(q.opts.kind().into())))
+    q.opts.build(q, &mut crate::kinds::BuildCx { dev, cls, seed })
 }
 
 /// FNV-1a: a hash that stays the same across runs and platforms.

@@ -316,67 +316,8 @@ pub enum LinkLayer {
     Atm,
 }
 
-/// Qdisc kinds and their options.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum QdiscOpts {
-    /// Packet-limited FIFO.
-    Pfifo(FifoOpts),
-    /// Byte-limited FIFO.
-    Bfifo(FifoOpts),
-    /// Packet FIFO dropping from the head when full.
-    PfifoHeadDrop(FifoOpts),
-    /// Three-band default qdisc.
-    PfifoFast(PfifoFastOpts),
-    /// Strict priority bands.
-    Prio(PrioOpts),
-    /// Hierarchical token bucket (qdisc part).
-    Htb(HtbOpts),
-    /// Token bucket filter.
-    Tbf(TbfOpts),
-    /// Stochastic fairness queueing.
-    Sfq(SfqOpts),
-    /// Controlled delay AQM.
-    Codel(CodelOpts),
-    /// Flow queueing with CoDel.
-    FqCodel(FqCodelOpts),
-    /// Network emulator (boxed: its options are the largest).
-    Netem(Box<NetemOpts>),
-    /// Deficit round robin.
-    Drr(DrrOpts),
-    /// Random early detection.
-    Red(RedOpts),
-    /// Common Applications Kept Enhanced.
-    Cake(CakeOpts),
-    /// Hierarchical fair service curve.
-    Hfsc(HfscOpts),
-    /// Enhanced transmission selection (strict and DRR bands).
-    Ets(EtsOpts),
-    /// Ingress hook.
-    Ingress(IngressOpts),
-    /// Ingress+egress filter hook.
-    Clsact(ClsactOpts),
-    /// One class per transmit queue (root only, multi-queue devices).
-    Mq(MqOpts),
-}
-
-impl QdiscOpts {
-    /// tc's kind name.
-    pub fn kind(&self) -> &'static str {
-        self.registry_name().unwrap_or("")
-    }
-
-    /// The kind sits at the ingress slot (`ffff:fff1`), and only such kinds may (the kernel's
-    /// `TCQ_F_INGRESS`): ingress and clsact.
-    pub fn is_ingress(&self) -> bool {
-        self.registry_ingress().unwrap_or(false)
-    }
-
-    /// Qdiscs that have classes a child qdisc or filter can refer to.
-    pub fn is_classful(&self) -> bool {
-        self.registry_classful().unwrap_or(false)
-    }
-}
+/// Qdisc kinds and their options: one variant per line of the kind registry.
+pub use crate::kinds::QdiscOpts;
 
 /// A size table (`stab ...`): how a qdisc computes packet sizes (tc's `struct tc_sizespec`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

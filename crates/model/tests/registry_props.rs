@@ -210,12 +210,12 @@ mod kinds_a {
     pub fn check(o: &QdiscOpts) -> Result<(), TestCaseError> {
         let kind = o.kind();
         // (a) tc words and back.
-        let words = o.args().expect("a registry kind");
+        let words = o.args();
         let back = parse(kind, &words).map_err(|e| TestCaseError::fail(format!("{words}: {}", e.message)))?;
         prop_assert_eq!(&back, o, "words: {}", words);
         // (b) netlink and back.
         let mut a = Attrs::new();
-        o.encode(&mut a).expect("a registry kind").map_err(|e| TestCaseError::fail(e.to_string()))?;
+        o.encode(&mut a).map_err(|e| TestCaseError::fail(e.to_string()))?;
         let bytes = a.into_bytes();
         let decoded = QdiscOpts::decode(kind, find(&bytes, TCA_OPTIONS))
             .expect("a registry kind")
@@ -232,8 +232,7 @@ mod kinds_a {
         };
         dev.qdiscs.push(node.clone());
         let mut cls = Classifier::new();
-        let built =
-            o.build(&node, &mut BuildCx { dev: &dev, cls: &mut cls, seed: 1 }).expect("a registry kind");
+        let built = o.build(&node, &mut BuildCx { dev: &dev, cls: &mut cls, seed: 1 });
         prop_assert!(built.is_ok(), "build: {:?}", built.err());
         Ok(())
     }
@@ -262,13 +261,13 @@ mod kindsc_util {
 
     /// `o` -> args -> tc's parser.
     pub fn reparse(o: &QdiscOpts) -> QdiscOpts {
-        parse(o.kind(), &o.args().expect("a registry kind")).0
+        parse(o.kind(), &o.args()).0
     }
 
     /// The attributes `o` encodes to (after `TCA_KIND`).
     pub fn encode(o: &QdiscOpts) -> Vec<u8> {
         let mut a = Attrs::new();
-        o.encode(&mut a).expect("a registry kind").expect("encodable");
+        o.encode(&mut a).expect("encodable");
         a.into_bytes()
     }
 
@@ -283,7 +282,7 @@ mod kindsc_util {
     /// The kernel's checks on add, then the builder, on a dummy device's root.
     pub fn builds(o: &QdiscOpts) {
         let mut dev = Device::new("dummy0", DevKind::Dummy, 2);
-        let opts = o.change(&dev, None).expect("a registry kind").unwrap_or_else(|e| panic!("{o:?}: {e:?}"));
+        let opts = o.change(&dev, None).unwrap_or_else(|e| panic!("{o:?}: {e:?}"));
         let node = QdiscNode {
             handle: Handle::new(1, 0),
             parent: H_ROOT,
@@ -294,7 +293,7 @@ mod kindsc_util {
         dev.qdiscs.push(node.clone());
         let mut cls = Classifier::new();
         let mut cx = BuildCx { dev: &dev, cls: &mut cls, seed: 7 };
-        if let Err(e) = node.opts.build(&node, &mut cx).expect("a registry kind") {
+        if let Err(e) = node.opts.build(&node, &mut cx) {
             panic!("{o:?}: {e}");
         }
     }
@@ -436,7 +435,7 @@ mod netem_props {
         #[test]
         fn netem_options_survive_tc_netlink_and_the_builder(o in opts()) {
             let o = QdiscOpts::Netem(Box::new(o));
-            prop_assert_eq!(reparse(&o), o.clone(), "{}", o.args().unwrap());
+            prop_assert_eq!(reparse(&o), o.clone(), "{}", o.args());
             prop_assert_eq!(redecode(&o), o.clone());
             builds(&o);
         }
@@ -493,7 +492,7 @@ mod red_props {
         #[test]
         fn red_options_survive_tc_netlink_and_the_builder(r in opts()) {
             let o = QdiscOpts::Red(r.clone());
-            prop_assert_eq!(reparse(&o), o.clone(), "{}", o.args().unwrap());
+            prop_assert_eq!(reparse(&o), o.clone(), "{}", o.args());
             // tc's inputs of the idle table and of Wlog are not sent: decoding finds others that
             // send the same bytes (and, when a burst does, parse back to the same options).
             let back = redecode(&o);
@@ -504,7 +503,7 @@ mod red_props {
             );
             prop_assert_eq!(encode(&back), encode(&o));
             if d.burst != 0 {
-                prop_assert_eq!(reparse(&back), back.clone(), "{}", back.args().unwrap());
+                prop_assert_eq!(reparse(&back), back.clone(), "{}", back.args());
             }
             builds(&o);
         }
@@ -575,7 +574,7 @@ mod cake_props {
         #[test]
         fn cake_options_survive_tc_netlink_and_the_builder(c in opts()) {
             let o = QdiscOpts::Cake(c);
-            prop_assert_eq!(reparse(&o), o.clone(), "{}", o.args().unwrap());
+            prop_assert_eq!(reparse(&o), o.clone(), "{}", o.args());
             prop_assert_eq!(redecode(&o), o.clone());
             builds(&o);
         }
@@ -591,7 +590,7 @@ mod hfsc_props {
         #[test]
         fn hfsc_options_survive_tc_netlink_and_the_builder(default in any::<u16>()) {
             let o = QdiscOpts::Hfsc(HfscOpts { default, ..HfscOpts::default() });
-            prop_assert_eq!(reparse(&o), o.clone(), "{}", o.args().unwrap());
+            prop_assert_eq!(reparse(&o), o.clone(), "{}", o.args());
             prop_assert_eq!(redecode(&o), o.clone());
             builds(&o);
         }
@@ -624,7 +623,7 @@ mod ets_props {
         #[test]
         fn ets_options_survive_tc_netlink_and_the_builder(e in opts()) {
             let o = QdiscOpts::Ets(e);
-            prop_assert_eq!(reparse(&o), o.clone(), "{}", o.args().unwrap());
+            prop_assert_eq!(reparse(&o), o.clone(), "{}", o.args());
             prop_assert_eq!(redecode(&o), o.clone());
             builds(&o);
         }
@@ -644,8 +643,7 @@ mod base_kinds {
 
     /// `o`'s tc words read back by the kind's parser.
     pub fn reparsed(o: &QdiscOpts) -> QdiscOpts {
-        let argv: Vec<String> =
-            o.args().expect("a registry kind").split_whitespace().map(String::from).collect();
+        let argv: Vec<String> = o.args().split_whitespace().map(String::from).collect();
         let mut cur = Cur { argv: &argv, pos: 0, max_minor: Handle::TC_MAX_MINOR };
         QdiscOpts::parse_kind(o.kind(), &mut cur)
             .expect("a registry kind")
@@ -655,9 +653,9 @@ mod base_kinds {
     /// `o` sent as tc sends it and decoded back.
     pub fn decoded(o: &QdiscOpts) -> QdiscOpts {
         let mut a = Attrs::new();
-        o.encode(&mut a).expect("a registry kind").unwrap_or_else(|e| panic!("{o:?}: {e}"));
+        o.encode(&mut a).unwrap_or_else(|e| panic!("{o:?}: {e}"));
         let bytes = a.into_bytes();
-        QdiscOpts::decode(o.kind(), find(&bytes, TCA_OPTIONS)).expect("a registry kind").unwrap()
+        QdiscOpts::decode(o.kind(), find(&bytes, TCA_OPTIONS)).unwrap().unwrap()
     }
 
     /// A device holding `o` at `parent` (and a pfifo root when `o` goes on the ingress slot).
@@ -800,7 +798,7 @@ mod htb_props {
             prop_assert_eq!(reparsed(&o), o.clone());
             if h.textbook {
                 // Sluice's own sharing: the kernel has no such HTB, `apply` refuses it by name.
-                let e: Unencodable = o.encode(&mut Attrs::new()).unwrap().unwrap_err();
+                let e: Unencodable = o.encode(&mut Attrs::new()).unwrap_err();
                 prop_assert_eq!(e.option, "textbook");
             } else {
                 prop_assert_eq!(decoded(&o), o.clone());

@@ -47,7 +47,7 @@ pub fn stab_args(t: &SizeTable) -> String {
 
 /// The options of a qdisc in tc syntax (after the kind).
 pub fn qdisc_args(o: &QdiscOpts) -> String {
-    o.args().unwrap_or_default()
+    o.args()
 }
 
 /// The options of a class in tc syntax.

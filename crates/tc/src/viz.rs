@@ -170,7 +170,7 @@ fn rate(b: u64) -> String {
 }
 
 fn qdisc_summary(q: &QdiscOpts) -> Option<String> {
-    q.label().flatten()
+    q.label()
 }
 
 /// What a filter matches, short.

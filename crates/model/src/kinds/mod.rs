@@ -21,10 +21,10 @@ use crate::build::BuildError;
 use crate::error::TcError;
 use crate::grammar::Cur;
 use crate::json::J;
-use crate::model::{Action, Device, Handle, QdiscNode, QdiscOpts};
+use crate::model::{Action, Device, Handle, QdiscNode};
 use crate::nlattr::Attrs;
 use action_common::ActErr;
-use serde::{de::DeserializeOwned, Serialize};
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use sluice_core::classify::Classifier;
 use sluice_core::filter::action::Action as CoreAction;
 use sluice_core::Qdisc;
@@ -43,16 +43,16 @@ pub mod gact;
 pub mod hfsc;
 pub mod htb;
 pub mod ingress;
-pub mod mq;
 pub mod mirred;
+pub mod mq;
 pub mod netem;
 pub mod pfifo_fast;
 pub mod police;
 pub mod prio;
 pub mod red;
 pub mod sfq;
-pub mod tbf;
 pub mod skbedit;
+pub mod tbf;
 
 /// `TCA_OPTIONS`: the attribute that holds a kind's options in a tc request.
 pub const TCA_OPTIONS: u16 = 2;
@@ -178,13 +178,20 @@ impl BuildCx<'_> {
 /// The one list of kinds. For each `Variant => Kind`, `QdiscOpts::Variant` holds
 /// `<Kind as QdiscKind>::Opts`, and every method below dispatches to `Kind`.
 macro_rules! qdisc_registry {
-    ($($variant:ident => $kind:ty),* $(,)?) => {
+    ($($(#[$doc:meta])* $variant:ident => $kind:ty),* $(,)?) => {
         /// tc names of the kinds in the registry.
         pub const QDISC_KINDS: &[&str] = &[$(<$kind as QdiscKind>::NAME),*];
 
-        #[allow(unreachable_patterns)]
+        /// Qdisc kinds and their options (the state file's `"kind"`: the variant in
+        /// snake_case, which is tc's name).
+        #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+        #[serde(tag = "kind", rename_all = "snake_case")]
+        pub enum QdiscOpts {
+            $($(#[$doc])* $variant(<$kind as QdiscKind>::Opts),)*
+        }
+
         impl QdiscOpts {
-            /// tc's option words for `kind` (`None`: not a registry kind).
+            /// tc's option words for `kind` (`None`: no such kind).
             pub fn parse_kind(kind: &str, cur: &mut Cur) -> Option<Result<QdiscOpts, TcError>> {
                 $(if kind == <$kind as QdiscKind>::NAME {
                     return Some(<$kind as QdiscKind>::parse(cur).map(QdiscOpts::$variant));
@@ -200,101 +207,91 @@ macro_rules! qdisc_registry {
                 None
             }
 
-            /// [`QdiscKind::NAME`].
-            pub fn registry_name(&self) -> Option<&'static str> {
+            /// tc's kind name ([`QdiscKind::NAME`]).
+            pub fn kind(&self) -> &'static str {
                 match self {
-                    $(QdiscOpts::$variant(_) => Some(<$kind as QdiscKind>::NAME),)*
-                    _ => None,
+                    $(QdiscOpts::$variant(_) => <$kind as QdiscKind>::NAME,)*
                 }
             }
 
-            /// [`QdiscKind::CLASSFUL`].
-            pub fn registry_classful(&self) -> Option<bool> {
+            /// The kind has classes a child qdisc or filter can refer to ([`QdiscKind::CLASSFUL`]).
+            pub fn is_classful(&self) -> bool {
                 match self {
-                    $(QdiscOpts::$variant(_) => Some(<$kind as QdiscKind>::CLASSFUL),)*
-                    _ => None,
+                    $(QdiscOpts::$variant(_) => <$kind as QdiscKind>::CLASSFUL,)*
                 }
             }
 
-            /// [`QdiscKind::INGRESS`].
-            pub fn registry_ingress(&self) -> Option<bool> {
+            /// The kind sits at the ingress slot (`ffff:fff1`), and only such kinds may (the
+            /// kernel's `TCQ_F_INGRESS`; [`QdiscKind::INGRESS`]).
+            pub fn is_ingress(&self) -> bool {
                 match self {
-                    $(QdiscOpts::$variant(_) => Some(<$kind as QdiscKind>::INGRESS),)*
-                    _ => None,
+                    $(QdiscOpts::$variant(_) => <$kind as QdiscKind>::INGRESS,)*
                 }
             }
 
             /// [`QdiscKind::check_parent`] for a new qdisc of this kind at `parent`.
-            pub fn check_parent(&self, dev: &Device, parent: Handle) -> Option<Result<(), TcError>> {
+            pub fn check_parent(&self, dev: &Device, parent: Handle) -> Result<(), TcError> {
                 match self {
-                    $(QdiscOpts::$variant(_) => Some(<$kind as QdiscKind>::check_parent(dev, parent)),)*
-                    _ => None,
+                    $(QdiscOpts::$variant(_) => <$kind as QdiscKind>::check_parent(dev, parent),)*
                 }
             }
 
             /// [`QdiscKind::args`].
-            pub fn args(&self) -> Option<String> {
+            pub fn args(&self) -> String {
                 match self {
-                    $(QdiscOpts::$variant(o) => Some(<$kind as QdiscKind>::args(o)),)*
-                    _ => None,
+                    $(QdiscOpts::$variant(o) => <$kind as QdiscKind>::args(o),)*
                 }
             }
 
             /// [`QdiscKind::show`].
-            pub fn show(&self, dev: &Device, d: bool) -> Option<String> {
+            pub fn show(&self, dev: &Device, d: bool) -> String {
                 match self {
-                    $(QdiscOpts::$variant(o) => Some(<$kind as QdiscKind>::show(o, dev, d)),)*
-                    _ => None,
+                    $(QdiscOpts::$variant(o) => <$kind as QdiscKind>::show(o, dev, d),)*
                 }
             }
 
             /// [`QdiscKind::json`].
-            pub fn json(&self, dev: &Device, d: bool) -> Option<J> {
+            pub fn json(&self, dev: &Device, d: bool) -> J {
                 match self {
-                    $(QdiscOpts::$variant(o) => Some(<$kind as QdiscKind>::json(o, dev, d)),)*
-                    _ => None,
+                    $(QdiscOpts::$variant(o) => <$kind as QdiscKind>::json(o, dev, d),)*
                 }
             }
 
             /// [`QdiscKind::xstats_text`].
-            pub fn xstats_text(&self, dev: &Device) -> Option<String> {
+            pub fn xstats_text(&self, dev: &Device) -> String {
                 match self {
-                    $(QdiscOpts::$variant(o) => Some(<$kind as QdiscKind>::xstats_text(o, dev)),)*
-                    _ => None,
+                    $(QdiscOpts::$variant(o) => <$kind as QdiscKind>::xstats_text(o, dev),)*
                 }
             }
 
-            /// [`QdiscKind::xstats_json`] (outer `None`: not a registry kind).
-            pub fn xstats_json(&self) -> Option<Option<J>> {
+            /// [`QdiscKind::xstats_json`].
+            pub fn xstats_json(&self) -> Option<J> {
                 match self {
-                    $(QdiscOpts::$variant(o) => Some(<$kind as QdiscKind>::xstats_json(o)),)*
-                    _ => None,
+                    $(QdiscOpts::$variant(o) => <$kind as QdiscKind>::xstats_json(o),)*
                 }
             }
 
             /// [`QdiscKind::change`]: `self` is what was sent, `old` what the qdisc had.
-            pub fn change(&self, dev: &Device, old: Option<&QdiscOpts>) -> Option<Result<QdiscOpts, TcError>> {
+            pub fn change(&self, dev: &Device, old: Option<&QdiscOpts>) -> Result<QdiscOpts, TcError> {
                 match self {
                     $(QdiscOpts::$variant(n) => {
                         let old = match old {
                             Some(QdiscOpts::$variant(o)) => Some(o),
                             _ => None,
                         };
-                        Some(<$kind as QdiscKind>::change(dev, n.clone(), old).map(QdiscOpts::$variant))
+                        <$kind as QdiscKind>::change(dev, n.clone(), old).map(QdiscOpts::$variant)
                     })*
-                    _ => None,
                 }
             }
 
             /// [`QdiscKind::encode`].
-            pub fn encode(&self, out: &mut Attrs) -> Option<Result<(), Unencodable>> {
+            pub fn encode(&self, out: &mut Attrs) -> Result<(), Unencodable> {
                 match self {
-                    $(QdiscOpts::$variant(o) => Some(<$kind as QdiscKind>::encode(o, out)),)*
-                    _ => None,
+                    $(QdiscOpts::$variant(o) => <$kind as QdiscKind>::encode(o, out),)*
                 }
             }
 
-            /// [`QdiscKind::decode`] for the kind named `kind` (`None`: not a registry kind).
+            /// [`QdiscKind::decode`] for the kind named `kind` (`None`: no such kind).
             pub fn decode(kind: &str, options: Option<&[u8]>) -> Option<Result<QdiscOpts, DecodeError>> {
                 $(if kind == <$kind as QdiscKind>::NAME {
                     return Some(<$kind as QdiscKind>::decode(options).map(QdiscOpts::$variant));
@@ -303,18 +300,16 @@ macro_rules! qdisc_registry {
             }
 
             /// [`QdiscKind::build`].
-            pub fn build(&self, q: &QdiscNode, cx: &mut BuildCx<'_>) -> Option<Result<Box<dyn Qdisc>, BuildError>> {
+            pub fn build(&self, q: &QdiscNode, cx: &mut BuildCx<'_>) -> Result<Box<dyn Qdisc>, BuildError> {
                 match self {
-                    $(QdiscOpts::$variant(o) => Some(<$kind as QdiscKind>::build(o, q, cx)),)*
-                    _ => None,
+                    $(QdiscOpts::$variant(o) => <$kind as QdiscKind>::build(o, q, cx),)*
                 }
             }
 
-            /// [`QdiscKind::label`] (outer `None`: not a registry kind).
-            pub fn label(&self) -> Option<Option<String>> {
+            /// [`QdiscKind::label`].
+            pub fn label(&self) -> Option<String> {
                 match self {
-                    $(QdiscOpts::$variant(o) => Some(<$kind as QdiscKind>::label(o)),)*
-                    _ => None,
+                    $(QdiscOpts::$variant(o) => <$kind as QdiscKind>::label(o),)*
                 }
             }
         }
@@ -322,25 +317,44 @@ macro_rules! qdisc_registry {
 }
 
 qdisc_registry! {
-    FqCodel => fq_codel::FqCodel,
+    /// Packet-limited FIFO.
     Pfifo => fifo::Pfifo,
+    /// Byte-limited FIFO.
     Bfifo => fifo::Bfifo,
+    /// Packet FIFO dropping from the head when full.
     PfifoHeadDrop => fifo::PfifoHeadDrop,
-    Tbf => tbf::Tbf,
-    Htb => htb::Htb,
-    Drr => drr::Drr,
-    Mq => mq::Mq,
-    Ingress => ingress::Ingress,
-    Clsact => clsact::Clsact,
-    Codel => codel::Codel,
-    Sfq => sfq::Sfq,
-    Prio => prio::Prio,
+    /// Three-band default qdisc.
     PfifoFast => pfifo_fast::PfifoFast,
+    /// Strict priority bands.
+    Prio => prio::Prio,
+    /// Hierarchical token bucket (qdisc part).
+    Htb => htb::Htb,
+    /// Token bucket filter.
+    Tbf => tbf::Tbf,
+    /// Stochastic fairness queueing.
+    Sfq => sfq::Sfq,
+    /// Controlled delay AQM.
+    Codel => codel::Codel,
+    /// Flow queueing with CoDel.
+    FqCodel => fq_codel::FqCodel,
+    /// Network emulator (boxed: its options are the largest).
     Netem => netem::Netem,
+    /// Deficit round robin.
+    Drr => drr::Drr,
+    /// Random early detection.
     Red => red::Red,
+    /// Common Applications Kept Enhanced.
     Cake => cake::Cake,
+    /// Hierarchical fair service curve.
     Hfsc => hfsc::Hfsc,
+    /// Enhanced transmission selection (strict and DRR bands).
     Ets => ets::Ets,
+    /// Ingress hook.
+    Ingress => ingress::Ingress,
+    /// Ingress+egress filter hook.
+    Clsact => clsact::Clsact,
+    /// One class per transmit queue (root only, multi-queue devices).
+    Mq => mq::Mq,
 }
 
 /// `TCA_ACT_OPTIONS`: the nest that holds an action kind's options.

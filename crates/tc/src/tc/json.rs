@@ -163,7 +163,7 @@ fn linklayer(l: LinkLayer) -> &'static str {
 
 /// The `options` object of a qdisc (the kind's `print_qopt`).
 pub fn qdisc_options(dev: &Device, q: &QdiscOpts, d: bool) -> J {
-    q.json(dev, d).unwrap_or_else(J::obj)
+    q.json(dev, d)
 }
 
 /// `tc_red_print_flags`: every flag, true or false.
@@ -173,7 +173,7 @@ pub fn red_flags(o: &mut J, ecn: bool, harddrop: bool, adaptive: bool, nodrop: b
 
 /// The kind's `print_xstats` for an idle qdisc, as the text form prints them.
 fn qdisc_xstats(o: &mut J, q: &QdiscOpts) {
-    if let Some(Some(J::Obj(members))) = q.xstats_json() {
+    if let Some(J::Obj(members)) = q.xstats_json() {
         for (k, v) in members {
             o.put(k.unwrap_or_default(), v);
         }

@@ -228,9 +228,7 @@ fn qdisc_modify_dev(dev: &mut Device, c: &QdiscCmd) -> Result<Vec<String>, TcErr
         if parent == H_INGRESS && !opts.is_ingress() {
             return Err(TcError::kernel("Specified qdisc kind is unknown"));
         }
-        if let Some(r) = opts.check_parent(dev, parent) {
-            r?;
-        }
+        opts.check_parent(dev, parent)?;
         let opts = validate_qdisc(dev, opts, None)?;
         if let QdiscOpts::Netem(n) = &opts {
             super::netem::check_in_tree(dev, graft_old, n)?;
@@ -306,7 +304,7 @@ fn qdisc_modify_dev(dev: &mut Device, c: &QdiscCmd) -> Result<Vec<String>, TcErr
 /// Kernel-side checks; for `change`, merges with the previous options where the kernel keeps
 /// attributes that were not sent.
 fn validate_qdisc(dev: &Device, new: QdiscOpts, old: Option<&QdiscOpts>) -> Result<QdiscOpts, TcError> {
-    new.change(dev, old).unwrap_or(Ok(new))
+    new.change(dev, old)
 }
 
 fn qdisc_delete(dev: &mut Device, c: &QdiscCmd) -> Result<(), TcError> {

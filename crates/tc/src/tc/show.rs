@@ -28,7 +28,7 @@ pub struct ShowOpts {
 
 /// Options of a qdisc as tc prints them after `refcnt N `.
 pub fn qdisc_options(dev: &Device, q: &QdiscOpts, d: bool) -> String {
-    q.show(dev, d).unwrap_or_default()
+    q.show(dev, d)
 }
 
 fn stats_lines(out: &mut String, st: &QdiscStats) {
@@ -40,12 +40,10 @@ fn stats_lines(out: &mut String, st: &QdiscStats) {
     let _ = writeln!(out, " backlog {} {}p requeues {}", format_size(st.backlog_bytes), st.qlen, st.requeues);
 }
 
-/// The kinds' own statistics (`print_xstats`) as an idle qdisc reports them: CoDel's and
-/// fq_codel's counters (Sluice's emulated qdiscs carry no packet history).
+/// The kinds' own statistics (`print_xstats`) as an idle qdisc reports them (Sluice's emulated
+/// qdiscs carry no packet history).
 fn qdisc_xstats(out: &mut String, dev: &Device, q: &QdiscOpts) {
-    if let Some(s) = q.xstats_text(dev) {
-        out.push_str(&s);
-    }
+    out.push_str(&q.xstats_text(dev));
 }
 
 /// The kernel's `hash_32(val, 4)` (GOLDEN_RATIO_32), the bucket of a qdisc in `qdisc_hash`.
