@@ -256,7 +256,7 @@ fn send_ops_detailed(
     let refusals = errors
         .iter()
         .filter(|(i, e)| !(ops[*i].1 && matches!(e, Error::Kernel { errno: 2, .. })))
-        .map(|(i, e)| format!("{}: {}", ops[*i].2, describe(e)))
+        .map(|(i, e)| format!("{} — {}", ops[*i].2, describe(e)))
         .collect();
     Ok(((sent, sendmsgs), refusals, failed))
 }
