@@ -44,7 +44,7 @@ use sluice_tc::export::filter_args;
 use sluice_tc::model::{
     ClassOpts, Device, FilterNode, HtbClassOpts, LinkLayer, QdiscNode, QdiscOpts, State, H_INGRESS,
 };
-use sluice_tc::tc::args::proto_name;
+use sluice_tc::tc::args::proto_word;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 
@@ -692,7 +692,7 @@ fn filter_command(dev: &str, f: &FilterNode) -> String {
     format!(
         "tc filter add dev {dev} {} protocol {} prio {}{}{}",
         filter_parent_arg(f.parent),
-        proto_name(f.protocol),
+        proto_word(f.protocol),
         f.prio,
         if f.chain != 0 { format!(" chain {}", f.chain) } else { String::new() },
         filter_args(f)

@@ -233,6 +233,15 @@ pub fn proto_name(p: u16) -> String {
     }
 }
 
+/// [`proto_name`] in a form both tc and Sluice read back: show's `[N]` is not a word
+/// `ll_proto_a2n` takes, so unnamed ids are written as hex (`0x1234`).
+pub fn proto_word(p: u16) -> String {
+    match LL_PROTOS.iter().find(|(id, _)| *id == p) {
+        Some((_, n)) => n.to_string(),
+        None => format!("0x{p:04x}"),
+    }
+}
+
 /// tc's `What is "WORD"?` with the kind's usage.
 pub fn what_is(w: &str, at: usize, usage: &str) -> TcError {
     TcError::usage(format!("What is \"{w}\"?\n{usage}"), Some(at))

@@ -21,3 +21,16 @@ mod write;
 
 pub use schema::{Case, ClassResult, FlowResult, Latency, PlotHints, QdiscResult, Results, Series};
 pub use write::{write_report, write_report_checked, Written};
+
+/// The body of the `results` fuzz target (in `fuzz/`), shared with the stable replay in CI:
+/// arbitrary bytes as a results document never panic the reader, and what it reads writes out
+/// as a document it reads again.
+pub fn fuzz_results(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    if let Ok(r) = schema::Results::from_json(text) {
+        let again = r.to_json();
+        if let Err(e) = schema::Results::from_json(&again) {
+            panic!("written results do not read: {e}\n{again}");
+        }
+    }
+}

@@ -15,10 +15,8 @@ pub struct Results {
     /// RNG seed of the run.
     pub seed: u64,
     /// Schema version ([`SCHEMA_VERSION`]).
-    #[serde(default)]
     pub schema_version: u32,
     /// Who produced it: "sim", "live-sluice", "kernel".
-    #[serde(default)]
     pub backend: String,
     /// Free text (scenario description).
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -56,7 +54,6 @@ pub struct Case {
     /// Parameter values of this case, as strings.
     pub params: BTreeMap<String, String>,
     /// Seconds of (virtual) time measured, after warm-up.
-    #[serde(default)]
     pub measured_s: f64,
     /// Shaper classes.
     pub classes: Vec<ClassResult>,
@@ -125,10 +122,8 @@ pub struct FlowResult {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub kind: String,
     /// Packets sent.
-    #[serde(default)]
     pub sent: u64,
     /// Packets received.
-    #[serde(default)]
     pub received: u64,
 }
 
@@ -180,8 +175,23 @@ impl Results {
     pub fn to_json(&self) -> String {
         serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
     }
-    /// Parses a results document.
+    /// Parses a results document. Refuses other schema versions and documents missing a field
+    /// the writer always writes, naming it (a renamed field must not read as 0).
     pub fn from_json(s: &str) -> Result<Results, serde_json::Error> {
+        use serde::de::Error;
+        #[derive(Deserialize)]
+        struct Version {
+            schema_version: Option<serde_json::Value>,
+        }
+        match serde_json::from_str::<Version>(s)?.schema_version {
+            None => return Err(serde_json::Error::missing_field("schema_version")),
+            Some(v) if v.as_u64() != Some(SCHEMA_VERSION as u64) => {
+                return Err(serde_json::Error::custom(format!(
+                    "schema_version {v} is not one this sluice reads (it reads {SCHEMA_VERSION})"
+                )))
+            }
+            Some(_) => {}
+        }
         serde_json::from_str(s)
     }
 }
@@ -195,6 +205,7 @@ mod tests {
         let r = Results {
             scenario: "x".into(),
             seed: 1,
+            schema_version: SCHEMA_VERSION,
             cases: vec![Case {
                 name: "c".into(),
                 classes: vec![ClassResult { id: "1:10".into(), ..Default::default() }],
@@ -221,5 +232,29 @@ mod tests {
             assert!(c["flows"][0]["latency_ms"].get(k).is_some(), "{k}");
         }
         assert_eq!(Results::from_json(&r.to_json()).unwrap(), r);
+    }
+
+    #[test]
+    fn other_versions_and_missing_fields_are_refused_by_name() {
+        let r = Results {
+            scenario: "x".into(),
+            schema_version: SCHEMA_VERSION,
+            cases: vec![Case {
+                flows: vec![FlowResult { received: 5, ..Default::default() }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let good = r.to_json();
+        assert_eq!(Results::from_json(&good).unwrap(), r);
+        let err = |text: &str| Results::from_json(text).map(|_| ()).unwrap_err().to_string();
+        let e = err(&good.replace("\"schema_version\": 1", "\"schema_version\": 99"));
+        assert!(e.contains("schema_version 99"), "{e}");
+        let e = err(&good.replace("\"schema_version\": 1,", ""));
+        assert!(e.contains("missing field `schema_version`"), "{e}");
+        for f in ["received", "sent", "measured_s", "backend"] {
+            let e = err(&good.replace(&format!("\"{f}\""), &format!("\"{f}_renamed\"")));
+            assert!(e.contains(&format!("missing field `{f}`")), "{f}: {e}");
+        }
     }
 }

@@ -41,3 +41,12 @@ mod leaves;
 pub mod run;
 pub mod scenario;
 pub mod seed_table;
+
+/// The body of the `scenario` fuzz target (in `fuzz/`), shared with the stable replay in CI:
+/// arbitrary bytes as a scenario file never panic the loader or the rendering of its errors.
+pub fn fuzz_scenario(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    if let Err(e) = scenario::Scenario::parse("fuzz.toml", text) {
+        let _ = e.to_string();
+    }
+}

@@ -4,9 +4,9 @@
 //! first, filters in creation order (u32 hash-table ids depend on it), every option explicit.
 
 use crate::model::*;
-use crate::tc::args::proto_name;
+use crate::tc::args::proto_word;
 use crate::tc::filters::u32_handle_str;
-use crate::tc::show::{classid_str, filter_parent_arg, qdisc_handle_str, qdisc_parent_arg};
+use crate::tc::show::{classid_str, qdisc_handle_str, qdisc_parent_arg};
 use std::fmt::Write;
 
 fn q(s: &str) -> String {
@@ -272,7 +272,9 @@ pub fn to_tc_script(state: &State) -> String {
         s.push_str("\n# actions\n");
     }
     for e in standalone {
-        let cookie = e.cookie.as_ref().map(|c| format!(" cookie {c}")).unwrap_or_default();
+        // tc stores no cookie for an empty one, and `cookie` with nothing after it is refused.
+        let cookie =
+            e.cookie.as_ref().filter(|c| !c.is_empty()).map(|c| format!(" cookie {c}")).unwrap_or_default();
         let _ = writeln!(s, "$TC actions add action {}{cookie}", crate::tc::actions::action_words(&e.action));
     }
     let mut made: Vec<&str> = Vec::new();
@@ -333,11 +335,19 @@ pub fn to_tc_script(state: &State) -> String {
             if is_root_table {
                 continue;
             }
-            let parent = filter_parent_arg(f.parent);
+            let parent = match f.parent {
+                // Added as `parent ffff:`: show names that parent, so write it the same way.
+                H_MIN_INGRESS => match dev.ingress_filter_parent {
+                    Some(p) if p != H_MIN_INGRESS => format!("parent {}", classid_str(p)),
+                    _ => "ingress".to_string(),
+                },
+                H_MIN_EGRESS => "egress".to_string(),
+                p => format!("parent {}", classid_str(p)),
+            };
             let _ = writeln!(
                 s,
                 "$TC filter add dev {d} {parent} protocol {} prio {}{}{}",
-                proto_name(f.protocol),
+                proto_word(f.protocol),
                 f.prio,
                 if f.chain != 0 { format!(" chain {}", f.chain) } else { String::new() },
                 filter_args(f)

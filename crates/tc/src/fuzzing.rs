@@ -41,3 +41,22 @@ pub fn statefile(data: &[u8]) {
         assert_eq!(back, state);
     }
 }
+
+/// Arbitrary bytes as a `tc -batch -force` file (continuations, comments, quotes): nothing may
+/// panic, and the state reached survives the state file.
+pub fn tc_batch(data: &[u8]) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let dir = std::env::temp_dir();
+    let f = dir.join(format!("sluice-fuzz-batch-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed)));
+    // Batch lines may name files (`-batch` inside batch is a word like any other): only ours.
+    std::fs::write(&f, data).expect("temp file");
+    let mut state = State::default();
+    crate::run_ip(&mut state, &["link", "add", "dev", "eth0", "type", "dummy"].map(String::from));
+    let _ = crate::run_tc(&mut state, &["-force".to_string(), "-batch".to_string(), f.display().to_string()]);
+    let _ = std::fs::remove_file(&f);
+    let text = serde_json::to_string(&state).expect("state serializes");
+    let back =
+        crate::statefile::parse(&text).unwrap_or_else(|e| panic!("state does not read back: {e}\n{text}"));
+    assert_eq!(back, state, "state changed through the state file");
+}

@@ -111,7 +111,8 @@ fn parse_cookie(cur: &mut Cur) -> Result<Option<String>, TcError> {
         return Err(TcError::invarg("cookie must be a hex string\n", v, at));
     }
     cur.pos += 1;
-    Ok(Some(v.to_ascii_lowercase()))
+    // tc sends no TCA_ACT_COOKIE for an empty cookie (`if (act_ck_len)`).
+    Ok(Some(v.to_ascii_lowercase()).filter(|c| !c.is_empty()))
 }
 
 /// `matches(w, add|change|replace|delete|get)`: a new `tc actions` command starts.

@@ -173,14 +173,16 @@ fn run_batch(state: &mut State, file: &str, opts: ShowOpts, force: bool, grammar
         }
     };
     let mut out = Outcome::default();
-    for (n, line) in text.lines().enumerate() {
+    let (lines, missing) = batch_lines(&text);
+    for (n, line) in lines {
+        let line = line.as_str();
         let words = match crate::shell::split_words(line, &Default::default()) {
             Ok(w) => w,
             Err(e) => {
-                out.stderr.push_str(&format!("{e}\nCommand failed {file}:{}\n", n + 1));
+                out.stderr.push_str(&format!("{e}\nCommand failed {file}:{n}\n"));
                 out.code = 1;
                 if !force {
-                    break;
+                    return out;
                 }
                 continue;
             }
@@ -192,14 +194,44 @@ fn run_batch(state: &mut State, file: &str, opts: ShowOpts, force: bool, grammar
         out.stdout.push_str(&r.stdout);
         out.stderr.push_str(&r.stderr);
         if r.code != 0 {
-            out.stderr.push_str(&format!("Command failed {file}:{}\n", n + 1));
+            out.stderr.push_str(&format!("Command failed {file}:{n}\n"));
             out.code = 1;
             if !force {
-                break;
+                return out;
             }
         }
     }
+    if missing {
+        // tc's batch loop just ends here; the exit status is that of the commands before.
+        out.stderr.push_str("Missing continuation line\n");
+    }
     out
+}
+
+/// iproute2's `getcmdline`: each command with its last physical line number (1-based). A `#`
+/// cuts the rest of its line (newline included, so a `\` before a comment continues nothing);
+/// a line ending in `\` and a newline is joined to the next one, both removed with nothing in
+/// their place. True with the lines if the text ends inside a continuation.
+pub fn batch_lines(text: &str) -> (Vec<(usize, String)>, bool) {
+    let cut = |l: &str| l.find('#').map_or(l, |k| &l[..k]).to_string();
+    let mut phys = text.split_inclusive('\n');
+    let mut out = Vec::new();
+    let mut n = 0;
+    while let Some(first) = phys.next() {
+        n += 1;
+        let mut line = cut(first);
+        while line.ends_with("\\\n") {
+            let Some(next) = phys.next() else { return (out, true) };
+            n += 1;
+            line.truncate(line.len() - 2);
+            line.push_str(&cut(next));
+        }
+        // makeargs splits on " \t\r\n": the line end is no part of the last word.
+        let end = line.trim_end_matches(['\n', '\r']).len();
+        line.truncate(end);
+        out.push((n, line));
+    }
+    (out, false)
 }
 
 /// `ip netns ...`.
