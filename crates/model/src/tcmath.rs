@@ -135,7 +135,8 @@ impl RateSpec {
                 sz = self.mpu as u32;
             }
             if self.linklayer == LinkLayer::Atm {
-                sz = sz.div_ceil(48) * 53;
+                // tc_align_to_atm in C's unsigned arithmetic: a huge mtu wraps, as in tc.
+                sz = sz.div_ceil(48).wrapping_mul(53);
             }
             out.extend_from_slice(&xmittime_in_table(table_rate, sz).to_ne_bytes());
         }

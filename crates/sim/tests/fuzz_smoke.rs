@@ -35,8 +35,23 @@ impl Rng {
     }
 }
 
-const INTERESTING: &[&[u8]] =
-    &[b"\\\n", b"#", b"\"", b"'", b" ", b"\n", b"0x", b"-1", b"4294967296", b"ffff:", b"=", b"[", b"{", b"}", b"\0"];
+const INTERESTING: &[&[u8]] = &[
+    b"\\\n",
+    b"#",
+    b"\"",
+    b"'",
+    b" ",
+    b"\n",
+    b"0x",
+    b"-1",
+    b"4294967296",
+    b"ffff:",
+    b"=",
+    b"[",
+    b"{",
+    b"}",
+    b"\0",
+];
 
 fn mutate(r: &mut Rng, seeds: &[Vec<u8>]) -> Vec<u8> {
     let mut d = seeds[r.below(seeds.len())].clone();
@@ -86,7 +101,10 @@ fn run(target: &str, body: impl Fn(&[u8])) {
         if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| body(&d))) {
             let out = std::env::temp_dir().join(format!("sluice-fuzz-{target}-crash"));
             let _ = std::fs::write(&out, &d);
-            panic!("{target}: input {n} of SLUICE_FUZZ_SEED={seed} panics (saved in {}): {p:?}", out.display());
+            panic!(
+                "{target}: input {n} of SLUICE_FUZZ_SEED={seed} panics (saved in {}): {p:?}",
+                out.display()
+            );
         }
         n += 1;
     }

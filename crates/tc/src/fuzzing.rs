@@ -48,7 +48,8 @@ pub fn tc_batch(data: &[u8]) {
     use std::sync::atomic::{AtomicUsize, Ordering};
     static N: AtomicUsize = AtomicUsize::new(0);
     let dir = std::env::temp_dir();
-    let f = dir.join(format!("sluice-fuzz-batch-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed)));
+    let f =
+        dir.join(format!("sluice-fuzz-batch-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed)));
     // Batch lines may name files (`-batch` inside batch is a word like any other): only ours.
     std::fs::write(&f, data).expect("temp file");
     let mut state = State::default();
