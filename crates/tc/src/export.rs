@@ -302,8 +302,13 @@ pub fn to_tc_script(state: &State) -> String {
             let _ = writeln!(s, "# sluice: link-rate {} {}bit", dev.name, r);
         }
         // Creation order: a parent qdisc always precedes its children; each qdisc's classes
-        // follow it, before any qdisc is attached to them.
-        for qd in &dev.qdiscs {
+        // follow it, before any qdisc is attached to them. A class whose parent class holds a
+        // qdisc not written yet waits (with every class after it) until that qdisc is: a kernel
+        // may keep a qdisc on a class that later got children (HFSC does), but cannot graft one
+        // on an inner class. Nothing is reordered, only delayed.
+        let mut pending: Vec<(usize, std::collections::VecDeque<ClassNode>)> = Vec::new();
+        let mut written = vec![false; dev.qdiscs.len()];
+        for (i, qd) in dev.qdiscs.iter().enumerate() {
             let h = qd.handle;
             let kind = qd.opts.kind();
             if qd.parent == H_INGRESS {
@@ -318,17 +323,31 @@ pub fn to_tc_script(state: &State) -> String {
                     qdisc_args(&qd.opts)
                 );
             }
+            written[i] = true;
             let mut cls = Vec::new();
             class_order(dev, qd, &mut cls);
-            for c in &cls {
-                let p = if c.parent == qd.handle { classid_str(qd.handle) } else { classid_str(c.parent) };
-                let _ = writeln!(
-                    s,
-                    "$TC class add dev {d} parent {p} classid {} {kind}{}",
-                    classid_str(c.classid),
-                    class_args(&c.opts)
-                );
+            pending.push((i, cls.into()));
+            for (q, classes) in &mut pending {
+                let qd = &dev.qdiscs[*q];
+                while let Some(c) = classes.front() {
+                    let waits =
+                        dev.qdiscs.iter().enumerate().any(|(j, g)| g.parent == c.parent && !written[j]);
+                    if waits {
+                        break;
+                    }
+                    let p =
+                        if c.parent == qd.handle { classid_str(qd.handle) } else { classid_str(c.parent) };
+                    let _ = writeln!(
+                        s,
+                        "$TC class add dev {d} parent {p} classid {} {}{}",
+                        classid_str(c.classid),
+                        qd.opts.kind(),
+                        class_args(&c.opts)
+                    );
+                    classes.pop_front();
+                }
             }
+            pending.retain(|(_, c)| !c.is_empty());
         }
         for f in &dev.filters {
             let is_root_table = matches!(f.opts, FilterOpts::U32Table { .. }) && f.handle >> 20 >= 0x800;

@@ -59,6 +59,20 @@ fn toml_holds_rates_beyond_its_integers() {
     assert_eq!(from_toml(&t).unwrap_or_else(|e| panic!("{e}\n{t}")), a.state);
 }
 
+/// A qdisc grafted on an HFSC class that later got a child class stays (the kernel keeps it);
+/// the export must graft it before the child comes (found by the random-sequence property).
+#[test]
+fn a_qdisc_on_a_class_that_became_inner_is_exported_before_the_child_class() {
+    let text = "tc qdisc add dev eth0 root handle 1: hfsc default 10\n\
+                tc class add dev eth0 parent 1: classid 1:1 hfsc ls m2 10mbit ul m2 10mbit\n\
+                tc qdisc add dev eth0 parent 1:1 handle 10: tbf rate 1mbit burst 10k latency 50ms\n\
+                tc class add dev eth0 parent 1:1 classid 1:10 hfsc rt umax 1500 dmax 5ms rate 1mbit ls m2 1mbit\n";
+    let a = load_tc_script("inner", text, &Vars::new()).unwrap_or_else(|e| panic!("{e}"));
+    let script = to_tc_script(&a.state);
+    let b = load_tc_script("exported", &script, &Vars::new()).unwrap_or_else(|e| panic!("{e}\n{script}"));
+    assert_eq!(a.state, b.state, "{script}");
+}
+
 #[test]
 fn toml_accepts_tc_units_and_rejects_invalid_trees() {
     let t = r#"
