@@ -207,6 +207,28 @@ fn filter_spec(f: &FilterNode, devices: &[Device]) -> Result<Option<FilterSpec>,
 }
 
 /// A basic filter's tree, read back from the model's canonical text; meta ids the engine has no
+/// The classifier's shape of a tree with a `default` class (HTB, HFSC): its classes, and the
+/// `default` class as the fallback when it exists and is a leaf, else the qdisc itself (the
+/// direct queue, or HFSC's drop).
+pub(crate) fn set_default_class_shape(
+    cx: &mut crate::kinds::BuildCx<'_>,
+    q: &QdiscNode,
+    default: u32,
+    classes: Vec<sluice_core::classify::ClassShape>,
+) -> Result<(), BuildError> {
+    use sluice_core::classify::{Fallback, QdiscShape, ShapeKind};
+    let dev = cx.dev;
+    let def = Handle::new(q.handle.major(), default);
+    let fallback = if default != 0 && dev.class(def).is_some() && dev.child_classes(def).next().is_none() {
+        def
+    } else {
+        q.handle
+    };
+    cx.cls
+        .set_shape(QdiscShape { handle: q.handle, kind: ShapeKind::Htb, classes, fallback: Fallback::Class(fallback) })
+        .map_err(BuildError::Filter)
+}
+
 /// value for are refused.
 fn basic_config(
     b: &crate::model::BasicOpts,

@@ -237,6 +237,45 @@ impl Device {
     pub fn child_classes(&self, parent: Handle) -> impl Iterator<Item = &ClassNode> {
         self.classes.iter().filter(move |c| c.parent == parent)
     }
+
+    /// Removes qdisc `handle` and everything below it (classes, child qdiscs, filters).
+    pub fn remove_qdisc_tree(&mut self, handle: Handle) {
+            let dev = self;
+        let mut doomed_q = vec![handle];
+        let mut i = 0;
+        while i < doomed_q.len() {
+            let h = doomed_q[i];
+            for q in &dev.qdiscs {
+                if q.parent != H_ROOT
+                    && q.parent != H_INGRESS
+                    && q.parent.qdisc() == h
+                    && !doomed_q.contains(&q.handle)
+                {
+                    doomed_q.push(q.handle);
+                }
+            }
+            i += 1;
+        }
+        let is_ingress = dev.qdisc(handle).is_some_and(|q| q.parent == H_INGRESS);
+        dev.qdiscs.retain(|q| !doomed_q.contains(&q.handle));
+        dev.classes.retain(|c| !doomed_q.contains(&c.classid.qdisc()));
+        dev.filters.retain(|f| {
+            let block_q = if f.parent == H_MIN_INGRESS || f.parent == H_MIN_EGRESS {
+                Handle::new(0xFFFF, 0)
+            } else {
+                f.parent.qdisc()
+            };
+            if is_ingress && block_q == Handle::new(0xFFFF, 0) {
+                return false;
+            }
+            !doomed_q.contains(&block_q)
+        });
+        dev.u32_blocks.retain(|b| {
+            dev.filters
+                .iter()
+                .any(|f| f.parent == b.block || (b.block == H_MIN_INGRESS && f.parent == H_MIN_EGRESS))
+        });
+    }
 }
 
 /// A qdisc in the tree.
@@ -388,73 +427,10 @@ pub use crate::kinds::red::RedOpts;
 pub use crate::kinds::sfq::{SfqOpts, SfqRed};
 pub use crate::kinds::tbf::TbfOpts;
 
-/// Class kinds.
-#[serde_with::skip_serializing_none]
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum ClassOpts {
-    /// HTB class.
-    Htb(HtbClassOpts),
-    /// DRR class.
-    Drr {
-        /// Quantum bytes (psched_mtu).
-        quantum: Option<u32>,
-    },
-    /// HFSC class.
-    Hfsc(HfscClassOpts),
-    /// ETS class change (`tc class change ... ets [quantum N]`): ETS classes are the qdisc's
-    /// bands, kept in its [`EtsOpts`]; no class node holds this.
-    Ets {
-        /// The band's new quantum.
-        quantum: Option<u32>,
-    },
-}
-
-/// HTB class options, with tc's defaults already resolved (as tc sends them).
-#[serde_with::skip_serializing_none]
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct HtbClassOpts {
-    /// Guaranteed rate, bit/s.
-    #[serde(with = "crate::serde_units::rate")]
-    pub rate: u64,
-    /// Maximum rate, bit/s.
-    #[serde(with = "crate::serde_units::rate")]
-    pub ceil: u64,
-    /// Rate bucket, bytes.
-    #[serde(with = "crate::serde_units::size")]
-    pub burst: u32,
-    /// Ceil bucket, bytes.
-    #[serde(with = "crate::serde_units::size")]
-    pub cburst: u32,
-    /// `burst` was not given: it holds tc's default (`rate/HZ + mtu`), and `sluice apply` may size
-    /// it by [`crate::burst::recommended_burst`] instead.
-    #[serde(default, skip_serializing_if = "is_false")]
-    pub burst_auto: bool,
-    /// `cburst` was not given (as `burst_auto`).
-    #[serde(default, skip_serializing_if = "is_false")]
-    pub cburst_auto: bool,
-    /// Priority 0..7 (lower first).
-    #[serde(default)]
-    pub prio: u32,
-    /// DRR quantum when given; otherwise rate/r2q clamped by the kernel.
-    pub quantum: Option<u32>,
-    /// Largest packet for the rate table (1600).
-    #[serde(default = "htb_mtu")]
-    pub mtu: u32,
-    /// Minimum packet unit.
-    #[serde(default, skip_serializing_if = "is_zero_u32")]
-    pub mpu: u32,
-    /// Per-packet overhead.
-    #[serde(default, skip_serializing_if = "is_zero_i32")]
-    pub overhead: i32,
-    /// Link layer.
-    #[serde(default, skip_serializing_if = "is_ethernet")]
-    pub linklayer: LinkLayer,
-}
-
-fn htb_mtu() -> u32 {
-    1600
-}
+pub use crate::kinds::ClassOpts;
+pub use crate::kinds::drr::DrrClassOpts;
+pub use crate::kinds::ets::EtsClassOpts;
+pub use crate::kinds::htb::HtbClassOpts;
 
 /// Filter kinds. A u32 filter instance is either a hash table or a key node.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -126,6 +126,75 @@ pub trait QdiscKind {
     fn label(_o: &Self::Opts) -> Option<String> {
         None
     }
+
+    /// The kernel's `Qdisc_class_ops` exist for the kind: a qdisc can be grafted under it
+    /// (`qdisc_graft` refuses "Parent qdisc is not classful" otherwise; sfq, fq_codel and cake
+    /// have class ops, for their flows, and nothing to graft on).
+    const CLASS_OPS: bool = false;
+
+    /// `cl_ops->find`: `classid` (a class id of qdisc `q`) names a class: explicit classes of
+    /// the model, implicit ones (prio and ETS bands, HFSC's root class), or any minor (TBF, RED
+    /// and netem answer for every minor with their one class).
+    fn has_class(_o: &Self::Opts, _dev: &Device, _q: &QdiscNode, _classid: Handle) -> bool {
+        false
+    }
+
+    /// The classes `tc class show` lists for qdisc `q`.
+    fn classes(_o: &Self::Opts, _dev: &Device, _q: &QdiscNode) -> ClassList {
+        ClassList::None
+    }
+
+    /// The qdisc `tc class show` names as the `leaf` of class `id` (`cl_ops->leaf`).
+    fn class_leaf<'d>(_o: &Self::Opts, dev: &'d Device, _q: &QdiscNode, id: Handle) -> Option<&'d QdiscNode> {
+        dev.qdisc_at(id)
+    }
+
+    /// `cl_ops->delete` of class `clid`: the kernel's message when the class is in use (it has
+    /// child classes or a filter names it), or the refusal (the kind deletes no classes).
+    fn class_in_use(_o: &Self::Opts, _q: &QdiscNode, _clid: Handle) -> Result<&'static str, TcError> {
+        Err(TcError::errno("Operation not supported"))
+    }
+
+    /// `cl_ops->tcf_block` for filter parent `parent` (`q`'s major; minor 0 for the qdisc
+    /// itself): the block the filter goes to, or the kernel's refusal. Kinds with filters use
+    /// [`block_at`].
+    fn filter_block(_o: &Self::Opts, _dev: &Device, _q: &QdiscNode, _parent: Handle) -> Result<Handle, TcError> {
+        Err(TcError::kernel("Class doesn't support blocks"))
+    }
+}
+
+/// The filter-parent rule of kinds with a filter block (`tcf_block`): minor 0 is the qdisc's
+/// block; a class that does not exist is refused; otherwise `class` (the class's own block, or
+/// the kind's refusal).
+pub fn block_at(
+    dev: &Device,
+    q: &QdiscNode,
+    parent: Handle,
+    class: impl FnOnce() -> Result<Handle, TcError>,
+) -> Result<Handle, TcError> {
+    if parent.minor() == 0 {
+        return Ok(q.handle);
+    }
+    if !q.opts.has_class(dev, q, parent) {
+        return Err(TcError::kernel("Specified class doesn't exist"));
+    }
+    class()
+}
+
+
+/// `tc class change` of an existing class node: it takes the new options.
+pub fn set_class_opts(dev: &mut Device, clid: Handle, opts: ClassOpts) {
+    if let Some(cl) = dev.classes.iter_mut().find(|x| x.classid == clid) {
+        cl.opts = opts;
+    }
+}
+
+/// A new class needs a minor (the kernel refuses `X:0` with EINVAL).
+pub fn new_classid(clid: Handle) -> Result<(), TcError> {
+    if clid.minor() == 0 {
+        return Err(TcError::errno("Invalid argument"));
+    }
+    Ok(())
 }
 
 /// An option the kernel encoder cannot send (refused before anything is sent).
@@ -173,6 +242,185 @@ impl BuildCx<'_> {
     pub fn child(&mut self, q: &QdiscNode) -> Result<Box<dyn Qdisc>, BuildError> {
         crate::build::build_qdisc(self.dev, q, self.cls, self.seed)
     }
+}
+
+/// The classes `tc class show` lists for a qdisc ([`QdiscKind::classes`]).
+pub enum ClassList {
+    /// None.
+    None,
+    /// Classes the qdisc has by itself (prio and ETS bands, TBF's one class, mq's queues):
+    /// `(classid, tcm_parent)` in dump order.
+    Implicit(Vec<(Handle, Handle)>),
+    /// The model's class nodes of the qdisc (HTB, DRR, HFSC), in the kernel's hash order; with
+    /// `root_class`, the qdisc's own root class `X:` first, and parents shown as they are (HFSC),
+    /// else a top class shows `root`.
+    Nodes {
+        /// The qdisc has a root class `X:` of its own.
+        root_class: bool,
+    },
+}
+
+/// What `tc class show` needs to print a class ([`ClassKind::show`]).
+pub struct ClassShowCx<'a> {
+    /// The device.
+    pub dev: &'a Device,
+    /// The class's qdisc.
+    pub q: &'a QdiscNode,
+    /// The class.
+    pub id: Handle,
+    /// `-d`.
+    pub details: bool,
+}
+
+/// A `tc class add|change|replace` that passed the generic checks of `tc_ctl_tclass`, for the
+/// kind's `cl_ops->change` ([`ClassKind::change`]).
+pub struct ClassChange<'a> {
+    /// The device (the kind adds or changes the class in it).
+    pub dev: &'a mut Device,
+    /// The qdisc (as it was before the request).
+    pub q: &'a QdiscNode,
+    /// The class id (its major is the qdisc's).
+    pub clid: Handle,
+    /// The parent given (`tcm_parent`, its major resolved), or [`Handle::UNSPEC`] when none was.
+    pub parent: Handle,
+    /// The class exists (a change).
+    pub exists: bool,
+}
+
+/// Everything about one kind's class options, in the shape of iproute2's `parse_copt` /
+/// `print_copt` and the kernel's `Qdisc_class_ops` (`change`, `dump`). What classes a qdisc has,
+/// which qdisc is a class's leaf and where filters go are the qdisc kind's
+/// ([`QdiscKind::has_class`], [`QdiscKind::classes`], ...). Kinds whose classes take no options
+/// (prio, TBF, mq, ...) have no `ClassKind`.
+pub trait ClassKind {
+    /// The qdisc kind the classes belong to (its [`QdiscKind::NAME`] is the class's kind).
+    type Qdisc: QdiscKind;
+    /// The options of one class as the model holds them.
+    type Opts: Clone + Debug + PartialEq + Serialize + DeserializeOwned;
+
+    /// tc's words after the kind name (`parse_copt`), to the end of `cur`.
+    fn parse(cur: &mut Cur) -> Result<Self::Opts, TcError>;
+
+    /// Words that [`ClassKind::parse`] reads back as `o`, each with a leading space.
+    fn args(o: &Self::Opts) -> String;
+
+    /// What `tc class show` prints after the leaf (`print_copt`), and the `-s` statistics lines
+    /// (`print_xstats`, each ending in a newline); `o` is `None` for a class that has no node in
+    /// the model (ETS bands, HFSC's root class), `qo` is the qdisc's options.
+    fn show(o: Option<&Self::Opts>, qo: &<Self::Qdisc as QdiscKind>::Opts, cx: &ClassShowCx<'_>) -> (String, String);
+
+    /// The kernel's `cl_ops->change`: adds the class to `cx.dev` or changes it, with the
+    /// kernel's checks and warnings.
+    fn change(o: Self::Opts, cx: ClassChange<'_>) -> Result<Vec<String>, TcError>;
+
+    /// The attributes tc 6.1 sends after `TCA_KIND` in `RTM_NEWTCLASS` for `o`, byte for byte.
+    fn encode(o: &Self::Opts, out: &mut Attrs) -> Result<(), Unencodable>;
+
+    /// The options of a class request's `TCA_OPTIONS` payload.
+    fn decode(options: Option<&[u8]>) -> Result<Self::Opts, DecodeError>;
+
+    /// Lines for `sluice viz`.
+    fn label(o: &Self::Opts) -> Vec<String>;
+
+    /// The configured (guaranteed, ceiling) rates in bit/s, for `sluice viz` (0: none).
+    fn rates(_o: &Self::Opts) -> (f64, f64) {
+        (0.0, 0.0)
+    }
+}
+
+/// The one list of class kinds: for each `Variant => Kind`, `ClassOpts::Variant` holds
+/// `<Kind as ClassKind>::Opts`, `QdiscOpts::Variant` is its qdisc, and every method below
+/// dispatches to `Kind`.
+macro_rules! class_registry {
+    ($($(#[$doc:meta])* $variant:ident => $kind:ty),* $(,)?) => {
+        /// tc names of the kinds whose classes take options.
+        pub const CLASS_KINDS: &[&str] = &[$(<<$kind as ClassKind>::Qdisc as QdiscKind>::NAME),*];
+
+        /// Class options by kind (the state file's `"kind"`, as for [`QdiscOpts`]).
+        #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+        #[serde(tag = "kind", rename_all = "snake_case")]
+        pub enum ClassOpts {
+            $($(#[$doc])* $variant(<$kind as ClassKind>::Opts),)*
+        }
+
+        impl ClassOpts {
+            /// tc's class option words for `kind` (`None`: no kind with class options).
+            pub fn parse_kind(kind: &str, cur: &mut Cur) -> Option<Result<ClassOpts, TcError>> {
+                $(if kind == <<$kind as ClassKind>::Qdisc as QdiscKind>::NAME {
+                    return Some(<$kind as ClassKind>::parse(cur).map(ClassOpts::$variant));
+                })*
+                None
+            }
+
+            /// tc's kind name.
+            pub fn kind(&self) -> &'static str {
+                match self {
+                    $(ClassOpts::$variant(_) => <<$kind as ClassKind>::Qdisc as QdiscKind>::NAME,)*
+                }
+            }
+
+            /// [`ClassKind::args`].
+            pub fn args(&self) -> String {
+                match self {
+                    $(ClassOpts::$variant(o) => <$kind as ClassKind>::args(o),)*
+                }
+            }
+
+            /// [`ClassKind::change`] (the kind is the qdisc's: the caller checked).
+            pub fn change(self, cx: ClassChange<'_>) -> Result<Vec<String>, TcError> {
+                match self {
+                    $(ClassOpts::$variant(o) => <$kind as ClassKind>::change(o, cx),)*
+                }
+            }
+
+            /// [`ClassKind::encode`].
+            pub fn encode(&self, out: &mut Attrs) -> Result<(), Unencodable> {
+                match self {
+                    $(ClassOpts::$variant(o) => <$kind as ClassKind>::encode(o, out),)*
+                }
+            }
+
+            /// [`ClassKind::decode`] for the kind named `kind` (`None`: no such class kind).
+            pub fn decode(kind: &str, options: Option<&[u8]>) -> Option<Result<ClassOpts, DecodeError>> {
+                $(if kind == <<$kind as ClassKind>::Qdisc as QdiscKind>::NAME {
+                    return Some(<$kind as ClassKind>::decode(options).map(ClassOpts::$variant));
+                })*
+                None
+            }
+
+            /// [`ClassKind::label`].
+            pub fn label(&self) -> Vec<String> {
+                match self {
+                    $(ClassOpts::$variant(o) => <$kind as ClassKind>::label(o),)*
+                }
+            }
+
+            /// [`ClassKind::rates`].
+            pub fn rates(&self) -> (f64, f64) {
+                match self {
+                    $(ClassOpts::$variant(o) => <$kind as ClassKind>::rates(o),)*
+                }
+            }
+        }
+
+        impl QdiscOpts {
+            /// [`ClassKind::show`] of a class of this qdisc (`node`: its options in the model,
+            /// if it has a node); empty for kinds whose classes take no options.
+            #[allow(unreachable_patterns)]
+            pub fn show_class(&self, node: Option<&ClassOpts>, cx: &ClassShowCx<'_>) -> (String, String) {
+                match self {
+                    $(QdiscOpts::$variant(q) => {
+                        let o = match node {
+                            Some(ClassOpts::$variant(o)) => Some(o),
+                            _ => None,
+                        };
+                        <$kind as ClassKind>::show(o, q, cx)
+                    })*
+                    _ => (String::new(), String::new()),
+                }
+            }
+        }
+    };
 }
 
 /// The one list of kinds. For each `Variant => Kind`, `QdiscOpts::Variant` holds
@@ -306,6 +554,48 @@ macro_rules! qdisc_registry {
                 }
             }
 
+            /// [`QdiscKind::CLASS_OPS`].
+            pub fn has_class_ops(&self) -> bool {
+                match self {
+                    $(QdiscOpts::$variant(_) => <$kind as QdiscKind>::CLASS_OPS,)*
+                }
+            }
+
+            /// [`QdiscKind::has_class`] for qdisc `q` (whose options these are).
+            pub fn has_class(&self, dev: &Device, q: &QdiscNode, classid: Handle) -> bool {
+                match self {
+                    $(QdiscOpts::$variant(o) => <$kind as QdiscKind>::has_class(o, dev, q, classid),)*
+                }
+            }
+
+            /// [`QdiscKind::classes`].
+            pub fn classes(&self, dev: &Device, q: &QdiscNode) -> ClassList {
+                match self {
+                    $(QdiscOpts::$variant(o) => <$kind as QdiscKind>::classes(o, dev, q),)*
+                }
+            }
+
+            /// [`QdiscKind::class_leaf`].
+            pub fn class_leaf<'d>(&self, dev: &'d Device, q: &QdiscNode, id: Handle) -> Option<&'d QdiscNode> {
+                match self {
+                    $(QdiscOpts::$variant(o) => <$kind as QdiscKind>::class_leaf(o, dev, q, id),)*
+                }
+            }
+
+            /// [`QdiscKind::class_in_use`].
+            pub fn class_in_use(&self, q: &QdiscNode, clid: Handle) -> Result<&'static str, TcError> {
+                match self {
+                    $(QdiscOpts::$variant(o) => <$kind as QdiscKind>::class_in_use(o, q, clid),)*
+                }
+            }
+
+            /// [`QdiscKind::filter_block`].
+            pub fn filter_block(&self, dev: &Device, q: &QdiscNode, parent: Handle) -> Result<Handle, TcError> {
+                match self {
+                    $(QdiscOpts::$variant(o) => <$kind as QdiscKind>::filter_block(o, dev, q, parent),)*
+                }
+            }
+
             /// [`QdiscKind::label`].
             pub fn label(&self) -> Option<String> {
                 match self {
@@ -355,6 +645,18 @@ qdisc_registry! {
     Clsact => clsact::Clsact,
     /// One class per transmit queue (root only, multi-queue devices).
     Mq => mq::Mq,
+}
+
+class_registry! {
+    /// HTB class.
+    Htb => htb::HtbClass,
+    /// DRR class.
+    Drr => drr::DrrClass,
+    /// HFSC class.
+    Hfsc => hfsc::HfscClass,
+    /// ETS class change (`tc class change ... ets [quantum N]`): ETS classes are the qdisc's
+    /// bands, kept in its options; no class node holds this.
+    Ets => ets::EtsClass,
 }
 
 /// `TCA_ACT_OPTIONS`: the nest that holds an action kind's options.

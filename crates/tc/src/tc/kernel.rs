@@ -62,40 +62,7 @@ fn has_class_ops(q: &QdiscNode) -> bool {
 
 /// Removes qdisc `handle` and everything below it (classes, child qdiscs, filters).
 pub fn remove_qdisc_tree(dev: &mut Device, handle: Handle) {
-    let mut doomed_q = vec![handle];
-    let mut i = 0;
-    while i < doomed_q.len() {
-        let h = doomed_q[i];
-        for q in &dev.qdiscs {
-            if q.parent != H_ROOT
-                && q.parent != H_INGRESS
-                && q.parent.qdisc() == h
-                && !doomed_q.contains(&q.handle)
-            {
-                doomed_q.push(q.handle);
-            }
-        }
-        i += 1;
-    }
-    let is_ingress = dev.qdisc(handle).is_some_and(|q| q.parent == H_INGRESS);
-    dev.qdiscs.retain(|q| !doomed_q.contains(&q.handle));
-    dev.classes.retain(|c| !doomed_q.contains(&c.classid.qdisc()));
-    dev.filters.retain(|f| {
-        let block_q = if f.parent == H_MIN_INGRESS || f.parent == H_MIN_EGRESS {
-            INGRESS_QDISC
-        } else {
-            f.parent.qdisc()
-        };
-        if is_ingress && block_q == INGRESS_QDISC {
-            return false;
-        }
-        !doomed_q.contains(&block_q)
-    });
-    dev.u32_blocks.retain(|b| {
-        dev.filters
-            .iter()
-            .any(|f| f.parent == b.block || (b.block == H_MIN_INGRESS && f.parent == H_MIN_EGRESS))
-    });
+    dev.remove_qdisc_tree(handle)
 }
 
 /// `ffff:`, the handle of the ingress/clsact qdisc.

@@ -3,7 +3,7 @@
 //! its `cake_dump` as `tc qdisc show` prints it, and the `-s` statistics table: [`Cake`], a
 //! registry kind (the kernel's `sch_cake.c`; the algorithm is `sluice_core::cake`).
 
-use super::{BuildCx, DecodeError, QdiscKind, Unencodable, TCA_OPTIONS};
+use super::{block_at, BuildCx, DecodeError, QdiscKind, TCA_OPTIONS, Unencodable};
 use crate::build::BuildError;
 use crate::error::TcError;
 use crate::grammar::helpers::*;
@@ -13,7 +13,7 @@ use crate::nlattr::{attrs, u32_of, u64_of, Attrs};
 use serde::{Deserialize, Serialize};
 use sluice_core::cake::{AckFilter, AtmMode, CakeConfig, CakeStats, FlowMode, TinMode};
 use sluice_core::units::{format_rate, format_size, format_time, parse_rate, parse_size, parse_time};
-use sluice_core::{Qdisc, Rate, Span};
+use sluice_core::{Handle, Qdisc, Rate, Span};
 use std::fmt::Write;
 
 /// CAKE options: the attributes tc sends (`TCA_CAKE_*`), each `None` when not sent. The kernel
@@ -171,6 +171,14 @@ impl QdiscKind for Cake {
             }
         }
         Ok(o)
+    }
+
+
+    const CLASS_OPS: bool = true;
+
+    /// Filters go on the qdisc only.
+    fn filter_block(_o: &CakeOpts, dev: &Device, q: &QdiscNode, parent: Handle) -> Result<Handle, TcError> {
+        block_at(dev, q, parent, || Err(TcError::kernel("Class doesn't support blocks")))
     }
 
     fn build(o: &CakeOpts, q: &QdiscNode, cx: &mut BuildCx<'_>) -> Result<Box<dyn Qdisc>, BuildError> {

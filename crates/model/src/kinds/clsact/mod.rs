@@ -6,7 +6,7 @@ use crate::build::BuildError;
 use crate::error::TcError;
 use crate::grammar::{what_is, Cur};
 use crate::json::J;
-use crate::model::{Device, QdiscNode, H_INGRESS};
+use crate::model::{Device, QdiscNode, H_INGRESS, H_MIN_EGRESS, H_MIN_INGRESS};
 use crate::nlattr::Attrs;
 use serde::{Deserialize, Serialize};
 use sluice_core::{Handle, Qdisc};
@@ -62,6 +62,17 @@ impl QdiscKind for Clsact {
 
     fn decode(_options: Option<&[u8]>) -> Result<ClsactOpts, DecodeError> {
         Ok(ClsactOpts {})
+    }
+
+
+    /// `clsact_tcf_block`: its two hooks' blocks; none for class 0.
+    fn filter_block(_o: &ClsactOpts, _dev: &Device, _q: &QdiscNode, parent: Handle) -> Result<Handle, TcError> {
+        match parent.minor() {
+            0xFFF2 => Ok(H_MIN_INGRESS),
+            0xFFF3 => Ok(H_MIN_EGRESS),
+            0 => Err(TcError::errno("Invalid argument")),
+            _ => Err(TcError::kernel("Specified class doesn't exist")),
+        }
     }
 
     fn build(_o: &ClsactOpts, _q: &QdiscNode, _cx: &mut BuildCx<'_>) -> Result<Box<dyn Qdisc>, BuildError> {

@@ -9,12 +9,14 @@
 //! the qdiscs of bands that go away go with them. Classes `1..=bands` always exist; a class
 //! change sets one DRR band's quantum (strict bands have none).
 
-use super::{BuildCx, DecodeError, QdiscKind, Unencodable, TCA_OPTIONS};
+use super::{
+    block_at, BuildCx, ClassChange, ClassKind, ClassList, ClassShowCx, DecodeError, QdiscKind, Unencodable, TCA_OPTIONS,
+};
 use crate::build::BuildError;
 use crate::error::TcError;
 use crate::grammar::helpers::*;
 use crate::json::J;
-use crate::model::{Device, QdiscNode};
+use crate::model::{Device, QdiscNode, QdiscOpts, H_ROOT};
 use crate::nlattr::{attrs, u32_of, Attrs};
 use serde::{Deserialize, Serialize};
 use sluice_core::classify::{ClassShape, Fallback, QdiscShape, ShapeKind};
@@ -40,8 +42,20 @@ pub struct EtsOpts {
     pub priomap: Vec<u8>,
 }
 
-/// The kind (the qdisc; class changes are `ClassOpts::Ets`).
+/// The kind (the qdisc; class changes are [`EtsClass`]).
 pub struct Ets;
+
+/// ETS classes: the qdisc's bands, whose quanta a class change sets.
+pub struct EtsClass;
+
+/// A class change (`tc class change ... ets [quantum N]`): ETS classes are the qdisc's bands,
+/// kept in its [`EtsOpts`]; no class node holds this.
+#[serde_with::skip_serializing_none]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EtsClassOpts {
+    /// The band's new quantum.
+    pub quantum: Option<u32>,
+}
 
 impl QdiscKind for Ets {
     const NAME: &'static str = "ets";
@@ -112,8 +126,80 @@ impl QdiscKind for Ets {
         Ok(o)
     }
 
+    const CLASS_OPS: bool = true;
+
+    /// Classes `1..=bands`, always.
+    fn has_class(o: &EtsOpts, _dev: &Device, _q: &QdiscNode, classid: Handle) -> bool {
+        has_class(o, classid.minor())
+    }
+
+    fn classes(o: &EtsOpts, _dev: &Device, q: &QdiscNode) -> ClassList {
+        ClassList::Implicit((1..=o.bands as u32).map(|b| (Handle::new(q.handle.major(), b), H_ROOT)).collect())
+    }
+
+    /// Filters go on the qdisc only.
+    fn filter_block(_o: &EtsOpts, dev: &Device, q: &QdiscNode, parent: Handle) -> Result<Handle, TcError> {
+        block_at(dev, q, parent, || Err(TcError::kernel("ETS classid must be zero")))
+    }
+
     fn build(o: &EtsOpts, q: &QdiscNode, cx: &mut BuildCx<'_>) -> Result<Box<dyn Qdisc>, BuildError> {
         build(o, q, cx)
+    }
+}
+
+impl ClassKind for EtsClass {
+    type Qdisc = Ets;
+    type Opts = EtsClassOpts;
+
+    fn parse(cur: &mut Cur) -> Result<EtsClassOpts, TcError> {
+        Ok(EtsClassOpts { quantum: parse_class(cur)? })
+    }
+
+    fn args(o: &EtsClassOpts) -> String {
+        o.quantum.map(|q| format!(" quantum {q}")).unwrap_or_default()
+    }
+
+    /// The band's quantum (strict bands print none).
+    fn show(_o: Option<&EtsClassOpts>, qo: &EtsOpts, cx: &ClassShowCx<'_>) -> (String, String) {
+        (class_options(qo, cx.dev, cx.id.minor()), String::new())
+    }
+
+    /// `ets_class_change`: bands are neither added nor removed; a quantum goes to its DRR band.
+    fn change(o: EtsClassOpts, cx: ClassChange<'_>) -> Result<Vec<String>, TcError> {
+        if !cx.exists {
+            return Err(TcError::kernel("Fine-grained class addition and removal is not supported"));
+        }
+        let mtu = cx.dev.psched_mtu();
+        if let Some(QdiscNode { opts: QdiscOpts::Ets(e), .. }) =
+            cx.dev.qdiscs.iter_mut().find(|x| x.handle == cx.q.handle)
+        {
+            class_change(e, mtu, cx.clid.minor(), o.quantum)?;
+        }
+        Ok(Vec::new())
+    }
+
+    /// `TCA_OPTIONS` with `NLA_F_NESTED`, holding `TCA_ETS_QUANTA_BAND` when given.
+    fn encode(o: &EtsClassOpts, out: &mut Attrs) -> Result<(), Unencodable> {
+        out.begin_nest(TCA_OPTIONS | attr::NESTED);
+        if let Some(q) = o.quantum {
+            out.put_u32(attr::QUANTA_BAND, q);
+        }
+        out.end_nest();
+        Ok(())
+    }
+
+    fn decode(options: Option<&[u8]>) -> Result<EtsClassOpts, DecodeError> {
+        let mut o = EtsClassOpts::default();
+        for (ty, p) in attrs(options.unwrap_or_default()) {
+            if ty == attr::QUANTA_BAND {
+                o.quantum = Some(u32_of(p).ok_or_else(|| DecodeError::new("ets", "QUANTA_BAND is short"))?);
+            }
+        }
+        Ok(o)
+    }
+
+    fn label(o: &EtsClassOpts) -> Vec<String> {
+        vec![format!("quantum {}", o.quantum.map(|q| q.to_string()).unwrap_or("mtu".into()))]
     }
 }
 

@@ -1,7 +1,7 @@
 //! fq_codel: flow queueing with CoDel (RFC 8290). tc's `q_fq_codel.c`, the kernel's
 //! `sch_fq_codel.c`; the algorithm is `sluice_core::fq_codel`.
 
-use super::{BuildCx, DecodeError, QdiscKind, Unencodable, TCA_OPTIONS};
+use super::{block_at, BuildCx, DecodeError, QdiscKind, TCA_OPTIONS, Unencodable};
 use crate::build::{codel_params, BuildError};
 use crate::error::TcError;
 use crate::grammar::{illegal, size_arg, time_arg, u32_arg, what_is, Cur};
@@ -12,7 +12,7 @@ use crate::print::{codel_us, time_us};
 use serde::{Deserialize, Serialize};
 use sluice_core::fq_codel::{FqCodel as Core, FqCodelConfig};
 use sluice_core::units::format_size;
-use sluice_core::Qdisc;
+use sluice_core::{Handle, Qdisc};
 use std::fmt::Write;
 
 /// fq_codel options: what tc sent (`None`: not given, the kernel's default applies).
@@ -256,6 +256,14 @@ impl QdiscKind for FqCodel {
             }
         }
         Ok(o)
+    }
+
+
+    const CLASS_OPS: bool = true;
+
+    /// Filters go on the qdisc only.
+    fn filter_block(_o: &FqCodelOpts, dev: &Device, q: &QdiscNode, parent: Handle) -> Result<Handle, TcError> {
+        block_at(dev, q, parent, || Err(TcError::kernel("Class doesn't support blocks")))
     }
 
     fn build(o: &FqCodelOpts, _q: &QdiscNode, cx: &mut BuildCx<'_>) -> Result<Box<dyn Qdisc>, BuildError> {

@@ -1,19 +1,18 @@
 //! The `hfsc` qdisc and its classes in tc's language: iproute2 6.1's grammar (`q_hfsc.c`: the
 //! `m1 d m2` and `umax dmax rate` forms and tc's conversion of the second), the kernel's
 //! `hfsc_change_class` rules, and `tc class show` as the kernel reports the curves back
-//! (`hfsc_dump_sc`, through the fixed-point form). The qdisc part is [`Hfsc`], a registry kind
-//! (the kernel's `sch_hfsc.c`; the algorithm is `sluice_core::hfsc`); the class options are
-//! still dispatched by the tc front end.
+//! (`hfsc_dump_sc`, through the fixed-point form). The qdisc is [`Hfsc`], its classes
+//! [`HfscClass`] (the kernel's `sch_hfsc.c`; the algorithm is `sluice_core::hfsc`).
 
-use super::{BuildCx, DecodeError, QdiscKind, Unencodable, TCA_OPTIONS};
-use crate::build::BuildError;
+use super::{block_at, BuildCx, ClassChange, ClassKind, ClassList, ClassShowCx, DecodeError, QdiscKind, Unencodable, TCA_OPTIONS};
+use crate::build::{set_default_class_shape, BuildError};
 use crate::error::TcError;
 use crate::grammar::{matches, Cur};
 use crate::json::J;
 use crate::model::{ClassNode, ClassOpts, Device, QdiscNode, QdiscOpts};
-use crate::nlattr::Attrs;
+use crate::nlattr::{attrs, Attrs};
 use serde::{Deserialize, Serialize};
-use sluice_core::classify::{ClassShape, Fallback, QdiscShape, ShapeKind};
+use sluice_core::classify::ClassShape;
 use sluice_core::hfsc::{Curves, ServiceCurve};
 use sluice_core::units::{format_rate, format_time, parse_rate, parse_size, parse_time};
 use sluice_core::{Handle, Qdisc, Rate, Span};
@@ -53,7 +52,7 @@ impl HfscClassOpts {
     }
 }
 
-/// The kind (the qdisc; its classes are `ClassOpts::Hfsc`).
+/// The kind (the qdisc; its classes are [`HfscClass`]).
 pub struct Hfsc;
 
 impl QdiscKind for Hfsc {
@@ -104,8 +103,113 @@ impl QdiscKind for Hfsc {
         Ok(HfscOpts { default: u16::from_ne_bytes(b), ..HfscOpts::default() })
     }
 
+    const CLASS_OPS: bool = true;
+
+    /// The root class is the qdisc's own handle.
+    fn has_class(_o: &HfscOpts, dev: &Device, _q: &QdiscNode, classid: Handle) -> bool {
+        classid.minor() == 0 || dev.class(classid).is_some()
+    }
+
+    fn classes(_o: &HfscOpts, _dev: &Device, _q: &QdiscNode) -> ClassList {
+        ClassList::Nodes { root_class: true }
+    }
+
+    /// An inner class keeps its qdisc but reports no leaf.
+    fn class_leaf<'d>(_o: &HfscOpts, dev: &'d Device, _q: &QdiscNode, id: Handle) -> Option<&'d QdiscNode> {
+        dev.qdisc_at(id).filter(|_| dev.child_classes(id).next().is_none())
+    }
+
+    /// The root class cannot go.
+    fn class_in_use(_o: &HfscOpts, q: &QdiscNode, clid: Handle) -> Result<&'static str, TcError> {
+        if clid == q.handle {
+            return Err(TcError::kernel("HFSC class in use"));
+        }
+        Ok("HFSC class in use")
+    }
+
+    /// Each class has a block of its own.
+    fn filter_block(_o: &HfscOpts, dev: &Device, q: &QdiscNode, parent: Handle) -> Result<Handle, TcError> {
+        block_at(dev, q, parent, || Ok(parent))
+    }
+
     fn build(o: &HfscOpts, q: &QdiscNode, cx: &mut BuildCx<'_>) -> Result<Box<dyn Qdisc>, BuildError> {
         build(o.default, q, cx)
+    }
+}
+
+/// HFSC classes.
+pub struct HfscClass;
+
+/// `TCA_HFSC_*` of classes.
+mod attr {
+    pub const RSC: u16 = 1;
+    pub const FSC: u16 = 2;
+    pub const USC: u16 = 3;
+}
+
+impl ClassKind for HfscClass {
+    type Qdisc = Hfsc;
+    type Opts = HfscClassOpts;
+
+    fn parse(cur: &mut Cur) -> Result<HfscClassOpts, TcError> {
+        parse_class(cur)
+    }
+
+    fn args(o: &HfscClassOpts) -> String {
+        export_class_args(o)
+    }
+
+    /// The curves (the root class's from the qdisc), and `-s`'s period and level lines.
+    fn show(o: Option<&HfscClassOpts>, qo: &HfscOpts, cx: &ClassShowCx<'_>) -> (String, String) {
+        let text = class_options(o.unwrap_or(&qo.root_class));
+        (text, class_xstats(level(cx.dev, cx.q, cx.id)))
+    }
+
+    fn change(o: HfscClassOpts, cx: ClassChange<'_>) -> Result<Vec<String>, TcError> {
+        class_modify(cx.dev, cx.q, cx.clid, cx.parent, cx.exists, &o)
+    }
+
+    /// `TCA_OPTIONS` holding `TCA_HFSC_RSC`, `FSC` and `USC`, each a `struct tc_service_curve`
+    /// (m1, d, m2), the ones the class has, in that order.
+    fn encode(o: &HfscClassOpts, out: &mut Attrs) -> Result<(), Unencodable> {
+        out.begin_nest(TCA_OPTIONS);
+        for (ty, sc) in [(attr::RSC, o.rt), (attr::FSC, o.ls), (attr::USC, o.ul)] {
+            if let Some(sc) = sc {
+                let mut b = Vec::with_capacity(12);
+                for v in [sc.m1, sc.d, sc.m2] {
+                    b.extend_from_slice(&v.to_ne_bytes());
+                }
+                out.put(ty, &b);
+            }
+        }
+        out.end_nest();
+        Ok(())
+    }
+
+    fn decode(options: Option<&[u8]>) -> Result<HfscClassOpts, DecodeError> {
+        let mut o = HfscClassOpts::default();
+        for (ty, p) in attrs(options.unwrap_or_default()) {
+            let [m1, d, m2] = crate::nlattr::u32s::<3>(p)
+                .ok_or_else(|| DecodeError::new("hfsc", "struct tc_service_curve is short"))?;
+            let sc = Some(ServiceCurve { m1, d, m2 });
+            match ty {
+                attr::RSC => o.rt = sc,
+                attr::FSC => o.ls = sc,
+                attr::USC => o.ul = sc,
+                _ => {}
+            }
+        }
+        Ok(o)
+    }
+
+    fn label(o: &HfscClassOpts) -> Vec<String> {
+        vec![class_options(o).trim_end().to_string()]
+    }
+
+    /// The guarantee is the real-time (else link-share) rate; the cap the upper limit, if any.
+    fn rates(o: &HfscClassOpts) -> (f64, f64) {
+        let m2 = |c: Option<ServiceCurve>| c.map_or(0.0, |c| c.m2 as f64 * 8.0);
+        (if o.rt.is_some() { m2(o.rt) } else { m2(o.ls) }, m2(o.ul))
     }
 }
 
@@ -534,19 +638,6 @@ fn build(default: u16, q: &QdiscNode, cx: &mut BuildCx<'_>) -> Result<Box<dyn Qd
         let classful_child = child.filter(|l| leaf && l.opts.is_classful()).map(|l| l.handle);
         shapes.push(ClassShape { classid: c.classid, inner: !leaf, child: classful_child });
     }
-    let def = Handle::new(q.handle.major(), default as u32);
-    let fallback = if default != 0 && dev.class(def).is_some() && dev.child_classes(def).next().is_none() {
-        def
-    } else {
-        q.handle
-    };
-    cx.cls
-        .set_shape(QdiscShape {
-            handle: q.handle,
-            kind: ShapeKind::Htb,
-            classes: shapes,
-            fallback: Fallback::Class(fallback),
-        })
-        .map_err(BuildError::Filter)?;
+    set_default_class_shape(cx, q, default as u32, shapes)?;
     Ok(Box::new(hfsc))
 }

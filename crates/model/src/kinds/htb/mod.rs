@@ -1,10 +1,13 @@
-//! htb, the qdisc: the hierarchical token bucket's own options (r2q, default class, direct
-//! queue, offload, and Sluice's `textbook` sharing) and the build of the whole tree. Its class
-//! options are still `crate::model::HtbClassOpts`. tc's `q_htb.c`, the kernel's `sch_htb.c`;
-//! the algorithms are `sluice_core::htb` and `sluice_core::htb_fair`.
+//! htb: the hierarchical token bucket's own options (r2q, default class, direct queue, offload,
+//! and Sluice's `textbook` sharing), its classes ([`class`]) and the build of the whole tree.
+//! tc's `q_htb.c`, the kernel's `sch_htb.c`; the algorithms are `sluice_core::htb` and
+//! `sluice_core::htb_fair`.
 
-use super::{BuildCx, DecodeError, QdiscKind, Unencodable, TCA_OPTIONS};
-use crate::build::{wire, BuildError};
+mod class;
+pub use class::{auto_quantum, HtbClass, HtbClassOpts, HTB_DEFAULT_MTU};
+
+use super::{block_at, BuildCx, ClassList, DecodeError, QdiscKind, Unencodable, TCA_OPTIONS};
+use crate::build::{set_default_class_shape, wire, BuildError};
 use crate::error::TcError;
 use crate::grammar::{get_hex, matches, what_is, Cur};
 use crate::json::J;
@@ -12,7 +15,7 @@ use crate::model::{is_false, is_zero_u32, ClassNode, ClassOpts, Device, QdiscNod
 use crate::nlattr::{attrs, u32_of, u32s, Attrs};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use sluice_core::classify::{ClassShape, Fallback, QdiscShape, ShapeKind};
+use sluice_core::classify::ClassShape;
 use sluice_core::htb::{Htb as Core, HtbClassConfig, HtbConfig};
 use sluice_core::htb_fair::{FairClassConfig, HtbFair};
 use sluice_core::{Handle, Qdisc, Rate, Time};
@@ -267,6 +270,25 @@ impl QdiscKind for Htb {
         Ok(Box::new(htb))
     }
 
+    const CLASS_OPS: bool = true;
+
+    fn has_class(_h: &HtbOpts, dev: &Device, _q: &QdiscNode, classid: Handle) -> bool {
+        dev.class(classid).is_some()
+    }
+
+    fn classes(_h: &HtbOpts, _dev: &Device, _q: &QdiscNode) -> ClassList {
+        ClassList::Nodes { root_class: false }
+    }
+
+    fn class_in_use(_h: &HtbOpts, _q: &QdiscNode, _clid: Handle) -> Result<&'static str, TcError> {
+        Ok("HTB class in use")
+    }
+
+    /// Each class has a block of its own.
+    fn filter_block(_h: &HtbOpts, dev: &Device, q: &QdiscNode, parent: Handle) -> Result<Handle, TcError> {
+        block_at(dev, q, parent, || Ok(parent))
+    }
+
     fn label(h: &HtbOpts) -> Option<String> {
         Some(format!("default {:x} r2q {}", h.default, h.r2q))
     }
@@ -314,20 +336,7 @@ fn leaves_and_shape(
         let classful_child = child.filter(|l| l.opts.is_classful()).map(|l| l.handle);
         shapes.push(ClassShape { classid: c.classid, inner: !leaf, child: classful_child });
     }
-    let def = Handle::new(q.handle.major(), default);
-    let fallback = if default != 0 && dev.class(def).is_some() && dev.child_classes(def).next().is_none() {
-        def
-    } else {
-        q.handle
-    };
-    cx.cls
-        .set_shape(QdiscShape {
-            handle: q.handle,
-            kind: ShapeKind::Htb,
-            classes: shapes,
-            fallback: Fallback::Class(fallback),
-        })
-        .map_err(BuildError::Filter)
+    set_default_class_shape(cx, q, default, shapes)
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@ use crate::build::BuildError;
 use crate::error::TcError;
 use crate::grammar::{what_is, Cur};
 use crate::json::J;
-use crate::model::{Device, QdiscNode};
+use crate::model::{Device, QdiscNode, H_MIN_INGRESS};
 use crate::nlattr::Attrs;
 use serde::{Deserialize, Serialize};
 use sluice_core::{Handle, Qdisc};
@@ -60,6 +60,17 @@ impl QdiscKind for Ingress {
 
     fn decode(_options: Option<&[u8]>) -> Result<IngressOpts, DecodeError> {
         Ok(IngressOpts {})
+    }
+
+
+    /// `ingress_find` finds every class (which have no operations).
+    fn has_class(_o: &IngressOpts, _dev: &Device, _q: &QdiscNode, _classid: Handle) -> bool {
+        true
+    }
+
+    /// `ingress_tcf_block` accepts any minor: its one block holds the filters.
+    fn filter_block(_o: &IngressOpts, _dev: &Device, _q: &QdiscNode, _parent: Handle) -> Result<Handle, TcError> {
+        Ok(H_MIN_INGRESS)
     }
 
     fn build(_o: &IngressOpts, _q: &QdiscNode, _cx: &mut BuildCx<'_>) -> Result<Box<dyn Qdisc>, BuildError> {

@@ -2,7 +2,7 @@
 //! default one until another is grafted). No options. tc has no `q_mq.c` (the kind is sent
 //! alone); the kernel's `sch_mq.c`. Sluice does not run it.
 
-use super::{BuildCx, DecodeError, QdiscKind, Unencodable};
+use super::{BuildCx, ClassList, DecodeError, QdiscKind, Unencodable};
 use crate::build::BuildError;
 use crate::error::TcError;
 use crate::grammar::Cur;
@@ -65,6 +65,18 @@ impl QdiscKind for Mq {
 
     fn decode(_options: Option<&[u8]>) -> Result<MqOpts, DecodeError> {
         Ok(MqOpts::default())
+    }
+
+
+    const CLASS_OPS: bool = true;
+
+    /// One class per transmit queue.
+    fn has_class(_o: &MqOpts, dev: &Device, _q: &QdiscNode, classid: Handle) -> bool {
+        (1..=dev.num_tx_queues).contains(&classid.minor())
+    }
+
+    fn classes(_o: &MqOpts, dev: &Device, q: &QdiscNode) -> ClassList {
+        ClassList::Implicit((1..=dev.num_tx_queues).map(|n| (Handle::new(q.handle.major(), n), H_ROOT)).collect())
     }
 
     fn build(_o: &MqOpts, _q: &QdiscNode, _cx: &mut BuildCx<'_>) -> Result<Box<dyn Qdisc>, BuildError> {

@@ -16,7 +16,7 @@
 mod build;
 mod netlink;
 
-use super::{BuildCx, DecodeError, QdiscKind, Unencodable};
+use super::{BuildCx, ClassList, DecodeError, QdiscKind, Unencodable};
 use crate::build::BuildError;
 use crate::error::TcError;
 use crate::grammar::{get_u32, matches, Cur};
@@ -26,7 +26,7 @@ use crate::nlattr::Attrs;
 use serde::{Deserialize, Serialize};
 use sluice_core::netem::dist::{parse_dist, BuiltinDist, DIST_MAX};
 use sluice_core::units::{format_g, format_rate, format_time, parse_rate, parse_size};
-use sluice_core::{Qdisc, Rate, Span};
+use sluice_core::{Handle, Qdisc, Rate, Span};
 use std::fmt::Write;
 
 /// netem options as the kernel keeps them (probabilities scaled to `u32::MAX`; times in ns
@@ -235,6 +235,27 @@ impl QdiscKind for Netem {
 
     fn decode(options: Option<&[u8]>) -> Result<Box<NetemOpts>, DecodeError> {
         netlink::decode(options).map(Box::new)
+    }
+
+
+    const CLASS_OPS: bool = true;
+
+    /// `netem_find` answers for any minor: its one class.
+    fn has_class(_o: &Box<NetemOpts>, _dev: &Device, _q: &QdiscNode, _classid: Handle) -> bool {
+        true
+    }
+
+    /// `netem_dump_class`: its one class exists only while it has a child qdisc.
+    fn classes(_o: &Box<NetemOpts>, dev: &Device, q: &QdiscNode) -> ClassList {
+        match child(dev, q) {
+            Some(_) => ClassList::Implicit(vec![(Handle::new(q.handle.major(), 1), q.handle)]),
+            None => ClassList::None,
+        }
+    }
+
+    /// Its one class holds its child whatever minor the child was added under.
+    fn class_leaf<'d>(_o: &Box<NetemOpts>, dev: &'d Device, q: &QdiscNode, id: Handle) -> Option<&'d QdiscNode> {
+        dev.qdisc_at(id).or_else(|| child(dev, q))
     }
 
     fn build(o: &Box<NetemOpts>, q: &QdiscNode, cx: &mut BuildCx<'_>) -> Result<Box<dyn Qdisc>, BuildError> {
@@ -917,4 +938,9 @@ fn json(n: &NetemOpts) -> J {
     }
     o.put("ecn", n.ecn).put("gap", n.gap);
     o
+}
+
+/// The qdisc grafted on netem `q` (on its one class, whatever the minor).
+fn child<'d>(dev: &'d Device, q: &QdiscNode) -> Option<&'d QdiscNode> {
+    dev.qdiscs.iter().find(|c| c.parent != crate::model::H_ROOT && c.parent.qdisc() == q.handle)
 }

@@ -6,7 +6,7 @@
 //! `multiqueue` was given (today's kernels read the struct alone). The printers here serve
 //! pfifo_fast too, whose dump is the same struct.
 
-use super::{BuildCx, DecodeError, QdiscKind, Unencodable, TCA_OPTIONS};
+use super::{block_at, BuildCx, ClassList, DecodeError, QdiscKind, TCA_OPTIONS, Unencodable};
 use crate::build::BuildError;
 use crate::error::TcError;
 use crate::grammar::{illegal, what_is, Cur};
@@ -150,6 +150,23 @@ impl QdiscKind for Prio {
         let multiqueue =
             find(&p[QOPT_LEN..], TCA_OPTIONS).is_some_and(|n| attrs(n).any(|(t, _)| t == TCA_PRIO_MQ));
         Ok(PrioOpts { bands, priomap, multiqueue })
+    }
+
+
+    const CLASS_OPS: bool = true;
+
+    /// Bands `1..=bands`.
+    fn has_class(o: &PrioOpts, _dev: &Device, _q: &QdiscNode, classid: Handle) -> bool {
+        (1..=o.bands).contains(&classid.minor())
+    }
+
+    fn classes(o: &PrioOpts, _dev: &Device, q: &QdiscNode) -> ClassList {
+        ClassList::Implicit((1..=o.bands).map(|b| (Handle::new(q.handle.major(), b), q.handle)).collect())
+    }
+
+    /// Filters go on the qdisc only.
+    fn filter_block(_o: &PrioOpts, dev: &Device, q: &QdiscNode, parent: Handle) -> Result<Handle, TcError> {
+        block_at(dev, q, parent, || Err(TcError::kernel("Class doesn't support blocks")))
     }
 
     fn build(o: &PrioOpts, q: &QdiscNode, cx: &mut BuildCx<'_>) -> Result<Box<dyn Qdisc>, BuildError> {

@@ -13,7 +13,7 @@
 //! Its request carries what tc derived, not tc's inputs: decoding one finds an `avpkt`, a
 //! `bandwidth` and a `burst` that derive the same bytes (see [`QdiscKind::decode`] below).
 
-use super::{BuildCx, DecodeError, QdiscKind, Unencodable, TCA_OPTIONS};
+use super::{BuildCx, ClassList, DecodeError, QdiscKind, TCA_OPTIONS, Unencodable};
 use crate::build::BuildError;
 use crate::error::TcError;
 use crate::grammar::helpers::*;
@@ -220,6 +220,18 @@ impl QdiscKind for Red {
             o.burst = burst_for(o.wlog, o.min, avpkt).unwrap_or(0);
         }
         Ok(o)
+    }
+
+
+    const CLASS_OPS: bool = true;
+
+    /// `*_find` answers for any minor: its one class.
+    fn has_class(_o: &RedOpts, _dev: &Device, _q: &QdiscNode, _classid: Handle) -> bool {
+        true
+    }
+
+    fn classes(_o: &RedOpts, _dev: &Device, q: &QdiscNode) -> ClassList {
+        ClassList::Implicit(vec![(Handle::new(q.handle.major(), 1), q.handle)])
     }
 
     fn build(o: &RedOpts, q: &QdiscNode, cx: &mut BuildCx<'_>) -> Result<Box<dyn Qdisc>, BuildError> {

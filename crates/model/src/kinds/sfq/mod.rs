@@ -9,7 +9,7 @@
 
 mod flow_red;
 
-use super::{BuildCx, DecodeError, QdiscKind, Unencodable, TCA_OPTIONS};
+use super::{block_at, BuildCx, DecodeError, QdiscKind, TCA_OPTIONS, Unencodable};
 use crate::build::BuildError;
 use crate::error::TcError;
 use crate::grammar::{get_u32, illegal, size_arg, u32_arg, what_is, Cur};
@@ -19,7 +19,7 @@ use crate::nlattr::{u32s, Attrs};
 use serde::{Deserialize, Serialize};
 use sluice_core::sfq::{Sfq as Core, SfqConfig, SfqRed as CoreRed};
 use sluice_core::units::{format_g, format_size};
-use sluice_core::{Qdisc, Span};
+use sluice_core::{Handle, Qdisc, Span};
 use std::fmt::Write;
 
 /// SFQ options: what tc sent (`None`: not given, the kernel's default applies).
@@ -280,6 +280,14 @@ impl QdiscKind for Sfq {
             o.perturb = Some(0);
         }
         Ok(o)
+    }
+
+
+    const CLASS_OPS: bool = true;
+
+    /// Filters go on the qdisc only.
+    fn filter_block(_o: &SfqOpts, dev: &Device, q: &QdiscNode, parent: Handle) -> Result<Handle, TcError> {
+        block_at(dev, q, parent, || Err(TcError::kernel("Class doesn't support blocks")))
     }
 
     fn build(o: &SfqOpts, q: &QdiscNode, cx: &mut BuildCx<'_>) -> Result<Box<dyn Qdisc>, BuildError> {

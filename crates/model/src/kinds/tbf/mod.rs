@@ -2,7 +2,7 @@
 //! `limit` bytes unless another qdisc is grafted on `major:1`). tc's `q_tbf.c`, the kernel's
 //! `sch_tbf.c`; the algorithm is `sluice_core::tbf`.
 
-use super::{BuildCx, DecodeError, QdiscKind, Unencodable, TCA_OPTIONS};
+use super::{BuildCx, ClassList, DecodeError, QdiscKind, TCA_OPTIONS, Unencodable};
 use crate::build::{wire, BuildError};
 use crate::error::TcError;
 use crate::grammar::{illegal, linklayer_arg, rate_arg, size_arg, time_arg, what_is, Cur};
@@ -340,6 +340,18 @@ impl QdiscKind for Tbf {
             mpu: r.mpu as u32,
             linklayer: r.linklayer,
         })
+    }
+
+
+    const CLASS_OPS: bool = true;
+
+    /// `*_find` answers for any minor: its one class.
+    fn has_class(_o: &TbfOpts, _dev: &Device, _q: &QdiscNode, _classid: Handle) -> bool {
+        true
+    }
+
+    fn classes(_o: &TbfOpts, _dev: &Device, q: &QdiscNode) -> ClassList {
+        ClassList::Implicit(vec![(Handle::new(q.handle.major(), 1), q.handle)])
     }
 
     fn build(t: &TbfOpts, q: &QdiscNode, cx: &mut BuildCx<'_>) -> Result<Box<dyn Qdisc>, BuildError> {
