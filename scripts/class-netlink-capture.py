@@ -32,6 +32,8 @@ CASES = [
     (HTB, "tc class add dev v0 parent 1: classid 1:3 htb rate 2mbit ceil 3mbit mtu 9000 mpu 64 overhead 24",
      RTM_NEWTCLASS),
     (HTB, "tc class add dev v0 parent 1: classid 1:4 htb rate 500kbit prio 7", RTM_NEWTCLASS),
+    (HTB, "tc class add dev v0 parent 1: classid 1:5 htb rate 3mbit ceil 6gbit linklayer atm overhead 10",
+     RTM_NEWTCLASS),
     (DRR, "tc class add dev v0 parent 1: classid 1:7 drr quantum 1514", RTM_NEWTCLASS),
     (ETS, "tc class change dev v0 classid 1:2 ets quantum 1500", RTM_NEWTCLASS),
 ]

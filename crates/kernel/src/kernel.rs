@@ -38,11 +38,12 @@ use sluice_core::units::{format_rate, format_size};
 use sluice_core::Rate;
 use sluice_model::nlattr::Attrs;
 use sluice_model::print::{classid_str, filter_parent_arg, qdisc_parent_arg, tc_handle_str};
-use sluice_model::tcmath::{xmittime, RateSpec, TICK_IN_USEC};
+use sluice_model::tcmath::{xmittime, TICK_IN_USEC};
 use sluice_tc::burst::{kernel_burst, BurstPolicy};
 use sluice_tc::export::filter_args;
 use sluice_tc::model::{
-    ClassOpts, Device, FilterNode, HtbClassOpts, LinkLayer, QdiscNode, QdiscOpts, State, H_INGRESS,
+    ClassOpts, Device, DrrClassOpts, EtsClassOpts, FilterNode, HtbClassOpts, QdiscNode, QdiscOpts, State,
+    H_INGRESS,
 };
 use sluice_tc::tc::args::proto_word;
 use std::collections::{HashMap, HashSet};
@@ -267,10 +268,10 @@ impl<'a> Plan<'a> {
             let id = classid_str(c.classid);
             let htb = match &c.opts {
                 ClassOpts::Htb(htb) => htb,
-                ClassOpts::Drr { quantum } => {
+                ClassOpts::Drr(d) => {
                     let classid = conv(c.classid, &|| format!("class {id}"), &mut too_wide);
                     let parent = conv(c.parent, &|| format!("the parent of class {id}"), &mut too_wide);
-                    classes.push(Step::DrrClass(DrrClassPlan { classid, parent, quantum: *quantum }));
+                    classes.push(Step::DrrClass(DrrClassPlan { classid, parent, quantum: d.quantum }));
                     continue;
                 }
                 ClassOpts::Hfsc(h) => {
@@ -280,19 +281,21 @@ impl<'a> Plan<'a> {
                     continue;
                 }
                 // ETS bands live in the qdisc's options: no class node holds one.
-                ClassOpts::Ets { .. } => continue,
+                ClassOpts::Ets(_) => continue,
             };
-            if htb.linklayer != LinkLayer::Ethernet {
-                unencoded.push(format!("class {id} linklayer"));
+            if let Err(e) = c.opts.encode(&mut Attrs::new()) {
+                unencoded.push(format!("class {id} ({e})"));
             }
             let classid = conv(c.classid, &|| format!("class {id}"), &mut too_wide);
             let parent = conv(c.parent, &|| format!("the parent of class {id}"), &mut too_wide);
-            let burst = if htb.burst_auto {
+            // tc's default is what the model holds already (`rate / HZ + mtu`, as tc sends it).
+            let sluice_rule = policy == BurstPolicy::Sluice;
+            let burst = if htb.burst_auto && sluice_rule {
                 kernel_burst(Rate::from_bps(htb.rate), htb.mtu, policy)
             } else {
                 htb.burst as u64
             };
-            let cburst = if htb.cburst_auto {
+            let cburst = if htb.cburst_auto && sluice_rule {
                 kernel_burst(Rate::from_bps(htb.ceil), htb.mtu, policy)
             } else {
                 htb.cburst as u64
@@ -703,7 +706,7 @@ fn filter_command(dev: &str, f: &FilterNode) -> String {
 mod htb_attr {
     pub const PARMS: u16 = 1;
     pub const INIT: u16 = 2;
-    pub const CTAB: u16 = 3;
+    #[cfg(test)]
     pub const RTAB: u16 = 4;
     pub const RATE64: u16 = 6;
     pub const CEIL64: u16 = 7;
@@ -725,92 +728,44 @@ pub fn qdisc_msg(ifindex: i32, q: &PlannedQdisc<'_>, replace: bool) -> Msg {
     m
 }
 
-/// `TCA_DRR_QUANTUM` (`linux/pkt_sched.h`).
-const TCA_DRR_QUANTUM: u16 = 1;
-
-/// The netlink request that creates DRR class `c` on `ifindex` (`TCA_OPTIONS` always present,
-/// `TCA_DRR_QUANTUM` only when given, as tc sends them).
-pub fn drr_class_msg(ifindex: i32, c: &DrrClassPlan, replace: bool) -> Msg {
-    let fl = flags::REQUEST | flags::ACK | flags::CREATE | if replace { flags::REPLACE } else { flags::EXCL };
-    let mut m = Msg::tc(rtm::NEWTCLASS, fl, TcMsg { ifindex, handle: c.classid, parent: c.parent, info: 0 });
-    m.attr_str(tca::KIND, "drr");
-    m.begin_nest(tca::OPTIONS);
-    if let Some(q) = c.quantum {
-        m.attr(TCA_DRR_QUANTUM, &q.to_ne_bytes());
-    }
-    m.end_nest();
+/// The netlink request that creates (or with `replace` replaces) class `classid` under
+/// `parent` with options `opts`, as tc sends it: the kind, then the kind's `TCA_OPTIONS`
+/// ([`ClassOpts::encode`]). Plan::new refused what cannot be encoded.
+pub fn class_request(ifindex: i32, classid: u32, parent: u32, opts: &ClassOpts, fl: u16) -> Msg {
+    let mut m = Msg::tc(rtm::NEWTCLASS, fl, TcMsg { ifindex, handle: classid, parent, info: 0 });
+    m.attr_str(tca::KIND, opts.kind());
+    let _ = opts.encode(m.attrs());
     m
 }
 
-/// The netlink request that creates HFSC class `c` on `ifindex`: `TCA_OPTIONS` holding
-/// `TCA_HFSC_RSC` (1), `FSC` (2) and `USC` (3), each a `struct tc_service_curve` (m1, d, m2), the
-/// ones the class has, in that order (as tc sends them).
+fn create_flags(replace: bool) -> u16 {
+    flags::REQUEST | flags::ACK | flags::CREATE | if replace { flags::REPLACE } else { flags::EXCL }
+}
+
+/// The netlink request that creates DRR class `c` on `ifindex`.
+pub fn drr_class_msg(ifindex: i32, c: &DrrClassPlan, replace: bool) -> Msg {
+    let opts = ClassOpts::Drr(DrrClassOpts { quantum: c.quantum });
+    class_request(ifindex, c.classid, c.parent, &opts, create_flags(replace))
+}
+
+/// The netlink request that creates HFSC class `c` on `ifindex`.
 pub fn hfsc_class_msg(ifindex: i32, c: &HfscClassPlan, replace: bool) -> Msg {
-    let fl = flags::REQUEST | flags::ACK | flags::CREATE | if replace { flags::REPLACE } else { flags::EXCL };
-    let mut m = Msg::tc(rtm::NEWTCLASS, fl, TcMsg { ifindex, handle: c.classid, parent: c.parent, info: 0 });
-    m.attr_str(tca::KIND, "hfsc");
-    m.begin_nest(tca::OPTIONS);
-    let curves = [(1u16, c.curves.rt), (2, c.curves.ls), (3, c.curves.ul)];
-    for (ty, sc) in curves.iter().filter_map(|(t, sc)| sc.map(|s| (*t, s))) {
-        let mut b = Vec::with_capacity(12);
-        for v in [sc.m1, sc.d, sc.m2] {
-            b.extend_from_slice(&v.to_ne_bytes());
-        }
-        m.attr(ty, &b);
-    }
-    m.end_nest();
-    m
+    class_request(ifindex, c.classid, c.parent, &ClassOpts::Hfsc(c.curves.clone()), create_flags(replace))
 }
 
 /// The netlink request `tc class change` sends for ETS class `classid` (ETS classes are the
-/// qdisc's bands: they are changed, never created): `parent` 0 when not given, `TCA_OPTIONS`
-/// nested, with the quantum when given.
+/// qdisc's bands: they are changed, never created): `parent` 0 when not given.
 pub fn ets_class_change_msg(ifindex: i32, classid: u32, parent: u32, quantum: Option<u32>) -> Msg {
-    let fl = flags::REQUEST | flags::ACK;
-    let mut m = Msg::tc(rtm::NEWTCLASS, fl, TcMsg { ifindex, handle: classid, parent, info: 0 });
-    m.attr_str(tca::KIND, "ets");
-    let nested = tca::OPTIONS | sluice_tc::tc::ets::attr::NESTED;
-    m.attr(nested, &sluice_tc::tc::ets::class_netlink_options(quantum));
-    m
+    let opts = ClassOpts::Ets(EtsClassOpts { quantum });
+    class_request(ifindex, classid, parent, &opts, flags::REQUEST | flags::ACK)
 }
 
-/// The netlink request that creates HTB class `c` on `ifindex`.
+/// The netlink request that creates HTB class `c` on `ifindex`, with the plan's bursts.
 pub fn class_msg(ifindex: i32, c: &ResolvedClass<'_>) -> Msg {
-    let h = c.htb;
-    let fl = flags::REQUEST | flags::ACK | flags::CREATE | flags::REPLACE;
-    let mut m = Msg::tc(rtm::NEWTCLASS, fl, TcMsg { ifindex, handle: c.classid, parent: c.parent, info: 0 });
-    m.attr_str(tca::KIND, "htb");
-    let (rate, ceil) = (c.rate(), c.ceil());
-    // q_htb.c: tables at the 32-bit rates, buckets at the 64-bit ones.
-    let overhead = h.overhead.clamp(0, u16::MAX as i32) as u16;
-    let mut r = RateSpec::new(rate.bytes_per_sec(), overhead, h.mpu as u16, LinkLayer::Ethernet);
-    let rtab = r.table(r.rate as u64, h.mtu);
-    let mut cr = RateSpec::new(ceil.bytes_per_sec(), overhead, h.mpu as u16, LinkLayer::Ethernet);
-    let ctab = cr.table(cr.rate as u64, h.mtu);
-    let mut opt = Vec::with_capacity(44);
-    opt.extend_from_slice(&r.bytes());
-    opt.extend_from_slice(&cr.bytes());
-    for v in [
-        burst_ticks(rate.bytes_per_sec(), c.burst),
-        burst_ticks(ceil.bytes_per_sec(), c.cburst),
-        h.quantum.unwrap_or(0),
-        0,
-        h.prio,
-    ] {
-        opt.extend_from_slice(&v.to_ne_bytes());
-    }
-    m.begin_nest(tca::OPTIONS);
-    m.attr(htb_attr::PARMS, &opt);
-    if rate.bytes_per_sec() >= 1 << 32 {
-        m.attr(htb_attr::RATE64, &rate.bytes_per_sec().to_ne_bytes());
-    }
-    if ceil.bytes_per_sec() >= 1 << 32 {
-        m.attr(htb_attr::CEIL64, &ceil.bytes_per_sec().to_ne_bytes());
-    }
-    m.attr(htb_attr::RTAB, &rtab);
-    m.attr(htb_attr::CTAB, &ctab);
-    m.end_nest();
-    m
+    let mut h = c.htb.clone();
+    h.burst = u32::try_from(c.burst).unwrap_or(u32::MAX);
+    h.cburst = u32::try_from(c.cburst).unwrap_or(u32::MAX);
+    class_request(ifindex, c.classid, c.parent, &ClassOpts::Htb(h), create_flags(true))
 }
 
 /// What happened to each object during [`apply`].

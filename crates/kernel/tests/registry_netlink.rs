@@ -1,12 +1,15 @@
 //! Every qdisc kind of the registry, byte for byte against the requests iproute2 6.1's tc sent
 //! for the same commands (the fixtures in `tests/fixtures/`, captured with strace by the
 //! `scripts/*-netlink-capture.py` scripts; tc sends a request even where this kernel lacks the
-//! kind). A registry kind without captured requests fails here.
+//! kind). A registry kind without captured requests fails here; so does a kind whose classes take
+//! options without two captured class requests (`RTM_NEWTCLASS`).
 
 mod netlink_fixture;
 
-use sluice_kernel::kernel::qdisc_msg;
-use sluice_model::kinds::QDISC_KINDS;
+use sluice_kernel::kernel::{class_msg, class_request, qdisc_msg};
+use sluice_model::grammar::Cur;
+use sluice_model::kinds::{ClassOpts, CLASS_KINDS, QDISC_KINDS};
+use sluice_model::model::Handle;
 
 const FIXTURES: &[(&str, &str)] = &[
     ("aqm-netlink.txt", include_str!("fixtures/aqm-netlink.txt")),
@@ -17,6 +20,7 @@ const FIXTURES: &[(&str, &str)] = &[
     ("hfsc-netlink.txt", include_str!("fixtures/hfsc-netlink.txt")),
     ("base-netlink.txt", include_str!("fixtures/base-netlink.txt")),
     ("ingress-netlink.txt", include_str!("fixtures/ingress-netlink.txt")),
+    ("class-netlink.txt", include_str!("fixtures/class-netlink.txt")),
 ];
 
 /// The kind a `tc qdisc add` command names: the first word after the parent and handle
@@ -56,5 +60,71 @@ fn every_registry_kind_sends_what_tc_sends() {
     for kind in QDISC_KINDS {
         let n = checked.iter().filter(|k| *k == kind).count();
         assert!(n >= 2, "{kind}: {n} captured requests (want at least 2 in tests/fixtures/)");
+    }
+}
+
+/// The kind and class id a `tc class add|change` command names.
+fn class_of(cmd: &str) -> Option<(&str, Handle)> {
+    let words: Vec<&str> = cmd.split_whitespace().collect();
+    if words.get(1) != Some(&"class") {
+        return None;
+    }
+    let mut i = 3;
+    let mut classid = None;
+    while i < words.len() {
+        match words[i] {
+            "classid" => {
+                let (maj, min) = words[i + 1].split_once(':')?;
+                classid = Some(Handle::new(u16::from_str_radix(maj, 16).ok()?, u32::from_str_radix(min, 16).ok()?));
+                i += 2;
+            }
+            "dev" | "parent" => i += 2,
+            "root" => i += 1,
+            w => return Some((w, classid?)),
+        }
+    }
+    None
+}
+
+/// Every class kind's options as tc sends them: the model's class (for ETS, the class change the
+/// command made, which only the command holds) through the registry's encoder.
+#[test]
+fn every_class_kind_sends_what_tc_sends() {
+    let mut checked: Vec<&str> = Vec::new();
+    for (file, text) in FIXTURES {
+        for c in netlink_fixture::cases(text) {
+            let Some((kind, classid)) = class_of(&c.cmd) else { continue };
+            let Some(&kind) = CLASS_KINDS.iter().find(|k| **k == kind) else { continue };
+            let state = c.state();
+            let words: Vec<String> = c.cmd.split_whitespace().map(String::from).collect();
+            let at = words.iter().position(|w| w == kind).unwrap();
+            let mut cur = Cur { argv: &words[at + 1..], pos: 0, max_minor: 0xFFFF };
+            let opts = ClassOpts::parse_kind(kind, &mut cur)
+                .unwrap()
+                .unwrap_or_else(|e| panic!("{file}: {}: {e:?}", c.cmd));
+            let dev = state.devices.iter().find(|d| d.name == "v0").unwrap();
+            // The model's class when the command made one (HTB, DRR, HFSC: what apply sends).
+            let opts = dev.class(classid).map(|n| n.opts.clone()).unwrap_or(opts);
+            let theirs = &c.bytes;
+            let handle = u32::from_ne_bytes(theirs[24..28].try_into().unwrap());
+            let parent = u32::from_ne_bytes(theirs[28..32].try_into().unwrap());
+            let flags = u16::from_ne_bytes(theirs[6..8].try_into().unwrap());
+            c.assert_same(class_request(c.ifindex(), handle, parent, &opts, flags).bytes());
+            // apply's HTB class (bursts by tc's rule here) is that class.
+            if let ClassOpts::Htb(h) = &opts {
+                let plan = c.plan(&state);
+                let rc = plan.classes().find(|r| r.classid == handle).expect("the class in the plan");
+                assert_eq!((rc.htb, rc.burst, rc.cburst), (h, h.burst as u64, h.cburst as u64), "{}", c.cmd);
+                let ours = class_msg(c.ifindex(), rc);
+                let mut ours = ours.bytes().to_vec();
+                ours[6..8].copy_from_slice(&flags.to_ne_bytes());
+                c.assert_same(&ours);
+            }
+            checked.push(kind);
+        }
+    }
+    for kind in CLASS_KINDS {
+        let n = checked.iter().filter(|k| *k == kind).count();
+        assert!(n >= 2, "{kind}: {n} captured class requests (want at least 2 in tests/fixtures/)");
     }
 }

@@ -52,40 +52,7 @@ pub fn qdisc_args(o: &QdiscOpts) -> String {
 
 /// The options of a class in tc syntax.
 pub fn class_args(o: &ClassOpts) -> String {
-    match o {
-        ClassOpts::Htb(h) => {
-            // A burst that was not given is left out so the reader fills its default again
-            // (and knows it was not given).
-            let mut s = format!(" rate {}bit ceil {}bit", h.rate, h.ceil);
-            if !h.burst_auto {
-                let _ = write!(s, " burst {}", h.burst);
-            }
-            if !h.cburst_auto {
-                let _ = write!(s, " cburst {}", h.cburst);
-            }
-            let _ = write!(s, " prio {}", h.prio);
-            if let Some(qn) = h.quantum {
-                let _ = write!(s, " quantum {qn}");
-            }
-            if h.mtu != 1600 {
-                let _ = write!(s, " mtu {}", h.mtu);
-            }
-            if h.mpu != 0 {
-                let _ = write!(s, " mpu {}", h.mpu);
-            }
-            if h.overhead != 0 {
-                let _ = write!(s, " overhead {}", h.overhead);
-            }
-            if h.linklayer != LinkLayer::Ethernet {
-                let _ = write!(s, " linklayer {}", ll(h.linklayer));
-            }
-            s
-        }
-        ClassOpts::Hfsc(h) => crate::tc::hfsc::export_class_args(h),
-        ClassOpts::Drr { quantum } | ClassOpts::Ets { quantum } => {
-            quantum.map(|q| format!(" quantum {q}")).unwrap_or_default()
-        }
-    }
+    o.args()
 }
 
 fn action_args(f: &FilterNode) -> String {

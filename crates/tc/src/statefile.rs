@@ -234,12 +234,7 @@ pub fn validate(state: &State) -> Result<(), String> {
         }
         for c in &d.classes {
             let args = crate::export::class_args(&c.opts);
-            let kind = match c.opts {
-                crate::model::ClassOpts::Htb(_) => "htb",
-                crate::model::ClassOpts::Drr { .. } => "drr",
-                crate::model::ClassOpts::Hfsc(_) => "hfsc",
-                crate::model::ClassOpts::Ets { .. } => "ets",
-            };
+            let kind = c.opts.kind();
             let head = format!("class add dev {} parent 1: classid 1:1 {kind}", d.name);
             reparse(&head, &args).map_err(|m| format!("device {}: class {}: {m}", d.name, c.classid))?;
         }

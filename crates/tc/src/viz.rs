@@ -349,25 +349,8 @@ fn add_qdisc(g: &mut Graph, dev: &Device, q: &QdiscNode, stats: &StatsMap) -> us
 fn add_class(g: &mut Graph, dev: &Device, c: &ClassNode, stats: &StatsMap) -> usize {
     let id = classid_str(c.classid);
     let mut lines = vec![format!("class {id}")];
-    match &c.opts {
-        ClassOpts::Htb(h) => {
-            lines.push(format!("rate {} ceil {}", rate(h.rate), rate(h.ceil)));
-            lines.push(format!("burst {}b prio {}", h.burst, h.prio));
-        }
-        ClassOpts::Drr { quantum } | ClassOpts::Ets { quantum } => {
-            lines.push(format!("quantum {}", quantum.map(|q| q.to_string()).unwrap_or("mtu".into())))
-        }
-        ClassOpts::Hfsc(h) => lines.push(crate::tc::hfsc::class_options(h).trim_end().to_string()),
-    }
-    let (cfg_rate, cfg_ceil) = match &c.opts {
-        ClassOpts::Htb(h) => (h.rate as f64, h.ceil.max(h.rate) as f64),
-        // The guarantee is the real-time (else link-share) rate; the cap the upper limit, if any.
-        ClassOpts::Hfsc(h) => {
-            let m2 = |c: Option<sluice_core::hfsc::ServiceCurve>| c.map_or(0.0, |c| c.m2 as f64 * 8.0);
-            (if h.rt.is_some() { m2(h.rt) } else { m2(h.ls) }, m2(h.ul))
-        }
-        ClassOpts::Drr { .. } | ClassOpts::Ets { .. } => (0.0, 0.0),
-    };
+    lines.extend(c.opts.label());
+    let (cfg_rate, cfg_ceil) = c.opts.rates();
     let mut measured = Vec::new();
     let mut bar = None;
     if let Some(s) = stats.get(&id) {

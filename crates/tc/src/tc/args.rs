@@ -5,9 +5,7 @@
 
 use super::error::TcError;
 use crate::model::*;
-use sluice_core::units::{parse_rate, parse_size};
 pub use sluice_model::grammar::*;
-use sluice_model::kinds::htb;
 
 /// What to do with an object.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -352,100 +350,6 @@ fn parse_stab(cur: &mut Cur) -> Result<Option<SizeTable>, TcError> {
 
 const QDISC_USAGE: &str = "Usage: tc qdisc [ add | del | replace | change | show ] dev STRING\n       [ handle QHANDLE ] [ root | ingress | clsact | parent CLASSID ]\n       [ estimator INTERVAL TIME_CONSTANT ]\n       [ stab [ help | STAB_OPTIONS] ]\n       [ ingress_block BLOCK_INDEX ] [ egress_block BLOCK_INDEX ]\n       [ [ QDISC_KIND ] [ help | OPTIONS ] ]";
 
-/// `get_rate64`: a rate, zero refused.
-fn htb_rate(v: &str) -> Option<u64> {
-    parse_rate(v).ok().map(|r| r.bps()).filter(|&r| r != 0)
-}
-
-/// `get_size_and_cell`: a size with an optional `/cell`, else `Illegal "PARAM"`.
-fn htb_size(cur: &mut Cur, param: &str) -> Result<u32, TcError> {
-    let (i, v) = cur.value()?;
-    let v = v.split('/').next().unwrap_or(v);
-    parse_size(v).ok().and_then(|s| u32::try_from(s).ok()).ok_or_else(|| htb::illegal(param, i))
-}
-
-/// Parses HTB class options, filling tc's defaults (ceil = rate, burst = rate/HZ + mtu).
-pub(crate) fn parse_htb_class(cur: &mut Cur) -> Result<HtbClassOpts, TcError> {
-    let (mut rate, mut ceil) = (0u64, 0u64);
-    let (mut burst, mut cburst) = (0u32, 0u32);
-    let mut o = HtbClassOpts {
-        rate: 0,
-        ceil: 0,
-        burst: 0,
-        cburst: 0,
-        burst_auto: false,
-        cburst_auto: false,
-        prio: 0,
-        quantum: None,
-        mtu: 1600,
-        mpu: 0,
-        overhead: 0,
-        linklayer: LinkLayer::Ethernet,
-    };
-    while let Some((at, w)) = cur.next_word() {
-        // q_htb.c: most keys by prefix, in this order; rate, ceil, buffer and help exactly.
-        if matches(w, "prio") {
-            o.prio = htb::num(cur, "prio", u32::MAX)?;
-        } else if matches(w, "mtu") {
-            o.mtu = htb::num(cur, "mtu", u32::MAX)?;
-        } else if matches(w, "mpu") {
-            o.mpu = htb::num(cur, "mpu", u16::MAX as u32)?;
-        } else if matches(w, "overhead") {
-            // An unsigned short in tc: a negative overhead is refused.
-            o.overhead = htb::num(cur, "overhead", u16::MAX as u32)? as i32;
-        } else if matches(w, "linklayer") {
-            let (i, v) = cur.value()?;
-            o.linklayer = match v {
-                "ethernet" | "eth" => LinkLayer::Ethernet,
-                "atm" | "adsl" => LinkLayer::Atm,
-                _ => return Err(htb::illegal("linklayer", i)),
-            };
-        } else if matches(w, "quantum") {
-            o.quantum = Some(htb::num(cur, "quantum", u32::MAX)?);
-        } else if matches(w, "burst") || w == "buffer" || w == "maxburst" {
-            burst = htb_size(cur, w)?;
-        } else if matches(w, "cburst") || w == "cbuffer" || w == "cmaxburst" {
-            cburst = htb_size(cur, w)?;
-        } else if w == "ceil" {
-            let (i, v) = cur.value()?;
-            if ceil != 0 {
-                return Err(TcError::usage("Double \"ceil\" spec", Some(at)));
-            }
-            ceil = htb_rate(v).ok_or_else(|| htb::illegal("ceil", i))?;
-        } else if w == "rate" {
-            let (i, v) = cur.value()?;
-            if rate != 0 {
-                return Err(TcError::usage("Double \"rate\" spec", Some(at)));
-            }
-            rate = htb_rate(v).ok_or_else(|| htb::illegal("rate", i))?;
-        } else if w == "help" {
-            return Err(TcError::usage(htb::USAGE, Some(at)));
-        } else {
-            return Err(what_is(w, at, htb::USAGE));
-        }
-    }
-    if rate == 0 {
-        return Err(TcError::usage("\"rate\" is required.", None));
-    }
-    if ceil == 0 {
-        ceil = rate;
-    }
-    let hz = tc_hz();
-    o.burst_auto = burst == 0;
-    o.cburst_auto = cburst == 0;
-    if burst == 0 {
-        burst = ((rate / 8) / hz + o.mtu as u64).min(u32::MAX as u64) as u32;
-    }
-    if cburst == 0 {
-        cburst = ((ceil / 8) / hz + o.mtu as u64).min(u32::MAX as u64) as u32;
-    }
-    o.rate = rate;
-    o.ceil = ceil;
-    o.burst = burst;
-    o.cburst = cburst;
-    Ok(o)
-}
-
 fn parse_class(verb: Verb, cur: &mut Cur) -> Result<ClassCmd, TcError> {
     let mut c = ClassCmd { verb, dev: None, classid: None, parent: None, kind: None, opts: None };
     while let Some((at, w)) = cur.next_word() {
@@ -477,29 +381,12 @@ fn parse_class(verb: Verb, cur: &mut Cur) -> Result<ClassCmd, TcError> {
         return Ok(c);
     }
     if let Some((k, ki)) = c.kind.clone() {
-        c.opts = Some(match k.as_str() {
-            "htb" => ClassOpts::Htb(parse_htb_class(cur)?),
-            "hfsc" => ClassOpts::Hfsc(super::hfsc::parse_class(cur)?),
-            "drr" => {
-                let mut quantum = None;
-                while let Some((at, w)) = cur.next_word() {
-                    if w == "quantum" {
-                        // Zero is the kernel's to refuse.
-                        quantum = Some(size_arg(cur, "quantum")?);
-                    } else if w == "help" {
-                        return Err(TcError::usage("Usage: ... drr quantum SIZE", Some(at)));
-                    } else {
-                        return Err(what_is(w, at, "Usage: ... drr quantum SIZE"));
-                    }
-                }
-                ClassOpts::Drr { quantum }
-            }
-            "ets" => ClassOpts::Ets { quantum: super::ets::parse_class(cur)? },
-            "prio" | "pfifo_fast" | "tbf" | "netem" | "sfq" | "codel" | "fq_codel" | "pfifo" | "bfifo"
-            | "ingress" | "clsact" | "red" | "mq" | "cake" => {
+        c.opts = Some(match ClassOpts::parse_kind(&k, cur) {
+            Some(o) => o?,
+            None if sluice_model::kinds::QDISC_KINDS.contains(&k.as_str()) => {
                 return Err(TcError::usage(format!("Error: Qdisc \"{k}\" is classless."), Some(ki)));
             }
-            _ => {
+            None => {
                 return Err(TcError::usage(
                     format!(
                         "Unknown qdisc \"{k}\", hence option \"{}\" is unparsable",

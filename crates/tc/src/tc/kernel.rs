@@ -6,7 +6,7 @@
 use super::args::{ClassCmd, FilterCmd, QdiscCmd, Verb};
 use super::error::TcError;
 use crate::model::*;
-use sluice_model::print::kernel_hex;
+use sluice_model::kinds::ClassChange;
 
 /// Finds a device or fails like tc (`Cannot find device "X"`, exit 1).
 pub fn device_mut<'a>(
@@ -23,41 +23,9 @@ pub fn device_mut<'a>(
         .ok_or_else(|| TcError::usage(format!("Cannot find device \"{name}\""), Some(*i)))
 }
 
-/// True when `classid` names an existing class of qdisc `q`.
+/// True when `classid` names an existing class of qdisc `q` (the kind's `find`).
 pub fn class_exists(dev: &Device, q: &QdiscNode, classid: Handle) -> bool {
-    if classid.qdisc() != q.handle {
-        return false;
-    }
-    let minor = classid.minor();
-    match &q.opts {
-        QdiscOpts::Prio(p) => minor >= 1 && minor <= p.bands,
-        // tbf_find, red_find and netem_find answer for any minor: their one class.
-        QdiscOpts::Tbf(_) | QdiscOpts::Red(_) | QdiscOpts::Netem(_) => true,
-        QdiscOpts::Mq(_) => minor >= 1 && minor <= dev.num_tx_queues,
-        QdiscOpts::Htb(_) | QdiscOpts::Drr(_) => dev.class(classid).is_some(),
-        // The root class is the qdisc's own handle.
-        QdiscOpts::Hfsc(_) => minor == 0 || dev.class(classid).is_some(),
-        QdiscOpts::Ets(e) => super::ets::has_class(e, minor),
-        _ => false,
-    }
-}
-
-fn has_class_ops(q: &QdiscNode) -> bool {
-    matches!(
-        q.opts,
-        QdiscOpts::Prio(_)
-            | QdiscOpts::Tbf(_)
-            | QdiscOpts::Netem(_)
-            | QdiscOpts::Red(_)
-            | QdiscOpts::Htb(_)
-            | QdiscOpts::Drr(_)
-            | QdiscOpts::Hfsc(_)
-            | QdiscOpts::Sfq(_)
-            | QdiscOpts::FqCodel(_)
-            | QdiscOpts::Cake(_)
-            | QdiscOpts::Mq(_)
-            | QdiscOpts::Ets(_)
-    )
+    classid.qdisc() == q.handle && q.opts.has_class(dev, q, classid)
 }
 
 /// Removes qdisc `handle` and everything below it (classes, child qdiscs, filters).
@@ -116,7 +84,7 @@ fn qdisc_modify_dev(dev: &mut Device, c: &QdiscCmd) -> Result<Vec<String>, TcErr
                 if p.parent == H_INGRESS {
                     return Err(TcError::kernel("Cannot add children to ingress/clsact qdisc"));
                 }
-                if !has_class_ops(&p) {
+                if !p.opts.has_class_ops() {
                     return Err(TcError::kernel("Parent qdisc is not classful"));
                 }
                 if !class_exists(dev, &p, parent) {
@@ -399,7 +367,7 @@ pub fn class_modify(state: &mut State, c: &ClassCmd) -> Result<Vec<String>, TcEr
         .ok_or_else(|| TcError::errno("No such file or directory"))?;
     if q.parent == H_INGRESS {
         // No class operations: ingress_find finds every class, clsact_find none but its hooks.
-        let found = matches!(q.opts, QdiscOpts::Ingress(_));
+        let found = q.opts.has_class(dev, &q, clid);
         return Err(TcError::errno(match (found, c.verb == Verb::Delete) {
             (true, false) if excl => "File exists",
             (true, _) => "Operation not supported",
@@ -433,120 +401,16 @@ pub fn class_modify(state: &mut State, c: &ClassCmd) -> Result<Vec<String>, TcEr
     let Some(opts) = c.opts.clone() else {
         return Err(TcError::errno("Invalid argument"));
     };
-    let mut warnings = Vec::new();
-    // htb_change_class: a priority above 7 (TC_HTB_NUMPRIO - 1) is kept as 7.
-    let mut opts = opts;
-    if let ClassOpts::Htb(o) = &mut opts {
-        o.prio = o.prio.min(7);
+    if opts.kind() != q.opts.kind() {
+        return Err(TcError::errno("Operation not supported"));
     }
-    match (&q.opts, &opts) {
-        (QdiscOpts::Htb(h), ClassOpts::Htb(o)) => {
-            if o.rate == 0 || o.ceil == 0 {
-                return Err(TcError::errno("Invalid argument"));
-            }
-            if o.quantum.is_none() {
-                let qn = (o.rate / 8) / h.r2q.max(1) as u64;
-                if qn < 1000 {
-                    warnings.push(format!(
-                        "Warning: sch_htb: quantum of class {} is small. Consider r2q change.",
-                        kernel_hex(clid)
-                    ));
-                } else if qn > 200_000 {
-                    warnings.push(format!(
-                        "Warning: sch_htb: quantum of class {} is big. Consider r2q change.",
-                        kernel_hex(clid)
-                    ));
-                }
-            }
-            if exists {
-                return Ok(set_class_opts(dev, clid, opts, warnings));
-            }
-            check_new_classid(clid)?;
-            // Kernel HTB: an unknown parent id makes a root class (lint reports it).
-            let pclass = if parent == H_ROOT { None } else { dev.class(parent).cloned() };
-            let parent_id = pclass.as_ref().map(|p| p.classid).unwrap_or(q.handle);
-            if let Some(p) = &pclass {
-                let depth = class_depth(dev, p.classid);
-                if depth >= 7 {
-                    return Err(TcError::kernel("sch_htb: tree is too deep"));
-                }
-                // The parent becomes an inner class: its leaf qdisc goes away.
-                if let Some(leaf) = dev.qdisc_at(p.classid).map(|l| l.handle) {
-                    remove_qdisc_tree(dev, leaf);
-                }
-            }
-            dev.classes.push(ClassNode { classid: clid, parent: parent_id, opts, stats: Default::default() });
-        }
-        (QdiscOpts::Drr(_), ClassOpts::Drr { quantum }) => {
-            if *quantum == Some(0) {
-                return Err(TcError::kernel("Specified DRR quantum cannot be zero"));
-            }
-            if exists {
-                // A change without `quantum` keeps the class's quantum.
-                if quantum.is_none() {
-                    return Ok(warnings);
-                }
-                return Ok(set_class_opts(dev, clid, opts, warnings));
-            }
-            check_new_classid(clid)?;
-            dev.classes.push(ClassNode { classid: clid, parent: q.handle, opts, stats: Default::default() });
-        }
-        (QdiscOpts::Hfsc(_), ClassOpts::Hfsc(o)) => {
-            let parent = if portid.is_unspec() { Handle::UNSPEC } else { parent };
-            return super::hfsc::class_modify(dev, &q, clid, parent, exists, o);
-        }
-        (QdiscOpts::Ets(_), ClassOpts::Ets { quantum }) => {
-            if !exists {
-                return Err(TcError::kernel("Fine-grained class addition and removal is not supported"));
-            }
-            let mtu = dev.psched_mtu();
-            if let Some(QdiscNode { opts: QdiscOpts::Ets(e), .. }) =
-                dev.qdiscs.iter_mut().find(|x| x.handle == q.handle)
-            {
-                super::ets::class_change(e, mtu, clid.minor(), *quantum)?;
-            }
-        }
-        _ => return Err(TcError::errno("Operation not supported")),
-    }
-    Ok(warnings)
+    opts.change(ClassChange { dev, q: &q, clid, parent, exists })
 }
 
-/// `tc class change` (or `replace`) of an existing class: it takes the new options.
-fn set_class_opts(dev: &mut Device, clid: Handle, opts: ClassOpts, warnings: Vec<String>) -> Vec<String> {
-    if let Some(cl) = dev.classes.iter_mut().find(|x| x.classid == clid) {
-        cl.opts = opts;
-    }
-    warnings
-}
-
-/// A new class needs a minor (the kernel refuses `X:0` with EINVAL).
-fn check_new_classid(clid: Handle) -> Result<(), TcError> {
-    if clid.minor() == 0 {
-        return Err(TcError::errno("Invalid argument"));
-    }
-    Ok(())
-}
-
-fn class_depth(dev: &Device, mut classid: Handle) -> usize {
-    let mut d = 0;
-    while let Some(c) = dev.class(classid) {
-        d += 1;
-        if d > 16 {
-            break;
-        }
-        classid = c.parent;
-    }
-    d
-}
-
+/// `cl_ops->delete`: refused while the class has child classes or a filter of the qdisc names
+/// it; its qdisc and the filters on it go with it.
 fn class_delete(dev: &mut Device, q: &QdiscNode, clid: Handle) -> Result<(), TcError> {
-    let kind_msg = match q.opts {
-        QdiscOpts::Htb(_) => "HTB class in use",
-        QdiscOpts::Drr(_) => "DRR class is in use",
-        QdiscOpts::Hfsc(_) if clid == q.handle => return Err(TcError::kernel("HFSC class in use")),
-        QdiscOpts::Hfsc(_) => "HFSC class in use",
-        _ => return Err(TcError::errno("Operation not supported")),
-    };
+    let kind_msg = q.opts.class_in_use(q, clid)?;
     let has_children = dev.child_classes(clid).next().is_some();
     let bound = dev.filters.iter().any(|f| f.opts.classid() == Some(clid) && f.parent.qdisc() == q.handle);
     if has_children || bound {
@@ -565,8 +429,7 @@ pub fn resolve_block(dev: &Device, parent: Option<Handle>) -> Result<Handle, TcE
     let parent = parent.unwrap_or(Handle::UNSPEC);
     if parent == H_MIN_INGRESS || parent == H_MIN_EGRESS {
         let q = dev.qdisc_at(H_INGRESS).ok_or_else(|| TcError::kernel("Parent Qdisc doesn't exists"))?;
-        // The ingress qdisc has one block, whatever minor names it.
-        return Ok(if matches!(q.opts, QdiscOpts::Clsact(_)) { parent } else { H_MIN_INGRESS });
+        return q.opts.filter_block(dev, q, parent);
     }
     let q = if parent.is_unspec() || parent == H_ROOT {
         dev.root().ok_or_else(|| TcError::kernel("Qdisc not classful"))?
@@ -574,42 +437,7 @@ pub fn resolve_block(dev: &Device, parent: Option<Handle>) -> Result<Handle, TcE
         dev.qdisc(parent).ok_or_else(|| TcError::kernel("Parent Qdisc doesn't exists"))?
     };
     let minor = if parent == H_ROOT { 0 } else { parent.minor() };
-    match &q.opts {
-        // ingress_find accepts any minor; its one block holds the filters.
-        QdiscOpts::Ingress(_) => Ok(H_MIN_INGRESS),
-        QdiscOpts::Clsact(_) => match minor {
-            0xFFF2 => Ok(H_MIN_INGRESS),
-            0xFFF3 => Ok(H_MIN_EGRESS),
-            // clsact_tcf_block has no block for class 0.
-            0 => Err(TcError::errno("Invalid argument")),
-            _ => Err(TcError::kernel("Specified class doesn't exist")),
-        },
-        QdiscOpts::Htb(_)
-        | QdiscOpts::Hfsc(_)
-        | QdiscOpts::Prio(_)
-        | QdiscOpts::Drr(_)
-        | QdiscOpts::Sfq(_)
-        | QdiscOpts::FqCodel(_)
-        | QdiscOpts::Cake(_)
-        | QdiscOpts::Ets(_) => {
-            if minor == 0 {
-                return Ok(q.handle);
-            }
-            if !class_exists(dev, q, parent) {
-                return Err(TcError::kernel("Specified class doesn't exist"));
-            }
-            if matches!(q.opts, QdiscOpts::Htb(_) | QdiscOpts::Hfsc(_)) {
-                Ok(parent)
-            } else if matches!(q.opts, QdiscOpts::Drr(_)) {
-                Err(TcError::kernel("DRR classid must be zero"))
-            } else if matches!(q.opts, QdiscOpts::Ets(_)) {
-                Err(TcError::kernel("ETS classid must be zero"))
-            } else {
-                Err(TcError::kernel("Class doesn't support blocks"))
-            }
-        }
-        _ => Err(TcError::kernel("Class doesn't support blocks")),
-    }
+    q.opts.filter_block(dev, q, Handle::new(q.handle.major(), minor))
 }
 
 /// `tc filter add|change|replace|delete`. A filter's actions bind the namespace's action table

@@ -4,6 +4,7 @@
 use super::args::proto_name;
 use super::filters::u32_handle_str;
 use crate::model::*;
+use sluice_model::kinds::{ClassList, ClassShowCx};
 use sluice_core::units::format_size;
 use sluice_core::QdiscStats;
 pub use sluice_model::print::*;
@@ -229,32 +230,10 @@ fn class_rows(dev: &Device, o: ShowOpts) -> Vec<ClassRow> {
     let mut rows = Vec::new();
     for q in qdisc_order(dev) {
         let mut lines: Vec<(Handle, Handle, Option<&ClassNode>)> = Vec::new();
-        match &q.opts {
-            QdiscOpts::Prio(p) => {
-                for b in 1..=p.bands {
-                    lines.push((Handle::new(q.handle.major(), b), q.handle, None));
-                }
-            }
-            QdiscOpts::Tbf(_) | QdiscOpts::Red(_) => {
-                lines.push((Handle::new(q.handle.major(), 1), q.handle, None))
-            }
-            // netem_dump_class: its one class exists only while it has a child qdisc.
-            QdiscOpts::Netem(_)
-                if dev.qdiscs.iter().any(|c| c.parent != H_ROOT && c.parent.qdisc() == q.handle) =>
-            {
-                lines.push((Handle::new(q.handle.major(), 1), q.handle, None));
-            }
-            QdiscOpts::Ets(e) => {
-                for b in 1..=e.bands as u32 {
-                    lines.push((Handle::new(q.handle.major(), b), H_ROOT, None));
-                }
-            }
-            QdiscOpts::Mq(_) => {
-                for n in 1..=dev.num_tx_queues {
-                    lines.push((Handle::new(q.handle.major(), n), H_ROOT, None));
-                }
-            }
-            QdiscOpts::Htb(_) | QdiscOpts::Drr(_) => {
+        match q.opts.classes(dev, &q) {
+            ClassList::None => {}
+            ClassList::Implicit(ids) => lines.extend(ids.into_iter().map(|(id, p)| (id, p, None))),
+            ClassList::Nodes { root_class: false } => {
                 let cls: Vec<&ClassNode> =
                     dev.classes.iter().filter(|c| c.classid.qdisc() == q.handle).collect();
                 for c in class_hash_order(cls) {
@@ -262,7 +241,7 @@ fn class_rows(dev: &Device, o: ShowOpts) -> Vec<ClassRow> {
                     lines.push((c.classid, p, Some(c)));
                 }
             }
-            QdiscOpts::Hfsc(_) => {
+            ClassList::Nodes { root_class: true } => {
                 // The root class (`X:`) first in the hash, then the others; a class whose parent
                 // is the root class shows it as `parent X:`.
                 let mut all: Vec<Option<&ClassNode>> = vec![None];
@@ -274,95 +253,15 @@ fn class_rows(dev: &Device, o: ShowOpts) -> Vec<ClassRow> {
                     }
                 }
             }
-            _ => {}
         }
         for (id, tcm_parent, node) in lines {
-            // netem's one class holds its child whatever minor the child was added under.
-            let netem_child = || {
-                matches!(q.opts, QdiscOpts::Netem(_))
-                    .then(|| dev.qdiscs.iter().find(|c| c.parent != H_ROOT && c.parent.qdisc() == q.handle))
-                    .flatten()
-            };
-            let inner = dev.child_classes(id).next().is_some();
-            // HFSC: an inner class keeps its qdisc but reports no leaf.
-            let hfsc_hidden = matches!(q.opts, QdiscOpts::Hfsc(_)) && inner;
-            let leaf = dev
-                .qdisc_at(id)
-                .filter(|_| !hfsc_hidden)
-                .or_else(netem_child)
+            let leaf = q
+                .opts
+                .class_leaf(dev, &q, id)
                 .map(|l| format!("leaf {} ", qdisc_handle_str(l.handle)))
                 .unwrap_or_default();
-            let mut s = String::new();
-            let mut xstats = String::new();
-            match node.map(|n| &n.opts) {
-                Some(ClassOpts::Htb(h)) => {
-                    if !inner {
-                        let _ = write!(s, "prio {} ", h.prio);
-                        if o.details {
-                            let r2q = match &q.opts {
-                                QdiscOpts::Htb(x) => x.r2q.max(1),
-                                _ => 10,
-                            };
-                            let qn = h
-                                .quantum
-                                .unwrap_or_else(|| ((h.rate / 8) / r2q as u64).clamp(1000, 200_000) as u32);
-                            let _ = write!(s, "quantum {qn} ");
-                        }
-                    }
-                    let _ = write!(s, "rate {} ", rate(h.rate));
-                    if h.overhead != 0 {
-                        let _ = write!(s, "overhead {} ", h.overhead);
-                    }
-                    let _ = write!(s, "ceil {} ", rate(h.ceil));
-                    let b = htb_shown_burst(h.rate, h.burst);
-                    let cb = htb_shown_burst(h.ceil, h.cburst);
-                    if h.linklayer == LinkLayer::Atm || o.details {
-                        let _ = write!(
-                            s,
-                            "linklayer {} ",
-                            if h.linklayer == LinkLayer::Atm { "atm" } else { "ethernet" }
-                        );
-                    }
-                    if o.details {
-                        let level = class_level(dev, id);
-                        let _ = write!(
-                            s,
-                            "burst {}/1 mpu {} cburst {}/1 mpu {} level {} ",
-                            format_size(b as u64),
-                            format_size(h.mpu as u64),
-                            format_size(cb as u64),
-                            format_size(h.mpu as u64),
-                            level
-                        );
-                    } else {
-                        let _ =
-                            write!(s, "burst {} cburst {} ", format_size(b as u64), format_size(cb as u64));
-                    }
-                    // Kinds with class xstats print them, then an empty line.
-                    let _ = writeln!(xstats, " lended: 0 borrowed: 0 giants: 0");
-                    let _ = writeln!(
-                        xstats,
-                        " tokens: {} ctokens: {}",
-                        xmittime(h.rate / 8, h.burst) as i32,
-                        xmittime(h.ceil / 8, h.cburst) as i32
-                    );
-                    xstats.push('\n');
-                }
-                Some(ClassOpts::Drr { quantum }) => {
-                    let _ = write!(s, "quantum {} ", format_size(quantum.unwrap_or(dev.psched_mtu()) as u64));
-                    xstats.push_str(" deficit 0b \n");
-                }
-                Some(ClassOpts::Hfsc(h)) => s.push_str(&super::hfsc::class_options(h)),
-                Some(ClassOpts::Ets { .. }) => {}
-                None => match &q.opts {
-                    QdiscOpts::Ets(e) => s.push_str(&super::ets::class_options(e, dev, id.minor())),
-                    QdiscOpts::Hfsc(h) => s.push_str(&super::hfsc::class_options(&h.root_class)),
-                    _ => {}
-                },
-            }
-            if matches!(q.opts, QdiscOpts::Hfsc(_)) {
-                xstats.push_str(&super::hfsc::class_xstats(super::hfsc::level(dev, &q, id)));
-            }
+            let cx = ClassShowCx { dev, q: &q, id, details: o.details };
+            let (s, xstats) = q.opts.show_class(node.map(|n| &n.opts), &cx);
             rows.push(ClassRow {
                 id,
                 kind: q.opts.kind(),
@@ -520,24 +419,6 @@ pub fn show_class_graph(out: &mut String, dev: &Device, o: ShowOpts) {
         }
     }
     draw(out, &mut nodes, &mut others, &roots, o);
-}
-
-/// HTB's level: 0 for a leaf; an inner class is one below its parent, the top ones at
-/// TC_HTB_MAXDEPTH - 1 = 7 (`htb_change_class` sets it when a leaf gets its first child).
-fn class_level(dev: &Device, id: Handle) -> u32 {
-    if dev.child_classes(id).next().is_none() {
-        return 0;
-    }
-    let mut level = 7;
-    let mut c = dev.class(id);
-    while let Some(p) = c.and_then(|c| dev.class(c.parent)) {
-        level -= 1;
-        c = Some(p);
-        if level == 0 {
-            break;
-        }
-    }
-    level
 }
 
 /// The filter header `filter [parent P] protocol X pref N KIND chain C `.
