@@ -75,7 +75,8 @@ fn class_of(cmd: &str) -> Option<(&str, Handle)> {
         match words[i] {
             "classid" => {
                 let (maj, min) = words[i + 1].split_once(':')?;
-                classid = Some(Handle::new(u16::from_str_radix(maj, 16).ok()?, u32::from_str_radix(min, 16).ok()?));
+                classid =
+                    Some(Handle::new(u16::from_str_radix(maj, 16).ok()?, u32::from_str_radix(min, 16).ok()?));
                 i += 2;
             }
             "dev" | "parent" => i += 2,

@@ -225,7 +225,12 @@ pub(crate) fn set_default_class_shape(
         q.handle
     };
     cx.cls
-        .set_shape(QdiscShape { handle: q.handle, kind: ShapeKind::Htb, classes, fallback: Fallback::Class(fallback) })
+        .set_shape(QdiscShape {
+            handle: q.handle,
+            kind: ShapeKind::Htb,
+            classes,
+            fallback: Fallback::Class(fallback),
+        })
         .map_err(BuildError::Filter)
 }
 

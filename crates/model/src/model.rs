@@ -240,7 +240,7 @@ impl Device {
 
     /// Removes qdisc `handle` and everything below it (classes, child qdiscs, filters).
     pub fn remove_qdisc_tree(&mut self, handle: Handle) {
-            let dev = self;
+        let dev = self;
         let mut doomed_q = vec![handle];
         let mut i = 0;
         while i < doomed_q.len() {
@@ -427,10 +427,10 @@ pub use crate::kinds::red::RedOpts;
 pub use crate::kinds::sfq::{SfqOpts, SfqRed};
 pub use crate::kinds::tbf::TbfOpts;
 
-pub use crate::kinds::ClassOpts;
 pub use crate::kinds::drr::DrrClassOpts;
 pub use crate::kinds::ets::EtsClassOpts;
 pub use crate::kinds::htb::HtbClassOpts;
+pub use crate::kinds::ClassOpts;
 
 /// Filter kinds. A u32 filter instance is either a hash table or a key node.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -873,3 +873,179 @@ mod clsact_props {
         assert_eq!(o, QdiscOpts::Clsact(ClsactOpts {}));
     }
 }
+
+/// Class options of every class kind (HTB, DRR, HFSC, ETS): (a) `args` then tc's parser gives the
+/// same model; (b) `encode` then `decode` gives the same model (HTB: the same request again,
+/// since buckets travel as ticks and the mtu as the tables' cell size); (c) the builder accepts a
+/// tree holding the class. State files written before the class registry still load.
+mod class_props {
+    use proptest::option::of;
+    use proptest::prelude::*;
+    use sluice_core::hfsc::ServiceCurve;
+    use sluice_model::build::build_device;
+    use sluice_model::grammar::Cur;
+    use sluice_model::kinds::TCA_OPTIONS;
+    use sluice_model::model::*;
+    use sluice_model::nlattr::{find, Attrs};
+
+    fn parse(kind: &str, words: &str) -> ClassOpts {
+        let argv: Vec<String> = words.split_whitespace().map(String::from).collect();
+        let mut cur = Cur { argv: &argv, pos: 0, max_minor: 0xFFFF };
+        ClassOpts::parse_kind(kind, &mut cur)
+            .expect("a class kind")
+            .unwrap_or_else(|e| panic!("{kind} {words}: {}", e.message))
+    }
+
+    fn encoded(o: &ClassOpts) -> Vec<u8> {
+        let mut a = Attrs::new();
+        o.encode(&mut a).unwrap_or_else(|e| panic!("{o:?}: {e}"));
+        a.into_bytes()
+    }
+
+    fn decoded(o: &ClassOpts) -> ClassOpts {
+        let bytes = encoded(o);
+        let opts = find(&bytes, TCA_OPTIONS).or_else(|| find(&bytes, TCA_OPTIONS | 0x8000));
+        ClassOpts::decode(o.kind(), opts).expect("a class kind").unwrap_or_else(|e| panic!("{o:?}: {e}"))
+    }
+
+    /// A device with qdisc `q` as root and class `1:1` holding `c` (with a pfifo on it).
+    fn builds(q: QdiscOpts, c: ClassOpts) {
+        let mut dev = Device::new("t0", DevKind::Dummy, 2);
+        let node =
+            |opts, handle, parent| QdiscNode { handle, parent, opts, stab: None, stats: Default::default() };
+        dev.qdiscs.push(node(q, Handle::new(1, 0), H_ROOT));
+        dev.classes.push(ClassNode {
+            classid: Handle::new(1, 1),
+            parent: Handle::new(1, 0),
+            opts: c,
+            stats: Default::default(),
+        });
+        dev.qdiscs.push(node(QdiscOpts::Pfifo(FifoOpts::default()), Handle::new(2, 0), Handle::new(1, 1)));
+        let st = State { devices: vec![dev], ..State::default() };
+        if let Err(e) = build_device(&st, "t0") {
+            panic!("build: {e}");
+        }
+    }
+
+    /// tc words of an HTB class (rates in whole bytes per second, as the kernel holds them).
+    fn htb_words() -> impl Strategy<Value = String> {
+        (
+            (1u64..=12_500_000_000, of(1u64..=12_500_000_000)),
+            (of(1u32..=10_000_000), of(1u32..=10_000_000)),
+            (0u32..=7, of(1u32..=u32::MAX)),
+            (of(64u32..=65535), 0u32..=65535, 0u32..=65535, any::<bool>()),
+        )
+            .prop_map(
+                |((rate, ceil), (burst, cburst), (prio, quantum), (mtu, mpu, overhead, atm))| {
+                    let mut s = format!("rate {}bit", rate * 8);
+                    if let Some(c) = ceil {
+                        s += &format!(" ceil {}bit", c * 8);
+                    }
+                    if let Some(b) = burst {
+                        s += &format!(" burst {b}");
+                    }
+                    if let Some(b) = cburst {
+                        s += &format!(" cburst {b}");
+                    }
+                    s += &format!(" prio {prio} mpu {mpu} overhead {overhead}");
+                    if let Some(q) = quantum {
+                        s += &format!(" quantum {q}");
+                    }
+                    if let Some(m) = mtu {
+                        s += &format!(" mtu {m}");
+                    }
+                    if atm {
+                        s += " linklayer atm";
+                    }
+                    s
+                },
+            )
+    }
+
+    fn curve() -> impl Strategy<Value = ServiceCurve> {
+        (0u32..=1_000_000_000, 0u32..=10_000_000, 0u32..=1_000_000_000)
+            .prop_filter("two zero slopes", |(m1, _, m2)| *m1 != 0 || *m2 != 0)
+            .prop_map(|(m1, d, m2)| ServiceCurve { m1, d, m2 })
+    }
+
+    /// rt and/or ls, and ul only with ls (as tc requires).
+    fn hfsc_opts() -> impl Strategy<Value = HfscClassOpts> {
+        (of(curve()), of(curve()), of(curve()))
+            .prop_filter("rt or ls", |(rt, ls, _)| rt.is_some() || ls.is_some())
+            .prop_map(|(rt, ls, ul)| HfscClassOpts { rt, ls: ls.or(rt), ul })
+    }
+
+    proptest! {
+        #[test]
+        fn htb_classes_survive_tc_netlink_and_the_builder(words in htb_words()) {
+            let o = parse("htb", &words);
+            prop_assert_eq!(parse("htb", &o.args()), o.clone(), "{}", o.args());
+            let d = decoded(&o);
+            prop_assert_eq!(encoded(&d), encoded(&o), "{}", words);
+            let (ClassOpts::Htb(a), ClassOpts::Htb(b)) = (&o, &d) else { unreachable!() };
+            prop_assert_eq!(
+                (a.rate, a.ceil, a.prio, a.quantum, a.mpu, a.overhead, a.linklayer),
+                (b.rate, b.ceil, b.prio, b.quantum, b.mpu, b.overhead, b.linklayer)
+            );
+            builds(QdiscOpts::Htb(HtbOpts::default()), o);
+        }
+
+        #[test]
+        fn drr_classes_survive_tc_netlink_and_the_builder(quantum in of(1u32..=u32::MAX)) {
+            let o = ClassOpts::Drr(DrrClassOpts { quantum });
+            prop_assert_eq!(parse("drr", &o.args()), o.clone());
+            prop_assert_eq!(decoded(&o), o.clone());
+            builds(QdiscOpts::Drr(DrrOpts {}), o);
+        }
+
+        #[test]
+        fn hfsc_classes_survive_tc_netlink_and_the_builder(h in hfsc_opts()) {
+            let o = ClassOpts::Hfsc(h);
+            prop_assert_eq!(parse("hfsc", &o.args()), o.clone(), "{}", o.args());
+            prop_assert_eq!(decoded(&o), o.clone());
+            builds(QdiscOpts::Hfsc(HfscOpts::default()), o);
+        }
+
+        #[test]
+        fn ets_class_changes_survive_tc_and_netlink(quantum in of(1u32..=u32::MAX)) {
+            let o = ClassOpts::Ets(EtsClassOpts { quantum });
+            prop_assert_eq!(parse("ets", &o.args()), o.clone());
+            prop_assert_eq!(decoded(&o), o.clone());
+        }
+    }
+
+    /// Class options as state files held them before the class registry (DRR and ETS were struct
+    /// variants `{"kind":"drr","quantum":N}`; the JSON is the same).
+    #[test]
+    fn class_options_of_older_state_files_load() {
+        let load = |s: &str| serde_json::from_str::<ClassOpts>(s).unwrap_or_else(|e| panic!("{s}: {e}"));
+        assert_eq!(
+            load(r#"{"kind":"drr","quantum":1514}"#),
+            ClassOpts::Drr(DrrClassOpts { quantum: Some(1514) })
+        );
+        assert_eq!(load(r#"{"kind":"drr"}"#), ClassOpts::Drr(DrrClassOpts { quantum: None }));
+        assert_eq!(
+            load(r#"{"kind":"ets","quantum":3000}"#),
+            ClassOpts::Ets(EtsClassOpts { quantum: Some(3000) })
+        );
+        let rt = ServiceCurve { m1: 250_000, d: 10_000, m2: 125_000 };
+        assert_eq!(
+            load(r#"{"kind":"hfsc","rt":{"m1":250000,"d":10000,"m2":125000}}"#),
+            ClassOpts::Hfsc(HfscClassOpts { rt: Some(rt), ls: None, ul: None })
+        );
+        for o in
+            [ClassOpts::Drr(DrrClassOpts { quantum: Some(9000) }), ClassOpts::Drr(DrrClassOpts::default())]
+        {
+            let text = serde_json::to_string(&o).unwrap();
+            assert_eq!(load(&text), o);
+        }
+        assert_eq!(
+            serde_json::to_string(&ClassOpts::Drr(DrrClassOpts::default())).unwrap(),
+            r#"{"kind":"drr"}"#
+        );
+        let htb = parse("htb", "rate 10mbit ceil 20mbit prio 2");
+        let text = serde_json::to_string(&htb).unwrap();
+        assert!(text.starts_with(r#"{"kind":"htb","rate":"#), "{text}");
+        assert_eq!(load(&text), htb);
+    }
+}

@@ -158,7 +158,12 @@ pub trait QdiscKind {
     /// `cl_ops->tcf_block` for filter parent `parent` (`q`'s major; minor 0 for the qdisc
     /// itself): the block the filter goes to, or the kernel's refusal. Kinds with filters use
     /// [`block_at`].
-    fn filter_block(_o: &Self::Opts, _dev: &Device, _q: &QdiscNode, _parent: Handle) -> Result<Handle, TcError> {
+    fn filter_block(
+        _o: &Self::Opts,
+        _dev: &Device,
+        _q: &QdiscNode,
+        _parent: Handle,
+    ) -> Result<Handle, TcError> {
         Err(TcError::kernel("Class doesn't support blocks"))
     }
 }
@@ -180,7 +185,6 @@ pub fn block_at(
     }
     class()
 }
-
 
 /// `tc class change` of an existing class node: it takes the new options.
 pub fn set_class_opts(dev: &mut Device, clid: Handle, opts: ClassOpts) {
@@ -307,7 +311,11 @@ pub trait ClassKind {
     /// What `tc class show` prints after the leaf (`print_copt`), and the `-s` statistics lines
     /// (`print_xstats`, each ending in a newline); `o` is `None` for a class that has no node in
     /// the model (ETS bands, HFSC's root class), `qo` is the qdisc's options.
-    fn show(o: Option<&Self::Opts>, qo: &<Self::Qdisc as QdiscKind>::Opts, cx: &ClassShowCx<'_>) -> (String, String);
+    fn show(
+        o: Option<&Self::Opts>,
+        qo: &<Self::Qdisc as QdiscKind>::Opts,
+        cx: &ClassShowCx<'_>,
+    ) -> (String, String);
 
     /// The kernel's `cl_ops->change`: adds the class to `cx.dev` or changes it, with the
     /// kernel's checks and warnings.

@@ -4,9 +4,9 @@
 use super::args::proto_name;
 use super::filters::u32_handle_str;
 use crate::model::*;
-use sluice_model::kinds::{ClassList, ClassShowCx};
 use sluice_core::units::format_size;
 use sluice_core::QdiscStats;
+use sluice_model::kinds::{ClassList, ClassShowCx};
 pub use sluice_model::print::*;
 use std::fmt::Write;
 

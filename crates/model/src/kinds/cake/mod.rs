@@ -3,7 +3,7 @@
 //! its `cake_dump` as `tc qdisc show` prints it, and the `-s` statistics table: [`Cake`], a
 //! registry kind (the kernel's `sch_cake.c`; the algorithm is `sluice_core::cake`).
 
-use super::{block_at, BuildCx, DecodeError, QdiscKind, TCA_OPTIONS, Unencodable};
+use super::{block_at, BuildCx, DecodeError, QdiscKind, Unencodable, TCA_OPTIONS};
 use crate::build::BuildError;
 use crate::error::TcError;
 use crate::grammar::helpers::*;
@@ -172,7 +172,6 @@ impl QdiscKind for Cake {
         }
         Ok(o)
     }
-
 
     const CLASS_OPS: bool = true;
 

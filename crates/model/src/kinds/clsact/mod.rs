@@ -64,9 +64,13 @@ impl QdiscKind for Clsact {
         Ok(ClsactOpts {})
     }
 
-
     /// `clsact_tcf_block`: its two hooks' blocks; none for class 0.
-    fn filter_block(_o: &ClsactOpts, _dev: &Device, _q: &QdiscNode, parent: Handle) -> Result<Handle, TcError> {
+    fn filter_block(
+        _o: &ClsactOpts,
+        _dev: &Device,
+        _q: &QdiscNode,
+        parent: Handle,
+    ) -> Result<Handle, TcError> {
         match parent.minor() {
             0xFFF2 => Ok(H_MIN_INGRESS),
             0xFFF3 => Ok(H_MIN_EGRESS),

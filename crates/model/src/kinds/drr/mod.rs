@@ -2,8 +2,8 @@
 //! has no options. tc's `q_drr.c`, the kernel's `sch_drr.c`; the algorithm is `sluice_core::drr`.
 
 use super::{
-    block_at, new_classid, set_class_opts, BuildCx, ClassChange, ClassKind, ClassList, ClassShowCx, DecodeError,
-    QdiscKind, Unencodable, TCA_OPTIONS,
+    block_at, new_classid, set_class_opts, BuildCx, ClassChange, ClassKind, ClassList, ClassShowCx,
+    DecodeError, QdiscKind, Unencodable, TCA_OPTIONS,
 };
 use crate::build::BuildError;
 use crate::error::TcError;
@@ -189,7 +189,8 @@ impl ClassKind for DrrClass {
         let mut o = DrrClassOpts::default();
         for (ty, p) in attrs(options.unwrap_or_default()) {
             if ty == TCA_DRR_QUANTUM {
-                o.quantum = Some(u32_of(p).ok_or_else(|| DecodeError::new("drr", "TCA_DRR_QUANTUM is short"))?);
+                o.quantum =
+                    Some(u32_of(p).ok_or_else(|| DecodeError::new("drr", "TCA_DRR_QUANTUM is short"))?);
             }
         }
         Ok(o)

@@ -10,7 +10,8 @@
 //! change sets one DRR band's quantum (strict bands have none).
 
 use super::{
-    block_at, BuildCx, ClassChange, ClassKind, ClassList, ClassShowCx, DecodeError, QdiscKind, Unencodable, TCA_OPTIONS,
+    block_at, BuildCx, ClassChange, ClassKind, ClassList, ClassShowCx, DecodeError, QdiscKind, Unencodable,
+    TCA_OPTIONS,
 };
 use crate::build::BuildError;
 use crate::error::TcError;
@@ -134,7 +135,9 @@ impl QdiscKind for Ets {
     }
 
     fn classes(o: &EtsOpts, _dev: &Device, q: &QdiscNode) -> ClassList {
-        ClassList::Implicit((1..=o.bands as u32).map(|b| (Handle::new(q.handle.major(), b), H_ROOT)).collect())
+        ClassList::Implicit(
+            (1..=o.bands as u32).map(|b| (Handle::new(q.handle.major(), b), H_ROOT)).collect(),
+        )
     }
 
     /// Filters go on the qdisc only.
@@ -487,15 +490,6 @@ fn put_options(o: &EtsOpts, out: &mut Attrs) {
 pub fn netlink_options(o: &EtsOpts) -> Vec<u8> {
     let mut a = Attrs::new();
     put_options(o, &mut a);
-    a.into_bytes()
-}
-
-/// The payload of a class request's `TCA_OPTIONS` (sent with `NLA_F_NESTED`).
-pub fn class_netlink_options(quantum: Option<u32>) -> Vec<u8> {
-    let mut a = Attrs::new();
-    if let Some(q) = quantum {
-        a.put_u32(attr::QUANTA_BAND, q);
-    }
     a.into_bytes()
 }
 

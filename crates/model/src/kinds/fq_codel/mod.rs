@@ -1,7 +1,7 @@
 //! fq_codel: flow queueing with CoDel (RFC 8290). tc's `q_fq_codel.c`, the kernel's
 //! `sch_fq_codel.c`; the algorithm is `sluice_core::fq_codel`.
 
-use super::{block_at, BuildCx, DecodeError, QdiscKind, TCA_OPTIONS, Unencodable};
+use super::{block_at, BuildCx, DecodeError, QdiscKind, Unencodable, TCA_OPTIONS};
 use crate::build::{codel_params, BuildError};
 use crate::error::TcError;
 use crate::grammar::{illegal, size_arg, time_arg, u32_arg, what_is, Cur};
@@ -258,11 +258,15 @@ impl QdiscKind for FqCodel {
         Ok(o)
     }
 
-
     const CLASS_OPS: bool = true;
 
     /// Filters go on the qdisc only.
-    fn filter_block(_o: &FqCodelOpts, dev: &Device, q: &QdiscNode, parent: Handle) -> Result<Handle, TcError> {
+    fn filter_block(
+        _o: &FqCodelOpts,
+        dev: &Device,
+        q: &QdiscNode,
+        parent: Handle,
+    ) -> Result<Handle, TcError> {
         block_at(dev, q, parent, || Err(TcError::kernel("Class doesn't support blocks")))
     }
 

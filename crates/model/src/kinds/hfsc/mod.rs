@@ -4,7 +4,10 @@
 //! (`hfsc_dump_sc`, through the fixed-point form). The qdisc is [`Hfsc`], its classes
 //! [`HfscClass`] (the kernel's `sch_hfsc.c`; the algorithm is `sluice_core::hfsc`).
 
-use super::{block_at, BuildCx, ClassChange, ClassKind, ClassList, ClassShowCx, DecodeError, QdiscKind, Unencodable, TCA_OPTIONS};
+use super::{
+    block_at, BuildCx, ClassChange, ClassKind, ClassList, ClassShowCx, DecodeError, QdiscKind, Unencodable,
+    TCA_OPTIONS,
+};
 use crate::build::{set_default_class_shape, BuildError};
 use crate::error::TcError;
 use crate::grammar::{matches, Cur};

@@ -4,14 +4,18 @@
 use super::{illegal, num, Htb, HtbOpts, USAGE};
 use crate::error::TcError;
 use crate::grammar::{matches, tc_hz, what_is, Cur};
-use crate::kinds::{new_classid, set_class_opts, ClassChange, ClassKind, ClassShowCx, DecodeError, Unencodable, TCA_OPTIONS};
-use crate::model::{is_ethernet, is_false, is_zero_i32, is_zero_u32, ClassNode, ClassOpts, Device, LinkLayer};
+use crate::kinds::{
+    new_classid, set_class_opts, ClassChange, ClassKind, ClassShowCx, DecodeError, Unencodable, TCA_OPTIONS,
+};
+use crate::model::{
+    is_ethernet, is_false, is_zero_i32, is_zero_u32, ClassNode, ClassOpts, Device, LinkLayer,
+};
 use crate::nlattr::{attrs, u64_of, Attrs};
 use crate::print::{htb_shown_burst, kernel_hex, rate};
 use crate::tcmath::{xmitsize, xmittime, RateSpec};
 use serde::{Deserialize, Serialize};
-use sluice_core::units::{parse_rate, parse_size};
 use sluice_core::units::format_size;
+use sluice_core::units::{parse_rate, parse_size};
 use sluice_core::Handle;
 use std::fmt::Write;
 
@@ -256,7 +260,8 @@ impl ClassKind for HtbClass {
         let b = htb_shown_burst(h.rate, h.burst);
         let cb = htb_shown_burst(h.ceil, h.cburst);
         if h.linklayer == LinkLayer::Atm || d {
-            let _ = write!(s, "linklayer {} ", if h.linklayer == LinkLayer::Atm { "atm" } else { "ethernet" });
+            let _ =
+                write!(s, "linklayer {} ", if h.linklayer == LinkLayer::Atm { "atm" } else { "ethernet" });
         }
         if d {
             let _ = write!(
@@ -329,7 +334,12 @@ impl ClassKind for HtbClass {
                 dev.remove_qdisc_tree(leaf);
             }
         }
-        dev.classes.push(ClassNode { classid: clid, parent: parent_id, opts: ClassOpts::Htb(o), stats: Default::default() });
+        dev.classes.push(ClassNode {
+            classid: clid,
+            parent: parent_id,
+            opts: ClassOpts::Htb(o),
+            stats: Default::default(),
+        });
         Ok(warnings)
     }
 
@@ -407,7 +417,10 @@ impl ClassKind for HtbClass {
     }
 
     fn label(h: &HtbClassOpts) -> Vec<String> {
-        vec![format!("rate {} ceil {}", rate(h.rate), rate(h.ceil)), format!("burst {}b prio {}", h.burst, h.prio)]
+        vec![
+            format!("rate {} ceil {}", rate(h.rate), rate(h.ceil)),
+            format!("burst {}b prio {}", h.burst, h.prio),
+        ]
     }
 
     fn rates(h: &HtbClassOpts) -> (f64, f64) {

@@ -62,14 +62,18 @@ impl QdiscKind for Ingress {
         Ok(IngressOpts {})
     }
 
-
     /// `ingress_find` finds every class (which have no operations).
     fn has_class(_o: &IngressOpts, _dev: &Device, _q: &QdiscNode, _classid: Handle) -> bool {
         true
     }
 
     /// `ingress_tcf_block` accepts any minor: its one block holds the filters.
-    fn filter_block(_o: &IngressOpts, _dev: &Device, _q: &QdiscNode, _parent: Handle) -> Result<Handle, TcError> {
+    fn filter_block(
+        _o: &IngressOpts,
+        _dev: &Device,
+        _q: &QdiscNode,
+        _parent: Handle,
+    ) -> Result<Handle, TcError> {
         Ok(H_MIN_INGRESS)
     }
 

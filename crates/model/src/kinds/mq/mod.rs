@@ -67,7 +67,6 @@ impl QdiscKind for Mq {
         Ok(MqOpts::default())
     }
 
-
     const CLASS_OPS: bool = true;
 
     /// One class per transmit queue.
@@ -76,7 +75,9 @@ impl QdiscKind for Mq {
     }
 
     fn classes(_o: &MqOpts, dev: &Device, q: &QdiscNode) -> ClassList {
-        ClassList::Implicit((1..=dev.num_tx_queues).map(|n| (Handle::new(q.handle.major(), n), H_ROOT)).collect())
+        ClassList::Implicit(
+            (1..=dev.num_tx_queues).map(|n| (Handle::new(q.handle.major(), n), H_ROOT)).collect(),
+        )
     }
 
     fn build(_o: &MqOpts, _q: &QdiscNode, _cx: &mut BuildCx<'_>) -> Result<Box<dyn Qdisc>, BuildError> {

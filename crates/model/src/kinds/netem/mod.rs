@@ -237,7 +237,6 @@ impl QdiscKind for Netem {
         netlink::decode(options).map(Box::new)
     }
 
-
     const CLASS_OPS: bool = true;
 
     /// `netem_find` answers for any minor: its one class.
@@ -254,7 +253,12 @@ impl QdiscKind for Netem {
     }
 
     /// Its one class holds its child whatever minor the child was added under.
-    fn class_leaf<'d>(_o: &Box<NetemOpts>, dev: &'d Device, q: &QdiscNode, id: Handle) -> Option<&'d QdiscNode> {
+    fn class_leaf<'d>(
+        _o: &Box<NetemOpts>,
+        dev: &'d Device,
+        q: &QdiscNode,
+        id: Handle,
+    ) -> Option<&'d QdiscNode> {
         dev.qdisc_at(id).or_else(|| child(dev, q))
     }
 

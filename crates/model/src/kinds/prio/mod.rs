@@ -6,7 +6,7 @@
 //! `multiqueue` was given (today's kernels read the struct alone). The printers here serve
 //! pfifo_fast too, whose dump is the same struct.
 
-use super::{block_at, BuildCx, ClassList, DecodeError, QdiscKind, TCA_OPTIONS, Unencodable};
+use super::{block_at, BuildCx, ClassList, DecodeError, QdiscKind, Unencodable, TCA_OPTIONS};
 use crate::build::BuildError;
 use crate::error::TcError;
 use crate::grammar::{illegal, what_is, Cur};
@@ -151,7 +151,6 @@ impl QdiscKind for Prio {
             find(&p[QOPT_LEN..], TCA_OPTIONS).is_some_and(|n| attrs(n).any(|(t, _)| t == TCA_PRIO_MQ));
         Ok(PrioOpts { bands, priomap, multiqueue })
     }
-
 
     const CLASS_OPS: bool = true;
 

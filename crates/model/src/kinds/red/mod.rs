@@ -13,7 +13,7 @@
 //! Its request carries what tc derived, not tc's inputs: decoding one finds an `avpkt`, a
 //! `bandwidth` and a `burst` that derive the same bytes (see [`QdiscKind::decode`] below).
 
-use super::{BuildCx, ClassList, DecodeError, QdiscKind, TCA_OPTIONS, Unencodable};
+use super::{BuildCx, ClassList, DecodeError, QdiscKind, Unencodable, TCA_OPTIONS};
 use crate::build::BuildError;
 use crate::error::TcError;
 use crate::grammar::helpers::*;
@@ -221,7 +221,6 @@ impl QdiscKind for Red {
         }
         Ok(o)
     }
-
 
     const CLASS_OPS: bool = true;
 

@@ -9,7 +9,7 @@
 
 mod flow_red;
 
-use super::{block_at, BuildCx, DecodeError, QdiscKind, TCA_OPTIONS, Unencodable};
+use super::{block_at, BuildCx, DecodeError, QdiscKind, Unencodable, TCA_OPTIONS};
 use crate::build::BuildError;
 use crate::error::TcError;
 use crate::grammar::{get_u32, illegal, size_arg, u32_arg, what_is, Cur};
@@ -281,7 +281,6 @@ impl QdiscKind for Sfq {
         }
         Ok(o)
     }
-
 
     const CLASS_OPS: bool = true;
 

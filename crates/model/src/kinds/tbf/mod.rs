@@ -2,7 +2,7 @@
 //! `limit` bytes unless another qdisc is grafted on `major:1`). tc's `q_tbf.c`, the kernel's
 //! `sch_tbf.c`; the algorithm is `sluice_core::tbf`.
 
-use super::{BuildCx, ClassList, DecodeError, QdiscKind, TCA_OPTIONS, Unencodable};
+use super::{BuildCx, ClassList, DecodeError, QdiscKind, Unencodable, TCA_OPTIONS};
 use crate::build::{wire, BuildError};
 use crate::error::TcError;
 use crate::grammar::{illegal, linklayer_arg, rate_arg, size_arg, time_arg, what_is, Cur};
@@ -341,7 +341,6 @@ impl QdiscKind for Tbf {
             linklayer: r.linklayer,
         })
     }
-
 
     const CLASS_OPS: bool = true;
 
