@@ -127,6 +127,28 @@ pub fn auto_quantum(o: &HtbClassOpts, r2q: u32) -> u32 {
     o.quantum.unwrap_or_else(|| ((o.rate / 8) / r2q.max(1) as u64).clamp(1000, 200_000) as u32)
 }
 
+/// The bytes of a bucket tc sent as `ticks` at `rate` bytes/s: the smallest that gives the same
+/// ticks again, searched above `tc_calc_xmitsize`'s answer (which truncates to whole microseconds
+/// and bytes: up to a microsecond's bytes and one short); that answer when none does.
+fn bucket(rate: u64, ticks: u32) -> u32 {
+    let b = xmitsize(rate, ticks);
+    let (mut lo, mut hi) = (b, b.saturating_add(u32::try_from(rate / 1_000_000 + 2).unwrap_or(u32::MAX)));
+    // xmittime grows with the size: the first size that reaches `ticks`.
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if xmittime(rate, mid) < ticks {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    if xmittime(rate, lo) == ticks {
+        lo
+    } else {
+        b
+    }
+}
+
 impl ClassKind for HtbClass {
     type Qdisc = Htb;
     type Opts = HtbClassOpts;
@@ -403,8 +425,8 @@ impl ClassKind for HtbClass {
         Ok(HtbClassOpts {
             rate: rate * 8,
             ceil: ceil * 8,
-            burst: xmitsize(rate, word(0)),
-            cburst: xmitsize(ceil, word(1)),
+            burst: bucket(rate, word(0)),
+            cburst: bucket(ceil, word(1)),
             burst_auto: false,
             cburst_auto: false,
             prio: word(4),
