@@ -496,7 +496,7 @@ fn parse_class(verb: Verb, cur: &mut Cur) -> Result<ClassCmd, TcError> {
             }
             "ets" => ClassOpts::Ets { quantum: super::ets::parse_class(cur)? },
             "prio" | "pfifo_fast" | "tbf" | "netem" | "sfq" | "codel" | "fq_codel" | "pfifo" | "bfifo"
-            | "ingress" | "clsact" | "red" | "mq" | "cake" => {
+            | "ingress" | "clsact" | "red" | "mq" | "cake" | "pie" | "fq_pie" => {
                 return Err(TcError::usage(format!("Error: Qdisc \"{k}\" is classless."), Some(ki)));
             }
             _ => {
