@@ -574,7 +574,8 @@ impl Pie {
     fn run_timer(&mut self, now: Time) {
         let p = self.cfg.params;
         let n = self.timer.due(now, p.tupdate_span());
-        run_updates(&mut self.vars, &p, self.backlog, n);
+        let backlog = self.backlog + self.held.iter().map(|p| p.len as u64).sum::<u64>();
+        run_updates(&mut self.vars, &p, backlog, n);
     }
 
     fn dequeue_inner(&mut self, now: Time) -> Option<Packet> {
@@ -605,7 +606,9 @@ impl Qdisc for Pie {
             reason = DropReason::QueueFull;
         } else {
             let rng = &mut self.rng;
-            let drop = self.vars.drop_early(&p, self.backlog, pkt.len, self.cfg.mtu, &mut || splitmix(rng));
+            // A packet held by `peek` still counts in the kernel's backlog.
+            let backlog = self.backlog + self.held.iter().map(|p| p.len as u64).sum::<u64>();
+            let drop = self.vars.drop_early(&p, backlog, pkt.len, self.cfg.mtu, &mut || splitmix(rng));
             let mut take = !drop;
             if drop && p.ecn && self.vars.prob <= MAX_ECN_PROB && pkt.set_ce() {
                 self.pstats.ecn_mark = self.pstats.ecn_mark.wrapping_add(1);
