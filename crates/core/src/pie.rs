@@ -69,7 +69,7 @@ const FIRST_UPDATE: Span = Span::from_millis(500);
 /// `usecs_to_jiffies` (rounded up).
 pub fn usecs_to_jiffies(us: u32) -> u32 {
     let per = 1_000_000 / HZ as u64;
-    ((us as u64 + per - 1) / per) as u32
+    (us as u64).div_ceil(per) as u32
 }
 
 /// `jiffies_to_usecs` (an `unsigned int`: wraps as the kernel's does).
@@ -327,8 +327,7 @@ impl PieVars {
         if p.dq_rate_estimator {
             qdelay_old = self.qdelay;
             self.qdelay_old = self.qdelay;
-            qdelay =
-                if self.avg_dq_rate > 0 { ((backlog << PIE_SCALE) / self.avg_dq_rate) as u64 } else { 0 };
+            qdelay = (backlog << PIE_SCALE).checked_div(self.avg_dq_rate).unwrap_or(0) as u64;
         } else {
             qdelay = self.qdelay;
             qdelay_old = self.qdelay_old;

@@ -29,11 +29,11 @@ fn a_sparse_flow_skips_the_bulk_queue() {
     while t < Time::from_secs(30) {
         // Bulk: 12.5 Mbit/s; sparse: one packet every 20 ms.
         let _ = q.enqueue(pkt(1000, 1), t);
-        if k % 31 == 0 {
+        if k.is_multiple_of(31) {
             let _ = q.enqueue(pkt(200, 2), t);
         }
         k += 1;
-        t = t + Span::from_micros(640);
+        t += Span::from_micros(640);
         while link_free <= t {
             let Some(p) = q.dequeue(link_free) else {
                 link_free = t;
@@ -47,7 +47,7 @@ fn a_sparse_flow_skips_the_bulk_queue() {
                     sparse.push(d)
                 }
             }
-            link_free = link_free + Span::from_nanos(p.len as u64 * 800);
+            link_free += Span::from_nanos(p.len as u64 * 800);
         }
     }
     let med = |mut v: Vec<f64>| {

@@ -31,14 +31,14 @@ fn run_link(
         }
         if next_arrival <= link_free {
             let _ = q.enqueue(pkt(len, ecn), next_arrival);
-            next_arrival = next_arrival + gap;
+            next_arrival += gap;
         } else {
             match q.dequeue(link_free) {
                 Some(p) => {
                     if link_free >= Time::from_secs(warm) {
                         out.push(link_free.since(p.enqueue_time).as_secs_f64() * 1e3);
                     }
-                    link_free = link_free + tx;
+                    link_free += tx;
                 }
                 None => link_free = next_arrival,
             }
@@ -79,7 +79,7 @@ fn gains_scale_with_the_probability_range() {
     };
     let base = ((2u64 * (MAX_PROB / TICKS_PER_SEC)) >> 4) as i128 * 1000;
     assert_eq!(step(MAX_PROB / 5), base);
-    assert_eq!(step(MAX_PROB / 20), base >> 1 >> 2 * 0);
+    assert_eq!(step(MAX_PROB / 20), base >> 1);
     assert_eq!(step(MAX_PROB / 200), ((((2u64 * (MAX_PROB / TICKS_PER_SEC)) >> 4) >> 3) * 1000) as i128);
     assert_eq!(step(0), ((((2u64 * (MAX_PROB / TICKS_PER_SEC)) >> 4) >> 11) * 1000) as i128);
     // Past 10%, a rise is capped at 2% per update.
@@ -150,7 +150,7 @@ fn burst_allowance_lets_the_first_150ms_through() {
             q.dequeue(t);
             last_tx = t;
         }
-        t = t + Span::from_micros(533);
+        t += Span::from_micros(533);
     }
     assert_eq!(q.xstats().dropped, 0);
 }
