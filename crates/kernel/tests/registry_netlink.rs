@@ -21,6 +21,7 @@ const FIXTURES: &[(&str, &str)] = &[
     ("base-netlink.txt", include_str!("fixtures/base-netlink.txt")),
     ("ingress-netlink.txt", include_str!("fixtures/ingress-netlink.txt")),
     ("class-netlink.txt", include_str!("fixtures/class-netlink.txt")),
+    ("pie-netlink.txt", include_str!("fixtures/pie-netlink.txt")),
 ];
 
 /// The kind a `tc qdisc add` command names: the first word after the parent and handle

@@ -414,6 +414,7 @@ pub use crate::kinds::drr::DrrOpts;
 pub use crate::kinds::ets::EtsOpts;
 pub use crate::kinds::fifo::FifoOpts;
 pub use crate::kinds::fq_codel::FqCodelOpts;
+pub use crate::kinds::fq_pie::FqPieOpts;
 pub use crate::kinds::hfsc::{HfscClassOpts, HfscOpts};
 pub use crate::kinds::htb::HtbOpts;
 pub use crate::kinds::ingress::IngressOpts;
@@ -422,6 +423,7 @@ pub use crate::kinds::netem::{
     NetemCorr, NetemDist, NetemLoss, NetemOpts, NetemProb, NetemRateOpts, NetemSlotOpts,
 };
 pub use crate::kinds::pfifo_fast::PfifoFastOpts;
+pub use crate::kinds::pie::{PieOpts, PieShared};
 pub use crate::kinds::prio::{PrioOpts, DEFAULT_PRIOMAP};
 pub use crate::kinds::red::RedOpts;
 pub use crate::kinds::sfq::{SfqOpts, SfqRed};

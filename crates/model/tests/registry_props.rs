@@ -1065,3 +1065,102 @@ mod class_props {
         assert_eq!(load(&text), htb);
     }
 }
+
+mod pie_props {
+    use super::kindsc_util::*;
+    use proptest::prelude::*;
+    use sluice_model::model::{PieOpts, PieShared, QdiscOpts};
+
+    /// The controller's options as tc's parser makes them (numbers not 0, gains at most 32).
+    pub fn shared() -> impl Strategy<Value = PieShared> {
+        let flag = || proptest::option::of(any::<bool>());
+        (
+            proptest::option::of(1u32..=u32::MAX),
+            proptest::option::of(1u32..=u32::MAX),
+            proptest::option::of(1u32..=32),
+            proptest::option::of(1u32..=32),
+            flag(),
+            flag(),
+            flag(),
+        )
+            .prop_map(|(target, tupdate, alpha, beta, ecn, bytemode, dq_rate_estimator)| PieShared {
+                target,
+                tupdate,
+                alpha,
+                beta,
+                ecn,
+                bytemode,
+                dq_rate_estimator,
+            })
+    }
+
+    fn opts() -> impl Strategy<Value = PieOpts> {
+        (proptest::option::of(1u32..=u32::MAX), shared()).prop_map(|(limit, pie)| PieOpts { limit, pie })
+    }
+
+    proptest! {
+        #[test]
+        fn pie_words_netlink_and_build(o in opts()) {
+            let o = QdiscOpts::Pie(o);
+            prop_assert_eq!(reparse(&o), o.clone());
+            prop_assert_eq!(redecode(&o), o.clone());
+            builds(&o);
+            // The state file (the shared options are flattened into the kind's object).
+            let back: QdiscOpts = serde_json::from_str(&serde_json::to_string(&o).unwrap()).unwrap();
+            prop_assert_eq!(back, o);
+        }
+    }
+
+    #[test]
+    fn a_state_file_naming_the_kind_alone_loads() {
+        let o: QdiscOpts = serde_json::from_str(r#"{"kind":"pie"}"#).unwrap();
+        assert_eq!(o, QdiscOpts::Pie(PieOpts::default()));
+        let o: QdiscOpts = serde_json::from_str(r#"{"kind":"pie","limit":5,"ecn":true}"#).unwrap();
+        let QdiscOpts::Pie(p) = o else { panic!() };
+        assert_eq!((p.limit, p.pie.ecn), (Some(5), Some(true)));
+    }
+}
+
+mod fq_pie_props {
+    use super::kindsc_util::*;
+    use proptest::prelude::*;
+    use sluice_model::model::{FqPieOpts, QdiscOpts};
+
+    fn opts() -> impl Strategy<Value = FqPieOpts> {
+        (
+            proptest::option::of(1u32..=u32::MAX),
+            proptest::option::of(1u32..=65536),
+            proptest::option::of(1u32..=1 << 20),
+            proptest::option::of(1u32..=u32::MAX),
+            proptest::option::of(1u32..=99),
+            super::pie_props::shared(),
+        )
+            .prop_map(|(limit, flows, quantum, memory_limit, ecn_prob, pie)| FqPieOpts {
+                limit,
+                flows,
+                quantum,
+                memory_limit,
+                ecn_prob,
+                pie,
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+        #[test]
+        fn fq_pie_words_netlink_and_build(o in opts()) {
+            let o = QdiscOpts::FqPie(o);
+            prop_assert_eq!(reparse(&o), o.clone());
+            prop_assert_eq!(redecode(&o), o.clone());
+            builds(&o);
+            let back: QdiscOpts = serde_json::from_str(&serde_json::to_string(&o).unwrap()).unwrap();
+            prop_assert_eq!(back, o);
+        }
+    }
+
+    #[test]
+    fn a_state_file_naming_the_kind_alone_loads() {
+        let o: QdiscOpts = serde_json::from_str(r#"{"kind":"fq_pie"}"#).unwrap();
+        assert_eq!(o, QdiscOpts::FqPie(FqPieOpts::default()));
+    }
+}

@@ -44,7 +44,8 @@ fn plain(queue: SharedFactory) -> SharedProgram {
 /// A queue (link queue or leaf qdisc) from a short tc-like spec:
 /// `pfifo [N]`, `bfifo [SIZE]`, `pfifo_head_drop [N]`, `pfifo_fast [legacy]`,
 /// `fq_codel [limit N] [flows N] [quantum N] [noecn|ecn] [target T] [interval T] [ISOLATION]`
-/// where ISOLATION is a CAKE flow mode (`flows`, `srchost`, `dual-srchost`, `triple-isolate`...).
+/// where ISOLATION is a CAKE flow mode (`flows`, `srchost`, `dual-srchost`, `triple-isolate`...),
+/// `pie ...` and `fq_pie ...` in tc's words.
 pub(crate) fn queue_factory(spec: &str) -> Result<QueueFactory, String> {
     let f = shared_queue(spec)?;
     Ok(crate::model::queue(move || f()))
@@ -173,8 +174,32 @@ pub(crate) fn shared_queue(spec: &str) -> Result<SharedFactory, String> {
             Sfq::new(cfg).map_err(|e| e.to_string())?;
             Ok(Arc::new(move || Box::new(Sfq::new(cfg).expect("validated above")) as Box<dyn Qdisc>))
         }
+        "pie" | "fq_pie" => registry_queue(kind, args),
         _ => Err(format!("unknown queue `{spec}`")),
     }
+}
+
+/// A registry kind's queue from tc's own words (`pie target 20ms ecn`), checked and built as a
+/// tc script's qdisc is, on an Ethernet device (psched_mtu 1514).
+fn registry_queue(kind: &str, args: &[&str]) -> Result<SharedFactory, String> {
+    use sluice_model::grammar::Cur;
+    use sluice_model::kinds::BuildCx;
+    use sluice_model::model::{DevKind, Device, QdiscNode, QdiscOpts, H_ROOT};
+    let argv: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    let mut cur = Cur { argv: &argv, pos: 0, max_minor: 0xFFFF };
+    let opts = QdiscOpts::parse_kind(kind, &mut cur)
+        .ok_or_else(|| format!("unknown queue `{kind}`"))?
+        .map_err(|e| format!("{kind}: {}", e.message))?;
+    let dev = Device::new(LINK_DEV, DevKind::Dummy, 1);
+    let opts = opts.change(&dev, None).map_err(|e| format!("{kind}: {}", e.message))?;
+    let node =
+        QdiscNode { handle: Handle::new(1, 0), parent: H_ROOT, opts, stab: None, stats: Default::default() };
+    let build = move || {
+        let mut cls = Classifier::new();
+        node.opts.build(&node, &mut BuildCx { dev: &dev, cls: &mut cls, seed: 0 })
+    };
+    build().map_err(|e| e.to_string())?;
+    Ok(Arc::new(move || build().expect("built once already")))
 }
 
 /// The shaper of a case as the backend built it.
@@ -233,7 +258,11 @@ pub(crate) fn shaper(ctx: &Ctx, s: &ShaperFile, wire: WireSpec) -> Result<Shaper
         first.leaf.as_ref().map(|q| ctx.text(q)).transpose()?.unwrap_or_else(|| "pfifo 1000".into());
     let leaf_span = first.leaf.as_ref().map(|q| q.span());
     let _leaf = shared_queue(&leaf_text).map_err(|m| {
-        ctx.err(leaf_span.clone(), m, Some("pfifo N, bfifo SIZE, pfifo_fast, fq_codel [...]"))
+        ctx.err(
+            leaf_span.clone(),
+            m,
+            Some("pfifo N, bfifo SIZE, pfifo_fast, fq_codel [...], pie [...], fq_pie [...]"),
+        )
     })?;
     let pfifo_limit = match leaf_text.split_whitespace().collect::<Vec<_>>()[..] {
         ["pfifo"] => Some(1000),
@@ -465,7 +494,7 @@ fn htb(
                 ctx.err(
                     c.leaf.as_ref().map(|q| q.span()),
                     m,
-                    Some("pfifo N, bfifo SIZE, pfifo_fast, fq_codel [...]"),
+                    Some("pfifo N, bfifo SIZE, pfifo_fast, fq_codel [...], pie [...], fq_pie [...]"),
                 )
             })?;
             leaves.push((spec.id, leaf_queue(&text, f)));

@@ -39,6 +39,7 @@ pub mod ematch;
 pub mod ets;
 pub mod fifo;
 pub mod fq_codel;
+pub mod fq_pie;
 pub mod gact;
 pub mod hfsc;
 pub mod htb;
@@ -47,6 +48,7 @@ pub mod mirred;
 pub mod mq;
 pub mod netem;
 pub mod pfifo_fast;
+pub mod pie;
 pub mod police;
 pub mod prio;
 pub mod red;
@@ -653,6 +655,10 @@ qdisc_registry! {
     Clsact => clsact::Clsact,
     /// One class per transmit queue (root only, multi-queue devices).
     Mq => mq::Mq,
+    /// Proportional Integral controller Enhanced (RFC 8033).
+    Pie => pie::Pie,
+    /// Flow queueing with a PIE controller per flow.
+    FqPie => fq_pie::FqPie,
 }
 
 class_registry! {
