@@ -17,6 +17,7 @@ const FIXTURES: &[(&str, &str)] = &[
     ("hfsc-netlink.txt", include_str!("fixtures/hfsc-netlink.txt")),
     ("base-netlink.txt", include_str!("fixtures/base-netlink.txt")),
     ("ingress-netlink.txt", include_str!("fixtures/ingress-netlink.txt")),
+    ("fq-netlink.txt", include_str!("fixtures/fq-netlink.txt")),
 ];
 
 /// The kind a `tc qdisc add` command names: the first word after the parent and handle
