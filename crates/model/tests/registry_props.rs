@@ -890,7 +890,12 @@ mod fq_props {
     fn opts() -> impl Strategy<Value = FqOpts> {
         (
             (u32s(), u32s(), proptest::option::of(1u32..=18), proptest::option::of(1u32..=1 << 20)),
-            (proptest::option::of(0u32..=i32::MAX as u32), proptest::option::of(any::<bool>()), u32s(), u32s()),
+            (
+                proptest::option::of(0u32..=i32::MAX as u32),
+                proptest::option::of(any::<bool>()),
+                u32s(),
+                u32s(),
+            ),
             (u32s(), u32s(), u32s(), u32s()),
             (u32s(), u32s(), proptest::option::of(any::<bool>())),
         )
@@ -931,7 +936,9 @@ mod fq_props {
 
     #[test]
     fn fq_words_tc_sends_but_the_kernel_refuses() {
-        for words in ["quantum 0", "quantum 1048577", "initial_quantum 0x80000000", "buckets 1", "buckets 1000000"] {
+        for words in
+            ["quantum 0", "quantum 1048577", "initial_quantum 0x80000000", "buckets 1", "buckets 1000000"]
+        {
             let o = parse("fq", words).unwrap();
             let dev = sluice_model::model::Device::new("eth0", sluice_model::model::DevKind::Dummy, 2);
             assert!(o.change(&dev, None).is_err(), "{words}");

@@ -222,13 +222,16 @@ impl QdiscKind for Fq {
                 let _ = write!(s, " {k} {v}");
             }
         }
-        for (k, v) in [("maxrate", o.maxrate), ("low_rate_threshold", o.low_rate_threshold), ("defrate", o.defrate)]
+        for (k, v) in
+            [("maxrate", o.maxrate), ("low_rate_threshold", o.low_rate_threshold), ("defrate", o.defrate)]
         {
             if let Some(v) = v {
                 let _ = write!(s, " {k} {}bit", v as u64 * 8);
             }
         }
-        for (k, v) in [("refill_delay", o.refill_delay), ("ce_threshold", o.ce_threshold), ("horizon", o.horizon)] {
+        for (k, v) in
+            [("refill_delay", o.refill_delay), ("ce_threshold", o.ce_threshold), ("horizon", o.horizon)]
+        {
             if let Some(v) = v {
                 let _ = write!(s, " {k} {v}us");
             }
