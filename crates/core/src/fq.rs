@@ -560,10 +560,9 @@ impl Fq {
                 }
             }
             if rate != NO_RATE {
+                // Rate 0: the whole length in ns, clamped to 1 s below.
                 let mut len = plen * 1_000_000_000;
-                if rate != 0 {
-                    len /= rate;
-                }
+                len = len.checked_div(rate).unwrap_or(len);
                 if len > 1_000_000_000 {
                     len = 1_000_000_000;
                     self.st.pkts_too_long += 1;
