@@ -87,3 +87,24 @@ fn edt_packets_are_not_sent_before_their_time() {
     }
     assert_eq!(out, vec![2, 3, 4, 5, 6, 7, 8, 9]);
 }
+
+#[test]
+fn the_fq_pacing_scenario_compares_fq_and_htb() {
+    let sc = Scenario::find("fq-pacing").unwrap_or_else(|e| panic!("{e}"));
+    let r =
+        run(&sc, &RunOptions { overrides: vec![], seed: None }, &|_| {}).unwrap_or_else(|e| panic!("{e}")).0;
+    assert_eq!(r.cases.len(), 4);
+    for c in &r.cases {
+        let f = &c.flows[0];
+        eprintln!(
+            "{}: {:.3} Mbit/s, latency p50 {:.1} ms p99 {:.1} ms, loss {:.2}%",
+            c.name,
+            f.achieved_bps / 1e6,
+            f.latency_ms.p50,
+            f.latency_ms.p99,
+            f.loss_pct
+        );
+        // Either way the flow gets its 10 Mbit/s, give or take BBR's own cycles.
+        assert!(f.achieved_bps < 10.1e6 && f.achieved_bps > 9.5e6, "{}: {}", c.name, f.achieved_bps);
+    }
+}
