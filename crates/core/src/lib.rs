@@ -21,6 +21,7 @@ pub mod ets;
 pub mod fifo;
 pub mod filter;
 pub mod flow_keys;
+pub mod fq;
 pub mod fq_codel;
 pub mod fq_pie;
 pub mod handle;

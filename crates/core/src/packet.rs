@@ -67,6 +67,10 @@ pub struct Packet {
     pub tcp: Option<TcpInfo>,
     /// Pre-NAT hashes, when the packet went through NAT that conntrack knows of.
     pub nat_orig: Option<NatOrig>,
+    /// The sending socket (`skb->sk`), 0 for none (forwarded or orphaned packets): sch_fq's flow.
+    pub sock: u64,
+    /// Earliest departure time (`skb->tstamp`, EDT) the sender asked for; [`Time::ZERO`]: none.
+    pub tstamp: Time,
 }
 
 impl Packet {
@@ -87,6 +91,8 @@ impl Packet {
             class_path: [Handle::UNSPEC; MAX_CLASS_PATH],
             tcp: None,
             nat_orig: None,
+            sock: 0,
+            tstamp: Time::ZERO,
         }
     }
 

@@ -22,6 +22,7 @@ const FIXTURES: &[(&str, &str)] = &[
     ("ingress-netlink.txt", include_str!("fixtures/ingress-netlink.txt")),
     ("class-netlink.txt", include_str!("fixtures/class-netlink.txt")),
     ("pie-netlink.txt", include_str!("fixtures/pie-netlink.txt")),
+    ("fq-netlink.txt", include_str!("fixtures/fq-netlink.txt")),
 ];
 
 /// The kind a `tc qdisc add` command names: the first word after the parent and handle

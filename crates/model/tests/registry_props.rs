@@ -1164,3 +1164,78 @@ mod fq_pie_props {
         assert_eq!(o, QdiscOpts::FqPie(FqPieOpts::default()));
     }
 }
+
+mod fq_props {
+    use super::kinds_a::*;
+    use super::kindsc_util::builds;
+    use proptest::prelude::*;
+    use sluice_model::kinds::fq::FqOpts;
+    use sluice_model::model::QdiscOpts;
+
+    fn u32s() -> impl Strategy<Value = Option<u32>> {
+        proptest::option::of(prop_oneof![Just(0u32), Just(u32::MAX), any::<u32>()])
+    }
+
+    /// Options tc 6.1 sends and the kernel accepts (bucket log 1..=18, quantum 1..=2^20,
+    /// initial quantum up to 2^31-1).
+    fn opts() -> impl Strategy<Value = FqOpts> {
+        (
+            (u32s(), u32s(), proptest::option::of(1u32..=18), proptest::option::of(1u32..=1 << 20)),
+            (
+                proptest::option::of(0u32..=i32::MAX as u32),
+                proptest::option::of(any::<bool>()),
+                u32s(),
+                u32s(),
+            ),
+            (u32s(), u32s(), u32s(), u32s()),
+            (u32s(), u32s(), proptest::option::of(any::<bool>())),
+        )
+            .prop_map(
+                |(
+                    (limit, flow_limit, buckets_log, quantum),
+                    (initial_quantum, pacing, maxrate, low_rate_threshold),
+                    (defrate, refill_delay, orphan_mask, ce_threshold),
+                    (timer_slack, horizon, horizon_drop),
+                )| FqOpts {
+                    limit,
+                    flow_limit,
+                    buckets_log,
+                    quantum,
+                    initial_quantum,
+                    pacing,
+                    maxrate,
+                    low_rate_threshold,
+                    defrate,
+                    refill_delay,
+                    orphan_mask,
+                    ce_threshold,
+                    timer_slack,
+                    horizon,
+                    horizon_drop,
+                },
+            )
+    }
+
+    proptest! {
+        #[test]
+        fn fq_words_netlink_and_build(o in opts()) {
+            let q = QdiscOpts::Fq(o);
+            check(&q)?;
+            builds(&q);
+        }
+    }
+
+    #[test]
+    fn fq_words_tc_sends_but_the_kernel_refuses() {
+        for words in
+            ["quantum 0", "quantum 1048577", "initial_quantum 0x80000000", "buckets 1", "buckets 1000000"]
+        {
+            let o = parse("fq", words).unwrap();
+            let dev = sluice_model::model::Device::new("eth0", sluice_model::model::DevKind::Dummy, 2);
+            assert!(o.change(&dev, None).is_err(), "{words}");
+        }
+        assert_eq!(parse("fq", "buckets 0").unwrap(), QdiscOpts::Fq(FqOpts::default()));
+        assert!(parse("fq", "maxrate 50%").is_err());
+        assert!(parse("fq", "maxrate 40gbit").is_err());
+    }
+}

@@ -17,6 +17,7 @@ pub const BUILTIN: &[(&str, &str, &str)] = &[
     ("home-both-ways", "-", include_str!("../../../scenarios/home-both-ways.toml")),
     ("hfsc-voice", "001", include_str!("../../../scenarios/hfsc-voice.toml")),
     ("htb-textbook", "-", include_str!("../../../scenarios/htb-textbook.toml")),
+    ("fq-pacing", "-", include_str!("../../../scenarios/fq-pacing.toml")),
 ];
 
 /// `(name, description)` of every built-in scenario.

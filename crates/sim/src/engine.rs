@@ -175,7 +175,12 @@ impl Sim {
             .flows
             .iter()
             .enumerate()
-            .map(|(i, f)| Self::make_flow(f, end, spec.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ i as u64))
+            .map(|(i, f)| {
+                let mut flow =
+                    Self::make_flow(f, end, spec.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ i as u64);
+                flow.tmpl.sock = i as u64 + 1; // each flow is its sender's socket (sch_fq's flow)
+                flow
+            })
             .collect();
         let rec = Recorder::new(
             spec.flows.len(),

@@ -38,6 +38,7 @@ pub mod drr;
 pub mod ematch;
 pub mod ets;
 pub mod fifo;
+pub mod fq;
 pub mod fq_codel;
 pub mod fq_pie;
 pub mod gact;
@@ -637,6 +638,8 @@ qdisc_registry! {
     Codel => codel::Codel,
     /// Flow queueing with CoDel.
     FqCodel => fq_codel::FqCodel,
+    /// Fair queueing with per-flow pacing (EDT).
+    Fq => fq::Fq,
     /// Network emulator (boxed: its options are the largest).
     Netem => netem::Netem,
     /// Deficit round robin.
