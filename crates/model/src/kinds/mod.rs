@@ -683,6 +683,13 @@ pub trait FilterKind {
 
     /// A few words for `sluice viz` (the actions follow).
     fn label(o: &Self::Opts, f: &FilterNode) -> String;
+
+    /// What of the model's `o` the kernel's object (its dump, decoded) holds otherwise, as
+    /// `sluice apply` checks after applying: one phrase per difference (`"divisor 1 (model 16)"`).
+    /// The class and the generic fields are compared centrally.
+    fn differs(_o: &Self::Opts, _kernel: &Self::Opts) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// The one list of filter kinds. For each `Variant => Kind`, `FilterOpts::Variant` holds
@@ -834,6 +841,15 @@ macro_rules! filter_registry {
             pub fn build(&self, f: &FilterNode, acts: CoreActions) -> Result<Option<FilterConfig>, BuildError> {
                 match self {
                     $(FilterOpts::$variant(o) => <$kind as FilterKind>::build(o, f, acts),)*
+                }
+            }
+
+            /// [`FilterKind::differs`] (`kernel`: the kernel's dump decoded).
+            pub fn differs(&self, kernel: &FilterOpts) -> Vec<String> {
+                match (self, kernel) {
+                    $((FilterOpts::$variant(o), FilterOpts::$variant(k)) => <$kind as FilterKind>::differs(o, k),)*
+                    #[allow(unreachable_patterns)]
+                    _ => vec![format!("kind {} (model {})", kernel.kind(), self.kind())],
                 }
             }
 

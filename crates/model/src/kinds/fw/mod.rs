@@ -155,6 +155,13 @@ impl FilterKind for Fw {
         Ok(Some(FilterConfig::Fw(FwConfig { mask: o.mask, classid: o.classid, actions: acts, indev: None })))
     }
 
+    fn differs(o: &FwOpts, k: &FwOpts) -> Vec<String> {
+        match o.mask {
+            Some(m) if k.mask != Some(m) => vec![format!("mask {:?} (model {:?})", k.mask, o.mask)],
+            _ => Vec::new(),
+        }
+    }
+
     fn label(_o: &FwOpts, f: &FilterNode) -> String {
         format!("fw mark {:#x}", f.handle)
     }

@@ -463,6 +463,31 @@ impl FilterKind for U32 {
         })))
     }
 
+    /// A table's divisor, a node's keys (as the kernel stores them: values masked) and link.
+    fn differs(o: &U32Filter, k: &U32Filter) -> Vec<String> {
+        let mut d = Vec::new();
+        match (o, k) {
+            (U32Filter::Table(t), U32Filter::Table(kt)) if t.divisor != kt.divisor => {
+                d.push(format!("divisor {} (model {})", kt.divisor, t.divisor))
+            }
+            (U32Filter::Table(_), U32Filter::Table(_)) => {}
+            (U32Filter::Key(u), U32Filter::Key(ku)) => {
+                let masked = |x: &U32Key| U32Key { val: x.val & x.mask, ..*x };
+                let want: Vec<U32Key> = u.keys.iter().map(masked).collect();
+                let have: Vec<U32Key> = ku.keys.iter().map(masked).collect();
+                if have != want {
+                    d.push(format!("keys {have:x?} (model {want:x?})"));
+                }
+                if ku.link != u.link {
+                    d.push(format!("link {:?} (model {:?})", ku.link, u.link));
+                }
+            }
+            (U32Filter::Table(t), _) => d.push(format!("a key node (model a table of {})", t.divisor)),
+            (U32Filter::Key(_), _) => d.push("a hash table (model a key node)".into()),
+        }
+        d
+    }
+
     fn label(o: &U32Filter, _f: &FilterNode) -> String {
         let u = match o {
             U32Filter::Table(t) => return format!("u32 table /{}", t.divisor),
