@@ -221,11 +221,14 @@ impl FilterKind for Flow {
                 let _ = write!(s, " {k} {v}");
             }
         }
-        if let Some(b) = o.baseclass {
-            let _ = write!(s, " baseclass {}", classid_str(b));
-        }
+        // tc refuses a tree that ends the command (iproute2 steps back onto its last word), and
+        // reads a following `and`/`or` as the tree's: the base class, which a made flow filter
+        // always has, follows it.
         if let Some(e) = &o.ematch {
             let _ = write!(s, " match {}", super::basic::shell_word(e));
+        }
+        if let Some(b) = o.baseclass {
+            let _ = write!(s, " baseclass {}", classid_str(b));
         }
         s
     }
