@@ -163,7 +163,8 @@ pub fn compare(filters: &[&FilterNode], kernel: &[KFilter]) -> Vec<String> {
         let parent = kernel_parent(f).unwrap_or(0);
         let what = format!("{} filter prio {} handle {:#x} on {parent:#x}", f.opts.kind(), f.prio, f.handle);
         // A node of a priority's root table: the kernel numbers the table (see `fdiff`).
-        let root_node = |h: u32| f.opts.kind() == "u32" && !f.opts.is_table() && h >> 20 >= 0x800;
+        let tables = FilterOpts::nl(f.opts.kind()).is_some_and(|n| n.tables.is_some());
+        let root_node = |h: u32| tables && !f.opts.is_table() && h >> 20 >= 0x800;
         let same_handle = |h: u32| {
             h == f.handle || (root_node(h) && root_node(f.handle) && h & 0xF_FFFF == f.handle & 0xF_FFFF)
         };

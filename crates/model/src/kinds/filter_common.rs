@@ -192,3 +192,39 @@ pub fn kernel_classid(h: Handle) -> u32 {
 pub fn model_classid(v: u32) -> Handle {
     Handle::from_tc(v)
 }
+
+/// How a kind's options look in the kernel's dumps, by attribute type inside `TCA_OPTIONS`: what
+/// `apply`'s difference of dumps and requests (`sluice_kernel::fdiff`) needs to compare them,
+/// re-send them and change them in place.
+#[derive(Clone, Copy, Debug)]
+pub struct FilterNl {
+    /// The class the filter names (`*_CLASSID`; flow's `BASECLASS`).
+    pub classid: Option<u16>,
+    /// The filter's own policer (`*_POLICE`).
+    pub police: Option<u16>,
+    /// The action list (`*_ACT`).
+    pub act: Option<u16>,
+    /// The attributes a dump holds as the request sent them, compared by value (`None`: the
+    /// whole options are).
+    pub compared: Option<&'static [u16]>,
+    /// What only a dump holds (counters, padding): left out of a request made from a dump.
+    pub dump_only: &'static [u16],
+    /// `TCA_CLS_FLAGS_*`: only skip_hw and skip_sw are the user's (the kernel adds its in_hw and
+    /// not_in_hw); they are compared, and a change in place cannot change them.
+    pub flags: Option<u16>,
+    /// Attributes naming other objects of the classifier (u32's table and link): left out of a
+    /// probe on a scratch device.
+    pub refs: &'static [u16],
+    /// The kernel cannot change a filter in place (matchall: one filter per instance).
+    pub no_change: bool,
+    /// Attributes a change in place keeps from the old filter (u32's selector:
+    /// `u32_init_knode` copies it).
+    pub kept: &'static [u16],
+    /// Attributes (with their value when absent) whose change needs the filter made again
+    /// (fw's mask belongs to the classifier instance).
+    pub remake: &'static [(u16, u32)],
+    /// Handles are u32's `ht:bucket:node`, with hash tables (node 0) and each priority's root
+    /// table numbered by the kernel from `800:`; the attribute naming a node's table
+    /// (`TCA_U32_HASH`), which an add into a root table leaves out.
+    pub tables: Option<u16>,
+}

@@ -24,7 +24,7 @@ use crate::json::J;
 use crate::model::{Action, Device, FilterNode, Handle, QdiscNode};
 use crate::nlattr::Attrs;
 use action_common::ActErr;
-use filter_common::{FilterChange, FilterEncodeCx, FilterParseCx, FilterParsed, FilterReg};
+use filter_common::{FilterChange, FilterEncodeCx, FilterNl, FilterParseCx, FilterParsed, FilterReg};
 use sluice_core::filter::action::Actions as CoreActions;
 use sluice_core::filter::FilterConfig;
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
@@ -573,6 +573,8 @@ pub trait FilterKind {
     const POLICE_OWN_LINE: bool = false;
     /// The options as the model holds them.
     type Opts: Clone + Debug + PartialEq + Serialize + DeserializeOwned;
+    /// Its attributes in the kernel's dumps ([`FilterNl`]).
+    const NL: FilterNl;
 
     /// tc's words after the kind name (`parse_fopt`), to the end of `cur`; `handle` is the
     /// `handle` word the command gave (tc hands it to the kind), `cx` parses `action` and
@@ -726,6 +728,14 @@ macro_rules! filter_registry {
                 match self {
                     $(FilterOpts::$variant(_) => <$kind as FilterKind>::NAME,)*
                 }
+            }
+
+            /// [`FilterKind::NL`] of the kind named `kind` (`None`: no such kind).
+            pub fn nl(kind: &str) -> Option<&'static FilterNl> {
+                $(if kind == <$kind as FilterKind>::NAME {
+                    return Some(&<$kind as FilterKind>::NL);
+                })*
+                None
             }
 
             /// [`FilterKind::POLICE_OWN_LINE`].

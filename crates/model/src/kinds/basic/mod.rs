@@ -19,6 +19,8 @@ const CLASSID: u16 = 1;
 const EMATCHES: u16 = 2;
 const ACT: u16 = 3;
 const POLICE: u16 = 4;
+const PCNT: u16 = 5;
+const PAD: u16 = 6;
 
 /// basic options.
 #[serde_with::skip_serializing_none]
@@ -38,6 +40,19 @@ impl FilterKind for Basic {
     const NAME: &'static str = "basic";
     const POLICE_OWN_LINE: bool = true;
     type Opts = BasicOpts;
+    const NL: FilterNl = FilterNl {
+        classid: Some(CLASSID),
+        police: Some(POLICE),
+        act: Some(ACT),
+        compared: Some(&[CLASSID, EMATCHES]),
+        dump_only: &[PCNT, PAD],
+        flags: None,
+        refs: &[],
+        no_change: false,
+        kept: &[],
+        remake: &[],
+        tables: None,
+    };
 
     fn parse(
         cur: &mut Cur,

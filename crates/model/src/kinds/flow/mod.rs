@@ -110,6 +110,19 @@ pub struct Flow;
 impl FilterKind for Flow {
     const NAME: &'static str = "flow";
     type Opts = FlowOpts;
+    const NL: FilterNl = FilterNl {
+        classid: Some(BASECLASS),
+        police: Some(POLICE),
+        act: Some(ACT),
+        compared: Some(&[KEYS, MODE, BASECLASS, RSHIFT, ADDEND, MASK, XOR, DIVISOR, EMATCHES, PERTURB]),
+        dump_only: &[],
+        flags: None,
+        refs: &[],
+        no_change: false,
+        kept: &[],
+        remake: &[],
+        tables: None,
+    };
 
     fn parse(
         cur: &mut Cur,

@@ -18,6 +18,7 @@ use std::fmt::Write;
 
 const CLASSID: u16 = 1;
 const POLICE: u16 = 2;
+const INDEV: u16 = 3;
 const ACT: u16 = 4;
 const MASK: u16 = 5;
 
@@ -38,6 +39,20 @@ pub struct Fw;
 impl FilterKind for Fw {
     const NAME: &'static str = "fw";
     type Opts = FwOpts;
+    const NL: FilterNl = FilterNl {
+        classid: Some(CLASSID),
+        police: Some(POLICE),
+        act: Some(ACT),
+        compared: Some(&[CLASSID, INDEV]),
+        dump_only: &[],
+        flags: None,
+        refs: &[],
+        no_change: false,
+        kept: &[],
+        // The mask is the classifier instance's (cls_fw's head).
+        remake: &[(MASK, u32::MAX)],
+        tables: None,
+    };
 
     /// `handle MARK[/MASK] fw [classid C] [indev DEV] [action ...] [police ...]`.
     fn parse(

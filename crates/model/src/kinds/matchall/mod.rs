@@ -20,6 +20,8 @@ const CLASSID: u16 = 1;
 const ACT: u16 = 2;
 const FLAGS: u16 = 3;
 const SKIP_HW: u32 = 1;
+const PCNT: u16 = 4;
+const PAD: u16 = 5;
 
 /// matchall's options (the name is older than the kind's folder).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -38,6 +40,20 @@ pub struct Matchall;
 impl FilterKind for Matchall {
     const NAME: &'static str = "matchall";
     type Opts = SimpleResult;
+    const NL: FilterNl = FilterNl {
+        classid: Some(CLASSID),
+        police: None,
+        act: Some(ACT),
+        compared: Some(&[CLASSID]),
+        dump_only: &[PCNT, PAD],
+        flags: Some(FLAGS),
+        refs: &[],
+        // One filter per instance: the kernel's `change` finds its head taken.
+        no_change: true,
+        kept: &[],
+        remake: &[],
+        tables: None,
+    };
 
     fn parse(
         cur: &mut Cur,

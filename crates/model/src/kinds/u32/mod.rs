@@ -31,6 +31,9 @@ const SEL: u16 = 5;
 const POLICE: u16 = 6;
 const ACT: u16 = 7;
 const INDEV: u16 = 8;
+const PCNT: u16 = 9;
+const FLAGS: u16 = 11;
+const PAD: u16 = 12;
 const TERMINAL: u8 = 1;
 const OFFSET: u8 = 2;
 const VAROFFSET: u8 = 4;
@@ -116,6 +119,19 @@ impl FilterKind for U32 {
     const NAME: &'static str = "u32";
     const POLICE_OWN_LINE: bool = true;
     type Opts = U32Filter;
+    const NL: FilterNl = FilterNl {
+        classid: Some(CLASSID),
+        police: Some(POLICE),
+        act: Some(ACT),
+        compared: Some(&[CLASSID, LINK, DIVISOR, SEL, INDEV]),
+        dump_only: &[PCNT, PAD],
+        flags: Some(FLAGS),
+        refs: &[HASH, LINK],
+        no_change: false,
+        kept: &[SEL],
+        remake: &[],
+        tables: Some(HASH),
+    };
 
     fn parse(
         cur: &mut Cur,
