@@ -81,7 +81,11 @@ pub fn encode_police_keyword(out: &mut Attrs, nest_type: u16, a: &Action) -> Res
     Ok(())
 }
 
-fn options(out: &mut Attrs, a: &Action, ifindex: &dyn Fn(&str) -> Option<u32>) -> Result<(), ActionEncodeError> {
+fn options(
+    out: &mut Attrs,
+    a: &Action,
+    ifindex: &dyn Fn(&str) -> Option<u32>,
+) -> Result<(), ActionEncodeError> {
     a.encode(out, &ActEncodeCx { ifindex }).expect("every action kind is in the registry")?;
     Ok(())
 }

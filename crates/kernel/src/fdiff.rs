@@ -38,8 +38,8 @@ use crate::plan::{Key, RawObj};
 use crate::Error;
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use sluice_core::Handle;
-use sluice_model::print::filter_parent_str;
 use sluice_model::kinds::filter_common::FilterNl;
+use sluice_model::print::filter_parent_str;
 use sluice_tc::model::{FilterNode, FilterOpts};
 
 /// `RTM_DELTFILTER`.
@@ -342,7 +342,11 @@ pub fn holds(want: &RawFilter, have: &RawFilter) -> bool {
 fn remake_differs(want: &RawFilter, have: &RawFilter) -> bool {
     let Some(n) = nl(&want.kind) else { return false };
     let value = |r: &RawFilter, ty: u16, absent: u32| {
-        r.options.as_deref().and_then(|o| netlink::find(o, ty)).and_then(|b| netlink::u32_at(b, 0)).unwrap_or(absent)
+        r.options
+            .as_deref()
+            .and_then(|o| netlink::find(o, ty))
+            .and_then(|b| netlink::u32_at(b, 0))
+            .unwrap_or(absent)
     };
     n.remake.iter().any(|&(ty, absent)| value(want, ty, absent) != value(have, ty, absent))
 }
@@ -555,9 +559,9 @@ pub fn diff(
     for w in &want {
         let kind_differs = kind_at.get(&w.prio_key()).is_some_and(|&(k, p)| k != w.kind || p != w.protocol);
         // fw's mask is the priority's (`EINVAL` on another one).
-        let table_differs = by_key.get(&w.key()).is_some_and(|h| {
-            (is_table(&w.kind, w.handle) && !holds(w, h)) || remake_differs(w, h)
-        });
+        let table_differs = by_key
+            .get(&w.key())
+            .is_some_and(|h| (is_table(&w.kind, w.handle) && !holds(w, h)) || remake_differs(w, h));
         if (kind_differs || table_differs) && !redo.contains(&w.prio_key()) {
             redo.push(w.prio_key());
         }
@@ -645,7 +649,7 @@ mod tests {
         let tc_handle = u32::from_ne_bytes(m.bytes()[24..28].try_into().unwrap());
         assert_eq!(tc_handle, 0x800);
         let opts = netlink::find(&m.bytes()[36..], tca::OPTIONS).unwrap();
-        assert!(netlink::find(opts, U32_HASH).is_none());
+        assert!(netlink::find(opts, 2 /* TCA_U32_HASH */).is_none());
         // A node in another table keeps its table.
         let m = w[2].msg(7, None);
         assert_eq!(u32::from_ne_bytes(m.bytes()[24..28].try_into().unwrap()), w[2].handle);

@@ -87,7 +87,8 @@ fn every_registry_filter_kind_sends_what_tc_sends() {
             assert_eq!(printed, c.cmd, "{file}: the fixture's command is Sluice's printed form");
             let target = |d: &str| (d == "v1").then_some(v1);
             let fl = flags::REQUEST | flags::ACK | flags::EXCL | flags::CREATE;
-            let msg = filter_msg(c.ifindex(), f, fl, &target).unwrap_or_else(|e| panic!("{file}: {}: {e}", c.cmd));
+            let msg =
+                filter_msg(c.ifindex(), f, fl, &target).unwrap_or_else(|e| panic!("{file}: {}: {e}", c.cmd));
             c.assert_same(msg.bytes());
             let kind = f.opts.kind();
             checked.push(FILTER_KINDS.iter().copied().find(|k| *k == kind).unwrap_or("?"));

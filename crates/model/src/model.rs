@@ -456,13 +456,13 @@ fn htb_mtu() -> u32 {
     1600
 }
 
-/// Filter kinds and their options: one variant per line of the filter registry.
-pub use crate::kinds::FilterOpts;
 pub use crate::kinds::basic::BasicOpts;
 pub use crate::kinds::cls_u32::{U32Filter, U32Key, U32OffsetOpts, U32Opts, U32TableOpts};
 pub use crate::kinds::flow::{flow_key_name, FlowOpts, FLOW_KEYS, FLOW_TUNNEL_KEYS};
 pub use crate::kinds::fw::FwOpts;
 pub use crate::kinds::matchall::SimpleResult;
+/// Filter kinds and their options: one variant per line of the filter registry.
+pub use crate::kinds::FilterOpts;
 
 /// What a gact or police action does with a packet (`TC_ACT_*`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

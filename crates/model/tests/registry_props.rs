@@ -879,13 +879,13 @@ mod filter_props {
     //! handle, (b) the options tc would send decode to the same model, (c) the builder accepts
     //! them; and state files written before the filter registry still load.
     use proptest::prelude::*;
+    use sluice_core::filter::action::Actions;
     use sluice_model::error::TcError;
     use sluice_model::grammar::Cur;
     use sluice_model::kinds::ematch;
     use sluice_model::kinds::filter_common::{FilterEncodeCx, FilterParseCx};
     use sluice_model::model::*;
     use sluice_model::nlattr::{self, Attrs};
-    use sluice_core::filter::action::Actions;
 
     /// No actions in these properties: a parser reaching one fails.
     struct NoActions;
@@ -979,9 +979,20 @@ mod filter_props {
     }
 
     fn u32_key() -> impl Strategy<Value = U32Opts> {
-        let key = (any::<u32>(), any::<u32>(), -64i32..64, any::<bool>())
-            .prop_map(|(v, m, o, n)| U32Key { val: v & m, mask: m, off: o * 4, nexthdr: n });
-        let offset = (proptest::option::of(any::<i16>()), any::<bool>(), -100i16..100, any::<u16>(), any::<u8>(), any::<bool>())
+        let key = (any::<u32>(), any::<u32>(), -64i32..64, any::<bool>()).prop_map(|(v, m, o, n)| U32Key {
+            val: v & m,
+            mask: m,
+            off: o * 4,
+            nexthdr: n,
+        });
+        let offset = (
+            proptest::option::of(any::<i16>()),
+            any::<bool>(),
+            -100i16..100,
+            any::<u16>(),
+            any::<u8>(),
+            any::<bool>(),
+        )
             .prop_filter("something set", |(p, v, _, _, _, e)| p.is_some() || *v || *e)
             .prop_map(|(plus, var, at, mask, shift, eat)| U32OffsetOpts {
                 plus,
@@ -1088,9 +1099,17 @@ mod filter_props {
         assert_eq!(k.keys, vec![U32Key { val: 22, mask: 0xFFFF, off: 20, nexthdr: false }]);
         assert_eq!(k.classid, Some(Handle::new(1, 0x10)));
         assert!(matches!(&f[2].opts, FilterOpts::Flow(x) if x.hash && x.keys == 3 && x.mask == u32::MAX));
-        assert_eq!(f[3].opts, FilterOpts::Fw(FwOpts { classid: Some(Handle::new(1, 0x10)), mask: Some(255) }));
-        assert_eq!(f[4].opts, FilterOpts::Matchall(SimpleResult { classid: Some(Handle::new(1, 0x10)), skip_hw: true }));
-        assert!(matches!(&f[5].opts, FilterOpts::Basic(b) if b.ematch.as_deref() == Some("cmp(u8 at 9 layer 1 eq 6)")));
+        assert_eq!(
+            f[3].opts,
+            FilterOpts::Fw(FwOpts { classid: Some(Handle::new(1, 0x10)), mask: Some(255) })
+        );
+        assert_eq!(
+            f[4].opts,
+            FilterOpts::Matchall(SimpleResult { classid: Some(Handle::new(1, 0x10)), skip_hw: true })
+        );
+        assert!(
+            matches!(&f[5].opts, FilterOpts::Basic(b) if b.ematch.as_deref() == Some("cmp(u8 at 9 layer 1 eq 6)"))
+        );
         // Written again, tables are `"u32"` with their divisor, and read back the same.
         let again: Vec<FilterNode> = serde_json::from_str(&serde_json::to_string(&f).unwrap()).unwrap();
         assert_eq!(again, f);

@@ -137,9 +137,10 @@ pub fn first_wide_handle(state: &State) -> Option<(&str, Handle)> {
             [q.handle, q.parent].into_iter().chain(def)
         });
         let classes = d.classes.iter().flat_map(|c| [c.classid, c.parent]);
-        let filters = d.filters.iter().flat_map(|f| {
-            [Some(f.parent), f.opts.classid(), f.opts.target()].into_iter().flatten()
-        });
+        let filters = d
+            .filters
+            .iter()
+            .flat_map(|f| [Some(f.parent), f.opts.classid(), f.opts.target()].into_iter().flatten());
         qdiscs.chain(classes).chain(filters).find(wide).map(|h| (d.name.as_str(), h))
     })
 }

@@ -1125,9 +1125,11 @@ pub fn decode(payload: &[u8]) -> Result<Vec<Ematch>, String> {
         }
     }
     fn one_of(items: &[&[u8]], b: &[u8], depth: usize) -> Result<(Ematch, bool), String> {
-        let u16_at = |at: usize| b.get(at..at + 2).map(|x| u16::from_ne_bytes([x[0], x[1]])).ok_or("short ematch");
-        let u32_at =
-            |at: usize| b.get(at..at + 4).map(|x| u32::from_ne_bytes([x[0], x[1], x[2], x[3]])).ok_or("short ematch");
+        let u16_at =
+            |at: usize| b.get(at..at + 2).map(|x| u16::from_ne_bytes([x[0], x[1]])).ok_or("short ematch");
+        let u32_at = |at: usize| {
+            b.get(at..at + 4).map(|x| u32::from_ne_bytes([x[0], x[1], x[2], x[3]])).ok_or("short ematch")
+        };
         let kind = u16_at(2)?;
         let flags = u16_at(4)?;
         let rel = match flags & nl::REL_MASK {

@@ -129,7 +129,9 @@ pub fn change_by_handle<K: FilterKind>(
         }
         None => {
             if !cx.create {
-                return Err(TcError::kernel("Need both RTM_NEWTFILTER and NLM_F_CREATE to create a new filter"));
+                return Err(TcError::kernel(
+                    "Need both RTM_NEWTFILTER and NLM_F_CREATE to create a new filter",
+                ));
             }
             let handle = if handle != 0 { handle } else { K::new_handle(cx)? };
             let opts = K::create(o, cx, !cx.new_tp)?;

@@ -14,6 +14,14 @@
 //! in the list, and a byte-for-byte netlink fixture captured from iproute2's tc
 //! (`crates/kernel/tests/fixtures/`). The registry's property tests then cover it.
 //!
+//! Filters (classifiers) have their own trait, [`FilterKind`] (iproute2's `struct filter_util`,
+//! the kernel's `struct tcf_proto_ops`), and list, [`filter_registry!`], which generates
+//! [`FilterOpts`]; what every filter kind shares (the contexts of its hooks, the kernel's
+//! `change` for classifiers keyed by one handle, the `classid`/`match` words) is in
+//! [`filter_common`]. Adding a filter kind: its classifier in `sluice-core`, its folder here,
+//! one line in that list, captured requests (`crates/kernel/tests/registry_netlink.rs` wants two)
+//! and a block in `crates/model/tests/registry_props.rs`.
+//!
 //! Kinds not moved here yet are still dispatched by the older per-file matches (the generated
 //! methods return `None` for them); see `docs/handoff.md`.
 
@@ -25,11 +33,11 @@ use crate::model::{Action, Device, FilterNode, Handle, QdiscNode};
 use crate::nlattr::Attrs;
 use action_common::ActErr;
 use filter_common::{FilterChange, FilterEncodeCx, FilterNl, FilterParseCx, FilterParsed, FilterReg};
-use sluice_core::filter::action::Actions as CoreActions;
-use sluice_core::filter::FilterConfig;
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use sluice_core::classify::Classifier;
 use sluice_core::filter::action::Action as CoreAction;
+use sluice_core::filter::action::Actions as CoreActions;
+use sluice_core::filter::FilterConfig;
 use sluice_core::Qdisc;
 use std::fmt::Debug;
 
@@ -673,7 +681,12 @@ pub trait FilterKind {
 
     /// The attributes tc 6.1 sends after `TCA_KIND` for `f` (usually one `TCA_OPTIONS`), byte for
     /// byte; the actions through `cx`. An option that cannot be sent is an error naming it.
-    fn encode(o: &Self::Opts, f: &FilterNode, out: &mut Attrs, cx: &FilterEncodeCx<'_>) -> Result<(), Unencodable>;
+    fn encode(
+        o: &Self::Opts,
+        f: &FilterNode,
+        out: &mut Attrs,
+        cx: &FilterEncodeCx<'_>,
+    ) -> Result<(), Unencodable>;
 
     /// The options of a request's `TCA_OPTIONS` payload (`None`: the request had none); the
     /// actions in it are not the kind's.

@@ -34,5 +34,11 @@ pub(crate) fn parse_filter(
 ) -> Option<Result<FilterSpec, TcError>> {
     let mut cx = Actions::default();
     let r = FilterOpts::parse_kind(kind, cur, handle, &mut cx)?;
-    Some(r.map(|p| FilterSpec { opts: p.opts, handle: p.handle, u32_htid: p.table, actions: cx.0, given: p.given }))
+    Some(r.map(|p| FilterSpec {
+        opts: p.opts,
+        handle: p.handle,
+        u32_htid: p.table,
+        actions: cx.0,
+        given: p.given,
+    }))
 }

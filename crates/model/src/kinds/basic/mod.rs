@@ -123,14 +123,22 @@ impl FilterKind for Basic {
         tp.into_iter().rev().collect()
     }
 
-    fn encode(o: &BasicOpts, f: &FilterNode, out: &mut Attrs, cx: &FilterEncodeCx<'_>) -> Result<(), Unencodable> {
+    fn encode(
+        o: &BasicOpts,
+        f: &FilterNode,
+        out: &mut Attrs,
+        cx: &FilterEncodeCx<'_>,
+    ) -> Result<(), Unencodable> {
         if o.classid.is_none() && f.actions.is_empty() && o.ematch.is_none() {
             return Ok(());
         }
         out.begin_nest(TCA_OPTIONS);
         if let Some(e) = &o.ematch {
-            super::ematch::encode_text(out, EMATCHES, e)
-                .map_err(|why| Unencodable { kind: "basic", option: why, why: "not encoded".into() })?;
+            super::ematch::encode_text(out, EMATCHES, e).map_err(|why| Unencodable {
+                kind: "basic",
+                option: why,
+                why: "not encoded".into(),
+            })?;
         }
         if let Some(c) = o.classid {
             out.put_u32(CLASSID, kernel_classid(c));
@@ -148,7 +156,10 @@ impl FilterKind for Basic {
             )),
             None => None,
         };
-        Ok(BasicOpts { classid: nlattr::find(p, CLASSID).and_then(nlattr::u32_of).map(model_classid), ematch })
+        Ok(BasicOpts {
+            classid: nlattr::find(p, CLASSID).and_then(nlattr::u32_of).map(model_classid),
+            ematch,
+        })
     }
 
     /// The tree read back from the model's canonical text; meta ids the engine has no value for

@@ -152,7 +152,9 @@ impl FilterKind for Flow {
                             o.keys |= 1 << b;
                             nkeys += 1;
                         }
-                        None => return Err(TcError::usage(format!("Unknown flow key \"{k}\""), Some(at + 1))),
+                        None => {
+                            return Err(TcError::usage(format!("Unknown flow key \"{k}\""), Some(at + 1)))
+                        }
                     }
                 }
                 given.push("keys");
@@ -229,7 +231,9 @@ impl FilterKind for Flow {
         if o.xor != 0 {
             let _ = write!(s, " xor {:#x}", o.xor);
         }
-        for (k, v) in [("rshift", o.rshift), ("addend", o.addend), ("divisor", o.divisor), ("perturb", o.perturb)] {
+        for (k, v) in
+            [("rshift", o.rshift), ("addend", o.addend), ("divisor", o.divisor), ("perturb", o.perturb)]
+        {
             if let Some(v) = v {
                 let _ = write!(s, " {k} {v}");
             }
@@ -306,7 +310,11 @@ impl FilterKind for Flow {
             return Err(TcError::errno("Invalid argument"));
         }
         // Kernel default base class: the qdisc's minor 1.
-        let q = if cx.block == H_MIN_INGRESS || cx.block == H_MIN_EGRESS { Handle::new(0xFFFF, 0) } else { cx.block.qdisc() };
+        let q = if cx.block == H_MIN_INGRESS || cx.block == H_MIN_EGRESS {
+            Handle::new(0xFFFF, 0)
+        } else {
+            cx.block.qdisc()
+        };
         let b = o.baseclass.unwrap_or(Handle::UNSPEC);
         let b = if b.major() == 0 { Handle::new(q.major(), b.minor()) } else { b };
         o.baseclass = Some(if b.minor() == 0 { Handle::new(b.major(), 1) } else { b });
@@ -329,7 +337,12 @@ impl FilterKind for Flow {
         }
     }
 
-    fn encode(o: &FlowOpts, _f: &FilterNode, out: &mut Attrs, cx: &FilterEncodeCx<'_>) -> Result<(), Unencodable> {
+    fn encode(
+        o: &FlowOpts,
+        _f: &FilterNode,
+        out: &mut Attrs,
+        cx: &FilterEncodeCx<'_>,
+    ) -> Result<(), Unencodable> {
         if o.keys >> FLOW_KEYS.len() != 0 {
             return Err(Unencodable {
                 kind: "flow",
@@ -351,8 +364,11 @@ impl FilterKind for Flow {
             }
         }
         if let Some(e) = &o.ematch {
-            super::ematch::encode_text(out, EMATCHES, e)
-                .map_err(|why| Unencodable { kind: "flow", option: why, why: "not encoded".into() })?;
+            super::ematch::encode_text(out, EMATCHES, e).map_err(|why| Unencodable {
+                kind: "flow",
+                option: why,
+                why: "not encoded".into(),
+            })?;
         }
         (cx.actions)(out, ACT, Some(POLICE))?;
         out.put_u32(MODE, if o.hash { MODE_HASH } else { MODE_MAP });

@@ -143,7 +143,12 @@ impl FilterKind for Fw {
         Err(TcError::errno("Invalid argument"))
     }
 
-    fn encode(o: &FwOpts, f: &FilterNode, out: &mut Attrs, cx: &FilterEncodeCx<'_>) -> Result<(), Unencodable> {
+    fn encode(
+        o: &FwOpts,
+        f: &FilterNode,
+        out: &mut Attrs,
+        cx: &FilterEncodeCx<'_>,
+    ) -> Result<(), Unencodable> {
         // tc sends no options at all for a bare `handle H[/M] fw`.
         if o.classid.is_none() && f.actions.is_empty() {
             return Ok(());

@@ -122,7 +122,12 @@ impl FilterKind for Matchall {
         Ok(o)
     }
 
-    fn encode(o: &SimpleResult, f: &FilterNode, out: &mut Attrs, cx: &FilterEncodeCx<'_>) -> Result<(), Unencodable> {
+    fn encode(
+        o: &SimpleResult,
+        f: &FilterNode,
+        out: &mut Attrs,
+        cx: &FilterEncodeCx<'_>,
+    ) -> Result<(), Unencodable> {
         if o.classid.is_none() && f.actions.is_empty() && !o.skip_hw {
             return Ok(());
         }

@@ -34,7 +34,12 @@ pub(super) fn sibling_hook(dev: &Device, block: Handle) -> Option<Handle> {
     }
 }
 
-fn table<'a>(dev: &'a Device, block: Handle, htid: u32, reg: &'a FilterReg<U32Filter>) -> Option<&'a FilterNode> {
+fn table<'a>(
+    dev: &'a Device,
+    block: Handle,
+    htid: u32,
+    reg: &'a FilterReg<U32Filter>,
+) -> Option<&'a FilterNode> {
     tables(dev, block, reg).find(|f| f.handle == htid & 0xFFF0_0000)
 }
 
@@ -72,7 +77,11 @@ fn new_htid(dev: &mut Device, block: Handle, reg: &FilterReg<U32Filter>) -> u32 
 }
 
 /// [`change_inner`], leaving the hash-table id allocator as it was when the request fails.
-pub(super) fn change(cx: &mut FilterChange<'_>, o: U32Filter, reg: &FilterReg<U32Filter>) -> Result<(), TcError> {
+pub(super) fn change(
+    cx: &mut FilterChange<'_>,
+    o: U32Filter,
+    reg: &FilterReg<U32Filter>,
+) -> Result<(), TcError> {
     let saved = cx.dev.u32_blocks.clone();
     let r = change_inner(cx, o, reg);
     if r.is_err() {
@@ -91,7 +100,9 @@ fn change_inner(cx: &mut FilterChange<'_>, o: U32Filter, reg: &FilterReg<U32Filt
     }
     // Tables visible from this request include a root created just now.
     let lookup = |dev: &Device, pending: &[FilterNode], ht: u32| -> Option<FilterNode> {
-        table(dev, block, ht, reg).cloned().or_else(|| pending.iter().find(|f| f.handle == ht & 0xFFF0_0000).cloned())
+        table(dev, block, ht, reg)
+            .cloned()
+            .or_else(|| pending.iter().find(|f| f.handle == ht & 0xFFF0_0000).cloned())
     };
     let tp_root = pending
         .first()
@@ -116,9 +127,12 @@ fn change_inner(cx: &mut FilterChange<'_>, o: U32Filter, reg: &FilterReg<U32Filt
     let existing = if handle != 0 {
         match lookup(cx.dev, &pending, handle) {
             Some(t) if handle & 0xFFFFF == 0 => Some(t),
-            Some(_) => {
-                cx.dev.filters.iter().find(|f| f.parent == block && is_key(f, reg) && f.handle == handle).cloned()
-            }
+            Some(_) => cx
+                .dev
+                .filters
+                .iter()
+                .find(|f| f.parent == block && is_key(f, reg) && f.handle == handle)
+                .cloned(),
             None => None,
         }
     } else {
@@ -199,7 +213,9 @@ fn change_inner(cx: &mut FilterChange<'_>, o: U32Filter, reg: &FilterReg<U32Filt
                     .dev
                     .filters
                     .iter()
-                    .filter(|f| f.parent == block && is_key(f, reg) && f.handle & 0xFFFF_F000 == htid & 0xFFFF_F000)
+                    .filter(|f| {
+                        f.parent == block && is_key(f, reg) && f.handle & 0xFFFF_F000 == htid & 0xFFFF_F000
+                    })
                     .map(|f| f.handle & 0xFFF)
                     .collect();
                 let id = (0x800..=0xFFF).chain(1..0x800).find(|i| !used.contains(i)).unwrap_or(0xFFF);

@@ -143,11 +143,14 @@ impl FilterKind for U32 {
 
     fn args(o: &U32Filter, f: &FilterNode) -> String {
         let u = match o {
-            U32Filter::Table(t) => return format!(" handle {} u32 divisor {}", u32_handle_str(f.handle), t.divisor),
+            U32Filter::Table(t) => {
+                return format!(" handle {} u32 divisor {}", u32_handle_str(f.handle), t.divisor)
+            }
             U32Filter::Key(u) => u,
         };
         let ht = f.handle & 0xFFFF_F000;
-        let mut s = format!(" handle {} u32 ht {:x}:{:x}", u32_handle_str(f.handle), ht >> 20, (ht >> 12) & 0xFF);
+        let mut s =
+            format!(" handle {} u32 ht {:x}:{:x}", u32_handle_str(f.handle), ht >> 20, (ht >> 12) & 0xFF);
         for k in &u.keys {
             let _ = write!(
                 s,
@@ -187,7 +190,9 @@ impl FilterKind for U32 {
 
     fn show(o: &U32Filter, f: &FilterNode, pretty: bool) -> String {
         let u = match o {
-            U32Filter::Table(t) => return format!("fh {} ht divisor {} ", u32_handle_str(f.handle), t.divisor),
+            U32Filter::Table(t) => {
+                return format!("fh {} ht divisor {} ", u32_handle_str(f.handle), t.divisor)
+            }
             U32Filter::Key(u) => u,
         };
         let mut s = format!(
@@ -276,7 +281,9 @@ impl FilterKind for U32 {
         if let Some(off) = u.offset.filter(|o| o.var || o.plus.is_some()) {
             j.bare("    offset ");
             if off.var {
-                j.put("offset_mask", format!("{:x}", off.mask)).put("offset_shift", off.shift).put("offset_off", off.at);
+                j.put("offset_mask", format!("{:x}", off.mask))
+                    .put("offset_shift", off.shift)
+                    .put("offset_off", off.at);
             }
             if let Some(p) = off.plus.filter(|&p| p != 0) {
                 j.put("plus", p);
@@ -336,22 +343,32 @@ impl FilterKind for U32 {
             .filters
             .iter()
             .filter(|f| {
-                (f.parent == block || Some(f.parent) == sibling) && f.chain == first.chain && f.prio == first.prio
+                (f.parent == block || Some(f.parent) == sibling)
+                    && f.chain == first.chain
+                    && f.prio == first.prio
             })
             .filter(|f| f.opts.kind() == Self::NAME)
             .collect();
         let mut rows = Vec::new();
         for t in tp.iter().filter(|f| f.opts.is_table()).rev() {
             rows.push(*t);
-            let mut keys: Vec<&FilterNode> =
-                tp.iter().filter(|f| !f.opts.is_table() && f.handle >> 20 == t.handle >> 20).copied().collect();
+            let mut keys: Vec<&FilterNode> = tp
+                .iter()
+                .filter(|f| !f.opts.is_table() && f.handle >> 20 == t.handle >> 20)
+                .copied()
+                .collect();
             keys.sort_by_key(|f| f.handle);
             rows.extend(keys);
         }
         rows
     }
 
-    fn encode(o: &U32Filter, f: &FilterNode, out: &mut Attrs, cx: &FilterEncodeCx<'_>) -> Result<(), Unencodable> {
+    fn encode(
+        o: &U32Filter,
+        f: &FilterNode,
+        out: &mut Attrs,
+        cx: &FilterEncodeCx<'_>,
+    ) -> Result<(), Unencodable> {
         let u = match o {
             U32Filter::Table(t) => {
                 out.begin_nest(TCA_OPTIONS);
@@ -362,7 +379,11 @@ impl FilterKind for U32 {
             U32Filter::Key(u) => u,
         };
         if u.keys.len() > 128 {
-            return Err(Unencodable { kind: "u32", option: "with more than 128 keys".into(), why: "the selector holds 128".into() });
+            return Err(Unencodable {
+                kind: "u32",
+                option: "with more than 128 keys".into(),
+                why: "the selector holds 128".into(),
+            });
         }
         out.begin_nest(TCA_OPTIONS);
         if let Some(l) = u.link {

@@ -83,7 +83,6 @@ fn pack_key8(keys: &mut Vec<U32Key>, val: u32, mask: u32, off: i32, nexthdr: boo
     pack_key(keys, val << shift, mask << shift, off & !3, nexthdr)
 }
 
-
 /// tc's `parse_at`: `[nexthdr+]OFF` or `nexthdr+ OFF` (the word after `at`), overriding a
 /// sample's offset.
 fn parse_at(cur: &mut Cur, off: &mut i32, nexthdr: &mut bool) -> Result<(), ()> {
@@ -452,4 +451,3 @@ pub(super) fn parse_u32(
     };
     Ok(FilterParsed { opts, handle: h, table: htid, given })
 }
-
