@@ -1106,17 +1106,12 @@ pub fn encode(out: &mut crate::nlattr::Attrs, nest: u16, tree: &[Ematch]) {
 pub fn decode(payload: &[u8]) -> Result<Vec<Ematch>, String> {
     let list = crate::nlattr::find(payload, nl::TREE_LIST).ok_or("no TCA_EMATCH_TREE_LIST")?;
     let items: Vec<&[u8]> = crate::nlattr::attrs(list).map(|(_, p)| p).collect();
-    fn seq(
-        items: &[&[u8]],
-        start: usize,
-        depth: usize,
-        one: &dyn Fn(&[u8], usize) -> Result<(Ematch, bool), String>,
-    ) -> Result<Vec<Ematch>, String> {
+    fn seq(items: &[&[u8]], start: usize, depth: usize) -> Result<Vec<Ematch>, String> {
         let mut out = Vec::new();
         let mut i = start;
         loop {
             let b = items.get(i).ok_or("an ematch sequence runs past the list")?;
-            let (e, end) = one(b, depth)?;
+            let (e, end) = one_of(items, b, depth)?;
             out.push(e);
             if end {
                 return Ok(out);
@@ -1145,7 +1140,7 @@ pub fn decode(payload: &[u8]) -> Result<Vec<Ematch>, String> {
                     return Err("ematch containers nest too deep".into());
                 }
                 let child = u32_at(8)? as usize;
-                EmKind::Container(seq(items, child, depth + 1, &|b, dp| one_of(items, b, dp))?)
+                EmKind::Container(seq(items, child, depth + 1)?)
             }
             nl::CMP => {
                 if d.len() < 12 {
@@ -1190,5 +1185,5 @@ pub fn decode(payload: &[u8]) -> Result<Vec<Ematch>, String> {
     if items.is_empty() {
         return Ok(Vec::new());
     }
-    seq(&items, 0, 0, &|b, dp| one_of(&items, b, dp))
+    seq(&items, 0, 0)
 }

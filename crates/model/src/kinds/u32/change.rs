@@ -24,7 +24,7 @@ fn tables<'a>(
 
 /// The other hook of a clsact qdisc (whose u32 filters share hash-table ids with `block`'s).
 pub(super) fn sibling_hook(dev: &Device, block: Handle) -> Option<Handle> {
-    if !dev.qdisc_at(H_INGRESS).is_some_and(|q| q.opts.kind() == "clsact") {
+    if dev.qdisc_at(H_INGRESS).is_none_or(|q| q.opts.kind() != "clsact") {
         return None;
     }
     match block {
