@@ -6,8 +6,8 @@ use sluice_core::{Qdisc, Rate, Span};
 use sluice_model::build::{build_device_seeded, build_hook, BuildError};
 use sluice_model::burst::{auto_burst, BurstPolicy};
 use sluice_model::model::{
-    ClassNode, ClassOpts, DevKind, FilterOpts, QdiscNode, QdiscOpts, State, H_INGRESS, H_MIN_EGRESS,
-    H_MIN_INGRESS, H_ROOT,
+    ClassNode, ClassOpts, DevKind, QdiscNode, QdiscOpts, State, H_INGRESS, H_MIN_EGRESS, H_MIN_INGRESS,
+    H_ROOT,
 };
 
 /// Why a configuration cannot be turned into a [`Program`].
@@ -121,7 +121,7 @@ impl Program {
             .filters
             .iter()
             .filter(|f| f.parent != H_MIN_INGRESS && f.parent != H_MIN_EGRESS)
-            .filter(|f| !matches!(f.opts, FilterOpts::U32Table { .. }))
+            .filter(|f| !f.opts.is_table())
             .count();
         let mut summary =
             format!("{} root, {}, {filters} filters", built.root.kind(), classes_line(&device.classes));

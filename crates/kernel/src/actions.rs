@@ -5,6 +5,7 @@
 
 use crate::netlink::Msg;
 use sluice_model::kinds::{ActEncodeCx, Unencodable};
+use sluice_model::nlattr::Attrs;
 use sluice_tc::model::{Action, ActionEntry};
 
 /// `TCA_ACT_TAB` (the nest of `RTM_NEWACTION`).
@@ -31,21 +32,31 @@ pub fn encode_actions(
     actions: &[(&Action, Option<&str>)],
     ifindex: &dyn Fn(&str) -> Option<u32>,
 ) -> Result<(), ActionEncodeError> {
-    m.begin_nest(nest_type);
+    encode_action_list(m.attrs(), nest_type, actions, ifindex)
+}
+
+/// [`encode_actions`] into an attribute writer (a filter kind's options).
+pub fn encode_action_list(
+    out: &mut Attrs,
+    nest_type: u16,
+    actions: &[(&Action, Option<&str>)],
+    ifindex: &dyn Fn(&str) -> Option<u32>,
+) -> Result<(), ActionEncodeError> {
+    out.begin_nest(nest_type);
     for (i, (a, cookie)) in actions.iter().enumerate() {
-        m.begin_nest(i as u16 + 1);
-        m.attr_str(TCA_ACT_KIND, a.kind());
-        m.begin_nest(TCA_ACT_OPTIONS | NLA_F_NESTED);
-        options(m, a, ifindex)?;
-        m.end_nest();
+        out.begin_nest(i as u16 + 1);
+        out.put_str(TCA_ACT_KIND, a.kind());
+        out.begin_nest(TCA_ACT_OPTIONS | NLA_F_NESTED);
+        options(out, a, ifindex)?;
+        out.end_nest();
         if let Some(c) = cookie {
             let bytes: Vec<u8> =
                 (0..c.len() / 2).filter_map(|j| u8::from_str_radix(&c[2 * j..2 * j + 2], 16).ok()).collect();
-            m.attr(TCA_ACT_COOKIE, &bytes);
+            out.put(TCA_ACT_COOKIE, &bytes);
         }
-        m.end_nest();
+        out.end_nest();
     }
-    m.end_nest();
+    out.end_nest();
     Ok(())
 }
 
@@ -63,14 +74,18 @@ pub fn encode_entries(
 
 /// A filter's own `police` keyword (`TCA_*_POLICE`, tc's `parse_police`): the policer's options
 /// in one nest, without the action list's kind and numbering.
-pub fn encode_police_keyword(m: &mut Msg, nest_type: u16, a: &Action) -> Result<(), ActionEncodeError> {
-    m.begin_nest(nest_type);
-    options(m, a, &|_| None)?;
-    m.end_nest();
+pub fn encode_police_keyword(out: &mut Attrs, nest_type: u16, a: &Action) -> Result<(), ActionEncodeError> {
+    out.begin_nest(nest_type);
+    options(out, a, &|_| None)?;
+    out.end_nest();
     Ok(())
 }
 
-fn options(m: &mut Msg, a: &Action, ifindex: &dyn Fn(&str) -> Option<u32>) -> Result<(), ActionEncodeError> {
-    a.encode(m.attrs(), &ActEncodeCx { ifindex }).expect("every action kind is in the registry")?;
+fn options(
+    out: &mut Attrs,
+    a: &Action,
+    ifindex: &dyn Fn(&str) -> Option<u32>,
+) -> Result<(), ActionEncodeError> {
+    a.encode(out, &ActEncodeCx { ifindex }).expect("every action kind is in the registry")?;
     Ok(())
 }

@@ -38,8 +38,9 @@ use crate::plan::{Key, RawObj};
 use crate::Error;
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use sluice_core::Handle;
+use sluice_model::kinds::filter_common::FilterNl;
 use sluice_model::print::filter_parent_str;
-use sluice_tc::model::FilterNode;
+use sluice_tc::model::{FilterNode, FilterOpts};
 
 /// `RTM_DELTFILTER`.
 const DELTFILTER: u16 = 45;
@@ -75,14 +76,25 @@ pub struct RawFilter {
     pub dumped: bool,
 }
 
+/// What the kind registry says of `kind`'s attributes (`None`: a kind Sluice does not know;
+/// its options are compared whole).
+fn nl(kind: &str) -> Option<&'static FilterNl> {
+    FilterOpts::nl(kind)
+}
+
+/// Whether `kind`'s handles are u32's `ht:bucket:node` with hash tables ([`FilterNl::tables`]).
+fn has_tables(kind: &str) -> bool {
+    nl(kind).is_some_and(|n| n.tables.is_some())
+}
+
 /// Whether a handle of `kind` is a u32 hash table (node 0).
 fn is_table(kind: &str, handle: u32) -> bool {
-    kind == "u32" && handle & 0xFFF == 0
+    has_tables(kind) && handle & 0xFFF == 0
 }
 
 /// Whether a u32 handle lies in a priority's root table (numbered from `800:` by the kernel).
 fn in_root_table(kind: &str, handle: u32) -> bool {
-    kind == "u32" && handle >> 20 >= 0x800
+    has_tables(kind) && handle >> 20 >= 0x800
 }
 
 impl RawFilter {
@@ -107,7 +119,7 @@ impl RawFilter {
 
     /// For a person: `filter u32 prio 1 handle 800::800 on 1:`.
     pub fn label(&self) -> String {
-        let h = if self.kind == "u32" {
+        let h = if has_tables(&self.kind) {
             let (t, b, n) = (self.handle >> 20, self.handle >> 12 & 0xFF, self.handle & 0xFFF);
             match (b, n) {
                 (0, 0) => format!("{t:x}:"),
@@ -133,10 +145,11 @@ impl RawFilter {
 
     /// The class this filter sends traffic to, if it names one.
     fn classid(&self) -> Option<u32> {
-        let ty = match self.kind.as_str() {
-            "u32" | "fw" | "matchall" | "basic" | "route" | "bpf" => 1,
-            "flow" => 3,
-            _ => return None,
+        let ty = match nl(&self.kind) {
+            Some(n) => n.classid?,
+            // Kinds not in the registry yet that name a class (cls_route, cls_bpf).
+            None if matches!(self.kind.as_str(), "route" | "bpf") => 1,
+            None => return None,
         };
         netlink::find(self.options.as_deref()?, ty).and_then(|b| netlink::u32_at(b, 0))
     }
@@ -177,18 +190,20 @@ impl RawFilter {
     fn request_options(&self, o: &[u8], add: bool) -> Vec<u8> {
         let root_node = in_root_table(&self.kind, self.handle) && !is_table(&self.kind, self.handle);
         let mut m = Msg::tc(0, 0, TcMsg::default());
+        let n = nl(&self.kind);
         for a in netlink::attrs(o) {
-            let keep = match (self.kind.as_str(), a.ty) {
-                ("u32", U32_HASH) => !(add && root_node),
-                ("u32", 9 | 12) | ("matchall", 4 | 5) | ("basic", 5 | 6) => false, // PCNT, PAD
-                ("u32", U32_FLAGS) | ("matchall", MALL_FLAGS) => {
+            let keep = match n {
+                None => true,
+                Some(n) if n.tables == Some(a.ty) => !(add && root_node),
+                Some(n) if n.dump_only.contains(&a.ty) => false,
+                Some(n) if n.flags == Some(a.ty) => {
                     let f = netlink::u32_at(a.data, 0).unwrap_or(0) & CLS_FLAGS_USER;
                     if f != 0 {
                         m.attr(a.ty, &f.to_ne_bytes());
                     }
                     false
                 }
-                _ => true,
+                Some(_) => true,
             };
             if keep {
                 m.attr(a.ty, a.data);
@@ -224,7 +239,7 @@ impl RawFilter {
         p.options = self.options.as_deref().map(|o| {
             let mut m = Msg::tc(0, 0, TcMsg::default());
             for a in netlink::attrs(o) {
-                let drop = (self.kind == "u32" && matches!(a.ty, U32_HASH | U32_LINK))
+                let drop = nl(&self.kind).is_some_and(|n| n.refs.contains(&a.ty))
                     || (mirred && is_action_type(&self.kind, a.ty));
                 if !drop {
                     m.attr(a.ty, a.data);
@@ -239,10 +254,6 @@ impl RawFilter {
     }
 }
 
-const U32_HASH: u16 = 2;
-const U32_LINK: u16 = 3;
-const U32_FLAGS: u16 = 11;
-const MALL_FLAGS: u16 = 3;
 /// `TCA_CLS_FLAGS_SKIP_HW | TCA_CLS_FLAGS_SKIP_SW`: the flags a request may carry.
 const CLS_FLAGS_USER: u32 = 3;
 
@@ -263,26 +274,12 @@ fn is_action_type(kind: &str, ty: u16) -> bool {
 
 /// The attribute types compared by value (everything else a dump adds is the kernel's own).
 fn compared_types(kind: &str) -> Option<&'static [u16]> {
-    Some(match kind {
-        "u32" => &[1, 3, 4, 5, 8],
-        "fw" => &[1, 3],
-        "matchall" => &[1],
-        "basic" => &[1, 2],
-        "flow" => &[1, 2, 3, 4, 5, 6, 7, 8, 11, 12],
-        _ => return None,
-    })
+    nl(kind)?.compared
 }
 
 /// The attribute types of a kind's own policer (`*_POLICE`) and action list (`*_ACT`).
 fn police_and_act(kind: &str) -> (Option<u16>, Option<u16>) {
-    match kind {
-        "u32" => (Some(6), Some(7)),
-        "fw" => (Some(2), Some(4)),
-        "matchall" => (None, Some(2)),
-        "basic" => (Some(4), Some(3)),
-        "flow" => (Some(10), Some(9)),
-        _ => (None, None),
-    }
+    nl(kind).map(|n| (n.police, n.act)).unwrap_or((None, None))
 }
 
 /// The kinds of the actions in a filter's options, in order (`police` for the filter's own
@@ -316,13 +313,10 @@ pub fn holds(want: &RawFilter, have: &RawFilter) -> bool {
     let user_flags = |o: &[u8], ty: u16| {
         netlink::find(o, ty).and_then(|b| netlink::u32_at(b, 0)).unwrap_or(0) & CLS_FLAGS_USER
     };
+    let n = nl(&want.kind);
     let same = types.iter().all(|&ty| get(w, ty) == get(h, ty))
-        && match want.kind.as_str() {
-            "u32" => user_flags(w, U32_FLAGS) == user_flags(h, U32_FLAGS),
-            "matchall" => user_flags(w, MALL_FLAGS) == user_flags(h, MALL_FLAGS),
-            "fw" => fw_mask(want) == fw_mask(have),
-            _ => true,
-        };
+        && n.and_then(|n| n.flags).is_none_or(|ty| user_flags(w, ty) == user_flags(h, ty))
+        && !remake_differs(want, have);
     if !same {
         return false;
     }
@@ -343,13 +337,18 @@ pub fn holds(want: &RawFilter, have: &RawFilter) -> bool {
     }
 }
 
-/// fw's mask (`0xffffffff` when the options name none).
-fn fw_mask(r: &RawFilter) -> u32 {
-    r.options
-        .as_deref()
-        .and_then(|o| netlink::find(o, 5))
-        .and_then(|b| netlink::u32_at(b, 0))
-        .unwrap_or(u32::MAX)
+/// Whether `want` and `have` differ in an attribute whose change needs the filter made again
+/// ([`FilterNl::remake`]: fw's mask, `0xffffffff` when the options name none).
+fn remake_differs(want: &RawFilter, have: &RawFilter) -> bool {
+    let Some(n) = nl(&want.kind) else { return false };
+    let value = |r: &RawFilter, ty: u16, absent: u32| {
+        r.options
+            .as_deref()
+            .and_then(|o| netlink::find(o, ty))
+            .and_then(|b| netlink::u32_at(b, 0))
+            .unwrap_or(absent)
+    };
+    n.remake.iter().any(|&(ty, absent)| value(want, ty, absent) != value(have, ty, absent))
 }
 
 /// Whether the kernel can replace `have` by `want` in place: not matchall (one filter per
@@ -358,13 +357,13 @@ fn fw_mask(r: &RawFilter) -> u32 {
 fn changeable_in_place(want: &RawFilter, have: &RawFilter) -> bool {
     let opt =
         |r: &RawFilter, ty: u16| r.options.as_deref().and_then(|o| netlink::find(o, ty)).map(<[u8]>::to_vec);
-    let flags =
-        |r: &RawFilter| opt(r, U32_FLAGS).and_then(|b| netlink::u32_at(&b, 0)).unwrap_or(0) & CLS_FLAGS_USER;
-    match want.kind.as_str() {
-        "matchall" => false,
-        "u32" => opt(want, 5) == opt(have, 5) && flags(want) == flags(have),
-        _ => true,
-    }
+    let Some(n) = nl(&want.kind) else { return true };
+    let flags = |r: &RawFilter, ty: u16| {
+        opt(r, ty).and_then(|b| netlink::u32_at(&b, 0)).unwrap_or(0) & CLS_FLAGS_USER
+    };
+    !n.no_change
+        && n.kept.iter().all(|&ty| opt(want, ty) == opt(have, ty))
+        && n.flags.is_none_or(|ty| flags(want, ty) == flags(have, ty))
 }
 
 /// The filters of a plan as requests (ifindex 0), u32 root tables left out. `ifindex_of` names
@@ -560,9 +559,9 @@ pub fn diff(
     for w in &want {
         let kind_differs = kind_at.get(&w.prio_key()).is_some_and(|&(k, p)| k != w.kind || p != w.protocol);
         // fw's mask is the priority's (`EINVAL` on another one).
-        let table_differs = by_key.get(&w.key()).is_some_and(|h| {
-            (is_table(&w.kind, w.handle) && !holds(w, h)) || (w.kind == "fw" && fw_mask(w) != fw_mask(h))
-        });
+        let table_differs = by_key
+            .get(&w.key())
+            .is_some_and(|h| (is_table(&w.kind, w.handle) && !holds(w, h)) || remake_differs(w, h));
         if (kind_differs || table_differs) && !redo.contains(&w.prio_key()) {
             redo.push(w.prio_key());
         }
@@ -650,7 +649,7 @@ mod tests {
         let tc_handle = u32::from_ne_bytes(m.bytes()[24..28].try_into().unwrap());
         assert_eq!(tc_handle, 0x800);
         let opts = netlink::find(&m.bytes()[36..], tca::OPTIONS).unwrap();
-        assert!(netlink::find(opts, U32_HASH).is_none());
+        assert!(netlink::find(opts, 2 /* TCA_U32_HASH */).is_none());
         // A node in another table keeps its table.
         let m = w[2].msg(7, None);
         assert_eq!(u32::from_ne_bytes(m.bytes()[24..28].try_into().unwrap()), w[2].handle);

@@ -308,11 +308,7 @@ impl<'a> Plan<'a> {
             }
             let what = || format!("{} filter prio {}", f.opts.kind(), f.prio);
             conv(f.parent, &|| format!("the parent of the {}", what()), &mut too_wide);
-            let base = match &f.opts {
-                sluice_tc::model::FilterOpts::Flow(fl) => fl.baseclass,
-                _ => None,
-            };
-            for c in f.opts.classid().into_iter().chain(base) {
+            for c in f.opts.classid().into_iter().chain(f.opts.target()) {
                 conv(c, &|| format!("the class of the {}", what()), &mut too_wide);
             }
         }

@@ -47,7 +47,9 @@ fn a_changed_filter_no_longer_matches_the_capture() {
     let mut state = case.state();
     let dev = &mut state.devices[0];
     let f = dev.filters.iter_mut().rev().find(|f| f.handle == 0x8000_0800).unwrap();
-    let sluice_tc::model::FilterOpts::U32(u) = &mut f.opts else { panic!("u32") };
+    let sluice_tc::model::FilterOpts::U32(sluice_tc::model::U32Filter::Key(u)) = &mut f.opts else {
+        panic!("u32")
+    };
     u.keys[0].mask = 0xfffe;
     let plan = case.plan(&state);
     let (_, f) = plan.filter_nodes().last().unwrap();

@@ -1,14 +1,16 @@
 //! Every qdisc kind of the registry, byte for byte against the requests iproute2 6.1's tc sent
 //! for the same commands (the fixtures in `tests/fixtures/`, captured with strace by the
 //! `scripts/*-netlink-capture.py` scripts; tc sends a request even where this kernel lacks the
-//! kind). A registry kind without captured requests fails here; so does a kind whose classes take
-//! options without two captured class requests (`RTM_NEWTCLASS`).
+//! kind). A registry kind (qdisc or filter) with fewer than two captured requests fails here; so
+//! does a kind whose classes take options without two captured class requests (`RTM_NEWTCLASS`).
 
 mod netlink_fixture;
 
+use sluice_kernel::filters::filter_msg;
 use sluice_kernel::kernel::{class_msg, class_request, qdisc_msg};
+use sluice_kernel::netlink::flags;
 use sluice_model::grammar::Cur;
-use sluice_model::kinds::{ClassOpts, CLASS_KINDS, QDISC_KINDS};
+use sluice_model::kinds::{ClassOpts, CLASS_KINDS, FILTER_KINDS, QDISC_KINDS};
 use sluice_model::model::Handle;
 
 const FIXTURES: &[(&str, &str)] = &[
@@ -129,5 +131,44 @@ fn every_class_kind_sends_what_tc_sends() {
     for kind in CLASS_KINDS {
         let n = checked.iter().filter(|k| *k == kind).count();
         assert!(n >= 2, "{kind}: {n} captured class requests (want at least 2 in tests/fixtures/)");
+    }
+}
+
+/// `RTM_NEWTFILTER` requests (`scripts/filters-netlink-capture.py`,
+/// `scripts/filters-more-netlink-capture.py`).
+const FILTER_FIXTURES: &[(&str, &str)] = &[
+    ("filters-netlink.txt", include_str!("fixtures/filters-netlink.txt")),
+    ("filters-more-netlink.txt", include_str!("fixtures/filters-more-netlink.txt")),
+];
+
+#[test]
+fn every_registry_filter_kind_sends_what_tc_sends() {
+    let mut checked: Vec<&str> = Vec::new();
+    for (file, text) in FILTER_FIXTURES {
+        let v1: u32 = text
+            .lines()
+            .find_map(|l| l.strip_prefix("# ifindex v1: "))
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{file} names v1's interface index"));
+        for c in netlink_fixture::cases(text) {
+            let state = c.state();
+            let plan = c.plan(&state);
+            let (_, f) = plan.filter_nodes().last().unwrap_or_else(|| panic!("{file}: {}: no filter", c.cmd));
+            // The command is the one Sluice prints for this filter (tc writes the police
+            // keyword's two verdicts as `drop/pipe`, Sluice as `drop / pipe`).
+            let printed = plan.filters().last().unwrap().1.replace(" / ", "/");
+            assert_eq!(printed, c.cmd, "{file}: the fixture's command is Sluice's printed form");
+            let target = |d: &str| (d == "v1").then_some(v1);
+            let fl = flags::REQUEST | flags::ACK | flags::EXCL | flags::CREATE;
+            let msg =
+                filter_msg(c.ifindex(), f, fl, &target).unwrap_or_else(|e| panic!("{file}: {}: {e}", c.cmd));
+            c.assert_same(msg.bytes());
+            let kind = f.opts.kind();
+            checked.push(FILTER_KINDS.iter().copied().find(|k| *k == kind).unwrap_or("?"));
+        }
+    }
+    for kind in FILTER_KINDS {
+        let n = checked.iter().filter(|k| *k == kind).count();
+        assert!(n >= 2, "{kind}: {n} captured filter requests (want at least 2 in tests/fixtures/)");
     }
 }

@@ -71,11 +71,13 @@ fn u32_filters_put_real_traffic_in_the_classes_they_name() {
     let plan = Plan::new(&config, IF_SHAPER_SERVER, BurstPolicy::Sluice).unwrap();
     let nodes: Vec<_> = plan.filter_nodes().map(|(_, f)| f).collect();
     assert_eq!(filters::compare(&nodes, &kfilters), Vec::<String>::new(), "{kfilters:#?}");
-    assert!(kfilters.iter().any(|k| k.handle == 0x0020_5800 && k.classid == Some(0x1_0030)), "{kfilters:#?}");
+    assert!(kfilters.iter().any(|k| k.handle == 0x0020_5800 && k.classid() == Some(0x1_0030)), "{kfilters:#?}");
     // The comparison is not vacuous: a model naming another class differs.
     let mut other = config.clone();
     let f = other.devices[0].filters.iter_mut().find(|f| f.handle == 0x0020_5800).unwrap();
-    let sluice_tc::model::FilterOpts::U32(u) = &mut f.opts else { panic!("u32") };
+    let sluice_tc::model::FilterOpts::U32(sluice_tc::model::U32Filter::Key(u)) = &mut f.opts else {
+        panic!("u32")
+    };
     u.classid = Some(sluice_core::Handle::new(1, 0x10));
     let other_plan = Plan::new(&other, IF_SHAPER_SERVER, BurstPolicy::Sluice).unwrap();
     let other_nodes: Vec<_> = other_plan.filter_nodes().map(|(_, f)| f).collect();

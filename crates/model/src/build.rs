@@ -10,12 +10,7 @@ use crate::model::*;
 use sluice_core::classify::Classifier;
 use sluice_core::codel::CodelParams;
 use sluice_core::filter::action::Actions;
-use sluice_core::filter::flow::{FlowConfig, FlowMode};
-use sluice_core::filter::fw::FwConfig;
-use sluice_core::filter::matchall::MatchallConfig;
-use sluice_core::filter::u32::{HashKey, U32Config, U32Key as CoreKey, U32Offset, U32Selector, VarOffset};
-use sluice_core::filter::BasicConfig;
-use sluice_core::filter::{FilterConfig, FilterList, FilterSpec, Protocol, Upsert};
+use sluice_core::filter::{FilterList, FilterSpec, Protocol, Upsert};
 use sluice_core::rate::LinkLayer as CoreLinkLayer;
 use sluice_core::{Handle, Qdisc, Span, WireSpec};
 
@@ -129,84 +124,16 @@ fn actions(a: &[Action], devices: &[Device]) -> Result<Actions, BuildError> {
 
 fn filter_spec(f: &FilterNode, devices: &[Device]) -> Result<Option<FilterSpec>, BuildError> {
     let acts = actions(&f.actions, devices)?;
-    let (config, handle) = match &f.opts {
-        // The root table of each priority is created by the core itself.
-        FilterOpts::U32Table { .. } if f.handle >> 20 >= 0x800 => return Ok(None),
-        FilterOpts::U32Table { divisor } => (
-            FilterConfig::U32(U32Config {
-                ht: None,
-                order: None,
-                divisor: Some(*divisor),
-                sel: U32Selector::default(),
-                link: None,
-                classid: None,
-                actions: acts,
-                indev: None,
-                mark: None,
-            }),
-            Some(f.handle),
-        ),
-        FilterOpts::U32(u) => (
-            FilterConfig::U32(U32Config {
-                ht: Some(f.handle & 0xFFFF_F000),
-                order: Some(f.handle & 0xFFF),
-                divisor: None,
-                sel: U32Selector {
-                    keys: u
-                        .keys
-                        .iter()
-                        .map(|k| CoreKey { val: k.val, mask: k.mask, off: k.off, nexthdr: k.nexthdr })
-                        .collect(),
-                    offset: u.offset.map(|o| U32Offset {
-                        plus: o.plus,
-                        var: o.var.then_some(VarOffset { at: o.at, mask: o.mask, shift: o.shift }),
-                        eat: o.eat,
-                    }),
-                    hashkey: u.hashkey.map(|(mask, at)| HashKey { mask, at }),
-                },
-                link: u.link,
-                classid: u.classid,
-                actions: acts,
-                indev: None,
-                mark: None,
-            }),
-            Some(f.handle),
-        ),
-        FilterOpts::Flow(x) => (
-            FilterConfig::Flow(FlowConfig {
-                mode: if x.hash { FlowMode::Hash } else { FlowMode::Map },
-                keys: x.keys,
-                and: x.mask,
-                xor: x.xor,
-                rshift: x.rshift.unwrap_or(0).min(31) as u8,
-                addend: x.addend.unwrap_or(0),
-                divisor: x.divisor.unwrap_or(0),
-                baseclass: x.baseclass,
-                perturb: x.perturb.filter(|&p| p > 0).map(|p| Span::from_secs(p as u64)),
-                actions: acts,
-                ..FlowConfig::default()
-            }),
-            Some(f.handle),
-        ),
-        FilterOpts::Fw(x) => (
-            FilterConfig::Fw(FwConfig { mask: x.mask, classid: x.classid, actions: acts, indev: None }),
-            Some(f.handle),
-        ),
-        FilterOpts::Matchall(m) => {
-            (FilterConfig::Matchall(MatchallConfig { classid: m.classid, actions: acts }), Some(f.handle))
-        }
-        FilterOpts::Basic(b) => (FilterConfig::Basic(basic_config(b, acts)?), Some(f.handle)),
-    };
+    let Some(config) = f.opts.build(f, acts)? else { return Ok(None) };
     Ok(Some(FilterSpec {
         chain: f.chain,
         pref: Some(f.prio),
         protocol: Protocol(f.protocol),
-        handle,
+        handle: Some(f.handle),
         config,
     }))
 }
 
-/// A basic filter's tree, read back from the model's canonical text; meta ids the engine has no
 /// The classifier's shape of a tree with a `default` class (HTB, HFSC): its classes, and the
 /// `default` class as the fallback when it exists and is a leaf, else the qdisc itself (the
 /// direct queue, or HFSC's drop).
@@ -232,23 +159,6 @@ pub(crate) fn set_default_class_shape(
             fallback: Fallback::Class(fallback),
         })
         .map_err(BuildError::Filter)
-}
-
-/// value for are refused.
-fn basic_config(
-    b: &crate::model::BasicOpts,
-    actions: sluice_core::filter::Actions,
-) -> Result<BasicConfig, BuildError> {
-    let ematch = match &b.ematch {
-        Some(t) => crate::kinds::ematch::parse_text(t).map_err(BuildError::Unsupported)?,
-        None => Vec::new(),
-    };
-    if let Some(id) = sluice_core::filter::basic::unsupported(&ematch) {
-        return Err(BuildError::Unsupported(format!(
-            "the basic filter's meta id {id} (no value in the model)"
-        )));
-    }
-    Ok(BasicConfig { ematch, classid: b.classid, actions })
 }
 
 pub(crate) fn codel_params(

@@ -1239,3 +1239,245 @@ mod fq_props {
         assert!(parse("fq", "maxrate 40gbit").is_err());
     }
 }
+
+mod filter_props {
+    //! Filter kinds: (a) the model's words (`FilterKind::args`) parse back to the same model and
+    //! handle, (b) the options tc would send decode to the same model, (c) the builder accepts
+    //! them; and state files written before the filter registry still load.
+    use proptest::prelude::*;
+    use sluice_core::filter::action::Actions;
+    use sluice_model::error::TcError;
+    use sluice_model::grammar::Cur;
+    use sluice_model::kinds::ematch;
+    use sluice_model::kinds::filter_common::{FilterEncodeCx, FilterParseCx};
+    use sluice_model::model::*;
+    use sluice_model::nlattr::{self, Attrs};
+
+    /// No actions in these properties: a parser reaching one fails.
+    struct NoActions;
+    impl FilterParseCx for NoActions {
+        fn action(&mut self, cur: &mut Cur) -> Result<(), TcError> {
+            Err(TcError::usage("no actions here", Some(cur.pos)))
+        }
+        fn police(&mut self, cur: &mut Cur) -> Result<(), TcError> {
+            Err(TcError::usage("no police here", Some(cur.pos)))
+        }
+    }
+
+    /// Words as a shell splits them (single quotes only: what `args` writes).
+    fn words(s: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut cur = String::new();
+        let (mut quoted, mut any) = (false, false);
+        for c in s.chars() {
+            match c {
+                '\'' => {
+                    quoted = !quoted;
+                    any = true;
+                }
+                ' ' if !quoted => {
+                    if any || !cur.is_empty() {
+                        out.push(std::mem::take(&mut cur));
+                    }
+                    any = false;
+                }
+                c => cur.push(c),
+            }
+        }
+        if any || !cur.is_empty() {
+            out.push(cur);
+        }
+        out
+    }
+
+    fn node(opts: FilterOpts, handle: u32, protocol: u16) -> FilterNode {
+        FilterNode {
+            parent: Handle::new(1, 0),
+            chain: 0,
+            prio: 1,
+            protocol,
+            handle,
+            opts,
+            actions: Vec::new(),
+            police_keyword: false,
+        }
+    }
+
+    fn check(f: &FilterNode, table: Option<u32>) -> Result<(), TestCaseError> {
+        // (a) args -> parse: ` handle H KIND WORDS...`.
+        let args = f.opts.args(f);
+        let w = words(&args);
+        prop_assert_eq!(w[0].as_str(), "handle", "{}", args);
+        prop_assert_eq!(w[2].as_str(), f.opts.kind(), "{}", args);
+        let rest = w[3..].to_vec();
+        let mut cur = Cur { argv: &rest, pos: 0, max_minor: 0xFFFF };
+        let p = FilterOpts::parse_kind(f.opts.kind(), &mut cur, Some((1, &w[1])), &mut NoActions)
+            .expect("a registry kind")
+            .map_err(|e| TestCaseError::fail(format!("{args}: {e:?}")))?;
+        prop_assert_eq!(&p.opts, &f.opts, "{}", args);
+        prop_assert_eq!(p.handle, f.handle, "{}", args);
+        prop_assert_eq!(p.table, table, "{}", args);
+        // (b) encode -> decode.
+        let mut out = Attrs::new();
+        f.opts.encode(f, &mut out, &FilterEncodeCx { actions: &|_, _, _| Ok(()) }).unwrap();
+        let bytes = out.into_bytes();
+        let options = nlattr::find(&bytes, sluice_model::kinds::TCA_OPTIONS);
+        let back = FilterOpts::decode(f.opts.kind(), options).expect("a registry kind").unwrap();
+        prop_assert_eq!(&back, &f.opts, "{}", args);
+        // (c) the builder accepts it.
+        prop_assert!(f.opts.build(f, Actions::new(Vec::new())).is_ok());
+        Ok(())
+    }
+
+    fn class() -> impl Strategy<Value = Handle> {
+        (1u16..0x8000, 1u32..=0xFFFF).prop_map(|(a, b)| Handle::new(a, b))
+    }
+
+    /// Ematch trees in the model's canonical form.
+    fn ematch_text() -> impl Strategy<Value = String> {
+        prop::sample::select(vec![
+            "cmp(u16 at 2 layer 2 mask 0xff00 trans gt 10)",
+            "u32(u32 0xc6120000 0xffff0000 at 12) and (cmp(u8 at 9 layer 1 eq 17) or not nbyte(\"ab\" at 0 layer 2))",
+            "(cmp(u8 at 9 layer 1 eq 6) and (u32(u32 0x500000 0xffff0000 at 20) or u32(u32 0x1bb0000 0xffff0000 at 20))) or cmp(u8 at 9 layer 1 eq 1)",
+            "not u32(u16 0x1122 0xffff at nexthdr+4)",
+        ])
+        .prop_map(|s| ematch::canonical(&ematch::parse_text(s).unwrap()))
+    }
+
+    fn u32_key() -> impl Strategy<Value = U32Opts> {
+        let key = (any::<u32>(), any::<u32>(), -64i32..64, any::<bool>()).prop_map(|(v, m, o, n)| U32Key {
+            val: v & m,
+            mask: m,
+            off: o * 4,
+            nexthdr: n,
+        });
+        let offset = (
+            proptest::option::of(any::<i16>()),
+            any::<bool>(),
+            -100i16..100,
+            any::<u16>(),
+            any::<u8>(),
+            any::<bool>(),
+        )
+            .prop_filter("something set", |(p, v, _, _, _, e)| p.is_some() || *v || *e)
+            .prop_map(|(plus, var, at, mask, shift, eat)| U32OffsetOpts {
+                plus,
+                var,
+                at: if var { at * 2 } else { 0 },
+                mask: if var { mask } else { 0 },
+                shift: if var { shift } else { 0 },
+                eat,
+            });
+        (
+            proptest::collection::vec(key, 1..6),
+            proptest::option::of(class()),
+            proptest::option::of((1u32..0x800).prop_map(|t| t << 20)),
+            proptest::option::of((1u32..=u32::MAX, -100i32..100)),
+            proptest::option::of("[a-z][a-z0-9]{0,6}"),
+            proptest::option::of(offset),
+        )
+            .prop_map(|(keys, classid, link, hashkey, indev, offset)| {
+                // One key per offset (tc merges samples at the same offset).
+                let mut seen = Vec::new();
+                let keys = keys.into_iter().filter(|k| {
+                    let new = !seen.contains(&(k.off, k.nexthdr));
+                    seen.push((k.off, k.nexthdr));
+                    new
+                });
+                U32Opts { keys: keys.collect(), classid, link, hashkey, indev, offset }
+            })
+    }
+
+    proptest! {
+        #[test]
+        fn u32_keys(u in u32_key(), ht in 1u32..0x1000, bkt in 0u32..0x100, id in 1u32..0x1000, v4 in any::<bool>()) {
+            let h = ht << 20 | bkt << 12 | id;
+            let f = node(FilterOpts::U32(U32Filter::Key(u)), h, if v4 { ETH_P_IP } else { ETH_P_ALL });
+            check(&f, Some(h & 0xFFFF_F000))?;
+        }
+
+        #[test]
+        fn u32_tables(ht in 1u32..0x800, d in 0u32..=8) {
+            let f = node(FilterOpts::U32(U32Filter::Table(U32TableOpts { divisor: 1 << d })), ht << 20, ETH_P_IP);
+            check(&f, None)?;
+        }
+
+        #[test]
+        fn flow(
+            hash in any::<bool>(),
+            keys in 1u32..(1 << FLOW_KEYS.len()),
+            one in 0usize..FLOW_KEYS.len(),
+            mask in prop_oneof![Just(u32::MAX), any::<u32>()],
+            xor in prop_oneof![Just(0u32), any::<u32>()],
+            rshift in proptest::option::of(0u32..32),
+            addend in proptest::option::of(any::<u32>()),
+            divisor in proptest::option::of(1u32..=65536),
+            baseclass in class(),
+            perturb in proptest::option::of(0u32..3600),
+            em in proptest::option::of(ematch_text()),
+            handle in 1u32..=u32::MAX,
+        ) {
+            // map mode takes one key.
+            let keys = if hash { keys } else { 1 << one };
+            // A made flow filter has its base class (the kernel's default when not given).
+            let o = FlowOpts { hash, keys, mask, xor, rshift, addend, divisor, baseclass: Some(baseclass), perturb, ematch: em };
+            check(&node(FilterOpts::Flow(o), handle, ETH_P_ALL), None)?;
+        }
+
+        #[test]
+        fn fw(classid in class(), mask in proptest::option::of(any::<u32>()), handle in 1u32..=u32::MAX) {
+            // Without a class (and no actions) tc sends no options, which the kernel refuses.
+            let o = FwOpts { classid: Some(classid), mask };
+            check(&node(FilterOpts::Fw(o), handle, ETH_P_IP), None)?;
+        }
+
+        #[test]
+        fn matchall(classid in proptest::option::of(class()), skip_hw in any::<bool>(), handle in 1u32..=u32::MAX) {
+            let o = SimpleResult { classid, skip_hw };
+            check(&node(FilterOpts::Matchall(o), handle, ETH_P_ALL), None)?;
+        }
+
+        #[test]
+        fn basic(classid in proptest::option::of(class()), em in proptest::option::of(ematch_text()), handle in 1u32..=u32::MAX) {
+            // tc refuses a tree that ends the command: without actions, a class follows it.
+            let classid = if em.is_some() { classid.or(Some(Handle::new(1, 1))) } else { classid };
+            let o = BasicOpts { classid, ematch: em };
+            check(&node(FilterOpts::Basic(o), handle, ETH_P_IP), None)?;
+        }
+    }
+
+    /// Filters as state files hold them before the filter registry (u32 hash tables were
+    /// `"u32_table"`) load as they did.
+    #[test]
+    fn older_state_files_load() {
+        let json = r#"[
+            {"parent":"1:","chain":0,"prio":1,"protocol":2048,"handle":2147483648,"opts":{"kind":"u32_table","divisor":1}},
+            {"parent":"1:","chain":0,"prio":1,"protocol":2048,"handle":2147485696,
+             "opts":{"kind":"u32","keys":[{"val":22,"mask":65535,"off":20,"nexthdr":false}],"classid":"1:10"}},
+            {"parent":"1:","prio":2,"protocol":3,"handle":1,"opts":{"kind":"flow","hash":true,"keys":3,"divisor":16,"baseclass":"1:10"}},
+            {"parent":"1:","prio":3,"protocol":2048,"handle":5,"opts":{"kind":"fw","classid":"1:10","mask":255}},
+            {"parent":"1:","prio":4,"protocol":3,"handle":1,"opts":{"kind":"matchall","classid":"1:10","skip_hw":true}},
+            {"parent":"1:","prio":5,"protocol":2048,"handle":1,"opts":{"kind":"basic","classid":"1:10","ematch":"cmp(u8 at 9 layer 1 eq 6)"}}
+        ]"#;
+        let f: Vec<FilterNode> = serde_json::from_str(json).unwrap();
+        assert_eq!(f[0].opts, FilterOpts::U32(U32Filter::Table(U32TableOpts { divisor: 1 })));
+        let FilterOpts::U32(U32Filter::Key(k)) = &f[1].opts else { panic!("{:?}", f[1].opts) };
+        assert_eq!(k.keys, vec![U32Key { val: 22, mask: 0xFFFF, off: 20, nexthdr: false }]);
+        assert_eq!(k.classid, Some(Handle::new(1, 0x10)));
+        assert!(matches!(&f[2].opts, FilterOpts::Flow(x) if x.hash && x.keys == 3 && x.mask == u32::MAX));
+        assert_eq!(
+            f[3].opts,
+            FilterOpts::Fw(FwOpts { classid: Some(Handle::new(1, 0x10)), mask: Some(255) })
+        );
+        assert_eq!(
+            f[4].opts,
+            FilterOpts::Matchall(SimpleResult { classid: Some(Handle::new(1, 0x10)), skip_hw: true })
+        );
+        assert!(
+            matches!(&f[5].opts, FilterOpts::Basic(b) if b.ematch.as_deref() == Some("cmp(u8 at 9 layer 1 eq 6)"))
+        );
+        // Written again, tables are `"u32"` with their divisor, and read back the same.
+        let again: Vec<FilterNode> = serde_json::from_str(&serde_json::to_string(&f).unwrap()).unwrap();
+        assert_eq!(again, f);
+    }
+}

@@ -5,7 +5,6 @@
 
 use crate::model::*;
 use crate::tc::args::proto_word;
-use crate::tc::filters::u32_handle_str;
 use crate::tc::show::{classid_str, qdisc_handle_str, qdisc_parent_arg};
 use std::fmt::Write;
 
@@ -64,119 +63,9 @@ fn action_args(f: &FilterNode) -> String {
     }
 }
 
-/// The kind-specific part of a filter command (`handle ... KIND ...`).
+/// The kind-specific part of a filter command (`handle ... KIND ...`), then its actions.
 pub fn filter_args(f: &FilterNode) -> String {
-    let mut s = String::new();
-    match &f.opts {
-        FilterOpts::U32Table { divisor } => {
-            let _ = write!(s, " handle {} u32 divisor {divisor}", u32_handle_str(f.handle));
-        }
-        FilterOpts::U32(u) => {
-            let ht = f.handle & 0xFFFF_F000;
-            let _ = write!(
-                s,
-                " handle {} u32 ht {:x}:{:x}",
-                u32_handle_str(f.handle),
-                ht >> 20,
-                (ht >> 12) & 0xFF
-            );
-            for k in &u.keys {
-                let _ = write!(
-                    s,
-                    " match u32 0x{:08x} 0x{:08x} at {}{}",
-                    k.val,
-                    k.mask,
-                    if k.nexthdr { "nexthdr+" } else { "" },
-                    k.off
-                );
-            }
-            if let Some(l) = u.link {
-                let _ = write!(s, " link {}", u32_handle_str(l));
-            }
-            if let Some(o) = u.offset {
-                s.push_str(" offset");
-                if let Some(p) = o.plus {
-                    let _ = write!(s, " plus {p}");
-                }
-                if o.var {
-                    let _ = write!(s, " at {} mask {:04x} shift {}", o.at, o.mask, o.shift);
-                }
-                if o.eat {
-                    s.push_str(" eat");
-                }
-            }
-            if let Some((m, o)) = u.hashkey {
-                let _ = write!(s, " hashkey mask 0x{m:08x} at {o}");
-            }
-            if let Some(i) = &u.indev {
-                let _ = write!(s, " indev {}", q(i));
-            }
-            if let Some(c) = u.classid {
-                let _ = write!(s, " classid {}", classid_str(c));
-            }
-        }
-        FilterOpts::Flow(fl) => {
-            let keys: Vec<&str> =
-                (0..32).filter(|i| fl.keys & (1 << i) != 0).filter_map(flow_key_name).collect();
-            let _ = write!(
-                s,
-                " handle {:#x} flow {} keys {}",
-                f.handle,
-                if fl.hash { "hash" } else { "map" },
-                keys.join(",")
-            );
-            if fl.mask != u32::MAX {
-                let _ = write!(s, " and {:#x}", fl.mask);
-            }
-            if fl.xor != 0 {
-                let _ = write!(s, " xor {:#x}", fl.xor);
-            }
-            for (k, v) in [
-                ("rshift", fl.rshift),
-                ("addend", fl.addend),
-                ("divisor", fl.divisor),
-                ("perturb", fl.perturb),
-            ] {
-                if let Some(v) = v {
-                    let _ = write!(s, " {k} {v}");
-                }
-            }
-            if let Some(b) = fl.baseclass {
-                let _ = write!(s, " baseclass {}", classid_str(b));
-            }
-            if let Some(e) = &fl.ematch {
-                let _ = write!(s, " match {}", q(e));
-            }
-        }
-        FilterOpts::Fw(fw) => {
-            let _ = write!(s, " handle {:#x}", f.handle);
-            if let Some(m) = fw.mask {
-                let _ = write!(s, "/{m:#x}");
-            }
-            s.push_str(" fw");
-            if let Some(c) = fw.classid {
-                let _ = write!(s, " classid {}", classid_str(c));
-            }
-        }
-        FilterOpts::Matchall(m) => {
-            let _ = write!(s, " handle {:#x} matchall", f.handle);
-            if m.skip_hw {
-                s.push_str(" skip_hw");
-            }
-            if let Some(c) = m.classid {
-                let _ = write!(s, " classid {}", classid_str(c));
-            }
-        }
-        FilterOpts::Basic(b) => {
-            let _ = write!(s, " handle {:#x} basic", f.handle);
-            if let Some(e) = &b.ematch {
-                let _ = write!(s, " match {}", q(e));
-            }
-            if let Some(c) = b.classid {
-                let _ = write!(s, " classid {}", classid_str(c));
-            }
-        }
-    }
+    let mut s = f.opts.args(f);
     s.push_str(&action_args(f));
     s
 }
@@ -215,13 +104,10 @@ pub fn first_wide_handle(state: &State) -> Option<(&str, Handle)> {
             [q.handle, q.parent].into_iter().chain(def)
         });
         let classes = d.classes.iter().flat_map(|c| [c.classid, c.parent]);
-        let filters = d.filters.iter().flat_map(|f| {
-            let flow = match &f.opts {
-                FilterOpts::Flow(x) => x.baseclass,
-                _ => None,
-            };
-            [Some(f.parent), f.opts.classid(), flow].into_iter().flatten()
-        });
+        let filters = d
+            .filters
+            .iter()
+            .flat_map(|f| [Some(f.parent), f.opts.classid(), f.opts.target()].into_iter().flatten());
         qdiscs.chain(classes).chain(filters).find(wide).map(|h| (d.name.as_str(), h))
     })
 }
@@ -317,8 +203,7 @@ pub fn to_tc_script(state: &State) -> String {
             pending.retain(|(_, c)| !c.is_empty());
         }
         for f in &dev.filters {
-            let is_root_table = matches!(f.opts, FilterOpts::U32Table { .. }) && f.handle >> 20 >= 0x800;
-            if is_root_table {
+            if f.opts.implicit(f.handle) {
                 continue;
             }
             let parent = match f.parent {

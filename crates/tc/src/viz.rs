@@ -175,50 +175,7 @@ fn qdisc_summary(q: &QdiscOpts) -> Option<String> {
 
 /// What a filter matches, short.
 pub fn filter_label(f: &FilterNode) -> String {
-    let mut s = match &f.opts {
-        FilterOpts::U32(u) => {
-            let keys: Vec<String> = u
-                .keys
-                .iter()
-                .map(|k| match (k.off, k.nexthdr, k.mask) {
-                    (12, false, _) => {
-                        format!("src {}/{}", std::net::Ipv4Addr::from(k.val), k.mask.count_ones())
-                    }
-                    (16, false, _) => {
-                        format!("dst {}/{}", std::net::Ipv4Addr::from(k.val), k.mask.count_ones())
-                    }
-                    (20, false, 0xFFFF_0000) => format!("sport {}", k.val >> 16),
-                    (20, false, 0x0000_FFFF) => format!("dport {}", k.val & 0xFFFF),
-                    (0, true, 0xFFFF_0000) => format!("sport {}", k.val >> 16),
-                    (0, true, 0x0000_FFFF) => format!("dport {}", k.val & 0xFFFF),
-                    (0, false, 0x00FF_0000) => format!("tos {:#x}", (k.val >> 16) & 0xFF),
-                    (0, false, 0x00FC_0000) => format!("dscp {}", (k.val >> 18) & 0x3F),
-                    _ => format!(
-                        "{:08x}/{:08x}@{}{}",
-                        k.val,
-                        k.mask,
-                        if k.nexthdr { "nh+" } else { "" },
-                        k.off
-                    ),
-                })
-                .collect();
-            format!("u32 {}", keys.join(" "))
-        }
-        FilterOpts::Flow(fl) => {
-            let keys: Vec<&str> =
-                (0..32).filter(|i| fl.keys & (1 << i) != 0).filter_map(flow_key_name).collect();
-            format!(
-                "flow {} {}{}",
-                if fl.hash { "hash" } else { "map" },
-                keys.join(","),
-                fl.divisor.map(|d| format!(" /{d}")).unwrap_or_default()
-            )
-        }
-        FilterOpts::Fw(_) => format!("fw mark {:#x}", f.handle),
-        FilterOpts::Matchall(_) => "matchall".into(),
-        FilterOpts::Basic(b) => format!("basic {}", b.ematch.clone().unwrap_or_default()),
-        FilterOpts::U32Table { divisor } => format!("u32 table /{divisor}"),
-    };
+    let mut s = f.opts.label(f);
     s = format!("pref {} {s}", f.prio);
     for a in &f.actions {
         s.push_str(&a.label().expect("every action kind is in the registry"));
@@ -262,24 +219,21 @@ fn build_tree(state: &State, stats: &StatsMap) -> Graph {
             } else {
                 format!("c:{}:{}", dev.name, classid_str(block_q))
             };
-            let target = match &f.opts {
-                FilterOpts::Flow(fl) => fl.baseclass,
-                o => o.classid(),
-            };
+            let target = f.opts.target();
             let Some(from) = g.nodes.iter().position(|n| n.id == from_id) else {
                 continue;
             };
             let find =
                 |t: Handle| g.nodes.iter().position(|n| n.id == format!("c:{}:{}", dev.name, classid_str(t)));
             let to = target.and_then(find);
-            if matches!(f.opts, FilterOpts::U32Table { .. }) {
+            if f.opts.is_table() {
                 continue;
             }
             let label = filter_label(f);
             // A flow filter spreads over baseclass .. baseclass + divisor - 1: one edge, many targets.
             let mut also = Vec::new();
-            if let (FilterOpts::Flow(fl), Some(b)) = (&f.opts, target) {
-                for k in 1..fl.divisor.unwrap_or(1).min(1024) {
+            if let Some(b) = target {
+                for k in 1..f.opts.spread().min(1024) {
                     if let Some(t) = find(Handle::new(b.major(), b.minor().wrapping_add(k))) {
                         also.push(t);
                     }

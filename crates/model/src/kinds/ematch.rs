@@ -982,3 +982,208 @@ mod tests {
         assert!(e(&deep).starts_with("Parse error"));
     }
 }
+
+/// `TCA_EMATCH_TREE_*` and the ematch kinds (`/etc/iproute2/ematch_map`).
+mod nl {
+    pub const TREE_HDR: u16 = 1;
+    pub const TREE_LIST: u16 = 2;
+    pub const CONTAINER: u16 = 0;
+    pub const CMP: u16 = 1;
+    pub const NBYTE: u16 = 2;
+    pub const U32: u16 = 3;
+    pub const REL_AND: u16 = 1;
+    pub const REL_OR: u16 = 2;
+    pub const REL_MASK: u16 = 3;
+    pub const INVERT: u16 = 4;
+    pub const CMP_TRANS: u8 = 1;
+}
+
+/// The first match kind of `tree` (at any depth) that the netlink encoder does not send.
+pub fn unencoded_match(tree: &[Ematch]) -> Option<&'static str> {
+    tree.iter().find_map(|e| match &e.kind {
+        EmKind::Container(c) => unencoded_match(c),
+        EmKind::Meta(_) => Some("meta"),
+        EmKind::Canid(_) => Some("canid"),
+        EmKind::Cmp(_) | EmKind::U32(_) | EmKind::Nbyte(_) => None,
+    })
+}
+
+/// The model's ematch text as the nest `nest` tc's `parse_ematch` sends, or what cannot be
+/// sent (`ematch (...)`, ``ematch `meta(...)` ``).
+pub fn encode_text(out: &mut crate::nlattr::Attrs, nest: u16, text: &str) -> Result<(), String> {
+    let tree = parse_text(text).map_err(|e| format!("ematch ({e})"))?;
+    if let Some(k) = unencoded_match(&tree) {
+        return Err(format!("ematch `{k}(...)`"));
+    }
+    encode(out, nest, &tree);
+    Ok(())
+}
+
+/// An ematch tree as tc's `parse_ematch` sends it: `TCA_EMATCH_TREE_HDR` (match count, program
+/// 0), then `TCA_EMATCH_TREE_LIST` with one nest per match, numbered from 1 in flattened order
+/// (the top-level sequence, then each container's sub-sequence appended as it is met); each is
+/// `struct tcf_ematch_hdr` (kind, relation and invert flags) and the match's own struct, a
+/// container's being the index of its sub-sequence's first match.
+pub fn encode(out: &mut crate::nlattr::Attrs, nest: u16, tree: &[Ematch]) {
+    fn flatten<'a>(seq: &'a [Ematch], base: usize, list: &mut Vec<(&'a Ematch, u32)>) {
+        for (k, e) in seq.iter().enumerate() {
+            if let EmKind::Container(child) = &e.kind {
+                let start = list.len();
+                list[base + k].1 = start as u32;
+                list.extend(child.iter().map(|c| (c, 0)));
+                flatten(child, start, list);
+            }
+        }
+    }
+    let mut list: Vec<(&Ematch, u32)> = tree.iter().map(|e| (e, 0)).collect();
+    flatten(tree, 0, &mut list);
+    out.begin_nest(nest);
+    let mut hdr = Vec::with_capacity(4);
+    hdr.extend_from_slice(&(list.len() as u16).to_ne_bytes());
+    hdr.extend_from_slice(&0u16.to_ne_bytes());
+    out.put(nl::TREE_HDR, &hdr);
+    out.begin_nest(nl::TREE_LIST);
+    for (i, (e, child)) in list.iter().enumerate() {
+        let mut flags = match e.rel {
+            Relation::End => 0,
+            Relation::And => nl::REL_AND,
+            Relation::Or => nl::REL_OR,
+        };
+        if e.invert {
+            flags |= nl::INVERT;
+        }
+        let mut b = Vec::with_capacity(24);
+        let kind = match &e.kind {
+            EmKind::Container(_) => nl::CONTAINER,
+            EmKind::Cmp(_) => nl::CMP,
+            EmKind::Nbyte(_) => nl::NBYTE,
+            EmKind::U32(_) => nl::U32,
+            // Refused before (`unencoded_match`).
+            EmKind::Meta(_) | EmKind::Canid(_) => u16::MAX,
+        };
+        b.extend_from_slice(&0u16.to_ne_bytes()); // matchid
+        b.extend_from_slice(&kind.to_ne_bytes());
+        b.extend_from_slice(&flags.to_ne_bytes());
+        b.extend_from_slice(&0u16.to_ne_bytes());
+        match &e.kind {
+            EmKind::Container(_) => b.extend_from_slice(&child.to_ne_bytes()),
+            EmKind::Cmp(c) => {
+                b.extend_from_slice(&c.val.to_ne_bytes());
+                b.extend_from_slice(&c.mask.to_ne_bytes());
+                b.extend_from_slice(&c.off.to_ne_bytes());
+                let trans = if c.trans { nl::CMP_TRANS } else { 0 };
+                b.push((c.align & 0xF) | trans << 4);
+                let opnd = match c.opnd {
+                    Opnd::Eq => 0u8,
+                    Opnd::Gt => 1,
+                    Opnd::Lt => 2,
+                };
+                b.push((c.layer & 0xF) | opnd << 4);
+            }
+            EmKind::Nbyte(n) => {
+                b.extend_from_slice(&n.off.to_ne_bytes());
+                let len_layer = (n.needle.len() as u16 & 0xFFF) | (n.layer as u16 & 0xF) << 12;
+                b.extend_from_slice(&len_layer.to_ne_bytes());
+                b.extend_from_slice(&n.needle);
+            }
+            EmKind::U32(k) => {
+                b.extend_from_slice(&k.mask.to_be_bytes());
+                b.extend_from_slice(&(k.val & k.mask).to_be_bytes());
+                b.extend_from_slice(&k.off.to_ne_bytes());
+                b.extend_from_slice(&(if k.nexthdr { -1i32 } else { 0 }).to_ne_bytes());
+            }
+            EmKind::Meta(_) | EmKind::Canid(_) => {}
+        }
+        // tc appends each part with its padding (`addraw_l`), and the nest's length counts it.
+        b.resize(b.len().next_multiple_of(4), 0);
+        out.put(i as u16 + 1, &b);
+    }
+    out.end_nest();
+    out.end_nest();
+}
+
+/// The tree of an ematch nest's payload (the inverse of [`encode`]).
+pub fn decode(payload: &[u8]) -> Result<Vec<Ematch>, String> {
+    let list = crate::nlattr::find(payload, nl::TREE_LIST).ok_or("no TCA_EMATCH_TREE_LIST")?;
+    let items: Vec<&[u8]> = crate::nlattr::attrs(list).map(|(_, p)| p).collect();
+    fn seq(items: &[&[u8]], start: usize, depth: usize) -> Result<Vec<Ematch>, String> {
+        let mut out = Vec::new();
+        let mut i = start;
+        loop {
+            let b = items.get(i).ok_or("an ematch sequence runs past the list")?;
+            let (e, end) = one_of(items, b, depth)?;
+            out.push(e);
+            if end {
+                return Ok(out);
+            }
+            i += 1;
+        }
+    }
+    fn one_of(items: &[&[u8]], b: &[u8], depth: usize) -> Result<(Ematch, bool), String> {
+        let u16_at =
+            |at: usize| b.get(at..at + 2).map(|x| u16::from_ne_bytes([x[0], x[1]])).ok_or("short ematch");
+        let u32_at = |at: usize| {
+            b.get(at..at + 4).map(|x| u32::from_ne_bytes([x[0], x[1], x[2], x[3]])).ok_or("short ematch")
+        };
+        let kind = u16_at(2)?;
+        let flags = u16_at(4)?;
+        let rel = match flags & nl::REL_MASK {
+            0 => Relation::End,
+            nl::REL_AND => Relation::And,
+            nl::REL_OR => Relation::Or,
+            _ => return Err("bad ematch relation".into()),
+        };
+        let d = &b[8.min(b.len())..];
+        let kind = match kind {
+            nl::CONTAINER => {
+                if depth > EMATCH_STACK {
+                    return Err("ematch containers nest too deep".into());
+                }
+                let child = u32_at(8)? as usize;
+                EmKind::Container(seq(items, child, depth + 1)?)
+            }
+            nl::CMP => {
+                if d.len() < 12 {
+                    return Err("short cmp".into());
+                }
+                let (a, l) = (d[10], d[11]);
+                EmKind::Cmp(Cmp {
+                    val: u32_at(8)?,
+                    mask: u32_at(12)?,
+                    off: u16_at(16)?,
+                    align: a & 0xF,
+                    trans: (a >> 4) & nl::CMP_TRANS != 0,
+                    layer: l & 0xF,
+                    opnd: match l >> 4 {
+                        0 => Opnd::Eq,
+                        1 => Opnd::Gt,
+                        2 => Opnd::Lt,
+                        _ => return Err("bad cmp operand".into()),
+                    },
+                })
+            }
+            nl::NBYTE => {
+                let off = u16_at(8)?;
+                let ll = u16_at(10)?;
+                let len = (ll & 0xFFF) as usize;
+                let needle = d.get(4..4 + len).ok_or("short nbyte")?.to_vec();
+                EmKind::Nbyte(Nbyte { needle, off, layer: (ll >> 12) as u8 })
+            }
+            nl::U32 => {
+                let be = |at: usize| u32_at(at).map(u32::from_be);
+                EmKind::U32(U32Key {
+                    mask: be(8)?,
+                    val: be(12)?,
+                    off: u32_at(16)? as i32,
+                    nexthdr: u32_at(20)? != 0,
+                })
+            }
+            k => return Err(format!("ematch kind {k} not decoded")),
+        };
+        Ok((Ematch { invert: flags & nl::INVERT != 0, rel, kind }, rel == Relation::End))
+    }
+    if items.is_empty() {
+        return Ok(Vec::new());
+    }
+    seq(&items, 0, 0)
+}

@@ -14,6 +14,14 @@
 //! in the list, and a byte-for-byte netlink fixture captured from iproute2's tc
 //! (`crates/kernel/tests/fixtures/`). The registry's property tests then cover it.
 //!
+//! Filters (classifiers) have their own trait, [`FilterKind`] (iproute2's `struct filter_util`,
+//! the kernel's `struct tcf_proto_ops`), and list, [`filter_registry!`], which generates
+//! [`FilterOpts`]; what every filter kind shares (the contexts of its hooks, the kernel's
+//! `change` for classifiers keyed by one handle, the `classid`/`match` words) is in
+//! [`filter_common`]. Adding a filter kind: its classifier in `sluice-core`, its folder here,
+//! one line in that list, captured requests (`crates/kernel/tests/registry_netlink.rs` wants two)
+//! and a block in `crates/model/tests/registry_props.rs`.
+//!
 //! Kinds not moved here yet are still dispatched by the older per-file matches (the generated
 //! methods return `None` for them); see `docs/handoff.md`.
 
@@ -21,16 +29,20 @@ use crate::build::BuildError;
 use crate::error::TcError;
 use crate::grammar::Cur;
 use crate::json::J;
-use crate::model::{Action, Device, Handle, QdiscNode};
+use crate::model::{Action, Device, FilterNode, Handle, QdiscNode};
 use crate::nlattr::Attrs;
 use action_common::ActErr;
+use filter_common::{FilterChange, FilterEncodeCx, FilterNl, FilterParseCx, FilterParsed, FilterReg};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use sluice_core::classify::Classifier;
 use sluice_core::filter::action::Action as CoreAction;
+use sluice_core::filter::action::Actions as CoreActions;
+use sluice_core::filter::FilterConfig;
 use sluice_core::Qdisc;
 use std::fmt::Debug;
 
 pub mod action_common;
+pub mod basic;
 pub mod cake;
 pub mod clsact;
 pub mod codel;
@@ -38,13 +50,17 @@ pub mod drr;
 pub mod ematch;
 pub mod ets;
 pub mod fifo;
+pub mod filter_common;
+pub mod flow;
 pub mod fq;
 pub mod fq_codel;
 pub mod fq_pie;
+pub mod fw;
 pub mod gact;
 pub mod hfsc;
 pub mod htb;
 pub mod ingress;
+pub mod matchall;
 pub mod mirred;
 pub mod mq;
 pub mod netem;
@@ -56,6 +72,9 @@ pub mod red;
 pub mod sfq;
 pub mod skbedit;
 pub mod tbf;
+// `u32` would shadow the integer type in this module.
+#[path = "u32/mod.rs"]
+pub mod cls_u32;
 
 /// `TCA_OPTIONS`: the attribute that holds a kind's options in a tc request.
 pub const TCA_OPTIONS: u16 = 2;
@@ -864,4 +883,338 @@ action_registry! {
     Police => police::Police,
     Skbedit => skbedit::Skbedit,
     Mirred => mirred::Mirred,
+}
+
+/// Everything about one filter (classifier) kind, in the shape of iproute2's `struct filter_util`
+/// (`parse_fopt`, `print_fopt`) and the kernel's `struct tcf_proto_ops` (`change`, `delete`,
+/// `walk`, `dump`). What is generic to every filter (the block, chain, priority and protocol of
+/// the classifier instance, the automatic priority, the action list and its table, the
+/// `TCA_KIND`/`TCA_CHAIN` around the options) is not the kind's: the central files do it.
+///
+/// One [`FilterNode`] is one object the kernel dumps: a filter, or for u32 also a hash table.
+pub trait FilterKind {
+    /// tc's name of the kind (`TCA_KIND`).
+    const NAME: &'static str;
+    /// tc prints the filter's own `police` keyword on a line of its own after the kind's
+    /// options (u32, basic), not right after them (fw, flow).
+    const POLICE_OWN_LINE: bool = false;
+    /// The options as the model holds them.
+    type Opts: Clone + Debug + PartialEq + Serialize + DeserializeOwned;
+    /// Its attributes in the kernel's dumps ([`FilterNl`]).
+    const NL: FilterNl;
+
+    /// tc's words after the kind name (`parse_fopt`), to the end of `cur`; `handle` is the
+    /// `handle` word the command gave (tc hands it to the kind), `cx` parses `action` and
+    /// `police`.
+    fn parse(
+        cur: &mut Cur,
+        handle: Option<(usize, &str)>,
+        cx: &mut dyn FilterParseCx,
+    ) -> Result<FilterParsed<Self::Opts>, TcError>;
+
+    /// Words from `handle` on that [`FilterKind::parse`] reads back as `f` (without its
+    /// actions), each with a leading space: ` handle H KIND ...` (export, dry-run commands).
+    fn args(o: &Self::Opts, f: &FilterNode) -> String;
+
+    /// What `tc filter show` prints after `KIND chain C ` (`print_fopt`), before the actions;
+    /// `pretty` is `-p`.
+    fn show(o: &Self::Opts, f: &FilterNode, pretty: bool) -> String;
+
+    /// The `options` object of `tc -j filter show`, without the actions.
+    fn json(o: &Self::Opts, f: &FilterNode, pretty: bool) -> J;
+
+    /// The class the filter sends packets to, when fixed (the class it binds).
+    fn classid(_o: &Self::Opts) -> Option<Handle> {
+        None
+    }
+
+    /// The first class the filter's results name (flow's `baseclass`; else [`FilterKind::classid`]).
+    fn target(o: &Self::Opts) -> Option<Handle> {
+        Self::classid(o)
+    }
+
+    /// How many classes from [`FilterKind::target`] on its results spread over (flow's divisor).
+    fn spread(_o: &Self::Opts) -> u32 {
+        1
+    }
+
+    /// The object is a container of filters, not a filter (u32's hash tables): it holds no
+    /// actions, the builder and the summaries do not count it.
+    fn is_table(_o: &Self::Opts) -> bool {
+        false
+    }
+
+    /// The kernel makes the object itself with the classifier instance (u32's root table): it
+    /// is neither sent nor exported nor built.
+    fn implicit(_o: &Self::Opts, _handle: u32) -> bool {
+        false
+    }
+
+    /// The kernel's `change` (add, change, replace) for `o` in the classifier instance of `cx`:
+    /// its checks, the handle it allocates, what a change keeps, the nodes it adds to
+    /// `cx.dev.filters`. The default is the classifier keyed by one handle
+    /// ([`filter_common::change_by_handle`]) with the hooks below.
+    fn change(cx: &mut FilterChange<'_>, o: Self::Opts, reg: &FilterReg<Self::Opts>) -> Result<(), TcError>
+    where
+        Self: Sized,
+    {
+        filter_common::change_by_handle::<Self>(cx, o, reg)
+    }
+
+    /// [`filter_common::change_by_handle`]: the kernel's checks on the request before anything
+    /// (fw refuses a handle without options).
+    fn check(_o: &Self::Opts, _cx: &FilterChange<'_>) -> Result<(), TcError> {
+        Ok(())
+    }
+
+    /// [`filter_common::change_by_handle`]: the handle the kernel gives a new filter added
+    /// without one (the lowest free from 1).
+    fn new_handle(cx: &FilterChange<'_>) -> Result<u32, TcError> {
+        let mut h = 1;
+        while cx.dev.filters.iter().any(|f| cx.in_tp(f) && f.handle == h) {
+            h += 1;
+        }
+        Ok(h)
+    }
+
+    /// [`filter_common::change_by_handle`]: the kernel's checks on a new filter and the
+    /// defaults it fills in; `tp_exists`: the classifier instance had filters already.
+    fn create(o: Self::Opts, _cx: &FilterChange<'_>, _tp_exists: bool) -> Result<Self::Opts, TcError> {
+        Ok(o)
+    }
+
+    /// [`filter_common::change_by_handle`]: what a change of `old` to `new` keeps (`given`:
+    /// what the request carried, from [`FilterParsed::given`]).
+    fn merge(new: Self::Opts, _old: &Self::Opts, _given: &[&'static str]) -> Self::Opts {
+        new
+    }
+
+    /// The kernel's `delete` of one object besides removing it (u32 drops a table's nodes).
+    fn delete(_o: &Self::Opts, _removed: &FilterNode, _dev: &mut Device) {}
+
+    /// The order `tc filter show` lists the objects of one classifier instance in (the kernel's
+    /// `walk`); `tp` is in creation order.
+    fn dump<'a>(_dev: &'a Device, _first: &'a FilterNode, tp: Vec<&'a FilterNode>) -> Vec<&'a FilterNode> {
+        tp
+    }
+
+    /// The attributes tc 6.1 sends after `TCA_KIND` for `f` (usually one `TCA_OPTIONS`), byte for
+    /// byte; the actions through `cx`. An option that cannot be sent is an error naming it.
+    fn encode(
+        o: &Self::Opts,
+        f: &FilterNode,
+        out: &mut Attrs,
+        cx: &FilterEncodeCx<'_>,
+    ) -> Result<(), Unencodable>;
+
+    /// The options of a request's `TCA_OPTIONS` payload (`None`: the request had none); the
+    /// actions in it are not the kind's.
+    fn decode(options: Option<&[u8]>) -> Result<Self::Opts, DecodeError>;
+
+    /// The core classifier (`None`: nothing to build, as for u32's root tables); `acts` are the
+    /// filter's actions, built.
+    fn build(o: &Self::Opts, f: &FilterNode, acts: CoreActions) -> Result<Option<FilterConfig>, BuildError>;
+
+    /// A few words for `sluice viz` (the actions follow).
+    fn label(o: &Self::Opts, f: &FilterNode) -> String;
+
+    /// What of the model's `o` the kernel's object (its dump, decoded) holds otherwise, as
+    /// `sluice apply` checks after applying: one phrase per difference (`"divisor 1 (model 16)"`).
+    /// The class and the generic fields are compared centrally.
+    fn differs(_o: &Self::Opts, _kernel: &Self::Opts) -> Vec<String> {
+        Vec::new()
+    }
+}
+
+/// The one list of filter kinds. For each `Variant => Kind`, `FilterOpts::Variant` holds
+/// `<Kind as FilterKind>::Opts`, and every method below dispatches to `Kind`.
+macro_rules! filter_registry {
+    ($($(#[$doc:meta])* $variant:ident => $kind:ty),* $(,)?) => {
+        /// tc names of the filter kinds in the registry.
+        pub const FILTER_KINDS: &[&str] = &[$(<$kind as FilterKind>::NAME),*];
+
+        /// Filter kinds and their options (the state file's `"kind"`: the variant in
+        /// snake_case, which is tc's name).
+        #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+        #[serde(tag = "kind", rename_all = "snake_case")]
+        pub enum FilterOpts {
+            $($(#[$doc])* $variant(<$kind as FilterKind>::Opts),)*
+        }
+
+        impl FilterOpts {
+            /// [`FilterKind::parse`] for `kind` (`None`: no such kind).
+            pub fn parse_kind(
+                kind: &str,
+                cur: &mut Cur,
+                handle: Option<(usize, &str)>,
+                cx: &mut dyn FilterParseCx,
+            ) -> Option<Result<FilterParsed<FilterOpts>, TcError>> {
+                $(if kind == <$kind as FilterKind>::NAME {
+                    return Some(<$kind as FilterKind>::parse(cur, handle, cx).map(|p| p.map(FilterOpts::$variant)));
+                })*
+                None
+            }
+
+            /// tc's kind name ([`FilterKind::NAME`]).
+            pub fn kind(&self) -> &'static str {
+                match self {
+                    $(FilterOpts::$variant(_) => <$kind as FilterKind>::NAME,)*
+                }
+            }
+
+            /// [`FilterKind::NL`] of the kind named `kind` (`None`: no such kind).
+            pub fn nl(kind: &str) -> Option<&'static FilterNl> {
+                $(if kind == <$kind as FilterKind>::NAME {
+                    return Some(&<$kind as FilterKind>::NL);
+                })*
+                None
+            }
+
+            /// [`FilterKind::POLICE_OWN_LINE`].
+            pub fn police_own_line(&self) -> bool {
+                match self {
+                    $(FilterOpts::$variant(_) => <$kind as FilterKind>::POLICE_OWN_LINE,)*
+                }
+            }
+
+            /// [`FilterKind::args`].
+            pub fn args(&self, f: &FilterNode) -> String {
+                match self {
+                    $(FilterOpts::$variant(o) => <$kind as FilterKind>::args(o, f),)*
+                }
+            }
+
+            /// [`FilterKind::show`].
+            pub fn show(&self, f: &FilterNode, pretty: bool) -> String {
+                match self {
+                    $(FilterOpts::$variant(o) => <$kind as FilterKind>::show(o, f, pretty),)*
+                }
+            }
+
+            /// [`FilterKind::json`].
+            pub fn json(&self, f: &FilterNode, pretty: bool) -> J {
+                match self {
+                    $(FilterOpts::$variant(o) => <$kind as FilterKind>::json(o, f, pretty),)*
+                }
+            }
+
+            /// [`FilterKind::classid`]: the class this filter sends packets to, if fixed.
+            pub fn classid(&self) -> Option<Handle> {
+                match self {
+                    $(FilterOpts::$variant(o) => <$kind as FilterKind>::classid(o),)*
+                }
+            }
+
+            /// [`FilterKind::target`].
+            pub fn target(&self) -> Option<Handle> {
+                match self {
+                    $(FilterOpts::$variant(o) => <$kind as FilterKind>::target(o),)*
+                }
+            }
+
+            /// [`FilterKind::spread`].
+            pub fn spread(&self) -> u32 {
+                match self {
+                    $(FilterOpts::$variant(o) => <$kind as FilterKind>::spread(o),)*
+                }
+            }
+
+            /// [`FilterKind::is_table`].
+            pub fn is_table(&self) -> bool {
+                match self {
+                    $(FilterOpts::$variant(o) => <$kind as FilterKind>::is_table(o),)*
+                }
+            }
+
+            /// [`FilterKind::implicit`] for the object with `handle`.
+            pub fn implicit(&self, handle: u32) -> bool {
+                match self {
+                    $(FilterOpts::$variant(o) => <$kind as FilterKind>::implicit(o, handle),)*
+                }
+            }
+
+            /// [`FilterKind::change`]: `self` is what the request carried.
+            pub fn change(self, cx: &mut FilterChange<'_>) -> Result<(), TcError> {
+                match self {
+                    $(FilterOpts::$variant(o) => {
+                        let reg = FilterReg {
+                            wrap: FilterOpts::$variant,
+                            get: |f| match f {
+                                FilterOpts::$variant(o) => Some(o),
+                                #[allow(unreachable_patterns)]
+                                _ => None,
+                            },
+                        };
+                        <$kind as FilterKind>::change(cx, o, &reg)
+                    })*
+                }
+            }
+
+            /// [`FilterKind::delete`] of `removed` (whose options these are).
+            pub fn delete(&self, removed: &FilterNode, dev: &mut Device) {
+                match self {
+                    $(FilterOpts::$variant(o) => <$kind as FilterKind>::delete(o, removed, dev),)*
+                }
+            }
+
+            /// [`FilterKind::dump`] for the instance led by `first`.
+            pub fn dump<'a>(dev: &'a Device, first: &'a FilterNode, tp: Vec<&'a FilterNode>) -> Vec<&'a FilterNode> {
+                match &first.opts {
+                    $(FilterOpts::$variant(_) => <$kind as FilterKind>::dump(dev, first, tp),)*
+                }
+            }
+
+            /// [`FilterKind::encode`] for `f` (whose options these are).
+            pub fn encode(&self, f: &FilterNode, out: &mut Attrs, cx: &FilterEncodeCx<'_>) -> Result<(), Unencodable> {
+                match self {
+                    $(FilterOpts::$variant(o) => <$kind as FilterKind>::encode(o, f, out, cx),)*
+                }
+            }
+
+            /// [`FilterKind::decode`] for the kind named `kind` (`None`: no such kind).
+            pub fn decode(kind: &str, options: Option<&[u8]>) -> Option<Result<FilterOpts, DecodeError>> {
+                $(if kind == <$kind as FilterKind>::NAME {
+                    return Some(<$kind as FilterKind>::decode(options).map(FilterOpts::$variant));
+                })*
+                None
+            }
+
+            /// [`FilterKind::build`] for `f` (whose options these are).
+            pub fn build(&self, f: &FilterNode, acts: CoreActions) -> Result<Option<FilterConfig>, BuildError> {
+                match self {
+                    $(FilterOpts::$variant(o) => <$kind as FilterKind>::build(o, f, acts),)*
+                }
+            }
+
+            /// [`FilterKind::differs`] (`kernel`: the kernel's dump decoded).
+            pub fn differs(&self, kernel: &FilterOpts) -> Vec<String> {
+                match (self, kernel) {
+                    $((FilterOpts::$variant(o), FilterOpts::$variant(k)) => <$kind as FilterKind>::differs(o, k),)*
+                    #[allow(unreachable_patterns)]
+                    _ => vec![format!("kind {} (model {})", kernel.kind(), self.kind())],
+                }
+            }
+
+            /// [`FilterKind::label`] for `f` (whose options these are).
+            pub fn label(&self, f: &FilterNode) -> String {
+                match self {
+                    $(FilterOpts::$variant(o) => <$kind as FilterKind>::label(o, f),)*
+                }
+            }
+        }
+    };
+}
+
+filter_registry! {
+    /// u32: key nodes and hash tables (a state file's older `u32_table` is a table).
+    #[serde(alias = "u32_table")]
+    U32 => cls_u32::U32,
+    /// flow: a class from a hash or a map of packet keys.
+    Flow => flow::Flow,
+    /// fw: the class from the firewall mark.
+    Fw => fw::Fw,
+    /// matchall: every packet.
+    Matchall => matchall::Matchall,
+    /// basic: an ematch tree.
+    Basic => basic::Basic,
 }

@@ -672,7 +672,7 @@ pub fn filter_actions_text(state: &State, f: &FilterNode, opts: super::ShowOpts)
         if f.police_keyword {
             // `TCA_*_POLICE`: the policer alone, on a line of its own after u32's and basic's
             // selectors, right after the class for fw and flow.
-            if matches!(f.opts, FilterOpts::U32(_) | FilterOpts::Basic(_)) {
+            if f.opts.police_own_line() {
                 s.push('\n');
             }
         } else {

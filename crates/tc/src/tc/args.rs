@@ -93,7 +93,7 @@ pub struct FilterSpec {
     pub opts: FilterOpts,
     /// Handle as the kind parsed it (0 = none).
     pub handle: u32,
-    /// u32: `ht`/`sample` target table (with bucket).
+    /// The hash table (and bucket) the filter is to go in (u32's `ht`/`sample`).
     pub u32_htid: Option<u32>,
     /// Actions (`action ...`, `police ...`).
     pub actions: Vec<super::actions::ActionSpec>,
@@ -455,13 +455,9 @@ fn parse_filter(verb: Verb, cur: &mut Cur) -> Result<FilterCmd, TcError> {
     match c.kind.clone() {
         Some((k, ki)) => {
             let handle = fhandle.as_ref().map(|(i, s)| (*i, s.as_str()));
-            let spec = match k.as_str() {
-                "u32" => super::filters::parse_u32(cur, handle)?,
-                "flow" => super::filters::parse_flow(cur, handle)?,
-                "fw" => super::filters::parse_fw(cur, handle)?,
-                "matchall" => super::filters::parse_matchall(cur, handle)?,
-                "basic" => super::filters::parse_basic(cur, handle)?,
-                _ => {
+            let spec = match super::filters::parse_filter(&k, cur, handle) {
+                Some(r) => r?,
+                None => {
                     return Err(TcError::usage(
                         format!(
                             "Unknown filter \"{k}\", hence option \"{}\" is unparsable",

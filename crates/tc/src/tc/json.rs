@@ -268,88 +268,10 @@ fn filter_head(f: &FilterNode, parent_shown: Option<Handle>, ctx: &FilterShowCtx
     j
 }
 
-/// The `options` of one filter (the kind's `print_fopt`).
+/// The `options` of one filter (the kind's `print_fopt`), then its actions.
 fn filter_options(state: &State, f: &FilterNode, opts: ShowOpts) -> J {
-    let mut o = J::obj();
-    match &f.opts {
-        FilterOpts::U32Table { divisor } => {
-            o.put("fh", super::filters::u32_handle_str(f.handle)).put("ht_divisor", *divisor);
-        }
-        FilterOpts::U32(u) => {
-            o.put("fh", super::filters::u32_handle_str(f.handle));
-            if f.handle & 0xFFF != 0 {
-                o.put("order", f.handle & 0xFFF);
-            }
-            o.put("key_ht", format!("{:x}", f.handle >> 20))
-                .put("bkt", format!("{:x}", (f.handle >> 12) & 0xFF));
-            if let Some(c) = u.classid {
-                o.put("flowid", classid_str(c));
-            }
-            if let Some(l) = u.link {
-                o.put("link", super::filters::u32_handle_str(l));
-            }
-            o.put("not_in_hw", true);
-            for k in &u.keys {
-                let mut m = J::obj();
-                m.put("value", format!("{:x}", k.val))
-                    .put("mask", format!("{:x}", k.mask))
-                    .put("offmask", if k.nexthdr { "nexthdr+" } else { "" })
-                    .put("off", k.off);
-                o.put("match", m);
-            }
-            if let Some(off) = u.offset.filter(|o| o.var || o.plus.is_some()) {
-                o.bare("    offset ");
-                if off.var {
-                    o.put("offset_mask", format!("{:x}", off.mask))
-                        .put("offset_shift", off.shift)
-                        .put("offset_off", off.at);
-                }
-                if let Some(p) = off.plus.filter(|&p| p != 0) {
-                    o.put("plus", p);
-                }
-            }
-            if u.offset.is_some_and(|o| o.eat) {
-                o.bare(" eat ");
-            }
-            if let Some((m, off)) = u.hashkey {
-                o.put("hash_mask", format!("{m:x}")).put("hash_off", off);
-            }
-            if let Some(i) = &u.indev {
-                o.put("input_dev", i.as_str());
-            }
-            filter_actions(&mut o, state, f, opts);
-        }
-        FilterOpts::Matchall(m) => {
-            o.put("handle", f.handle);
-            if let Some(c) = m.classid {
-                o.put("flowid", classid_str(c));
-            }
-            if m.skip_hw {
-                o.put("skip_hw", true);
-            }
-            o.put("not_in_hw", true);
-            filter_actions(&mut o, state, f, opts);
-        }
-        FilterOpts::Basic(b) => {
-            o.put("handle", format!("{:x}", f.handle));
-            if let Some(c) = b.classid {
-                o.put("flowid", classid_str(c));
-            }
-            if let Some(e) = &b.ematch {
-                // print_ematch writes its tree with fprintf.
-                o.raw(format!("\n  {e}"));
-            }
-            filter_actions(&mut o, state, f, opts);
-        }
-        // fw and flow print their options with fprintf, in the middle of the JSON.
-        FilterOpts::Fw(_) | FilterOpts::Flow(_) => {
-            o.raw(show::filter_opts_text(f, opts.pretty));
-            if !f.actions.is_empty() {
-                o.raw("\n");
-            }
-            filter_actions(&mut o, state, f, opts);
-        }
-    }
+    let mut o = f.opts.json(f, opts.pretty);
+    filter_actions(&mut o, state, f, opts);
     o
 }
 

@@ -2,7 +2,6 @@
 //! round trips through the kernel's units (psched ticks, CoDel's 1024 ns) that shape what tc shows.
 
 use super::args::proto_name;
-use super::filters::u32_handle_str;
 use crate::model::*;
 use sluice_core::units::format_size;
 use sluice_core::QdiscStats;
@@ -464,133 +463,7 @@ pub fn filter_body(state: &State, f: &FilterNode, opts: ShowOpts) -> String {
 
 /// The kind's options of one filter, without its actions (`pretty`: `-p`, u32's keys decoded).
 pub fn filter_opts_text(f: &FilterNode, pretty: bool) -> String {
-    let mut s = String::new();
-    match &f.opts {
-        FilterOpts::U32Table { divisor } => {
-            let _ = write!(s, "fh {} ht divisor {} ", u32_handle_str(f.handle), divisor);
-        }
-        FilterOpts::U32(u) => {
-            let _ = write!(
-                s,
-                "fh {} order {} key ht {:x} bkt {:x} ",
-                u32_handle_str(f.handle),
-                f.handle & 0xFFF,
-                f.handle >> 20,
-                (f.handle >> 12) & 0xFF
-            );
-            // tc 6.1 marks a selector TC_U32_TERMINAL when it has a classid or actions, and
-            // prints that as `*flowid` (or `terminal flowid` without a classid).
-            if let Some(c) = u.classid {
-                let _ = write!(s, "*flowid {} ", classid_str(c));
-            } else if !f.actions.is_empty() {
-                s.push_str("terminal flowid ");
-            }
-            if let Some(l) = u.link {
-                let _ = write!(s, "link {} ", u32_handle_str(l));
-            }
-            s.push_str("not_in_hw ");
-            for k in &u.keys {
-                match f.protocol {
-                    ETH_P_IP | 0x86DD if pretty => s.push_str(&u32_key_pretty(k, f.protocol == ETH_P_IP)),
-                    _ => {
-                        let _ = write!(
-                            s,
-                            "\n  match {:08x}/{:08x} at {}{}",
-                            k.val,
-                            k.mask,
-                            if k.nexthdr { "nexthdr+" } else { "" },
-                            k.off
-                        );
-                    }
-                }
-            }
-            if let Some(o) = u.offset.filter(|o| o.var || o.plus.is_some()) {
-                s.push_str("\n    offset ");
-                if o.var {
-                    let _ = write!(s, "{:04x}>>{} at {} ", o.mask, o.shift, o.at);
-                }
-                if let Some(p) = o.plus.filter(|&p| p != 0) {
-                    let _ = write!(s, "plus {p} ");
-                }
-            }
-            if u.offset.is_some_and(|o| o.eat) {
-                s.push_str(" eat ");
-            }
-            if let Some((m, off)) = u.hashkey {
-                let _ = write!(s, "\n    hash mask {m:08x} at {off} ");
-            }
-            if let Some(i) = &u.indev {
-                let _ = write!(s, "\n  input dev {i}\n");
-            }
-        }
-        FilterOpts::Flow(fl) => {
-            let _ = write!(s, "handle {:#x} {}", f.handle, if fl.hash { "hash " } else { "map " });
-            let keys: Vec<&str> =
-                (0..32).filter(|i| fl.keys & (1 << i) != 0).filter_map(flow_key_name).collect();
-            let _ = write!(s, "keys {} ", keys.join(","));
-            if fl.mask != u32::MAX || fl.xor != 0 {
-                let or = (fl.mask & fl.xor) ^ fl.xor;
-                let xor = fl.mask & fl.xor;
-                if fl.mask != u32::MAX {
-                    let _ = write!(s, "and 0x{:08x} ", fl.mask);
-                }
-                if xor != 0 {
-                    let _ = write!(s, "xor 0x{xor:08x} ");
-                }
-                if or != 0 {
-                    let _ = write!(s, "or 0x{or:08x} ");
-                }
-            }
-            if let Some(r) = fl.rshift {
-                let _ = write!(s, "rshift {r} ");
-            }
-            if let Some(a) = fl.addend {
-                let _ = write!(s, "addend {a:#x} ");
-            }
-            if let Some(d) = fl.divisor {
-                let _ = write!(s, "divisor {d} ");
-            }
-            if let Some(b) = fl.baseclass {
-                let _ = write!(s, "baseclass {} ", classid_str(b));
-            }
-            if let Some(p) = fl.perturb {
-                let _ = write!(s, "perturb {p}sec ");
-            }
-            if let Some(e) = &fl.ematch {
-                s.push_str(&super::ematch::show_text(e));
-            }
-        }
-        FilterOpts::Fw(fw) => {
-            let _ = write!(s, "handle {:#x}", f.handle);
-            if let Some(m) = fw.mask.filter(|&m| m != u32::MAX) {
-                let _ = write!(s, "/{m:#x}");
-            }
-            s.push(' ');
-            if let Some(c) = fw.classid {
-                let _ = write!(s, "classid {} ", classid_str(c));
-            }
-        }
-        FilterOpts::Matchall(m) => {
-            let _ = write!(s, "handle {:#x} ", f.handle);
-            if let Some(c) = m.classid {
-                let _ = write!(s, "flowid {} ", classid_str(c));
-            }
-            if m.skip_hw {
-                s.push_str("\n  skip_hw");
-            }
-            s.push_str("\n  not_in_hw");
-        }
-        FilterOpts::Basic(b) => {
-            let _ = write!(s, "handle {:#x} ", f.handle);
-            if let Some(c) = b.classid {
-                let _ = write!(s, "flowid {} ", classid_str(c));
-            }
-            if let Some(e) = &b.ematch {
-                s.push_str(&super::ematch::show_text(e));
-            }
-        }
-    }
-    s
+    f.opts.show(f, pretty)
 }
 
 /// The rows `filter show` prints for one block in dump order: each classifier instance (prio)
@@ -615,70 +488,11 @@ pub(crate) fn filter_rows<'a>(
         if ctx.protocol.is_some_and(|p| p != first.protocol && first.protocol != ETH_P_ALL) {
             continue;
         }
-        rows.push((*first, true));
-        if first.opts.kind() == "u32" {
-            // Hash tables newest first, each followed by its key nodes in handle order. u32's walk
-            // lists every table of its qdisc with this prio: on clsact, the other hook's too.
-            let sibling = super::kernel::u32_sibling_hook(dev, block);
-            let tp: Vec<&FilterNode> = dev
-                .filters
-                .iter()
-                .filter(|f| {
-                    (f.parent == block || Some(f.parent) == sibling) && f.chain == chain && f.prio == prio
-                })
-                .filter(|f| f.opts.kind() == "u32")
-                .collect();
-            let tables: Vec<&&FilterNode> =
-                tp.iter().filter(|f| matches!(f.opts, FilterOpts::U32Table { .. })).collect();
-            for t in tables.iter().rev() {
-                rows.push((**t, false));
-                let mut keys: Vec<&&FilterNode> = tp
-                    .iter()
-                    .filter(|f| matches!(f.opts, FilterOpts::U32(_)) && f.handle >> 20 == t.handle >> 20)
-                    .collect();
-                keys.sort_by_key(|f| f.handle);
-                rows.extend(keys.into_iter().map(|k| (*k, false)));
-            }
-        } else {
-            // cls_basic adds each element at the head of its list: newest first.
-            if first.opts.kind() == "basic" {
-                rows.extend(tp.into_iter().rev().map(|f| (f, false)));
-            } else {
-                rows.extend(tp.into_iter().map(|f| (f, false)));
-            }
-        }
+        let first: &FilterNode = first;
+        rows.push((first, true));
+        rows.extend(FilterOpts::dump(dev, first, tp).into_iter().map(|f| (f, false)));
     }
     rows
-}
-
-/// A u32 key as `tc -p` decodes it for IPv4 and IPv6 filters (f_u32.c's print_ipv4 and
-/// print_ipv6 in iproute2 6.1): header fields it knows, IPv4-style addresses even for IPv6, a
-/// missing line break before `match dport`, and nothing at all for any other key.
-fn u32_key_pretty(k: &U32Key, ipv4: bool) -> String {
-    let bits = (k.mask.leading_ones() + k.mask.trailing_zeros() == 32).then(|| k.mask.leading_ones());
-    match (k.off, k.mask) {
-        (0, 0x0f00_0000) => format!("\n  match IP ihl {}", k.val >> 24),
-        (0, 0x00ff_0000) => match k.val >> 16 {
-            0 => "\n  match IP dsfield 0".into(),
-            v => format!("\n  match IP dsfield {v:#x}"),
-        },
-        (8, 0x00ff_0000) => format!("\n  match IP protocol {}", k.val >> 16),
-        (12 | 16, _) if bits.is_some() => format!(
-            "\n  match IP {} {}/{}",
-            if k.off == 12 { "src" } else { "dst" },
-            std::net::Ipv4Addr::from(k.val),
-            bits.unwrap_or(0)
-        ),
-        (20, 0x0000_ffff) if ipv4 => format!("match dport {}", k.val & 0xffff),
-        (20, 0xffff_0000) if ipv4 => format!("\n  match sport {}", k.val >> 16),
-        (20, 0xffff_ffff) if ipv4 => {
-            format!("\n  match dport {}, match sport {}", k.val & 0xffff, k.val >> 16)
-        }
-        (20, 0x0000_ffff) => format!("\n  match sport {}", k.val & 0xffff),
-        (20, 0xffff_0000) => format!("match dport {}", k.val >> 16),
-        (20, 0xffff_ffff) => format!("\n  match sport {}, match dport {}", k.val & 0xffff, k.val >> 16),
-        _ => String::new(),
-    }
 }
 
 /// Filters of one block in dump order, each classifier instance (prio) led by its header line.
