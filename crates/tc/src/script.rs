@@ -437,19 +437,20 @@ fn load_by_running(
         hint: "`sluice run SCRIPT` shows every command and its result".into(),
         code: 0,
     };
-    let dir = std::env::temp_dir().join(format!("sluice-load-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(|e| fail(e.to_string()))?;
-    let state_path = dir.join("state.json");
-    let _ = std::fs::remove_file(&state_path);
+    let dir = crate::run::TempDir::new("sluice-load").map_err(|e| fail(e.to_string()))?;
+    let state_path = dir.path().join("state.json");
     let opts = crate::run::RunOpts {
-        exe,
-        args: vec![],
         env: vars.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
         quiet: true,
+        ..crate::run::RunOpts::new(exe)
     };
     let run = crate::run::run_script(path, &state_path, &opts);
-    let _ = std::fs::remove_dir_all(&dir);
-    let run = run.map_err(|e| fail(e.to_string()))?;
+    drop(dir);
+    let run = match run {
+        // Killed while the script ran: its files are gone; end as the signal would have.
+        Err(crate::run::RunError::Interrupted(sig)) => crate::run::die_of(sig),
+        r => r.map_err(|e| fail(e.to_string()))?,
+    };
     let mut notes =
         vec![Note { line: 0, text: format!("ran under {} (the script uses shell control flow)", run.shell) }];
     let mut commands = Vec::new();
