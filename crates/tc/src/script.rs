@@ -275,6 +275,12 @@ pub(crate) fn load_script_in(
                             .err()
                             .and_then(|e| e.arg)
                             .and_then(|a| words.get(idx + 1 + offset + a))
+                            // A kind's own check (the registry's `change`) names the option:
+                            // point at its word.
+                            .or_else(|| {
+                                let name = out.stderr.split("Illegal \"").nth(1)?.split('"').next()?;
+                                words[idx + 1..].iter().find(|w| w.text == name)
+                            })
                             .map(|w| base + w.column)
                             .unwrap_or(base + prog.column);
                         let hint = hint_for(&out.stderr);
@@ -338,6 +344,8 @@ fn hint_for(stderr: &str) -> String {
         "the object exists already: use `replace` or `change`, or delete it first".into()
     } else if s.contains("What is") {
         "see the usage above for the options this kind accepts".into()
+    } else if s.contains("Illegal \"overhead\"") && s.contains("framing") {
+        "the overhead is `overhead N` plus what each framing keyword (pppoe-vcmux, ether-vlan...) adds".into()
     } else if s.contains("Illegal") || s.contains("is wrong") {
         "rates take bit, kbit, mbit, gbit (or Bps units); sizes b, k, m; times us, ms, s".into()
     } else if s.contains("not found") || s.contains("doesn't exist") {
