@@ -325,3 +325,31 @@ mod libc_sig {
     pub const TERM: &str = "TERM";
     pub const INT: &str = "INT";
 }
+
+/// Where `unshare --net` works, a script that reaches the machine's `ip` by absolute path sees
+/// only its own namespace's loopback, not the host's interfaces (and so cannot change them).
+#[test]
+fn scripts_get_a_network_namespace_of_their_own_where_possible() {
+    let ip =
+        ["/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"].into_iter().find(|p| Path::new(p).exists());
+    let probe = Command::new("unshare").args(["--net", "true"]).status().is_ok_and(|s| s.success())
+        || Command::new("unshare")
+            .args(["--user", "--map-root-user", "--net", "true"])
+            .status()
+            .is_ok_and(|s| s.success());
+    let (Some(ip), true) = (ip, probe) else {
+        eprintln!("no ip or no unshare --net here: skipped");
+        return;
+    };
+    let d = dir("netns");
+    std::fs::write(
+        d.join("s.sh"),
+        format!("#!/bin/sh\n{ip} -o link show | wc -l > links\ntc qdisc add dev eth0 root handle 1: htb\n"),
+    )
+    .unwrap();
+    let (code, _, err) = sluice(&d, None, &["run", "--state", "st.json", "s.sh"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(std::fs::read_to_string(d.join("links")).unwrap().trim(), "1", "only lo");
+    assert!(err.contains("1 tc/ip command(s) applied by Sluice"), "{err}");
+    let _ = std::fs::remove_dir_all(&d);
+}

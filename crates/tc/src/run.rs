@@ -357,11 +357,40 @@ fn kill_script(child: &mut std::process::Child, mark: &str) {
     let _ = child.wait();
 }
 
+/// The `unshare` words that give the script a network namespace of its own, when this machine
+/// allows it (probed once); `SLUICE_SCRIPT_NETNS=0` turns it off.
+fn netns_prefix() -> Option<&'static [&'static str]> {
+    static P: OnceLock<Option<&'static [&'static str]>> = OnceLock::new();
+    *P.get_or_init(|| {
+        if std::env::var("SLUICE_SCRIPT_NETNS").is_ok_and(|v| v == "0") {
+            return None;
+        }
+        // `unshare` execs the command in place: the shell keeps its pid and process group.
+        let candidates: [&'static [&'static str]; 2] =
+            [&["unshare", "--net", "--"], &["unshare", "--user", "--map-root-user", "--net", "--"]];
+        candidates.into_iter().find(|c| {
+            std::process::Command::new(c[0])
+                .args(&c[1..])
+                .arg("true")
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        })
+    })
+}
+
+/// True when scripts run in a network namespace of their own (see [`run_script`]).
+pub fn isolates_network() -> bool {
+    netns_prefix().is_some()
+}
+
 /// Runs `script` under the real shell; `state_path` starts from whatever it holds (create it
 /// empty for a fresh run) and holds the final state afterwards.
 ///
-/// Containment: the shell leads its own process group and every process carries a mark in its
-/// environment; past `opts.timeout`, or when Sluice gets SIGINT/SIGTERM/SIGHUP, each of them
+/// Containment: the script has its own network namespace where the machine allows it; the
+/// shell leads its own process group and every process carries a mark in its environment; past `opts.timeout`, or when Sluice gets SIGINT/SIGTERM/SIGHUP, each of them
 /// is killed by pid. `--var` cannot replace the wrappers ([`check_var`]); `PATH` keeps the
 /// wrapper directory first. The wrapper directory is removed on every exit path.
 pub fn run_script(script: &Path, state_path: &Path, opts: &RunOpts) -> Result<Run, RunError> {
@@ -403,7 +432,17 @@ pub fn run_script(script: &Path, state_path: &Path, opts: &RunOpts) -> Result<Ru
     let path = std::env::join_paths(dirs).map_err(|e| RunError::Io(e.to_string()))?;
     let mark = dir.path().file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     // `ulimit -v` bounds each process's memory; the shell then replaces itself with the script's.
-    let mut cmd = std::process::Command::new("/bin/sh");
+    // Where it can, the script gets a network namespace of its own (`unshare --net`, as an
+    // unprivileged user in a user namespace): no network, and a machine's `tc`/`ip` reached by
+    // absolute path sees only that namespace's loopback, not the host's interfaces.
+    let mut cmd = match netns_prefix() {
+        Some(pre) => {
+            let mut c = std::process::Command::new(pre[0]);
+            c.args(&pre[1..]).arg("/bin/sh");
+            c
+        }
+        None => std::process::Command::new("/bin/sh"),
+    };
     cmd.arg("-c")
         .arg(format!("ulimit -v {} 2>/dev/null; exec \"$0\" \"$@\"", opts.memory / 1024))
         .arg(&shell_path)
