@@ -99,7 +99,7 @@ fn an_overhead_cake_cannot_keep_is_refused_alike_everywhere() {
     let (code, _, err) = sluice(&d, None, &["run", "--state", "r.json", "c.sh"]);
     assert_eq!(code, 1, "the script's status, its tc's: {err}");
     assert!(err.contains("1 tc/ip command(s) applied by Sluice, 1 failed"), "{err}");
-    assert!(err.contains(&format!("failed (exit 1): tc qdisc add dev eth0 root cake overhead 256")), "{err}");
+    assert!(err.contains("failed (exit 1): tc qdisc add dev eth0 root cake overhead 256"), "{err}");
     assert!(err.contains(msg), "{err}");
     // A state file edited by hand to hold it is refused by the same check.
     let ok = "tc qdisc add dev eth0 root cake overhead 100";

@@ -1212,7 +1212,7 @@ pub(crate) fn check_budget(
     let nflows = spec.flows.len() as f64;
     let bins = if spec.series { samples as f64 + 1.0 } else { 0.0 };
     let per_bin = nflows * 24.0 + tcp_flows * 16.0 + spec.classes.len() as f64 * 8.0 + hops * 16.0;
-    let hist = memory::histogram_bytes(spec.duration.as_nanos() as u64);
+    let hist = memory::histogram_bytes(spec.duration.as_nanos());
     // Each hop's own queue (a default pfifo, a link's fq_codel...), and what its wire holds.
     let mut queued = shaper.1 + hops * 10240.0;
     for l in spec.forward.iter().chain(&spec.reverse) {
