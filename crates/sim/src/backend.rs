@@ -211,10 +211,12 @@ pub(crate) struct ShaperParts {
     pub leaves: Option<Arc<LeafGen>>,
     /// Wall-clock milliseconds of the validation build (handed to the first run).
     pub build_ms: f64,
+    /// Estimated bytes of its queues and classes, and the packets they may hold at once.
+    pub mem: (f64, f64),
 }
 
 fn parts(factory: SharedFactory, classes: Vec<ClassSpec>) -> ShaperParts {
-    ShaperParts { factory: plain(factory), classes, leaves: None, build_ms: 0.0 }
+    ShaperParts { factory: plain(factory), classes, leaves: None, build_ms: 0.0, mem: (0.0, 0.0) }
 }
 
 /// Builds the shaper of a case.
@@ -467,6 +469,7 @@ fn htb(
     if let Some(g) = &s.leaves {
         parents.push(ctx.handle(&g.parent)?);
     }
+    let mut mem = (0.0f64, 0.0f64);
     for (c, spec) in active.iter().zip(&classes) {
         let parent = match &c.parent {
             Some(q) => ctx.handle(q)?,
@@ -497,6 +500,9 @@ fn htb(
                     Some("pfifo N, bfifo SIZE, pfifo_fast, fq_codel [...], pie [...], fq_pie [...]"),
                 )
             })?;
+            let (b, p) = crate::scenario::memory::leaf_text_bytes(&text);
+            mem.0 += b;
+            mem.1 += p;
             leaves.push((spec.id, leaf_queue(&text, f)));
         } else if let Some(q) = &c.leaf {
             return Err(ctx.err(
@@ -516,8 +522,16 @@ fn htb(
                 classes.push(ClassSpec { id: lg.leaf(i), rate: lg.rate, ceil: lg.ceil });
             }
         }
+        let (b, p) = crate::scenario::memory::leaf_text_bytes(&text);
+        mem.0 += lg.count as f64 * b + lg.sites as f64 * crate::scenario::memory::PER_NODE;
+        mem.1 += lg.count as f64 * p;
         gen = Some((Arc::new(lg), leaf_queue(&text, f)));
     }
+    mem.0 += list.len() as f64 * crate::scenario::memory::PER_NODE;
+    // Refused before the tree is built: a million fq_codel leaves would take 85 GB to build.
+    crate::scenario::memory::check_shaper(mem.0, "queues and classes").map_err(|m| {
+        ctx.err(active.first().map(|c| c.id.span()), m, Some("fewer leaves or a leaner leaf qdisc (pfifo)"))
+    })?;
     let span = active.first().map(|c| c.id.span());
     let reported: Vec<ClassSpec> = classes.into_iter().filter(|c| !parents.contains(&c.id)).collect();
     let leaf_gen = gen.as_ref().map(|(g, _)| g.clone());
@@ -575,7 +589,13 @@ fn htb(
         let first = build_ref().map_err(|e| ctx.err(span, e.to_string(), None))?;
         let build_ms = t0.elapsed().as_secs_f64() * 1e3;
         let factory = first_then_rebuild(first, move || build_ref().expect("validated above"));
-        return Ok(ShaperParts { factory: program(factory), classes: reported, leaves: leaf_gen, build_ms });
+        return Ok(ShaperParts {
+            factory: program(factory),
+            classes: reported,
+            leaves: leaf_gen,
+            build_ms,
+            mem,
+        });
     }
     let build = move || -> Result<Htb, ConfigError> {
         let (mut h, _warnings) = Htb::build(handle, cfg.clone(), &list, Time::ZERO)?;
@@ -591,7 +611,7 @@ fn htb(
     let first = build().map_err(|e| ctx.err(span.clone(), e.to_string(), None))?;
     let build_ms = t0.elapsed().as_secs_f64() * 1e3;
     let factory = first_then_rebuild(first, move || build().expect("validated above"));
-    Ok(ShaperParts { factory: program(factory), classes: reported, leaves: leaf_gen, build_ms })
+    Ok(ShaperParts { factory: program(factory), classes: reported, leaves: leaf_gen, build_ms, mem })
 }
 
 /// The reference scheduler's parameters for a class, resolved as the HTB resolves them (tc's

@@ -1,6 +1,6 @@
 //! Runs a scenario: expands the sweep, validates every case, then runs the cases in parallel.
 
-use crate::scenario::{build_case, Scenario, ScenarioError};
+use crate::scenario::{build_case_opts, Scenario, ScenarioError};
 use crate::{case_results, Sim};
 use rayon::prelude::*;
 use sluice_report::{PlotHints, Results};
@@ -14,6 +14,8 @@ pub struct RunOptions {
     pub overrides: Vec<(String, String)>,
     /// `--seed`.
     pub seed: Option<u64>,
+    /// `--force`: run even when the work estimate says it would take hours.
+    pub force: bool,
 }
 
 /// What the run cost.
@@ -67,7 +69,25 @@ fn run_inner(
         overrides.push(("seed".into(), s.to_string()));
     }
     let points = sc.points(&overrides)?;
-    let cases = points.iter().map(|p| build_case(sc, p)).collect::<Result<Vec<_>, _>>()?;
+    let cases = points.iter().map(|p| build_case_opts(sc, p, opts.force)).collect::<Result<Vec<_>, _>>()?;
+    // Cases run side by side, one a thread: that many of the largest at once.
+    let largest = cases.iter().map(|c| c.memory).fold(0.0, f64::max);
+    let at_once = rayon::current_num_threads().min(cases.len()).max(1);
+    let total = largest * at_once as f64;
+    let budget = crate::scenario::memory::budget();
+    if at_once > 1 && total > budget {
+        return Err(ScenarioError::at(
+            &sc.path,
+            &sc.src,
+            None,
+            format!(
+                "{at_once} cases at once (one a core) need about {} of memory, more than the {} a run may use",
+                crate::scenario::memory::gib(total),
+                crate::scenario::memory::gib(budget)
+            ),
+            Some("run fewer cases (--set a swept parameter to one value) or set RAYON_NUM_THREADS=1".into()),
+        ));
+    }
     let seed = cases.first().map(|c| c.spec.seed).unwrap_or(1);
     let mut lint: Vec<String> = Vec::new();
     for l in cases.iter().flat_map(|c| &c.lint) {

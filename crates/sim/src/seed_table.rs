@@ -317,6 +317,7 @@ pub fn run_builtin(name: &str, set: &[(&str, &str)]) -> Result<Results, String> 
     let opts = RunOptions {
         overrides: set.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
         seed: None,
+        force: false,
     };
     run(&sc, &opts, &|_| {}).map(|r| r.0).map_err(|e| e.to_string())
 }

@@ -52,6 +52,11 @@ pub(crate) fn load(file: &str, text: &str) -> Result<TcShaper, String> {
         Some((d.name.clone(), target, u16::try_from(idx).ok()?, u16::try_from(own).ok()?))
     });
     // Built once here so that what the engine cannot run is reported before any case runs.
+    // Refused before the engine's tree is built from it.
+    crate::scenario::memory::check_shaper(
+        crate::scenario::memory::state_bytes(&state).0,
+        "qdiscs and classes",
+    )?;
     let opts = ProgramOptions::default();
     Program::from_model(&state, &dev, &opts).map_err(|e| e.to_string())?;
     if let Some((wan, ifb, _, _)) = &download {

@@ -9,6 +9,7 @@ fn run_src(name: &str, src: &str, set: &[(&str, &str)]) -> Results {
     let opts = RunOptions {
         overrides: set.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
         seed: None,
+        force: false,
     };
     run(&sc, &opts, &|_| {}).unwrap_or_else(|e| panic!("{e}")).0
 }
@@ -82,6 +83,7 @@ fn red_holds_the_average_queue_between_min_and_max_under_tcp() {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect(),
         seed: None,
+        force: false,
     };
     let r = run(&sc, &opts, &|_| {}).unwrap().0;
     let red = mean_backlog_after_warmup(&r, "aqm=red", "eth0", 5.0);

@@ -41,7 +41,7 @@ cc = "${cc}"
 fn fq_maxrate_paces_one_tcp_flow_to_ten_mbit() {
     let sc = Scenario::parse("fq-maxrate.toml", SCENARIO).unwrap_or_else(|e| panic!("{e}"));
     for cc in ["cubic", "bbr"] {
-        let opts = RunOptions { overrides: vec![("cc".into(), cc.into())], seed: None };
+        let opts = RunOptions { overrides: vec![("cc".into(), cc.into())], ..Default::default() };
         let r = run(&sc, &opts, &|_| {}).unwrap_or_else(|e| panic!("{e}")).0;
         let bps = r.cases[0].flows[0].achieved_bps;
         eprintln!("{cc}: {bps:.0} bit/s through fq maxrate 10mbit");
@@ -92,7 +92,7 @@ fn edt_packets_are_not_sent_before_their_time() {
 fn the_fq_pacing_scenario_compares_fq_and_htb() {
     let sc = Scenario::find("fq-pacing").unwrap_or_else(|e| panic!("{e}"));
     let r =
-        run(&sc, &RunOptions { overrides: vec![], seed: None }, &|_| {}).unwrap_or_else(|e| panic!("{e}")).0;
+        run(&sc, &RunOptions::default(), &|_| {}).unwrap_or_else(|e| panic!("{e}")).0;
     assert_eq!(r.cases.len(), 4);
     for c in &r.cases {
         let f = &c.flows[0];

@@ -11,7 +11,9 @@ use sluice_sim::scenario::Scenario;
 fn sim(ingress: &str) -> Results {
     let src = sim_src(ingress);
     let sc = Scenario::parse("mirred.toml", &src).unwrap_or_else(|e| panic!("{e}"));
-    run(&sc, &RunOptions { overrides: Vec::new(), seed: None }, &|_| {}).unwrap_or_else(|e| panic!("{e}")).0
+    run(&sc, &RunOptions { overrides: Vec::new(), seed: None, force: false }, &|_| {})
+        .unwrap_or_else(|e| panic!("{e}"))
+        .0
 }
 
 fn sim_src(ingress: &str) -> String {
@@ -123,7 +125,7 @@ fn a_redirect_into_its_own_ingress_is_dropped_at_the_nesting_limit() {
 fn tc_stats_of_the_ifb_and_the_receive_path_add_up() {
     let src = sim_src(TO_IFB);
     let sc = Scenario::parse("mirred.toml", &src).unwrap();
-    let opts = RunOptions { overrides: Vec::new(), seed: None };
+    let opts = RunOptions { overrides: Vec::new(), seed: None, force: false };
     let (r, _, tc) =
         sluice_sim::run::run_with_tc_stats(&sc, &opts, &|_| {}).unwrap_or_else(|e| panic!("{e}"));
     let text = &tc[0].1;

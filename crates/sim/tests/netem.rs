@@ -43,7 +43,7 @@ size = 500
 }
 
 fn sim(wan: &str, seed: Option<u64>) -> Results {
-    let opts = RunOptions { overrides: Vec::new(), seed };
+    let opts = RunOptions { overrides: Vec::new(), seed, force: false };
     run(&scenario(wan), &opts, &|_| {}).unwrap_or_else(|e| panic!("{e}")).0
 }
 
@@ -131,7 +131,7 @@ fn sent_after(text: &str, line_start: &str) -> (u64, u64, u64) {
 
 #[test]
 fn tc_stats_after_a_run_are_the_engines_counters() {
-    let opts = RunOptions { overrides: Vec::new(), seed: None };
+    let opts = RunOptions { overrides: Vec::new(), seed: None, force: false };
     let (r, _, tc) =
         sluice_sim::run::run_with_tc_stats(&scenario("netem delay 10ms loss 2%"), &opts, &|_| {})
             .unwrap_or_else(|e| panic!("{e}"));

@@ -6,7 +6,7 @@ use sluice_sim::scenario::Scenario;
 
 fn run_src(name: &str, src: &str) -> Results {
     let sc = Scenario::parse(name, src).unwrap_or_else(|e| panic!("{e}"));
-    let opts = RunOptions { overrides: Default::default(), seed: None };
+    let opts = RunOptions::default();
     run(&sc, &opts, &|_| {}).unwrap_or_else(|e| panic!("{e}")).0
 }
 

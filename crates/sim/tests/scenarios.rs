@@ -9,6 +9,7 @@ fn sim(name: &str, set: &[(&str, &str)]) -> Results {
     let opts = RunOptions {
         overrides: set.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
         seed: None,
+        force: false,
     };
     run(&sc, &opts, &|_| {}).unwrap_or_else(|e| panic!("{e}")).0
 }
@@ -245,6 +246,7 @@ fn htb_scaling_reference_refuses_trees_it_would_take_hours_on() {
     let opts = RunOptions {
         overrides: vec![("n".into(), "100000".into()), ("variant".into(), "reference-htb".into())],
         seed: None,
+        force: false,
     };
     let e = run(&sc, &opts, &|_| {}).expect_err("the reference is limited");
     assert!(e.message.contains("reference"), "{}", e.message);
@@ -335,6 +337,7 @@ fn tc_script_shaper_is_parsed_built_and_classifies_real_frames() {
             ("duration".into(), "5s".into()),
         ],
         seed: None,
+        force: false,
     };
     let r = run(&sc, &opts, &|_| {}).unwrap_or_else(|e| panic!("{e}")).0;
     let on = case(&r, &["shaper=on"]);
@@ -457,6 +460,7 @@ fn refused(src: &str, set: &[(&str, &str)]) -> String {
     let opts = RunOptions {
         overrides: set.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
         seed: None,
+        force: false,
     };
     match sluice_sim::run::run(&sc, &opts, &|_| {}) {
         Ok(_) => panic!("ran: {src}"),
@@ -498,6 +502,49 @@ fn inputs_that_would_hang_or_exhaust_memory_are_refused_before_the_run() {
     }
 }
 
+/// A run that would take hours is refused with the estimate (events, wall time) and `--force`
+/// in the message; `--force` (`build_case_opts(.., true)`) admits it. The issue's cases: probes
+/// every 1 ns and 64-byte CBR at 1 Tbit/s, for 100 s.
+#[test]
+fn runs_that_would_take_hours_need_force() {
+    for flow in [
+        "[[flow]]\nname = \"f\"\ntype = \"probe\"\ninterval = \"1ns\"\n",
+        "[[flow]]\nname = \"f\"\ntype = \"cbr\"\nrate = \"1000gbit\"\nsize = 64\n",
+    ] {
+        let src = format!("{BASE}{flow}").replace("duration = \"2s\"", "duration = \"100s\"");
+        let e = refused(&src, &[]);
+        assert!(e.contains("events") && e.contains("hours") && e.contains("--force"), "{e}");
+        let sc = Scenario::parse("b.toml", &src).unwrap();
+        let p = &sc.points(&[]).unwrap()[0];
+        assert!(sluice_sim::scenario::build_case(&sc, p).is_err());
+        let c = sluice_sim::scenario::build_case_opts(&sc, p, true).unwrap();
+        assert!(c.memory > 0.0);
+    }
+    // An hour's worth is the limit: 10 s of 1 ns probes (1e10 events, about 33 minutes) runs.
+    let src = format!("{BASE}[[flow]]\nname = \"f\"\ntype = \"probe\"\ninterval = \"1ns\"\n")
+        .replace("duration = \"2s\"", "duration = \"10s\"");
+    let sc = Scenario::parse("b.toml", &src).unwrap();
+    assert!(sluice_sim::scenario::build_case(&sc, &sc.points(&[]).unwrap()[0]).is_ok());
+}
+
+/// A million flows or a million fq_codel leaves are refused before anything large is built,
+/// with the estimate in the message (they aborted at 12 GB after an estimate of 11.2 GiB).
+#[test]
+fn a_million_flows_or_fq_codel_leaves_are_refused_before_building() {
+    let flows = format!("{BASE}[[flow]]\nname = \"f\"\ntype = \"cbr\"\nrate = \"10kbit\"\ncount = 1000000\n");
+    let e = refused(&flows, &[]);
+    assert!(e.contains("of memory"), "{e}");
+    let leaves = format!(
+        "{BASE}queue = \"shaper\"\n[shaper]\nkind = \"htb\"\n[[shaper.class]]\nid = \"1:1\"\nrate = \"10mbit\"\n\
+         [shaper.leaves]\ncount = 1000000\nparent = \"1:1\"\nfirst = \"1:10\"\nrate = \"8bit\"\nleaf = \"fq_codel\"\n\
+         [[flow]]\nname = \"f\"\ntype = \"cbr\"\nrate = \"1mbit\"\nclass = \"1:10\"\n"
+    );
+    let t = std::time::Instant::now();
+    let e = refused(&leaves, &[]);
+    assert!(e.contains("of memory") && e.contains("queues and classes"), "{e}");
+    assert!(t.elapsed().as_secs() < 10, "refused before the tree was built");
+}
+
 /// Runs `src` in a thread and gives up after a minute: a run whose virtual time stands still
 /// fails the test instead of hanging it.
 fn outcome(src: &str) -> Result<(), String> {
@@ -505,7 +552,7 @@ fn outcome(src: &str) -> Result<(), String> {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let sc = Scenario::parse("b.toml", &src).unwrap();
-        let r = run(&sc, &RunOptions { overrides: vec![], seed: None }, &|_| {});
+        let r = run(&sc, &RunOptions { overrides: vec![], seed: None, force: false }, &|_| {});
         let _ = tx.send(r.map(|_| ()).map_err(|e| e.to_string()));
     });
     rx.recv_timeout(std::time::Duration::from_secs(60))
@@ -563,7 +610,7 @@ fn bbr_fills_the_pipe_with_a_short_queue_and_cubic_fills_the_buffer() {
         [[flow]]\nname = \"bulk\"\ntype = \"tcp\"\ncc = \"${cc}\"\n\
         [[flow]]\nname = \"ping\"\ntype = \"probe\"\ninterval = \"50ms\"\n";
     let sc = Scenario::parse("b.toml", src).unwrap();
-    let r = run(&sc, &RunOptions { overrides: vec![], seed: None }, &|_| {}).unwrap().0;
+    let r = run(&sc, &RunOptions { overrides: vec![], seed: None, force: false }, &|_| {}).unwrap().0;
     let ideal = 10e6 * 1460.0 / 1514.0;
     let ping = |c: &sluice_report::Case| c.flows.iter().find(|f| f.name == "ping").unwrap().latency_ms;
     let (bbr, cubic) = (case(&r, &["cc=bbr"]), case(&r, &["cc=cubic"]));
@@ -616,12 +663,12 @@ fn lint_findings_on_a_tc_script_shaper_come_with_the_run() {
         [shaper]\ntc = \"\"\"\ntc qdisc add dev eth0 root handle 1: sfq perturb 10\n\"\"\"\n\
         [[flow]]\nname = \"f\"\ntype = \"cbr\"\nrate = \"1mbit\"\n";
     let sc = Scenario::parse("b.toml", src).unwrap();
-    let (_, info) = run(&sc, &RunOptions { overrides: vec![], seed: None }, &|_| {}).unwrap();
+    let (_, info) = run(&sc, &RunOptions { overrides: vec![], seed: None, force: false }, &|_| {}).unwrap();
     assert!(info.lint.iter().any(|l| l.starts_with("L007")), "{:?}", info.lint);
     let clean = src.replace(" perturb 10", "");
     let (_, info) = run(
         &Scenario::parse("b.toml", &clean).unwrap(),
-        &RunOptions { overrides: vec![], seed: None },
+        &RunOptions { overrides: vec![], seed: None, force: false },
         &|_| {},
     )
     .unwrap();
@@ -638,6 +685,7 @@ fn the_seed_changes_random_inputs_and_only_the_seed_does() {
         let opts = RunOptions {
             overrides: set.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
             seed: Some(seed),
+            force: false,
         };
         let r = run(&sc, &opts, &|_| {}).unwrap().0;
         let c = &r.cases[0];

@@ -19,7 +19,7 @@ fn tc_stats(tc: &str, ports: &[u16]) -> String {
         );
     }
     let sc = Scenario::parse("tree.toml", &src).unwrap_or_else(|e| panic!("{e}"));
-    let opts = RunOptions { overrides: Vec::new(), seed: None };
+    let opts = RunOptions { overrides: Vec::new(), seed: None, force: false };
     let (_, _, tc) = run_with_tc_stats(&sc, &opts, &|_| {}).unwrap_or_else(|e| panic!("{e}"));
     let text = tc.into_iter().map(|(_, t)| t).collect::<String>();
     eprintln!("{text}");

@@ -54,19 +54,44 @@ pub fn class_args(o: &ClassOpts) -> String {
     o.args()
 }
 
-fn action_args(f: &FilterNode) -> String {
+fn action_args(f: &FilterNode, cookie: &dyn Fn(&Action) -> Option<String>) -> String {
     let words = crate::tc::actions::action_words;
     match (f.police_keyword, f.actions.first()) {
         // The filter's own `police` keyword (the kernel's old TCA_*_POLICE).
         (true, Some(a)) => format!(" {}", words(a)),
-        _ => f.actions.iter().map(|a| format!(" action {}", words(a))).collect(),
+        _ => f
+            .actions
+            .iter()
+            .map(|a| match cookie(a) {
+                Some(c) => format!(" action {} cookie {c}", words(a)),
+                None => format!(" action {}", words(a)),
+            })
+            .collect(),
     }
 }
 
-/// The kind-specific part of a filter command (`handle ... KIND ...`), then its actions.
+/// The cookie the namespace's action table holds for a filter's own action (tc keeps it there,
+/// by kind and index); none for an empty one, which tc neither stores nor reads back.
+fn table_cookie(state: &State, a: &Action) -> Option<String> {
+    state
+        .actions
+        .iter()
+        .find(|e| e.action.kind() == a.kind() && e.action.index() == a.index())
+        // A `tc actions` one has its cookie written with it.
+        .filter(|e| !e.standalone)
+        .and_then(|e| e.cookie.clone())
+        .filter(|c| !c.is_empty())
+}
+
+/// The kind-specific part of a filter command (`handle ... KIND ...`).
 pub fn filter_args(f: &FilterNode) -> String {
+    filter_args_with(f, &|_| None)
+}
+
+/// [`filter_args`], with each action's cookie from `cookie`.
+fn filter_args_with(f: &FilterNode, cookie: &dyn Fn(&Action) -> Option<String>) -> String {
     let mut s = f.opts.args(f);
-    s.push_str(&action_args(f));
+    s.push_str(&action_args(f, cookie));
     s
 }
 
@@ -203,7 +228,16 @@ pub fn to_tc_script(state: &State) -> String {
             pending.retain(|(_, c)| !c.is_empty());
         }
         for f in &dev.filters {
-            if f.opts.implicit(f.handle) {
+            let implicit = f.opts.implicit(f.handle);
+            // An object the kernel makes with the classifier (u32's root table) comes with the
+            // first filter of its priority; one that stands alone (`filter add ... prio N u32`
+            // with nothing else) is written as the bare kind.
+            let alone = || {
+                !dev.filters.iter().any(|g| {
+                    !std::ptr::eq(g, f) && g.parent == f.parent && g.prio == f.prio && g.chain == f.chain
+                })
+            };
+            if implicit && !alone() {
                 continue;
             }
             let parent = match f.parent {
@@ -215,13 +249,17 @@ pub fn to_tc_script(state: &State) -> String {
                 H_MIN_EGRESS => "egress".to_string(),
                 p => format!("parent {}", classid_str(p)),
             };
+            let args = if implicit {
+                format!(" {}", f.opts.kind())
+            } else {
+                filter_args_with(f, &|a| table_cookie(state, a))
+            };
             let _ = writeln!(
                 s,
-                "$TC filter add dev {d} {parent} protocol {} prio {}{}{}",
+                "$TC filter add dev {d} {parent} protocol {} prio {}{}{args}",
                 proto_word(f.protocol),
                 f.prio,
                 if f.chain != 0 { format!(" chain {}", f.chain) } else { String::new() },
-                filter_args(f)
             );
         }
     }

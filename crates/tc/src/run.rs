@@ -12,7 +12,11 @@
 
 use crate::model::State;
 use serde::{Deserialize, Serialize};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 /// Commands that get a harmless stand-in (they only log that they were called).
 pub const STAND_INS: &[&str] = &[
@@ -80,10 +84,45 @@ pub struct RunOpts {
     pub exe: PathBuf,
     /// Arguments passed to the script.
     pub args: Vec<String>,
-    /// Extra environment (e.g. `--var NAME=VALUE`).
+    /// Extra environment (e.g. `--var NAME=VALUE`); see [`check_var`] for the names refused.
     pub env: Vec<(String, String)>,
     /// Capture the script's stdout/stderr instead of passing them through.
     pub quiet: bool,
+    /// Wall-clock limit for the whole script (every process it started is killed past it).
+    pub timeout: Duration,
+    /// Address-space limit of each process the script starts (`ulimit -v`), in bytes.
+    pub memory: u64,
+}
+
+impl RunOpts {
+    /// Options with the default limits ([`default_timeout`], [`DEFAULT_MEMORY`]).
+    pub fn new(exe: PathBuf) -> RunOpts {
+        RunOpts {
+            exe,
+            args: vec![],
+            env: vec![],
+            quiet: false,
+            timeout: default_timeout(),
+            memory: DEFAULT_MEMORY,
+        }
+    }
+}
+
+/// A script may run this long unless told otherwise (`--timeout`, `SLUICE_SCRIPT_TIMEOUT`):
+/// long enough for a LibreQoS-sized script (each tc call is one Sluice process).
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// Each process of a script may map this much (`ulimit -v`).
+pub const DEFAULT_MEMORY: u64 = 4 << 30;
+
+/// The timeout from `SLUICE_SCRIPT_TIMEOUT` (seconds) or [`DEFAULT_TIMEOUT`].
+pub fn default_timeout() -> Duration {
+    std::env::var("SLUICE_SCRIPT_TIMEOUT")
+        .ok()
+        .and_then(|s| s.trim().parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s > 0.0 && *s < 1e9)
+        .map(Duration::from_secs_f64)
+        .unwrap_or(DEFAULT_TIMEOUT)
 }
 
 /// Errors running a script.
@@ -92,6 +131,20 @@ pub enum RunError {
     /// I/O (creating wrappers, starting the shell, reading the log or state).
     #[error("{0}")]
     Io(String),
+    /// A `--var` that would replace a wrapper or change how the shell starts.
+    #[error("{0}")]
+    Var(String),
+    /// The script ran past its time limit; every process it started was killed.
+    #[error(
+        "the script was stopped after {:.0} s (the time limit); every process it started was killed. \
+         Raise the limit with --timeout SECONDS or SLUICE_SCRIPT_TIMEOUT",
+        .0.as_secs_f64()
+    )]
+    TimedOut(Duration),
+    /// Sluice got this signal while the script ran; the script's processes were killed and its
+    /// files removed. The caller removes its own files, then calls [`die_of`].
+    #[error("interrupted by signal {0}; the script's processes were killed")]
+    Interrupted(i32),
 }
 
 /// The shell named by the script's `#!` line when it is a POSIX shell, else `bash` (or `sh` when
@@ -143,19 +196,216 @@ fn sh_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', "'\\''"))
 }
 
+/// Environment names a `--var` may not set: the wrappers and what they read, and what changes
+/// how the shell or the programs it starts behave before the script's first line. `PATH` is
+/// allowed: the wrapper directory stays first in it.
+pub fn check_var(name: &str) -> Result<(), RunError> {
+    let ident = name.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    let refused = |why: &str| Err(RunError::Var(format!("--var {name}: {why}")));
+    if !ident {
+        return refused("not a shell variable name");
+    }
+    if ["TC", "IP", "BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "IFS", "CDPATH", "PS4"].contains(&name)
+        || name.starts_with("SLUICE_")
+        || name.starts_with("LD_")
+        || name.starts_with("BASH_FUNC")
+    {
+        return refused(
+            "this name belongs to Sluice's wrappers or to how the shell starts; it cannot be set",
+        );
+    }
+    Ok(())
+}
+
+/// Inherited variables that would replace a wrapper (exported shell functions, startup files,
+/// the dynamic loader's): removed from the script's environment.
+fn unsafe_inherited(name: &str) -> bool {
+    name.starts_with("BASH_FUNC_")
+        || name.starts_with("LD_")
+        || ["BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "IFS", "CDPATH", "PS4"].contains(&name)
+}
+
+/// A temporary directory removed when dropped: on success, on error and on unwinding; a signal
+/// reaches it through [`RunError::Interrupted`].
+#[derive(Debug)]
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    /// Creates `$TMPDIR/PREFIX-PID-N`.
+    pub fn new(prefix: &str) -> std::io::Result<TempDir> {
+        static SEQ: AtomicUsize = AtomicUsize::new(0);
+        let n = SEQ.fetch_add(1, Ordering::Relaxed);
+        let p = std::env::temp_dir().join(format!("{prefix}-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p)?;
+        Ok(TempDir(p))
+    }
+    /// Its path.
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Signals that stop a run: the script's processes are killed and the files removed first.
+const STOP_SIGNALS: [i32; 3] =
+    [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP];
+
+struct Signals {
+    /// The last stop signal caught while a script ran (0: none).
+    caught: Arc<AtomicUsize>,
+    /// True while no script runs: the signal then does what it did before (ends the process).
+    idle: Arc<AtomicBool>,
+    /// How many scripts run now.
+    active: Mutex<usize>,
+}
+
+/// The handlers, installed at the first run and kept: with no script running they act as the
+/// default action.
+fn signals() -> &'static Signals {
+    static S: OnceLock<Signals> = OnceLock::new();
+    S.get_or_init(|| {
+        let s = Signals {
+            caught: Arc::new(AtomicUsize::new(0)),
+            idle: Arc::new(AtomicBool::new(true)),
+            active: Mutex::new(0),
+        };
+        for sig in STOP_SIGNALS {
+            let _ = signal_hook::flag::register_conditional_default(sig, s.idle.clone());
+            let _ = signal_hook::flag::register_usize(sig, s.caught.clone(), sig as usize);
+        }
+        s
+    })
+}
+
+/// Marks one script running while alive.
+struct Active;
+
+impl Active {
+    fn start() -> Active {
+        let s = signals();
+        let mut n = s.active.lock().unwrap_or_else(|e| e.into_inner());
+        *n += 1;
+        s.idle.store(false, Ordering::SeqCst);
+        Active
+    }
+}
+
+impl Drop for Active {
+    fn drop(&mut self) {
+        let s = signals();
+        let mut n = s.active.lock().unwrap_or_else(|e| e.into_inner());
+        *n -= 1;
+        if *n == 0 {
+            s.idle.store(true, Ordering::SeqCst);
+        }
+    }
+}
+
+/// Ends the process as `signal` would have (after the caller removed its files).
+pub fn die_of(signal: i32) -> ! {
+    let _ = signal_hook::low_level::emulate_default_handler(signal);
+    std::process::exit(128 + signal)
+}
+
+/// Every live process the script started: its process group (the shell leads it), and any
+/// process carrying the run's mark in its environment (those that left the group with `setsid`
+/// and were orphaned). Zombies are left to whoever reaps them.
+fn script_pids(group: i32, mark: &str) -> Vec<i32> {
+    let me = std::process::id() as i32;
+    let Ok(rd) = std::fs::read_dir("/proc") else { return vec![] };
+    let needle = format!("SLUICE_RUN_ID={mark}\0");
+    rd.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|&pid| pid != me)
+        .filter(|&pid| {
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return false };
+            // After the `(comm)`: state, ppid, pgrp.
+            let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            if f.first() == Some(&"Z") || f.len() < 3 {
+                return false;
+            }
+            f[2].parse::<i32>().ok() == Some(group)
+                || std::fs::read(format!("/proc/{pid}/environ"))
+                    .is_ok_and(|env| env.windows(needle.len()).any(|w| w == needle.as_bytes()))
+        })
+        .collect()
+}
+
+/// Kills, by pid, every process of the script until none is left (a dying shell may still fork).
+fn kill_script(child: &mut std::process::Child, mark: &str) {
+    use nix::sys::signal::{kill, Signal};
+    use nix::unistd::Pid;
+    let group = child.id() as i32;
+    for _ in 0..50 {
+        let pids = script_pids(group, mark);
+        if pids.is_empty() {
+            break;
+        }
+        for p in pids {
+            let _ = kill(Pid::from_raw(p), Signal::SIGKILL);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// The `unshare` words that give the script a network namespace of its own, when this machine
+/// allows it (probed once); `SLUICE_SCRIPT_NETNS=0` turns it off.
+fn netns_prefix() -> Option<&'static [&'static str]> {
+    static P: OnceLock<Option<&'static [&'static str]>> = OnceLock::new();
+    *P.get_or_init(|| {
+        if std::env::var("SLUICE_SCRIPT_NETNS").is_ok_and(|v| v == "0") {
+            return None;
+        }
+        // `unshare` execs the command in place: the shell keeps its pid and process group.
+        let candidates: [&'static [&'static str]; 2] =
+            [&["unshare", "--net", "--"], &["unshare", "--user", "--map-root-user", "--net", "--"]];
+        candidates.into_iter().find(|c| {
+            std::process::Command::new(c[0])
+                .args(&c[1..])
+                .arg("true")
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        })
+    })
+}
+
+/// True when scripts run in a network namespace of their own (see [`run_script`]).
+pub fn isolates_network() -> bool {
+    netns_prefix().is_some()
+}
+
 /// Runs `script` under the real shell; `state_path` starts from whatever it holds (create it
 /// empty for a fresh run) and holds the final state afterwards.
+///
+/// Containment: the script has its own network namespace where the machine allows it; the
+/// shell leads its own process group and every process carries a mark in its environment; past `opts.timeout`, or when Sluice gets SIGINT/SIGTERM/SIGHUP, each of them
+/// is killed by pid. `--var` cannot replace the wrappers ([`check_var`]); `PATH` keeps the
+/// wrapper directory first. The wrapper directory is removed on every exit path.
 pub fn run_script(script: &Path, state_path: &Path, opts: &RunOpts) -> Result<Run, RunError> {
     let io = |what: &str, e: std::io::Error| RunError::Io(format!("{what}: {e}"));
+    for (k, _) in &opts.env {
+        check_var(k)?;
+    }
     let text =
         std::fs::read_to_string(script).map_err(|e| io(&format!("cannot read {}", script.display()), e))?;
     let shell = shell_for(&text);
-    static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let dir = std::env::temp_dir().join(format!("sluice-run-{}-{n}", std::process::id()));
-    let bin = dir.join("bin");
+    let shell_path = which(&shell).unwrap_or_else(|| PathBuf::from(&shell));
+    let dir = TempDir::new("sluice-run").map_err(|e| io("cannot create the wrapper directory", e))?;
+    let bin = dir.path().join("bin");
     std::fs::create_dir_all(&bin).map_err(|e| io("cannot create the wrapper directory", e))?;
-    let log = dir.join("calls.jsonl");
+    let log = dir.path().join("calls.jsonl");
     let exe = sh_quote(&opts.exe.display().to_string());
     let mut names: Vec<&str> = vec!["tc", "ip", "sudo"];
     names.extend(STAND_INS);
@@ -170,30 +420,85 @@ pub fn run_script(script: &Path, state_path: &Path, opts: &RunOpts) -> Result<Ru
                 .map_err(|e| io("cannot make a wrapper executable", e))?;
         }
     }
-    let path = match std::env::var_os("PATH") {
-        Some(p) => {
-            let mut v = vec![bin.clone()];
-            v.extend(std::env::split_paths(&p));
-            std::env::join_paths(v).map_err(|e| RunError::Io(e.to_string()))?
-        }
-        None => bin.clone().into_os_string(),
+    // A `--var PATH=...` replaces the rest of PATH, never the wrappers in front.
+    let rest = match opts.env.iter().rev().find(|(k, _)| k == "PATH") {
+        Some((_, v)) => Some(std::ffi::OsString::from(v)),
+        None => std::env::var_os("PATH"),
     };
-    let mut cmd = std::process::Command::new(&shell);
-    cmd.arg(script)
-        .args(&opts.args)
-        .env("PATH", path)
-        .env("SLUICE_STATE", state_path)
-        .env("SLUICE_RUN_LOG", &log)
-        .env("TC", bin.join("tc"))
-        .env("IP", bin.join("ip"))
-        .stdin(std::process::Stdio::null());
+    let mut dirs = vec![bin.clone()];
+    if let Some(p) = rest {
+        dirs.extend(std::env::split_paths(&p));
+    }
+    let path = std::env::join_paths(dirs).map_err(|e| RunError::Io(e.to_string()))?;
+    let mark = dir.path().file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    // `ulimit -v` bounds each process's memory; the shell then replaces itself with the script's.
+    // Where it can, the script gets a network namespace of its own (`unshare --net`, as an
+    // unprivileged user in a user namespace): no network, and a machine's `tc`/`ip` reached by
+    // absolute path sees only that namespace's loopback, not the host's interfaces.
+    let mut cmd = match netns_prefix() {
+        Some(pre) => {
+            let mut c = std::process::Command::new(pre[0]);
+            c.args(&pre[1..]).arg("/bin/sh");
+            c
+        }
+        None => std::process::Command::new("/bin/sh"),
+    };
+    cmd.arg("-c")
+        .arg(format!("ulimit -v {} 2>/dev/null; exec \"$0\" \"$@\"", opts.memory / 1024))
+        .arg(&shell_path)
+        .arg(script)
+        .args(&opts.args);
+    for (k, _) in std::env::vars_os() {
+        if k.to_str().is_none_or(unsafe_inherited) {
+            cmd.env_remove(k);
+        }
+    }
     for (k, v) in &opts.env {
         cmd.env(k, v);
     }
+    cmd.env("PATH", path)
+        .env("SLUICE_STATE", state_path)
+        .env("SLUICE_RUN_LOG", &log)
+        .env("SLUICE_RUN_ID", &mark)
+        .env("TC", bin.join("tc"))
+        .env("IP", bin.join("ip"))
+        .stdin(std::process::Stdio::null())
+        .process_group(0);
     if opts.quiet {
         cmd.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null());
     }
-    let status = cmd.status().map_err(|e| io(&format!("cannot start {shell}"), e));
+    let active = Active::start();
+    let mut child = cmd.spawn().map_err(|e| io(&format!("cannot start {shell}"), e))?;
+    let started = Instant::now();
+    let caught = &signals().caught;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(s)) => break Ok(s),
+            Ok(None) => {}
+            Err(e) => break Err(io("cannot wait for the script", e)),
+        }
+        let sig = caught.swap(0, Ordering::SeqCst);
+        if sig != 0 {
+            kill_script(&mut child, &mark);
+            break Err(RunError::Interrupted(sig as i32));
+        }
+        if started.elapsed() >= opts.timeout {
+            kill_script(&mut child, &mark);
+            break Err(RunError::TimedOut(opts.timeout));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    // Background processes the shell left behind do not outlive the run.
+    if status.is_ok() {
+        kill_script(&mut child, &mark);
+    }
+    drop(active);
+    // A signal that came as the script ended still stops Sluice.
+    let sig = caught.swap(0, Ordering::SeqCst);
+    let status = match status {
+        Ok(_) if sig != 0 => Err(RunError::Interrupted(sig as i32)),
+        s => s,
+    }?;
     // Every line is one call; a line that does not read (a wrapper killed while writing) is
     // kept as a failed call rather than left out of the count.
     let calls = std::fs::read_to_string(&log)
@@ -211,8 +516,7 @@ pub fn run_script(script: &Path, state_path: &Path, opts: &RunOpts) -> Result<Ru
             })
         })
         .collect();
-    let _ = std::fs::remove_dir_all(&dir);
-    let status = status?;
+    drop(dir);
     let state = crate::statefile::load(state_path).map_err(|e| RunError::Io(e.to_string()))?;
     Ok(Run { state, calls, status: status.code(), shell })
 }
@@ -268,6 +572,47 @@ mod tests {
         assert!(needs_shell("R=$((2*3))\n"));
         assert!(needs_shell("setup() {\n tc qdisc add dev e root htb\n}\nsetup\n"));
         assert!(needs_shell("if [ -n \"$X\" ]; then tc qdisc del dev e root; fi\n"));
+    }
+
+    #[test]
+    fn vars_that_would_replace_a_wrapper_are_refused() {
+        for ok in ["PATH", "DEV", "RATE", "_x1"] {
+            assert!(check_var(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "TC",
+            "IP",
+            "SLUICE_STATE",
+            "SLUICE_RUN_LOG",
+            "BASH_ENV",
+            "ENV",
+            "LD_PRELOAD",
+            "BASH_FUNC_tc%%",
+            "1X",
+            "",
+            "A-B",
+        ] {
+            assert!(check_var(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn temporary_folders_go_on_drop_and_unwinding() {
+        let d = TempDir::new("sluice-tempdir-test").unwrap();
+        let p = d.path().to_path_buf();
+        std::fs::write(p.join("f"), "x").unwrap();
+        drop(d);
+        assert!(!p.exists());
+        let p2 = std::panic::catch_unwind(|| {
+            let d = TempDir::new("sluice-tempdir-test").unwrap();
+            let p = d.path().to_path_buf();
+            if p.exists() {
+                std::panic::panic_any(p);
+            }
+            unreachable!()
+        })
+        .unwrap_err();
+        assert!(!p2.downcast_ref::<PathBuf>().unwrap().exists());
     }
 
     #[test]

@@ -275,6 +275,12 @@ pub(crate) fn load_script_in(
                             .err()
                             .and_then(|e| e.arg)
                             .and_then(|a| words.get(idx + 1 + offset + a))
+                            // A kind's own check (the registry's `change`) names the option:
+                            // point at its word.
+                            .or_else(|| {
+                                let name = out.stderr.split("Illegal \"").nth(1)?.split('"').next()?;
+                                words[idx + 1..].iter().find(|w| w.text == name)
+                            })
                             .map(|w| base + w.column)
                             .unwrap_or(base + prog.column);
                         let hint = hint_for(&out.stderr);
@@ -338,6 +344,8 @@ fn hint_for(stderr: &str) -> String {
         "the object exists already: use `replace` or `change`, or delete it first".into()
     } else if s.contains("What is") {
         "see the usage above for the options this kind accepts".into()
+    } else if s.contains("Illegal \"overhead\"") && s.contains("framing") {
+        "the overhead is `overhead N` plus what each framing keyword (pppoe-vcmux, ether-vlan...) adds".into()
     } else if s.contains("Illegal") || s.contains("is wrong") {
         "rates take bit, kbit, mbit, gbit (or Bps units); sizes b, k, m; times us, ms, s".into()
     } else if s.contains("not found") || s.contains("doesn't exist") {
@@ -437,19 +445,20 @@ fn load_by_running(
         hint: "`sluice run SCRIPT` shows every command and its result".into(),
         code: 0,
     };
-    let dir = std::env::temp_dir().join(format!("sluice-load-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(|e| fail(e.to_string()))?;
-    let state_path = dir.join("state.json");
-    let _ = std::fs::remove_file(&state_path);
+    let dir = crate::run::TempDir::new("sluice-load").map_err(|e| fail(e.to_string()))?;
+    let state_path = dir.path().join("state.json");
     let opts = crate::run::RunOpts {
-        exe,
-        args: vec![],
         env: vars.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
         quiet: true,
+        ..crate::run::RunOpts::new(exe)
     };
     let run = crate::run::run_script(path, &state_path, &opts);
-    let _ = std::fs::remove_dir_all(&dir);
-    let run = run.map_err(|e| fail(e.to_string()))?;
+    drop(dir);
+    let run = match run {
+        // Killed while the script ran: its files are gone; end as the signal would have.
+        Err(crate::run::RunError::Interrupted(sig)) => crate::run::die_of(sig),
+        r => r.map_err(|e| fail(e.to_string()))?,
+    };
     let mut notes =
         vec![Note { line: 0, text: format!("ran under {} (the script uses shell control flow)", run.shell) }];
     let mut commands = Vec::new();

@@ -231,6 +231,16 @@ pub fn validate(state: &State) -> Result<(), String> {
                 format!("qdisc add dev {} root{stab} {}", d.name, q.opts.kind())
             };
             reparse(&head, &args).map_err(|m| format!("device {}: qdisc {}: {m}", d.name, q.handle))?;
+            // The kind's own check (the registry's `change`, as on `tc qdisc add`): one rule
+            // for tc, a hand-edited file and the TOML form alike.
+            q.opts.change(d, None).map_err(|e| {
+                format!(
+                    "device {}: qdisc {}: {}",
+                    d.name,
+                    q.handle,
+                    e.message.lines().next().unwrap_or_default()
+                )
+            })?;
         }
         for c in &d.classes {
             let args = crate::export::class_args(&c.opts);

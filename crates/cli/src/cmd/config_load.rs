@@ -8,12 +8,14 @@ use sluice_tc::script::{load_file, Loaded};
 use sluice_tc::shell::Vars;
 use std::path::Path;
 
-/// Parses `NAME=VALUE` pairs given with `--var`.
+/// Parses `NAME=VALUE` pairs given with `--var`, refusing names that would replace Sluice's
+/// wrappers when the script runs under the shell (`sluice_tc::run::check_var`).
 pub fn vars(pairs: &[String]) -> anyhow::Result<Vars> {
     let mut v = Vars::new();
     for p in pairs {
         let (n, val) =
             p.split_once('=').ok_or_else(|| anyhow::anyhow!("--var expects NAME=VALUE, got {p:?}"))?;
+        sluice_tc::run::check_var(n)?;
         v.insert(n.to_string(), val.to_string());
     }
     Ok(v)

@@ -3,7 +3,7 @@
 //! `sluice shim` is what the wrappers call (not for direct use).
 
 use anyhow::{Context, Result};
-use sluice_tc::run::{create_named_devices, log_call, run_script, Call, RunOpts, STAND_INS};
+use sluice_tc::run::{create_named_devices, log_call, run_script, Call, RunError, RunOpts, STAND_INS};
 use sluice_tc::statefile;
 use std::io::Write;
 use std::path::PathBuf;
@@ -24,9 +24,14 @@ pub struct Args {
     /// Start from this state file's content instead of an empty machine.
     #[arg(long)]
     pub from: Option<PathBuf>,
-    /// Set an environment variable for the script (NAME=VALUE), repeatable.
+    /// Set an environment variable for the script (NAME=VALUE), repeatable. It cannot replace
+    /// the wrappers (`TC`, `IP`, `SLUICE_*`, exported functions...); `PATH` keeps them first.
     #[arg(long = "var")]
     pub vars: Vec<String>,
+    /// Stop the script (and every process it started) after this many seconds (default 600,
+    /// or SLUICE_SCRIPT_TIMEOUT).
+    #[arg(long)]
+    pub timeout: Option<f64>,
 }
 
 /// Runs the script and lists what it did.
@@ -39,18 +44,27 @@ pub fn run(args: Args) -> Result<ExitCode> {
         Some(p) => statefile::load(p)?,
         None => Default::default(),
     };
-    // Work on a private copy; the named file is replaced atomically once the run is over.
-    let work = std::env::temp_dir().join(format!("sluice-run-state-{}.json", std::process::id()));
+    // Work on a private copy (in a folder removed on every way out); the named file is
+    // replaced atomically once the run is over.
+    let work_dir =
+        sluice_tc::run::TempDir::new("sluice-run-state").context("cannot create a temporary folder")?;
+    let work = work_dir.path().join("state.json");
     statefile::save(&work, &start)?;
-    let opts = RunOpts {
-        exe: std::env::current_exe().context("cannot find the sluice executable")?,
+    let mut opts = RunOpts {
         args: args.args.clone(),
         env: super::config_load::vars(&args.vars)?.into_iter().collect(),
-        quiet: false,
+        ..RunOpts::new(std::env::current_exe().context("cannot find the sluice executable")?)
     };
+    if let Some(t) = args.timeout {
+        anyhow::ensure!(t.is_finite() && t > 0.0 && t < 1e9, "--timeout {t}: expected seconds above 0");
+        opts.timeout = std::time::Duration::from_secs_f64(t);
+    }
     let result = run_script(&args.script, &work, &opts);
-    let _ = std::fs::remove_file(&work);
-    let run = result?;
+    drop(work_dir);
+    let run = match result {
+        Err(RunError::Interrupted(sig)) => sluice_tc::run::die_of(sig),
+        r => r?,
+    };
     {
         let _lock = statefile::lock(&state_path, statefile::LOCK_TIMEOUT)?;
         statefile::save(&state_path, &run.state)?;

@@ -35,6 +35,10 @@ pub struct Args {
     /// to compare with the kernel's `tc -s` (`-` prints them).
     #[arg(long, value_name = "FILE")]
     tc_stats: Option<PathBuf>,
+    /// Run even when the work estimate says the run would take hours (the memory estimate
+    /// still applies).
+    #[arg(long)]
+    force: bool,
 }
 
 /// A scenario error rendered by miette with the offending line.
@@ -92,7 +96,7 @@ pub fn run_cmd(args: Args) -> Result<ExitCode> {
         };
         overrides.push((k.trim().to_string(), v.trim().to_string()));
     }
-    let opts = RunOptions { overrides, seed: args.seed };
+    let opts = RunOptions { overrides, seed: args.seed, force: args.force };
     let started = Instant::now();
     let bar: Mutex<Option<ProgressBar>> = Mutex::new(None);
     let quiet = args.quiet;

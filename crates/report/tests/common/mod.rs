@@ -18,6 +18,7 @@ pub fn simulate_with(name: &str, set: &[(&str, &str)]) -> Results {
     let opts = RunOptions {
         overrides: set.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
         seed: None,
+        force: false,
     };
     run(&sc, &opts, &|_| {}).unwrap_or_else(|e| panic!("{name}: {}", e.message)).0
 }

@@ -27,6 +27,8 @@ pub struct CaseSpec {
     /// The hops that run a tc configuration (tc-script shaper, IFB download shaper, netem link),
     /// for their `tc -s` counters after the run.
     pub tc_views: Vec<TcView>,
+    /// Estimated peak memory of the run, bytes.
+    pub memory: f64,
 }
 
 /// A hop that runs a device of a tc configuration.
@@ -194,6 +196,11 @@ impl Ctx<'_> {
 
 /// Resolves the scenario at `point`.
 pub fn build_case(sc: &Scenario, point: &Point) -> Result<CaseSpec, ScenarioError> {
+    build_case_opts(sc, point, false)
+}
+
+/// [`build_case`]; `force` runs it even when the work estimate says it would take hours.
+pub fn build_case_opts(sc: &Scenario, point: &Point, force: bool) -> Result<CaseSpec, ScenarioError> {
     let ctx = Ctx { sc, params: &point.params };
     let f = &sc.file;
     let top = |key: &str, q: Option<&Q>| -> Option<Q> {
@@ -429,7 +436,14 @@ pub fn build_case(sc: &Scenario, point: &Point) -> Result<CaseSpec, ScenarioErro
         series,
         profile: f.profile.unwrap_or(false),
     };
-    check_budget(&spec).map_err(|(key, msg)| ctx.err(None, msg, Some(&format!("change `{key}`"))))?;
+    let shaper_mem = built.as_ref().map_or((0.0, 0.0), |b| b.mem);
+    let memory = check_budget(&spec, shaper_mem, force).map_err(|(key, msg)| {
+        let hint = match key {
+            "work" => "a shorter `duration` or fewer packets, or --force to run it anyway".to_string(),
+            k => format!("change `{k}`"),
+        };
+        ctx.err(None, msg, Some(&hint))
+    })?;
     let mut references = Vec::new();
     for r in &f.reference {
         if ctx.when(&r.when)? {
@@ -457,6 +471,7 @@ pub fn build_case(sc: &Scenario, point: &Point) -> Result<CaseSpec, ScenarioErro
         leaf_accuracy,
         lint,
         tc_views,
+        memory,
     })
 }
 
@@ -511,6 +526,8 @@ pub(crate) struct BuiltShaper {
     pub leaves: Option<std::sync::Arc<LeafGen>>,
     /// Wall-clock ms of the validation build.
     pub build_ms: f64,
+    /// Estimated bytes of its queues and classes, and the packets they may hold at once.
+    pub mem: (f64, f64),
 }
 
 pub(crate) enum RuleKey {
@@ -614,6 +631,7 @@ fn build_shaper(ctx: &Ctx, s: &ShaperFile, seed: u64) -> Result<BuiltShaper, Sce
             rules,
             hash,
             default_class: sh.default_class(),
+            mem: crate::scenario::memory::state_bytes(&sh.state),
             tc: Some(sh),
             leaves: None,
             build_ms: 0.0,
@@ -630,6 +648,7 @@ fn build_shaper(ctx: &Ctx, s: &ShaperFile, seed: u64) -> Result<BuiltShaper, Sce
         tc: None,
         leaves: p.leaves,
         build_ms: p.build_ms,
+        mem: p.mem,
     })
 }
 
@@ -1064,28 +1083,29 @@ impl LeafAccuracy {
 const MAX_DURATION: Span = Span::from_secs(1_000_000);
 /// The most occupancy samples (`duration / step`) a run may take.
 const MAX_SAMPLES: u64 = 100_000_000;
-/// The most packet transmissions a run may be expected to make (about an hour of wall time).
-const MAX_PACKETS: f64 = 2e10;
+/// Events (packet transmissions, samples) a second the simulator handles on one core: measured
+/// 4.8e6 (probes every 1 ns) and 5.4e6 (64-byte CBR at 1 Tbit/s) in release builds.
+const TRANSMISSIONS_PER_S: f64 = 5e6;
+/// The most events a run may be expected to take without `--force`: an hour of wall time.
+const MAX_PACKETS: f64 = 3600.0 * TRANSMISSIONS_PER_S;
 
-/// Memory the machine can give a run: half of what is available now (8 GiB if unknown).
-fn memory_budget() -> u64 {
-    let avail = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
-        m.lines()
-            .find(|l| l.starts_with("MemAvailable:"))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|kb| kb.parse::<u64>().ok())
-            .map(|kb| kb * 1024)
-    });
-    avail.map(|b| b / 2).unwrap_or(8 << 30)
-}
-
-fn gib(b: f64) -> String {
-    format!("{:.1} GiB", b / (1u64 << 30) as f64)
+fn hours(secs: f64) -> String {
+    if secs >= 3600.0 {
+        format!("{:.1} hours", secs / 3600.0)
+    } else {
+        format!("{:.0} minutes", (secs / 60.0).ceil())
+    }
 }
 
 /// Refuses, before anything is allocated, a run that would not end or not fit: returns the key
 /// to change and a message with the figure.
-pub(crate) fn check_budget(spec: &SimSpec) -> Result<(), (&'static str, String)> {
+/// `shaper` is the shaper's estimated bytes and the packets its queues may hold; `force` lets a
+/// run that would take hours go ahead. Returns the memory estimate (bytes).
+pub(crate) fn check_budget(
+    spec: &SimSpec,
+    shaper: (f64, f64),
+    force: bool,
+) -> Result<f64, (&'static str, String)> {
     let secs = spec.duration.as_secs_f64();
     if spec.duration > MAX_DURATION {
         return Err((
@@ -1164,33 +1184,73 @@ pub(crate) fn check_budget(spec: &SimSpec) -> Result<(), (&'static str, String)>
             }
         };
         if let TrafficSpec::Tcp { rwnd, .. } = &f.traffic {
-            // Scoreboard entry (40 bytes), time-ordered entry (16), retransmission entry (8).
-            tcp_bytes += *rwnd as f64 * 64.0;
+            // Packets of the receive window (bytes each: `memory::PER_RWND_PACKET`).
+            tcp_bytes += *rwnd as f64;
             tcp_flows += 1.0;
         }
         packets += pps * secs;
     }
     let hops = (spec.forward.len() + spec.reverse.len()).max(1) as f64;
-    if packets * hops > MAX_PACKETS {
+    // Packet transmissions, plus the occupancy samples (one event each step).
+    let work = packets * hops + samples as f64;
+    if work > MAX_PACKETS && !force {
         return Err((
-            "duration",
-            format!("the run would carry about {packets:.3e} packets over {hops} links (at most {MAX_PACKETS:.0e} transmissions)"),
+            "work",
+            format!(
+                "the run would carry about {packets:.3e} packets over {hops} links: {work:.3e} \
+                 events, about {} at {:.0e} a second (at most {MAX_PACKETS:.0e} without --force)",
+                hours(work / TRANSMISSIONS_PER_S),
+                TRANSMISSIONS_PER_S
+            ),
         ));
     }
-    // Memory: per flow its records and histogram, per time-series bin a few counters per flow,
-    // class and link (and the window and RTT of each TCP sender), TCP scoreboards up to their
-    // receive window.
+    // Memory (see `memory`): per flow its records and a latency histogram grown up to the run's
+    // end, per time-series bin a few counters per flow, class and link (and the window and RTT
+    // of each TCP sender), TCP scoreboards up to their receive window, the shaper's queues and
+    // classes, and every packet that can be queued or on a wire at once.
+    use super::memory::{self, PER_FLOW, PER_PACKET, PER_RWND_PACKET};
     let nflows = spec.flows.len() as f64;
-    let bins = if spec.series { samples as f64 } else { 0.0 };
-    let per_bin = nflows * 20.0 + tcp_flows * 16.0 + spec.classes.len() as f64 * 8.0 + hops * 8.0;
-    let need = nflows * 4096.0 + bins * per_bin + tcp_bytes;
-    let budget = memory_budget() as f64;
+    let bins = if spec.series { samples as f64 + 1.0 } else { 0.0 };
+    let per_bin = nflows * 24.0 + tcp_flows * 16.0 + spec.classes.len() as f64 * 8.0 + hops * 16.0;
+    let hist = memory::histogram_bytes(spec.duration.as_nanos());
+    // Each hop's own queue (a default pfifo, a link's fq_codel...), and what its wire holds.
+    let mut queued = shaper.1 + hops * 10240.0;
+    for l in spec.forward.iter().chain(&spec.reverse) {
+        if let Some(r) = l.rate {
+            queued += r.bps() as f64 / 8.0 * l.delay.as_secs_f64() / 64.0 + 1.0;
+        } else {
+            queued += f64::INFINITY;
+        }
+    }
+    let sent = packets
+        + spec
+            .flows
+            .iter()
+            .map(|f| match f.traffic {
+                TrafficSpec::Backlog { depth } => depth as f64,
+                _ => 1.0,
+            })
+            .sum::<f64>();
+    let alive = sent.min(queued);
+    let need = memory::BASE
+        + nflows * (PER_FLOW + hist)
+        + hist
+        + bins * per_bin
+        + tcp_bytes * PER_RWND_PACKET
+        + shaper.0
+        + hops * 128.0 * 1024.0
+        + alive * PER_PACKET;
+    let budget = memory::budget();
     if need > budget {
         let key = if bins * per_bin > need / 2.0 { "step" } else { "count" };
         return Err((
             key,
-            format!("the run needs about {} of memory, more than the {} it may use", gib(need), gib(budget)),
+            format!(
+                "the run needs about {} of memory, more than the {} it may use",
+                memory::gib(need),
+                memory::gib(budget)
+            ),
         ));
     }
-    Ok(())
+    Ok(need)
 }

@@ -3,9 +3,10 @@
 
 mod build;
 mod error;
+pub(crate) mod memory;
 pub mod file;
 
-pub use build::{build_case, CaseSpec, Ctx, LeafAccuracy, TcView};
+pub use build::{build_case, build_case_opts, CaseSpec, Ctx, LeafAccuracy, TcView};
 pub use error::{line_col, ScenarioError};
 
 use file::{Scalar, ScenarioFile, SweepFile};

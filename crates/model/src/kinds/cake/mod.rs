@@ -128,7 +128,22 @@ impl QdiscKind for Cake {
         xstats(&CakeStats::idle(&config(o, dev.psched_mtu())))
     }
 
+    /// The one check of CAKE's options, whatever wrote them (tc, a state file, the TOML form):
+    /// tc's `overhead N` takes -64 to 256 and each framing keyword adds to it (`overhead 256
+    /// pppoe-vcmux` is 288, which tc sends and the kernel takes); the kernel keeps the sum in
+    /// 16 bits.
     fn change(_dev: &Device, n: CakeOpts, old: Option<&CakeOpts>) -> Result<CakeOpts, TcError> {
+        if let Some(oh) = n.overhead.filter(|oh| !OVERHEAD_KEPT.contains(oh)) {
+            return Err(TcError::usage(
+                format!(
+                    "Illegal \"overhead\" {oh}: CAKE keeps the per-packet overhead in 16 bits ({} to {}; \
+                     tc's `overhead N` takes -64 to 256 and framing keywords add to it)",
+                    OVERHEAD_KEPT.start(),
+                    OVERHEAD_KEPT.end()
+                ),
+                None,
+            ));
+        }
         Ok(merge(&n, old))
     }
 
@@ -198,6 +213,9 @@ const PRESETS: [(&str, u32, u32); 8] = [
     ("satellite", 50000, 1000000),
     ("interplanetary", 50000000, 1000000000),
 ];
+
+/// The overheads CAKE keeps (`rate_overhead` is 16 bits; tc writes none below -64).
+pub const OVERHEAD_KEPT: std::ops::RangeInclusive<i32> = -64..=i16::MAX as i32;
 
 /// Framing presets that add to the overhead: (name, cell mode or None to keep, bytes).
 const FRAMING: [(&str, Option<AtmMode>, i32); 11] = [
@@ -551,7 +569,11 @@ pub fn export_args(o: &CakeOpts) -> String {
         w.push("raw".into());
     }
     if let Some(oh) = o.overhead.filter(|&oh| !(o.raw && oh == 0)) {
-        w.push(format!("overhead {oh}"));
+        // Above the 256 `overhead N` takes, `ether-vlan` adds 4 each without touching the cell
+        // mode (tc reads `overhead 256 ether-vlan ...` back to the same sum).
+        let vlans = ((oh - 256).max(0) + 3) / 4;
+        w.push(format!("overhead {}", oh - 4 * vlans));
+        w.extend((0..vlans).map(|_| "ether-vlan".to_string()));
     }
     if let Some(a) = o.atm {
         w.push(["noatm", "atm", "ptm"][a as usize].into());
@@ -690,10 +712,34 @@ mod tests {
             "autorate-ingress conservative wash no-split-gso precedence flowblind egress no-ack-filter",
             "raw",
             "docsis nonat nowash",
+            // Framing keywords add to `overhead N`: 288 here, beyond what `overhead N` takes.
+            "overhead 256 pppoe-vcmux",
+            "overhead 255 bridged-ptm ether-vlan",
+            "overhead -64 ether-vlan",
         ] {
             let o = p(cmd).unwrap();
             let back = p(&export_args(&o)).unwrap();
             assert_eq!(back, o, "{cmd} -> {}", export_args(&o));
+        }
+    }
+
+    #[test]
+    fn the_sum_of_overhead_and_framing_is_kept_and_checked_in_one_place() {
+        let dev = Device::new("e", crate::model::DevKind::Dummy, 1);
+        let o = p("overhead 256 pppoe-vcmux").unwrap();
+        assert_eq!((o.overhead, o.atm), (Some(288), Some(AtmMode::Atm)));
+        assert_eq!(Cake::change(&dev, o.clone(), None).unwrap(), o);
+        assert!(export_args(&o).contains("overhead 256 ether-vlan"), "{}", export_args(&o));
+        let top = CakeOpts { overhead: Some(i16::MAX as i32), ..Default::default() };
+        assert_eq!(p(&export_args(&top)).unwrap(), top);
+        for bad in [i16::MAX as i32 + 1, -65, i32::MIN] {
+            let e =
+                Cake::change(&dev, CakeOpts { overhead: Some(bad), ..Default::default() }, None).unwrap_err();
+            assert!(
+                e.message.contains("Illegal \"overhead\"") && e.message.contains(&bad.to_string()),
+                "{}",
+                e.message
+            );
         }
     }
 
