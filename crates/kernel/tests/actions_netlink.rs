@@ -22,19 +22,20 @@ fn fixture(name: &str) -> (String, Vec<u8>) {
     (cmd, bytes)
 }
 
+/// Every fixture in `tests/fixtures/actions/`; each registry action kind needs at least two.
 #[test]
 fn actions_encode_as_tc_sends_them() {
-    let names = [
-        "gact-drop",
-        "gact-random-cookie",
-        "gact-jump-two",
-        "police-basic",
-        "police-full",
-        "skbedit",
-        "mirred-redirect",
-        "mirred-mirror",
-    ];
-    for name in names {
+    let dir = format!("{}/tests/fixtures/actions", env!("CARGO_MANIFEST_DIR"));
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.strip_suffix(".txt").map(String::from))
+        .collect();
+    names.sort();
+    for kind in sluice_model::kinds::ACTION_KINDS {
+        let n = names.iter().filter(|n| n.split('-').next() == Some(kind)).count();
+        assert!(n >= 2, "{kind}: {n} captured action requests (want at least 2 in {dir})");
+    }
+    for name in &names {
         let (cmd, want) = fixture(name);
         let mut state = State::default();
         let argv: Vec<String> = cmd.split_whitespace().map(String::from).collect();
