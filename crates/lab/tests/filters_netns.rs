@@ -71,7 +71,10 @@ fn u32_filters_put_real_traffic_in_the_classes_they_name() {
     let plan = Plan::new(&config, IF_SHAPER_SERVER, BurstPolicy::Sluice).unwrap();
     let nodes: Vec<_> = plan.filter_nodes().map(|(_, f)| f).collect();
     assert_eq!(filters::compare(&nodes, &kfilters), Vec::<String>::new(), "{kfilters:#?}");
-    assert!(kfilters.iter().any(|k| k.handle == 0x0020_5800 && k.classid() == Some(0x1_0030)), "{kfilters:#?}");
+    assert!(
+        kfilters.iter().any(|k| k.handle == 0x0020_5800 && k.classid() == Some(0x1_0030)),
+        "{kfilters:#?}"
+    );
     // The comparison is not vacuous: a model naming another class differs.
     let mut other = config.clone();
     let f = other.devices[0].filters.iter_mut().find(|f| f.handle == 0x0020_5800).unwrap();

@@ -91,8 +91,7 @@ fn edt_packets_are_not_sent_before_their_time() {
 #[test]
 fn the_fq_pacing_scenario_compares_fq_and_htb() {
     let sc = Scenario::find("fq-pacing").unwrap_or_else(|e| panic!("{e}"));
-    let r =
-        run(&sc, &RunOptions::default(), &|_| {}).unwrap_or_else(|e| panic!("{e}")).0;
+    let r = run(&sc, &RunOptions::default(), &|_| {}).unwrap_or_else(|e| panic!("{e}")).0;
     assert_eq!(r.cases.len(), 4);
     for c in &r.cases {
         let f = &c.flows[0];

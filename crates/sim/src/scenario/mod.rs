@@ -3,8 +3,8 @@
 
 mod build;
 mod error;
-pub(crate) mod memory;
 pub mod file;
+pub(crate) mod memory;
 
 pub use build::{build_case, build_case_opts, CaseSpec, Ctx, LeafAccuracy, TcView};
 pub use error::{line_col, ScenarioError};
