@@ -399,7 +399,8 @@ pub fn bind_filter_actions(
         let mut a = s.action.clone();
         if idx == 0 {
             a.set_index(
-                sorted_free_index(table, &added, kind).ok_or_else(|| TcError::errno("No space left on device"))?,
+                sorted_free_index(table, &added, kind)
+                    .ok_or_else(|| TcError::errno("No space left on device"))?,
             );
         }
         let e = ActionEntry {
@@ -463,12 +464,16 @@ fn sorted_free_index(actions: &[ActionEntry], added: &[ActionEntry], kind: &str)
 /// whose last filter went away). Call after each change of filters.
 pub fn settle(state: &mut State, added: Vec<ActionEntry>) {
     state.actions.extend(added);
+    probe(state.actions.len() + state.devices.iter().map(|d| d.filters.len()).sum::<usize>());
     let mut bound: std::collections::HashSet<(&'static str, u32)> = std::collections::HashSet::new();
     for a in state.devices.iter().flat_map(|d| d.filters.iter()).flat_map(|f| f.actions.iter()) {
         bound.insert((a.kind(), a.index()));
     }
-    let held: Vec<bool> =
-        state.actions.iter().map(|e| e.standalone || bound.contains(&(e.action.kind(), e.action.index()))).collect();
+    let held: Vec<bool> = state
+        .actions
+        .iter()
+        .map(|e| e.standalone || bound.contains(&(e.action.kind(), e.action.index())))
+        .collect();
     drop(bound);
     let mut i = 0;
     state.actions.retain(|_| {

@@ -6,8 +6,8 @@
 use super::args::{ClassCmd, FilterCmd, QdiscCmd, Verb};
 use super::error::TcError;
 use crate::model::*;
-use sluice_model::kinds::ClassChange;
 use sluice_model::kinds::filter_common::FilterChange;
+use sluice_model::kinds::ClassChange;
 
 /// Finds a device or fails like tc (`Cannot find device "X"`, exit 1).
 pub fn device_mut<'a>(
