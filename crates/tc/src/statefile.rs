@@ -159,13 +159,23 @@ pub fn parse(text: &str) -> Result<State, String> {
     if !value.is_object() {
         return Err("expected a JSON object with \"devices\"".into());
     }
-    let state: State = serde_json::from_value(value.clone()).map_err(|e| e.to_string())?;
+    let mut state: State = serde_json::from_value(value.clone()).map_err(|e| e.to_string())?;
     // A key the model does not know (a typo, a renamed field) would be dropped silently and the
     // next save would lose what it held: refuse it instead.
     let back = serde_json::to_value(&state).map_err(|e| e.to_string())?;
     unknown_key(&value, &back, "")?;
     validate(&state)?;
+    sort_actions(&mut state);
     Ok(state)
+}
+
+/// The action tables in (kind, index) order, which the filter path's binary searches rely on
+/// (Sluice writes them so; a hand-edited file may not be).
+fn sort_actions(state: &mut State) {
+    crate::tc::actions::sort_table(&mut state.actions);
+    for ns in state.netns.values_mut() {
+        sort_actions(ns);
+    }
 }
 
 /// The first key of `input` that has content but did not survive reading (`back` is the state

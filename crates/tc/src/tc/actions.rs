@@ -368,8 +368,11 @@ pub fn bind_filter_actions(
     state: &State,
     specs: &[ActionSpec],
 ) -> Result<(Vec<Action>, Vec<ActionEntry>), TcError> {
-    let mut table: Vec<ActionEntry> = state.actions.clone();
-    let mut added = Vec::new();
+    // The table is sorted by (kind, index) (see [`settle`]): lookups and the next free index
+    // are binary searches, and only this filter's new entries (`added`) are scanned, so a batch
+    // of N filters with actions costs O(N log N) here, not O(N²).
+    let table = &state.actions;
+    let mut added: Vec<ActionEntry> = Vec::new();
     let mut out = Vec::new();
     // With the `police` keyword the kernel takes that policer alone (`tcf_exts_validate`).
     let specs = match specs.iter().rposition(|s| s.compat) {
@@ -383,15 +386,22 @@ pub fn bind_filter_actions(
         let kind = s.action.kind();
         let idx = s.action.index();
         if idx != 0 {
-            if let Some(p) = position(&table, kind, idx) {
+            if let Some(p) = sorted_position(table, kind, idx) {
                 out.push(table[p].action.clone());
+                continue;
+            }
+            if let Some(p) = position(&added, kind, idx) {
+                out.push(added[p].action.clone());
                 continue;
             }
         }
         check_new(s, true)?;
         let mut a = s.action.clone();
         if idx == 0 {
-            a.set_index(free_index(&table, kind).ok_or_else(|| TcError::errno("No space left on device"))?);
+            a.set_index(
+                sorted_free_index(table, &added, kind)
+                    .ok_or_else(|| TcError::errno("No space left on device"))?,
+            );
         }
         let e = ActionEntry {
             action: a.clone(),
@@ -399,30 +409,100 @@ pub fn bind_filter_actions(
             cookie: s.cookie.clone(),
             installed_ms: now_ms(),
         };
-        table.push(e.clone());
         added.push(e);
         out.push(a);
     }
     Ok((out, added))
 }
 
+/// Work counter for tests: table entries the filter path looked at (see
+/// `filter_actions_scale` in tests). Counts only; never read by the code itself.
+#[doc(hidden)]
+pub static PROBES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+fn probe(n: usize) {
+    PROBES.fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// The range of `kind`'s entries in a table sorted by (kind, index).
+fn kind_range(actions: &[ActionEntry], kind: &str) -> std::ops::Range<usize> {
+    let lo = actions.partition_point(|e| e.action.kind() < kind);
+    let hi = lo + actions[lo..].partition_point(|e| e.action.kind() == kind);
+    probe(((actions.len() + 1).ilog2() as usize + 1) * 2);
+    lo..hi
+}
+
+/// [`position`] in a table sorted by (kind, index).
+fn sorted_position(actions: &[ActionEntry], kind: &str, index: u32) -> Option<usize> {
+    let r = kind_range(actions, kind);
+    let of_kind = &actions[r.clone()];
+    of_kind.binary_search_by(|e| e.action.index().cmp(&index)).ok().map(|p| r.start + p)
+}
+
+/// [`free_index`] in a table sorted by (kind, index), with `added` (unsorted, small) taken too.
+fn sorted_free_index(actions: &[ActionEntry], added: &[ActionEntry], kind: &str) -> Option<u32> {
+    let of_kind = &actions[kind_range(actions, kind)];
+    // Indexes are distinct and at least 1, so the k-th is k + 1 exactly up to the first gap.
+    let (mut lo, mut hi) = (0usize, of_kind.len());
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if of_kind[mid].action.index() as u64 == mid as u64 + 1 {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    let dense = lo;
+    let mut want = u32::try_from(dense).ok()?.checked_add(1)?;
+    while sorted_position(actions, kind, want).is_some() || position(added, kind, want).is_some() {
+        want = want.checked_add(1)?;
+    }
+    Some(want)
+}
+
 /// Adds the entries a filter made and drops every entry nothing holds any more (an inline action
 /// whose last filter went away). Call after each change of filters.
 pub fn settle(state: &mut State, added: Vec<ActionEntry>) {
     state.actions.extend(added);
+    probe(state.actions.len() + state.devices.iter().map(|d| d.filters.len()).sum::<usize>());
+    let mut bound: std::collections::HashSet<(&'static str, u32)> = std::collections::HashSet::new();
+    for a in state.devices.iter().flat_map(|d| d.filters.iter()).flat_map(|f| f.actions.iter()) {
+        bound.insert((a.kind(), a.index()));
+    }
     let held: Vec<bool> = state
         .actions
         .iter()
-        .map(|e| e.standalone || binds(state, e.action.kind(), e.action.index()) > 0)
+        .map(|e| e.standalone || bound.contains(&(e.action.kind(), e.action.index())))
         .collect();
+    drop(bound);
     let mut i = 0;
     state.actions.retain(|_| {
         i += 1;
         held[i - 1]
     });
-    state
-        .actions
-        .sort_by(|a, b| (a.action.kind(), a.action.index()).cmp(&(b.action.kind(), b.action.index())));
+    sort_table(&mut state.actions);
+}
+
+/// Puts the table in (kind, index) order, the order [`bind_filter_actions`] relies on.
+pub fn sort_table(actions: &mut [ActionEntry]) {
+    actions.sort_by(|a, b| (a.action.kind(), a.action.index()).cmp(&(b.action.kind(), b.action.index())));
+}
+
+/// [`settle`] after a filter add/change/replace that bound `added` (new, unheld before) and
+/// removed no action reference (`lost == false`): nothing can have lost its last bind, so the
+/// new entries only go in at their sorted places (at the end, for increasing indexes).
+pub fn settle_added(state: &mut State, added: Vec<ActionEntry>) {
+    for e in added {
+        let at = state
+            .actions
+            .partition_point(|x| (x.action.kind(), x.action.index()) < (e.action.kind(), e.action.index()));
+        state.actions.insert(at, e);
+    }
+}
+
+/// The number of action references all filters hold.
+pub fn total_binds(state: &State) -> usize {
+    state.devices.iter().map(|d| d.filters.iter().map(|f| f.actions.len()).sum::<usize>()).sum()
 }
 
 /// Writes new parameters of `kind` `index` into the table and into every filter bound to it.

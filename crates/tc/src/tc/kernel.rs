@@ -450,8 +450,16 @@ pub fn filter_modify(state: &mut State, c: &FilterCmd) -> Result<Vec<String>, Tc
     } else {
         super::actions::bind_filter_actions(state, specs)?
     };
+    // Whether an action lost a bind: the references grew by exactly this filter's actions
+    // (O(filters) integer sums) or the whole table is checked again.
+    let before = super::actions::total_binds(state);
+    let n = actions.len();
     let w = filter_modify_inner(state, c, actions)?;
-    super::actions::settle(state, added);
+    if c.verb != Verb::Delete && super::actions::total_binds(state) == before + n {
+        super::actions::settle_added(state, added);
+    } else {
+        super::actions::settle(state, added);
+    }
     Ok(w)
 }
 
